@@ -1,0 +1,277 @@
+// Command devstack runs the whole Nubes suite in one process for
+// development: every service behind one port (127.0.0.1:8080), embedded
+// FerretDB on SQLite and embedded NATS JetStream, with data under .data/.
+//
+// On first start it creates a domain and a signing key and writes
+// .data/bootstrap.json (mode 0600) with domain_id and system_token.
+// It is not a production deployment: see helm/ and docs/operations.md.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/nubes-io/nubes/pkg/api"
+	"github.com/nubes-io/nubes/pkg/app"
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/config"
+	"github.com/nubes-io/nubes/pkg/devinfra"
+	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/server"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/services/board"
+	"github.com/nubes-io/nubes/services/identity"
+	"github.com/nubes-io/nubes/services/mailer"
+)
+
+// serviceNames are the services the devstack runs, identity first.
+var serviceNames = []string{identity.Name, board.Name, mailer.Name}
+
+// Config of the devstack. An empty mongo_uri or nats_url starts the
+// embedded server instead.
+type Config struct {
+	HTTPAddr  string `mapstructure:"http_addr"`
+	DataDir   string `mapstructure:"data_dir"`
+	MongoURI  string `mapstructure:"mongo_uri" secret:"true"`
+	MongoDB   string `mapstructure:"mongo_database"`
+	NATSURL   string `mapstructure:"nats_url" secret:"true"`
+	LogFormat string `mapstructure:"log_format"`
+	LogLevel  string `mapstructure:"log_level"`
+	// The root domain's admin, created on first start (a random password
+	// when empty; bootstrap.json keeps it).
+	AdminUserID   string `mapstructure:"admin_user_id"`
+	AdminPassword string `mapstructure:"admin_password" secret:"true"`
+	// The mailer writes .eml files under <data_dir>/mail unless smtp_host is set.
+	Mailer mailer.Config `mapstructure:",squash"`
+}
+
+func defaults() map[string]any {
+	d := mailer.Defaults()
+	maps.Copy(d, map[string]any{
+		"http_addr": "127.0.0.1:8080", "data_dir": ".data", "mongo_uri": "", "mongo_database": "nubes",
+		"nats_url": "", "log_format": "auto", "log_level": "info", "admin_user_id": "admin", "admin_password": "",
+	})
+	return d
+}
+
+// Bootstrap is .data/bootstrap.json: the root domain, a SYSTEM token for
+// it and its admin's credentials.
+type Bootstrap struct {
+	DomainID      string `json:"domain_id"`
+	SystemToken   string `json:"system_token"`
+	DomainName    string `json:"domain_name"`
+	AdminUserID   string `json:"admin_user_id"`
+	AdminPassword string `json:"admin_password"`
+}
+
+// Run starts the devstack and serves until ctx is done. started, if not
+// nil, receives the listening address once the stack is up.
+func Run(ctx context.Context, cfg Config, log *slog.Logger, started func(addr string)) error {
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return err
+	}
+	mongoURI := cfg.MongoURI
+	if mongoURI == "" {
+		m, err := devinfra.StartMongo(filepath.Join(cfg.DataDir, "mongo"), "127.0.0.1:0", log.With("component", "ferretdb"))
+		if err != nil {
+			return err
+		}
+		defer m.Stop()
+		mongoURI = m.URI
+	}
+	natsURL := cfg.NATSURL
+	if natsURL == "" {
+		n, err := devinfra.StartNATS(filepath.Join(cfg.DataDir, "nats"), "127.0.0.1", 0)
+		if err != nil {
+			return err
+		}
+		defer n.Stop()
+		natsURL = n.URL
+	}
+	signer, cipher, err := keys(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	bootPath := filepath.Join(cfg.DataDir, "bootstrap.json")
+	old, err := readBootstrap(bootPath)
+	if err != nil {
+		return err
+	}
+
+	// SQLite serializes writes: a small pool avoids queueing inside FerretDB.
+	client, err := store.Connect(ctx, mongoURI, store.Options{MaxPoolSize: 16})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = client.Disconnect(context.Background()) }()
+	bus, err := events.Connect(ctx, natsURL, "devstack", log)
+	if err != nil {
+		return err
+	}
+	defer bus.Close()
+	deps := app.Deps{DB: client.Database(cfg.MongoDB), Events: bus, Log: log}
+
+	// Listen first: identity's e-mail links need the real address.
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	password := cfg.AdminPassword
+	if password == "" {
+		password = old.AdminPassword
+	}
+	id, err := identity.Build(ctx, deps, identity.Config{Signer: signer, Cipher: cipher, RootDomainID: old.DomainID,
+		AdminUserID: cfg.AdminUserID, AdminPassword: password, ConsoleURL: "http://" + ln.Addr().String() + "/console"})
+	if err != nil {
+		return fmt.Errorf("build identity: %w", err)
+	}
+	boot, err := writeBootstrap(bootPath, old, id, signer)
+	if err != nil {
+		return err
+	}
+	built := []*app.Service{id.Service}
+	mcfg := cfg.Mailer
+	if mcfg.SMTPHost == "" && mcfg.MailDir == "" {
+		mcfg.MailDir = filepath.Join(cfg.DataDir, "mail")
+	}
+	for _, build := range []app.Constructor{board.New, mailer.New(mcfg)} {
+		svc, err := build(ctx, deps)
+		if err != nil {
+			return err
+		}
+		built = append(built, svc)
+	}
+	var routes []api.Route
+	var workers []func(context.Context) error
+	var docs []map[string]any
+	for _, svc := range built {
+		routes = append(routes, svc.Routes...)
+		workers = append(workers, svc.Workers...)
+		docs = append(docs, api.OpenAPI("Nubes "+svc.Name, svc.Routes, server.Aliases(svc.Routes)))
+	}
+	// One process: identity's authenticator checks every credential
+	// against its own records, as the remote check does in a cluster.
+	srv, err := server.New(server.Options{
+		Name: "devstack", Logger: log, Auth: id.Service.Auth, Documents: id.Service.Documents,
+		Ready:   func(ctx context.Context) error { return store.Ping(ctx, deps.DB) },
+		OpenAPI: api.MergeOpenAPI("Nubes", docs...),
+	}, routes...)
+	if err != nil {
+		return err
+	}
+	log.Info("devstack ready", "url", "http://"+ln.Addr().String(), "domain_id", boot.DomainID,
+		"admin_user_id", boot.AdminUserID, "bootstrap", bootPath)
+	if started != nil {
+		started(ln.Addr().String())
+	}
+	return app.Serve(ctx, srv, ln, workers...)
+}
+
+// keys loads or creates the signing key and the encryption keys (0600).
+func keys(dir string) (*auth.Signer, *identity.Cipher, error) {
+	keyPath := filepath.Join(dir, "signing-key.pem")
+	pemBytes, err := os.ReadFile(keyPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		s, err := auth.GenerateSigner()
+		if err != nil {
+			return nil, nil, err
+		}
+		pemBytes = s.PEM()
+		if err := os.WriteFile(keyPath, pemBytes, 0o600); err != nil {
+			return nil, nil, err
+		}
+	} else if err != nil {
+		return nil, nil, err
+	}
+	signer, err := auth.ParseSignerPEM(pemBytes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", keyPath, err)
+	}
+	encPath := filepath.Join(dir, "encryption-keys")
+	spec, err := os.ReadFile(encPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		spec = []byte(identity.RandomCipherSpec())
+		if err := os.WriteFile(encPath, spec, 0o600); err != nil {
+			return nil, nil, err
+		}
+	} else if err != nil {
+		return nil, nil, err
+	}
+	cipher, err := identity.NewCipher(string(spec))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", encPath, err)
+	}
+	return signer, cipher, nil
+}
+
+func readBootstrap(path string) (Bootstrap, error) {
+	var b Bootstrap
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return b, nil
+	}
+	if err != nil {
+		return b, err
+	}
+	if err := json.Unmarshal(raw, &b); err != nil {
+		return b, fmt.Errorf("%s: %w", path, err)
+	}
+	return b, nil
+}
+
+// writeBootstrap records what identity's bootstrap made. A second start
+// changes nothing: the system token is kept while it still verifies for
+// the root domain, and the admin password is known only from the first
+// start (or from config).
+func writeBootstrap(path string, old Bootstrap, id *identity.Built, signer *auth.Signer) (*Bootstrap, error) {
+	b := old
+	b.DomainID, b.DomainName, b.AdminUserID = id.Bootstrap.DomainID, id.Bootstrap.DomainName, id.Bootstrap.AdminUserID
+	if id.Bootstrap.AdminPassword != "" {
+		b.AdminPassword = id.Bootstrap.AdminPassword
+	}
+	v, err := auth.NewVerifier(auth.JWKSOf(signer))
+	if err != nil {
+		return nil, err
+	}
+	if p, err := v.Authenticate(context.Background(), b.SystemToken); err != nil || p.DomainID != b.DomainID || !p.IsSystem() {
+		b.SystemToken = id.SystemToken
+	}
+	if b == old {
+		return &b, nil
+	}
+	raw, _ := json.MarshalIndent(b, "", "  ")
+	return &b, os.WriteFile(path, append(raw, '\n'), 0o600)
+}
+
+func main() {
+	var cfg Config
+	if err := config.Load(&cfg, defaults()); err != nil {
+		fmt.Fprintln(os.Stderr, "devstack:", err)
+		os.Exit(1)
+	}
+	log := app.NewLogger(cfg.LogFormat, cfg.LogLevel, os.Stderr)
+	slog.SetDefault(log)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	start := time.Now()
+	err := Run(ctx, cfg, log, func(addr string) {
+		fmt.Fprintf(os.Stderr, "\nNubes devstack on http://%s (up in %s)\nCredentials: %s\n\n",
+			addr, time.Since(start).Round(time.Millisecond), filepath.Join(cfg.DataDir, "bootstrap.json"))
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "devstack:", err)
+		os.Exit(1)
+	}
+}

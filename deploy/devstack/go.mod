@@ -1,0 +1,17 @@
+module github.com/nubes-io/nubes/deploy/devstack
+
+go 1.26.8
+
+require (
+	github.com/nubes-io/nubes/pkg v0.0.0
+	github.com/nubes-io/nubes/services/board v0.0.0
+	github.com/nubes-io/nubes/services/identity v0.0.0
+	github.com/nubes-io/nubes/services/mailer v0.0.0
+)
+
+replace (
+	github.com/nubes-io/nubes/pkg => ../../pkg
+	github.com/nubes-io/nubes/services/board => ../../services/board
+	github.com/nubes-io/nubes/services/identity => ../../services/identity
+	github.com/nubes-io/nubes/services/mailer => ../../services/mailer
+)

@@ -1,0 +1,110 @@
+package api
+
+import (
+	"testing"
+
+	"github.com/nubes-io/nubes/pkg/errs"
+)
+
+type inner struct {
+	Mode string `json:"mode" v:"required,enum=A|B"`
+}
+
+type sample struct {
+	Name   string         `json:"name" v:"required,max=5"`
+	Kind   string         `json:"kind" v:"enum=X|Y"`
+	Labels []string       `json:"labels" v:"max=2,enum=l1|l2|l3"`
+	Count  int            `json:"count" v:"min=1"`
+	Flag   *bool          `json:"flag"`
+	Inner  *inner         `json:"inner"`
+	Items  []inner        `json:"items"`
+	Tags   map[string]any `json:"tags"`
+}
+
+func (s *sample) Validate() error {
+	if s.Name == "bad" {
+		return errs.Invalid("name", "cannot be bad")
+	}
+	return nil
+}
+
+func TestDecode(t *testing.T) {
+	cases := []struct {
+		name string
+		body string
+		code string // "" means accepted
+	}{
+		{"minimal", `{"name": "ok"}`, ""},
+		{"empty body is {} and misses name", ``, errs.RequiredParameter},
+		{"trimmed and accepted", `{"name": "  abc  "}`, ""},
+		{"blank required", `{"name": "  "}`, errs.RequiredParameter},
+		{"null required", `{"name": null}`, errs.RequiredParameter},
+		{"too long in runes", `{"name": "ääääää"}`, errs.InvalidParameter},
+		{"five runes fit", `{"name": "äääää"}`, ""},
+		{"enum", `{"name": "a", "kind": "Z"}`, errs.InvalidParameter},
+		{"enum ok", `{"name": "a", "kind": "Y"}`, ""},
+		{"list enum", `{"name": "a", "labels": ["l1", "l9"]}`, errs.InvalidParameter},
+		{"list too long", `{"name": "a", "labels": ["l1", "l2", "l3"]}`, errs.InvalidParameter},
+		{"min", `{"name": "a", "count": 0}`, ""},
+		{"below min", `{"name": "a", "count": -1}`, errs.InvalidParameter},
+		{"wrong type", `{"name": 1}`, errs.InvalidParameterType},
+		{"wrong nested type", `{"name": "a", "inner": {"mode": 1}}`, errs.InvalidParameterType},
+		{"unknown field", `{"name": "a", "nme": "b"}`, errs.InvalidParameter},
+		{"unknown nested field", `{"name": "a", "inner": {"mode": "A", "x": 1}}`, errs.InvalidParameter},
+		{"nested required", `{"name": "a", "inner": {}}`, errs.RequiredParameter},
+		{"nested enum in list", `{"name": "a", "items": [{"mode": "A"}, {"mode": "C"}]}`, errs.InvalidParameter},
+		{"free-form tags", `{"name": "a", "tags": {"any": {"thing": [1]}}}`, ""},
+		{"malformed", `{"name": "a"`, errs.JSONFormat},
+		{"syntax", `{"name": "a",}`, errs.JSONFormat},
+		{"array body", `[1]`, errs.JSONFormat},
+		{"string body", `"x"`, errs.JSONFormat},
+		{"trailing object", `{"name": "a"}{}`, errs.JSONFormat},
+		{"custom rule", `{"name": "bad"}`, errs.InvalidParameter},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var s sample
+			err := Decode([]byte(c.body), &s)
+			if c.code == "" {
+				if err != nil {
+					t.Fatalf("Decode(%s) = %v, want nil", c.body, err)
+				}
+				return
+			}
+			e, ok := errs.As(err)
+			if !ok || e.Code != c.code || e.Status() != 400 {
+				t.Fatalf("Decode(%s) = %v, want %s (400)", c.body, err, c.code)
+			}
+		})
+	}
+}
+
+func TestDecodeTrims(t *testing.T) {
+	var s sample
+	if err := Decode([]byte(`{"name": " ab ", "labels": [" l1 "]}`), &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Name != "ab" || s.Labels[0] != "l1" {
+		t.Fatalf("not trimmed: %+v", s)
+	}
+}
+
+func TestAlias(t *testing.T) {
+	cases := map[string]string{
+		"/board/v1/board/create":        "/board/board/create",
+		"/identity/v2/user-profile/get": "/identity/user-profile/get",
+		"/cost-analysis/v1/job/cancel":  "/cost-analysis/job/cancel",
+		"/board/board/create":           "",
+		"/monitoring/v1/webhook/x/y/z":  "",
+		"/identity/version/user/create": "",
+		"/identity/v10/api-key/enable":  "/identity/api-key/enable",
+	}
+	for in, want := range cases {
+		if got := Alias(in); got != want {
+			t.Errorf("Alias(%s) = %q, want %q", in, got, want)
+		}
+	}
+	if Version("/identity/v10/user/get") != 10 || Version("/board/board/get") != 0 {
+		t.Error("Version")
+	}
+}

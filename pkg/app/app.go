@@ -1,0 +1,180 @@
+// Package app is the lifecycle every Nubes binary shares: load config,
+// set up slog, connect to MongoDB (and NATS when asked), build the service
+// from its constructor, serve it, and shut down in order on SIGTERM.
+//
+// A service's main is one call to Main; the devstack and tests call the
+// same constructors through Build. app holds no business rule.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/nubes-io/nubes/pkg/api"
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/config"
+	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/server"
+	"github.com/nubes-io/nubes/pkg/store"
+)
+
+// Deps are what a service constructor receives.
+type Deps struct {
+	DB     *mongo.Database
+	Events *events.Bus // nil unless the service needs events
+	Log    *slog.Logger
+}
+
+// Service is what a constructor returns: its routes and its background
+// workers (each runs until ctx is done).
+type Service struct {
+	Name    string
+	Routes  []api.Route
+	Workers []func(ctx context.Context) error
+	// Auth, when set, replaces the authenticator built from config: the
+	// identity service verifies with its own keys and its own records.
+	Auth auth.Authenticator
+	// Documents are JSON documents served by GET (server.Options.Documents).
+	Documents map[string][]byte
+}
+
+// Constructor builds a service. It must create its indexes and streams
+// (idempotently) before returning.
+type Constructor func(ctx context.Context, d Deps) (*Service, error)
+
+// Main runs one service binary and returns the process exit code.
+// defaults are the binary's full config defaults when it has keys of its
+// own beside config.Base (its constructor loads those itself).
+func Main(name string, needsEvents bool, build Constructor, defaults ...map[string]any) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	all := config.BaseDefaults()
+	for _, d := range defaults {
+		maps.Copy(all, d)
+	}
+	if err := run(ctx, name, needsEvents, build, all); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		return 1
+	}
+	return 0
+}
+
+func run(ctx context.Context, name string, needsEvents bool, build Constructor, defaults map[string]any) error {
+	var cfg config.Base
+	if err := config.Load(&cfg, defaults); err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	log := NewLogger(cfg.LogFormat, cfg.LogLevel, os.Stderr).With("service", name)
+	slog.SetDefault(log)
+	log.Info("config", "values", config.String(&cfg))
+
+	client, err := store.Connect(ctx, cfg.MongoURI, store.Options{MaxPoolSize: cfg.MongoPoolSize, OpTimeout: cfg.MongoTimeout})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = client.Disconnect(context.Background()) }()
+	deps := Deps{DB: client.Database(cfg.MongoDatabase), Log: log}
+	if needsEvents {
+		bus, err := events.Connect(ctx, cfg.NATSURL, name, log)
+		if err != nil {
+			return err
+		}
+		defer bus.Close()
+		deps.Events = bus
+	}
+	svc, err := build(ctx, deps)
+	if err != nil {
+		return fmt.Errorf("build %s: %w", name, err)
+	}
+	authn := svc.Auth
+	if authn == nil {
+		if authn, err = authenticator(ctx, &cfg); err != nil {
+			return err
+		}
+	}
+	srv, err := server.New(server.Options{
+		Name: name, Logger: log, Auth: authn,
+		Ready:      func(ctx context.Context) error { return store.Ping(ctx, deps.DB) },
+		DrainDelay: cfg.DrainDelay, ShutdownTimeout: cfg.ShutdownTimeout, Documents: svc.Documents,
+	}, svc.Routes...)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return err
+	}
+	return Serve(ctx, srv, ln, svc.Workers...)
+}
+
+// authenticator verifies tokens offline with the configured JWK set and,
+// when identity_url is set, asks identity whether users and API keys are
+// still enabled (answers cached for auth.CheckTTL).
+func authenticator(ctx context.Context, cfg *config.Base) (auth.Authenticator, error) {
+	jwks, err := cfg.JWKSBytes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read JWKS: %w", err)
+	}
+	verifier, err := auth.NewVerifier(jwks)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.IdentityURL == "" {
+		return verifier, nil
+	}
+	return auth.Checked(verifier, auth.RemoteChecker(cfg.IdentityURL, nil), auth.CheckTTL), nil
+}
+
+// Serve runs the server and the workers until ctx is done, then stops the
+// server (readiness first) and waits for the workers.
+func Serve(ctx context.Context, srv *server.Server, ln net.Listener, workers ...func(context.Context) error) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, len(workers))
+	for _, w := range workers {
+		go func() { errc <- w(wctx) }()
+	}
+	err := srv.Run(ctx, ln)
+	cancel()
+	for range workers {
+		if werr := <-errc; werr != nil && !errors.Is(werr, context.Canceled) {
+			err = errors.Join(err, werr)
+		}
+	}
+	return err
+}
+
+// NewLogger returns a JSON logger, or a text one on a terminal when
+// format is "auto".
+func NewLogger(format, level string, w io.Writer) *slog.Logger {
+	var lv slog.Level
+	_ = lv.UnmarshalText([]byte(strings.ToUpper(level)))
+	opts := &slog.HandlerOptions{Level: lv}
+	if format == "text" || (format == "auto" && isTerminal(w)) {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

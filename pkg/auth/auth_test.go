@@ -1,0 +1,103 @@
+package auth
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/nubes-io/nubes/pkg/errs"
+)
+
+func verifierFor(t *testing.T, signers ...*Signer) *Verifier {
+	t.Helper()
+	v, err := NewVerifier(JWKSOf(signers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// sign signs arbitrary claims with s, for tokens Issue refuses to make.
+func sign(t *testing.T, s *Signer, c Claims) string {
+	t.Helper()
+	tok := jwt.NewWithClaims(jwt.SigningMethodRS256, c)
+	tok.Header["kid"] = s.KeyID
+	out, err := tok.SignedString(s.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestVerify(t *testing.T) {
+	s, _ := GenerateSigner()
+	other, _ := GenerateSigner()
+	v := verifierFor(t, s)
+	p := Principal{DomainID: "domain-a", UserID: "alice", Role: DomainAdmin, WorkspaceID: "workspace-1"}
+	good, _ := s.Issue(p, time.Hour)
+	system, _ := s.Issue(Principal{TokenType: SystemToken, DomainID: "domain-a", UserID: "root", Role: SystemAdmin}, 0)
+	forged, _ := other.Issue(p, time.Hour)
+	expired, _ := s.IssueAt(p, time.Now().Add(-time.Hour), time.Minute)
+	base := func() Claims {
+		return Claims{RegisteredClaims: jwt.RegisteredClaims{Issuer: issuer, Subject: "alice", ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))},
+			Type: AccessToken, DomainID: "domain-a", Role: DomainAdmin, Version: tokenVersion}
+	}
+	noExp := base()
+	noExp.ExpiresAt = nil
+	oldVer := base()
+	oldVer.Version = "1.0"
+	noDomain := base()
+	noDomain.DomainID = ""
+	refresh := base()
+	refresh.Type = "REFRESH_TOKEN"
+	wrongIss := base()
+	wrongIss.Issuer = "someone"
+
+	if _, err := s.Issue(p, 0); err == nil {
+		t.Fatal("an access token without expiry was issued")
+	}
+	for name, tok := range map[string]string{
+		"forged": forged, "expired": expired, "access without exp": sign(t, s, noExp), "old version": sign(t, s, oldVer),
+		"no domain": sign(t, s, noDomain), "refresh as access": sign(t, s, refresh), "wrong issuer": sign(t, s, wrongIss),
+		"garbage": "x.y.z", "empty": "",
+	} {
+		if _, err := v.Authenticate(context.Background(), tok); err == nil {
+			t.Errorf("%s: accepted", name)
+		} else if e, ok := errs.As(err); !ok || e.Status() != 401 {
+			t.Errorf("%s: %v, want a 401", name, err)
+		}
+	}
+	got, err := v.Authenticate(context.Background(), good)
+	if err != nil || got.DomainID != "domain-a" || got.UserID != "alice" || got.Role != DomainAdmin || got.WorkspaceID != "workspace-1" {
+		t.Fatalf("good token: %+v %v", got, err)
+	}
+	if got, err := v.Authenticate(context.Background(), system); err != nil || !got.IsSystem() {
+		t.Fatalf("system token: %+v %v", got, err)
+	}
+	// A signer reloaded from its PEM verifies with the same JWK.
+	again, err := ParseSignerPEM(s.PEM())
+	if err != nil || again.KeyID != s.KeyID {
+		t.Fatalf("PEM round trip: %v", err)
+	}
+}
+
+func TestAccess(t *testing.T) {
+	admin := &Principal{Role: DomainAdmin}
+	member := &Principal{Role: WorkspaceMember}
+	system := &Principal{TokenType: SystemToken, Role: SystemAdmin}
+	a := Roles(DomainAdmin)
+	if a.Check(admin) != nil || a.Check(system) != nil {
+		t.Fatal("allowed callers refused")
+	}
+	if e, _ := errs.As(a.Check(member)); e == nil || e.Status() != 403 {
+		t.Fatal("member not refused with 403")
+	}
+	if e, _ := errs.As(a.Check(nil)); e == nil || e.Status() != 401 {
+		t.Fatal("anonymous not refused with 401")
+	}
+	if Public().Check(nil) != nil {
+		t.Fatal("public refused")
+	}
+}

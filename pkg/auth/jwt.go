@@ -1,0 +1,244 @@
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/nubes-io/nubes/pkg/errs"
+)
+
+// Claims are the JWT claims of a Nubes token.
+type Claims struct {
+	jwt.RegisteredClaims
+	Type        string   `json:"typ"`
+	Owner       string   `json:"own,omitempty"`
+	DomainID    string   `json:"did"`
+	Role        Role     `json:"rol"`
+	WorkspaceID string   `json:"wid,omitempty"`
+	Projects    []string `json:"projects,omitempty"`
+	Permissions []string `json:"permissions,omitempty"`
+	Version     string   `json:"ver"`
+}
+
+const (
+	issuer       = "nubes.identity"
+	tokenVersion = "2.0"
+)
+
+// Signer issues tokens with one RSA key.
+type Signer struct {
+	KeyID string
+	key   *rsa.PrivateKey
+}
+
+// GenerateSigner creates a fresh RSA-2048 key.
+func GenerateSigner() (*Signer, error) {
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, err
+	}
+	return newSigner(k), nil
+}
+
+func newSigner(k *rsa.PrivateKey) *Signer {
+	sum := sha256.Sum256(k.N.Bytes())
+	return &Signer{KeyID: "key-" + hex.EncodeToString(sum[:6]), key: k}
+}
+
+// ParseSignerPEM reads a PKCS#8 private key.
+func ParseSignerPEM(data []byte) (*Signer, error) {
+	b, _ := pem.Decode(data)
+	if b == nil {
+		return nil, errors.New("no PEM block in signing key")
+	}
+	k, err := x509.ParsePKCS8PrivateKey(b.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	rk, ok := k.(*rsa.PrivateKey)
+	if !ok {
+		return nil, errors.New("signing key is not RSA")
+	}
+	return newSigner(rk), nil
+}
+
+// PEM encodes the private key as PKCS#8.
+func (s *Signer) PEM() []byte {
+	der, err := x509.MarshalPKCS8PrivateKey(s.key)
+	if err != nil {
+		panic(err) // an RSA key always marshals
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+}
+
+// Issue signs a token for p. ttl 0 gives a token without expiry, allowed
+// only for SYSTEM tokens.
+func (s *Signer) Issue(p Principal, ttl time.Duration) (string, error) {
+	return s.IssueAt(p, time.Now(), ttl)
+}
+
+// IssueAt signs a token as if issued at now (tests use it for expiry).
+func (s *Signer) IssueAt(p Principal, now time.Time, ttl time.Duration) (string, error) {
+	jti := p.TokenID
+	if jti == "" {
+		var b [16]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return "", err
+		}
+		jti = hex.EncodeToString(b[:])
+	}
+	c := Claims{
+		RegisteredClaims: jwt.RegisteredClaims{
+			Issuer:   issuer,
+			Subject:  p.UserID,
+			Audience: jwt.ClaimStrings{p.UserID},
+			IssuedAt: jwt.NewNumericDate(now),
+			ID:       jti,
+		},
+		Type: p.TokenType, Owner: "USER", DomainID: p.DomainID, Role: p.Role,
+		WorkspaceID: p.WorkspaceID, Projects: p.Projects, Permissions: p.Permissions, Version: tokenVersion,
+	}
+	if c.Type == "" {
+		c.Type = AccessToken
+	}
+	if c.Type == SystemToken {
+		c.Owner = "SYSTEM"
+	}
+	if ttl > 0 {
+		c.ExpiresAt = jwt.NewNumericDate(now.Add(ttl))
+	} else if c.Type != SystemToken && c.Type != APIKey {
+		return "", errors.New("only SYSTEM tokens and API keys may live without expiry")
+	}
+	t := jwt.NewWithClaims(jwt.SigningMethodRS256, c)
+	t.Header["kid"] = s.KeyID
+	return t.SignedString(s.key)
+}
+
+// JWK is one public key of a JWK set.
+type JWK struct {
+	Kty string `json:"kty"`
+	Kid string `json:"kid"`
+	Use string `json:"use"`
+	Alg string `json:"alg"`
+	N   string `json:"n"`
+	E   string `json:"e"`
+}
+
+// JWKS is a JSON Web Key Set.
+type JWKS struct {
+	Keys []JWK `json:"keys"`
+}
+
+// PublicJWK returns the public half of the signer's key.
+func (s *Signer) PublicJWK() JWK {
+	pub := s.key.PublicKey
+	return JWK{
+		Kty: "RSA", Kid: s.KeyID, Use: "sig", Alg: "RS256",
+		N: base64.RawURLEncoding.EncodeToString(pub.N.Bytes()),
+		E: base64.RawURLEncoding.EncodeToString(big.NewInt(int64(pub.E)).Bytes()),
+	}
+}
+
+// JWKSOf is the JWK set (JSON) of the signers' public keys.
+func JWKSOf(signers ...*Signer) []byte {
+	set := JWKS{Keys: []JWK{}}
+	for _, s := range signers {
+		set.Keys = append(set.Keys, s.PublicJWK())
+	}
+	b, err := json.Marshal(set)
+	if err != nil {
+		panic(err) // a JWKS of strings always marshals
+	}
+	return b
+}
+
+// Verifier checks tokens offline against a JWK set.
+type Verifier struct {
+	keys map[string]*rsa.PublicKey
+}
+
+// NewVerifier parses a JWK set (JSON).
+func NewVerifier(jwks []byte) (*Verifier, error) {
+	var set JWKS
+	if err := json.Unmarshal(jwks, &set); err != nil {
+		return nil, fmt.Errorf("parse JWKS: %w", err)
+	}
+	v := &Verifier{keys: map[string]*rsa.PublicKey{}}
+	for _, k := range set.Keys {
+		if k.Kty != "RSA" {
+			continue
+		}
+		n, err1 := base64.RawURLEncoding.DecodeString(k.N)
+		e, err2 := base64.RawURLEncoding.DecodeString(k.E)
+		if err1 != nil || err2 != nil || k.Kid == "" {
+			return nil, fmt.Errorf("JWK %q is malformed", k.Kid)
+		}
+		v.keys[k.Kid] = &rsa.PublicKey{N: new(big.Int).SetBytes(n), E: int(new(big.Int).SetBytes(e).Int64())}
+	}
+	if len(v.keys) == 0 {
+		return nil, errors.New("JWKS holds no RSA key")
+	}
+	return v, nil
+}
+
+var parser = jwt.NewParser(jwt.WithValidMethods([]string{"RS256"}), jwt.WithIssuer(issuer), jwt.WithLeeway(5*time.Second))
+
+// Authenticate verifies a bearer credential (access token, system token or
+// API key) and returns its principal. Refresh tokens are refused here.
+func (v *Verifier) Authenticate(_ context.Context, bearer string) (*Principal, error) {
+	c, err := v.Parse(bearer)
+	if err != nil {
+		return nil, err
+	}
+	switch c.Type {
+	case AccessToken, SystemToken, APIKey:
+	default:
+		return nil, errs.Unauthenticated("invalid token type.")
+	}
+	return c.Principal(), nil
+}
+
+// Parse checks a token's signature, issuer, version and expiry (only
+// SYSTEM tokens and API keys may have none) and returns its claims.
+func (v *Verifier) Parse(token string) (*Claims, error) {
+	var c Claims
+	_, err := parser.ParseWithClaims(token, &c, func(t *jwt.Token) (any, error) {
+		kid, _ := t.Header["kid"].(string)
+		if k, ok := v.keys[kid]; ok {
+			return k, nil
+		}
+		return nil, errors.New("unknown key")
+	})
+	switch {
+	case err != nil:
+		return nil, errs.Unauthenticated("Token is invalid or expired.")
+	case c.Version != tokenVersion:
+		return nil, errs.Unauthenticated("invalid token version.")
+	case c.DomainID == "":
+		return nil, errs.Unauthenticated("empty domain_id provided.")
+	case c.ExpiresAt == nil && c.Type != SystemToken && c.Type != APIKey:
+		return nil, errs.Unauthenticated("Token is invalid or expired.")
+	}
+	return &c, nil
+}
+
+// Principal is the caller the claims describe.
+func (c *Claims) Principal() *Principal {
+	return &Principal{
+		TokenType: c.Type, TokenID: c.ID, DomainID: c.DomainID, UserID: c.Subject,
+		WorkspaceID: c.WorkspaceID, Role: c.Role, Projects: c.Projects, Permissions: c.Permissions,
+	}
+}

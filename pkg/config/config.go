@@ -1,0 +1,172 @@
+// Package config loads a service's typed configuration with viper:
+// defaults set in one place, then an optional file (NUBES_CONFIG), then
+// NUBES_* environment variables. Unknown keys in the file are refused, and
+// String prints the result with secrets masked.
+package config
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/spf13/viper"
+)
+
+// Base is the configuration every Nubes binary shares. Services embed it
+// with `mapstructure:",squash"`.
+type Base struct {
+	HTTPAddr        string        `mapstructure:"http_addr"`
+	MongoURI        string        `mapstructure:"mongo_uri" secret:"true"`
+	MongoDatabase   string        `mapstructure:"mongo_database"`
+	MongoPoolSize   uint64        `mapstructure:"mongo_pool_size"`
+	MongoTimeout    time.Duration `mapstructure:"mongo_timeout"`
+	NATSURL         string        `mapstructure:"nats_url" secret:"true"`
+	JWKSFile        string        `mapstructure:"jwks_file"`
+	JWKS            string        `mapstructure:"jwks"`
+	JWKSURL         string        `mapstructure:"jwks_url"`
+	IdentityURL     string        `mapstructure:"identity_url"`
+	LogFormat       string        `mapstructure:"log_format"`
+	LogLevel        string        `mapstructure:"log_level"`
+	DrainDelay      time.Duration `mapstructure:"drain_delay"`
+	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
+}
+
+// BaseDefaults are the defaults of Base.
+func BaseDefaults() map[string]any {
+	return map[string]any{
+		"http_addr":        ":8080",
+		"mongo_uri":        "mongodb://127.0.0.1:27017/",
+		"mongo_database":   "nubes",
+		"mongo_pool_size":  64,
+		"mongo_timeout":    "10s",
+		"nats_url":         "nats://127.0.0.1:4222",
+		"jwks_file":        "",
+		"jwks":             "",
+		"jwks_url":         "",
+		"identity_url":     "",
+		"log_format":       "auto",
+		"log_level":        "info",
+		"drain_delay":      "5s",
+		"shutdown_timeout": "20s",
+	}
+}
+
+// Validate checks Base.
+func (b *Base) Validate() error {
+	if b.MongoURI == "" || b.MongoDatabase == "" {
+		return fmt.Errorf("mongo_uri and mongo_database are required")
+	}
+	return nil
+}
+
+// JWKSBytes returns the configured JWK set, fetching it from jwks_url
+// (retrying for up to a minute, as identity may be starting too).
+func (b *Base) JWKSBytes(ctx context.Context) ([]byte, error) {
+	switch {
+	case b.JWKS != "":
+		return []byte(b.JWKS), nil
+	case b.JWKSFile != "":
+		return os.ReadFile(b.JWKSFile)
+	case b.JWKSURL == "":
+		return nil, fmt.Errorf("one of jwks, jwks_file or jwks_url (NUBES_JWKS, NUBES_JWKS_FILE, NUBES_JWKS_URL) is required")
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		body, err := fetch(ctx, b.JWKSURL)
+		if err == nil {
+			return body, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("fetch JWKS from %s: %w", b.JWKSURL, err)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func fetch(ctx context.Context, url string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+}
+
+// Load fills out (a pointer to a struct with mapstructure tags) from
+// defaults, the file named by NUBES_CONFIG if set, and NUBES_* variables.
+// A file key without a default is refused; defaults may hold more keys than
+// out (a binary's own keys beside config.Base).
+func Load(out any, defaults map[string]any) error {
+	v := viper.New()
+	for k, d := range defaults {
+		v.SetDefault(k, d)
+	}
+	v.SetEnvPrefix("NUBES")
+	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
+	v.AutomaticEnv()
+	if f := os.Getenv("NUBES_CONFIG"); f != "" {
+		v.SetConfigFile(f)
+		if err := v.ReadInConfig(); err != nil {
+			return fmt.Errorf("read config %s: %w", f, err)
+		}
+		for _, k := range v.AllKeys() {
+			if _, ok := defaults[k]; !ok {
+				return fmt.Errorf("config %s: unknown key %q", f, k)
+			}
+		}
+	}
+	return v.Unmarshal(out, func(c *mapstructure.DecoderConfig) {
+		c.DecodeHook = mapstructure.ComposeDecodeHookFunc(mapstructure.StringToTimeDurationHookFunc(), mapstructure.StringToSliceHookFunc(","))
+	})
+}
+
+// String renders cfg as key=value pairs with fields tagged secret masked.
+func String(cfg any) string {
+	var b strings.Builder
+	var walk func(v reflect.Value)
+	walk = func(v reflect.Value) {
+		t := v.Type()
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
+			if f.Type.Kind() == reflect.Struct && name == "" {
+				walk(v.Field(i))
+				continue
+			}
+			val := fmt.Sprint(v.Field(i).Interface())
+			if f.Tag.Get("secret") == "true" && val != "" {
+				val = mask(val)
+			}
+			fmt.Fprintf(&b, "%s=%s ", name, val)
+		}
+	}
+	walk(reflect.Indirect(reflect.ValueOf(cfg)))
+	return strings.TrimSpace(b.String())
+}
+
+// mask keeps a URI's scheme and host but hides credentials; other secrets vanish.
+func mask(s string) string {
+	if i := strings.Index(s, "://"); i >= 0 {
+		rest := s[i+3:]
+		if at := strings.LastIndex(rest, "@"); at >= 0 {
+			return s[:i+3] + "***@" + rest[at+1:]
+		}
+		return s
+	}
+	return "***"
+}

@@ -1,0 +1,114 @@
+// Package devinfra starts the embedded dependencies of the devstack and of
+// tests: FerretDB 1.24 on SQLite (a MongoDB wire-protocol server) and a NATS
+// server with JetStream, both inside the calling process on 127.0.0.1.
+//
+// It is for development and tests only; production binaries never import it.
+package devinfra
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/FerretDB/FerretDB/ferretdb"
+	natsserver "github.com/nats-io/nats-server/v2/server"
+)
+
+// Mongo is a running embedded FerretDB.
+type Mongo struct {
+	URI  string
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// StartMongo serves FerretDB on addr (":0" style allowed) with SQLite files
+// under dir. The logger may be nil to discard FerretDB's own logs.
+func StartMongo(dir, addr string, log *slog.Logger) (*Mongo, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	f, err := ferretdb.New(&ferretdb.Config{
+		Listener:  ferretdb.ListenerConfig{TCP: addr},
+		Handler:   "sqlite",
+		SQLiteURL: "file:" + abs + "/",
+		Logger:    log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start FerretDB: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &Mongo{URI: f.MongoDBURI(), stop: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(m.done)
+		_ = f.Run(ctx)
+	}()
+	if err := waitTCP(m.URI[len("mongodb://"):len(m.URI)-1], 10*time.Second); err != nil {
+		cancel()
+		return nil, err
+	}
+	return m, nil
+}
+
+// Stop shuts FerretDB down and waits for it.
+func (m *Mongo) Stop() {
+	m.stop()
+	<-m.done
+}
+
+// NATS is a running embedded NATS server with JetStream.
+type NATS struct {
+	URL string
+	srv *natsserver.Server
+}
+
+// StartNATS serves NATS on host:port (port 0 picks one) with JetStream
+// state under dir.
+func StartNATS(dir, host string, port int) (*NATS, error) {
+	if port == 0 {
+		port = natsserver.RANDOM_PORT
+	}
+	s, err := natsserver.NewServer(&natsserver.Options{
+		Host: host, Port: port, JetStream: true, StoreDir: dir,
+		NoSigs: true, NoLog: true, MaxPayload: 1 << 20,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start NATS: %w", err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		s.Shutdown()
+		return nil, fmt.Errorf("NATS not ready")
+	}
+	return &NATS{URL: s.ClientURL(), srv: s}, nil
+}
+
+// Stop shuts NATS down.
+func (n *NATS) Stop() {
+	n.srv.Shutdown()
+	n.srv.WaitForShutdown()
+}
+
+func waitTCP(addr string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			return c.Close()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not reachable: %w", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

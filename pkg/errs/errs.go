@@ -1,0 +1,188 @@
+// Package errs is the one error type of Nubes: an upstream error code, a
+// message safe to show a client, and the HTTP status derived from the code.
+//
+// Handlers return *errs.Error for every client-visible failure; anything else
+// is treated as a bug (500) and its text is never sent to the client.
+package errs
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Codes of the upstream platform (spec/semantics.md section 3) used by Nubes.
+const (
+	InvalidArgument      = "ERROR_INVALID_ARGUMENT"
+	RequiredParameter    = "ERROR_REQUIRED_PARAMETER"
+	InvalidParameterType = "ERROR_INVALID_PARAMETER_TYPE"
+	InvalidParameter     = "ERROR_INVALID_PARAMETER"
+	JSONFormat           = "ERROR_JSON_FORMAT"
+	OperatorValueType    = "ERROR_OPERATOR_VALUE_TYPE"
+	OperatorListType     = "ERROR_OPERATOR_LIST_VALUE_TYPE"
+	OperatorDictType     = "ERROR_OPERATOR_DICT_VALUE_TYPE"
+	OperatorBooleanType  = "ERROR_OPERATOR_BOOLEAN_TYPE"
+	DBQuery              = "ERROR_DB_QUERY"
+	ExistResource        = "ERROR_EXIST_RESOURCE"
+	NotFoundCode         = "ERROR_NOT_FOUND"
+	NotUnique            = "ERROR_NOT_UNIQUE"
+	SaveUniqueValues     = "ERROR_SAVE_UNIQUE_VALUES"
+	AuthenticateFailure  = "ERROR_AUTHENTICATE_FAILURE"
+	PermissionDenied     = "ERROR_PERMISSION_DENIED"
+	RequestTooLarge      = "ERROR_REQUEST_TOO_LARGE"
+	TooManyRequests      = "ERROR_TOO_MANY_REQUESTS"
+	NotImplemented       = "ERROR_NOT_IMPLEMENTED"
+	Unavailable          = "ERROR_UNAVAILAVBLE" // sic: the upstream spelling
+	UnsupportedAPI       = "ERROR_UNSUPPORTED_API"
+	Unknown              = "ERROR_UNKNOWN"
+	InvalidCategory      = "ERROR_INVALID_CATEGORY"
+	InvalidKeyInOptions  = "ERROR_INVALID_KEY_IN_OPTIONS"
+
+	// identity
+	AuthenticationFailure    = "ERROR_AUTHENTICATION_FAILURE"
+	InvalidCredentials       = "ERROR_INVALID_CREDENTIALS"
+	LoginBlocked             = "ERROR_LOGIN_BLOCKED"
+	UserStateDisabled        = "ERROR_USER_STATE_DISABLED"
+	DomainState              = "ERROR_DOMAIN_STATE"
+	IncorrectPasswordFormat  = "ERROR_INCORRECT_PASSWORD_FORMAT"
+	PasswordNotChanged       = "ERROR_PASSWORD_NOT_CHANGED"
+	PasswordNotMatched       = "ERROR_PASSWORD_NOT_MATCHED"
+	InvalidVerifyCode        = "ERROR_INVALID_VERIFY_CODE"
+	VerificationUnavailable  = "ERROR_VERIFICATION_UNAVAILABLE"
+	LastAdmin                = "ERROR_LAST_ADMIN_CANNOT_DISABLED_DELETED"
+	MFARequired              = "ERROR_MFA_REQUIRED"
+	MFANotActivated          = "ERROR_MFA_NOT_ACTIVATED"
+	MFAAlreadyEnabled        = "ERROR_MFA_ALREADY_ENABLED"
+	MFAAlreadyDisabled       = "ERROR_MFA_ALREADY_DISABLED"
+	InvalidGrantType         = "ERROR_INVALID_GRANT_TYPE"
+	UpdatePasswordRequired   = "ERROR_UPDATE_PASSWORD_REQUIRED"
+	APIKeyExpiredLimit       = "ERROR_API_KEY_EXPIRED_LIMIT"
+	NotAllowedToChangeDomain = "ERROR_NOT_ALLOWED_TO_CHANGE_DOMAIN"
+)
+
+// statusOf is the one table from error code to HTTP status. Codes that
+// upstream answers with 500 although the client is at fault (ERROR_DB_QUERY
+// for a bad filter, ERROR_INVALID_CATEGORY, ...) are 400 here on purpose.
+// A code missing from the table is a bug and answers 500.
+var statusOf = map[string]int{
+	InvalidArgument:      http.StatusBadRequest,
+	RequiredParameter:    http.StatusBadRequest,
+	InvalidParameterType: http.StatusBadRequest,
+	InvalidParameter:     http.StatusBadRequest,
+	JSONFormat:           http.StatusBadRequest,
+	OperatorValueType:    http.StatusBadRequest,
+	OperatorListType:     http.StatusBadRequest,
+	OperatorDictType:     http.StatusBadRequest,
+	OperatorBooleanType:  http.StatusBadRequest,
+	DBQuery:              http.StatusBadRequest,
+	ExistResource:        http.StatusBadRequest,
+	InvalidCategory:      http.StatusBadRequest,
+	InvalidKeyInOptions:  http.StatusBadRequest,
+
+	AuthenticationFailure:    http.StatusUnauthorized,
+	InvalidCredentials:       http.StatusUnauthorized,
+	LoginBlocked:             http.StatusUnauthorized,
+	MFARequired:              http.StatusUnauthorized, // upstream 500
+	UserStateDisabled:        http.StatusBadRequest,
+	DomainState:              http.StatusBadRequest,
+	IncorrectPasswordFormat:  http.StatusBadRequest,
+	PasswordNotChanged:       http.StatusBadRequest,
+	PasswordNotMatched:       http.StatusBadRequest,
+	InvalidVerifyCode:        http.StatusBadRequest,
+	VerificationUnavailable:  http.StatusBadRequest,
+	LastAdmin:                http.StatusBadRequest,
+	MFANotActivated:          http.StatusBadRequest, // upstream 500
+	MFAAlreadyEnabled:        http.StatusConflict,   // upstream 500: a state conflict
+	MFAAlreadyDisabled:       http.StatusConflict,
+	InvalidGrantType:         http.StatusBadRequest,
+	UpdatePasswordRequired:   http.StatusBadRequest,
+	APIKeyExpiredLimit:       http.StatusBadRequest,
+	NotAllowedToChangeDomain: http.StatusBadRequest,
+	NotFoundCode:             http.StatusNotFound,
+	NotUnique:                http.StatusConflict,
+	SaveUniqueValues:         http.StatusConflict,
+	AuthenticateFailure:      http.StatusUnauthorized,
+	PermissionDenied:         http.StatusForbidden,
+	RequestTooLarge:          http.StatusRequestEntityTooLarge,
+	TooManyRequests:          http.StatusTooManyRequests,
+	NotImplemented:           http.StatusNotImplemented,
+	UnsupportedAPI:           http.StatusNotFound,
+	Unavailable:              http.StatusServiceUnavailable,
+	Unknown:                  http.StatusInternalServerError,
+}
+
+// Error is a client-visible failure.
+type Error struct {
+	Code    string
+	Message string
+	Cause   error // logged by the server, never sent to the client
+}
+
+func (e *Error) Error() string {
+	if e.Cause != nil {
+		return e.Code + ": " + e.Message + ": " + e.Cause.Error()
+	}
+	return e.Code + ": " + e.Message
+}
+
+func (e *Error) Unwrap() error { return e.Cause }
+
+// Status is the HTTP status of the error's code.
+func (e *Error) Status() int {
+	if s, ok := statusOf[e.Code]; ok {
+		return s
+	}
+	return http.StatusInternalServerError
+}
+
+// New builds an error with a formatted message.
+func New(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// As returns the *Error inside err, if any.
+func As(err error) (*Error, bool) {
+	var e *Error
+	ok := errors.As(err, &e)
+	return e, ok
+}
+
+// Required reports a missing required parameter.
+func Required(key string) *Error {
+	return New(RequiredParameter, "Required parameter. (key = %s)", key)
+}
+
+// Invalid reports a parameter with a bad value.
+func Invalid(key, reason string) *Error {
+	return New(InvalidParameter, "Invalid parameter. (key = %s, reason = %s)", key, reason)
+}
+
+// InvalidType reports a parameter of the wrong JSON type.
+func InvalidType(key, want string) *Error {
+	return New(InvalidParameterType, "Invalid parameter type. (key = %s, type = %s)", key, want)
+}
+
+// NotFound reports a missing resource, or one of another tenant.
+func NotFound(key, value string) *Error {
+	return New(NotFoundCode, "Resource cannot be found or access is denied. (%s = %s)", key, value)
+}
+
+// Unauthenticated reports missing or bad credentials.
+func Unauthenticated(reason string) *Error {
+	return New(AuthenticateFailure, "Authenticate failure. (message = %s)", reason)
+}
+
+// Forbidden reports an authenticated caller without the permission.
+func Forbidden() *Error { return New(PermissionDenied, "Permission denied.") }
+
+// Duplicate reports a unique key already taken.
+func Duplicate(key, value string) *Error {
+	return New(NotUnique, "Value is not unique. (%s = %s)", key, value)
+}
+
+// Down reports an unavailable dependency; the cause is logged, not sent.
+func Down(what string, cause error) *Error {
+	e := New(Unavailable, "%s is unavailable, retry later.", what)
+	e.Cause = cause
+	return e
+}

@@ -1,0 +1,255 @@
+// Package events is the contract of Nubes events over NATS JetStream: every
+// stream, subject, consumer and bucket is listed here, payloads are typed
+// structs that only ever gain fields, and every publish carries a
+// Nats-Msg-Id so the stream drops duplicates. Consumers must be idempotent
+// by event id.
+//
+// It must not hold business rules; services decide what to publish.
+//
+// # Connection
+//
+// Connect does not fail when NATS is unreachable at start: the connection
+// retries in the background (forever, once a second), and the streams are
+// created on the first publish, or by a consumer's setup, after the
+// connection comes up (and again after every reconnect, which is cheap and
+// idempotent). A service that only produces events through an Outbox
+// therefore starts and serves while NATS is down, and its events go out
+// when NATS returns. Connect still fails on a malformed URL, and when NATS
+// answers but refuses the streams (JetStream disabled, a conflicting
+// stream): those are configuration errors that retrying does not fix.
+//
+// While disconnected, a publish fails at once instead of queueing in the
+// client's reconnect buffer (ReconnectBufSize -1): a caller that needs the
+// event out retries it itself (the Outbox relay does), and a message is
+// never published twice behind the caller's back after it gave up.
+//
+// # Outbox
+//
+// An operation that must lead to an event (an e-mail) records the event
+// with Outbox.Enqueue (any other event: Outbox.Add) in the same database
+// it writes to, before it answers; the relay, Outbox.Run, which the
+// owning service lists among its app.Service workers, publishes it to
+// JetStream. See outbox.go for the delivery argument.
+package events
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Streams, subjects, consumers and buckets.
+const (
+	MailStream  = "NUBES_MAIL"
+	MailSubject = "nubes.mail.send" // payload Mail, Nats-Msg-Id = Mail.ID
+
+	// MailDeadStream keeps the mails the mailer gave up on, longer than
+	// MailStream keeps mails, for an operator to inspect and replay.
+	MailDeadStream  = "NUBES_MAIL_DEAD"
+	MailDeadSubject = "nubes.mail.dead" // payload DeadMail, Nats-Msg-Id = "dead-" + Mail.ID
+
+	// MailConsumer is the mailer's durable consumer on MailStream.
+	MailConsumer = "mailer"
+	// MailSentBucket is the mailer's key-value bucket of sent mail ids
+	// (key: Mail.ID), its exactly-once record.
+	MailSentBucket = "mail_sent"
+
+	JobStream  = "NUBES_JOBS"
+	JobSubject = "nubes.job.>" // nubes.job.<service>
+
+	// DuplicateWindow is how long a stream remembers a Nats-Msg-Id.
+	DuplicateWindow = 10 * time.Minute
+)
+
+// Mail templates the mailer renders (in the user's language: en, ko; other
+// languages fall back to en). An unknown template renders as a generic
+// notice of its Data. The Data keys each template reads are listed with
+// it; the mailer refuses (dead-letters) a mail that lacks a required key.
+//
+// Keys every template may use: "name" (greeting; falls back to
+// "user_id"), "user_id", "domain_name".
+const (
+	// MailInvite: a user was created with reset_password. Required: one of
+	// "link" (a console link carrying a token), "token", or
+	// "temporary_password". Optional: "expires_hours".
+	MailInvite = "invite"
+	// MailVerifyEmail: confirm an e-mail address. Required: "code" (6
+	// digits). Optional: "expires_minutes".
+	MailVerifyEmail = "verify_email"
+	// MailMFACode: a one-time code for MFA. Required: "code" (6 digits).
+	// Optional: "purpose" (enable | disable | login), "expires_minutes".
+	MailMFACode = "mfa_code"
+	// MailResetPassword: password reset. Required: one of "link" or
+	// "temporary_password". Optional: "expires_hours".
+	MailResetPassword = "reset_password"
+	// MailGeneric: any other notice. Optional: "subject", "body"; without
+	// "body" every Data key is listed.
+	MailGeneric = "generic"
+)
+
+// Mail asks the mailer to send one e-mail.
+type Mail struct {
+	ID       string            `json:"id"` // also the Nats-Msg-Id and the Message-ID
+	To       string            `json:"to"`
+	Language string            `json:"language"` // en, ko
+	Template string            `json:"template"`
+	Data     map[string]string `json:"data"`
+}
+
+// DeadMail is published on MailDeadSubject when the mailer gives up on a
+// mail: undecodable or unrenderable (at once), refused permanently by the
+// SMTP server, or still failing after the delivery bound.
+type DeadMail struct {
+	ID         string `json:"id"`             // Mail.ID when known
+	Mail       *Mail  `json:"mail,omitempty"` // nil when the payload did not decode
+	Raw        string `json:"raw,omitempty"`  // the payload as received, when it did not decode
+	Reason     string `json:"reason"`
+	Deliveries uint64 `json:"deliveries"` // how many times the mailer received it
+	StreamSeq  uint64 `json:"stream_seq"` // its sequence in MailStream
+	FailedAt   string `json:"failed_at"`  // ISO 8601 UTC
+}
+
+// StreamConfigs are the streams Nubes uses, created idempotently.
+func StreamConfigs() []jetstream.StreamConfig {
+	return []jetstream.StreamConfig{
+		{Name: MailStream, Subjects: []string{MailSubject}, Duplicates: DuplicateWindow, MaxAge: 7 * 24 * time.Hour},
+		{Name: MailDeadStream, Subjects: []string{MailDeadSubject}, Duplicates: DuplicateWindow, MaxAge: 30 * 24 * time.Hour},
+		{Name: JobStream, Subjects: []string{JobSubject}, Duplicates: DuplicateWindow, MaxAge: 7 * 24 * time.Hour},
+	}
+}
+
+// Bus is a JetStream connection with the Nubes streams in place.
+type Bus struct {
+	NC  *nats.Conn
+	JS  jetstream.JetStream
+	log *slog.Logger
+
+	streamsOK atomic.Bool // streams ensured since the last (re)connect
+	ensureMu  sync.Mutex  // one EnsureStreams at a time
+
+	mu          sync.Mutex
+	reconnected chan struct{} // closed and replaced on each (re)connect
+}
+
+// Connect dials NATS and creates the streams. When NATS cannot be reached
+// it returns a Bus that keeps reconnecting in the background (see the
+// package comment); it fails only on errors that retrying cannot fix.
+func Connect(ctx context.Context, url, name string, log *slog.Logger) (*Bus, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	b := &Bus{log: log, reconnected: make(chan struct{})}
+	nc, err := nats.Connect(url, nats.Name("nubes-"+name),
+		nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1), nats.ReconnectWait(time.Second),
+		nats.ReconnectBufSize(-1),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("nats disconnected", "error", err.Error())
+			}
+		}),
+		nats.ConnectHandler(func(*nats.Conn) { log.Info("nats connected"); b.onConnect() }),
+		nats.ReconnectHandler(func(*nats.Conn) { log.Info("nats reconnected"); b.onConnect() }))
+	if err != nil {
+		return nil, fmt.Errorf("nats connect: %w", err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	b.NC, b.JS = nc, js
+	if !nc.IsConnected() {
+		log.Warn("nats not reachable at start; retrying in the background", "service", name)
+		return b, nil
+	}
+	if err := b.EnsureStreams(ctx); err != nil {
+		if nc.IsConnected() { // NATS answered and refused: configuration
+			nc.Close()
+			return nil, err
+		}
+		log.Warn("nats lost while creating streams; retrying in the background", "error", err.Error())
+	}
+	return b, nil
+}
+
+func (b *Bus) onConnect() {
+	b.streamsOK.Store(false) // a restarted server may have lost them; re-creating is idempotent
+	b.mu.Lock()
+	close(b.reconnected)
+	b.reconnected = make(chan struct{})
+	b.mu.Unlock()
+}
+
+// Reconnected returns a channel closed at the next (re)connect to NATS, so
+// a worker that waits for NATS wakes at once when it returns.
+func (b *Bus) Reconnected() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.reconnected
+}
+
+// Connected reports whether the connection is up right now.
+func (b *Bus) Connected() bool { return b.NC.IsConnected() }
+
+// EnsureStreams creates or updates the Nubes streams. It is cheap once
+// done: the result is remembered until the next reconnect.
+func (b *Bus) EnsureStreams(ctx context.Context) error {
+	if b.streamsOK.Load() {
+		return nil
+	}
+	b.ensureMu.Lock()
+	defer b.ensureMu.Unlock()
+	if b.streamsOK.Load() {
+		return nil
+	}
+	for _, sc := range StreamConfigs() {
+		if _, err := b.JS.CreateOrUpdateStream(ctx, sc); err != nil {
+			return fmt.Errorf("stream %s: %w", sc.Name, err)
+		}
+	}
+	b.streamsOK.Store(true)
+	return nil
+}
+
+// Publish sends payload (as JSON) on subject with id as Nats-Msg-Id and
+// returns once the stream stored it (or dropped it as a duplicate).
+func (b *Bus) Publish(ctx context.Context, subject, id string, payload any) error {
+	data, err := json.Marshal(payload)
+	if err != nil {
+		return err
+	}
+	return b.PublishData(ctx, subject, id, data)
+}
+
+// PublishData is Publish for a payload already encoded.
+func (b *Bus) PublishData(ctx context.Context, subject, id string, data []byte) error {
+	if !b.NC.IsConnected() {
+		return fmt.Errorf("publish %s: %w", subject, nats.ErrDisconnected)
+	}
+	if err := b.EnsureStreams(ctx); err != nil {
+		return err
+	}
+	_, err := b.JS.Publish(ctx, subject, data, jetstream.WithMsgID(id))
+	if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
+		b.streamsOK.Store(false) // the stream vanished: create it on the next try
+	}
+	if err != nil {
+		return fmt.Errorf("publish %s: %w", subject, err)
+	}
+	return nil
+}
+
+// Close drains the connection (or closes it when it never came up).
+func (b *Bus) Close() {
+	if err := b.NC.Drain(); err != nil {
+		b.NC.Close()
+	}
+}

@@ -1,0 +1,87 @@
+package stat
+
+import "github.com/nubes-io/nubes/pkg/query"
+
+// Paths calls fn with every stored path the query reads: filters,
+// distinct, and the stages up to the first that builds new rows (group,
+// project, count), whose own reads count too. It reports whether such a
+// stage exists; without one the rows would be whole documents.
+func (q *Query) Paths(fn func(at string, p *string) error) (reshaped bool, err error) {
+	for _, group := range []struct {
+		at   string
+		list []query.Condition
+	}{{"query.filter.key", q.Filter}, {"query.filter_or.key", q.FilterOr}} {
+		for i := range group.list {
+			if err := fn(group.at, &group.list[i].Key); err != nil {
+				return false, err
+			}
+		}
+	}
+	if q.Distinct != "" {
+		if err := fn("query.distinct", &q.Distinct); err != nil {
+			return false, err
+		}
+	}
+	for i := range q.Aggregate {
+		st := &q.Aggregate[i]
+		var paths []*string
+		var at string
+		switch {
+		case st.Group != nil:
+			at = "query.aggregate.group"
+			for j := range st.Group.Keys {
+				paths = append(paths, &st.Group.Keys[j].Key)
+			}
+			for j := range st.Group.Fields {
+				f := &st.Group.Fields[j]
+				paths = append(paths, &f.Key)
+				for k := range f.Fields {
+					paths = append(paths, &f.Fields[k].Key)
+				}
+				for k := range f.Conditions {
+					paths = append(paths, &f.Conditions[k].Key)
+				}
+			}
+			reshaped = true
+		case st.Project != nil:
+			at = "query.aggregate.project"
+			for j := range st.Project.Fields {
+				paths = append(paths, &st.Project.Fields[j].Key)
+				paths = operandPaths(st.Project.Fields[j].Fields, paths)
+			}
+			reshaped = true
+		case st.Count != nil:
+			reshaped = true
+		case st.Unwind != nil:
+			at = "query.aggregate.unwind"
+			paths = append(paths, &st.Unwind.Path)
+			for j := range st.Unwind.Filter {
+				paths = append(paths, &st.Unwind.Filter[j].Key)
+			}
+		case st.Sort != nil:
+			at = "query.aggregate.sort"
+			for j := range *st.Sort {
+				paths = append(paths, &(*st.Sort)[j].Key)
+			}
+		}
+		for _, p := range paths {
+			if err := fn(at+".key", p); err != nil {
+				return false, err
+			}
+		}
+		if reshaped {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func operandPaths(ops []Operand, paths []*string) []*string {
+	for i := range ops {
+		if ops[i].Key != "" {
+			paths = append(paths, &ops[i].Key)
+		}
+		paths = operandPaths(ops[i].Fields, paths)
+	}
+	return paths
+}

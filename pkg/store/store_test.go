@@ -1,0 +1,248 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/query"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/testkit"
+)
+
+// thing is a document owned by a domain.
+type thing struct {
+	ID       string `bson:"_id"`
+	DomainID string `bson:"domain_id"`
+	Name     string `bson:"name"`
+}
+
+func (t thing) Domain() string { return t.DomainID }
+
+// wantCode asserts that err is an *errs.Error with code and status.
+func wantCode(t *testing.T, err error, status int, code string) {
+	t.Helper()
+	e, ok := errs.As(err)
+	if !ok {
+		t.Fatalf("error %v (%T), want %d %s", err, err, status, code)
+	}
+	if e.Code != code || e.Status() != status {
+		t.Fatalf("got %d %s (%s), want %d %s", e.Status(), e.Code, e.Message, status, code)
+	}
+}
+
+// things returns a fresh collection holding t1 of d1 and t2 of d2.
+func things(t *testing.T) *mongo.Collection {
+	t.Helper()
+	c := testkit.Get().Database(t).Collection("things")
+	_, err := c.InsertMany(context.Background(), []thing{{"t1", "d1", "one"}, {"t2", "d2", "two"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestGet(t *testing.T) {
+	c := things(t)
+	ctx := context.Background()
+
+	got, err := store.Get[thing](ctx, c, "thing_id", "t2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *got != (thing{"t2", "d2", "two"}) {
+		t.Fatalf("got %+v", *got)
+	}
+
+	_, err = store.Get[thing](ctx, c, "thing_id", "missing")
+	wantCode(t, err, http.StatusNotFound, errs.NotFoundCode)
+	if e, _ := errs.As(err); e.Message != "Resource cannot be found or access is denied. (thing_id = missing)" {
+		t.Fatalf("message %q", e.Message)
+	}
+}
+
+func TestGetOwned(t *testing.T) {
+	c := things(t)
+	ctx := context.Background()
+	cases := []struct {
+		name   string
+		id     string
+		domain string
+		want   string // name of the thing, "" for not found
+	}{
+		{"own", "t1", "d1", "one"},
+		{"own, other domain", "t2", "d2", "two"},
+		{"another domain's", "t2", "d1", ""},
+		{"another domain's, reversed", "t1", "d2", ""},
+		{"missing", "t3", "d1", ""},
+		{"empty domain", "t1", "", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := store.GetOwned[thing](ctx, c, "thing_id", tc.id, tc.domain)
+			if tc.want == "" {
+				wantCode(t, err, http.StatusNotFound, errs.NotFoundCode)
+				if got != nil {
+					t.Fatalf("returned %+v with the error", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.ID != tc.id || got.Name != tc.want {
+				t.Fatalf("got %+v", *got)
+			}
+		})
+	}
+}
+
+func TestWrapDuplicate(t *testing.T) {
+	c := things(t)
+	ctx := context.Background()
+	err := store.EnsureIndexes(ctx, c,
+		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "name", Value: 1}}, Unique: true},
+		store.Index{Keys: bson.D{{Key: "name", Value: 1}}},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// idempotent at every start
+	if err := store.EnsureIndexes(ctx, c, store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "name", Value: 1}}, Unique: true}); err != nil {
+		t.Fatal(err)
+	}
+
+	cases := []struct {
+		name string
+		doc  thing
+		code string // "" for no error
+	}{
+		{"same name, other domain", thing{"t3", "d2", "one"}, ""},
+		{"same name, same domain", thing{"t4", "d1", "one"}, errs.SaveUniqueValues},
+		{"same _id", thing{"t1", "d9", "nine"}, errs.SaveUniqueValues},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := c.InsertOne(ctx, tc.doc)
+			if tc.code == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("inserted a duplicate")
+			}
+			wantCode(t, store.Wrap(err), http.StatusConflict, tc.code)
+		})
+	}
+
+	// an update that would collide is a duplicate too
+	_, err = c.UpdateOne(ctx, bson.D{{Key: "_id", Value: "t3"}}, bson.D{{Key: "$set", Value: bson.D{{Key: "name", Value: "two"}}}})
+	wantCode(t, store.Wrap(err), http.StatusConflict, errs.SaveUniqueValues)
+}
+
+func TestWrap(t *testing.T) {
+	c := things(t)
+	own := errs.NotFound("x", "y")
+	plain := errors.New("boom")
+	_, refused := c.Find(context.Background(), bson.D{{Key: "name", Value: bson.D{{Key: "$regex", Value: "("}}}})
+	if refused == nil {
+		t.Fatal("the store took a bad regex")
+	}
+	cases := []struct {
+		name   string
+		err    error
+		status int    // 0: err comes back unchanged
+		code   string // with status
+	}{
+		{"nil", nil, 0, ""},
+		{"already an errs.Error", own, 0, ""},
+		{"wrapped errs.Error", fmt.Errorf("ctx: %w", own), 0, ""},
+		{"plain error stays internal", plain, 0, ""},
+		{"deadline", context.DeadlineExceeded, http.StatusServiceUnavailable, errs.Unavailable},
+		{"query refused by the store", refused, http.StatusBadRequest, errs.DBQuery},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := store.Wrap(tc.err)
+			if tc.status == 0 {
+				if got != tc.err {
+					t.Fatalf("Wrap(%v) = %v, want it unchanged", tc.err, got)
+				}
+				return
+			}
+			wantCode(t, got, tc.status, tc.code)
+		})
+	}
+}
+
+// TestResolve checks that a filter without match conditions is left alone
+// and that a match becomes the ids of the scope's matching rows only.
+func TestResolve(t *testing.T) {
+	c := fixtures(t, time.Now().UTC())
+	ctx := context.Background()
+	plain := bson.D{{Key: "domain_id", Value: "d1"}}
+	got, err := store.Resolve(ctx, c, plain)
+	if err != nil || len(got) != 1 || got[0].Key != "domain_id" {
+		t.Fatalf("Resolve changed a plain filter: %v, %v", got, err)
+	}
+
+	match := query.Condition{Key: "items", Value: map[string]any{"name": "cpu", "qty": map[string]any{"$gte": int64(4)}}, Operator: "match"}
+	f, err := query.Filter(plain, []query.Condition{match}, nil, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err = store.Resolve(ctx, c, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// b1 of domain d2 has {cpu, 8} too
+	var ids []string
+	for _, id := range got[0].Value.(bson.A)[1].(bson.D)[0].Value.(bson.D)[0].Value.(bson.A) {
+		ids = append(ids, id.(string))
+	}
+	slices.Sort(ids)
+	if !slices.Equal(ids, []string{"a2", "a5"}) {
+		t.Fatalf("resolved to %v, want _id in [a2 a5]", got)
+	}
+}
+
+// TestEnsureIndexesTwice: a second start finds the indexes in place and
+// creates nothing (FerretDB 1.24 drops the connection when asked to create
+// an existing index).
+func TestEnsureIndexesTwice(t *testing.T) {
+	c := testkit.Get().Database(t).Collection("idx")
+	idx := []store.Index{
+		{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "created_at", Value: -1}}},
+		{Keys: bson.D{{Key: "name", Value: 1}}, Unique: true},
+	}
+	for range 2 {
+		if err := store.EnsureIndexes(context.Background(), c, idx...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cur, err := c.Indexes().List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []bson.M
+	if err := cur.All(context.Background(), &got); err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, g := range got {
+		names[g["name"].(string)] = true
+	}
+	if len(got) != 3 || !names["_id_"] || !names["domain_id_1_created_at_-1"] || !names["name_1"] {
+		t.Fatalf("indexes = %v", got)
+	}
+}

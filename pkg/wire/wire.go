@@ -1,0 +1,48 @@
+// Package wire holds the small value conventions every response shares:
+// generated ids and timestamps. It must not depend on HTTP or storage.
+package wire
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"time"
+)
+
+// NewID returns "<kind>-<12 lowercase hex>" from crypto/rand.
+func NewID(kind string) string {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("crypto/rand failed: " + err.Error()) // never happens on a supported OS
+	}
+	return kind + "-" + hex.EncodeToString(b[:])
+}
+
+// TimeLayout is ISO 8601 UTC with milliseconds and a trailing Z.
+const TimeLayout = "2006-01-02T15:04:05.000Z"
+
+// Now is the current time truncated to what the wire and BSON keep (ms).
+func Now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
+
+// FormatTime renders t in TimeLayout; the zero time renders as "".
+func FormatTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(TimeLayout)
+}
+
+// List returns s, or an empty list for nil: responses send [], never null.
+func List[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// Object returns m, or an empty object for nil: responses send {}, never null.
+func Object(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
+}

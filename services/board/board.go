@@ -1,0 +1,29 @@
+// Package board is the board service: system-wide bulletin boards and the
+// posts each domain publishes on them (spec part 3, /board/v1).
+//
+// New is its only public surface; everything else is internal.
+package board
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/nubes-io/nubes/pkg/app"
+	"github.com/nubes-io/nubes/services/board/internal/boardapi"
+)
+
+// Name is the service name.
+const Name = "board"
+
+// New builds the board service on d.DB, creating its indexes.
+func New(ctx context.Context, d app.Deps) (*app.Service, error) {
+	log := d.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	routes, views, err := boardapi.Routes(ctx, d.DB, log)
+	if err != nil {
+		return nil, err
+	}
+	return &app.Service{Name: Name, Routes: routes, Workers: []func(context.Context) error{views}}, nil
+}

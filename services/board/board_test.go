@@ -1,0 +1,542 @@
+package board_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/nubes-io/nubes/pkg/app"
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/server"
+	"github.com/nubes-io/nubes/pkg/testkit"
+	"github.com/nubes-io/nubes/services/board"
+	"github.com/nubes-io/nubes/services/board/internal/boardapi"
+)
+
+func TestMain(m *testing.M) { testkit.Main(m) }
+
+// callers of the board API in two domains.
+type callers struct {
+	anon, system, adminA, adminB, memberA, userA *testkit.Client
+	db                                           *mongo.Database
+}
+
+func setup(t *testing.T) *callers {
+	t.Helper()
+	env := testkit.Get()
+	db := env.Database(t)
+	svc, err := board.New(context.Background(), app.Deps{DB: db, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = svc.Workers[0](ctx) }() // the view-count writer
+	t.Cleanup(func() { cancel(); <-done })
+	srv, err := server.New(server.Options{Name: "board", Auth: env.Verifier, Logger: slog.New(slog.DiscardHandler)}, svc.Routes...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := testkit.NewClient(t, srv.Handler())
+	tok := func(p auth.Principal) *testkit.Client { return c.As(env.Token(t, p)) }
+	return &callers{
+		anon:    c,
+		system:  tok(auth.Principal{TokenType: auth.SystemToken, DomainID: "domain-a", UserID: "root", Role: auth.SystemAdmin}),
+		adminA:  tok(auth.Principal{DomainID: "domain-a", UserID: "alice", Role: auth.DomainAdmin}),
+		adminB:  tok(auth.Principal{DomainID: "domain-b", UserID: "bob", Role: auth.DomainAdmin}),
+		memberA: tok(auth.Principal{DomainID: "domain-a", UserID: "mia", Role: auth.WorkspaceMember, WorkspaceID: "workspace-1"}),
+		userA:   tok(auth.Principal{DomainID: "domain-a", UserID: "ulla", Role: auth.User}),
+		db:      db,
+	}
+}
+
+type boardInfo struct {
+	BoardID    string         `json:"board_id"`
+	Name       string         `json:"name"`
+	Categories []string       `json:"categories"`
+	Tags       map[string]any `json:"tags"`
+	CreatedAt  string         `json:"created_at"`
+}
+
+type postInfo struct {
+	BoardID       string          `json:"board_id"`
+	BoardType     string          `json:"board_type"`
+	PostID        string          `json:"post_id"`
+	Category      string          `json:"category"`
+	Title         string          `json:"title"`
+	Contents      string          `json:"contents"`
+	Options       map[string]bool `json:"options"`
+	ViewCount     int             `json:"view_count"`
+	Writer        string          `json:"writer"`
+	Files         []string        `json:"files"`
+	ResourceGroup string          `json:"resource_group"`
+	DomainID      string          `json:"domain_id"`
+	UserID        string          `json:"user_id"`
+	CreatedAt     string          `json:"created_at"`
+	UpdatedAt     string          `json:"updated_at"`
+}
+
+type list[T any] struct {
+	Results    []T `json:"results"`
+	TotalCount int `json:"total_count"`
+}
+
+func (c *callers) board(t *testing.T, name string, categories ...string) boardInfo {
+	t.Helper()
+	var b boardInfo
+	c.system.Call("/board/v1/board/create", map[string]any{"name": name, "categories": categories}).OK(&b)
+	return b
+}
+
+func (c *callers) post(t *testing.T, as *testkit.Client, boardID, category, title string) postInfo {
+	t.Helper()
+	var p postInfo
+	as.Call("/board/v1/post/create", map[string]any{
+		"board_id": boardID, "board_type": "NOTICE", "title": title, "contents": "body of " + title,
+		"resource_group": "DOMAIN", "category": category,
+	}).OK(&p)
+	return p
+}
+
+// count is the number of documents stored in a collection: the proof that
+// a refused request stored nothing.
+func (c *callers) count(t *testing.T, coll string) int64 {
+	t.Helper()
+	n, err := c.db.Collection(coll).CountDocuments(context.Background(), bson.D{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func (c *callers) stored(t *testing.T, postID string) postInfo {
+	t.Helper()
+	var p postInfo
+	raw, err := c.db.Collection(boardapi.PostsCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: postID}}).Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m bson.M
+	_ = bson.Unmarshal(raw, &m)
+	p.PostID, _ = m["post_id"].(string)
+	p.BoardID, _ = m["board_id"].(string)
+	p.DomainID, _ = m["domain_id"].(string)
+	p.Title, _ = m["title"].(string)
+	p.Category, _ = m["category"].(string)
+	vc, _ := m["view_count"].(int32)
+	p.ViewCount = int(vc)
+	return p
+}
+
+func TestBoardLifecycle(t *testing.T) {
+	c := setup(t)
+	b := c.board(t, "Notices", "maintenance", "release")
+	if !strings.HasPrefix(b.BoardID, "board-") || len(b.BoardID) != 18 || b.Name != "Notices" ||
+		len(b.Categories) != 2 || b.Tags == nil || !strings.HasSuffix(b.CreatedAt, "Z") || len(b.CreatedAt) != 24 {
+		t.Fatalf("created board: %+v", b)
+	}
+
+	var got boardInfo
+	c.adminA.Call("/board/v1/board/get", map[string]any{"board_id": b.BoardID}).OK(&got)
+	if got.BoardID != b.BoardID || got.CreatedAt != b.CreatedAt {
+		t.Fatalf("get = %+v, want %+v", got, b)
+	}
+	raw := c.adminA.Call("/board/v1/board/get", map[string]any{"board_id": b.BoardID}).JSON()
+	if _, has := raw["domain_id"]; has {
+		t.Fatalf("boards are system-wide, BoardInfo has no domain_id: %v", raw)
+	}
+
+	c.system.Call("/board/v1/board/update", map[string]any{"board_id": b.BoardID, "name": "News", "tags": map[string]any{"team": "ops"}}).OK(&got)
+	if got.Name != "News" || got.Tags["team"] != "ops" || len(got.Categories) != 2 {
+		t.Fatalf("update = %+v", got)
+	}
+	c.system.Call("/board/v1/board/set-categories", map[string]any{"board_id": b.BoardID, "categories": []string{"outage"}}).OK(&got)
+	if len(got.Categories) != 1 || got.Categories[0] != "outage" || got.Name != "News" {
+		t.Fatalf("set_categories = %+v", got)
+	}
+	c.system.Call("/board/v1/board/set-categories", map[string]any{"board_id": b.BoardID}).OK(&got)
+	if got.Categories == nil || len(got.Categories) != 0 {
+		t.Fatalf("set_categories without a list must clear: %+v", got)
+	}
+
+	c.board(t, "Archive")
+	var l list[boardInfo]
+	c.memberA.Call("/board/v1/board/list", map[string]any{"query": map[string]any{"sort": []any{map[string]any{"key": "name"}}}}).OK(&l)
+	if l.TotalCount != 2 || l.Results[0].Name != "Archive" || l.Results[1].Name != "News" {
+		t.Fatalf("list = %+v", l)
+	}
+	c.adminA.Call("/board/v1/board/list", map[string]any{"name": "News"}).OK(&l)
+	if l.TotalCount != 1 || l.Results[0].BoardID != b.BoardID {
+		t.Fatalf("list by name = %+v", l)
+	}
+	st := c.adminA.Call("/board/v1/board/stat", map[string]any{"query": map[string]any{
+		"aggregate": []any{map[string]any{"count": map[string]any{"name": "boards"}}}}}).JSON()
+	if rows := st["results"].([]any); len(rows) != 1 || rows[0].(map[string]any)["boards"] != float64(2) {
+		t.Fatalf("stat = %v", st)
+	}
+
+	c.system.Call("/board/v1/board/delete", map[string]any{"board_id": b.BoardID}).OK(nil)
+	c.system.Call("/board/v1/board/get", map[string]any{"board_id": b.BoardID}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	c.system.Call("/board/v1/board/delete", map[string]any{"board_id": b.BoardID}).Fails(http.StatusNotFound, errs.NotFoundCode)
+}
+
+func TestBoardWritesNeedSystem(t *testing.T) {
+	c := setup(t)
+	b := c.board(t, "Notices", "a")
+	writes := []struct {
+		path string
+		body map[string]any
+	}{
+		{"/board/v1/board/create", map[string]any{"name": "x"}},
+		{"/board/v1/board/update", map[string]any{"board_id": b.BoardID, "name": "changed"}},
+		{"/board/v1/board/set-categories", map[string]any{"board_id": b.BoardID, "categories": []string{"z"}}},
+		{"/board/v1/board/delete", map[string]any{"board_id": b.BoardID}},
+	}
+	for _, w := range writes {
+		c.anon.Call(w.path, w.body).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
+		for _, who := range []*testkit.Client{c.adminA, c.memberA, c.userA} {
+			who.Call(w.path, w.body).Fails(http.StatusForbidden, errs.PermissionDenied)
+		}
+	}
+	var got boardInfo
+	c.system.Call("/board/v1/board/get", map[string]any{"board_id": b.BoardID}).OK(&got)
+	if n := c.count(t, boardapi.BoardsCollection); n != 1 || got.Name != "Notices" || len(got.Categories) != 1 || got.Categories[0] != "a" {
+		t.Fatalf("a refused write changed the store: %d boards, %+v", n, got)
+	}
+	c.userA.Call("/board/v1/board/get", map[string]any{"board_id": b.BoardID}).Fails(http.StatusForbidden, errs.PermissionDenied)
+}
+
+func TestPostLifecycle(t *testing.T) {
+	c := setup(t)
+	b := c.board(t, "Notices", "maintenance", "release")
+	p := c.post(t, c.adminA, b.BoardID, "maintenance", "Upgrade tonight")
+	if !strings.HasPrefix(p.PostID, "post-") || p.BoardID != b.BoardID || p.DomainID != "domain-a" || p.UserID != "alice" ||
+		p.Writer != "alice" || p.ViewCount != 0 || p.Options["is_pinned"] || p.Files == nil || p.ResourceGroup != "DOMAIN" {
+		t.Fatalf("created post: %+v", p)
+	}
+
+	var got postInfo
+	c.memberA.Call("/board/v1/post/get", map[string]any{"post_id": p.PostID}).OK(&got)
+	if got.ViewCount != 1 {
+		t.Fatalf("first get: view_count %d, want 1", got.ViewCount)
+	}
+	c.adminA.Call("/board/v1/post/get", map[string]any{"post_id": p.PostID}).OK(&got)
+	if got.ViewCount != 2 {
+		t.Fatalf("second get: view_count %d, want 2", got.ViewCount)
+	}
+	// The views reach the store with the next flush of the writer.
+	deadline := time.Now().Add(5 * time.Second)
+	for c.stored(t, p.PostID).ViewCount != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("stored view_count %d, want 2", c.stored(t, p.PostID).ViewCount)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	c.adminA.Call("/board/v1/post/update", map[string]any{
+		"post_id": p.PostID, "title": "Upgrade moved", "category": "release",
+		"options": map[string]any{"is_pinned": true}, "files": []string{"file-1"},
+		"board_id": b.BoardID, "domain_id": "domain-a", // echoed unchanged: allowed
+	}).OK(&got)
+	if got.Title != "Upgrade moved" || got.Category != "release" || !got.Options["is_pinned"] || got.Options["is_popup"] ||
+		got.Contents != p.Contents || len(got.Files) != 1 || got.ViewCount != 2 || got.UpdatedAt < p.UpdatedAt {
+		t.Fatalf("update = %+v", got)
+	}
+	c.adminA.Call("/board/v1/post/update", map[string]any{"post_id": p.PostID, "options": map[string]any{"is_popup": true}}).OK(&got)
+	if !got.Options["is_pinned"] || !got.Options["is_popup"] {
+		t.Fatalf("options must merge: %+v", got.Options)
+	}
+
+	other := c.board(t, "Other")
+	c.post(t, c.adminA, other.BoardID, "", "Elsewhere")
+	c.post(t, c.system, b.BoardID, "maintenance", "By system")
+
+	var l list[postInfo]
+	c.memberA.Call("/board/v1/post/list", map[string]any{"board_id": b.BoardID}).OK(&l)
+	if l.TotalCount != 2 || len(l.Results) != 2 || l.Results[0].Title != "By system" { // newest first
+		t.Fatalf("list by board = %+v", l)
+	}
+	c.memberA.Call("/board/v1/post/list", map[string]any{"is_pinned": true}).OK(&l)
+	if l.TotalCount != 1 || l.Results[0].PostID != p.PostID {
+		t.Fatalf("list is_pinned = %+v", l)
+	}
+	c.memberA.Call("/board/v1/post/list", map[string]any{"query": map[string]any{"keyword": "elsewhere", "only": []string{"title"}}}).OK(&l)
+	if l.TotalCount != 1 || l.Results[0].Title != "Elsewhere" || l.Results[0].PostID != "" {
+		t.Fatalf("list keyword+only = %+v", l)
+	}
+	st := c.memberA.Call("/board/v1/post/stat", map[string]any{"query": map[string]any{
+		"filter":    []any{map[string]any{"k": "board_id", "v": b.BoardID, "o": "eq"}},
+		"aggregate": []any{map[string]any{"group": map[string]any{"keys": []any{map[string]any{"key": "category", "name": "category"}}, "fields": []any{map[string]any{"name": "n", "operator": "count"}}}}, map[string]any{"sort": []any{map[string]any{"key": "category"}}}},
+	}}).JSON()
+	rows := st["results"].([]any)
+	if len(rows) != 2 || rows[0].(map[string]any)["category"] != "maintenance" || rows[1].(map[string]any)["n"] != float64(1) {
+		t.Fatalf("stat = %v", st)
+	}
+
+	c.adminA.Call("/board/v1/post/send-notification", map[string]any{"post_id": p.PostID}).Fails(http.StatusNotImplemented, errs.NotImplemented)
+
+	c.adminA.Call("/board/v1/post/delete", map[string]any{"post_id": p.PostID}).OK(nil)
+	c.adminA.Call("/board/v1/post/get", map[string]any{"post_id": p.PostID}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	if n := c.count(t, boardapi.PostsCollection); n != 2 {
+		t.Fatalf("%d posts stored after delete, want 2", n)
+	}
+}
+
+func TestPostRules(t *testing.T) {
+	c := setup(t)
+	b := c.board(t, "Notices", "maintenance")
+	p := c.post(t, c.adminA, b.BoardID, "maintenance", "Kept")
+	posts := c.count(t, boardapi.PostsCollection)
+
+	create := func(body map[string]any) map[string]any {
+		base := map[string]any{"board_id": b.BoardID, "board_type": "NOTICE", "title": "t", "contents": "c", "resource_group": "DOMAIN"}
+		for k, v := range body {
+			base[k] = v
+		}
+		return base
+	}
+	refused := []struct {
+		name   string
+		as     *testkit.Client
+		path   string
+		body   map[string]any
+		status int
+		code   string
+	}{
+		{"category outside the board", c.adminA, "/board/v1/post/create", create(map[string]any{"category": "gossip"}), 400, errs.InvalidCategory},
+		{"unknown board", c.adminA, "/board/v1/post/create", create(map[string]any{"board_id": "board-000000000000"}), 404, errs.NotFoundCode},
+		{"option key", c.adminA, "/board/v1/post/create", create(map[string]any{"options": map[string]any{"is_sticky": true}}), 400, errs.InvalidKeyInOptions},
+		{"option type", c.adminA, "/board/v1/post/create", create(map[string]any{"options": map[string]any{"is_pinned": "yes"}}), 400, errs.InvalidParameterType},
+		{"SYSTEM post by a domain admin", c.adminA, "/board/v1/post/create", create(map[string]any{"resource_group": "SYSTEM"}), 403, errs.PermissionDenied},
+		{"member cannot write", c.memberA, "/board/v1/post/create", create(nil), 403, errs.PermissionDenied},
+		{"user has no role", c.userA, "/board/v1/post/list", map[string]any{}, 403, errs.PermissionDenied},
+		{"update to a category outside the board", c.adminA, "/board/v1/post/update", map[string]any{"post_id": p.PostID, "category": "gossip"}, 400, errs.InvalidCategory},
+		{"board_id never changes", c.adminA, "/board/v1/post/update", map[string]any{"post_id": p.PostID, "board_id": "board-111111111111", "title": "x"}, 400, errs.InvalidParameter},
+		{"domain_id never changes", c.adminA, "/board/v1/post/update", map[string]any{"post_id": p.PostID, "domain_id": "domain-b", "title": "x"}, 400, errs.InvalidParameter},
+		{"post_id is required", c.adminA, "/board/v1/post/update", map[string]any{"title": "x"}, 400, errs.RequiredParameter},
+		{"member cannot update", c.memberA, "/board/v1/post/update", map[string]any{"post_id": p.PostID, "title": "x"}, 403, errs.PermissionDenied},
+		{"member cannot delete", c.memberA, "/board/v1/post/delete", map[string]any{"post_id": p.PostID}, 403, errs.PermissionDenied},
+	}
+	for _, r := range refused {
+		t.Run(r.name, func(t *testing.T) {
+			r.as.Call(r.path, r.body).Fails(r.status, r.code)
+			s := c.stored(t, p.PostID)
+			if n := c.count(t, boardapi.PostsCollection); n != posts || s.Title != "Kept" || s.Category != "maintenance" ||
+				s.BoardID != b.BoardID || s.DomainID != "domain-a" {
+				t.Fatalf("refused request changed the store: %d posts, %+v", n, s)
+			}
+		})
+	}
+
+	// set_categories changes only the board; posts keep their category.
+	c.system.Call("/board/v1/board/set-categories", map[string]any{"board_id": b.BoardID, "categories": []string{"release"}}).OK(nil)
+	var got postInfo
+	c.adminA.Call("/board/v1/post/get", map[string]any{"post_id": p.PostID}).OK(&got)
+	if got.Category != "maintenance" {
+		t.Fatalf("set_categories changed a post: %+v", got)
+	}
+	// Updating other fields of a post whose category left the board is fine.
+	c.adminA.Call("/board/v1/post/update", map[string]any{"post_id": p.PostID, "title": "Still here"}).OK(&got)
+	if got.Category != "maintenance" || got.Title != "Still here" {
+		t.Fatalf("update = %+v", got)
+	}
+
+	// A board can be deleted while it has posts; the posts stay readable.
+	c.system.Call("/board/v1/board/delete", map[string]any{"board_id": b.BoardID}).OK(nil)
+	c.adminA.Call("/board/v1/post/get", map[string]any{"post_id": p.PostID}).OK(&got)
+	if got.BoardID != b.BoardID {
+		t.Fatalf("post lost its board_id: %+v", got)
+	}
+	// A SYSTEM admin may publish a SYSTEM post.
+	var sys postInfo
+	c.system.Call("/board/v1/post/create", map[string]any{"board_id": c.board(t, "Global").BoardID, "board_type": "NOTICE",
+		"title": "For all", "contents": "x", "resource_group": "SYSTEM"}).OK(&sys)
+	if sys.ResourceGroup != "SYSTEM" {
+		t.Fatalf("system post = %+v", sys)
+	}
+}
+
+func TestDomainIsolation(t *testing.T) {
+	c := setup(t)
+	b := c.board(t, "Notices", "maintenance")
+	pa := c.post(t, c.adminA, b.BoardID, "maintenance", "Secret of A")
+	pb := c.post(t, c.adminB, b.BoardID, "maintenance", "Post of B")
+
+	id := map[string]any{"post_id": pa.PostID}
+	c.adminB.Call("/board/v1/post/get", id).Fails(http.StatusNotFound, errs.NotFoundCode)
+	c.adminB.Call("/board/v1/post/update", map[string]any{"post_id": pa.PostID, "title": "taken"}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	c.adminB.Call("/board/v1/post/delete", id).Fails(http.StatusNotFound, errs.NotFoundCode)
+	c.adminB.Call("/board/v1/post/send-notification", id).Fails(http.StatusNotFound, errs.NotFoundCode)
+	if s := c.stored(t, pa.PostID); s.Title != "Secret of A" || s.ViewCount != 0 {
+		t.Fatalf("domain B changed A's post: %+v", s)
+	}
+
+	var l list[postInfo]
+	for _, body := range []map[string]any{
+		{},
+		{"domain_id": "domain-a"},
+		{"post_id": pa.PostID},
+		{"query": map[string]any{"filter": []any{map[string]any{"k": "domain_id", "v": "domain-a", "o": "eq"}}}},
+		{"query": map[string]any{"filter_or": []any{map[string]any{"k": "domain_id", "v": "domain-a", "o": "eq"}, map[string]any{"k": "title", "v": "Secret", "o": "contain"}}}},
+	} {
+		c.adminB.Call("/board/v1/post/list", body).OK(&l)
+		for _, r := range l.Results {
+			if r.DomainID != "domain-b" {
+				t.Fatalf("list %v leaked %+v", body, r)
+			}
+		}
+		if l.TotalCount > 1 {
+			t.Fatalf("list %v counted other domains: %d", body, l.TotalCount)
+		}
+	}
+	st := c.adminB.Call("/board/v1/post/stat", map[string]any{"query": map[string]any{
+		"aggregate": []any{map[string]any{"group": map[string]any{"keys": []any{map[string]any{"key": "domain_id", "name": "d"}}, "fields": []any{map[string]any{"name": "n", "operator": "count"}}}}},
+	}}).JSON()
+	rows := st["results"].([]any)
+	if len(rows) != 1 || rows[0].(map[string]any)["d"] != "domain-b" || rows[0].(map[string]any)["n"] != float64(1) {
+		t.Fatalf("stat crossed domains: %v", st)
+	}
+	var got postInfo
+	c.adminB.Call("/board/v1/post/get", map[string]any{"post_id": pb.PostID}).OK(&got)
+	if got.Title != "Post of B" {
+		t.Fatalf("own post = %+v", got)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	c := setup(t)
+	b := c.board(t, "Notices", "maintenance")
+	boards, posts := c.count(t, boardapi.BoardsCollection), c.count(t, boardapi.PostsCollection)
+	huge := `{"name": "` + strings.Repeat("x", 1<<20) + `"}`
+	cases := []struct {
+		name   string
+		as     *testkit.Client
+		path   string
+		body   string
+		status int
+		code   string
+	}{
+		{"malformed JSON", c.system, "/board/v1/board/create", `{"name": "x"`, 400, errs.JSONFormat},
+		{"not an object", c.system, "/board/v1/board/create", `["name"]`, 400, errs.JSONFormat},
+		{"two objects", c.system, "/board/v1/board/create", `{"name": "x"} {"name": "y"}`, 400, errs.JSONFormat},
+		{"wrong type", c.system, "/board/v1/board/create", `{"name": 5}`, 400, errs.InvalidParameterType},
+		{"wrong list type", c.system, "/board/v1/board/create", `{"name": "x", "categories": "a"}`, 400, errs.InvalidParameterType},
+		{"unknown field", c.system, "/board/v1/board/create", `{"name": "x", "colour": "red"}`, 400, errs.InvalidParameter},
+		{"missing required", c.system, "/board/v1/board/create", `{"categories": ["a"]}`, 400, errs.RequiredParameter},
+		{"blank required", c.system, "/board/v1/board/create", `{"name": "   "}`, 400, errs.RequiredParameter},
+		{"too long", c.system, "/board/v1/board/create", `{"name": "` + strings.Repeat("n", 256) + `"}`, 400, errs.InvalidParameter},
+		{"repeated category", c.system, "/board/v1/board/create", `{"name": "x", "categories": ["a", "a"]}`, 400, errs.InvalidParameter},
+		{"oversized body", c.system, "/board/v1/board/create", huge, 413, errs.RequestTooLarge},
+		{"post malformed", c.adminA, "/board/v1/post/create", `{"board_id":`, 400, errs.JSONFormat},
+		{"post unknown enum", c.adminA, "/board/v1/post/create", `{"board_id": "` + b.BoardID + `", "board_type": "GOSSIP", "title": "t", "contents": "c", "resource_group": "DOMAIN"}`, 400, errs.InvalidParameter},
+		{"post unknown resource group", c.adminA, "/board/v1/post/create", `{"board_id": "` + b.BoardID + `", "board_type": "NOTICE", "title": "t", "contents": "c", "resource_group": "GALAXY"}`, 400, errs.InvalidParameter},
+		{"post missing title", c.adminA, "/board/v1/post/create", `{"board_id": "` + b.BoardID + `", "board_type": "NOTICE", "contents": "c", "resource_group": "DOMAIN"}`, 400, errs.RequiredParameter},
+		{"post wrong type", c.adminA, "/board/v1/post/create", `{"board_id": "` + b.BoardID + `", "board_type": "NOTICE", "title": ["t"], "contents": "c", "resource_group": "DOMAIN"}`, 400, errs.InvalidParameterType},
+		{"post unknown field", c.adminA, "/board/v1/post/create", `{"board_id": "` + b.BoardID + `", "board_type": "NOTICE", "title": "t", "contents": "c", "resource_group": "DOMAIN", "domain": "x"}`, 400, errs.InvalidParameter},
+		{"post oversized", c.adminA, "/board/v1/post/create", huge, 413, errs.RequestTooLarge},
+		{"list unknown query member", c.adminA, "/board/v1/post/list", `{"query": {"filters": []}}`, 400, errs.InvalidParameter},
+		{"list unknown operator", c.adminA, "/board/v1/post/list", `{"query": {"filter": [{"k": "title", "v": "x", "o": "like"}]}}`, 400, errs.DBQuery},
+		{"list eq with a list", c.adminA, "/board/v1/post/list", `{"query": {"filter": [{"k": "title", "v": ["x"], "o": "eq"}]}}`, 400, errs.OperatorValueType},
+		{"list in with a scalar", c.adminA, "/board/v1/post/list", `{"query": {"filter": [{"k": "title", "v": "x", "o": "in"}]}}`, 400, errs.OperatorListType},
+		{"list operator injection", c.adminA, "/board/v1/post/list", `{"query": {"filter": [{"k": "$where", "v": "1", "o": "eq"}]}}`, 400, errs.DBQuery},
+		{"list bad enum filter", c.adminA, "/board/v1/post/list", `{"board_type": "GOSSIP"}`, 400, errs.InvalidParameter},
+		{"list filter on a field posts do not have", c.adminA, "/board/v1/post/list", `{"query": {"filter": [{"k": "password_hash", "v": true, "o": "exists"}]}}`, 400, errs.InvalidParameter},
+		{"stat on a field posts do not have", c.adminA, "/board/v1/post/stat", `{"query": {"distinct": "secret"}}`, 400, errs.InvalidParameter},
+		{"stat without query", c.adminA, "/board/v1/post/stat", `{}`, 400, errs.RequiredParameter},
+		{"stat without aggregate", c.adminA, "/board/v1/post/stat", `{"query": {}}`, 400, errs.RequiredParameter},
+		{"get wrong type", c.adminA, "/board/v1/post/get", `{"post_id": 12}`, 400, errs.InvalidParameterType},
+		{"unsupported path", c.adminA, "/board/v1/post/publish", `{}`, 404, errs.UnsupportedAPI},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.as.Call(tc.path, tc.body).Fails(tc.status, tc.code)
+			if nb, np := c.count(t, boardapi.BoardsCollection), c.count(t, boardapi.PostsCollection); nb != boards || np != posts {
+				t.Fatalf("bad input stored something: %d boards, %d posts", nb, np)
+			}
+		})
+	}
+}
+
+// TestStatShowsOnlyInfoFields: a stat whose stages never build new rows
+// returns the resource's Info fields, not the stored document.
+func TestStatShowsOnlyInfoFields(t *testing.T) {
+	c := setup(t)
+	b := c.board(t, "Notices")
+	c.post(t, c.adminA, b.BoardID, "", "One")
+	st := c.adminA.Call("/board/v1/post/stat", map[string]any{"query": map[string]any{"aggregate": []any{map[string]any{"limit": 5}}}}).JSON()
+	rows := st["results"].([]any)
+	if len(rows) != 1 {
+		t.Fatalf("stat = %v", st)
+	}
+	row := rows[0].(map[string]any)
+	if _, has := row["_id"]; has || row["title"] != "One" {
+		t.Fatalf("stat row = %v", row)
+	}
+}
+
+func TestAliasesAndDocs(t *testing.T) {
+	c := setup(t)
+	var b boardInfo
+	c.system.Call("/board/board/create", map[string]any{"name": "Via alias", "categories": []string{"a"}}).OK(&b)
+	var got boardInfo
+	c.adminA.Call("/board/v1/board/get", map[string]any{"board_id": b.BoardID}).OK(&got)
+	if got.Name != "Via alias" {
+		t.Fatalf("alias create not stored: %+v", got)
+	}
+	c.adminA.Call("/board/board/create", map[string]any{"name": "x"}).Fails(http.StatusForbidden, errs.PermissionDenied)
+
+	env := testkit.Get()
+	db := env.Database(t)
+	svc, _ := board.New(context.Background(), app.Deps{DB: db})
+	srv, _ := server.New(server.Options{Name: "board", Auth: env.Verifier}, svc.Routes...)
+	doc := srv.OpenAPI()
+	paths := doc["paths"].(map[string]any)
+	if len(paths) != 14 {
+		t.Fatalf("OpenAPI lists %d paths, want 14", len(paths))
+	}
+	op := paths["/board/v1/post/create"].(map[string]any)["post"].(map[string]any)
+	if !strings.Contains(op["description"].(string), "/board/post/create") {
+		t.Fatalf("alias missing from description: %v", op["description"])
+	}
+}
+
+// TestConcurrentViewsAllCount: concurrent gets of one post are all
+// counted in the store (FerretDB's own $inc would lose some), and each
+// answer includes at least its own view.
+func TestConcurrentViewsAllCount(t *testing.T) {
+	c := setup(t)
+	b := c.board(t, "Notices")
+	p := c.post(t, c.adminA, b.BoardID, "", "Hot")
+	const n = 20
+	seen := make(chan int, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			var got postInfo
+			c.memberA.Call("/board/v1/post/get", map[string]any{"post_id": p.PostID}).OK(&got)
+			seen <- got.ViewCount
+		})
+	}
+	wg.Wait()
+	close(seen)
+	for v := range seen {
+		if v < 1 || v > n {
+			t.Fatalf("an answer's view_count %d is outside 1..%d", v, n)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for c.stored(t, p.PostID).ViewCount != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("stored view_count %d, want %d", c.stored(t, p.PostID).ViewCount, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

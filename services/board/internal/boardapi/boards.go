@@ -1,0 +1,163 @@
+// Package boardapi holds the board service's operations and rules: boards
+// are system-wide bulletin boards that only SYSTEM may write; posts belong
+// to one board and to the caller's domain.
+//
+// Decoding, validation, authorization and errors come from pkg; this
+// package holds only the board service's own rules.
+package boardapi
+
+import (
+	"context"
+	"slices"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/nubes-io/nubes/pkg/api"
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/query"
+	"github.com/nubes-io/nubes/pkg/stat"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/wire"
+)
+
+// Board is a bulletin board, stored and sent in the same shape.
+type Board struct {
+	ID         string         `bson:"_id" json:"-"`
+	BoardID    string         `bson:"board_id" json:"board_id"`
+	Name       string         `bson:"name" json:"name"`
+	Categories []string       `bson:"categories" json:"categories"`
+	Tags       map[string]any `bson:"tags" json:"tags"`
+	CreatedAt  wire.Time      `bson:"created_at" json:"created_at"`
+}
+
+var (
+	systemOnly = auth.Roles(auth.SystemAdmin)
+	readers    = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner, auth.WorkspaceMember)
+	writers    = auth.Roles(auth.SystemAdmin, auth.DomainAdmin)
+)
+
+var boardResource = query.Resource{
+	KeywordFields: []string{"board_id", "name"},
+	DefaultSort:   []query.SortKey{{Key: "name"}},
+	MinimalFields: []string{"board_id", "name"},
+	Fields:        query.FieldsOf[Board](),
+}
+
+type (
+	createBoard struct {
+		Name       string         `json:"name" v:"required,max=255"`
+		Categories []string       `json:"categories" v:"max=100"`
+		Tags       map[string]any `json:"tags"`
+	}
+	updateBoard struct {
+		BoardID string         `json:"board_id" v:"required"`
+		Name    string         `json:"name" v:"max=255"`
+		Tags    map[string]any `json:"tags"`
+	}
+	setCategories struct {
+		BoardID    string   `json:"board_id" v:"required"`
+		Categories []string `json:"categories" v:"max=100"`
+	}
+	boardRequest struct {
+		BoardID string `json:"board_id" v:"required"`
+	}
+	boardQuery struct {
+		Query   *query.Query `json:"query"`
+		BoardID string       `json:"board_id"`
+		Name    string       `json:"name"`
+	}
+	statQuery struct {
+		Query *stat.Query `json:"query" v:"required"`
+	}
+)
+
+// Validate refuses empty and repeated category names.
+func (r *createBoard) Validate() error { return checkCategories(r.Categories) }
+
+// Validate refuses empty and repeated category names.
+func (r *setCategories) Validate() error { return checkCategories(r.Categories) }
+
+func checkCategories(cs []string) error {
+	for i, c := range cs {
+		if c == "" {
+			return errs.Invalid("categories", "a category name is empty")
+		}
+		if slices.Contains(cs[:i], c) {
+			return errs.Invalid("categories", "category "+c+" is repeated")
+		}
+	}
+	return nil
+}
+
+type boards struct{ c *mongo.Collection }
+
+func (b boards) routes() []api.Route {
+	return []api.Route{
+		api.Op[createBoard, Board]{Path: "/board/v1/board/create", Access: systemOnly, Summary: "Create a board.", Handle: b.create},
+		api.Op[updateBoard, Board]{Path: "/board/v1/board/update", Access: systemOnly, Summary: "Change a board's name or tags.", Handle: b.update},
+		api.Op[setCategories, Board]{Path: "/board/v1/board/set-categories", Access: systemOnly, Summary: "Replace a board's categories; posts keep theirs.", Handle: b.setCategories},
+		api.Op[boardRequest, api.Empty]{Path: "/board/v1/board/delete", Access: systemOnly, Summary: "Delete a board; its posts stay.", Handle: b.delete},
+		api.Op[boardRequest, Board]{Path: "/board/v1/board/get", Access: readers, Summary: "Get a board.", Handle: b.get},
+		api.Op[boardQuery, api.List[Board]]{Path: "/board/v1/board/list", Access: readers, Summary: "List boards.", Handle: b.list},
+		api.Op[statQuery, map[string]any]{Path: "/board/v1/board/stat", Access: readers, Summary: "Statistics over boards.", Handle: b.stat},
+	}
+}
+
+func (b boards) create(ctx context.Context, _ *auth.Principal, r *createBoard) (*Board, error) {
+	id := wire.NewID("board")
+	doc := &Board{ID: id, BoardID: id, Name: r.Name, Categories: wire.List(r.Categories), Tags: wire.Object(r.Tags), CreatedAt: wire.T(wire.Now())}
+	if _, err := b.c.InsertOne(ctx, doc); err != nil {
+		return nil, store.Wrap(err)
+	}
+	return doc, nil
+}
+
+func (b boards) update(ctx context.Context, _ *auth.Principal, r *updateBoard) (*Board, error) {
+	set := bson.D{}
+	if r.Name != "" {
+		set = append(set, bson.E{Key: "name", Value: r.Name})
+	}
+	if r.Tags != nil {
+		set = append(set, bson.E{Key: "tags", Value: r.Tags})
+	}
+	return b.set(ctx, r.BoardID, set)
+}
+
+func (b boards) setCategories(ctx context.Context, _ *auth.Principal, r *setCategories) (*Board, error) {
+	return b.set(ctx, r.BoardID, bson.D{{Key: "categories", Value: wire.List(r.Categories)}})
+}
+
+// set applies a $set by _id and returns the board as stored afterwards.
+func (b boards) set(ctx context.Context, id string, set bson.D) (*Board, error) {
+	if len(set) == 0 {
+		return store.Get[Board](ctx, b.c, "board_id", id)
+	}
+	return store.SetByID[Board](ctx, b.c, "board_id", id, set)
+}
+
+func (b boards) delete(ctx context.Context, _ *auth.Principal, r *boardRequest) (*api.Empty, error) {
+	res, err := b.c.DeleteOne(ctx, bson.D{{Key: "_id", Value: r.BoardID}})
+	if err != nil {
+		return nil, store.Wrap(err)
+	}
+	if res.DeletedCount == 0 {
+		return nil, errs.NotFound("board_id", r.BoardID)
+	}
+	return &api.Empty{}, nil
+}
+
+func (b boards) get(ctx context.Context, _ *auth.Principal, r *boardRequest) (*Board, error) {
+	return store.Get[Board](ctx, b.c, "board_id", r.BoardID)
+}
+
+func (b boards) list(ctx context.Context, _ *auth.Principal, r *boardQuery) (*api.List[Board], error) {
+	q := query.With(r.Query, query.Params("board_id", r.BoardID, "name", r.Name)...)
+	return store.Search[Board](ctx, b.c, q, boardResource, nil)
+}
+
+func (b boards) stat(ctx context.Context, _ *auth.Principal, r *statQuery) (*map[string]any, error) {
+	res, err := stat.Run(ctx, b.c, nil, boardResource, r.Query)
+	return &res, err
+}

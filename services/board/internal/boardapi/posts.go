@@ -1,0 +1,314 @@
+package boardapi
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/nubes-io/nubes/pkg/api"
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/query"
+	"github.com/nubes-io/nubes/pkg/stat"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/wire"
+)
+
+// Post is a message on a board, owned by one domain.
+type Post struct {
+	ID            string          `bson:"_id" json:"-"`
+	PostID        string          `bson:"post_id" json:"post_id"`
+	BoardID       string          `bson:"board_id" json:"board_id"`
+	BoardType     string          `bson:"board_type" json:"board_type"`
+	Category      string          `bson:"category" json:"category"`
+	Title         string          `bson:"title" json:"title"`
+	Contents      string          `bson:"contents" json:"contents"`
+	Options       map[string]bool `bson:"options" json:"options"`
+	ViewCount     int32           `bson:"view_count" json:"view_count"`
+	Writer        string          `bson:"writer" json:"writer"`
+	Files         []string        `bson:"files" json:"files"`
+	ResourceGroup string          `bson:"resource_group" json:"resource_group"`
+	DomainID      string          `bson:"domain_id" json:"domain_id"`
+	UserID        string          `bson:"user_id" json:"user_id"`
+	CreatedAt     wire.Time       `bson:"created_at" json:"created_at"`
+	UpdatedAt     wire.Time       `bson:"updated_at" json:"updated_at"`
+}
+
+// Domain implements store.Owned.
+func (p *Post) Domain() string { return p.DomainID }
+
+var postResource = query.Resource{
+	KeywordFields: []string{"title", "contents", "writer"},
+	DefaultSort:   []query.SortKey{{Key: "created_at", Desc: true}},
+	MinimalFields: []string{"post_id", "board_id", "board_type", "category", "title", "writer", "created_at"},
+	Fields:        query.FieldsOf[Post](),
+}
+
+// optionKeys are the only keys a post's options may hold.
+var optionKeys = []string{"is_pinned", "is_popup"}
+
+type (
+	createPost struct {
+		BoardID       string         `json:"board_id" v:"required"`
+		BoardType     string         `json:"board_type" v:"required,enum=NOTICE"`
+		Title         string         `json:"title" v:"required,max=255"`
+		Contents      string         `json:"contents" v:"required,max=100000"`
+		ResourceGroup string         `json:"resource_group" v:"required,enum=SYSTEM|DOMAIN|WORKSPACE"`
+		Category      string         `json:"category" v:"max=255"`
+		Files         []string       `json:"files" v:"max=100"`
+		Options       map[string]any `json:"options"`
+		Writer        string         `json:"writer" v:"max=255"`
+	}
+	updatePost struct {
+		PostID   string         `json:"post_id" v:"required"`
+		Title    string         `json:"title" v:"max=255"`
+		Contents string         `json:"contents" v:"max=100000"`
+		Category *string        `json:"category" v:"max=255"`
+		Files    []string       `json:"files" v:"max=100"`
+		Options  map[string]any `json:"options"`
+		Writer   string         `json:"writer" v:"max=255"`
+		// BoardID and DomainID may be echoed back but never changed.
+		BoardID  string `json:"board_id"`
+		DomainID string `json:"domain_id"`
+	}
+	postRequest struct {
+		PostID string `json:"post_id" v:"required"`
+	}
+	postQuery struct {
+		Query     *query.Query `json:"query"`
+		BoardID   string       `json:"board_id"`
+		BoardType string       `json:"board_type" v:"enum=NOTICE"`
+		PostID    string       `json:"post_id"`
+		Category  string       `json:"category"`
+		Writer    string       `json:"writer"`
+		IsPinned  *bool        `json:"is_pinned"`
+		IsPopup   *bool        `json:"is_popup"`
+		DomainID  string       `json:"domain_id"`
+	}
+)
+
+// Validate checks the options keys.
+func (r *createPost) Validate() error { _, err := mergeOptions(nil, r.Options); return err }
+
+// Validate checks the options keys.
+func (r *updatePost) Validate() error { _, err := mergeOptions(nil, r.Options); return err }
+
+// mergeOptions merges the given options into current (upstream accepts only
+// is_pinned and is_popup, both booleans, default false).
+func mergeOptions(current map[string]bool, given map[string]any) (map[string]bool, error) {
+	out := map[string]bool{"is_pinned": false, "is_popup": false}
+	maps.Copy(out, current)
+	for k, v := range given {
+		if !slices.Contains(optionKeys, k) {
+			return nil, errs.New(errs.InvalidKeyInOptions, "Options can only hold is_pinned and is_popup. (key = %s)", k)
+		}
+		b, ok := v.(bool)
+		if !ok {
+			return nil, errs.InvalidType("options."+k, "boolean")
+		}
+		out[k] = b
+	}
+	return out, nil
+}
+
+type posts struct {
+	c      *mongo.Collection
+	boards *mongo.Collection
+	views  *views
+}
+
+func (ps posts) routes() []api.Route {
+	return []api.Route{
+		api.Op[createPost, Post]{Path: "/board/v1/post/create", Access: writers, Summary: "Create a post on a board.", Handle: ps.create},
+		api.Op[updatePost, Post]{Path: "/board/v1/post/update", Access: writers, Summary: "Change a post; board_id, post_id and domain_id never change.", Handle: ps.update},
+		api.Op[postRequest, api.Empty]{Path: "/board/v1/post/send-notification", Access: writers, Summary: "Not implemented: answers 501.", Handle: ps.sendNotification},
+		api.Op[postRequest, api.Empty]{Path: "/board/v1/post/delete", Access: writers, Summary: "Delete a post.", Handle: ps.delete},
+		api.Op[postRequest, Post]{Path: "/board/v1/post/get", Access: readers, Summary: "Get a post; counts one view.", Handle: ps.get},
+		api.Op[postQuery, api.List[Post]]{Path: "/board/v1/post/list", Access: readers, Summary: "List the domain's posts.", Handle: ps.list},
+		api.Op[statQuery, map[string]any]{Path: "/board/v1/post/stat", Access: readers, Summary: "Statistics over the domain's posts.", Handle: ps.stat},
+	}
+}
+
+func (ps posts) create(ctx context.Context, p *auth.Principal, r *createPost) (*Post, error) {
+	if r.ResourceGroup == "SYSTEM" && !p.IsSystem() {
+		return nil, errs.Forbidden()
+	}
+	if r.ResourceGroup == "WORKSPACE" && p.WorkspaceID == "" {
+		return nil, errs.Invalid("resource_group", "WORKSPACE needs a workspace-scoped token")
+	}
+	if err := ps.checkCategory(ctx, r.BoardID, r.Category); err != nil {
+		return nil, err
+	}
+	opts, _ := mergeOptions(nil, r.Options)
+	writer := r.Writer
+	if writer == "" {
+		writer = p.UserID
+	}
+	id, now := wire.NewID("post"), wire.T(wire.Now())
+	doc := &Post{
+		ID: id, PostID: id, BoardID: r.BoardID, BoardType: r.BoardType, Category: r.Category,
+		Title: r.Title, Contents: r.Contents, Options: opts, Writer: writer, Files: wire.List(r.Files),
+		ResourceGroup: r.ResourceGroup, DomainID: p.DomainID, UserID: p.UserID, CreatedAt: now, UpdatedAt: now,
+	}
+	if _, err := ps.c.InsertOne(ctx, doc); err != nil {
+		return nil, store.Wrap(err)
+	}
+	return doc, nil
+}
+
+// checkCategory enforces that a non-empty category is one of the board's.
+// The board must exist either way.
+func (ps posts) checkCategory(ctx context.Context, boardID, category string) error {
+	b, err := store.Get[Board](ctx, ps.boards, "board_id", boardID)
+	if err != nil {
+		return err
+	}
+	if category != "" && !slices.Contains(b.Categories, category) {
+		return errs.New(errs.InvalidCategory, "Category is not one of the board's categories. (category = %s, board_id = %s)", category, boardID)
+	}
+	return nil
+}
+
+func (ps posts) update(ctx context.Context, p *auth.Principal, r *updatePost) (*Post, error) {
+	cur, err := store.GetOwned[Post](ctx, ps.c, "post_id", r.PostID, p.DomainID)
+	if err != nil {
+		return nil, err
+	}
+	if r.BoardID != "" && r.BoardID != cur.BoardID {
+		return nil, errs.Invalid("board_id", "a post's board cannot change")
+	}
+	if r.DomainID != "" && r.DomainID != cur.DomainID {
+		return nil, errs.Invalid("domain_id", "a post's domain cannot change")
+	}
+	set := bson.D{{Key: "updated_at", Value: wire.T(wire.Now())}}
+	add := func(key string, v any) { set = append(set, bson.E{Key: key, Value: v}) }
+	if r.Title != "" {
+		add("title", r.Title)
+	}
+	if r.Contents != "" {
+		add("contents", r.Contents)
+	}
+	if r.Writer != "" {
+		add("writer", r.Writer)
+	}
+	if r.Files != nil {
+		add("files", r.Files)
+	}
+	if r.Category != nil && *r.Category != cur.Category {
+		if err := ps.checkCategory(ctx, cur.BoardID, *r.Category); err != nil {
+			return nil, err
+		}
+		add("category", *r.Category)
+	}
+	if r.Options != nil {
+		opts, _ := mergeOptions(cur.Options, r.Options)
+		add("options", opts)
+	}
+	// _id alone is the filter FerretDB pushes down; the domain was checked
+	// above and never changes, so the update cannot reach another tenant.
+	return store.SetByID[Post](ctx, ps.c, "post_id", r.PostID, set) // 404 if deleted meanwhile
+}
+
+func (ps posts) sendNotification(ctx context.Context, p *auth.Principal, r *postRequest) (*api.Empty, error) {
+	if _, err := store.GetOwned[Post](ctx, ps.c, "post_id", r.PostID, p.DomainID); err != nil {
+		return nil, err
+	}
+	return nil, errs.New(errs.NotImplemented, "Post.send_notification is not implemented.")
+}
+
+func (ps posts) delete(ctx context.Context, p *auth.Principal, r *postRequest) (*api.Empty, error) {
+	if _, err := store.GetOwned[Post](ctx, ps.c, "post_id", r.PostID, p.DomainID); err != nil {
+		return nil, err
+	}
+	if _, err := ps.c.DeleteOne(ctx, bson.D{{Key: "_id", Value: r.PostID}}); err != nil {
+		return nil, store.Wrap(err)
+	}
+	return &api.Empty{}, nil
+}
+
+// get counts a view. The post is read by _id (the tenant checked in code)
+// and the view is added to a buffer that one worker writes back as a
+// single $inc per post every flush interval: a get costs one read, and
+// concurrent gets never race on the document (FerretDB 1.24 loses
+// concurrent $inc). The answer is the stored count plus this replica's
+// pending views, so it already includes this view.
+func (ps posts) get(ctx context.Context, p *auth.Principal, r *postRequest) (*Post, error) {
+	post, err := store.GetOwned[Post](ctx, ps.c, "post_id", r.PostID, p.DomainID)
+	if err != nil {
+		return nil, err
+	}
+	post.ViewCount += ps.views.add(r.PostID)
+	return post, nil
+}
+
+// views buffers view counts until the next flush.
+type views struct {
+	c       *mongo.Collection
+	mu      sync.Mutex
+	pending map[string]int32
+}
+
+// add counts one view and returns the views of id not yet written.
+func (v *views) add(id string) int32 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.pending[id]++
+	return v.pending[id]
+}
+
+// flush writes the pending views; what fails to write stays pending.
+func (v *views) flush(ctx context.Context) error {
+	v.mu.Lock()
+	batch := v.pending
+	v.pending = map[string]int32{}
+	v.mu.Unlock()
+	var firstErr error
+	for id, n := range batch {
+		_, err := v.c.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "view_count", Value: n}}}})
+		if err != nil {
+			v.mu.Lock()
+			v.pending[id] += n
+			v.mu.Unlock()
+			if firstErr == nil {
+				firstErr = err
+			}
+		}
+	}
+	return firstErr
+}
+
+// run flushes every interval and once more on stop.
+func (v *views) run(ctx context.Context, interval time.Duration, log *slog.Logger) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			return v.flush(fctx)
+		case <-t.C:
+			if err := v.flush(ctx); err != nil {
+				log.Warn("view counts not written yet", "error", err.Error())
+			}
+		}
+	}
+}
+
+func (ps posts) list(ctx context.Context, p *auth.Principal, r *postQuery) (*api.List[Post], error) {
+	q := query.With(r.Query, query.Params(
+		"board_id", r.BoardID, "board_type", r.BoardType, "post_id", r.PostID, "category", r.Category,
+		"writer", r.Writer, "options.is_pinned", r.IsPinned, "options.is_popup", r.IsPopup, "domain_id", r.DomainID)...)
+	return store.Search[Post](ctx, ps.c, q, postResource, store.TenantScope(p.DomainID))
+}
+
+func (ps posts) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*map[string]any, error) {
+	res, err := stat.Run(ctx, ps.c, store.TenantScope(p.DomainID), postResource, r.Query)
+	return &res, err
+}

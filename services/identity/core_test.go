@@ -1,0 +1,103 @@
+package identity_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/nubes-io/nubes/pkg/errs"
+)
+
+func TestBootstrapAndLogin(t *testing.T) {
+	h := newHarness(t)
+	var d map[string]any
+	h.admin.Call("/identity/v2/domain/get", map[string]any{"domain_id": h.domain}).OK(&d)
+	if d["name"] != "root" || d["state"] != "ENABLED" {
+		t.Fatalf("root domain = %v", d)
+	}
+	var info map[string]any
+	h.anon.Call("/identity/domain/get-auth-info", map[string]any{"name": "root"}).OK(&info)
+	if info["domain_id"] != h.domain {
+		t.Fatalf("get_auth_info = %v", info)
+	}
+	// A second bootstrap changes nothing.
+	again := newHarness(t)
+	if again.domain == h.domain {
+		t.Fatal("fresh databases must bootstrap fresh domains")
+	}
+
+	bad := map[string]any{"credentials": map[string]any{"user_id": "admin", "password": "wrong-Passw0rd"}, "auth_type": "LOCAL", "domain_id": h.domain}
+	h.anon.Call("/identity/token/issue", bad).Fails(http.StatusUnauthorized, errs.AuthenticationFailure)
+	unknown := map[string]any{"credentials": map[string]any{"user_id": "nobody", "password": "x"}, "auth_type": "LOCAL", "domain_id": h.domain}
+	h.anon.Call("/identity/token/issue", unknown).Fails(http.StatusUnauthorized, errs.AuthenticationFailure)
+
+	p := h.login("admin", adminPassword)
+	// The USER-scope token reaches no admin operation.
+	h.anon.As(p.AccessToken).Call("/identity/v2/workspace/create", map[string]any{"name": "w"}).Fails(http.StatusForbidden, errs.PermissionDenied)
+	// A refresh token is not an access token.
+	h.anon.As(p.RefreshToken).Call("/identity/v2/token/check", nil).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
+	var sys map[string]any
+	h.anon.Call("/identity/v2/token/grant", map[string]any{"grant_type": "REFRESH_TOKEN", "token": p.RefreshToken, "scope": "SYSTEM"}).OK(&sys)
+	if sys["role_type"] != "SYSTEM_ADMIN" {
+		t.Fatalf("root admin SYSTEM grant = %v", sys)
+	}
+	h.anon.Call("/identity/v2/token/grant", map[string]any{"grant_type": "REFRESH_TOKEN", "token": p.AccessToken, "scope": "DOMAIN"}).Fails(http.StatusBadRequest, errs.InvalidGrantType)
+	var fresh pair
+	h.anon.Call("/identity/v2/token/refresh", map[string]any{"refresh_token": p.RefreshToken}).OK(&fresh)
+	if fresh.AccessToken == "" || fresh.RefreshToken == "" {
+		t.Fatalf("refresh = %+v", fresh)
+	}
+}
+
+func TestLoginBlockedAfterFailures(t *testing.T) {
+	h := newHarness(t)
+	bad := map[string]any{"credentials": map[string]any{"user_id": "admin", "password": "wrong-Passw0rd"}, "auth_type": "LOCAL", "domain_id": h.domain}
+	for range 3 {
+		h.anon.Call("/identity/v2/token/issue", bad).Fails(http.StatusUnauthorized, errs.AuthenticationFailure)
+	}
+	good := map[string]any{"credentials": map[string]any{"user_id": "admin", "password": adminPassword}, "auth_type": "LOCAL", "domain_id": h.domain}
+	h.anon.Call("/identity/v2/token/issue", good).Fails(http.StatusUnauthorized, errs.LoginBlocked)
+}
+
+func TestWorkspacesProjectsBindings(t *testing.T) {
+	h := newHarness(t)
+	var ws struct {
+		WorkspaceID string `json:"workspace_id"`
+	}
+	h.admin.Call("/identity/v2/workspace/create", map[string]any{"name": "Prod"}).OK(&ws)
+	var pr map[string]any
+	h.admin.Call("/identity/v2/project/create", map[string]any{"name": "Web", "workspace_id": ws.WorkspaceID, "project_type": "PUBLIC"}).OK(&pr)
+	var roles struct {
+		TotalCount int `json:"total_count"`
+	}
+	h.admin.Call("/identity/v2/role/list", nil).OK(&roles)
+	if roles.TotalCount != 3 {
+		t.Fatalf("managed roles = %d", roles.TotalCount)
+	}
+	// Binding needs an existing user: the admin itself in a workspace.
+	var b map[string]any
+	h.admin.Call("/identity/v2/role-binding/create", map[string]any{"user_id": "admin", "role_id": "managed-workspace-member", "resource_group": "WORKSPACE", "workspace_id": ws.WorkspaceID}).OK(&b)
+	h.admin.Call("/identity/v2/role-binding/create", map[string]any{"user_id": "admin", "role_id": "managed-workspace-member", "resource_group": "WORKSPACE", "workspace_id": ws.WorkspaceID}).Fails(http.StatusConflict, errs.NotUnique)
+	// The last domain admin keeps its binding.
+	var list struct {
+		Results []map[string]any `json:"results"`
+	}
+	h.admin.Call("/identity/v2/role-binding/list", map[string]any{"workspace_id": ""}).OK(&list)
+	for _, r := range list.Results {
+		if r["role_type"] == "DOMAIN_ADMIN" {
+			h.admin.Call("/identity/v2/role-binding/delete", map[string]any{"role_binding_id": r["role_binding_id"]}).Fails(http.StatusBadRequest, errs.LastAdmin)
+		}
+	}
+	// Another domain sees none of it.
+	_, other := h.newDomain("other")
+	other.Call("/identity/v2/workspace/get", map[string]any{"workspace_id": ws.WorkspaceID}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	other.Call("/identity/v2/project/get", map[string]any{"project_id": pr["project_id"]}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	other.Call("/identity/v2/role-binding/get", map[string]any{"role_binding_id": b["role_binding_id"]}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	var wl struct {
+		TotalCount int `json:"total_count"`
+	}
+	other.Call("/identity/v2/workspace/list", nil).OK(&wl)
+	if wl.TotalCount != 0 {
+		t.Fatalf("other domain lists %d workspaces", wl.TotalCount)
+	}
+	other.Call("/identity/v2/workspace/delete", map[string]any{"workspace_id": ws.WorkspaceID}).Fails(http.StatusNotFound, errs.NotFoundCode)
+}

@@ -1,0 +1,160 @@
+// Package identity is the identity service: domains, users, credentials,
+// workspaces, projects, roles and role bindings, API keys and trusted
+// accounts (spec part 1, /identity/v1 and /identity/v2), and the one
+// issuer of the tokens every Nubes service accepts.
+//
+// New and FromEnv are its public surface; everything else is internal.
+package identity
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/nubes-io/nubes/pkg/app"
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/config"
+	"github.com/nubes-io/nubes/services/identity/internal/identityapi"
+)
+
+// Name is the service name.
+const Name = "identity"
+
+// JWKSPath is where identity serves its public keys by GET.
+const JWKSPath = "/.well-known/jwks.json"
+
+// Config configures the identity rules.
+type Config = identityapi.Config
+
+// Bootstrapped is what the first start made (root domain and admin).
+type Bootstrapped = identityapi.Bootstrapped
+
+// Cipher encrypts secret data at rest.
+type Cipher = identityapi.Cipher
+
+// NewCipher parses versioned AES-256 keys ("1:<base64>,2:<base64>").
+func NewCipher(spec string) (*Cipher, error) { return identityapi.NewCipher(spec) }
+
+// RandomCipherSpec makes a one-key spec for development.
+func RandomCipherSpec() string { return identityapi.RandomCipherSpec() }
+
+// Built is a running identity service with its bootstrap result.
+type Built struct {
+	Service     *app.Service
+	Bootstrap   *Bootstrapped
+	SystemToken string // SYSTEM token of the root domain
+}
+
+// Build creates the service, runs the bootstrap and issues the root
+// domain's system token.
+func Build(ctx context.Context, d app.Deps, cfg Config) (*Built, error) {
+	if d.Events == nil {
+		return nil, fmt.Errorf("identity needs the event bus (mail outbox)")
+	}
+	s, err := identityapi.New(ctx, d.DB, d.Events, d.Log, cfg)
+	if err != nil {
+		return nil, err
+	}
+	b, err := s.Bootstrap(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap: %w", err)
+	}
+	if b.Created {
+		d.Log.Info("bootstrap created the root domain and its admin", "domain_id", b.DomainID, "admin_user_id", b.AdminUserID)
+		if cfg.AdminPassword == "" { // generated: this is the only place it is ever shown
+			d.Log.Warn("generated admin password, shown once: change it or set admin_password",
+				"admin_user_id", b.AdminUserID, "admin_password", b.AdminPassword)
+		}
+	}
+	tok, err := s.SystemToken(b)
+	if err != nil {
+		return nil, err
+	}
+	svc := &app.Service{Name: Name, Routes: s.Routes(), Workers: s.Workers(), Auth: s.Authenticator(),
+		Documents: map[string][]byte{JWKSPath: s.JWKS()}}
+	return &Built{Service: svc, Bootstrap: b, SystemToken: tok}, nil
+}
+
+// New returns the constructor for cfg.
+func New(cfg Config) app.Constructor {
+	return func(ctx context.Context, d app.Deps) (*app.Service, error) {
+		b, err := Build(ctx, d, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return b.Service, nil
+	}
+}
+
+// Settings are identity's keys on top of config.Base.
+type Settings struct {
+	config.Base      `mapstructure:",squash"`
+	SigningKeyFile   string        `mapstructure:"signing_key_file"`
+	SigningKey       string        `mapstructure:"signing_key" secret:"true"`
+	EncryptionKeys   string        `mapstructure:"encryption_keys" secret:"true"`
+	RootDomain       string        `mapstructure:"root_domain"`
+	AdminUserID      string        `mapstructure:"admin_user_id"`
+	AdminPassword    string        `mapstructure:"admin_password" secret:"true"`
+	ConsoleURL       string        `mapstructure:"console_url"`
+	AccessTTL        time.Duration `mapstructure:"access_token_ttl"`
+	RefreshTTL       time.Duration `mapstructure:"refresh_token_ttl"`
+	MaxLoginFailures int           `mapstructure:"max_login_failures"`
+	LoginBlock       time.Duration `mapstructure:"login_block"`
+}
+
+// Defaults are the defaults of Settings.
+func Defaults() map[string]any {
+	d := config.BaseDefaults()
+	for k, v := range map[string]any{
+		"signing_key_file": "", "signing_key": "", "encryption_keys": "", "root_domain": "root",
+		"admin_user_id": "admin", "admin_password": "", "console_url": "http://127.0.0.1:8080/console",
+		"access_token_ttl": "30m", "refresh_token_ttl": "3h", "max_login_failures": 10, "login_block": "5m",
+	} {
+		d[k] = v
+	}
+	return d
+}
+
+// FromEnv is the constructor of the identity binary: it reads Settings
+// from NUBES_* and the config file.
+func FromEnv(ctx context.Context, d app.Deps) (*app.Service, error) {
+	var st Settings
+	if err := config.Load(&st, Defaults()); err != nil {
+		return nil, err
+	}
+	cfg, err := st.Config()
+	if err != nil {
+		return nil, err
+	}
+	return New(cfg)(ctx, d)
+}
+
+// Config turns settings into the rules' configuration.
+func (st *Settings) Config() (Config, error) {
+	pemBytes := []byte(st.SigningKey)
+	if st.SigningKeyFile != "" {
+		b, err := os.ReadFile(st.SigningKeyFile)
+		if err != nil {
+			return Config{}, err
+		}
+		pemBytes = b
+	}
+	if len(pemBytes) == 0 {
+		return Config{}, fmt.Errorf("signing_key or signing_key_file (PKCS#8 RSA PEM) is required")
+	}
+	signer, err := auth.ParseSignerPEM(pemBytes)
+	if err != nil {
+		return Config{}, err
+	}
+	if st.EncryptionKeys == "" {
+		return Config{}, fmt.Errorf("encryption_keys (\"1:<base64 of 32 bytes>\") is required")
+	}
+	cipher, err := NewCipher(st.EncryptionKeys)
+	if err != nil {
+		return Config{}, err
+	}
+	return Config{Signer: signer, Cipher: cipher, RootDomain: st.RootDomain, AdminUserID: st.AdminUserID,
+		AdminPassword: st.AdminPassword, ConsoleURL: st.ConsoleURL, AccessTTL: st.AccessTTL, RefreshTTL: st.RefreshTTL,
+		MaxLoginFailures: st.MaxLoginFailures, LoginBlock: st.LoginBlock}, nil
+}

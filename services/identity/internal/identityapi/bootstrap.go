@@ -1,0 +1,69 @@
+package identityapi
+
+import (
+	"context"
+	"errors"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/wire"
+)
+
+// Bootstrapped is what the first start made.
+type Bootstrapped struct {
+	DomainID      string `bson:"domain_id"`
+	DomainName    string `bson:"domain_name"`
+	AdminUserID   string `bson:"admin_user_id"`
+	AdminPassword string `bson:"-"` // known only to the start that created the admin, or from config
+	Created       bool   `bson:"-"`
+}
+
+// Bootstrap creates the root domain and its admin on first start. It is
+// safe to run on many replicas at once: the first insert of the
+// bootstrap record wins, every replica then converges on the same domain,
+// user and binding (deterministic ids, duplicate inserts ignored). A later
+// start changes nothing, not even the admin's password.
+func (s *Service) Bootstrap(ctx context.Context) (*Bootstrapped, error) {
+	c := s.db.Collection(BootstrapCollection)
+	want := Bootstrapped{DomainID: s.cfg.RootDomainID, DomainName: s.cfg.RootDomain, AdminUserID: s.cfg.AdminUserID}
+	if want.DomainID == "" {
+		want.DomainID = wire.NewID("domain")
+	}
+	_, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: "root"}, {Key: "domain_id", Value: want.DomainID},
+		{Key: "domain_name", Value: want.DomainName}, {Key: "admin_user_id", Value: want.AdminUserID}})
+	if err != nil && !mongo.IsDuplicateKeyError(err) {
+		return nil, store.Wrap(err)
+	}
+	var got Bootstrapped
+	if err := c.FindOne(ctx, bson.D{{Key: "_id", Value: "root"}}).Decode(&got); err != nil {
+		return nil, store.Wrap(err)
+	}
+	d := &Domain{ID: got.DomainID, DomainID: got.DomainID, Name: got.DomainName, State: Enabled, Tags: map[string]any{}, CreatedAt: wire.T(wire.Now())}
+	if _, err := s.domains.InsertOne(ctx, d); err != nil && !mongo.IsDuplicateKeyError(err) {
+		return nil, store.Wrap(err)
+	}
+	password := s.cfg.AdminPassword
+	if password == "" {
+		password = RandomPassword()
+	}
+	created, err := s.ensureAdmin(ctx, got.DomainID, got.AdminUserID, password, "", "Administrator")
+	if err != nil {
+		return nil, err
+	}
+	got.Created = created
+	if created || s.cfg.AdminPassword != "" {
+		got.AdminPassword = password
+	}
+	return &got, nil
+}
+
+// SystemToken issues a SYSTEM token (no expiry) for the root domain.
+func (s *Service) SystemToken(b *Bootstrapped) (string, error) {
+	if b == nil || b.DomainID == "" {
+		return "", errors.New("not bootstrapped")
+	}
+	return s.cfg.Signer.Issue(auth.Principal{TokenType: auth.SystemToken, DomainID: b.DomainID, UserID: "system", Role: auth.SystemAdmin}, 0)
+}

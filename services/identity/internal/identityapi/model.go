@@ -1,0 +1,262 @@
+// Package identityapi holds the identity service's operations and rules:
+// domains, users, credentials (passwords, MFA, e-mail codes, tokens, API
+// keys), workspaces, projects, roles and role bindings, trusted accounts.
+//
+// It is the one issuer of credentials of Nubes. Every rule here is one an
+// attacker will try: tenancy always comes from the token, secrets are
+// never returned or logged, codes are single use and compared in constant
+// time. Decoding, validation and errors come from pkg.
+package identityapi
+
+import (
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/wire"
+)
+
+// Collections owned by the identity service.
+const (
+	DomainsCollection         = "identity_domains"
+	UsersCollection           = "identity_users"
+	APIKeysCollection         = "identity_api_keys"
+	WorkspacesCollection      = "identity_workspaces"
+	ProjectsCollection        = "identity_projects"
+	RoleBindingsCollection    = "identity_role_bindings"
+	TrustedAccountsCollection = "identity_trusted_accounts"
+	TrustedSACollection       = "identity_trusted_service_accounts"
+	JobsCollection            = "identity_jobs"
+	CodesCollection           = "identity_codes"
+	CountersCollection        = "identity_counters"
+	BootstrapCollection       = "identity_bootstrap"
+	OutboxCollection          = "identity_outbox"
+)
+
+// States and enum values.
+const (
+	Enabled  = "ENABLED"
+	Disabled = "DISABLED"
+	Pending  = "PENDING"
+	Expired  = "EXPIRED"
+
+	UpdatePassword = "UPDATE_PASSWORD"
+	EnforceMFA     = "ENFORCE_MFA"
+)
+
+// Config is what the identity rules need to know.
+type Config struct {
+	Signer           *auth.Signer
+	Cipher           *Cipher // encrypts trusted account secret data
+	RootDomain       string  // name of the domain whose admins may take SYSTEM scope
+	RootDomainID     string  // id for the root domain on first start (default: generated)
+	AdminUserID      string
+	AdminPassword    string // empty: a random one on first start
+	AccessTTL        time.Duration
+	MaxAccessTTL     time.Duration
+	RefreshTTL       time.Duration
+	MFACodeTTL       time.Duration
+	EmailCodeTTL     time.Duration
+	InviteTTL        time.Duration
+	MaxLoginFailures int
+	LoginBlock       time.Duration
+	ConsoleURL       string // links in e-mails: <ConsoleURL>?sso_access_token=...
+}
+
+// Defaults fills unset durations and limits with upstream's values.
+func (c *Config) Defaults() {
+	set := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	set(&c.AccessTTL, 30*time.Minute)
+	set(&c.MaxAccessTTL, 7*24*time.Hour)
+	set(&c.RefreshTTL, 3*time.Hour)
+	set(&c.MFACodeTTL, 5*time.Minute)
+	set(&c.EmailCodeTTL, time.Hour)
+	set(&c.InviteTTL, 7*24*time.Hour)
+	set(&c.LoginBlock, 5*time.Minute)
+	if c.MaxLoginFailures == 0 {
+		c.MaxLoginFailures = 10
+	}
+	if c.RootDomain == "" {
+		c.RootDomain = "root"
+	}
+	if c.AdminUserID == "" {
+		c.AdminUserID = "admin"
+	}
+	if c.ConsoleURL == "" {
+		c.ConsoleURL = "http://127.0.0.1:8080/console"
+	}
+}
+
+// Domain is a tenant.
+type Domain struct {
+	ID        string         `bson:"_id" json:"-"`
+	DomainID  string         `bson:"domain_id" json:"domain_id"`
+	Name      string         `bson:"name" json:"name"`
+	State     string         `bson:"state" json:"state"`
+	Tags      map[string]any `bson:"tags" json:"tags"`
+	CreatedAt wire.Time      `bson:"created_at" json:"created_at"`
+}
+
+// MFA is a user's second factor.
+type MFA struct {
+	State   string         `bson:"state" json:"state"`
+	MFAType string         `bson:"mfa_type" json:"mfa_type"`
+	Options map[string]any `bson:"options" json:"options"`
+}
+
+// LoginFailures counts failed logins in the current window.
+type LoginFailures struct {
+	Count int       `bson:"count"`
+	Since wire.Time `bson:"since"`
+}
+
+// User is a member of a domain. Its _id is "<domain_id>/<user_id>": user
+// ids are chosen by the caller and unique per domain.
+type User struct {
+	ID              string         `bson:"_id"`
+	UserID          string         `bson:"user_id"`
+	DomainID        string         `bson:"domain_id"`
+	Name            string         `bson:"name"`
+	State           string         `bson:"state"`
+	Email           string         `bson:"email"`
+	EmailVerified   bool           `bson:"email_verified"`
+	AuthType        string         `bson:"auth_type"`
+	UserType        string         `bson:"user_type"` // v1: USER or API_USER
+	RoleType        string         `bson:"role_type"` // DOMAIN_ADMIN or USER
+	RoleID          string         `bson:"role_id"`
+	MFA             MFA            `bson:"mfa"`
+	Language        string         `bson:"language"`
+	Timezone        string         `bson:"timezone"`
+	RequiredActions []string       `bson:"required_actions"`
+	Tags            map[string]any `bson:"tags"`
+	PasswordHash    string         `bson:"password_hash"`
+	LoginFailures   LoginFailures  `bson:"login_failures"`
+	CreatedAt       wire.Time      `bson:"created_at"`
+	LastAccessedAt  wire.Time      `bson:"last_accessed_at"`
+}
+
+// Domain implements store.Owned.
+func (u *User) Domain() string { return u.DomainID }
+
+// UserKey is a user's _id.
+func UserKey(domainID, userID string) string { return domainID + "/" + userID }
+
+// APIKey is a bearer credential of a user (v1 and v2 share the collection).
+type APIKey struct {
+	ID             string    `bson:"_id" json:"-"`
+	APIKeyID       string    `bson:"api_key_id" json:"api_key_id"`
+	Name           string    `bson:"name" json:"name"`
+	State          string    `bson:"state" json:"state"`
+	UserID         string    `bson:"user_id" json:"user_id"`
+	DomainID       string    `bson:"domain_id" json:"domain_id"`
+	AppID          string    `bson:"app_id" json:"app_id"`
+	Version        int       `bson:"version" json:"-"` // 1 or 2: the API generation that made it
+	ExpiredAt      wire.Time `bson:"expired_at" json:"expired_at"`
+	CreatedAt      wire.Time `bson:"created_at" json:"created_at"`
+	LastAccessedAt wire.Time `bson:"last_accessed_at" json:"last_accessed_at"`
+}
+
+// Domain implements store.Owned.
+func (k *APIKey) Domain() string { return k.DomainID }
+
+// Workspace groups projects inside a domain.
+type Workspace struct {
+	ID          string         `bson:"_id" json:"-"`
+	WorkspaceID string         `bson:"workspace_id" json:"workspace_id"`
+	Name        string         `bson:"name" json:"name"`
+	State       string         `bson:"state" json:"state"`
+	Tags        map[string]any `bson:"tags" json:"tags"`
+	DomainID    string         `bson:"domain_id" json:"domain_id"`
+	CreatedBy   string         `bson:"created_by" json:"created_by"`
+	CreatedAt   wire.Time      `bson:"created_at" json:"created_at"`
+}
+
+// Domain implements store.Owned.
+func (w *Workspace) Domain() string { return w.DomainID }
+
+// Project is a unit of resources inside a workspace.
+type Project struct {
+	ID          string         `bson:"_id" json:"-"`
+	ProjectID   string         `bson:"project_id" json:"project_id"`
+	Name        string         `bson:"name" json:"name"`
+	ProjectType string         `bson:"project_type" json:"project_type"`
+	Users       []string       `bson:"users" json:"users"`
+	Tags        map[string]any `bson:"tags" json:"tags"`
+	WorkspaceID string         `bson:"workspace_id" json:"workspace_id"`
+	DomainID    string         `bson:"domain_id" json:"domain_id"`
+	CreatedBy   string         `bson:"created_by" json:"created_by"`
+	CreatedAt   wire.Time      `bson:"created_at" json:"created_at"`
+}
+
+// Domain implements store.Owned.
+func (p *Project) Domain() string { return p.DomainID }
+
+// RoleBinding gives a user a role in the domain or in one workspace.
+type RoleBinding struct {
+	ID            string    `bson:"_id" json:"-"`
+	RoleBindingID string    `bson:"role_binding_id" json:"role_binding_id"`
+	UserID        string    `bson:"user_id" json:"user_id"`
+	RoleID        string    `bson:"role_id" json:"role_id"`
+	RoleType      string    `bson:"role_type" json:"role_type"`
+	ResourceGroup string    `bson:"resource_group" json:"resource_group"`
+	WorkspaceID   string    `bson:"workspace_id" json:"workspace_id"`
+	DomainID      string    `bson:"domain_id" json:"domain_id"`
+	CreatedAt     wire.Time `bson:"created_at" json:"created_at"`
+}
+
+// Domain implements store.Owned.
+func (b *RoleBinding) Domain() string { return b.DomainID }
+
+// Role is one of the managed roles, present from the start.
+type Role struct {
+	RoleID      string   `json:"role_id"`
+	Name        string   `json:"name"`
+	RoleType    string   `json:"role_type"`
+	State       string   `json:"state"`
+	IsManaged   bool     `json:"is_managed"`
+	Permissions []string `json:"permissions"`
+}
+
+// ManagedRoles are the roles every domain has.
+var ManagedRoles = []Role{
+	{RoleID: "managed-domain-admin", Name: "Domain Admin", RoleType: string(auth.DomainAdmin), State: Enabled, IsManaged: true, Permissions: []string{"*"}},
+	{RoleID: "managed-workspace-owner", Name: "Workspace Owner", RoleType: string(auth.WorkspaceOwner), State: Enabled, IsManaged: true, Permissions: []string{"*"}},
+	{RoleID: "managed-workspace-member", Name: "Workspace Member", RoleType: string(auth.WorkspaceMember), State: Enabled, IsManaged: true, Permissions: []string{"*"}},
+}
+
+func managedRole(id string) (Role, bool) {
+	for _, r := range ManagedRoles {
+		if r.RoleID == id {
+			return r, true
+		}
+	}
+	return Role{}, false
+}
+
+type mongoCollection = mongo.Collection
+
+// Service holds the collections and collaborators of every handler.
+type Service struct {
+	cfg           Config
+	db            *mongo.Database
+	domains       *mongo.Collection
+	users         *mongo.Collection
+	apiKeys       *mongo.Collection
+	workspaces    *mongo.Collection
+	projects      *mongo.Collection
+	bindings      *mongo.Collection
+	trusted       *mongo.Collection
+	trustedSA     *mongo.Collection
+	jobs          *mongo.Collection
+	codes         codes
+	loginFailures store.Slots // failed logins per user in the last LoginBlock
+	outbox        *events.Outbox
+	verifier      *auth.Verifier
+}

@@ -1,0 +1,207 @@
+package identityapi
+
+import (
+	"context"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/nubes-io/nubes/pkg/api"
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/wire"
+)
+
+// The v2 user profile: any signed-in user acting on itself (the user in
+// its token), including with a token narrowed to the profile while
+// UPDATE_PASSWORD or ENFORCE_MFA is pending or from a mailed link; and the
+// unauthenticated password reset. The rules are in users.go.
+
+type (
+	updateProfile struct {
+		Password        string         `json:"password" v:"max=72"`
+		CurrentPassword string         `json:"current_password" v:"max=72" doc:"required to change the password unless UPDATE_PASSWORD is pending or the caller came through its latest mailed link"`
+		Name            string         `json:"name" v:"max=128"`
+		Email           string         `json:"email" v:"max=255" doc:"a new address is unverified"`
+		Language        string         `json:"language" v:"max=16"`
+		Timezone        string         `json:"timezone" v:"max=64"`
+		Tags            map[string]any `json:"tags"`
+	}
+	verifyEmail struct {
+		Email string `json:"email" v:"max=255"`
+	}
+	confirmCode struct {
+		VerifyCode string `json:"verify_code" v:"required,max=16"`
+	}
+	passwordReset struct {
+		UserID   string `json:"user_id" v:"required,max=60"`
+		DomainID string `json:"domain_id" v:"required,max=64"`
+	}
+	enableMFA struct {
+		MFAType string         `json:"mfa_type" v:"required,enum=EMAIL|OTP" doc:"OTP is not supported yet"`
+		Options map[string]any `json:"options" v:"required" doc:"EMAIL: {email}"`
+	}
+	disableMFA struct {
+		UserID   string `json:"user_id" v:"max=60" doc:"ignored: the user is the caller"`
+		Force    bool   `json:"force" doc:"not for oneself: an admin uses /identity/v2/user/disable-mfa"`
+		DomainID string `json:"domain_id" v:"max=64" doc:"ignored: the domain is the caller's"`
+	}
+	myWorkspace struct {
+		WorkspaceID  string         `json:"workspace_id"`
+		Name         string         `json:"name"`
+		State        string         `json:"state"`
+		RoleName     string         `json:"role_name"`
+		RoleType     string         `json:"role_type"`
+		Tags         map[string]any `json:"tags"`
+		CreatedBy    string         `json:"created_by"`
+		ReferenceID  string         `json:"reference_id"`
+		IsManaged    bool           `json:"is_managed"`
+		DomainID     string         `json:"domain_id"`
+		RoleID       string         `json:"role_id"`
+		CreatedAt    wire.Time      `json:"created_at"`
+		LastSyncedAt wire.Time      `json:"last_synced_at"`
+	}
+)
+
+func (s *Service) profileRoutes() []api.Route {
+	return []api.Route{
+		api.Op[updateProfile, userInfoV2]{Path: "/identity/v2/user-profile/update", Access: anyRole, Summary: "Change one's own profile or password (current_password needed unless UPDATE_PASSWORD is pending).", Handle: asInfo(toV2, s.updateProfile)},
+		api.Op[verifyEmail, api.Empty]{Path: "/identity/v2/user-profile/verify-email", Access: anyRole, Summary: "Set one's e-mail (unverified) if given and mail a code to confirm it.", Handle: s.verifyOwnEmail},
+		api.Op[confirmCode, userInfoV2]{Path: "/identity/v2/user-profile/confirm-email", Access: anyRole, Summary: "Confirm one's e-mail with the mailed code.", Handle: asInfo(toV2, s.self(true, s.confirmEmail))},
+		api.Op[passwordReset, api.Empty]{Path: "/identity/v2/user-profile/reset-password", Access: auth.Public(), Summary: "Mail a password reset link to an eligible user; answers the same whether or not the user exists.", Handle: func(ctx context.Context, _ *auth.Principal, r *passwordReset) (*api.Empty, error) {
+			return &api.Empty{}, s.requestReset(ctx, r.DomainID, r.UserID)
+		}},
+		api.Op[enableMFA, userInfoV2]{Path: "/identity/v2/user-profile/enable-mfa", Access: anyRole, Summary: "Start turning MFA on: save the options and mail a code to options.email.", Handle: asInfo(toV2, s.enableOwnMFA)},
+		api.Op[disableMFA, userInfoV2]{Path: "/identity/v2/user-profile/disable-mfa", Access: anyRole, Summary: "Start turning MFA off: mail a code to the MFA address.", Handle: asInfo(toV2, s.disableOwnMFA)},
+		api.Op[confirmCode, userInfoV2]{Path: "/identity/v2/user-profile/confirm-mfa", Access: anyRole, Summary: "Confirm the pending MFA change with the mailed code.", Handle: asInfo(toV2, s.self(true, s.confirmMFA))},
+		api.Op[api.Empty, userInfoV2]{Path: "/identity/v2/user-profile/get", Access: anyRole, Summary: "Get one's own user.", Handle: asInfo(toV2, s.getProfile)},
+		api.Op[api.Empty, api.List[myWorkspace]]{Path: "/identity/v2/user-profile/get-workspaces", Access: anyRole, Summary: "The enabled workspaces one may enter, with one's role there.", Handle: s.myWorkspaces},
+	}
+}
+
+// selfDoc loads the caller's own user. A token narrowed to the profile
+// (pending action or mailed link) works only while its reason lasts; an
+// API key may read the profile but not change it.
+func (s *Service) selfDoc(ctx context.Context, p *auth.Principal, write bool) (*userDoc, error) {
+	if write && p.TokenType == auth.APIKey {
+		return nil, errs.New(errs.PermissionDenied, "Permission denied. (reason = an API key cannot change its user's profile)")
+	}
+	d, err := s.userDoc(ctx, p.DomainID, p.UserID)
+	if err != nil {
+		return nil, err
+	}
+	if len(p.Permissions) > 0 && pendingPermissions(&d.User) == nil && !d.isLink(p) {
+		return nil, errs.Unauthenticated("this token was for a pending action that is done; sign in again")
+	}
+	return d, nil
+}
+
+// self adapts a rule on the caller's user taking a code (confirm-email,
+// confirm-mfa) to a handler.
+func (s *Service) self(write bool, rule func(context.Context, *User, string) (*User, error)) func(context.Context, *auth.Principal, *confirmCode) (*User, error) {
+	return func(ctx context.Context, p *auth.Principal, r *confirmCode) (*User, error) {
+		d, err := s.selfDoc(ctx, p, write)
+		if err != nil {
+			return nil, err
+		}
+		return rule(ctx, &d.User, r.VerifyCode)
+	}
+}
+
+func (s *Service) getProfile(ctx context.Context, p *auth.Principal, _ *api.Empty) (*User, error) {
+	d, err := s.selfDoc(ctx, p, false)
+	if err != nil {
+		return nil, err
+	}
+	return &d.User, nil
+}
+
+func (s *Service) updateProfile(ctx context.Context, p *auth.Principal, r *updateProfile) (*User, error) {
+	d, err := s.selfDoc(ctx, p, true)
+	if err != nil {
+		return nil, err
+	}
+	return s.selfUpdate(ctx, d, p, userChange{Name: r.Name, Email: r.Email, Language: r.Language, Timezone: r.Timezone, Tags: r.Tags}, r.Password, r.CurrentPassword)
+}
+
+func (s *Service) verifyOwnEmail(ctx context.Context, p *auth.Principal, r *verifyEmail) (*api.Empty, error) {
+	d, err := s.selfDoc(ctx, p, true)
+	if err != nil {
+		return nil, err
+	}
+	return &api.Empty{}, s.requestEmailCode(ctx, &d.User, r.Email)
+}
+
+func (s *Service) enableOwnMFA(ctx context.Context, p *auth.Principal, r *enableMFA) (*User, error) {
+	d, err := s.selfDoc(ctx, p, true)
+	if err != nil {
+		return nil, err
+	}
+	return s.enableMFA(ctx, &d.User, r.MFAType, r.Options)
+}
+
+func (s *Service) disableOwnMFA(ctx context.Context, p *auth.Principal, r *disableMFA) (*User, error) {
+	if r.Force {
+		return nil, errs.New(errs.PermissionDenied, "Permission denied. (reason = force is for an admin: /identity/v2/user/disable-mfa)")
+	}
+	d, err := s.selfDoc(ctx, p, true)
+	if err != nil {
+		return nil, err
+	}
+	return s.requestMFADisable(ctx, &d.User)
+}
+
+// myWorkspaces lists the enabled workspaces the caller may enter: every
+// one of the domain for a domain admin (as owner, which is what
+// token/grant gives it there), else those of its workspace bindings.
+func (s *Service) myWorkspaces(ctx context.Context, p *auth.Principal, _ *api.Empty) (*api.List[myWorkspace], error) {
+	d, err := s.selfDoc(ctx, p, false)
+	if err != nil {
+		return nil, err
+	}
+	u := &d.User
+	admin, err := s.binding(ctx, u.DomainID, u.UserID, "")
+	if err != nil {
+		return nil, err
+	}
+	filter := bson.D{{Key: "domain_id", Value: u.DomainID}, {Key: "state", Value: Enabled}}
+	roleOf := map[string]Role{}
+	if admin == nil || admin.RoleType != string(auth.DomainAdmin) {
+		cur, err := s.bindings.Find(ctx, bson.D{{Key: "domain_id", Value: u.DomainID}, {Key: "user_id", Value: u.UserID}})
+		if err != nil {
+			return nil, store.Wrap(err)
+		}
+		var bs []RoleBinding
+		if err := cur.All(ctx, &bs); err != nil {
+			return nil, store.Wrap(err)
+		}
+		ids := bson.A{}
+		for _, b := range bs {
+			if role, ok := managedRole(b.RoleID); ok && b.WorkspaceID != "" {
+				roleOf[b.WorkspaceID] = role
+				ids = append(ids, b.WorkspaceID)
+			}
+		}
+		filter = append(filter, bson.E{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}})
+	}
+	cur, err := s.workspaces.Find(ctx, filter, options.Find().SetSort(bson.D{{Key: "name", Value: 1}, {Key: "_id", Value: 1}}))
+	if err != nil {
+		return nil, store.Wrap(err)
+	}
+	var ws []Workspace
+	if err := cur.All(ctx, &ws); err != nil {
+		return nil, store.Wrap(err)
+	}
+	owner, _ := managedRole("managed-workspace-owner")
+	out := &api.List[myWorkspace]{Results: make([]myWorkspace, 0, len(ws)), TotalCount: int64(len(ws))}
+	for _, w := range ws {
+		role, ok := roleOf[w.WorkspaceID]
+		if !ok {
+			role = owner
+		}
+		out.Results = append(out.Results, myWorkspace{WorkspaceID: w.WorkspaceID, Name: w.Name, State: w.State, RoleName: role.Name,
+			RoleType: role.RoleType, Tags: wire.Object(w.Tags), CreatedBy: w.CreatedBy, DomainID: w.DomainID, RoleID: role.RoleID, CreatedAt: w.CreatedAt})
+	}
+	return out, nil
+}

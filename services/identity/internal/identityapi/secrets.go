@@ -1,0 +1,237 @@
+package identityapi
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/wire"
+)
+
+// CheckPassword enforces the password rules: at least 8 characters (at
+// most 72 bytes, bcrypt's limit), one lowercase letter, one uppercase
+// letter and one digit.
+func CheckPassword(pw string) error {
+	var lower, upper, digit bool
+	for _, r := range pw {
+		lower = lower || unicode.IsLower(r)
+		upper = upper || unicode.IsUpper(r)
+		digit = digit || unicode.IsDigit(r)
+	}
+	if len([]rune(pw)) < 8 || len(pw) > 72 || !lower || !upper || !digit {
+		return errs.New(errs.IncorrectPasswordFormat,
+			"The password must have 8 to 72 bytes with a lowercase letter, an uppercase letter and a digit.")
+	}
+	return nil
+}
+
+// HashPassword checks the rules and hashes with bcrypt.
+func HashPassword(pw string) (string, error) {
+	if err := CheckPassword(pw); err != nil {
+		return "", err
+	}
+	h, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.DefaultCost)
+	return string(h), err
+}
+
+// dummyHash keeps a login for an unknown user as slow as for a known one.
+var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("Nubes-dummy-password-1"), bcrypt.DefaultCost)
+
+// PasswordMatches compares in constant time (bcrypt); an empty hash
+// still costs one comparison.
+func PasswordMatches(hash, pw string) bool {
+	if hash == "" {
+		_ = bcrypt.CompareHashAndPassword(dummyHash, []byte(pw))
+		return false
+	}
+	return bcrypt.CompareHashAndPassword([]byte(hash), []byte(pw)) == nil
+}
+
+// RandomPassword makes a password that meets the rules.
+func RandomPassword() string {
+	const alphabet = "abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789"
+	for {
+		b := make([]byte, 16)
+		for i := range b {
+			n, _ := rand.Int(rand.Reader, big.NewInt(int64(len(alphabet))))
+			b[i] = alphabet[n.Int64()]
+		}
+		if CheckPassword(string(b)) == nil {
+			return string(b)
+		}
+	}
+}
+
+// codes are the short-lived verification codes (MFA, e-mail). A code is
+// six digits, stored only as a hash, single use, expires, and allows
+// maxCodeAttempts wrong tries before it is void.
+type codes struct {
+	c        *mongo.Collection
+	attempts store.Slots // wrong tries per code, exact under concurrency
+}
+
+const maxCodeAttempts = 5
+
+type codeDoc struct {
+	ID        string            `bson:"_id"`
+	Hash      string            `bson:"hash"`
+	ExpiresAt wire.Time         `bson:"expires_at"`
+	Data      map[string]string `bson:"data"`
+}
+
+func codeID(purpose, domainID, userID string) string {
+	return purpose + ":" + domainID + "/" + userID
+}
+
+func codeHash(id, code string) string {
+	sum := sha256.Sum256([]byte(id + "\x00" + code))
+	return hex.EncodeToString(sum[:])
+}
+
+// issue replaces any earlier code of the same purpose for the user.
+func (c codes) issue(ctx context.Context, purpose, domainID, userID string, ttl time.Duration, data map[string]string) (string, error) {
+	n, err := rand.Int(rand.Reader, big.NewInt(900000))
+	if err != nil {
+		return "", err
+	}
+	code := strconv.FormatInt(n.Int64()+100000, 10) // first digit 1-9, as upstream
+	id := codeID(purpose, domainID, userID)
+	doc := codeDoc{ID: id, Hash: codeHash(id, code), ExpiresAt: wire.T(time.Now().Add(ttl)), Data: data}
+	if err := c.attempts.Reset(ctx, id); err != nil {
+		return "", err
+	}
+	_, err = c.c.ReplaceOne(ctx, bson.D{{Key: "_id", Value: id}}, doc, options.Replace().SetUpsert(true))
+	return code, store.Wrap(err)
+}
+
+var errBadCode = errs.New(errs.InvalidVerifyCode, "The verification code is invalid or expired.")
+
+// verify consumes the code: the right code works once, a wrong one counts
+// an attempt, and too many attempts or an expired code void it.
+func (c codes) verify(ctx context.Context, purpose, domainID, userID, code string) (map[string]string, error) {
+	id := codeID(purpose, domainID, userID)
+	var doc codeDoc
+	if err := c.c.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&doc); err != nil {
+		if errors.Is(err, mongo.ErrNoDocuments) {
+			return nil, errBadCode
+		}
+		return nil, store.Wrap(err)
+	}
+	used, err := c.attempts.Used(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if time.Now().After(doc.ExpiresAt.Time) || used >= maxCodeAttempts {
+		_, _ = c.c.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}})
+		return nil, errBadCode
+	}
+	if subtle.ConstantTimeCompare([]byte(codeHash(id, strings.TrimSpace(code))), []byte(doc.Hash)) != 1 {
+		// Each wrong try takes a slot; with none left the code is void,
+		// however many tries run in parallel.
+		if ok, err := c.attempts.Take(ctx, id); err != nil {
+			return nil, err
+		} else if !ok {
+			_, _ = c.c.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}})
+		}
+		return nil, errBadCode
+	}
+	// Single use even under a race: only the request that deletes it wins.
+	res, err := c.c.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}})
+	if err != nil {
+		return nil, store.Wrap(err)
+	}
+	if res.DeletedCount != 1 {
+		return nil, errBadCode
+	}
+	return doc.Data, nil
+}
+
+// Cipher encrypts secret data with AES-256-GCM under versioned keys, so
+// keys can rotate: the current key encrypts, every listed key decrypts.
+type Cipher struct {
+	current int
+	keys    map[int]cipher.AEAD
+}
+
+// NewCipher parses "1:<base64 32 bytes>,2:<base64 32 bytes>"; the highest
+// version encrypts.
+func NewCipher(spec string) (*Cipher, error) {
+	c := &Cipher{keys: map[int]cipher.AEAD{}}
+	for part := range strings.SplitSeq(spec, ",") {
+		v, k, ok := strings.Cut(strings.TrimSpace(part), ":")
+		ver, err := strconv.Atoi(v)
+		if !ok || err != nil || ver <= 0 {
+			return nil, fmt.Errorf("encryption key %q: want <version>:<base64 key>", v)
+		}
+		raw, err := base64.StdEncoding.DecodeString(k)
+		if err != nil || len(raw) != 32 {
+			return nil, fmt.Errorf("encryption key %d: want 32 bytes in base64", ver)
+		}
+		block, _ := aes.NewCipher(raw)
+		aead, _ := cipher.NewGCM(block)
+		c.keys[ver] = aead
+		c.current = max(c.current, ver)
+	}
+	return c, nil
+}
+
+// RandomCipherSpec returns a fresh one-key spec (for the devstack).
+func RandomCipherSpec() string {
+	k := make([]byte, 32)
+	_, _ = rand.Read(k)
+	return "1:" + base64.StdEncoding.EncodeToString(k)
+}
+
+// Sealed is encrypted data as stored.
+type Sealed struct {
+	KeyVersion int    `bson:"key_version"`
+	Nonce      []byte `bson:"nonce"`
+	Data       []byte `bson:"data"`
+}
+
+// Seal encrypts v (as JSON); aad binds it to its record.
+func (c *Cipher) Seal(v any, aad string) (Sealed, error) {
+	plain, err := json.Marshal(v)
+	if err != nil {
+		return Sealed{}, err
+	}
+	aead := c.keys[c.current]
+	nonce := make([]byte, aead.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return Sealed{}, err
+	}
+	return Sealed{KeyVersion: c.current, Nonce: nonce, Data: aead.Seal(nil, nonce, plain, []byte(aad))}, nil
+}
+
+// Open decrypts what Seal made for the same aad.
+func (c *Cipher) Open(s Sealed, aad string, v any) error {
+	aead, ok := c.keys[s.KeyVersion]
+	if !ok {
+		return fmt.Errorf("encryption key version %d is not configured", s.KeyVersion)
+	}
+	plain, err := aead.Open(nil, s.Nonce, s.Data, []byte(aad))
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(plain, v)
+}

@@ -1,0 +1,162 @@
+package identityapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/nubes-io/nubes/pkg/api"
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/store"
+)
+
+// New creates the indexes and returns the service.
+func New(ctx context.Context, db *mongo.Database, bus *events.Bus, log *slog.Logger, cfg Config) (*Service, error) {
+	cfg.Defaults()
+	if cfg.Signer == nil || cfg.Cipher == nil {
+		return nil, errors.New("identity needs a signing key and an encryption key")
+	}
+	verifier, err := auth.NewVerifier(auth.JWKSOf(cfg.Signer))
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{
+		cfg: cfg, db: db, verifier: verifier,
+		domains:    db.Collection(DomainsCollection),
+		users:      db.Collection(UsersCollection),
+		apiKeys:    db.Collection(APIKeysCollection),
+		workspaces: db.Collection(WorkspacesCollection),
+		projects:   db.Collection(ProjectsCollection),
+		bindings:   db.Collection(RoleBindingsCollection),
+		trusted:    db.Collection(TrustedAccountsCollection),
+		trustedSA:  db.Collection(TrustedSACollection),
+		jobs:       db.Collection(JobsCollection),
+		codes:      codes{c: db.Collection(CodesCollection), attempts: store.Slots{C: db.Collection(CountersCollection), Max: maxCodeAttempts, TTL: 24 * time.Hour}},
+	}
+	s.loginFailures = store.Slots{C: db.Collection(CountersCollection), Max: cfg.MaxLoginFailures, TTL: cfg.LoginBlock}
+	if s.outbox, err = events.NewOutbox(ctx, db, OutboxCollection, bus, log); err != nil {
+		return nil, err
+	}
+	idx := func(keys ...string) store.Index {
+		d := bson.D{}
+		for _, k := range keys {
+			d = append(d, bson.E{Key: k, Value: 1})
+		}
+		return store.Index{Keys: d}
+	}
+	unique := func(i store.Index) store.Index { i.Unique = true; return i }
+	for c, list := range map[*mongo.Collection][]store.Index{
+		s.domains:    {unique(idx("name"))},
+		s.users:      {idx("domain_id", "user_id"), idx("domain_id", "email"), idx("domain_id", "state")},
+		s.apiKeys:    {idx("domain_id", "user_id")},
+		s.workspaces: {idx("domain_id", "name")},
+		s.projects:   {idx("domain_id", "workspace_id")},
+		s.bindings:   {unique(idx("domain_id", "user_id", "workspace_id"))},
+		s.trusted:    {idx("domain_id", "workspace_id")},
+		s.trustedSA:  {idx("domain_id", "workspace_id")},
+		s.jobs:       {idx("domain_id", "created_at")},
+	} {
+		if err := store.EnsureIndexes(ctx, c, list...); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Routes are every operation of the service.
+func (s *Service) Routes() []api.Route {
+	var r []api.Route
+	for _, part := range [][]api.Route{
+		s.tokenRoutes(), s.domainRoutes(), s.workspaceRoutes(), s.projectRoutes(), s.roleRoutes(),
+		s.userRoutesV2(), s.profileRoutes(), s.userRoutesV1(), s.apiKeyRoutes(), s.trustedRoutes(),
+	} {
+		r = append(r, part...)
+	}
+	return r
+}
+
+// Workers run beside the server: the mail outbox relay.
+func (s *Service) Workers() []func(context.Context) error {
+	return []func(context.Context) error{s.outbox.Run}
+}
+
+// JWKS is the public key set that verifies identity's tokens.
+func (s *Service) JWKS() []byte { return auth.JWKSOf(s.cfg.Signer) }
+
+// Authenticator verifies with identity's own key and checks its own
+// records (cached for auth.CheckTTL), so identity refuses a disabled user
+// or API key exactly as other services do.
+func (s *Service) Authenticator() auth.Authenticator {
+	return auth.Checked(s.verifier, s, auth.CheckTTL)
+}
+
+// Check implements auth.Checker: the user (and the API key) behind a
+// credential must still exist and be enabled, and so must its domain.
+func (s *Service) Check(ctx context.Context, _ string, p *auth.Principal) error {
+	refused := func(why string) error { return errs.Unauthenticated(why) }
+	var key *APIKey
+	if p.TokenType == auth.APIKey {
+		k, err := store.Get[APIKey](ctx, s.apiKeys, "api_key_id", p.TokenID)
+		if err != nil {
+			if isNotFound(err) {
+				return refused("API key is deleted.")
+			}
+			return err
+		}
+		if k.DomainID != p.DomainID || k.UserID != p.UserID {
+			return refused("API key does not match its token.")
+		}
+		if k.State != Enabled || (!k.ExpiredAt.IsZero() && time.Now().After(k.ExpiredAt.Time)) {
+			return refused("API key is disabled or expired.")
+		}
+		key = k
+	}
+	u, err := store.Get[User](ctx, s.users, "user_id", UserKey(p.DomainID, p.UserID))
+	if err != nil {
+		if isNotFound(err) {
+			return refused("User is deleted.")
+		}
+		return err
+	}
+	if u.State == Disabled {
+		return refused("User is disabled.")
+	}
+	// A key acts with the role its user had when it was made: it stops
+	// when that role changes (a demoted admin), and a key older than its
+	// user belonged to an earlier user of the same id.
+	if key != nil && (p.Role != keyRole(u) || key.CreatedAt.Before(u.CreatedAt.Time)) {
+		return refused("API key no longer matches its user.")
+	}
+	d, err := store.Get[Domain](ctx, s.domains, "domain_id", p.DomainID)
+	if err != nil {
+		if isNotFound(err) {
+			return refused("Domain is deleted.")
+		}
+		return err
+	}
+	if d.State != Enabled {
+		return refused("Domain is disabled.")
+	}
+	return nil
+}
+
+func isNotFound(err error) bool {
+	e, ok := errs.As(err)
+	return ok && e.Code == errs.NotFoundCode
+}
+
+// mail records an e-mail in the outbox: it is sent once even when NATS or
+// the mailer is down right now.
+func (s *Service) mail(ctx context.Context, u *User, to, template string, data map[string]string) error {
+	lang := u.Language
+	if lang == "" {
+		lang = "en"
+	}
+	return s.outbox.Enqueue(ctx, events.Mail{To: to, Language: lang, Template: template, Data: data})
+}

@@ -1,0 +1,309 @@
+package identityapi
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/nubes-io/nubes/pkg/api"
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/wire"
+)
+
+var anyRole = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner, auth.WorkspaceMember, auth.User)
+
+// profileOnly is what a token may reach while UPDATE_PASSWORD (or
+// ENFORCE_MFA) is pending.
+var profileOnly = []string{"/identity/v2/user-profile/"}
+
+type (
+	credentials struct {
+		UserID   string `json:"user_id" v:"required,max=60"`
+		Password string `json:"password" v:"required,max=72"`
+	}
+	issueToken struct {
+		Credentials credentials `json:"credentials" v:"required"`
+		AuthType    string      `json:"auth_type" v:"required,enum=LOCAL|MFA"`
+		Timeout     int         `json:"timeout" v:"min=0"`
+		VerifyCode  string      `json:"verify_code" v:"max=16"`
+		DomainID    string      `json:"domain_id" v:"required"`
+	}
+	tokenPair struct {
+		AccessToken  string `json:"access_token"`
+		RefreshToken string `json:"refresh_token"`
+	}
+	grantToken struct {
+		GrantType   string `json:"grant_type" v:"required,enum=REFRESH_TOKEN"`
+		Token       string `json:"token" v:"required"`
+		Scope       string `json:"scope" v:"required,enum=SYSTEM|DOMAIN|WORKSPACE|USER"`
+		WorkspaceID string `json:"workspace_id"`
+		Timeout     int    `json:"timeout" v:"min=0"`
+	}
+	grantedToken struct {
+		AccessToken string `json:"access_token"`
+		RoleType    string `json:"role_type"`
+		RoleID      string `json:"role_id"`
+		DomainID    string `json:"domain_id"`
+		WorkspaceID string `json:"workspace_id"`
+	}
+	refreshToken struct {
+		RefreshToken string `json:"refresh_token" v:"required"`
+	}
+	checkedToken struct {
+		TokenType   string `json:"token_type"`
+		DomainID    string `json:"domain_id"`
+		UserID      string `json:"user_id"`
+		RoleType    string `json:"role_type"`
+		WorkspaceID string `json:"workspace_id"`
+	}
+)
+
+func (s *Service) tokenRoutes() []api.Route {
+	return []api.Route{
+		api.Op[issueToken, tokenPair]{Path: "/identity/v2/token/issue", Access: auth.Public(), Summary: "Log in: a USER-scope access token and a refresh token (MFA: a second call with verify_code).", Handle: s.issue},
+		api.Op[grantToken, grantedToken]{Path: "/identity/v2/token/grant", Access: auth.Public(), Summary: "Exchange a refresh token for an access token of a scope (SYSTEM, DOMAIN, WORKSPACE, USER).", Handle: s.grant},
+		api.Op[refreshToken, tokenPair]{Path: "/identity/v2/token/refresh", Access: auth.Public(), Summary: "Exchange a refresh token for a new USER-scope pair.", Handle: s.refresh},
+		api.Op[api.Empty, checkedToken]{Path: "/identity/v2/token/check", Access: anyRole, Summary: "Whether the bearer credential is still good (services ask this; answers are cached for seconds).", Handle: s.check},
+		api.Op[api.Empty, json.RawMessage]{Path: "/identity/v2/token/get-public-keys", Access: auth.Public(), Summary: "The JWK set that verifies tokens.", Handle: func(context.Context, *auth.Principal, *api.Empty) (*json.RawMessage, error) {
+			raw := json.RawMessage(s.JWKS())
+			return &raw, nil
+		}},
+	}
+}
+
+var errLogin = errs.New(errs.AuthenticationFailure, "Authenticate failure. (message = user_id or password is wrong)")
+
+func (s *Service) issue(ctx context.Context, _ *auth.Principal, r *issueToken) (*tokenPair, error) {
+	d, err := store.Get[Domain](ctx, s.domains, "domain_id", r.DomainID)
+	if err != nil {
+		if isNotFound(err) {
+			PasswordMatches("", r.Credentials.Password)
+			return nil, errLogin
+		}
+		return nil, err
+	}
+	if d.State != Enabled {
+		return nil, errs.New(errs.DomainState, "Domain is disabled. (domain_id = %s)", d.DomainID)
+	}
+	u, err := s.login(ctx, d.DomainID, r.Credentials.UserID, r.Credentials.Password)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case r.AuthType == "MFA" && u.MFA.State != Enabled:
+		return nil, errs.New(errs.MFANotActivated, "MFA is not enabled for this user.")
+	case r.AuthType == "MFA":
+		if r.VerifyCode == "" {
+			return nil, errs.Required("verify_code")
+		}
+		if _, err := s.codes.verify(ctx, "login", u.DomainID, u.UserID, r.VerifyCode); err != nil {
+			return nil, err
+		}
+	case u.MFA.State == Enabled:
+		email, _ := u.MFA.Options["email"].(string)
+		code, err := s.codes.issue(ctx, "login", u.DomainID, u.UserID, s.cfg.MFACodeTTL, nil)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.mail(ctx, u, email, "mfa_code", map[string]string{"code": code, "user_id": u.UserID, "purpose": "login"}); err != nil {
+			return nil, err
+		}
+		return nil, errs.New(errs.MFARequired, "MFA is required: a verification code was sent to %s. Repeat with auth_type MFA and verify_code. (mfa_type = EMAIL)", maskEmail(email))
+	}
+	if err := s.loginFailures.Reset(ctx, u.ID); err != nil {
+		return nil, err
+	}
+	set := bson.D{{Key: "last_accessed_at", Value: wire.T(wire.Now())}}
+	if u.State == Pending {
+		set = append(set, bson.E{Key: "state", Value: Enabled})
+	}
+	if _, err := s.users.UpdateOne(ctx, bson.D{{Key: "_id", Value: u.ID}}, bson.D{{Key: "$set", Value: set}}); err != nil {
+		return nil, store.Wrap(err)
+	}
+	return s.pair(u, r.Timeout)
+}
+
+// login checks a password with the brute-force bound: after
+// MaxLoginFailures failures inside LoginBlock, the account is blocked
+// until the window ends, whatever the password.
+func (s *Service) login(ctx context.Context, domainID, userID, password string) (*User, error) {
+	u, err := store.Get[User](ctx, s.users, "user_id", UserKey(domainID, userID))
+	if err != nil {
+		if isNotFound(err) {
+			PasswordMatches("", password)
+			return nil, errLogin
+		}
+		return nil, err
+	}
+	failed, err := s.loginFailures.Used(ctx, u.ID)
+	if err != nil {
+		return nil, err
+	}
+	if failed >= s.cfg.MaxLoginFailures {
+		return nil, errs.New(errs.LoginBlocked, "Too many failed logins; try again later.")
+	}
+	if u.AuthType != "LOCAL" || !PasswordMatches(u.PasswordHash, password) {
+		if _, err := s.loginFailures.Take(ctx, u.ID); err != nil {
+			return nil, err
+		}
+		return nil, errLogin
+	}
+	if u.State == Disabled {
+		return nil, errs.New(errs.UserStateDisabled, "User is disabled.")
+	}
+	return u, nil
+}
+
+// pair issues a USER-scope access token and a refresh token.
+func (s *Service) pair(u *User, timeout int) (*tokenPair, error) {
+	ttl := s.cfg.AccessTTL
+	if timeout > 0 {
+		ttl = min(time.Duration(timeout)*time.Second, s.cfg.MaxAccessTTL)
+	}
+	p := auth.Principal{DomainID: u.DomainID, UserID: u.UserID, Role: auth.User, Permissions: pendingPermissions(u)}
+	access, err := s.cfg.Signer.Issue(p, ttl)
+	if err != nil {
+		return nil, err
+	}
+	p.TokenType = auth.RefreshToken
+	p.Permissions = nil
+	refresh, err := s.cfg.Signer.Issue(p, s.cfg.RefreshTTL)
+	if err != nil {
+		return nil, err
+	}
+	return &tokenPair{AccessToken: access, RefreshToken: refresh}, nil
+}
+
+func pendingPermissions(u *User) []string {
+	for _, a := range u.RequiredActions {
+		if a == UpdatePassword || a == EnforceMFA {
+			return profileOnly
+		}
+	}
+	return nil
+}
+
+// fromRefresh verifies a refresh token and loads its user, who must still
+// be allowed in.
+func (s *Service) fromRefresh(ctx context.Context, token string) (*User, error) {
+	c, err := s.verifier.Parse(token)
+	if err != nil {
+		return nil, err
+	}
+	if c.Type != auth.RefreshToken {
+		return nil, errs.New(errs.InvalidGrantType, "The token is not a refresh token.")
+	}
+	p := c.Principal()
+	if err := s.Check(ctx, token, p); err != nil {
+		return nil, err
+	}
+	return store.Get[User](ctx, s.users, "user_id", UserKey(p.DomainID, p.UserID))
+}
+
+func (s *Service) refresh(ctx context.Context, _ *auth.Principal, r *refreshToken) (*tokenPair, error) {
+	u, err := s.fromRefresh(ctx, r.RefreshToken)
+	if err != nil {
+		return nil, err
+	}
+	return s.pair(u, 0)
+}
+
+// grant turns a refresh token into an access token of a scope, with the
+// role of the user's binding (spec/semantics.md 4.1).
+func (s *Service) grant(ctx context.Context, _ *auth.Principal, r *grantToken) (*grantedToken, error) {
+	u, err := s.fromRefresh(ctx, r.Token)
+	if err != nil {
+		return nil, err
+	}
+	if pendingPermissions(u) != nil {
+		return nil, errs.New(errs.UpdatePasswordRequired, "Update the password (or enable MFA) first.")
+	}
+	out := &grantedToken{DomainID: u.DomainID}
+	p := auth.Principal{DomainID: u.DomainID, UserID: u.UserID}
+	domainBinding, err := s.binding(ctx, u.DomainID, u.UserID, "")
+	if err != nil {
+		return nil, err
+	}
+	isDomainAdmin := domainBinding != nil && domainBinding.RoleType == string(auth.DomainAdmin)
+	switch r.Scope {
+	case "USER":
+		p.Role = auth.User
+	case "DOMAIN":
+		if !isDomainAdmin {
+			return nil, errs.Forbidden()
+		}
+		p.Role, out.RoleID = auth.DomainAdmin, domainBinding.RoleID
+	case "SYSTEM":
+		d, err := store.Get[Domain](ctx, s.domains, "domain_id", u.DomainID)
+		if err != nil {
+			return nil, err
+		}
+		if !isDomainAdmin || d.Name != s.cfg.RootDomain {
+			return nil, errs.Forbidden()
+		}
+		p.Role, out.RoleID = auth.SystemAdmin, domainBinding.RoleID
+	case "WORKSPACE":
+		if r.WorkspaceID == "" {
+			return nil, errs.Required("workspace_id")
+		}
+		w, err := store.GetOwned[Workspace](ctx, s.workspaces, "workspace_id", r.WorkspaceID, u.DomainID)
+		if err != nil {
+			return nil, err
+		}
+		if w.State != Enabled {
+			return nil, errs.Invalid("workspace_id", "the workspace is disabled")
+		}
+		p.WorkspaceID, out.WorkspaceID = w.WorkspaceID, w.WorkspaceID
+		if isDomainAdmin {
+			p.Role, out.RoleID = auth.WorkspaceOwner, "managed-workspace-owner"
+			break
+		}
+		b, err := s.binding(ctx, u.DomainID, u.UserID, w.WorkspaceID)
+		if err != nil {
+			return nil, err
+		}
+		if b == nil {
+			return nil, errs.Forbidden()
+		}
+		p.Role, out.RoleID = auth.Role(b.RoleType), b.RoleID
+		if p.Role == auth.WorkspaceMember {
+			if p.Projects, err = s.memberProjects(ctx, u.DomainID, w.WorkspaceID, u.UserID); err != nil {
+				return nil, err
+			}
+		}
+	}
+	ttl := s.cfg.AccessTTL
+	if r.Timeout > 0 {
+		ttl = min(time.Duration(r.Timeout)*time.Second, s.cfg.MaxAccessTTL)
+	}
+	if out.AccessToken, err = s.cfg.Signer.Issue(p, ttl); err != nil {
+		return nil, err
+	}
+	out.RoleType = string(p.Role)
+	return out, nil
+}
+
+func (s *Service) check(ctx context.Context, p *auth.Principal, _ *api.Empty) (*checkedToken, error) {
+	// Authentication answered from identity's cache (up to auth.CheckTTL
+	// old), and the asking service caches this answer again: look at the
+	// records afresh, or a revocation could take two cache lifetimes.
+	if p.TokenType != auth.SystemToken {
+		if err := s.Check(ctx, "", p); err != nil {
+			return nil, err
+		}
+	}
+	return &checkedToken{TokenType: p.TokenType, DomainID: p.DomainID, UserID: p.UserID, RoleType: string(p.Role), WorkspaceID: p.WorkspaceID}, nil
+}
+
+func maskEmail(e string) string {
+	name, host, ok := strings.Cut(e, "@")
+	if !ok || len(name) < 2 {
+		return "***"
+	}
+	return name[:1] + strings.Repeat("*", len(name)-1) + "@" + host
+}

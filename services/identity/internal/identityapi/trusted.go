@@ -1,0 +1,738 @@
+package identityapi
+
+// Trusted accounts and trusted service accounts (identity v2).
+//
+// A trusted account holds a provider's credentials (secret_data) that
+// workspaces may use. secret_data is encrypted with the service's Cipher
+// (AES-256-GCM, versioned keys) and kept in its own collection,
+// identity_trusted_secrets, keyed by trusted_secret_id, with associated
+// data binding it to its secret id, its trusted account and its domain.
+// No operation returns it, and list, stat and their filters run over the
+// trusted account documents, which never hold it, so no query can read
+// or probe it.
+//
+// Who may do what (semantics.md 4.4, TrustedAccount):
+//   - write (create, update, update-secret-data, delete, sync):
+//     DOMAIN_ADMIN (and SYSTEM) in the domain, WORKSPACE_OWNER in its
+//     workspace; read: those plus WORKSPACE_MEMBER.
+//   - resource_group DOMAIN: workspace_id "*", only a domain-wide caller
+//     creates one; workspace callers read it but do not change it (403).
+//     WORKSPACE: the workspace of a workspace-scoped token, else the
+//     request's workspace_id, a workspace of the caller's domain.
+//   - Workspace callers see their workspace's records and the DOMAIN ones;
+//     anything else is 404.
+//
+// sync records an identity job (IN_PROGRESS) and publishes a job event on
+// nubes.job.identity through the outbox. No worker runs those jobs yet,
+// so the job stays IN_PROGRESS; a later sync of the same account cancels
+// the earlier job that is still IN_PROGRESS (as inventory's collect does).
+//
+// Trusted service accounts are served at
+// /identity/v2/trusted-service-account/<op> (the spec lists them under the
+// trusted-account prefix, which would make two resources share six paths).
+// Their requests carry domain_id, which must be the caller's (SYSTEM may
+// name any domain); another domain answers 404.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/nubes-io/nubes/pkg/api"
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/query"
+	"github.com/nubes-io/nubes/pkg/stat"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/wire"
+)
+
+// TrustedSecretsCollection holds the sealed secret_data of trusted
+// accounts, one document per trusted_secret_id.
+const TrustedSecretsCollection = "identity_trusted_secrets"
+
+// JobSubject is the subject of identity's job events.
+const JobSubject = "nubes.job.identity"
+
+// Job states of identity jobs (semantics.md 5).
+const (
+	JobInProgress = "IN_PROGRESS"
+	JobCanceled   = "CANCELED"
+	JobFailure    = "FAILURE"
+)
+
+// allWorkspaces is the workspace_id of domain-wide records.
+const allWorkspaces = "*"
+
+var (
+	trustedWriters = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner)
+	trustedReaders = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner, auth.WorkspaceMember)
+)
+
+// Scheduled is when a trusted account syncs.
+type Scheduled struct {
+	State string `bson:"state" json:"state" v:"enum=ENABLED|DISABLED"`
+	Hours []int  `bson:"hours" json:"hours" v:"max=24" doc:"hours of the day (UTC), 0 to 23"`
+}
+
+// TrustedAccount is a provider account whose credentials workspaces may
+// use. Its secret data lives elsewhere (trustedSecret).
+type TrustedAccount struct {
+	ID               string         `bson:"_id" json:"-"`
+	TrustedAccountID string         `bson:"trusted_account_id" json:"trusted_account_id"`
+	Name             string         `bson:"name" json:"name"`
+	Data             map[string]any `bson:"data" json:"data"`
+	Provider         string         `bson:"provider" json:"provider"`
+	Schedule         Scheduled      `bson:"schedule" json:"schedule"`
+	SyncOptions      map[string]any `bson:"sync_options" json:"sync_options"`
+	PluginOptions    map[string]any `bson:"plugin_options" json:"plugin_options"`
+	Tags             map[string]any `bson:"tags" json:"tags"`
+	ResourceGroup    string         `bson:"resource_group" json:"resource_group"`
+	DomainID         string         `bson:"domain_id" json:"domain_id"`
+	WorkspaceID      string         `bson:"workspace_id" json:"workspace_id"`
+	SecretSchemaID   string         `bson:"secret_schema_id" json:"secret_schema_id"`
+	TrustedSecretID  string         `bson:"trusted_secret_id" json:"trusted_secret_id"`
+	CreatedAt        wire.Time      `bson:"created_at" json:"created_at"`
+}
+
+// Domain implements store.Owned.
+func (t *TrustedAccount) Domain() string { return t.DomainID }
+
+// trustedSecret is the sealed secret_data of one trusted account.
+type trustedSecret struct {
+	ID               string    `bson:"_id"` // trusted_secret_id
+	TrustedAccountID string    `bson:"trusted_account_id"`
+	DomainID         string    `bson:"domain_id"`
+	SecretSchemaID   string    `bson:"secret_schema_id"`
+	Sealed           Sealed    `bson:"sealed"`
+	CreatedAt        wire.Time `bson:"created_at"`
+	UpdatedAt        wire.Time `bson:"updated_at"`
+}
+
+// trustedSecretAAD binds a sealed secret to its record: a ciphertext
+// copied to another secret, account or domain does not open.
+func trustedSecretAAD(secretID, accountID, domainID string) string {
+	return "identity/trusted-secret\x00" + secretID + "\x00" + accountID + "\x00" + domainID
+}
+
+// IdentityJob is the JobInfo of trusted-account sync.
+type IdentityJob struct {
+	ID               string    `bson:"_id" json:"-"`
+	JobID            string    `bson:"job_id" json:"job_id"`
+	Status           string    `bson:"status" json:"status"`
+	TrustedAccountID string    `bson:"trusted_account_id" json:"trusted_account_id"`
+	Provider         string    `bson:"provider" json:"provider"`
+	ResourceGroup    string    `bson:"resource_group" json:"resource_group"`
+	WorkspaceID      string    `bson:"workspace_id" json:"workspace_id"`
+	DomainID         string    `bson:"domain_id" json:"domain_id"`
+	TotalTasks       int       `bson:"total_tasks" json:"total_tasks"`
+	RemainedTasks    int       `bson:"remained_tasks" json:"remained_tasks"`
+	SuccessTasks     int       `bson:"success_tasks" json:"success_tasks"`
+	FailureTasks     int       `bson:"failure_tasks" json:"failure_tasks"`
+	ErrorCode        string    `bson:"error_code" json:"error_code"`
+	ErrorMessage     string    `bson:"error_message" json:"error_message"`
+	CreatedBy        string    `bson:"created_by" json:"created_by"`
+	CreatedAt        wire.Time `bson:"created_at" json:"created_at"`
+	UpdatedAt        wire.Time `bson:"updated_at" json:"updated_at"`
+	FinishedAt       wire.Time `bson:"finished_at" json:"finished_at"`
+}
+
+// TrustedSyncEvent is the payload of a sync job event (JobSubject,
+// Nats-Msg-Id = job_id). It only ever gains fields.
+type TrustedSyncEvent struct {
+	Kind             string `json:"kind"` // "identity.trusted_account.sync"
+	JobID            string `json:"job_id"`
+	TrustedAccountID string `json:"trusted_account_id"`
+	Provider         string `json:"provider"`
+	ResourceGroup    string `json:"resource_group"`
+	WorkspaceID      string `json:"workspace_id"`
+	DomainID         string `json:"domain_id"`
+	CreatedAt        string `json:"created_at"`
+}
+
+// TrustedServiceAccount is a provider account known to a domain or a
+// workspace.
+type TrustedServiceAccount struct {
+	ID                      string         `bson:"_id" json:"-"`
+	TrustedServiceAccountID string         `bson:"trusted_service_account_id" json:"trusted_service_account_id"`
+	Name                    string         `bson:"name" json:"name"`
+	Data                    map[string]any `bson:"data" json:"data"`
+	Provider                string         `bson:"provider" json:"provider"`
+	Tags                    map[string]any `bson:"tags" json:"tags"`
+	Scope                   string         `bson:"scope" json:"scope"`
+	DomainID                string         `bson:"domain_id" json:"domain_id"`
+	WorkspaceID             string         `bson:"workspace_id" json:"workspace_id"`
+	CreatedAt               wire.Time      `bson:"created_at" json:"created_at"`
+}
+
+// Domain implements store.Owned.
+func (t *TrustedServiceAccount) Domain() string { return t.DomainID }
+
+type (
+	createTrustedAccount struct {
+		Name           string         `json:"name" v:"required,max=255"`
+		Data           map[string]any `json:"data" v:"required"`
+		Provider       string         `json:"provider" v:"required,max=64"`
+		SecretSchemaID string         `json:"secret_schema_id" v:"required,max=128"`
+		SecretData     map[string]any `json:"secret_data" v:"required"`
+		ResourceGroup  string         `json:"resource_group" v:"required,enum=DOMAIN|WORKSPACE"`
+		Schedule       *Scheduled     `json:"schedule"`
+		SyncOptions    map[string]any `json:"sync_options"`
+		PluginOptions  map[string]any `json:"plugin_options"`
+		Tags           map[string]any `json:"tags"`
+		WorkspaceID    string         `json:"workspace_id" v:"max=64"`
+	}
+	updateTrustedAccount struct {
+		TrustedAccountID string         `json:"trusted_account_id" v:"required,max=64"`
+		Tags             map[string]any `json:"tags" v:"required"`
+		Name             string         `json:"name" v:"max=255"`
+		Data             map[string]any `json:"data"`
+		Schedule         *Scheduled     `json:"schedule"`
+		SyncOptions      map[string]any `json:"sync_options"`
+		PluginOptions    map[string]any `json:"plugin_options"`
+	}
+	updateTrustedSecret struct {
+		TrustedAccountID string         `json:"trusted_account_id" v:"required,max=64"`
+		SecretSchemaID   string         `json:"secret_schema_id" v:"required,max=128"`
+		SecretData       map[string]any `json:"secret_data" v:"required"`
+	}
+	trustedAccountRequest struct {
+		TrustedAccountID string `json:"trusted_account_id" v:"required,max=64"`
+	}
+	trustedAccountQuery struct {
+		Query            *query.Query `json:"query"`
+		TrustedAccountID string       `json:"trusted_account_id"`
+		Name             string       `json:"name"`
+		Provider         string       `json:"provider"`
+		WorkspaceID      string       `json:"workspace_id"`
+		SecretSchemaID   string       `json:"secret_schema_id"`
+		TrustedSecretID  string       `json:"trusted_secret_id"`
+	}
+
+	createTrustedSA struct {
+		Name        string         `json:"name" v:"required,max=255"`
+		Data        map[string]any `json:"data" v:"required"`
+		Provider    string         `json:"provider" v:"required,max=64"`
+		Scope       string         `json:"scope" v:"required,enum=DOMAIN|WORKSPACE"`
+		DomainID    string         `json:"domain_id" v:"required,max=64"`
+		Tags        map[string]any `json:"tags"`
+		WorkspaceID string         `json:"workspace_id" v:"max=64"`
+	}
+	updateTrustedSA struct {
+		TrustedServiceAccountID string         `json:"trusted_service_account_id" v:"required,max=64"`
+		DomainID                string         `json:"domain_id" v:"required,max=64"`
+		Name                    string         `json:"name" v:"max=255"`
+		Data                    map[string]any `json:"data"`
+		Tags                    map[string]any `json:"tags"`
+		WorkspaceID             string         `json:"workspace_id" v:"max=64"`
+	}
+	trustedSARequest struct {
+		TrustedServiceAccountID string `json:"trusted_service_account_id" v:"required,max=64"`
+		DomainID                string `json:"domain_id" v:"required,max=64"`
+		WorkspaceID             string `json:"workspace_id" v:"max=64"`
+	}
+	trustedSAQuery struct {
+		Query                   *query.Query `json:"query"`
+		DomainID                string       `json:"domain_id" v:"required,max=64"`
+		TrustedServiceAccountID string       `json:"trusted_service_account_id"`
+		Name                    string       `json:"name"`
+		Provider                string       `json:"provider"`
+		Scope                   string       `json:"scope" v:"enum=DOMAIN|WORKSPACE"`
+		WorkspaceID             string       `json:"workspace_id"`
+	}
+	trustedSAStat struct {
+		Query       *stat.Query `json:"query" v:"required"`
+		DomainID    string      `json:"domain_id" v:"required,max=64"`
+		WorkspaceID string      `json:"workspace_id" v:"max=64"`
+	}
+)
+
+var (
+	trustedResource = query.Resource{
+		KeywordFields: []string{"trusted_account_id", "name", "provider"},
+		DefaultSort:   []query.SortKey{{Key: "name"}},
+		MinimalFields: []string{"trusted_account_id", "name", "provider", "resource_group", "workspace_id"},
+		Fields:        query.FieldsOf[TrustedAccount](),
+	}
+	trustedSAResource = query.Resource{
+		KeywordFields: []string{"trusted_service_account_id", "name", "provider"},
+		DefaultSort:   []query.SortKey{{Key: "name"}},
+		MinimalFields: []string{"trusted_service_account_id", "name", "provider", "scope", "workspace_id"},
+		Fields:        query.FieldsOf[TrustedServiceAccount](),
+	}
+)
+
+func (s *Service) trustedRoutes() []api.Route {
+	const ta, tsa = "/identity/v2/trusted-account/", "/identity/v2/trusted-service-account/"
+	return []api.Route{
+		api.Op[createTrustedAccount, TrustedAccount]{Path: ta + "create", Access: trustedWriters, Summary: "Create a trusted account; secret_data is stored encrypted and never returned.", Handle: s.createTrusted},
+		api.Op[updateTrustedAccount, TrustedAccount]{Path: ta + "update", Access: trustedWriters, Summary: "Change a trusted account (tags are replaced).", Handle: s.updateTrusted},
+		api.Op[updateTrustedSecret, TrustedAccount]{Path: ta + "update-secret-data", Access: trustedWriters, Summary: "Replace a trusted account's secret data (encrypted again).", Handle: s.updateTrustedSecret},
+		api.Op[trustedAccountRequest, api.Empty]{Path: ta + "delete", Access: trustedWriters, Summary: "Delete a trusted account and its secret data.", Handle: s.deleteTrusted},
+		api.Op[trustedAccountRequest, IdentityJob]{Path: ta + "sync", Access: trustedWriters, Summary: "Start a sync job of a trusted account (a job event; the job stays IN_PROGRESS until a worker runs it).", Handle: s.syncTrusted},
+		api.Op[trustedAccountRequest, TrustedAccount]{Path: ta + "get", Access: trustedReaders, Summary: "Get a trusted account (never its secret data).", Handle: s.getTrusted},
+		api.Op[trustedAccountQuery, api.List[TrustedAccount]]{Path: ta + "list", Access: trustedReaders, Summary: "List trusted accounts.", Handle: s.listTrusted},
+		api.Op[statRequest, map[string]any]{Path: ta + "stat", Access: trustedReaders, Summary: "Statistics over trusted accounts.", Handle: s.statTrusted},
+
+		api.Op[createTrustedSA, TrustedServiceAccount]{Path: tsa + "create", Access: trustedWriters, Summary: "Create a trusted service account.", Handle: s.createTrustedSA},
+		api.Op[updateTrustedSA, TrustedServiceAccount]{Path: tsa + "update", Access: trustedWriters, Summary: "Change a trusted service account.", Handle: s.updateTrustedSA},
+		api.Op[trustedSARequest, api.Empty]{Path: tsa + "delete", Access: trustedWriters, Summary: "Delete a trusted service account.", Handle: s.deleteTrustedSA},
+		api.Op[trustedSARequest, TrustedServiceAccount]{Path: tsa + "get", Access: trustedReaders, Summary: "Get a trusted service account.", Handle: s.getTrustedSA},
+		api.Op[trustedSAQuery, api.List[TrustedServiceAccount]]{Path: tsa + "list", Access: trustedReaders, Summary: "List trusted service accounts.", Handle: s.listTrustedSA},
+		api.Op[trustedSAStat, map[string]any]{Path: tsa + "stat", Access: trustedReaders, Summary: "Statistics over trusted service accounts.", Handle: s.statTrustedSA},
+	}
+}
+
+// --- shared rules ---
+
+// reach is where a caller acts: a domain, and for workspace-scoped
+// callers one workspace of it.
+type reach struct {
+	domainID    string
+	workspaceID string // "": the whole domain
+}
+
+// reachOf is the caller's reach in domainID. Workspace roles without a
+// workspace reach nothing.
+func reachOf(p *auth.Principal, domainID string) (reach, error) {
+	if (p.Role == auth.WorkspaceOwner || p.Role == auth.WorkspaceMember) && p.WorkspaceID == "" && !p.IsSystem() {
+		return reach{}, errs.Forbidden()
+	}
+	return reach{domainID: domainID, workspaceID: p.WorkspaceID}, nil
+}
+
+// scope confines lists and stats: the domain, and for a workspace caller
+// its workspace plus the domain-wide records.
+func (r reach) scope() bson.D {
+	s := bson.D{{Key: "domain_id", Value: r.domainID}}
+	if r.workspaceID != "" {
+		s = append(s, bson.E{Key: "workspace_id", Value: bson.D{{Key: "$in", Value: bson.A{r.workspaceID, allWorkspaces}}}})
+	}
+	return s
+}
+
+// sees reports whether a record of the reach's domain is visible.
+func (r reach) sees(workspaceID string) bool {
+	return r.workspaceID == "" || workspaceID == r.workspaceID || workspaceID == allWorkspaces
+}
+
+// changes reports whether a visible record may be written: workspace
+// callers read the domain-wide records but do not change them.
+func (r reach) changes(workspaceID string) error {
+	if r.workspaceID != "" && workspaceID != r.workspaceID {
+		return errs.Forbidden()
+	}
+	return nil
+}
+
+// placement resolves group (DOMAIN or WORKSPACE) and a requested
+// workspace to the record's workspace_id: "*" for DOMAIN; for WORKSPACE
+// the caller's own workspace, or for a domain-wide caller a workspace of
+// the domain named in the request.
+func (s *Service) placement(ctx context.Context, r reach, group, workspaceID string) (string, error) {
+	switch {
+	case group == "DOMAIN" && r.workspaceID != "":
+		return "", errs.Forbidden() // a workspace caller makes no domain-wide record
+	case group == "DOMAIN" && workspaceID != "" && workspaceID != allWorkspaces:
+		return "", errs.Invalid("workspace_id", "a DOMAIN record belongs to no workspace")
+	case group == "DOMAIN":
+		return allWorkspaces, nil
+	case r.workspaceID != "":
+		if workspaceID != "" && workspaceID != r.workspaceID {
+			return "", errs.NotFound("workspace_id", workspaceID)
+		}
+		return r.workspaceID, nil
+	case workspaceID == "" || workspaceID == allWorkspaces:
+		return "", errs.Required("workspace_id")
+	}
+	w, err := store.GetOwned[Workspace](ctx, s.workspaces, "workspace_id", workspaceID, r.domainID)
+	if err != nil {
+		return "", err
+	}
+	return w.WorkspaceID, nil
+}
+
+// checkSchedule validates hours (0 to 23), drops repeats and sorts them.
+func checkSchedule(sc *Scheduled) (Scheduled, error) {
+	if sc == nil {
+		return Scheduled{State: Disabled, Hours: []int{}}, nil
+	}
+	out := Scheduled{State: sc.State, Hours: []int{}}
+	if out.State == "" {
+		out.State = Disabled
+	}
+	for _, h := range sc.Hours {
+		if h < 0 || h > 23 {
+			return Scheduled{}, errs.Invalid("schedule.hours", "hours are 0 to 23")
+		}
+		if !slices.Contains(out.Hours, h) {
+			out.Hours = append(out.Hours, h)
+		}
+	}
+	slices.Sort(out.Hours)
+	return out, nil
+}
+
+// checkKeys refuses free-form objects whose keys the store cannot keep
+// or query safely: empty keys, keys starting with "$", keys with "." or
+// NUL, and nesting deeper than 32 levels.
+func checkKeys(field string, v any) error {
+	return checkKeysDepth(field, v, 0)
+}
+
+func checkKeysDepth(field string, v any, depth int) error {
+	if depth > 32 {
+		return errs.Invalid(field, "nested too deeply")
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if k == "" || strings.HasPrefix(k, "$") || strings.ContainsAny(k, ".\x00") {
+				return errs.Invalid(field, fmt.Sprintf("key %q: keys must not be empty, start with $ or hold a dot", k))
+			}
+			if err := checkKeysDepth(field, e, depth+1); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if err := checkKeysDepth(field, e, depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func checkAllKeys(fields ...any) error {
+	for i := 0; i+1 < len(fields); i += 2 {
+		if err := checkKeys(fields[i].(string), fields[i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// --- trusted accounts ---
+
+// visibleTrusted loads a trusted account the caller may see; with write
+// it must also be one the caller may change.
+func (s *Service) visibleTrusted(ctx context.Context, p *auth.Principal, id string, write bool) (*TrustedAccount, error) {
+	r, err := reachOf(p, p.DomainID)
+	if err != nil {
+		return nil, err
+	}
+	t, err := store.GetOwned[TrustedAccount](ctx, s.trusted, "trusted_account_id", id, r.domainID)
+	if err != nil {
+		return nil, err
+	}
+	if !r.sees(t.WorkspaceID) {
+		return nil, errs.NotFound("trusted_account_id", id)
+	}
+	if write {
+		if err := r.changes(t.WorkspaceID); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+func (s *Service) sealTrusted(secretID, accountID, domainID string, data map[string]any) (Sealed, error) {
+	return s.cfg.Cipher.Seal(data, trustedSecretAAD(secretID, accountID, domainID))
+}
+
+func (s *Service) createTrusted(ctx context.Context, p *auth.Principal, r *createTrustedAccount) (*TrustedAccount, error) {
+	rc, err := reachOf(p, p.DomainID)
+	if err != nil {
+		return nil, err
+	}
+	if len(r.SecretData) == 0 {
+		return nil, errs.Required("secret_data")
+	}
+	if err := checkAllKeys("data", r.Data, "secret_data", r.SecretData, "sync_options", r.SyncOptions,
+		"plugin_options", r.PluginOptions, "tags", r.Tags); err != nil {
+		return nil, err
+	}
+	sched, err := checkSchedule(r.Schedule)
+	if err != nil {
+		return nil, err
+	}
+	ws, err := s.placement(ctx, rc, r.ResourceGroup, r.WorkspaceID)
+	if err != nil {
+		return nil, err
+	}
+	id, secretID := wire.NewID("ta"), wire.NewID("trusted-secret")
+	sealed, err := s.sealTrusted(secretID, id, rc.domainID, r.SecretData)
+	if err != nil {
+		return nil, err
+	}
+	now := wire.T(wire.Now())
+	sec := &trustedSecret{ID: secretID, TrustedAccountID: id, DomainID: rc.domainID, SecretSchemaID: r.SecretSchemaID,
+		Sealed: sealed, CreatedAt: now, UpdatedAt: now}
+	// The secret first: an account never points at a missing secret. If
+	// the account insert fails, the orphan secret is removed (and would
+	// be unreachable and undecryptable for any other record anyway).
+	if _, err := s.db.Collection(TrustedSecretsCollection).InsertOne(ctx, sec); err != nil {
+		return nil, store.Wrap(err)
+	}
+	t := &TrustedAccount{ID: id, TrustedAccountID: id, Name: r.Name, Data: r.Data, Provider: r.Provider, Schedule: sched,
+		SyncOptions: wire.Object(r.SyncOptions), PluginOptions: wire.Object(r.PluginOptions), Tags: wire.Object(r.Tags),
+		ResourceGroup: r.ResourceGroup, DomainID: rc.domainID, WorkspaceID: ws, SecretSchemaID: r.SecretSchemaID,
+		TrustedSecretID: secretID, CreatedAt: now}
+	if _, err := s.trusted.InsertOne(ctx, t); err != nil {
+		_, _ = s.db.Collection(TrustedSecretsCollection).DeleteOne(context.WithoutCancel(ctx), bson.D{{Key: "_id", Value: secretID}})
+		return nil, store.Wrap(err)
+	}
+	return t, nil
+}
+
+func (s *Service) updateTrusted(ctx context.Context, p *auth.Principal, r *updateTrustedAccount) (*TrustedAccount, error) {
+	t, err := s.visibleTrusted(ctx, p, r.TrustedAccountID, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkAllKeys("tags", r.Tags, "data", r.Data, "sync_options", r.SyncOptions, "plugin_options", r.PluginOptions); err != nil {
+		return nil, err
+	}
+	set := bson.D{{Key: "tags", Value: r.Tags}}
+	if r.Name != "" {
+		set = append(set, bson.E{Key: "name", Value: r.Name})
+	}
+	for k, v := range map[string]map[string]any{"data": r.Data, "sync_options": r.SyncOptions, "plugin_options": r.PluginOptions} {
+		if v != nil {
+			set = append(set, bson.E{Key: k, Value: v})
+		}
+	}
+	if r.Schedule != nil {
+		sched, err := checkSchedule(r.Schedule)
+		if err != nil {
+			return nil, err
+		}
+		set = append(set, bson.E{Key: "schedule", Value: sched})
+	}
+	return store.SetByID[TrustedAccount](ctx, s.trusted, "trusted_account_id", t.ID, set)
+}
+
+func (s *Service) updateTrustedSecret(ctx context.Context, p *auth.Principal, r *updateTrustedSecret) (*TrustedAccount, error) {
+	t, err := s.visibleTrusted(ctx, p, r.TrustedAccountID, true)
+	if err != nil {
+		return nil, err
+	}
+	if len(r.SecretData) == 0 {
+		return nil, errs.Required("secret_data")
+	}
+	if err := checkKeys("secret_data", r.SecretData); err != nil {
+		return nil, err
+	}
+	sealed, err := s.sealTrusted(t.TrustedSecretID, t.TrustedAccountID, t.DomainID, r.SecretData)
+	if err != nil {
+		return nil, err
+	}
+	now := wire.T(wire.Now())
+	_, err = s.db.Collection(TrustedSecretsCollection).UpdateOne(ctx, bson.D{{Key: "_id", Value: t.TrustedSecretID}},
+		bson.D{
+			{Key: "$set", Value: bson.D{{Key: "sealed", Value: sealed}, {Key: "secret_schema_id", Value: r.SecretSchemaID}, {Key: "updated_at", Value: now}}},
+			{Key: "$setOnInsert", Value: bson.D{{Key: "trusted_account_id", Value: t.TrustedAccountID}, {Key: "domain_id", Value: t.DomainID}, {Key: "created_at", Value: now}}},
+		}, options.UpdateOne().SetUpsert(true))
+	if err != nil {
+		return nil, store.Wrap(err)
+	}
+	return store.SetByID[TrustedAccount](ctx, s.trusted, "trusted_account_id", t.ID, bson.D{{Key: "secret_schema_id", Value: r.SecretSchemaID}})
+}
+
+func (s *Service) deleteTrusted(ctx context.Context, p *auth.Principal, r *trustedAccountRequest) (*api.Empty, error) {
+	t, err := s.visibleTrusted(ctx, p, r.TrustedAccountID, true)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.trusted.DeleteOne(ctx, bson.D{{Key: "_id", Value: t.ID}}); err != nil {
+		return nil, store.Wrap(err)
+	}
+	if _, err := s.db.Collection(TrustedSecretsCollection).DeleteOne(ctx, bson.D{{Key: "_id", Value: t.TrustedSecretID}}); err != nil {
+		return nil, store.Wrap(err)
+	}
+	return &api.Empty{}, nil
+}
+
+func (s *Service) syncTrusted(ctx context.Context, p *auth.Principal, r *trustedAccountRequest) (*IdentityJob, error) {
+	t, err := s.visibleTrusted(ctx, p, r.TrustedAccountID, true)
+	if err != nil {
+		return nil, err
+	}
+	now := wire.T(wire.Now())
+	// The newest sync supersedes an earlier one still running.
+	if _, err := s.jobs.UpdateMany(ctx, bson.D{{Key: "domain_id", Value: t.DomainID}, {Key: "trusted_account_id", Value: t.TrustedAccountID}, {Key: "status", Value: JobInProgress}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "status", Value: JobCanceled}, {Key: "updated_at", Value: now}, {Key: "finished_at", Value: now}}}}); err != nil {
+		return nil, store.Wrap(err)
+	}
+	id := wire.NewID("job")
+	j := &IdentityJob{ID: id, JobID: id, Status: JobInProgress, TrustedAccountID: t.TrustedAccountID, Provider: t.Provider,
+		ResourceGroup: t.ResourceGroup, WorkspaceID: t.WorkspaceID, DomainID: t.DomainID, CreatedBy: p.UserID,
+		CreatedAt: now, UpdatedAt: now}
+	if _, err := s.jobs.InsertOne(ctx, j); err != nil {
+		return nil, store.Wrap(err)
+	}
+	ev := TrustedSyncEvent{Kind: "identity.trusted_account.sync", JobID: id, TrustedAccountID: t.TrustedAccountID, Provider: t.Provider,
+		ResourceGroup: t.ResourceGroup, WorkspaceID: t.WorkspaceID, DomainID: t.DomainID, CreatedAt: wire.FormatTime(now.Time)}
+	if err := s.outbox.Add(ctx, JobSubject, id, ev); err != nil {
+		// Without its event the job would never run: record why it failed.
+		fail := bson.D{{Key: "status", Value: JobFailure}, {Key: "error_code", Value: errs.Unavailable},
+			{Key: "error_message", Value: "the job event could not be recorded"}, {Key: "finished_at", Value: now}}
+		_, _ = s.jobs.UpdateOne(context.WithoutCancel(ctx), bson.D{{Key: "_id", Value: id}}, bson.D{{Key: "$set", Value: fail}})
+		return nil, store.Wrap(err)
+	}
+	return j, nil
+}
+
+func (s *Service) getTrusted(ctx context.Context, p *auth.Principal, r *trustedAccountRequest) (*TrustedAccount, error) {
+	return s.visibleTrusted(ctx, p, r.TrustedAccountID, false)
+}
+
+func (s *Service) listTrusted(ctx context.Context, p *auth.Principal, r *trustedAccountQuery) (*api.List[TrustedAccount], error) {
+	rc, err := reachOf(p, p.DomainID)
+	if err != nil {
+		return nil, err
+	}
+	q := query.With(r.Query, query.Params("trusted_account_id", r.TrustedAccountID, "name", r.Name, "provider", r.Provider,
+		"workspace_id", r.WorkspaceID, "secret_schema_id", r.SecretSchemaID, "trusted_secret_id", r.TrustedSecretID)...)
+	return store.Search[TrustedAccount](ctx, s.trusted, q, trustedResource, rc.scope())
+}
+
+func (s *Service) statTrusted(ctx context.Context, p *auth.Principal, r *statRequest) (*map[string]any, error) {
+	rc, err := reachOf(p, p.DomainID)
+	if err != nil {
+		return nil, err
+	}
+	return statOf(ctx, s.trusted, rc.scope(), trustedResource, r.Query)
+}
+
+// --- trusted service accounts ---
+
+// reachOfRequest is the caller's reach in the domain_id its request
+// names (the caller's own; SYSTEM: any existing domain).
+func (s *Service) reachOfRequest(ctx context.Context, p *auth.Principal, domainID string) (reach, error) {
+	d, err := s.domainOfRequest(ctx, p, domainID)
+	if err != nil {
+		return reach{}, err
+	}
+	return reachOf(p, d)
+}
+
+// visibleTrustedSA loads a trusted service account the caller may see in
+// the request's domain (and workspace_id, when the request names one);
+// with write, one it may change.
+func (s *Service) visibleTrustedSA(ctx context.Context, p *auth.Principal, id, domainID, workspaceID string, write bool) (*TrustedServiceAccount, reach, error) {
+	rc, err := s.reachOfRequest(ctx, p, domainID)
+	if err != nil {
+		return nil, reach{}, err
+	}
+	t, err := store.GetOwned[TrustedServiceAccount](ctx, s.trustedSA, "trusted_service_account_id", id, rc.domainID)
+	if err != nil {
+		return nil, reach{}, err
+	}
+	if !rc.sees(t.WorkspaceID) || (workspaceID != "" && workspaceID != t.WorkspaceID) {
+		return nil, reach{}, errs.NotFound("trusted_service_account_id", id)
+	}
+	if write {
+		if err := rc.changes(t.WorkspaceID); err != nil {
+			return nil, reach{}, err
+		}
+	}
+	return t, rc, nil
+}
+
+func (s *Service) createTrustedSA(ctx context.Context, p *auth.Principal, r *createTrustedSA) (*TrustedServiceAccount, error) {
+	rc, err := s.reachOfRequest(ctx, p, r.DomainID)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkAllKeys("data", r.Data, "tags", r.Tags); err != nil {
+		return nil, err
+	}
+	ws, err := s.placement(ctx, rc, r.Scope, r.WorkspaceID)
+	if err != nil {
+		return nil, err
+	}
+	id := wire.NewID("tsa")
+	t := &TrustedServiceAccount{ID: id, TrustedServiceAccountID: id, Name: r.Name, Data: r.Data, Provider: r.Provider,
+		Tags: wire.Object(r.Tags), Scope: r.Scope, DomainID: rc.domainID, WorkspaceID: ws, CreatedAt: wire.T(wire.Now())}
+	if _, err := s.trustedSA.InsertOne(ctx, t); err != nil {
+		return nil, store.Wrap(err)
+	}
+	return t, nil
+}
+
+func (s *Service) updateTrustedSA(ctx context.Context, p *auth.Principal, r *updateTrustedSA) (*TrustedServiceAccount, error) {
+	t, rc, err := s.visibleTrustedSA(ctx, p, r.TrustedServiceAccountID, r.DomainID, "", true)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkAllKeys("data", r.Data, "tags", r.Tags); err != nil {
+		return nil, err
+	}
+	set := bson.D{}
+	if r.Name != "" {
+		set = append(set, bson.E{Key: "name", Value: r.Name})
+	}
+	if r.Data != nil {
+		set = append(set, bson.E{Key: "data", Value: r.Data})
+	}
+	if r.Tags != nil {
+		set = append(set, bson.E{Key: "tags", Value: r.Tags})
+	}
+	if r.WorkspaceID != "" && r.WorkspaceID != t.WorkspaceID {
+		// Moving a WORKSPACE record to another workspace of the domain is
+		// for domain-wide callers; a DOMAIN record stays domain-wide.
+		ws, err := s.placement(ctx, rc, t.Scope, r.WorkspaceID)
+		if err != nil {
+			return nil, err
+		}
+		set = append(set, bson.E{Key: "workspace_id", Value: ws})
+	}
+	if len(set) == 0 {
+		return t, nil
+	}
+	return store.SetByID[TrustedServiceAccount](ctx, s.trustedSA, "trusted_service_account_id", t.ID, set)
+}
+
+func (s *Service) deleteTrustedSA(ctx context.Context, p *auth.Principal, r *trustedSARequest) (*api.Empty, error) {
+	t, _, err := s.visibleTrustedSA(ctx, p, r.TrustedServiceAccountID, r.DomainID, r.WorkspaceID, true)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.trustedSA.DeleteOne(ctx, bson.D{{Key: "_id", Value: t.ID}}); err != nil {
+		return nil, store.Wrap(err)
+	}
+	return &api.Empty{}, nil
+}
+
+func (s *Service) getTrustedSA(ctx context.Context, p *auth.Principal, r *trustedSARequest) (*TrustedServiceAccount, error) {
+	t, _, err := s.visibleTrustedSA(ctx, p, r.TrustedServiceAccountID, r.DomainID, r.WorkspaceID, false)
+	return t, err
+}
+
+func (s *Service) listTrustedSA(ctx context.Context, p *auth.Principal, r *trustedSAQuery) (*api.List[TrustedServiceAccount], error) {
+	rc, err := s.reachOfRequest(ctx, p, r.DomainID)
+	if err != nil {
+		return nil, err
+	}
+	q := query.With(r.Query, query.Params("trusted_service_account_id", r.TrustedServiceAccountID, "name", r.Name,
+		"provider", r.Provider, "scope", r.Scope, "workspace_id", r.WorkspaceID)...)
+	return store.Search[TrustedServiceAccount](ctx, s.trustedSA, q, trustedSAResource, rc.scope())
+}
+
+func (s *Service) statTrustedSA(ctx context.Context, p *auth.Principal, r *trustedSAStat) (*map[string]any, error) {
+	rc, err := s.reachOfRequest(ctx, p, r.DomainID)
+	if err != nil {
+		return nil, err
+	}
+	scope := rc.scope()
+	if r.WorkspaceID != "" {
+		scope = append(scope, bson.E{Key: "workspace_id", Value: r.WorkspaceID})
+	}
+	return statOf(ctx, s.trustedSA, scope, trustedSAResource, r.Query)
+}

@@ -1,0 +1,335 @@
+package identityapi
+
+import (
+	"context"
+	"strings"
+
+	"github.com/nubes-io/nubes/pkg/api"
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/query"
+	"github.com/nubes-io/nubes/pkg/stat"
+	"github.com/nubes-io/nubes/pkg/wire"
+)
+
+// The v1 user operations. Requests name their domain_id: it must be the
+// caller's (a SYSTEM caller may name any), else the answer is not found.
+// Administration needs a domain admin; the self-service operations
+// (update, e-mail, MFA, get) take a domain admin on any user of the
+// domain, anyone else on itself only. The rules are in users.go.
+
+type (
+	createUserV1 struct {
+		UserID        string         `json:"user_id" v:"required,max=40"`
+		Backend       string         `json:"backend" v:"required,enum=LOCAL|EXTERNAL" doc:"EXTERNAL is refused: Nubes has no external auth plugin"`
+		DomainID      string         `json:"domain_id" v:"required,max=64"`
+		Password      string         `json:"password" v:"max=72" doc:"required for LOCAL unless reset_password is true"`
+		Name          string         `json:"name" v:"max=128"`
+		Email         string         `json:"email" v:"max=255"`
+		UserType      string         `json:"user_type" v:"enum=USER|API_USER"`
+		Language      string         `json:"language" v:"max=16"`
+		Timezone      string         `json:"timezone" v:"max=64"`
+		Tags          map[string]any `json:"tags"`
+		ResetPassword bool           `json:"reset_password"`
+	}
+	updateUserV1 struct {
+		UserID        string         `json:"user_id" v:"required,max=60"`
+		DomainID      string         `json:"domain_id" v:"required,max=64"`
+		Password      string         `json:"password" v:"max=72" doc:"a domain admin only; a user changes its own with /identity/v2/user-profile/update"`
+		Name          string         `json:"name" v:"max=128"`
+		Email         string         `json:"email" v:"max=255"`
+		Language      string         `json:"language" v:"max=16"`
+		Timezone      string         `json:"timezone" v:"max=64"`
+		Tags          map[string]any `json:"tags"`
+		ResetPassword bool           `json:"reset_password" doc:"a domain admin only"`
+	}
+	verifyEmailV1 struct {
+		UserID   string `json:"user_id" v:"required,max=60"`
+		DomainID string `json:"domain_id" v:"required,max=64"`
+		Email    string `json:"email" v:"max=255"`
+		Force    bool   `json:"force" doc:"a domain admin only: mark verified without a code"`
+	}
+	codeRequestV1 struct {
+		UserID     string `json:"user_id" v:"required,max=60"`
+		VerifyCode string `json:"verify_code" v:"required,max=16"`
+		DomainID   string `json:"domain_id" v:"required,max=64"`
+	}
+	userRequestV1 struct {
+		UserID   string `json:"user_id" v:"required,max=60"`
+		DomainID string `json:"domain_id" v:"required,max=64"`
+	}
+	setRequiredActionsV1 struct {
+		UserID   string   `json:"user_id" v:"required,max=60"`
+		Actions  []string `json:"actions" v:"required,max=10,enum=UPDATE_PASSWORD" doc:"added to the pending actions"`
+		DomainID string   `json:"domain_id" v:"required,max=64"`
+	}
+	enableMFAV1 struct {
+		UserID   string         `json:"user_id" v:"required,max=60"`
+		MFAType  string         `json:"mfa_type" v:"required,enum=EMAIL|OTP" doc:"OTP is not supported yet"`
+		Options  map[string]any `json:"options" v:"required" doc:"EMAIL: {email}"`
+		DomainID string         `json:"domain_id" v:"required,max=64"`
+	}
+	disableMFAV1 struct {
+		UserID   string `json:"user_id" v:"required,max=60"`
+		DomainID string `json:"domain_id" v:"required,max=64"`
+		Force    bool   `json:"force" doc:"a domain admin only: turn MFA off without a code"`
+	}
+	getUserV1 struct {
+		UserID   string   `json:"user_id" v:"required,max=60"`
+		DomainID string   `json:"domain_id" v:"required,max=64"`
+		Only     []string `json:"only" v:"max=50"`
+	}
+	userQueryV1 struct {
+		Query    *query.Query `json:"query"`
+		UserID   string       `json:"user_id"`
+		Name     string       `json:"name"`
+		State    string       `json:"state" v:"enum=ENABLED|DISABLED|PENDING"`
+		Email    string       `json:"email"`
+		UserType string       `json:"user_type" v:"enum=USER|API_USER"`
+		Backend  string       `json:"backend" v:"enum=LOCAL|EXTERNAL"`
+		DomainID string       `json:"domain_id" v:"required,max=64"`
+	}
+	userStatV1 struct {
+		Query    *stat.Query `json:"query" v:"required"`
+		DomainID string      `json:"domain_id" v:"required,max=64"`
+	}
+	findUserSearch struct {
+		UserID  string `json:"user_id" v:"max=60"`
+		Keyword string `json:"keyword" v:"max=128"`
+	}
+	findUserV1 struct {
+		Search   *findUserSearch `json:"search" v:"required" doc:"user_id (exact) and/or keyword (user_id, name, email)"`
+		DomainID string          `json:"domain_id" v:"required,max=64"`
+	}
+	findUserInfo struct {
+		UserID string         `json:"user_id"`
+		Name   string         `json:"name"`
+		Email  string         `json:"email"`
+		Tags   map[string]any `json:"tags"`
+	}
+)
+
+const findLimit = 100
+
+var (
+	userResourceV1 = query.Resource{KeywordFields: userKeywords, DefaultSort: []query.SortKey{{Key: "name"}, {Key: "user_id"}},
+		MinimalFields: []string{"user_id", "name", "state", "auth_type", "user_type"}}
+	// infoFieldsV1 are the stored fields of the v1 UserInfo; namesV1 their wire names where they differ.
+	infoFieldsV1 = []string{"user_id", "name", "state", "email", "user_type", "auth_type", "language", "timezone",
+		"required_actions", "tags", "last_accessed_at", "created_at", "domain_id", "email_verified", "mfa"}
+	namesV1 = map[string]string{"auth_type": "backend"}
+)
+
+func v1Info(u *User) *userInfoV1 { return toV1(u) }
+
+func (s *Service) userRoutesV1() []api.Route {
+	return []api.Route{
+		api.Op[createUserV1, userInfoV1]{Path: "/identity/v1/user/create", Access: domainAdmin, Summary: "Create a user (PENDING); reset_password mails an invitation.", Handle: asInfo(v1Info, s.createUserV1)},
+		api.Op[updateUserV1, userInfoV1]{Path: "/identity/v1/user/update", Access: anyRole, Summary: "Change a user (an admin) or oneself (no password).", Handle: asInfo(v1Info, s.updateUserV1)},
+		api.Op[verifyEmailV1, api.Empty]{Path: "/identity/v1/user/verify-email", Access: anyRole, Summary: "Mail a code to confirm the e-mail (force: an admin marks it verified).", Handle: s.verifyEmailV1},
+		api.Op[codeRequestV1, userInfoV1]{Path: "/identity/v1/user/confirm-email", Access: anyRole, Summary: "Confirm the e-mail with the mailed code.", Handle: asInfo(v1Info, s.v1Code(s.confirmEmail))},
+		api.Op[userRequestV1, api.Empty]{Path: "/identity/v1/user/reset-password", Access: auth.Public(), Summary: "Mail a password reset link to an eligible user; answers the same whether or not the user exists.", Handle: func(ctx context.Context, _ *auth.Principal, r *userRequestV1) (*api.Empty, error) {
+			return &api.Empty{}, s.requestReset(ctx, r.DomainID, r.UserID)
+		}},
+		api.Op[setRequiredActionsV1, userInfoV1]{Path: "/identity/v1/user/set-required-actions", Access: domainAdmin, Summary: "Add required actions to a user.", Handle: asInfo(v1Info, s.setRequiredActionsV1)},
+		api.Op[enableMFAV1, userInfoV1]{Path: "/identity/v1/user/enable-mfa", Access: anyRole, Summary: "Start turning MFA on: save the options and mail a code to options.email.", Handle: asInfo(v1Info, s.enableMFAV1)},
+		api.Op[disableMFAV1, userInfoV1]{Path: "/identity/v1/user/disable-mfa", Access: anyRole, Summary: "Start turning MFA off with a mailed code (force: an admin turns it off).", Handle: asInfo(v1Info, s.disableMFAV1)},
+		api.Op[codeRequestV1, userInfoV1]{Path: "/identity/v1/user/confirm-mfa", Access: anyRole, Summary: "Confirm the pending MFA change with the mailed code.", Handle: asInfo(v1Info, s.v1Code(s.confirmMFA))},
+		api.Op[userRequestV1, userInfoV1]{Path: "/identity/v1/user/enable", Access: domainAdmin, Summary: "Enable a user.", Handle: asInfo(v1Info, s.v1Admin(s.stateTo(Enabled)))},
+		api.Op[userRequestV1, userInfoV1]{Path: "/identity/v1/user/disable", Access: domainAdmin, Summary: "Disable a user (not the last domain admin).", Handle: asInfo(v1Info, s.v1Admin(s.stateTo(Disabled)))},
+		api.Op[userRequestV1, api.Empty]{Path: "/identity/v1/user/delete", Access: domainAdmin, Summary: "Delete a user with its role bindings and API keys (not the last domain admin).", Handle: s.deleteUserV1},
+		api.Op[getUserV1, userInfoV1]{Path: "/identity/v1/user/get", Access: anyRole, Summary: "Get a user (an admin) or oneself.", Handle: s.getUserV1},
+		api.Op[userQueryV1, api.List[userInfoV1]]{Path: "/identity/v1/user/list", Access: domainAdmin, Summary: "List the users of a domain.", Handle: s.listUsersV1},
+		api.Op[userStatV1, map[string]any]{Path: "/identity/v1/user/stat", Access: domainAdmin, Summary: "Statistics over the users of a domain.", Handle: s.statUsersV1},
+		api.Op[findUserV1, api.List[findUserInfo]]{Path: "/identity/v1/user/find", Access: domainAdmin, Summary: "Find users of a domain by user_id or keyword (at most 100).", Handle: s.findUsersV1},
+		api.Op[userRequestV1, userInfoV1]{Path: "/identity/v1/user/sync", Access: domainAdmin, Summary: "Sync a user from its auth backend (a LOCAL user is returned unchanged).", Handle: asInfo(v1Info, s.v1Admin(nil))},
+	}
+}
+
+// v1User resolves the target of a self-service operation: a domain admin
+// may name any user of the domain, anyone else only itself, and an API
+// key may not change its own user.
+func (s *Service) v1User(ctx context.Context, p *auth.Principal, domainID, userID string, write bool) (*User, bool, error) {
+	dom, err := s.domainOfRequest(ctx, p, domainID)
+	if err != nil {
+		return nil, false, err
+	}
+	admin := actsAsAdmin(p)
+	if !admin && (userID != p.UserID || (write && p.TokenType == auth.APIKey)) {
+		return nil, false, errs.Forbidden()
+	}
+	u, err := s.domainUser(ctx, dom, userID)
+	return u, admin, err
+}
+
+// v1Admin loads the user of an admin operation and applies then (nil:
+// return it unchanged).
+func (s *Service) v1Admin(then func(context.Context, *User) (*User, error)) func(context.Context, *auth.Principal, *userRequestV1) (*User, error) {
+	return func(ctx context.Context, p *auth.Principal, r *userRequestV1) (*User, error) {
+		dom, err := s.domainOfRequest(ctx, p, r.DomainID)
+		if err != nil {
+			return nil, err
+		}
+		u, err := s.domainUser(ctx, dom, r.UserID)
+		if err != nil || then == nil {
+			return u, err
+		}
+		return then(ctx, u)
+	}
+}
+
+func (s *Service) v1Code(rule func(context.Context, *User, string) (*User, error)) func(context.Context, *auth.Principal, *codeRequestV1) (*User, error) {
+	return func(ctx context.Context, p *auth.Principal, r *codeRequestV1) (*User, error) {
+		u, _, err := s.v1User(ctx, p, r.DomainID, r.UserID, true)
+		if err != nil {
+			return nil, err
+		}
+		return rule(ctx, u, r.VerifyCode)
+	}
+}
+
+func adminOnly(what string) error {
+	return errs.New(errs.PermissionDenied, "Permission denied. (reason = %s is for a domain admin)", what)
+}
+
+func (s *Service) createUserV1(ctx context.Context, p *auth.Principal, r *createUserV1) (*User, error) {
+	dom, err := s.domainOfRequest(ctx, p, r.DomainID)
+	if err != nil {
+		return nil, err
+	}
+	return s.createUser(ctx, newUser{DomainID: dom, UserID: r.UserID, AuthType: r.Backend, UserType: firstNonEmpty(r.UserType, "USER"), AuthKey: "backend",
+		Password: r.Password, Name: r.Name, Email: r.Email, Language: r.Language, Timezone: r.Timezone, Tags: r.Tags, ResetPassword: r.ResetPassword})
+}
+
+func (s *Service) updateUserV1(ctx context.Context, p *auth.Principal, r *updateUserV1) (*User, error) {
+	u, admin, err := s.v1User(ctx, p, r.DomainID, r.UserID, true)
+	if err != nil {
+		return nil, err
+	}
+	if !admin && (r.Password != "" || r.ResetPassword) {
+		return nil, errs.New(errs.PermissionDenied, "Permission denied. (reason = change your own password with /identity/v2/user-profile/update and current_password)")
+	}
+	return s.adminUpdate(ctx, u, userChange{Name: r.Name, Email: r.Email, Language: r.Language, Timezone: r.Timezone, Tags: r.Tags}, r.Password, r.ResetPassword)
+}
+
+func (s *Service) verifyEmailV1(ctx context.Context, p *auth.Principal, r *verifyEmailV1) (*api.Empty, error) {
+	u, admin, err := s.v1User(ctx, p, r.DomainID, r.UserID, true)
+	if err != nil {
+		return nil, err
+	}
+	if r.Force {
+		if !admin {
+			return nil, adminOnly("force")
+		}
+		_, err = s.markEmailVerified(ctx, u, r.Email)
+	} else {
+		err = s.requestEmailCode(ctx, u, r.Email)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &api.Empty{}, nil
+}
+
+func (s *Service) setRequiredActionsV1(ctx context.Context, p *auth.Principal, r *setRequiredActionsV1) (*User, error) {
+	dom, err := s.domainOfRequest(ctx, p, r.DomainID)
+	if err != nil {
+		return nil, err
+	}
+	u, err := s.domainUser(ctx, dom, r.UserID)
+	if err != nil {
+		return nil, err
+	}
+	return s.addRequiredActions(ctx, u, r.Actions)
+}
+
+func (s *Service) enableMFAV1(ctx context.Context, p *auth.Principal, r *enableMFAV1) (*User, error) {
+	u, _, err := s.v1User(ctx, p, r.DomainID, r.UserID, true)
+	if err != nil {
+		return nil, err
+	}
+	return s.enableMFA(ctx, u, r.MFAType, r.Options)
+}
+
+func (s *Service) disableMFAV1(ctx context.Context, p *auth.Principal, r *disableMFAV1) (*User, error) {
+	u, admin, err := s.v1User(ctx, p, r.DomainID, r.UserID, true)
+	if err != nil {
+		return nil, err
+	}
+	if r.Force {
+		if !admin {
+			return nil, adminOnly("force")
+		}
+		return s.resetMFA(ctx, u)
+	}
+	return s.requestMFADisable(ctx, u)
+}
+
+func (s *Service) deleteUserV1(ctx context.Context, p *auth.Principal, r *userRequestV1) (*api.Empty, error) {
+	u, err := s.v1Admin(nil)(ctx, p, r)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.deleteUser(ctx, u); err != nil {
+		return nil, err
+	}
+	return &api.Empty{}, nil
+}
+
+func (s *Service) getUserV1(ctx context.Context, p *auth.Principal, r *getUserV1) (*userInfoV1, error) {
+	u, _, err := s.v1User(ctx, p, r.DomainID, r.UserID, false)
+	if err != nil {
+		return nil, err
+	}
+	info := toV1(u)
+	info.only = r.Only
+	return info, nil
+}
+
+// renameV1 turns the v1 field name backend into the stored auth_type.
+func renameV1(_ string, p *string) error {
+	if *p == "backend" || strings.HasPrefix(*p, "backend.") {
+		*p = "auth_type" + strings.TrimPrefix(*p, "backend")
+	}
+	return nil
+}
+
+func (s *Service) listUsersV1(ctx context.Context, p *auth.Principal, r *userQueryV1) (*api.List[userInfoV1], error) {
+	dom, err := s.domainOfRequest(ctx, p, r.DomainID)
+	if err != nil {
+		return nil, err
+	}
+	err = r.Query.Paths(func(at string, path *string) error {
+		_ = renameV1(at, path)
+		return checkReadable(at, path)
+	})
+	if err != nil {
+		return nil, err
+	}
+	q := query.With(r.Query, query.Params("user_id", r.UserID, "name", r.Name, "state", r.State, "email", r.Email,
+		"user_type", r.UserType, "auth_type", r.Backend)...)
+	return searchUsers(ctx, s, dom, q, userResourceV1, func(u *User) userInfoV1 { return *toV1(u) }, namesV1)
+}
+
+func (s *Service) statUsersV1(ctx context.Context, p *auth.Principal, r *userStatV1) (*map[string]any, error) {
+	dom, err := s.domainOfRequest(ctx, p, r.DomainID)
+	if err != nil {
+		return nil, err
+	}
+	return s.userStat(ctx, dom, r.Query, renameV1, infoFieldsV1, namesV1)
+}
+
+func (s *Service) findUsersV1(ctx context.Context, p *auth.Principal, r *findUserV1) (*api.List[findUserInfo], error) {
+	dom, err := s.domainOfRequest(ctx, p, r.DomainID)
+	if err != nil {
+		return nil, err
+	}
+	if r.Search.UserID == "" && r.Search.Keyword == "" {
+		return nil, errs.Required("search.keyword")
+	}
+	q := &query.Query{Keyword: r.Search.Keyword, Page: &query.Page{Limit: findLimit}}
+	q.Filter = query.Params("user_id", r.Search.UserID)
+	return searchUsers(ctx, s, dom, q, userResourceV1, func(u *User) findUserInfo {
+		return findUserInfo{UserID: u.UserID, Name: u.Name, Email: u.Email, Tags: wire.Object(u.Tags)}
+	}, nil)
+}

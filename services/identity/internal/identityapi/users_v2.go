@@ -1,0 +1,165 @@
+package identityapi
+
+import (
+	"context"
+
+	"github.com/nubes-io/nubes/pkg/api"
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/query"
+	"github.com/nubes-io/nubes/pkg/store"
+)
+
+// The v2 user operations: a domain admin (or SYSTEM) manages the users of
+// its own domain, the one in its token. The rules are in users.go.
+
+type (
+	createUserV2 struct {
+		UserID        string         `json:"user_id" v:"required,max=60"`
+		Password      string         `json:"password" v:"max=72" doc:"required for LOCAL unless reset_password is true"`
+		Name          string         `json:"name" v:"max=128"`
+		Email         string         `json:"email" v:"max=255" doc:"required with reset_password"`
+		AuthType      string         `json:"auth_type" v:"required,enum=LOCAL|EXTERNAL" doc:"EXTERNAL is refused: Nubes has no external auth plugin"`
+		Language      string         `json:"language" v:"max=16"`
+		Timezone      string         `json:"timezone" v:"max=64"`
+		Tags          map[string]any `json:"tags"`
+		ResetPassword bool           `json:"reset_password" doc:"true: mail an invitation link instead of setting a password"`
+	}
+	updateUserV2 struct {
+		UserID        string         `json:"user_id" v:"required,max=60"`
+		Password      string         `json:"password" v:"max=72"`
+		Name          string         `json:"name" v:"max=128"`
+		Email         string         `json:"email" v:"max=255"`
+		Language      string         `json:"language" v:"max=16"`
+		Timezone      string         `json:"timezone" v:"max=64"`
+		Tags          map[string]any `json:"tags"`
+		ResetPassword bool           `json:"reset_password" doc:"true: mail a reset link; UPDATE_PASSWORD becomes pending"`
+	}
+	verifyUserEmailV2 struct {
+		UserID string `json:"user_id" v:"required,max=60"`
+		Email  string `json:"email" v:"max=255"`
+	}
+	userRequestV2 struct {
+		UserID string `json:"user_id" v:"required,max=60"`
+	}
+	setRequiredActionsV2 struct {
+		UserID          string   `json:"user_id" v:"required,max=60"`
+		RequiredActions []string `json:"required_actions" v:"required,max=10,enum=UPDATE_PASSWORD|ENFORCE_MFA" doc:"added to the pending actions"`
+	}
+	userSearchV2 struct {
+		Query    *query.Query `json:"query"`
+		UserID   string       `json:"user_id"`
+		Name     string       `json:"name"`
+		State    string       `json:"state" v:"enum=ENABLED|DISABLED|PENDING"`
+		Email    string       `json:"email"`
+		AuthType string       `json:"auth_type" v:"enum=LOCAL|EXTERNAL"`
+	}
+)
+
+var (
+	userResourceV2 = query.Resource{KeywordFields: userKeywords, DefaultSort: []query.SortKey{{Key: "name"}, {Key: "user_id"}},
+		MinimalFields: []string{"user_id", "name", "state", "auth_type", "role_type"}}
+	infoFieldsV2 = []string{"user_id", "name", "state", "email", "email_verified", "auth_type", "role_id", "role_type", "mfa",
+		"language", "timezone", "required_actions", "tags", "domain_id", "created_at", "last_accessed_at"}
+)
+
+func (s *Service) userRoutesV2() []api.Route {
+	return []api.Route{
+		api.Op[createUserV2, userInfoV2]{Path: "/identity/v2/user/create", Access: domainAdmin, Summary: "Create a user (PENDING) in the caller's domain; reset_password mails an invitation.", Handle: asInfo(toV2, s.createUserV2)},
+		api.Op[updateUserV2, userInfoV2]{Path: "/identity/v2/user/update", Access: domainAdmin, Summary: "Change a user; a new e-mail is unverified; reset_password mails a reset link.", Handle: asInfo(toV2, s.updateUserV2)},
+		api.Op[verifyUserEmailV2, api.Empty]{Path: "/identity/v2/user/verify-email", Access: domainAdmin, Summary: "Mark a user's e-mail (optionally a new one) verified, without a code.", Handle: s.verifyUserEmailV2},
+		api.Op[userRequestV2, userInfoV2]{Path: "/identity/v2/user/disable-mfa", Access: domainAdmin, Summary: "Turn a user's MFA off without a code.", Handle: asInfo(toV2, s.v2Target(s.resetMFA))},
+		api.Op[setRequiredActionsV2, userInfoV2]{Path: "/identity/v2/user/set-required-actions", Access: domainAdmin, Summary: "Add required actions (UPDATE_PASSWORD, ENFORCE_MFA) to a user.", Handle: asInfo(toV2, s.setRequiredActionsV2)},
+		api.Op[userRequestV2, userInfoV2]{Path: "/identity/v2/user/enable", Access: domainAdmin, Summary: "Enable a user.", Handle: asInfo(toV2, s.v2Target(s.stateTo(Enabled)))},
+		api.Op[userRequestV2, userInfoV2]{Path: "/identity/v2/user/disable", Access: domainAdmin, Summary: "Disable a user: its credentials stop working (not the last domain admin).", Handle: asInfo(toV2, s.v2Target(s.stateTo(Disabled)))},
+		api.Op[userRequestV2, api.Empty]{Path: "/identity/v2/user/delete", Access: domainAdmin, Summary: "Delete a user with its role bindings and API keys (not the last domain admin).", Handle: s.deleteUserV2},
+		api.Op[userRequestV2, userInfoV2]{Path: "/identity/v2/user/get", Access: domainAdmin, Summary: "Get a user.", Handle: asInfo(toV2, s.v2Target(nil))},
+		api.Op[userSearchV2, api.List[userInfoV2]]{Path: "/identity/v2/user/list", Access: domainAdmin, Summary: "List the users of the caller's domain.", Handle: s.listUsersV2},
+		api.Op[statRequest, map[string]any]{Path: "/identity/v2/user/stat", Access: domainAdmin, Summary: "Statistics over the users of the caller's domain.", Handle: func(ctx context.Context, p *auth.Principal, r *statRequest) (*map[string]any, error) {
+			return s.userStat(ctx, p.DomainID, r.Query, noRename, infoFieldsV2, nil)
+		}},
+	}
+}
+
+// v2Target loads the user named by the request in the caller's domain and
+// applies then (nil: just return it).
+func (s *Service) v2Target(then func(context.Context, *User) (*User, error)) func(context.Context, *auth.Principal, *userRequestV2) (*User, error) {
+	return func(ctx context.Context, p *auth.Principal, r *userRequestV2) (*User, error) {
+		u, err := s.domainUser(ctx, p.DomainID, r.UserID)
+		if err != nil || then == nil {
+			return u, err
+		}
+		return then(ctx, u)
+	}
+}
+
+func (s *Service) stateTo(state string) func(context.Context, *User) (*User, error) {
+	return func(ctx context.Context, u *User) (*User, error) { return s.setState(ctx, u, state) }
+}
+
+func (s *Service) createUserV2(ctx context.Context, p *auth.Principal, r *createUserV2) (*User, error) {
+	return s.createUser(ctx, newUser{DomainID: p.DomainID, UserID: r.UserID, AuthType: r.AuthType, UserType: "USER", AuthKey: "auth_type",
+		Password: r.Password, Name: r.Name, Email: r.Email, Language: r.Language, Timezone: r.Timezone, Tags: r.Tags, ResetPassword: r.ResetPassword})
+}
+
+func (s *Service) updateUserV2(ctx context.Context, p *auth.Principal, r *updateUserV2) (*User, error) {
+	u, err := s.domainUser(ctx, p.DomainID, r.UserID)
+	if err != nil {
+		return nil, err
+	}
+	return s.adminUpdate(ctx, u, userChange{Name: r.Name, Email: r.Email, Language: r.Language, Timezone: r.Timezone, Tags: r.Tags}, r.Password, r.ResetPassword)
+}
+
+func (s *Service) verifyUserEmailV2(ctx context.Context, p *auth.Principal, r *verifyUserEmailV2) (*api.Empty, error) {
+	u, err := s.domainUser(ctx, p.DomainID, r.UserID)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.markEmailVerified(ctx, u, r.Email); err != nil {
+		return nil, err
+	}
+	return &api.Empty{}, nil
+}
+
+func (s *Service) setRequiredActionsV2(ctx context.Context, p *auth.Principal, r *setRequiredActionsV2) (*User, error) {
+	u, err := s.domainUser(ctx, p.DomainID, r.UserID)
+	if err != nil {
+		return nil, err
+	}
+	return s.addRequiredActions(ctx, u, r.RequiredActions)
+}
+
+func (s *Service) deleteUserV2(ctx context.Context, p *auth.Principal, r *userRequestV2) (*api.Empty, error) {
+	u, err := s.domainUser(ctx, p.DomainID, r.UserID)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.deleteUser(ctx, u); err != nil {
+		return nil, err
+	}
+	return &api.Empty{}, nil
+}
+
+func (s *Service) listUsersV2(ctx context.Context, p *auth.Principal, r *userSearchV2) (*api.List[userInfoV2], error) {
+	if err := r.Query.Paths(checkReadable); err != nil {
+		return nil, err
+	}
+	q := query.With(r.Query, query.Params("user_id", r.UserID, "name", r.Name, "state", r.State, "email", r.Email, "auth_type", r.AuthType)...)
+	return searchUsers(ctx, s, p.DomainID, q, userResourceV2, func(u *User) userInfoV2 { return *toV2(u) }, nil)
+}
+
+// searchUsers lists users of a domain as Info rows; names maps stored
+// field names to the Info's (v1 backend) for only/minimal.
+func searchUsers[Info any](ctx context.Context, s *Service, domainID string, q *query.Query, r query.Resource, to func(*User) Info, names map[string]string) (*api.List[Info], error) {
+	list, err := store.Search[User](ctx, s.users, q, r, store.TenantScope(domainID))
+	if err != nil {
+		return nil, err
+	}
+	out := &api.List[Info]{Results: make([]Info, len(list.Results)), TotalCount: list.TotalCount}
+	for i := range list.Results {
+		out.Results[i] = to(&list.Results[i])
+	}
+	for _, f := range list.Fields {
+		out.Fields = append(out.Fields, firstNonEmpty(names[f], f))
+	}
+	return out, nil
+}

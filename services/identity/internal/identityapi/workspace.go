@@ -1,0 +1,423 @@
+package identityapi
+
+import (
+	"context"
+	"encoding/json"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/nubes-io/nubes/pkg/api"
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/query"
+	"github.com/nubes-io/nubes/pkg/stat"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/wire"
+)
+
+type (
+	createWorkspace struct {
+		Name string         `json:"name" v:"required,max=128"`
+		Tags map[string]any `json:"tags"`
+	}
+	updateWorkspace struct {
+		WorkspaceID string         `json:"workspace_id" v:"required"`
+		Name        string         `json:"name" v:"max=128"`
+		Tags        map[string]any `json:"tags"`
+	}
+	workspaceRequest struct {
+		WorkspaceID string `json:"workspace_id" v:"required"`
+	}
+	workspaceQuery struct {
+		Query       *query.Query `json:"query"`
+		WorkspaceID string       `json:"workspace_id"`
+		Name        string       `json:"name"`
+		State       string       `json:"state" v:"enum=ENABLED|DISABLED"`
+	}
+	createProject struct {
+		Name        string         `json:"name" v:"required,max=128"`
+		ProjectType string         `json:"project_type" v:"enum=PRIVATE|PUBLIC"`
+		WorkspaceID string         `json:"workspace_id"`
+		Users       []string       `json:"users" v:"max=1000"`
+		Tags        map[string]any `json:"tags"`
+	}
+	updateProject struct {
+		ProjectID   string         `json:"project_id" v:"required"`
+		Name        string         `json:"name" v:"max=128"`
+		ProjectType string         `json:"project_type" v:"enum=PRIVATE|PUBLIC"`
+		Users       []string       `json:"users" v:"max=1000"`
+		Tags        map[string]any `json:"tags"`
+	}
+	projectRequest struct {
+		ProjectID string `json:"project_id" v:"required"`
+	}
+	projectQuery struct {
+		Query       *query.Query `json:"query"`
+		ProjectID   string       `json:"project_id"`
+		Name        string       `json:"name"`
+		WorkspaceID string       `json:"workspace_id"`
+	}
+	roleRequest struct {
+		RoleID string `json:"role_id" v:"required"`
+	}
+	roleQuery struct {
+		RoleType string `json:"role_type" v:"enum=DOMAIN_ADMIN|WORKSPACE_OWNER|WORKSPACE_MEMBER"`
+	}
+	createBinding struct {
+		UserID        string `json:"user_id" v:"required"`
+		RoleID        string `json:"role_id" v:"required"`
+		ResourceGroup string `json:"resource_group" v:"required,enum=DOMAIN|WORKSPACE"`
+		WorkspaceID   string `json:"workspace_id"`
+	}
+	bindingRequest struct {
+		RoleBindingID string `json:"role_binding_id" v:"required"`
+	}
+	bindingQuery struct {
+		Query         *query.Query `json:"query"`
+		RoleBindingID string       `json:"role_binding_id"`
+		UserID        string       `json:"user_id"`
+		RoleID        string       `json:"role_id"`
+		RoleType      string       `json:"role_type"`
+		WorkspaceID   string       `json:"workspace_id"`
+	}
+)
+
+var (
+	workspaceResource = query.Resource{KeywordFields: []string{"workspace_id", "name"}, DefaultSort: []query.SortKey{{Key: "name"}}, Fields: query.FieldsOf[Workspace]()}
+	projectResource   = query.Resource{KeywordFields: []string{"project_id", "name"}, DefaultSort: []query.SortKey{{Key: "name"}}, Fields: query.FieldsOf[Project]()}
+	bindingResource   = query.Resource{KeywordFields: []string{"user_id", "role_id"}, DefaultSort: []query.SortKey{{Key: "created_at"}}, Fields: query.FieldsOf[RoleBinding]()}
+	workspaceWriters  = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner)
+)
+
+// workspaceScope confines workspace-scoped callers to their workspace.
+func workspaceScope(p *auth.Principal) bson.D {
+	s := store.TenantScope(p.DomainID)
+	if p.WorkspaceID != "" {
+		s = append(s, bson.E{Key: "workspace_id", Value: p.WorkspaceID})
+	}
+	return s
+}
+
+func (s *Service) workspaceRoutes() []api.Route {
+	return []api.Route{
+		api.Op[createWorkspace, Workspace]{Path: "/identity/v2/workspace/create", Access: domainAdmin, Summary: "Create a workspace in the caller's domain.", Handle: s.createWorkspace},
+		api.Op[updateWorkspace, Workspace]{Path: "/identity/v2/workspace/update", Access: domainAdmin, Summary: "Rename a workspace or change its tags.", Handle: s.updateWorkspace},
+		api.Op[workspaceRequest, Workspace]{Path: "/identity/v2/workspace/enable", Access: domainAdmin, Summary: "Enable a workspace.", Handle: s.workspaceState(Enabled)},
+		api.Op[workspaceRequest, Workspace]{Path: "/identity/v2/workspace/disable", Access: domainAdmin, Summary: "Disable a workspace.", Handle: s.workspaceState(Disabled)},
+		api.Op[workspaceRequest, api.Empty]{Path: "/identity/v2/workspace/delete", Access: domainAdmin, Summary: "Delete a workspace with its projects and bindings.", Handle: s.deleteWorkspace},
+		api.Op[workspaceRequest, Workspace]{Path: "/identity/v2/workspace/get", Access: readers, Summary: "Get a workspace.", Handle: s.getWorkspace},
+		api.Op[workspaceQuery, api.List[Workspace]]{Path: "/identity/v2/workspace/list", Access: readers, Summary: "List workspaces.", Handle: s.listWorkspaces},
+	}
+}
+
+func (s *Service) createWorkspace(ctx context.Context, p *auth.Principal, r *createWorkspace) (*Workspace, error) {
+	id := wire.NewID("workspace")
+	w := &Workspace{ID: id, WorkspaceID: id, Name: r.Name, State: Enabled, Tags: wire.Object(r.Tags), DomainID: p.DomainID, CreatedBy: p.UserID, CreatedAt: wire.T(wire.Now())}
+	if _, err := s.workspaces.InsertOne(ctx, w); err != nil {
+		return nil, store.Wrap(err)
+	}
+	return w, nil
+}
+
+func (s *Service) updateWorkspace(ctx context.Context, p *auth.Principal, r *updateWorkspace) (*Workspace, error) {
+	if _, err := store.GetOwned[Workspace](ctx, s.workspaces, "workspace_id", r.WorkspaceID, p.DomainID); err != nil {
+		return nil, err
+	}
+	set := bson.D{}
+	if r.Name != "" {
+		set = append(set, bson.E{Key: "name", Value: r.Name})
+	}
+	if r.Tags != nil {
+		set = append(set, bson.E{Key: "tags", Value: r.Tags})
+	}
+	if len(set) == 0 {
+		return store.Get[Workspace](ctx, s.workspaces, "workspace_id", r.WorkspaceID)
+	}
+	return store.SetByID[Workspace](ctx, s.workspaces, "workspace_id", r.WorkspaceID, set)
+}
+
+func (s *Service) workspaceState(state string) func(context.Context, *auth.Principal, *workspaceRequest) (*Workspace, error) {
+	return func(ctx context.Context, p *auth.Principal, r *workspaceRequest) (*Workspace, error) {
+		if _, err := store.GetOwned[Workspace](ctx, s.workspaces, "workspace_id", r.WorkspaceID, p.DomainID); err != nil {
+			return nil, err
+		}
+		return store.SetByID[Workspace](ctx, s.workspaces, "workspace_id", r.WorkspaceID, bson.D{{Key: "state", Value: state}})
+	}
+}
+
+func (s *Service) deleteWorkspace(ctx context.Context, p *auth.Principal, r *workspaceRequest) (*api.Empty, error) {
+	if _, err := store.GetOwned[Workspace](ctx, s.workspaces, "workspace_id", r.WorkspaceID, p.DomainID); err != nil {
+		return nil, err
+	}
+	inside := bson.D{{Key: "domain_id", Value: p.DomainID}, {Key: "workspace_id", Value: r.WorkspaceID}}
+	for _, c := range []*mongoCollection{s.projects, s.bindings} {
+		if _, err := c.DeleteMany(ctx, inside); err != nil {
+			return nil, store.Wrap(err)
+		}
+	}
+	if _, err := s.workspaces.DeleteOne(ctx, bson.D{{Key: "_id", Value: r.WorkspaceID}}); err != nil {
+		return nil, store.Wrap(err)
+	}
+	return &api.Empty{}, nil
+}
+
+func (s *Service) getWorkspace(ctx context.Context, p *auth.Principal, r *workspaceRequest) (*Workspace, error) {
+	if p.WorkspaceID != "" && p.WorkspaceID != r.WorkspaceID {
+		return nil, errs.NotFound("workspace_id", r.WorkspaceID)
+	}
+	return store.GetOwned[Workspace](ctx, s.workspaces, "workspace_id", r.WorkspaceID, p.DomainID)
+}
+
+func (s *Service) listWorkspaces(ctx context.Context, p *auth.Principal, r *workspaceQuery) (*api.List[Workspace], error) {
+	q := query.With(r.Query, query.Params("workspace_id", r.WorkspaceID, "name", r.Name, "state", r.State)...)
+	return store.Search[Workspace](ctx, s.workspaces, q, workspaceResource, workspaceScope(p))
+}
+
+func (s *Service) projectRoutes() []api.Route {
+	return []api.Route{
+		api.Op[createProject, Project]{Path: "/identity/v2/project/create", Access: workspaceWriters, Summary: "Create a project in a workspace.", Handle: s.createProject},
+		api.Op[updateProject, Project]{Path: "/identity/v2/project/update", Access: workspaceWriters, Summary: "Change a project.", Handle: s.updateProject},
+		api.Op[projectRequest, api.Empty]{Path: "/identity/v2/project/delete", Access: workspaceWriters, Summary: "Delete a project.", Handle: s.deleteProject},
+		api.Op[projectRequest, Project]{Path: "/identity/v2/project/get", Access: readers, Summary: "Get a project.", Handle: s.getProject},
+		api.Op[projectQuery, api.List[Project]]{Path: "/identity/v2/project/list", Access: readers, Summary: "List projects.", Handle: s.listProjects},
+	}
+}
+
+// ownProject loads a project the caller may see: its domain, and its
+// workspace for workspace-scoped callers.
+func (s *Service) ownProject(ctx context.Context, p *auth.Principal, id string) (*Project, error) {
+	pr, err := store.GetOwned[Project](ctx, s.projects, "project_id", id, p.DomainID)
+	if err != nil {
+		return nil, err
+	}
+	if p.WorkspaceID != "" && pr.WorkspaceID != p.WorkspaceID {
+		return nil, errs.NotFound("project_id", id)
+	}
+	return pr, nil
+}
+
+func (s *Service) createProject(ctx context.Context, p *auth.Principal, r *createProject) (*Project, error) {
+	ws := r.WorkspaceID
+	if p.WorkspaceID != "" {
+		ws = p.WorkspaceID // a workspace owner creates in its own workspace
+	}
+	if ws == "" {
+		return nil, errs.Required("workspace_id")
+	}
+	w, err := store.GetOwned[Workspace](ctx, s.workspaces, "workspace_id", ws, p.DomainID)
+	if err != nil {
+		return nil, err
+	}
+	kind := r.ProjectType
+	if kind == "" {
+		kind = "PRIVATE"
+	}
+	id := wire.NewID("project")
+	pr := &Project{ID: id, ProjectID: id, Name: r.Name, ProjectType: kind, Users: wire.List(r.Users), Tags: wire.Object(r.Tags),
+		WorkspaceID: w.WorkspaceID, DomainID: p.DomainID, CreatedBy: p.UserID, CreatedAt: wire.T(wire.Now())}
+	if _, err := s.projects.InsertOne(ctx, pr); err != nil {
+		return nil, store.Wrap(err)
+	}
+	return pr, nil
+}
+
+func (s *Service) updateProject(ctx context.Context, p *auth.Principal, r *updateProject) (*Project, error) {
+	if _, err := s.ownProject(ctx, p, r.ProjectID); err != nil {
+		return nil, err
+	}
+	set := bson.D{}
+	for k, v := range map[string]any{"name": r.Name, "project_type": r.ProjectType} {
+		if v != "" {
+			set = append(set, bson.E{Key: k, Value: v})
+		}
+	}
+	if r.Users != nil {
+		set = append(set, bson.E{Key: "users", Value: r.Users})
+	}
+	if r.Tags != nil {
+		set = append(set, bson.E{Key: "tags", Value: r.Tags})
+	}
+	if len(set) == 0 {
+		return s.ownProject(ctx, p, r.ProjectID)
+	}
+	return store.SetByID[Project](ctx, s.projects, "project_id", r.ProjectID, set)
+}
+
+func (s *Service) deleteProject(ctx context.Context, p *auth.Principal, r *projectRequest) (*api.Empty, error) {
+	if _, err := s.ownProject(ctx, p, r.ProjectID); err != nil {
+		return nil, err
+	}
+	if _, err := s.projects.DeleteOne(ctx, bson.D{{Key: "_id", Value: r.ProjectID}}); err != nil {
+		return nil, store.Wrap(err)
+	}
+	return &api.Empty{}, nil
+}
+
+func (s *Service) getProject(ctx context.Context, p *auth.Principal, r *projectRequest) (*Project, error) {
+	return s.ownProject(ctx, p, r.ProjectID)
+}
+
+func (s *Service) listProjects(ctx context.Context, p *auth.Principal, r *projectQuery) (*api.List[Project], error) {
+	q := query.With(r.Query, query.Params("project_id", r.ProjectID, "name", r.Name, "workspace_id", r.WorkspaceID)...)
+	scope := workspaceScope(p)
+	if p.Role == auth.WorkspaceMember { // members see public projects and their own
+		q.Filter = append(q.Filter, query.Condition{Key: "project_id", Operator: "in", Value: anyList(p.Projects)})
+	}
+	return store.Search[Project](ctx, s.projects, q, projectResource, scope)
+}
+
+// memberProjects are the projects a workspace member reaches: the public
+// ones of the workspace and those listing the user.
+func (s *Service) memberProjects(ctx context.Context, domainID, workspaceID, userID string) ([]string, error) {
+	cur, err := s.projects.Find(ctx, bson.D{{Key: "domain_id", Value: domainID}, {Key: "workspace_id", Value: workspaceID},
+		{Key: "$or", Value: bson.A{bson.D{{Key: "project_type", Value: "PUBLIC"}}, bson.D{{Key: "users", Value: userID}}}}})
+	if err != nil {
+		return nil, store.Wrap(err)
+	}
+	var rows []Project
+	if err := cur.All(ctx, &rows); err != nil {
+		return nil, store.Wrap(err)
+	}
+	out := []string{}
+	for _, r := range rows {
+		out = append(out, r.ProjectID)
+	}
+	return out, nil
+}
+
+func (s *Service) roleRoutes() []api.Route {
+	return []api.Route{
+		api.Op[roleRequest, Role]{Path: "/identity/v2/role/get", Access: readers, Summary: "Get a managed role.", Handle: func(_ context.Context, _ *auth.Principal, r *roleRequest) (*Role, error) {
+			role, ok := managedRole(r.RoleID)
+			if !ok {
+				return nil, errs.NotFound("role_id", r.RoleID)
+			}
+			return &role, nil
+		}},
+		api.Op[roleQuery, api.List[Role]]{Path: "/identity/v2/role/list", Access: readers, Summary: "List the managed roles.", Handle: func(_ context.Context, _ *auth.Principal, r *roleQuery) (*api.List[Role], error) {
+			out := []Role{}
+			for _, role := range ManagedRoles {
+				if r.RoleType == "" || role.RoleType == r.RoleType {
+					out = append(out, role)
+				}
+			}
+			return &api.List[Role]{Results: out, TotalCount: int64(len(out))}, nil
+		}},
+		api.Op[createBinding, RoleBinding]{Path: "/identity/v2/role-binding/create", Access: domainAdmin, Summary: "Give a user a role in the domain or in a workspace.", Handle: s.createBinding},
+		api.Op[bindingRequest, api.Empty]{Path: "/identity/v2/role-binding/delete", Access: domainAdmin, Summary: "Take a role binding away.", Handle: s.deleteBinding},
+		api.Op[bindingRequest, RoleBinding]{Path: "/identity/v2/role-binding/get", Access: readers, Summary: "Get a role binding.", Handle: s.getBinding},
+		api.Op[bindingQuery, api.List[RoleBinding]]{Path: "/identity/v2/role-binding/list", Access: readers, Summary: "List role bindings.", Handle: s.listBindings},
+	}
+}
+
+func (s *Service) createBinding(ctx context.Context, p *auth.Principal, r *createBinding) (*RoleBinding, error) {
+	role, ok := managedRole(r.RoleID)
+	if !ok {
+		return nil, errs.NotFound("role_id", r.RoleID)
+	}
+	u, err := store.GetOwned[User](ctx, s.users, "user_id", UserKey(p.DomainID, r.UserID), p.DomainID)
+	if err != nil {
+		return nil, err
+	}
+	ws := ""
+	switch {
+	case r.ResourceGroup == "DOMAIN" && role.RoleType != string(auth.DomainAdmin):
+		return nil, errs.Invalid("role_id", "a DOMAIN binding takes the domain admin role")
+	case r.ResourceGroup == "WORKSPACE" && role.RoleType == string(auth.DomainAdmin):
+		return nil, errs.Invalid("role_id", "a WORKSPACE binding takes a workspace role")
+	case r.ResourceGroup == "WORKSPACE":
+		if r.WorkspaceID == "" {
+			return nil, errs.Required("workspace_id")
+		}
+		if _, err := store.GetOwned[Workspace](ctx, s.workspaces, "workspace_id", r.WorkspaceID, p.DomainID); err != nil {
+			return nil, err
+		}
+		ws = r.WorkspaceID
+	}
+	b := newBinding(p.DomainID, u.UserID, role.RoleID, role.RoleType, r.ResourceGroup, ws)
+	if _, err := s.bindings.InsertOne(ctx, b); err != nil {
+		if e, ok := errs.As(store.Wrap(err)); ok && e.Status() == 409 {
+			return nil, errs.Duplicate("user_id", u.UserID)
+		}
+		return nil, store.Wrap(err)
+	}
+	if ws == "" {
+		if _, err := store.SetByID[User](ctx, s.users, "user_id", u.ID, bson.D{{Key: "role_type", Value: role.RoleType}, {Key: "role_id", Value: role.RoleID}}); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+func (s *Service) deleteBinding(ctx context.Context, p *auth.Principal, r *bindingRequest) (*api.Empty, error) {
+	b, err := store.GetOwned[RoleBinding](ctx, s.bindings, "role_binding_id", r.RoleBindingID, p.DomainID)
+	if err != nil {
+		return nil, err
+	}
+	if b.WorkspaceID == "" {
+		if err := s.keepAnAdmin(ctx, p.DomainID, b.UserID); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := s.bindings.DeleteOne(ctx, bson.D{{Key: "_id", Value: b.ID}}); err != nil {
+		return nil, store.Wrap(err)
+	}
+	if b.WorkspaceID == "" {
+		if _, err := store.SetByID[User](ctx, s.users, "user_id", UserKey(p.DomainID, b.UserID), bson.D{{Key: "role_type", Value: string(auth.User)}, {Key: "role_id", Value: ""}}); err != nil && !isNotFound(err) {
+			return nil, err
+		}
+	}
+	return &api.Empty{}, nil
+}
+
+// keepAnAdmin refuses to take away the last enabled domain admin.
+func (s *Service) keepAnAdmin(ctx context.Context, domainID, userID string) error {
+	n, err := s.users.CountDocuments(ctx, bson.D{{Key: "domain_id", Value: domainID}, {Key: "role_type", Value: string(auth.DomainAdmin)},
+		{Key: "state", Value: bson.D{{Key: "$ne", Value: Disabled}}}, {Key: "user_id", Value: bson.D{{Key: "$ne", Value: userID}}}})
+	if err != nil {
+		return store.Wrap(err)
+	}
+	if n == 0 {
+		return errs.New(errs.LastAdmin, "The last domain admin cannot be disabled or deleted.")
+	}
+	return nil
+}
+
+func (s *Service) getBinding(ctx context.Context, p *auth.Principal, r *bindingRequest) (*RoleBinding, error) {
+	b, err := store.GetOwned[RoleBinding](ctx, s.bindings, "role_binding_id", r.RoleBindingID, p.DomainID)
+	if err != nil {
+		return nil, err
+	}
+	if p.WorkspaceID != "" && b.WorkspaceID != p.WorkspaceID {
+		return nil, errs.NotFound("role_binding_id", r.RoleBindingID)
+	}
+	return b, nil
+}
+
+func (s *Service) listBindings(ctx context.Context, p *auth.Principal, r *bindingQuery) (*api.List[RoleBinding], error) {
+	q := query.With(r.Query, query.Params("role_binding_id", r.RoleBindingID, "user_id", r.UserID, "role_id", r.RoleID,
+		"role_type", r.RoleType, "workspace_id", r.WorkspaceID)...)
+	return store.Search[RoleBinding](ctx, s.bindings, q, bindingResource, workspaceScope(p))
+}
+
+func anyList(s []string) []any {
+	out := make([]any, len(s))
+	for i, v := range s {
+		out[i] = v
+	}
+	return out
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// statOf runs a StatisticsQuery over c inside scope.
+func statOf(ctx context.Context, c *mongoCollection, scope bson.D, r query.Resource, q *stat.Query) (*map[string]any, error) {
+	res, err := stat.Run(ctx, c, scope, r, q)
+	return &res, err
+}

@@ -1,0 +1,694 @@
+package identity_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/testkit"
+	"github.com/nubes-io/nubes/pkg/wire"
+	"github.com/nubes-io/nubes/services/identity/internal/identityapi"
+)
+
+// Test users get userPassword through a bcrypt hash of the minimum cost
+// written straight to the store: a cost-10 hash takes seconds under -race
+// on a small machine, and most tests only need a user that can log in.
+// Creation and password changes through the API (real cost) are tested
+// on their own.
+const userPassword = "User-Passw0rd1"
+
+var cheapHash = func() string {
+	b, err := bcrypt.GenerateFromPassword([]byte(userPassword), bcrypt.MinCost)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}()
+
+// seedUser stores an ENABLED LOCAL user of domainID with userPassword;
+// edit adjusts it before it is stored.
+func (h *harness) seedUser(domainID, userID string, edit ...func(*identityapi.User)) {
+	h.t.Helper()
+	u := &identityapi.User{
+		ID: identityapi.UserKey(domainID, userID), UserID: userID, DomainID: domainID, Name: "User " + userID, State: identityapi.Enabled,
+		AuthType: "LOCAL", UserType: "USER", RoleType: "USER", MFA: identityapi.MFA{State: identityapi.Disabled, Options: map[string]any{}},
+		Language: "en", Timezone: "UTC", RequiredActions: []string{}, Tags: map[string]any{}, PasswordHash: cheapHash, CreatedAt: wire.T(wire.Now()),
+	}
+	for _, e := range edit {
+		e(u)
+	}
+	if _, err := h.db.Collection(identityapi.UsersCollection).InsertOne(context.Background(), u); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func withEmail(addr string, verified bool) func(*identityapi.User) {
+	return func(u *identityapi.User) { u.Email, u.EmailVerified = addr, verified }
+}
+
+// userDoc is a user's stored document, nil when there is none.
+func (h *harness) userDoc(domainID, userID string) bson.M {
+	h.t.Helper()
+	var m bson.M
+	err := h.db.Collection(identityapi.UsersCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: identityapi.UserKey(domainID, userID)}}).Decode(&m)
+	if err != nil {
+		return nil
+	}
+	return m
+}
+
+// same asserts that a stored user did not change since before.
+func (h *harness) same(domainID, userID string, before bson.M) {
+	h.t.Helper()
+	if after := h.userDoc(domainID, userID); !reflect.DeepEqual(before, after) {
+		h.t.Fatalf("user %s changed:\nbefore %v\nafter  %v", userID, before, after)
+	}
+}
+
+func (h *harness) count(collection string, filter bson.D) int64 {
+	h.t.Helper()
+	if filter == nil {
+		filter = bson.D{}
+	}
+	n, err := h.db.Collection(collection).CountDocuments(context.Background(), filter)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return n
+}
+
+// as logs userID (root domain, userPassword) in: a USER-scope client.
+func (h *harness) as(userID string) *testkit.Client {
+	h.t.Helper()
+	return h.anon.As(h.login(userID, userPassword).AccessToken)
+}
+
+// failsWith asserts status and code and that the message names want.
+func failsWith(t *testing.T, r *testkit.Response, status int, code, want string) {
+	t.Helper()
+	r.Fails(status, code)
+	var body struct {
+		Detail struct{ Message string } `json:"detail"`
+	}
+	_ = json.Unmarshal(r.Body, &body)
+	if !strings.Contains(body.Detail.Message, want) {
+		t.Fatalf("%s: message %q does not name %q", r.Path, body.Detail.Message, want)
+	}
+}
+
+// eventually polls cond until it holds or timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %s", timeout, what)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// linkToken is the access token of a mailed console link.
+func linkToken(t *testing.T, m events.Mail) string {
+	t.Helper()
+	u, err := url.Parse(m.Data["link"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := u.Query().Get("sso_access_token")
+	if tok == "" {
+		t.Fatalf("no token in link %q", m.Data["link"])
+	}
+	return tok
+}
+
+func fieldNames(m map[string]any) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+var v2InfoKeys = []string{"auth_type", "created_at", "domain_id", "email", "email_verified", "language", "last_accessed_at", "mfa",
+	"name", "required_actions", "role_id", "role_type", "state", "tags", "timezone", "user_id"}
+
+func checkV2Info(t *testing.T, u map[string]any) {
+	t.Helper()
+	if got := fieldNames(u); !slices.Equal(got, v2InfoKeys) {
+		t.Fatalf("v2 UserInfo keys = %v, want %v", got, v2InfoKeys)
+	}
+	mfa, _ := u["mfa"].(map[string]any)
+	if got := fieldNames(mfa); !slices.Equal(got, []string{"mfa_type", "options", "state"}) {
+		t.Fatalf("mfa keys = %v", got)
+	}
+}
+
+func TestUserCreateV2(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	users := identityapi.UsersCollection
+	ok := map[string]any{"user_id": "ada", "auth_type": "LOCAL", "password": "Ada-Passw0rd", "name": "Ada",
+		"email": h.email("ada"), "tags": map[string]any{"team": "core"}}
+	var u map[string]any
+	h.admin.Call("/identity/v2/user/create", ok).OK(&u)
+	checkV2Info(t, u)
+	if u["state"] != "PENDING" || u["auth_type"] != "LOCAL" || u["role_type"] != "USER" || u["email_verified"] != false ||
+		u["language"] != "en" || u["timezone"] != "UTC" || u["domain_id"] != h.domain || u["created_at"] == "" {
+		t.Fatalf("created = %v", u)
+	}
+	stored := h.userDoc(h.domain, "ada")
+	if hash, _ := stored["password_hash"].(string); !strings.HasPrefix(hash, "$2") {
+		t.Fatalf("password not stored as bcrypt: %q", hash)
+	}
+	// The unversioned alias is the v2 operation.
+	var got map[string]any
+	h.admin.Call("/identity/user/get", map[string]any{"user_id": "ada"}).OK(&got)
+	checkV2Info(t, got)
+
+	// Every bad input: 400 (409 for the duplicate) and nothing stored.
+	before := h.count(users, nil)
+	with := func(k string, v any) map[string]any {
+		m := map[string]any{}
+		for kk, vv := range ok {
+			m[kk] = vv
+		}
+		m["user_id"] = "bob"
+		if v == nil {
+			delete(m, k)
+		} else {
+			m[k] = v
+		}
+		return m
+	}
+	for _, c := range []struct {
+		name   string
+		body   map[string]any
+		status int
+		code   string
+		names  string
+	}{
+		{"duplicate user_id", with("user_id", "ada"), 409, errs.NotUnique, "ada"},
+		{"LOCAL without password", with("password", nil), 400, errs.RequiredParameter, "password"},
+		{"blank password", with("password", "   "), 400, errs.RequiredParameter, "password"},
+		{"short password", with("password", "Ab1defg"), 400, errs.IncorrectPasswordFormat, "password"},
+		{"no uppercase", with("password", "abcdefg1"), 400, errs.IncorrectPasswordFormat, "password"},
+		{"no lowercase", with("password", "ABCDEFG1"), 400, errs.IncorrectPasswordFormat, "password"},
+		{"no digit", with("password", "Abcdefgh"), 400, errs.IncorrectPasswordFormat, "password"},
+		{"over 72 bytes", with("password", "Aa1"+strings.Repeat("é", 35)), 400, errs.IncorrectPasswordFormat, "password"},
+		{"EXTERNAL", with("auth_type", "EXTERNAL"), 400, errs.InvalidParameter, "auth_type"},
+		{"unknown auth_type", with("auth_type", "SAML"), 400, errs.InvalidParameter, "auth_type"},
+		{"no auth_type", with("auth_type", nil), 400, errs.RequiredParameter, "auth_type"},
+		{"no user_id", with("user_id", nil), 400, errs.RequiredParameter, "user_id"},
+		{"user_id of 61", with("user_id", strings.Repeat("u", 61)), 400, errs.InvalidParameter, "user_id"},
+		{"user_id with a space", with("user_id", "bo b"), 400, errs.InvalidParameter, "user_id"},
+		{"bad email", with("email", "not-an-address"), 400, errs.InvalidParameter, "email"},
+		{"header in email", with("email", "a@b.c\r\nBcc: x@y.z"), 400, errs.InvalidParameter, "email"},
+		{"display name email", with("email", "Bob <bob@example.com>"), 400, errs.InvalidParameter, "email"},
+		{"bad timezone", with("timezone", "UTC; rm"), 400, errs.InvalidParameter, "timezone"},
+		{"unknown field", with("domain_id", "domain-other"), 400, errs.InvalidParameter, "domain_id"},
+		{"reset without email", map[string]any{"user_id": "bob", "auth_type": "LOCAL", "reset_password": true}, 400, errs.RequiredParameter, "email"},
+	} {
+		failsWith(t, h.admin.Call("/identity/v2/user/create", c.body), c.status, c.code, c.names)
+		if n := h.count(users, nil); n != before {
+			t.Fatalf("%s: %d users stored, want %d", c.name, n, before)
+		}
+	}
+	h.same(h.domain, "ada", stored)
+	// Tenancy comes from the token: a SYSTEM token creates in its own (root) domain.
+	h.system.Call("/identity/v2/user/create", map[string]any{"user_id": "sys-made", "auth_type": "LOCAL", "reset_password": true, "email": h.email("sys")}).OK(nil)
+	if h.userDoc(h.domain, "sys-made") == nil {
+		t.Fatal("SYSTEM create did not land in the root domain")
+	}
+}
+
+func TestInviteFlow(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	addr := h.email("eve")
+	// A binding left from an earlier "eve" must not carry over.
+	orphan := &identityapi.RoleBinding{ID: "rb-orphan", RoleBindingID: "rb-orphan", UserID: "eve", RoleID: "managed-domain-admin",
+		RoleType: "DOMAIN_ADMIN", ResourceGroup: "DOMAIN", DomainID: h.domain, CreatedAt: wire.T(time.Now().Add(-time.Hour))}
+	if _, err := h.db.Collection(identityapi.RoleBindingsCollection).InsertOne(context.Background(), orphan); err != nil {
+		t.Fatal(err)
+	}
+	var u map[string]any
+	h.admin.Call("/identity/v2/user/create", map[string]any{"user_id": "eve", "auth_type": "LOCAL", "reset_password": true, "email": addr, "name": "Eve"}).OK(&u)
+	if u["state"] != "PENDING" || !slices.Equal(toStrings(u["required_actions"]), []string{"UPDATE_PASSWORD"}) {
+		t.Fatalf("invited = %v", u)
+	}
+	if n := h.count(identityapi.RoleBindingsCollection, bson.D{{Key: "user_id", Value: "eve"}}); n != 0 {
+		t.Fatalf("orphan binding kept: %d", n)
+	}
+	m := h.mailTo(addr, "invite")
+	if m.Data["user_id"] != "eve" || m.Data["domain_name"] != "root" || m.Data["expires_hours"] != "168" {
+		t.Fatalf("invite data = %v", m.Data)
+	}
+	link := h.anon.As(linkToken(t, m))
+	// The link reaches the profile and nothing else.
+	var me map[string]any
+	link.Call("/identity/v2/user-profile/get", nil).OK(&me)
+	if me["user_id"] != "eve" {
+		t.Fatalf("profile = %v", me)
+	}
+	link.Call("/identity/v2/token/check", nil).Fails(http.StatusForbidden, errs.PermissionDenied)
+	link.Call("/identity/v1/user/get", map[string]any{"user_id": "eve", "domain_id": h.domain}).Fails(http.StatusForbidden, errs.PermissionDenied)
+	link.Call("/identity/v2/workspace/list", nil).Fails(http.StatusForbidden, errs.PermissionDenied)
+	// No password yet: nobody can log in.
+	h.anon.Call("/identity/v2/token/issue", map[string]any{"credentials": map[string]any{"user_id": "eve", "password": "Eve-Passw0rd"},
+		"auth_type": "LOCAL", "domain_id": h.domain}).Fails(http.StatusUnauthorized, errs.AuthenticationFailure)
+
+	// UPDATE_PASSWORD is pending: no current password needed, the rules hold.
+	before := h.userDoc(h.domain, "eve")
+	link.Call("/identity/v2/user-profile/update", map[string]any{"password": "weak"}).Fails(http.StatusBadRequest, errs.IncorrectPasswordFormat)
+	h.same(h.domain, "eve", before)
+	link.Call("/identity/v2/user-profile/update", map[string]any{"password": "Eve-Passw0rd"}).OK(&me)
+	if len(toStrings(me["required_actions"])) != 0 {
+		t.Fatalf("UPDATE_PASSWORD still pending: %v", me)
+	}
+	// The link is used up.
+	link.Call("/identity/v2/user-profile/get", nil).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
+	p := h.login("eve", "Eve-Passw0rd")
+	var g map[string]any
+	h.anon.Call("/identity/v2/token/grant", map[string]any{"grant_type": "REFRESH_TOKEN", "token": p.RefreshToken, "scope": "USER"}).OK(&g)
+	if g["role_type"] != "USER" {
+		t.Fatalf("grant = %v", g)
+	}
+	h.admin.Call("/identity/v2/user/get", map[string]any{"user_id": "eve"}).OK(&u)
+	if u["state"] != "ENABLED" {
+		t.Fatalf("first login did not enable: %v", u)
+	}
+}
+
+func toStrings(v any) []string {
+	var out []string
+	list, _ := v.([]any)
+	for _, x := range list {
+		s, _ := x.(string)
+		out = append(out, s)
+	}
+	return out
+}
+
+func TestUserAdminOperationsV2(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	addr := h.email("bob")
+	h.seedUser(h.domain, "bob", withEmail(addr, true))
+	h.seedUser(h.domain, "carol", func(u *identityapi.User) { u.Name = "Carol"; u.State = identityapi.Pending })
+
+	// update: fields, a new e-mail is unverified; bad values change nothing.
+	var u map[string]any
+	h.admin.Call("/identity/v2/user/update", map[string]any{"user_id": "bob", "name": "Bob", "language": "ko", "timezone": "Asia/Seoul",
+		"tags": map[string]any{"a": 1.0}}).OK(&u)
+	checkV2Info(t, u)
+	if u["name"] != "Bob" || u["language"] != "ko" || u["timezone"] != "Asia/Seoul" || u["email_verified"] != true || u["tags"].(map[string]any)["a"] != 1.0 {
+		t.Fatalf("updated = %v", u)
+	}
+	newAddr := h.email("bob2")
+	h.admin.Call("/identity/v2/user/update", map[string]any{"user_id": "bob", "email": newAddr}).OK(&u)
+	if u["email"] != newAddr || u["email_verified"] != false {
+		t.Fatalf("new email = %v", u)
+	}
+	before := h.userDoc(h.domain, "bob")
+	for _, c := range []struct {
+		body   map[string]any
+		status int
+		code   string
+	}{
+		{map[string]any{"user_id": "bob", "email": "nope"}, 400, errs.InvalidParameter},
+		{map[string]any{"user_id": "bob", "password": "short1A"}, 400, errs.IncorrectPasswordFormat},
+		{map[string]any{"user_id": "bob", "language": "e n"}, 400, errs.InvalidParameter},
+		{map[string]any{"user_id": "bob", "name": strings.Repeat("n", 129)}, 400, errs.InvalidParameter},
+		{map[string]any{"user_id": "bob", "state": "ENABLED"}, 400, errs.InvalidParameter},
+		{map[string]any{"user_id": "nobody", "name": "x"}, 404, errs.NotFoundCode},
+		{map[string]any{"name": "x"}, 400, errs.RequiredParameter},
+	} {
+		h.admin.Call("/identity/v2/user/update", c.body).Fails(c.status, c.code)
+		h.same(h.domain, "bob", before)
+	}
+	// An admin sets a password without the current one (rules, bcrypt).
+	h.admin.Call("/identity/v2/user/update", map[string]any{"user_id": "bob", "password": "Bob-Passw0rd2"}).OK(&u)
+	after := h.userDoc(h.domain, "bob")
+	if after["password_hash"] == before["password_hash"] || !strings.HasPrefix(after["password_hash"].(string), "$2") {
+		t.Fatal("password hash not replaced")
+	}
+	// reset_password mails a reset link and makes UPDATE_PASSWORD pending.
+	h.admin.Call("/identity/v2/user/update", map[string]any{"user_id": "bob", "reset_password": true}).OK(&u)
+	if !slices.Equal(toStrings(u["required_actions"]), []string{"UPDATE_PASSWORD"}) {
+		t.Fatalf("reset = %v", u)
+	}
+	if m := h.mailTo(newAddr, "reset_password"); m.Data["expires_hours"] != "24" {
+		t.Fatalf("reset mail = %v", m.Data)
+	}
+	before = h.userDoc(h.domain, "carol")
+	h.admin.Call("/identity/v2/user/update", map[string]any{"user_id": "carol", "reset_password": true}).Fails(http.StatusBadRequest, errs.RequiredParameter)
+	h.same(h.domain, "carol", before)
+
+	// verify-email (admin): verified at once, with a new address or the stored one.
+	h.admin.Call("/identity/v2/user/verify-email", map[string]any{"user_id": "bob"}).OK(nil)
+	if d := h.userDoc(h.domain, "bob"); d["email_verified"] != true || d["email"] != newAddr {
+		t.Fatalf("verify-email = %v", d)
+	}
+	h.admin.Call("/identity/v2/user/verify-email", map[string]any{"user_id": "carol"}).Fails(http.StatusBadRequest, errs.RequiredParameter)
+	h.admin.Call("/identity/v2/user/verify-email", map[string]any{"user_id": "carol", "email": "bad@"}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	h.same(h.domain, "carol", before)
+	carolAddr := h.email("carol")
+	h.admin.Call("/identity/v2/user/verify-email", map[string]any{"user_id": "carol", "email": carolAddr}).OK(nil)
+	if d := h.userDoc(h.domain, "carol"); d["email_verified"] != true || d["email"] != carolAddr {
+		t.Fatalf("verify-email with address = %v", d)
+	}
+
+	// set-required-actions adds; ENFORCE_MFA is skipped while MFA is on.
+	h.admin.Call("/identity/v2/user/set-required-actions", map[string]any{"user_id": "carol", "required_actions": []string{"ENFORCE_MFA", "UPDATE_PASSWORD"}}).OK(&u)
+	if !slices.Equal(toStrings(u["required_actions"]), []string{"ENFORCE_MFA", "UPDATE_PASSWORD"}) {
+		t.Fatalf("required actions = %v", u["required_actions"])
+	}
+	before = h.userDoc(h.domain, "carol")
+	h.admin.Call("/identity/v2/user/set-required-actions", map[string]any{"user_id": "carol", "required_actions": []string{"BE_NICE"}}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	h.admin.Call("/identity/v2/user/set-required-actions", map[string]any{"user_id": "carol", "required_actions": []string{}}).Fails(http.StatusBadRequest, errs.RequiredParameter)
+	h.same(h.domain, "carol", before)
+	h.seedUser(h.domain, "mfa-on", func(u *identityapi.User) {
+		u.MFA = identityapi.MFA{State: identityapi.Enabled, MFAType: "EMAIL", Options: map[string]any{"email": "m@example.com"}}
+	})
+	h.admin.Call("/identity/v2/user/set-required-actions", map[string]any{"user_id": "mfa-on", "required_actions": []string{"ENFORCE_MFA"}}).OK(&u)
+	if len(toStrings(u["required_actions"])) != 0 {
+		t.Fatalf("ENFORCE_MFA added over an enabled MFA: %v", u)
+	}
+
+	// disable-mfa (admin): no code; already off is a conflict.
+	h.admin.Call("/identity/v2/user/disable-mfa", map[string]any{"user_id": "mfa-on"}).OK(&u)
+	if mfa := u["mfa"].(map[string]any); mfa["state"] != "DISABLED" || len(mfa["options"].(map[string]any)) != 0 {
+		t.Fatalf("mfa after reset = %v", mfa)
+	}
+	before = h.userDoc(h.domain, "mfa-on")
+	h.admin.Call("/identity/v2/user/disable-mfa", map[string]any{"user_id": "mfa-on"}).Fails(http.StatusConflict, errs.MFAAlreadyDisabled)
+	h.same(h.domain, "mfa-on", before)
+
+	// enable / disable / get.
+	h.admin.Call("/identity/v2/user/enable", map[string]any{"user_id": "carol"}).OK(&u)
+	if u["state"] != "ENABLED" {
+		t.Fatalf("enable = %v", u)
+	}
+	h.admin.Call("/identity/v2/user/disable", map[string]any{"user_id": "carol"}).OK(&u)
+	h.admin.Call("/identity/v2/user/disable", map[string]any{"user_id": "carol"}).OK(&u) // harmless repeat
+	if u["state"] != "DISABLED" {
+		t.Fatalf("disable = %v", u)
+	}
+	for _, op := range []string{"get", "enable", "disable", "delete", "disable-mfa"} {
+		h.admin.Call("/identity/v2/user/"+op, map[string]any{"user_id": "nobody"}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	}
+
+	// delete takes the user's bindings, API keys and codes with it.
+	var ws map[string]any
+	h.admin.Call("/identity/v2/workspace/create", map[string]any{"name": "W"}).OK(&ws)
+	h.admin.Call("/identity/v2/role-binding/create", map[string]any{"user_id": "bob", "role_id": "managed-workspace-member", "resource_group": "WORKSPACE", "workspace_id": ws["workspace_id"]}).OK(nil)
+	key := &identityapi.APIKey{ID: "api-key-bob", APIKeyID: "api-key-bob", State: identityapi.Enabled, UserID: "bob", DomainID: h.domain, CreatedAt: wire.T(wire.Now())}
+	if _, err := h.db.Collection(identityapi.APIKeysCollection).InsertOne(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
+	h.anon.As(h.login("bob", "Bob-Passw0rd2").AccessToken).Call("/identity/v2/user-profile/verify-email", nil).OK(nil)
+	h.mailTo(newAddr, "verify_email")
+	h.admin.Call("/identity/v2/user/delete", map[string]any{"user_id": "bob"}).OK(nil)
+	mine := bson.D{{Key: "user_id", Value: "bob"}}
+	if h.userDoc(h.domain, "bob") != nil || h.count(identityapi.RoleBindingsCollection, mine) != 0 || h.count(identityapi.APIKeysCollection, mine) != 0 ||
+		h.count(identityapi.CodesCollection, bson.D{{Key: "_id", Value: "verify_email:" + identityapi.UserKey(h.domain, "bob")}}) != 0 {
+		t.Fatal("delete left the user, a binding, an API key or a code behind")
+	}
+	h.admin.Call("/identity/v2/user/delete", map[string]any{"user_id": "bob"}).Fails(http.StatusNotFound, errs.NotFoundCode)
+}
+
+func TestUserListAndStatV2(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.seedUser(h.domain, "u1", func(u *identityapi.User) { u.Name = "Zed"; u.Email = "zed@example.com" })
+	h.seedUser(h.domain, "u2", func(u *identityapi.User) { u.Name = "Amy"; u.State = identityapi.Disabled })
+	h.seedUser(h.domain, "u3", func(u *identityapi.User) { u.Name = "Amy" })
+	type list struct {
+		Results    []map[string]any `json:"results"`
+		TotalCount int              `json:"total_count"`
+	}
+	ids := func(l list) []string {
+		var out []string
+		for _, r := range l.Results {
+			out = append(out, r["user_id"].(string))
+		}
+		return out
+	}
+	var l list
+	h.admin.Call("/identity/v2/user/list", nil).OK(&l)
+	// Default order: name, then user_id ("admin" is named Administrator).
+	if l.TotalCount != 4 || !slices.Equal(ids(l), []string{"admin", "u2", "u3", "u1"}) {
+		t.Fatalf("list = %v (%d)", ids(l), l.TotalCount)
+	}
+	for _, r := range l.Results {
+		checkV2Info(t, r)
+	}
+	h.admin.Call("/identity/v2/user/list", map[string]any{"state": "ENABLED", "name": "Amy"}).OK(&l)
+	if !slices.Equal(ids(l), []string{"u3"}) {
+		t.Fatalf("filtered = %v", ids(l))
+	}
+	h.admin.Call("/identity/v2/user/list", map[string]any{"query": map[string]any{"keyword": "ZED"}}).OK(&l)
+	if !slices.Equal(ids(l), []string{"u1"}) {
+		t.Fatalf("keyword = %v", ids(l))
+	}
+	h.admin.Call("/identity/v2/user/list", map[string]any{"query": map[string]any{"minimal": true, "page": map[string]any{"limit": 1}}}).OK(&l)
+	if l.TotalCount != 4 || len(l.Results) != 1 || !slices.Equal(fieldNames(l.Results[0]), []string{"auth_type", "name", "role_type", "state", "user_id"}) {
+		t.Fatalf("minimal = %v", l)
+	}
+	h.admin.Call("/identity/v2/user/list", map[string]any{"query": map[string]any{"count_only": true}}).OK(&l)
+	if l.TotalCount != 4 || len(l.Results) != 0 {
+		t.Fatalf("count_only = %v", l)
+	}
+	// Secrets are no field of a user: not to filter, sort, project or count on.
+	for _, q := range []map[string]any{
+		{"filter": []any{map[string]any{"k": "password_hash", "v": "^\\$2", "o": "regex"}}},
+		{"filter_or": []any{map[string]any{"k": "login_failures.count", "v": 0, "o": "gte"}}},
+		{"sort": []any{map[string]any{"key": "password_hash"}}},
+		{"only": []any{"password_hash"}},
+		{"filter": []any{map[string]any{"k": "link_token_id", "v": true, "o": "exists"}}},
+	} {
+		h.admin.Call("/identity/v2/user/list", map[string]any{"query": q}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	}
+	h.admin.Call("/identity/v2/user/list", map[string]any{"state": "GONE"}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+
+	var st struct {
+		Results []map[string]any `json:"results"`
+	}
+	h.admin.Call("/identity/v2/user/stat", map[string]any{"query": map[string]any{"aggregate": []any{
+		map[string]any{"group": map[string]any{"keys": []any{map[string]any{"key": "state", "name": "state"}}, "fields": []any{map[string]any{"operator": "count", "name": "n"}}}},
+	}}}).OK(&st)
+	counts := map[string]float64{}
+	for _, r := range st.Results {
+		counts[r["state"].(string)] = r["n"].(float64)
+	}
+	if counts["ENABLED"] != 3 || counts["DISABLED"] != 1 {
+		t.Fatalf("stat = %v", st.Results)
+	}
+	// Stages that build no rows of their own still return Info fields only.
+	h.admin.Call("/identity/v2/user/stat", map[string]any{"query": map[string]any{"aggregate": []any{
+		map[string]any{"sort": []any{map[string]any{"key": "user_id"}}}, map[string]any{"limit": 10},
+	}}}).OK(&st)
+	if len(st.Results) != 4 {
+		t.Fatalf("raw stat rows = %d", len(st.Results))
+	}
+	for _, r := range st.Results {
+		if !slices.Equal(fieldNames(r), v2InfoKeys) {
+			t.Fatalf("raw stat row keys = %v", fieldNames(r))
+		}
+	}
+	for _, q := range []map[string]any{
+		{"distinct": "password_hash"},
+		{"filter": []any{map[string]any{"k": "password_hash", "v": "x", "o": "contain"}}, "distinct": "user_id"},
+		{"aggregate": []any{map[string]any{"group": map[string]any{"keys": []any{map[string]any{"key": "password_hash", "name": "h"}}}}}},
+		{"aggregate": []any{map[string]any{"group": map[string]any{"fields": []any{map[string]any{"key": "password_hash", "name": "h", "operator": "push"}}}}}},
+		{"aggregate": []any{map[string]any{"project": map[string]any{"fields": []any{map[string]any{"key": "login_failures", "name": "f"}}}}}},
+		{"aggregate": []any{map[string]any{"sort": []any{map[string]any{"key": "password_hash"}}}, map[string]any{"count": map[string]any{"name": "n"}}}},
+		{"aggregate": []any{map[string]any{"unwind": map[string]any{"path": "tags", "filter": []any{map[string]any{"k": "password_hash", "v": "x", "o": "eq"}}}}}},
+	} {
+		h.admin.Call("/identity/v2/user/stat", map[string]any{"query": q}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	}
+	h.admin.Call("/identity/v2/user/stat", map[string]any{}).Fails(http.StatusBadRequest, errs.RequiredParameter)
+}
+
+func TestLastAdmin(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	before := h.userDoc(h.domain, "admin")
+	h.admin.Call("/identity/v2/user/disable", map[string]any{"user_id": "admin"}).Fails(http.StatusBadRequest, errs.LastAdmin)
+	h.admin.Call("/identity/v2/user/delete", map[string]any{"user_id": "admin"}).Fails(http.StatusBadRequest, errs.LastAdmin)
+	h.admin.Call("/identity/v1/user/disable", map[string]any{"user_id": "admin", "domain_id": h.domain}).Fails(http.StatusBadRequest, errs.LastAdmin)
+	h.admin.Call("/identity/v1/user/delete", map[string]any{"user_id": "admin", "domain_id": h.domain}).Fails(http.StatusBadRequest, errs.LastAdmin)
+	h.same(h.domain, "admin", before)
+	// With a second admin the first may go; then the second is the last.
+	h.seedUser(h.domain, "second")
+	h.admin.Call("/identity/v2/role-binding/create", map[string]any{"user_id": "second", "role_id": "managed-domain-admin", "resource_group": "DOMAIN"}).OK(nil)
+	h.system.Call("/identity/v2/user/disable", map[string]any{"user_id": "admin"}).OK(nil)
+	h.system.Call("/identity/v2/user/disable", map[string]any{"user_id": "second"}).Fails(http.StatusBadRequest, errs.LastAdmin)
+	h.system.Call("/identity/v2/user/delete", map[string]any{"user_id": "second"}).Fails(http.StatusBadRequest, errs.LastAdmin)
+	// A disabled admin does not count, and deleting it takes nothing away.
+	h.system.Call("/identity/v2/user/delete", map[string]any{"user_id": "admin"}).OK(nil)
+	if h.userDoc(h.domain, "second")["state"] != "ENABLED" {
+		t.Fatal("the last admin changed")
+	}
+}
+
+func TestDisabledUserIsRefused(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.seedUser(h.domain, "dan")
+	dan := h.as("dan")
+	dan.Call("/identity/v2/user-profile/get", nil).OK(nil)
+	h.admin.Call("/identity/v2/user/disable", map[string]any{"user_id": "dan"}).OK(nil)
+	// identity's own authenticator re-checks the user within auth.CheckTTL.
+	waitFor(t, 15*time.Second, "a disabled user's token is refused", func() bool {
+		return dan.Call("/identity/v2/user-profile/get", nil).Status == http.StatusUnauthorized
+	})
+	dan.Call("/identity/v2/user-profile/get", nil).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
+	bad := map[string]any{"credentials": map[string]any{"user_id": "dan", "password": userPassword}, "auth_type": "LOCAL", "domain_id": h.domain}
+	h.anon.Call("/identity/v2/token/issue", bad).Fails(http.StatusBadRequest, errs.UserStateDisabled)
+	h.anon.Call("/identity/v2/user-profile/reset-password", map[string]any{"user_id": "dan", "domain_id": h.domain}).OK(nil)
+	h.admin.Call("/identity/v2/user/enable", map[string]any{"user_id": "dan"}).OK(nil)
+	h.as("dan").Call("/identity/v2/user-profile/get", nil).OK(nil)
+}
+
+// A user without a role binding has USER tokens only: self-service and
+// nothing else.
+func TestUserWithoutBindingIsSelfServiceOnly(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	addr := h.email("nora")
+	h.seedUser(h.domain, "nora", withEmail(addr, true))
+	h.seedUser(h.domain, "other")
+	p := h.login("nora", userPassword)
+	nora := h.anon.As(p.AccessToken)
+	nora.Call("/identity/v2/user-profile/get", nil).OK(nil)
+	nora.Call("/identity/v2/user-profile/update", map[string]any{"name": "Nora"}).OK(nil)
+	var ws struct {
+		TotalCount int `json:"total_count"`
+	}
+	nora.Call("/identity/v2/user-profile/get-workspaces", nil).OK(&ws)
+	if ws.TotalCount != 0 {
+		t.Fatalf("workspaces without a binding = %d", ws.TotalCount)
+	}
+	nora.Call("/identity/v1/user/get", map[string]any{"user_id": "nora", "domain_id": h.domain}).OK(nil)
+	before := h.userDoc(h.domain, "other")
+	for path, body := range map[string]map[string]any{
+		"/identity/v2/user/list":                 nil,
+		"/identity/v2/user/stat":                 {"query": map[string]any{"distinct": "user_id"}},
+		"/identity/v2/user/create":               {"user_id": "x", "auth_type": "LOCAL", "password": "Xx-Passw0rd"},
+		"/identity/v2/user/get":                  {"user_id": "nora"},
+		"/identity/v2/user/update":               {"user_id": "other", "name": "pwned"},
+		"/identity/v2/user/disable":              {"user_id": "other"},
+		"/identity/v2/user/delete":               {"user_id": "other"},
+		"/identity/v2/user/set-required-actions": {"user_id": "nora", "required_actions": []string{"UPDATE_PASSWORD"}},
+		"/identity/v1/user/list":                 {"domain_id": h.domain},
+		"/identity/v1/user/get":                  {"user_id": "other", "domain_id": h.domain},
+		"/identity/v1/user/update":               {"user_id": "other", "domain_id": h.domain, "name": "pwned"},
+		"/identity/v1/user/delete":               {"user_id": "other", "domain_id": h.domain},
+		"/identity/v1/user/disable-mfa":          {"user_id": "other", "domain_id": h.domain, "force": true},
+		"/identity/v2/workspace/create":          {"name": "w"},
+		"/identity/v2/role-binding/create":       {"user_id": "nora", "role_id": "managed-domain-admin", "resource_group": "DOMAIN"},
+	} {
+		nora.Call(path, body).Fails(http.StatusForbidden, errs.PermissionDenied)
+	}
+	h.same(h.domain, "other", before)
+	h.anon.Call("/identity/v2/token/grant", map[string]any{"grant_type": "REFRESH_TOKEN", "token": p.RefreshToken, "scope": "DOMAIN"}).Fails(http.StatusForbidden, errs.PermissionDenied)
+	// No token at all: 401.
+	h.anon.Call("/identity/v2/user-profile/get", nil).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
+	h.anon.Call("/identity/v2/user/list", nil).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
+}
+
+// An admin of another domain never reads, lists, counts, changes or
+// deletes a user of the root domain, through v2 or v1.
+func TestUserDomainIsolation(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.seedUser(h.domain, "rooty", withEmail(h.email("rooty"), true), func(u *identityapi.User) {
+		u.MFA = identityapi.MFA{State: identityapi.Enabled, MFAType: "EMAIL", Options: map[string]any{"email": "m@example.com"}}
+	})
+	other, boss := h.newDomain("other")
+	before := h.userDoc(h.domain, "rooty")
+	for op, body := range map[string]map[string]any{
+		"get": {}, "update": {"name": "pwned"}, "delete": {}, "enable": {}, "disable": {}, "verify-email": {"email": "x@example.com"},
+		"disable-mfa": {}, "set-required-actions": {"required_actions": []string{"UPDATE_PASSWORD"}},
+	} {
+		body["user_id"] = "rooty"
+		boss.Call("/identity/v2/user/"+op, body).Fails(http.StatusNotFound, errs.NotFoundCode)
+	}
+	for _, domainID := range []string{h.domain, other} { // naming the root domain, or its own with a root user
+		for op, body := range map[string]map[string]any{
+			"get": {}, "update": {"name": "pwned"}, "delete": {}, "enable": {}, "disable": {}, "sync": {},
+			"verify-email": {"force": true}, "disable-mfa": {"force": true}, "enable-mfa": {"mfa_type": "EMAIL", "options": map[string]any{"email": "x@example.com"}},
+			"confirm-mfa": {"verify_code": "123456"}, "confirm-email": {"verify_code": "123456"}, "set-required-actions": {"actions": []string{"UPDATE_PASSWORD"}},
+		} {
+			body["user_id"], body["domain_id"] = "rooty", domainID
+			boss.Call("/identity/v1/user/"+op, body).Fails(http.StatusNotFound, errs.NotFoundCode)
+		}
+	}
+	for _, path := range []string{"list", "stat", "find"} {
+		body := map[string]any{"domain_id": h.domain, "query": map[string]any{"distinct": "user_id"}}
+		if path == "list" {
+			delete(body, "query")
+		}
+		if path == "find" {
+			delete(body, "query")
+			body["search"] = map[string]any{"keyword": "rooty"}
+		}
+		boss.Call("/identity/v1/user/"+path, body).Fails(http.StatusNotFound, errs.NotFoundCode)
+	}
+	boss.Call("/identity/v1/user/create", map[string]any{"user_id": "planted", "backend": "LOCAL", "password": "Plant-Passw0rd", "domain_id": h.domain}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	h.same(h.domain, "rooty", before)
+	if h.userDoc(h.domain, "planted") != nil {
+		t.Fatal("a user was planted in another domain")
+	}
+	var l struct {
+		Results    []map[string]any `json:"results"`
+		TotalCount int              `json:"total_count"`
+	}
+	boss.Call("/identity/v2/user/list", nil).OK(&l)
+	if l.TotalCount != 1 || l.Results[0]["user_id"] != "boss" {
+		t.Fatalf("other domain lists %v", l.Results)
+	}
+	boss.Call("/identity/v2/user/list", map[string]any{"query": map[string]any{"filter_or": []any{map[string]any{"k": "domain_id", "v": h.domain, "o": "eq"}}}}).OK(&l)
+	if l.TotalCount != 0 {
+		t.Fatalf("filter_or widened the domain: %v", l.Results)
+	}
+	boss.Call("/identity/v1/user/list", map[string]any{"domain_id": other, "user_id": "rooty"}).OK(&l)
+	if l.TotalCount != 0 {
+		t.Fatalf("v1 list of own domain finds a root user: %v", l.Results)
+	}
+	var st struct {
+		Results []map[string]any `json:"results"`
+	}
+	boss.Call("/identity/v2/user/stat", map[string]any{"query": map[string]any{"aggregate": []any{map[string]any{"count": map[string]any{"name": "n"}}}}}).OK(&st)
+	if len(st.Results) != 1 || st.Results[0]["n"] != 1.0 {
+		t.Fatalf("other domain counts %v", st.Results)
+	}
+	var f struct {
+		TotalCount int `json:"total_count"`
+	}
+	boss.Call("/identity/v1/user/find", map[string]any{"domain_id": other, "search": map[string]any{"keyword": "rooty"}}).OK(&f)
+	if f.TotalCount != 0 {
+		t.Fatal("find crosses domains")
+	}
+	// SYSTEM may name any existing domain in v1, and no missing one.
+	h.system.Call("/identity/v1/user/list", map[string]any{"domain_id": other}).OK(&l)
+	if l.TotalCount != 1 {
+		t.Fatalf("SYSTEM list of another domain = %d", l.TotalCount)
+	}
+	h.system.Call("/identity/v1/user/list", map[string]any{"domain_id": "domain-000000000000"}).Fails(http.StatusNotFound, errs.NotFoundCode)
+}

@@ -1,0 +1,237 @@
+package identity_test
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/testkit"
+	"github.com/nubes-io/nubes/services/identity/internal/identityapi"
+)
+
+var v1InfoKeys = []string{"backend", "created_at", "domain_id", "email", "email_verified", "language", "last_accessed_at", "mfa",
+	"name", "required_actions", "state", "tags", "timezone", "user_id", "user_type"}
+
+func TestUserV1Admin(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	users := identityapi.UsersCollection
+	call := func(op string, body map[string]any) map[string]any {
+		t.Helper()
+		body["domain_id"] = h.domain
+		var out map[string]any
+		h.admin.Call("/identity/v1/user/"+op, body).OK(&out)
+		return out
+	}
+
+	// create: password for LOCAL, the rules, the limits; nothing stored on failure.
+	base := map[string]any{"user_id": "ivy", "backend": "LOCAL", "password": "Ivy-Passw0rd", "domain_id": h.domain}
+	with := func(k string, v any) map[string]any {
+		m := map[string]any{}
+		for kk, vv := range base {
+			m[kk] = vv
+		}
+		if v == nil {
+			delete(m, k)
+		} else {
+			m[k] = v
+		}
+		return m
+	}
+	n := h.count(users, nil)
+	for _, c := range []struct {
+		body   map[string]any
+		status int
+		code   string
+		names  string
+	}{
+		{with("password", nil), 400, errs.RequiredParameter, "password"},
+		{with("password", "ivy"), 400, errs.IncorrectPasswordFormat, "password"},
+		{with("backend", "EXTERNAL"), 400, errs.InvalidParameter, "backend"},
+		{with("backend", nil), 400, errs.RequiredParameter, "backend"},
+		{with("domain_id", nil), 400, errs.RequiredParameter, "domain_id"},
+		{with("domain_id", "domain-000000000000"), 404, errs.NotFoundCode, "domain_id"},
+		{with("user_id", strings.Repeat("i", 41)), 400, errs.InvalidParameter, "user_id"},
+		{with("user_type", "ROBOT"), 400, errs.InvalidParameter, "user_type"},
+		{with("auth_type", "LOCAL"), 400, errs.InvalidParameter, "auth_type"},
+		{with("email", "ivy"), 400, errs.InvalidParameter, "email"},
+	} {
+		failsWith(t, h.admin.Call("/identity/v1/user/create", c.body), c.status, c.code, c.names)
+		if h.count(users, nil) != n {
+			t.Fatalf("%v: a user was stored", c.body)
+		}
+	}
+	u := call("create", with("user_type", "API_USER"))
+	if got := fieldNames(u); !slices.Equal(got, v1InfoKeys) {
+		t.Fatalf("v1 UserInfo keys = %v", got)
+	}
+	if u["backend"] != "LOCAL" || u["user_type"] != "API_USER" || u["state"] != "PENDING" || u["domain_id"] != h.domain {
+		t.Fatalf("created = %v", u)
+	}
+	h.admin.Call("/identity/v1/user/create", base).Fails(http.StatusConflict, errs.NotUnique)
+	ivyAddr := h.email("ivy")
+	u = call("create", map[string]any{"user_id": "jay", "backend": "LOCAL", "reset_password": true, "email": h.email("jay")})
+	if u["user_type"] != "USER" || !slices.Equal(toStrings(u["required_actions"]), []string{"UPDATE_PASSWORD"}) {
+		t.Fatalf("invited = %v", u)
+	}
+	h.mailTo(h.email("jay"), "invite")
+
+	// get (with only), update, set-required-actions, enable, disable, sync.
+	if got := fieldNames(call("get", map[string]any{"user_id": "ivy", "only": []string{"backend", "user_id"}})); !slices.Equal(got, []string{"backend", "user_id"}) {
+		t.Fatalf("get only = %v", got)
+	}
+	u = call("update", map[string]any{"user_id": "ivy", "name": "Ivy", "email": ivyAddr, "tags": map[string]any{"t": "x"}})
+	if u["name"] != "Ivy" || u["email"] != ivyAddr || u["email_verified"] != false {
+		t.Fatalf("updated = %v", u)
+	}
+	before := h.userDoc(h.domain, "ivy")
+	h.admin.Call("/identity/v1/user/update", map[string]any{"user_id": "ivy", "domain_id": h.domain, "email": "x"}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	h.admin.Call("/identity/v1/user/set-required-actions", map[string]any{"user_id": "ivy", "domain_id": h.domain, "actions": []string{"ENFORCE_MFA"}}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	h.admin.Call("/identity/v1/user/set-required-actions", map[string]any{"user_id": "ivy", "domain_id": h.domain, "required_actions": []string{"UPDATE_PASSWORD"}}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	h.same(h.domain, "ivy", before)
+	u = call("set-required-actions", map[string]any{"user_id": "ivy", "actions": []string{"UPDATE_PASSWORD"}})
+	if !slices.Equal(toStrings(u["required_actions"]), []string{"UPDATE_PASSWORD"}) {
+		t.Fatalf("required actions = %v", u)
+	}
+	if call("enable", map[string]any{"user_id": "ivy"})["state"] != "ENABLED" || call("disable", map[string]any{"user_id": "ivy"})["state"] != "DISABLED" {
+		t.Fatal("enable/disable")
+	}
+	before = h.userDoc(h.domain, "ivy")
+	if got := call("sync", map[string]any{"user_id": "ivy"}); got["name"] != "Ivy" || got["state"] != "DISABLED" {
+		t.Fatalf("sync = %v", got)
+	}
+	h.same(h.domain, "ivy", before)
+
+	// verify-email with force, disable-mfa with force: an admin's.
+	call("verify-email", map[string]any{"user_id": "ivy", "force": true})
+	if h.userDoc(h.domain, "ivy")["email_verified"] != true {
+		t.Fatal("forced verification")
+	}
+	h.seedUser(h.domain, "mo", func(u *identityapi.User) {
+		u.MFA = identityapi.MFA{State: identityapi.Enabled, MFAType: "EMAIL", Options: map[string]any{"email": "mo@example.com"}}
+	})
+	if mfa := call("disable-mfa", map[string]any{"user_id": "mo", "force": true})["mfa"].(map[string]any); mfa["state"] != "DISABLED" {
+		t.Fatalf("forced disable = %v", mfa)
+	}
+	h.admin.Call("/identity/v1/user/disable-mfa", map[string]any{"user_id": "mo", "domain_id": h.domain, "force": true}).Fails(http.StatusConflict, errs.MFAAlreadyDisabled)
+
+	// list, stat, find speak v1 names (backend).
+	type list struct {
+		Results    []map[string]any `json:"results"`
+		TotalCount int              `json:"total_count"`
+	}
+	var l list
+	h.admin.Call("/identity/v1/user/list", map[string]any{"domain_id": h.domain, "backend": "LOCAL", "user_type": "API_USER"}).OK(&l)
+	if l.TotalCount != 1 || l.Results[0]["user_id"] != "ivy" || !slices.Equal(fieldNames(l.Results[0]), v1InfoKeys) {
+		t.Fatalf("v1 list = %v", l)
+	}
+	h.admin.Call("/identity/v1/user/list", map[string]any{"domain_id": h.domain, "query": map[string]any{
+		"filter": []any{map[string]any{"k": "backend", "v": "LOCAL", "o": "eq"}}, "only": []string{"backend"}}}).OK(&l)
+	if l.TotalCount != 4 || !slices.Equal(fieldNames(l.Results[0]), []string{"backend", "name", "user_id"}) || l.Results[0]["backend"] != "LOCAL" {
+		t.Fatalf("v1 list only backend = %v", l)
+	}
+	h.admin.Call("/identity/v1/user/list", map[string]any{"domain_id": h.domain, "query": map[string]any{"sort": []any{map[string]any{"key": "password_hash"}}}}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	h.admin.Call("/identity/v1/user/list", nil).Fails(http.StatusBadRequest, errs.RequiredParameter)
+	var st struct {
+		Results []map[string]any `json:"results"`
+	}
+	h.admin.Call("/identity/v1/user/stat", map[string]any{"domain_id": h.domain, "query": map[string]any{"aggregate": []any{
+		map[string]any{"group": map[string]any{"keys": []any{map[string]any{"key": "backend", "name": "backend"}}, "fields": []any{map[string]any{"operator": "count", "name": "n"}}}},
+	}}}).OK(&st)
+	if len(st.Results) != 1 || st.Results[0]["backend"] != "LOCAL" || st.Results[0]["n"] != 4.0 {
+		t.Fatalf("v1 stat = %v", st.Results)
+	}
+	h.admin.Call("/identity/v1/user/stat", map[string]any{"domain_id": h.domain, "query": map[string]any{"aggregate": []any{map[string]any{"limit": 1}}}}).OK(&st)
+	if len(st.Results) != 1 || !slices.Equal(fieldNames(st.Results[0]), v1InfoKeys) {
+		t.Fatalf("v1 raw stat = %v", st.Results)
+	}
+	h.admin.Call("/identity/v1/user/stat", map[string]any{"domain_id": h.domain, "query": map[string]any{"distinct": "login_failures.count"}}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	var f list
+	h.admin.Call("/identity/v1/user/find", map[string]any{"domain_id": h.domain, "search": map[string]any{"keyword": "IVY"}}).OK(&f)
+	if f.TotalCount != 1 || !slices.Equal(fieldNames(f.Results[0]), []string{"email", "name", "tags", "user_id"}) {
+		t.Fatalf("find = %v", f)
+	}
+	h.admin.Call("/identity/v1/user/find", map[string]any{"domain_id": h.domain, "search": map[string]any{"user_id": "jay"}}).OK(&f)
+	if f.TotalCount != 1 || f.Results[0]["user_id"] != "jay" {
+		t.Fatalf("find by id = %v", f)
+	}
+	h.admin.Call("/identity/v1/user/find", map[string]any{"domain_id": h.domain, "search": map[string]any{}}).Fails(http.StatusBadRequest, errs.RequiredParameter)
+	h.admin.Call("/identity/v1/user/find", map[string]any{"domain_id": h.domain}).Fails(http.StatusBadRequest, errs.RequiredParameter)
+
+	// delete.
+	call("delete", map[string]any{"user_id": "jay"})
+	if h.userDoc(h.domain, "jay") != nil {
+		t.Fatal("not deleted")
+	}
+	h.admin.Call("/identity/v1/user/delete", map[string]any{"user_id": "jay", "domain_id": h.domain}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	h.admin.Call("/identity/v1/user/get", map[string]any{"user_id": "jay", "domain_id": h.domain}).Fails(http.StatusNotFound, errs.NotFoundCode)
+}
+
+// The v1 self-service operations: anyone on itself, never on another
+// user, never force, never its password.
+func TestUserV1SelfService(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.seedUser(h.domain, "sam")
+	h.seedUser(h.domain, "kim")
+	sam := h.as("sam")
+	self := func(op string, body map[string]any) *testkit.Response {
+		t.Helper()
+		body["user_id"], body["domain_id"] = "sam", h.domain
+		return sam.Call("/identity/v1/user/"+op, body)
+	}
+	var u map[string]any
+	self("get", map[string]any{}).OK(&u)
+	if !slices.Equal(fieldNames(u), v1InfoKeys) {
+		t.Fatalf("v1 self get = %v", u)
+	}
+	self("update", map[string]any{"name": "Sam"}).OK(&u)
+	if u["name"] != "Sam" {
+		t.Fatalf("self update = %v", u)
+	}
+	before := h.userDoc(h.domain, "sam")
+	kim := h.userDoc(h.domain, "kim")
+	self("update", map[string]any{"password": "Sam-Passw0rd2"}).Fails(http.StatusForbidden, errs.PermissionDenied)
+	self("update", map[string]any{"reset_password": true}).Fails(http.StatusForbidden, errs.PermissionDenied)
+	self("verify-email", map[string]any{"email": h.email("sam"), "force": true}).Fails(http.StatusForbidden, errs.PermissionDenied)
+	self("disable-mfa", map[string]any{"force": true}).Fails(http.StatusForbidden, errs.PermissionDenied)
+	failsWith(t, self("enable-mfa", map[string]any{"mfa_type": "EMAIL", "options": map[string]any{"mail": "x@example.com"}}), 400, errs.RequiredParameter, "options.email")
+	self("enable", map[string]any{}).Fails(http.StatusForbidden, errs.PermissionDenied)
+	self("set-required-actions", map[string]any{"actions": []string{"UPDATE_PASSWORD"}}).Fails(http.StatusForbidden, errs.PermissionDenied)
+	for op, body := range map[string]map[string]any{
+		"get": {}, "update": {"name": "x"}, "verify-email": {}, "disable-mfa": {}, "confirm-mfa": {"verify_code": "123456"},
+		"confirm-email": {"verify_code": "123456"}, "enable-mfa": {"mfa_type": "EMAIL", "options": map[string]any{"email": "x@example.com"}},
+	} {
+		body["user_id"], body["domain_id"] = "kim", h.domain
+		sam.Call("/identity/v1/user/"+op, body).Fails(http.StatusForbidden, errs.PermissionDenied)
+	}
+	h.same(h.domain, "sam", before)
+	h.same(h.domain, "kim", kim)
+
+	// e-mail: code to the address, confirmed by the user.
+	addr := h.email("sam")
+	self("verify-email", map[string]any{"email": addr}).OK(nil)
+	self("confirm-email", map[string]any{"verify_code": wrongCode("0")}).Fails(http.StatusBadRequest, errs.InvalidVerifyCode)
+	self("confirm-email", map[string]any{"verify_code": h.mailTo(addr, "verify_email").Data["code"]}).OK(&u)
+	if u["email_verified"] != true {
+		t.Fatalf("v1 confirm-email = %v", u)
+	}
+	// MFA: enable and disable, each confirmed with a mailed code.
+	mfaAddr := h.email("sam-mfa")
+	self("enable-mfa", map[string]any{"mfa_type": "EMAIL", "options": map[string]any{"email": mfaAddr}}).OK(nil)
+	self("confirm-mfa", map[string]any{"verify_code": h.mailTo(mfaAddr, "mfa_code").Data["code"]}).OK(&u)
+	if u["mfa"].(map[string]any)["state"] != "ENABLED" {
+		t.Fatalf("v1 confirm-mfa = %v", u)
+	}
+	self("disable-mfa", map[string]any{}).OK(nil)
+	m := h.mailTo(mfaAddr, "mfa_code")
+	if m.Data["purpose"] != "disable" {
+		t.Fatalf("v1 disable mail = %v", m.Data)
+	}
+	self("confirm-mfa", map[string]any{"verify_code": m.Data["code"]}).OK(&u)
+	if u["mfa"].(map[string]any)["state"] != "DISABLED" {
+		t.Fatalf("v1 disabled = %v", u)
+	}
+}

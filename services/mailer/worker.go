@@ -1,0 +1,453 @@
+package mailer
+
+// The worker, and why each mail is delivered once.
+//
+// Upstream is at least once: the outbox relay publishes a record until
+// JetStream acks it, and JetStream redelivers a message until it is acked.
+// Duplicates therefore reach the mailer as (a) a redelivery of the same
+// stream message, or (b) a second stream message with the same mail id,
+// when the relay published again after the stream's duplicate window.
+// Both carry the same mail id, and the mailer gates every send on it in
+// the events.MailSentBucket key-value bucket:
+//
+//  1. claim: Create(id, "sending"). Create succeeds only when the key is
+//     absent (or deleted), atomically on the server. If the key says
+//     "sent", the mail went out: ack, send nothing. If it says "sending"
+//     and is younger than ClaimTimeout, another delivery is sending it
+//     right now: retry later. If it is older, its sender died mid-send:
+//     take it over with a revision-checked Update.
+//  2. send: return only when the SMTP server answered 250 to the end of
+//     DATA (or the .eml file is synced in place).
+//  3. record: Put(id, "sent"), retried while NATS is briefly away.
+//  4. ack.
+//
+// A failed send deletes the claim (revision-checked) and naks with a
+// delay; the next delivery claims again. A crash after 2 and before 3
+// leaves a "sending" claim that is taken over after ClaimTimeout, and the
+// mail is sent a second time: that window (an SMTP 250 to a KV put, a few
+// milliseconds, or NATS unreachable for longer than the record retries) is
+// the one case of a duplicate, which no protocol can close because the
+// SMTP server and the bucket cannot commit together. Such a duplicate
+// carries the same Message-ID, which mail clients use to fold it.
+// A crash after 3 and before 4 only causes a redelivery that is acked.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/mail"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/wire"
+	"github.com/nubes-io/nubes/services/mailer/internal/mailrender"
+	"github.com/nubes-io/nubes/services/mailer/internal/mailsend"
+)
+
+// sentTTL is how long the bucket remembers an id: beyond the mail
+// stream's retention, so no redelivery outlives its record.
+const sentTTL = 30 * 24 * time.Hour
+
+type worker struct {
+	cfg    Config
+	bus    *events.Bus
+	sender mailsend.Sender
+	render *mailrender.Renderer
+	from   *mail.Address
+	log    *slog.Logger
+}
+
+// Run consumes mail events until ctx is done. While NATS is down it waits
+// for it; it returns nil on cancellation, after the messages in hand are
+// finished.
+func (w *worker) Run(ctx context.Context) error {
+	const minWait, maxWait = 200 * time.Millisecond, 5 * time.Second
+	wait := minWait
+	warned := false
+	for {
+		cons, kv, err := w.setup(ctx)
+		if err == nil {
+			if warned {
+				w.log.Info("mailer consuming again")
+				warned = false
+			}
+			wait = minWait
+			err = w.consume(ctx, cons, kv)
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil && !warned {
+			w.log.Warn("mailer cannot consume; retrying", "error", err.Error())
+			warned = true
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-w.bus.Reconnected():
+		case <-t.C:
+		}
+		t.Stop()
+		wait = min(2*wait, maxWait)
+	}
+}
+
+// setup creates (idempotently) the streams, the sent bucket and the
+// durable consumer.
+func (w *worker) setup(ctx context.Context) (jetstream.Consumer, jetstream.KeyValue, error) {
+	if !w.bus.Connected() {
+		return nil, nil, errors.New("nats not connected")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := w.bus.EnsureStreams(ctx); err != nil {
+		return nil, nil, err
+	}
+	kv, err := w.bus.JS.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: events.MailSentBucket, Description: "mail ids the mailer sent (exactly-once record)",
+		History: 1, TTL: sentTTL, Storage: jetstream.FileStorage,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("bucket %s: %w", events.MailSentBucket, err)
+	}
+	cons, err := w.bus.JS.CreateOrUpdateConsumer(ctx, events.MailStream, jetstream.ConsumerConfig{
+		Durable:       events.MailConsumer,
+		Description:   "mailer: renders and sends mail events",
+		FilterSubject: events.MailSubject,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       w.cfg.AckWait,
+		MaxDeliver:    w.cfg.MaxDeliver,
+		MaxAckPending: max(256, 4*w.cfg.Concurrency),
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("consumer %s: %w", events.MailConsumer, err)
+	}
+	return cons, kv, nil
+}
+
+// consume runs until ctx is done (nil) or the consumer is lost (error).
+// On the way out it stops pulling, hands back the messages it had not
+// started (Nak, so they are redelivered at once, to this or another
+// replica), and waits for the sends in flight to finish.
+func (w *worker) consume(ctx context.Context, cons jetstream.Consumer, kv jetstream.KeyValue) error {
+	var stopping atomic.Bool
+	var inflight sync.WaitGroup
+	slots := make(chan struct{}, w.cfg.Concurrency)
+	lost := make(chan error, 1)
+	// Sends in flight finish even after ctx is cancelled: an accepted mail
+	// must still be recorded and acked. They are bounded by their timeouts.
+	hctx := context.WithoutCancel(ctx)
+	cc, err := cons.Consume(func(msg jetstream.Msg) {
+		if stopping.Load() {
+			_ = msg.Nak()
+			return
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			_ = msg.Nak()
+			return
+		}
+		inflight.Add(1)
+		go func() {
+			defer inflight.Done()
+			defer func() { <-slots }()
+			w.handle(hctx, ctx, msg, kv)
+		}()
+	},
+		jetstream.PullMaxMessages(w.cfg.Concurrency),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+				select {
+				case lost <- err:
+				default:
+				}
+				return
+			}
+			w.log.Debug("mailer consume", "error", err.Error())
+		}))
+	if err != nil {
+		return fmt.Errorf("consume: %w", err)
+	}
+	var result error
+	select {
+	case <-ctx.Done():
+	case result = <-lost:
+	}
+	stopping.Store(true)
+	cc.Drain()
+	select {
+	case <-cc.Closed():
+	case <-time.After(5 * time.Second):
+		cc.Stop()
+	}
+	inflight.Wait()
+	return result
+}
+
+// claim states.
+type claimState int
+
+const (
+	claimed claimState = iota // this delivery sends
+	alreadySent
+	busy // another delivery holds a live claim
+)
+
+// record is a value of the sent bucket.
+type record struct {
+	State string `json:"state"` // sending | sent
+	By    string `json:"by"`
+	At    string `json:"at"`
+}
+
+var instance = func() string {
+	h, _ := os.Hostname()
+	return h + "/" + strconv.Itoa(os.Getpid())
+}()
+
+func recordValue(state string) []byte {
+	b, _ := json.Marshal(record{State: state, By: instance, At: time.Now().UTC().Format(wire.TimeLayout)})
+	return b
+}
+
+// claim takes the right to send id (see the comment at the top).
+func (w *worker) claim(ctx context.Context, kv jetstream.KeyValue, id string) (claimState, uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for range 3 {
+		rev, err := kv.Create(ctx, id, recordValue("sending"))
+		if err == nil {
+			return claimed, rev, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return 0, 0, err
+		}
+		e, err := kv.Get(ctx, id)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // released meanwhile: claim again
+		}
+		if err != nil {
+			return 0, 0, err
+		}
+		var r record
+		_ = json.Unmarshal(e.Value(), &r)
+		if r.State == "sent" {
+			return alreadySent, 0, nil
+		}
+		if time.Since(e.Created()) < w.cfg.ClaimTimeout {
+			return busy, 0, nil
+		}
+		rev, err = kv.Update(ctx, id, recordValue("sending"), e.Revision())
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+			continue
+		}
+		if err != nil {
+			return 0, 0, err
+		}
+		w.log.Warn("mail: taking over an abandoned send; it may arrive twice", "mail_id", id, "claimed_by", r.By, "claimed_at", r.At)
+		return claimed, rev, nil
+	}
+	return busy, 0, nil
+}
+
+// release gives a claim back after a failed send.
+func (w *worker) release(ctx context.Context, kv jetstream.KeyValue, id string, rev uint64) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := kv.Delete(ctx, id, jetstream.LastRevision(rev)); err != nil {
+		w.log.Debug("mail: claim not released; it expires", "mail_id", id, "error", err.Error())
+	}
+}
+
+// recordSent marks id sent, retrying while NATS is away: until half the
+// claim timeout has passed (after that another delivery may take the
+// claim over anyway), and for at most a few seconds once the worker stops.
+func (w *worker) recordSent(ctx, runCtx context.Context, kv jetstream.KeyValue, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.ClaimTimeout/2)
+	defer cancel()
+	stop := context.AfterFunc(runCtx, func() {
+		time.AfterFunc(5*time.Second, cancel)
+	})
+	defer stop()
+	wait := 100 * time.Millisecond
+	for {
+		pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := kv.Put(pctx, id, recordValue("sent"))
+		pcancel()
+		if err == nil {
+			return nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// handle processes one delivery. ctx outlives the worker's cancellation
+// (runCtx) so that a send in flight is finished, recorded and acked.
+func (w *worker) handle(ctx, runCtx context.Context, msg jetstream.Msg, kv jetstream.KeyValue) {
+	meta, err := msg.Metadata()
+	if err != nil {
+		w.log.Error("mail: not a JetStream message", "error", err.Error())
+		_ = msg.Term()
+		return
+	}
+	d := delivery{msg: msg, meta: meta}
+	var m events.Mail
+	if err := json.Unmarshal(msg.Data(), &m); err != nil {
+		w.dead(ctx, d, nil, "undecodable payload: "+err.Error())
+		return
+	}
+	if m.ID == "" {
+		m.ID = msg.Headers().Get(jetstream.MsgIDHeader)
+	}
+	d.id = m.ID
+	if !events.ValidID(m.ID) {
+		w.dead(ctx, d, &m, fmt.Sprintf("invalid mail id %q", m.ID))
+		return
+	}
+	out, err := w.compose(m, meta.Timestamp)
+	if err != nil {
+		w.dead(ctx, d, &m, "unrenderable: "+err.Error())
+		return
+	}
+	state, rev, err := w.claim(ctx, kv, m.ID)
+	switch {
+	case err != nil:
+		w.retry(ctx, d, &m, fmt.Errorf("sent record unavailable: %w", err))
+		return
+	case state == alreadySent:
+		w.log.Info("mail already sent; duplicate acked", "mail_id", m.ID, "deliveries", meta.NumDelivered)
+		_ = msg.Ack()
+		return
+	case state == busy:
+		if meta.NumDelivered >= uint64(w.cfg.MaxDeliver) {
+			w.log.Warn("mail: last delivery while another send holds the claim", "mail_id", m.ID)
+		}
+		_ = msg.NakWithDelay(w.delay(meta.NumDelivered))
+		return
+	}
+
+	if err := w.sender.Send(ctx, out.Message); err != nil {
+		w.release(ctx, kv, m.ID, rev)
+		if mailsend.IsPermanent(err) {
+			w.dead(ctx, d, &m, "refused: "+err.Error())
+			return
+		}
+		w.retry(ctx, d, &m, err)
+		return
+	}
+	if err := w.recordSent(ctx, runCtx, kv, m.ID); err != nil {
+		w.log.Error("mail sent but not recorded; a redelivery after the claim timeout would send it again",
+			"mail_id", m.ID, "error", err.Error())
+	}
+	if err := msg.Ack(); err != nil {
+		w.log.Warn("mail sent, ack failed; the redelivery will be acked", "mail_id", m.ID, "error", err.Error())
+	}
+	w.log.Info("mail sent", "mail_id", m.ID, "template", m.Template, "language", out.language, "deliveries", meta.NumDelivered)
+}
+
+// delivery is one message in hand.
+type delivery struct {
+	msg  jetstream.Msg
+	meta *jetstream.MsgMetadata
+	id   string
+}
+
+// compose renders m into a message. An error means it never will be.
+func (w *worker) compose(m events.Mail, date time.Time) (*composed, error) {
+	to, err := mail.ParseAddress(m.To)
+	if err != nil {
+		return nil, fmt.Errorf("recipient %q: %w", m.To, err)
+	}
+	c, err := w.render.Render(m.Template, m.Language, m.Data)
+	if err != nil {
+		return nil, err
+	}
+	msg, err := mailsend.Build(mailsend.Letter{
+		ID: m.ID, From: w.from, To: to, Date: date,
+		Subject: c.Subject, Body: c.Body, Language: c.Language, Template: m.Template,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &composed{Message: msg, language: c.Language}, nil
+}
+
+// composed is a message ready to send and the language it is in.
+type composed struct {
+	*mailsend.Message
+	language string
+}
+
+// delay is the wait before delivery n+1: Backoff doubled per delivery,
+// capped, with ±20% jitter so retries of a burst spread out.
+func (w *worker) delay(n uint64) time.Duration {
+	d := w.cfg.Backoff
+	for i := uint64(1); i < n && d < w.cfg.MaxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, w.cfg.MaxBackoff)
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}
+
+// retry naks a passing failure, or dead-letters it at the bound.
+func (w *worker) retry(ctx context.Context, d delivery, m *events.Mail, cause error) {
+	if d.meta.NumDelivered >= uint64(w.cfg.MaxDeliver) {
+		w.dead(ctx, d, m, fmt.Sprintf("gave up after %d deliveries: %v", d.meta.NumDelivered, cause))
+		return
+	}
+	delay := w.delay(d.meta.NumDelivered)
+	w.log.Warn("mail not sent; will retry", "mail_id", d.id, "deliveries", d.meta.NumDelivered, "retry_in", delay.Round(time.Millisecond).String(), "error", cause.Error())
+	_ = d.msg.NakWithDelay(delay)
+}
+
+// dead publishes the mail on the dead-letter subject and terminates it.
+// If that publish fails the delivery is retried (while the bound allows).
+func (w *worker) dead(ctx context.Context, d delivery, m *events.Mail, reason string) {
+	dm := events.DeadMail{ID: d.id, Mail: m, Reason: reason, Deliveries: d.meta.NumDelivered,
+		StreamSeq: d.meta.Sequence.Stream, FailedAt: time.Now().UTC().Format(wire.TimeLayout)}
+	if m == nil {
+		dm.Raw = string(d.msg.Data())
+	}
+	key := "dead-seq-" + strconv.FormatUint(d.meta.Sequence.Stream, 10)
+	if events.ValidID(d.id) {
+		key = "dead-" + d.id
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err := w.bus.Publish(pctx, events.MailDeadSubject, key, dm)
+	cancel()
+	if err != nil {
+		if d.meta.NumDelivered < uint64(w.cfg.MaxDeliver) {
+			w.log.Warn("mail: dead-letter publish failed; will retry", "mail_id", d.id, "reason", reason, "error", err.Error())
+			_ = d.msg.NakWithDelay(w.delay(d.meta.NumDelivered))
+			return
+		}
+		w.log.Error("mail: dead-letter publish failed at the last delivery; the mail stays in the stream",
+			"mail_id", d.id, "stream", events.MailStream, "stream_seq", d.meta.Sequence.Stream, "reason", reason, "error", err.Error())
+	} else {
+		w.log.Error("mail dead-lettered", "mail_id", d.id, "subject", events.MailDeadSubject, "reason", reason, "deliveries", d.meta.NumDelivered)
+	}
+	if len(reason) > 200 {
+		reason = reason[:200]
+	}
+	_ = d.msg.TermWithReason(reason)
+}

@@ -1,0 +1,269 @@
+// Command bench measures the board service end to end against the raw
+// MongoDB driver doing the same work on the same store, in the same run.
+//
+// For each store size (-posts) it seeds posts with the driver, then runs
+// four operations for -duration each, twice: "nubes" is the board service
+// called over real HTTP on 127.0.0.1 (token check, strict decoding, the
+// handler's queries, JSON out); "raw" is the driver alone sending the
+// queries a hand-written handler would need:
+//
+//	create  /board/v1/post/create  vs  InsertOne of the same document
+//	get     /board/v1/post/get     vs  FindOne by _id
+//	list    /board/v1/post/list    vs  CountDocuments + Find (same filter, sort, limit 20)
+//	stat    /board/v1/post/stat    vs  Aggregate [$match domain, $group category count]
+//
+// Read the ratio, nubes ops/s divided by raw ops/s, rather than the absolute
+// figures: on FerretDB over SQLite every filter scans, so absolute times say
+// more about the store than about Nubes. A ratio of 1 means the service
+// costs nothing over the bare queries; 0.5 means it gets half the work done
+// per second (an extra round trip, an extra write, or CPU spent in HTTP and
+// JSON on the same cores). Goals: get >= 0.6 (against a plain find by _id,
+// although get also counts a view), list and stat >= 0.8, and p99 reported
+// at every size. Both sides use driver clients built like the service's
+// (store.Connect, -pool, -store-timeout); a call the store does not finish
+// within the timeout is an error on either side, never an op.
+//
+// Each phase stops starting calls after -duration and cancels what is still
+// running at twice that; a cancelled call counts neither as an op nor as an
+// error. FerretDB finishes a query even when its caller gave up, so before
+// each phase the bench waits (at most -duration) for the store to be idle;
+// a phase marked * in the table started while it was still busy.
+//
+// On FerretDB, list and stat scan the collection on every call, so their
+// cost is CPU time inside the store: more callers than cores only queue
+// until the store timeout fails every call on both sides, leaving no ratio
+// to read. By default list and stat therefore run with one caller per core
+// on FerretDB (-scan-concurrency), and with -concurrency callers on MongoDB.
+//
+// Usage, from the repository root:
+//
+//	go run ./test/bench [-duration 10s] [-concurrency 32] [-posts 10000,100000] [-mongo URI]
+//
+// With no -mongo (and no NUBES_MONGO_URI) it starts an embedded FerretDB in
+// a temporary directory. Against any store it works in a fresh database,
+// dropped at the end. Progress goes to stderr; a table per size and, as the
+// last line, one JSON object with the figures per size go to stdout.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/nubes-io/nubes/pkg/app"
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/devinfra"
+	"github.com/nubes-io/nubes/pkg/server"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/services/board"
+)
+
+type config struct {
+	duration     time.Duration
+	concurrency  int
+	scanConc     int // callers of list and stat; 0 picks
+	sizes        []int
+	mongoURI     string
+	pool         uint64
+	storeTimeout time.Duration
+	verbose      bool
+}
+
+func parseFlags(args []string) (config, error) {
+	var c config
+	var posts string
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long each operation runs, per side")
+	fs.IntVar(&c.concurrency, "concurrency", 32, "concurrent callers")
+	fs.IntVar(&c.scanConc, "scan-concurrency", 0, "concurrent callers of list and stat (default: one per core on FerretDB, -concurrency otherwise)")
+	fs.StringVar(&posts, "posts", "10000,100000", "store sizes in posts, comma separated; the store grows from one to the next")
+	fs.StringVar(&c.mongoURI, "mongo", os.Getenv("NUBES_MONGO_URI"), "MongoDB URI (default $NUBES_MONGO_URI; empty starts an embedded FerretDB)")
+	fs.Uint64Var(&c.pool, "pool", 16, "driver pool size of both sides (the devstack's setting on FerretDB)")
+	fs.DurationVar(&c.storeTimeout, "store-timeout", 10*time.Second, "driver timeout per store call on both sides (the service's default)")
+	fs.BoolVar(&c.verbose, "v", false, "print the service's warnings and errors to stderr")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	for s := range strings.SplitSeq(posts, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n <= 0 {
+			return c, fmt.Errorf("-posts: %q is not a positive number", s)
+		}
+		c.sizes = append(c.sizes, n)
+	}
+	slices.Sort(c.sizes)
+	c.sizes = slices.Compact(c.sizes)
+	if c.duration <= 0 || c.concurrency <= 0 || c.scanConc < 0 || c.pool == 0 || c.storeTimeout <= 0 {
+		return c, errors.New("-duration, -concurrency, -pool and -store-timeout must be positive")
+	}
+	return c, nil
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context) error {
+	cfg, err := parseFlags(os.Args[1:])
+	if err != nil {
+		return err
+	}
+	uri, embedded := cfg.mongoURI, cfg.mongoURI == ""
+	if embedded {
+		dir, err := os.MkdirTemp("", "nubes-bench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		m, err := devinfra.StartMongo(dir, "127.0.0.1:0", nil)
+		if err != nil {
+			return err
+		}
+		defer m.Stop()
+		uri = m.URI
+		progress("embedded FerretDB (SQLite) in %s", dir)
+	}
+
+	// The service's client and the raw side's are built alike; seeding,
+	// checks and clean-up use a third one that may wait much longer.
+	measured := store.Options{MaxPoolSize: cfg.pool, OpTimeout: cfg.storeTimeout}
+	var clients [3]*mongo.Client
+	for i, o := range []store.Options{measured, measured, {MaxPoolSize: 4, OpTimeout: 10 * time.Minute}} {
+		if clients[i], err = store.Connect(ctx, uri, o); err != nil {
+			return err
+		}
+		defer func() { _ = clients[i].Disconnect(context.Background()) }()
+	}
+	svcClient, rawClient, setupClient := clients[0], clients[1], clients[2]
+
+	var suffix [4]byte
+	_, _ = rand.Read(suffix[:])
+	dbName := "nubes_bench_" + hex.EncodeToString(suffix[:])
+	setup := setupClient.Database(dbName)
+	defer func() {
+		if err := setup.Drop(context.Background()); err != nil {
+			progress("dropping %s: %v", dbName, err)
+		}
+	}()
+
+	if cfg.scanConc == 0 {
+		cfg.scanConc = cfg.concurrency
+		var info bson.M
+		if err := setup.RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info); err == nil && info["ferretdbVersion"] != nil {
+			cfg.scanConc = min(cfg.concurrency, runtime.NumCPU())
+		}
+	}
+	// The service is built before seeding, so its indexes exist.
+	base, token, stopService, err := startService(ctx, svcClient.Database(dbName), cfg.verbose)
+	if err != nil {
+		return err
+	}
+	defer stopService()
+
+	b := &bench{
+		cfg:      cfg,
+		embedded: embedded,
+		posts:    rawClient.Database(dbName).Collection(postsCollection),
+		setup:    setup.Collection(postsCollection),
+		base:     base,
+		token:    token,
+		http: &http.Client{Transport: &http.Transport{
+			MaxIdleConns:        2 * cfg.concurrency,
+			MaxIdleConnsPerHost: 2 * cfg.concurrency,
+			IdleConnTimeout:     time.Minute,
+		}},
+	}
+	if err := b.seedBoards(ctx, setup.Collection(boardsCollection)); err != nil {
+		return err
+	}
+	progress("mongo pool %d per side, store timeout %s, concurrency %d (list and stat %d), %s per operation and side, sizes %v",
+		cfg.pool, cfg.storeTimeout, cfg.concurrency, cfg.scanConc, cfg.duration, cfg.sizes)
+
+	all := map[string]map[string]figures{}
+	for _, size := range cfg.sizes {
+		if err := b.grow(ctx, size); err != nil {
+			return fmt.Errorf("seed %d posts: %w", size, err)
+		}
+		res, err := b.measure(ctx)
+		if err != nil {
+			return fmt.Errorf("at %d posts: %w", size, err)
+		}
+		b.printTable(os.Stdout, size, res)
+		all[strconv.Itoa(size)] = summary(res)
+	}
+	line, err := json.Marshal(all)
+	if err != nil {
+		return err
+	}
+	fmt.Println(string(line))
+	return nil
+}
+
+// startService serves the board service on 127.0.0.1 and returns its base
+// URL, a DOMAIN_ADMIN token of the bench domain, and a stop function.
+func startService(ctx context.Context, db *mongo.Database, verbose bool) (base, token string, stop func(), err error) {
+	svc, err := board.New(ctx, app.Deps{DB: db})
+	if err != nil {
+		return "", "", nil, err
+	}
+	signer, err := auth.GenerateSigner()
+	if err != nil {
+		return "", "", nil, err
+	}
+	jwks, _ := json.Marshal(auth.JWKS{Keys: []auth.JWK{signer.PublicJWK()}})
+	verifier, err := auth.NewVerifier(jwks)
+	if err != nil {
+		return "", "", nil, err
+	}
+	token, err = signer.Issue(auth.Principal{DomainID: benchDomain, UserID: "bench-admin", Role: auth.DomainAdmin}, 24*time.Hour)
+	if err != nil {
+		return "", "", nil, err
+	}
+	log := slog.New(slog.DiscardHandler)
+	if verbose {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	srv, err := server.New(server.Options{Name: board.Name, Auth: verifier, Logger: log}, svc.Routes...)
+	if err != nil {
+		return "", "", nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", "", nil, err
+	}
+	sctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Run(sctx, ln) }()
+	return "http://" + ln.Addr().String(), token, func() { cancel(); <-served }, nil
+}
+
+var started = time.Now()
+
+// progress writes a timestamped line to stderr.
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[%6.1fs] %s\n", time.Since(started).Seconds(), fmt.Sprintf(format, args...))
+}
