@@ -69,7 +69,7 @@ func TestFlowsThroughSMTP(t *testing.T) {
 
 	mfaAddr := h.email("invitee-mfa")
 	user.Call("/identity/v2/user-profile/enable-mfa", map[string]any{"mfa_type": "EMAIL", "options": map[string]any{"email": mfaAddr}}).OK(nil)
-	code := regexp.MustCompile(`\b([1-9][0-9]{5})\b`)
+	code := regexp.MustCompile(`(?m)^([1-9][0-9]{5})\r?$`) // alone on its line, never part of an id
 	user.Call("/identity/v2/user-profile/confirm-mfa", map[string]any{"verify_code": smtpMail(t, smtp, mfaAddr, code)}).OK(nil)
 
 	login := map[string]any{"credentials": map[string]any{"user_id": "invitee", "password": "Invitee-Passw0rd"}, "auth_type": "LOCAL", "domain_id": h.domain}
