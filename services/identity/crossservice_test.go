@@ -156,6 +156,30 @@ func TestCrossServiceRevocation(t *testing.T) {
 		})
 	})
 
+	t.Run("demoted admin's access token", func(t *testing.T) {
+		h.directUser(h.domain, "dora", "Dora-Passw0rd")
+		binding := bindRole(h.admin, "dora", "managed-domain-admin", "")
+		token := h.scoped("dora", "Dora-Passw0rd", "DOMAIN", "")
+		revoked(t, b, token, func() {
+			h.admin.Call("/identity/v2/role-binding/delete", map[string]any{"role_binding_id": binding["role_binding_id"]}).OK(nil)
+		})
+		// A USER token of the same user keeps working: only the role went.
+		h.anon.As(h.login("dora", "Dora-Passw0rd").AccessToken).Call("/identity/v2/user-profile/get", nil).OK(nil)
+	})
+
+	t.Run("workspace member removed", func(t *testing.T) {
+		var ws struct {
+			WorkspaceID string `json:"workspace_id"`
+		}
+		h.admin.Call("/identity/v2/workspace/create", map[string]any{"name": "Revoked"}).OK(&ws)
+		h.directUser(h.domain, "wes", "Wes-Passw0rd1")
+		binding := bindRole(h.admin, "wes", "managed-workspace-member", ws.WorkspaceID)
+		token := h.scoped("wes", "Wes-Passw0rd1", "WORKSPACE", ws.WorkspaceID)
+		revoked(t, b, token, func() {
+			h.admin.Call("/identity/v2/role-binding/delete", map[string]any{"role_binding_id": binding["role_binding_id"]}).OK(nil)
+		})
+	})
+
 	t.Run("disabled user's access token", func(t *testing.T) {
 		probe := h.admin.Call("/identity/v2/user/disable", map[string]any{"user_id": "nobody-here"})
 		if probe.Status == http.StatusNotFound && probe.JSON()["detail"].(map[string]any)["code"] == errs.UnsupportedAPI {

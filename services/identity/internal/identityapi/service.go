@@ -1,6 +1,7 @@
 package identityapi
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -133,6 +134,11 @@ func (s *Service) Check(ctx context.Context, _ string, p *auth.Principal) error 
 	if key != nil && (p.Role != keyRole(u) || key.CreatedAt.Before(u.CreatedAt.Time)) {
 		return refused("API key no longer matches its user.")
 	}
+	if key == nil {
+		if held, err := s.roleHeld(ctx, u, p); err != nil || !held {
+			return cmp.Or(err, refused("The role of this token was taken away; ask for a new token."))
+		}
+	}
 	d, err := store.Get[Domain](ctx, s.domains, "domain_id", p.DomainID)
 	if err != nil {
 		if isNotFound(err) {
@@ -144,6 +150,26 @@ func (s *Service) Check(ctx context.Context, _ string, p *auth.Principal) error 
 		return refused("Domain is disabled.")
 	}
 	return nil
+}
+
+// roleHeld reports whether u still has the role its access token was
+// granted with, so that removing a role binding takes effect within
+// auth.CheckTTL instead of at the token's expiry.
+func (s *Service) roleHeld(ctx context.Context, u *User, p *auth.Principal) (bool, error) {
+	admin := keyRole(u) == auth.DomainAdmin
+	switch p.Role {
+	case auth.User:
+		return true, nil
+	case auth.DomainAdmin, auth.SystemAdmin:
+		return admin, nil
+	case auth.WorkspaceOwner, auth.WorkspaceMember:
+		if admin && p.Role == auth.WorkspaceOwner {
+			return true, nil // grant makes domain admins owners of every workspace
+		}
+		b, err := s.binding(ctx, p.DomainID, p.UserID, p.WorkspaceID)
+		return b != nil && b.RoleType == string(p.Role), err
+	}
+	return false, nil
 }
 
 func isNotFound(err error) bool {
