@@ -189,13 +189,41 @@ func Filter(scope bson.D, and, or []Condition, keyword string, keywordFields []s
 	if len(alts) > 0 {
 		clauses = append(clauses, bson.D{{Key: "$or", Value: alts}})
 	}
-	switch len(clauses) {
-	case 0:
-		return bson.D{}, nil
-	case 1:
-		return clauses[0].(bson.D), nil
+	return conjunction(clauses), nil
+}
+
+// conjunction ANDs one-key clauses. When no key repeats (and no match
+// condition is among them) they become one flat document, which means the
+// same to MongoDB, while FerretDB pushes only a flat document's plain
+// fields down to its SQL backend (it scans for anything under $and).
+func conjunction(clauses bson.A) bson.D {
+	kept := bson.A{}
+	flat := bson.D{}
+	seen := map[string]bool{}
+	for _, c := range clauses {
+		d := c.(bson.D)
+		if len(d) == 0 {
+			continue // matches everything
+		}
+		kept = append(kept, d)
+		if flat == nil {
+			continue
+		}
+		_, em := d[0].Value.(ElemMatch) // resolves to an _id condition, which may repeat
+		if len(d) != 1 || seen[d[0].Key] || em {
+			flat = nil
+			continue
+		}
+		seen[d[0].Key] = true
+		flat = append(flat, d[0])
 	}
-	return bson.D{{Key: "$and", Value: clauses}}, nil
+	switch {
+	case len(kept) == 1:
+		return kept[0].(bson.D)
+	case flat != nil:
+		return flat
+	}
+	return bson.D{{Key: "$and", Value: kept}}
 }
 
 var comparison = map[string]string{

@@ -61,13 +61,15 @@ func TestCompileFilter(t *testing.T) {
 		{"one condition", `{"filter":[{"k":"state","v":"ENABLED","o":"eq"}]}`, Resource{}, nil,
 			`{"state":{"$eq":"ENABLED"}}`},
 		{"scope ANDed first, in order", `{"filter":[{"k":"state","v":"ENABLED","o":"eq"},{"k":"size","v":3,"o":"gt"}]}`, Resource{}, scope,
-			`{"$and":[{"domain_id":"d1"},{"workspace_id":"w1"},{"state":{"$eq":"ENABLED"}},{"size":{"$gt":3}}]}`},
+			`{"domain_id":"d1","workspace_id":"w1","state":{"$eq":"ENABLED"},"size":{"$gt":3}}`},
+		{"a repeated key stays in $and", `{"filter":[{"k":"size","v":1,"o":"gt"},{"k":"size","v":9,"o":"lt"}]}`, Resource{}, scope[:1],
+			`{"$and":[{"domain_id":"d1"},{"size":{"$gt":1}},{"size":{"$lt":9}}]}`},
 		{"filter_or is one OR group ANDed", `{"filter":[{"k":"a","v":1,"o":"eq"}],"filter_or":[{"k":"b","v":2,"o":"eq"},{"k":"c","v":3,"o":"eq"}]}`, Resource{}, scope[:1],
-			`{"$and":[{"domain_id":"d1"},{"a":{"$eq":1}},{"$or":[{"b":{"$eq":2}},{"c":{"$eq":3}}]}]}`},
+			`{"domain_id":"d1","a":{"$eq":1},"$or":[{"b":{"$eq":2}},{"c":{"$eq":3}}]}`},
 		{"keyword: every field contains any token", `{"keyword":"  Web   db. "}`, kw, scope[:1],
-			`{"$and":[{"domain_id":"d1"},{"$or":[` +
+			`{"domain_id":"d1","$or":[` +
 				`{"$or":[{"name":{"$regularExpression":{"pattern":"Web","options":"i"}}},{"name":{"$regularExpression":{"pattern":"db\\.","options":"i"}}}]},` +
-				`{"$or":[{"email":{"$regularExpression":{"pattern":"Web","options":"i"}}},{"email":{"$regularExpression":{"pattern":"db\\.","options":"i"}}}]}]}]}`},
+				`{"$or":[{"email":{"$regularExpression":{"pattern":"Web","options":"i"}}},{"email":{"$regularExpression":{"pattern":"db\\.","options":"i"}}}]}]}`},
 		{"keyword joins the filter_or group", `{"keyword":"x","filter_or":[{"k":"b","v":2,"o":"eq"}]}`, Resource{KeywordFields: []string{"name"}}, nil,
 			`{"$or":[{"b":{"$eq":2}},{"$or":[{"name":{"$regularExpression":{"pattern":"x","options":"i"}}}]}]}`},
 		{"blank keyword ignored", `{"keyword":"   "}`, kw, scope[:1], `{"domain_id":"d1"}`},

@@ -52,7 +52,7 @@ func TestParamsCompile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"$and":[{"domain_id":"d1"},{"state":{"$in":["A","B"]}},{"name":{"$eq":"web"}}]}`
+	want := `{"domain_id":"d1","state":{"$in":["A","B"]},"name":{"$eq":"web"}}`
 	if got := extJSON(t, p.Filter); got != want {
 		t.Fatalf("\n got %s\nwant %s", got, want)
 	}

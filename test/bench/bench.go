@@ -207,10 +207,7 @@ type operation struct {
 
 func (b *bench) operations() []operation {
 	listFilter := func(boardID string) bson.D { // what query.Compile makes of the list request
-		return bson.D{{Key: "$and", Value: bson.A{
-			bson.D{{Key: "domain_id", Value: benchDomain}},
-			bson.D{{Key: "board_id", Value: bson.D{{Key: "$eq", Value: boardID}}}},
-		}}}
+		return bson.D{{Key: "domain_id", Value: benchDomain}, {Key: "board_id", Value: bson.D{{Key: "$eq", Value: boardID}}}}
 	}
 	pick := func(r *rand.Rand, s []string) string { return s[r.IntN(len(s))] }
 	statPipeline := mongo.Pipeline{
