@@ -2,6 +2,7 @@ package identity_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"regexp"
 	"slices"
@@ -210,6 +211,14 @@ func TestAPIKeyV2Lifecycle(t *testing.T) {
 	key := h.anon.As(value)
 	if n := listCount(t, key, "/identity/v2/api-key/list", nil); n != 1 {
 		t.Fatalf("the key lists %d keys", n)
+	}
+	// Its use is recorded (to the minute: a check that finds it fresher
+	// writes nothing).
+	var used map[string]any
+	alice.Call("/identity/v2/api-key/get", map[string]any{"api_key_id": id}).OK(&used)
+	at, err := time.Parse(time.RFC3339, fmt.Sprint(used["last_accessed_at"]))
+	if err != nil || !isoMillis.MatchString(used["last_accessed_at"].(string)) || at.Before(before.Truncate(time.Millisecond)) || time.Since(at) > time.Minute {
+		t.Fatalf("last_accessed_at after use = %v", used["last_accessed_at"])
 	}
 
 	// Refused creates store nothing.

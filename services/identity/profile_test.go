@@ -1,6 +1,7 @@
 package identity_test
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/services/identity/internal/identityapi"
 )
 
 func TestProfileUpdate(t *testing.T) {
@@ -368,4 +370,37 @@ func TestProfileWorkspaces(t *testing.T) {
 	if l.TotalCount != 0 {
 		t.Fatalf("other domain's workspaces = %v", l)
 	}
+}
+
+// TestCodeMailsCapped: a user can have only so many codes mailed in an
+// hour, whichever flow asks, so an account cannot flood a mailbox; the
+// refused request changes nothing and mails nothing.
+func TestCodeMailsCapped(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.seedUser(h.domain, "flo")
+	flo := h.as("flo")
+	for i := range 10 { // both flows count
+		addr := h.email(fmt.Sprintf("flo-%d", i))
+		if i%2 == 0 {
+			flo.Call("/identity/v2/user-profile/verify-email", map[string]any{"email": addr}).OK(nil)
+			h.mailTo(addr, "verify_email")
+			continue
+		}
+		flo.Call("/identity/v2/user-profile/enable-mfa", map[string]any{"mfa_type": "EMAIL", "options": map[string]any{"email": addr}}).OK(nil)
+		h.mailTo(addr, "mfa_code")
+	}
+	before := h.userDoc(h.domain, "flo")
+	codes := h.dbFrozen(identityapi.CodesCollection)
+	over := h.email("flo-over")
+	flo.Call("/identity/v2/user-profile/verify-email", map[string]any{"email": over}).Fails(http.StatusTooManyRequests, errs.TooManyRequests)
+	flo.Call("/identity/v2/user-profile/enable-mfa", map[string]any{"mfa_type": "EMAIL", "options": map[string]any{"email": over}}).Fails(http.StatusTooManyRequests, errs.TooManyRequests)
+	h.same(h.domain, "flo", before)
+	codes()
+	h.noMailTo(over)
+	// Another user is not affected.
+	h.seedUser(h.domain, "gil")
+	gil := h.email("gil")
+	h.as("gil").Call("/identity/v2/user-profile/verify-email", map[string]any{"email": gil}).OK(nil)
+	h.mailTo(gil, "verify_email")
 }

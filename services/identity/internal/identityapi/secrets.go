@@ -1,6 +1,7 @@
 package identityapi
 
 import (
+	"cmp"
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
@@ -88,9 +89,19 @@ func RandomPassword() string {
 type codes struct {
 	c        *mongo.Collection
 	attempts store.Slots // wrong tries per code, exact under concurrency
+	issued   store.Slots // codes per user in the last codeWindow
 }
 
-const maxCodeAttempts = 5
+const (
+	maxCodeAttempts = 5
+	// Each code is an e-mail, often to an address the caller just named:
+	// a user gets at most maxCodesIssued in codeWindow, so no account can
+	// be used to flood a mailbox.
+	maxCodesIssued = 10
+	codeWindow     = time.Hour
+)
+
+var errTooManyCodes error = errs.New(errs.TooManyRequests, "Too many verification codes were sent to this user; try again later.")
 
 type codeDoc struct {
 	ID        string            `bson:"_id"`
@@ -108,8 +119,12 @@ func codeHash(id, code string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// issue replaces any earlier code of the same purpose for the user.
+// issue replaces any earlier code of the same purpose for the user. It
+// answers errTooManyCodes, storing nothing, past maxCodesIssued.
 func (c codes) issue(ctx context.Context, purpose, domainID, userID string, ttl time.Duration, data map[string]string) (string, error) {
+	if ok, err := c.issued.Take(ctx, "issued:"+domainID+"/"+userID); err != nil || !ok {
+		return "", cmp.Or(err, errTooManyCodes)
+	}
 	n, err := rand.Int(rand.Reader, big.NewInt(900000))
 	if err != nil {
 		return "", err

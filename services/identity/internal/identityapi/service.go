@@ -15,6 +15,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/wire"
 )
 
 // New creates the indexes and returns the service.
@@ -38,7 +39,9 @@ func New(ctx context.Context, db *mongo.Database, bus *events.Bus, log *slog.Log
 		trusted:    db.Collection(TrustedAccountsCollection),
 		trustedSA:  db.Collection(TrustedSACollection),
 		jobs:       db.Collection(JobsCollection),
-		codes:      codes{c: db.Collection(CodesCollection), attempts: store.Slots{C: db.Collection(CountersCollection), Max: maxCodeAttempts, TTL: 24 * time.Hour}},
+		codes: codes{c: db.Collection(CodesCollection),
+			attempts: store.Slots{C: db.Collection(CountersCollection), Max: maxCodeAttempts, TTL: 24 * time.Hour},
+			issued:   store.Slots{C: db.Collection(CountersCollection), Max: maxCodesIssued, TTL: codeWindow}},
 	}
 	s.loginFailures = store.Slots{C: db.Collection(CountersCollection), Max: cfg.MaxLoginFailures, TTL: cfg.LoginBlock}
 	if s.outbox, err = events.NewOutbox(ctx, db, OutboxCollection, bus, log); err != nil {
@@ -149,8 +152,19 @@ func (s *Service) Check(ctx context.Context, _ string, p *auth.Principal) error 
 	if d.State != Enabled {
 		return refused("Domain is disabled.")
 	}
+	if key != nil && time.Since(key.LastAccessedAt.Time) > keyAccessResolution {
+		set := bson.D{{Key: "last_accessed_at", Value: wire.T(wire.Now())}}
+		if _, err := s.apiKeys.UpdateOne(ctx, bson.D{{Key: "_id", Value: key.ID}}, bson.D{{Key: "$set", Value: set}}); err != nil {
+			return err
+		}
+	}
 	return nil
 }
+
+// keyAccessResolution is how stale an API key's last_accessed_at may get:
+// it is shown to people, not used for decisions, so a check that finds it
+// fresher stays a read.
+const keyAccessResolution = time.Minute
 
 // roleHeld reports whether u still has the role its access token was
 // granted with, so that removing a role binding takes effect within

@@ -662,15 +662,14 @@ func (s *Service) requestEmailCode(ctx context.Context, u *User, email string) e
 	if to == "" {
 		return errs.Required("email")
 	}
-	if to != u.Email {
-		var err error
-		if u, err = s.setUser(ctx, u, bson.D{{Key: "email", Value: to}, {Key: "email_verified", Value: false}}); err != nil {
-			return err
-		}
-	}
 	code, err := s.codes.issue(ctx, purposeEmail, u.DomainID, u.UserID, s.cfg.EmailCodeTTL, map[string]string{"email": to})
 	if err != nil {
 		return err
+	}
+	if to != u.Email {
+		if u, err = s.setUser(ctx, u, bson.D{{Key: "email", Value: to}, {Key: "email_verified", Value: false}}); err != nil {
+			return err
+		}
 	}
 	return s.mail(ctx, u, to, "verify_email", map[string]string{"code": code, "user_id": u.UserID, "name": u.Name,
 		"expires_minutes": strconv.Itoa(int(s.cfg.EmailCodeTTL.Minutes()))})
@@ -735,6 +734,10 @@ func (s *Service) enableMFA(ctx context.Context, u *User, mfaType string, opts m
 	if u.MFA.State == Enabled {
 		return nil, errMFAOn
 	}
+	code, err := s.mfaCode(ctx, u, email, actionEnable) // first: past the cap, nothing changes
+	if err != nil {
+		return nil, err
+	}
 	out, err := s.updateUser(ctx, u, bson.D{{Key: "mfa.state", Value: bson.D{{Key: "$ne", Value: Enabled}}}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "mfa", Value: MFA{State: Disabled, MFAType: mfaEmail, Options: map[string]any{"email": email}}}}}})
 	if errors.Is(err, errUserChanged) {
@@ -743,18 +746,20 @@ func (s *Service) enableMFA(ctx context.Context, u *User, mfaType string, opts m
 	if err != nil {
 		return nil, err
 	}
-	return out, s.mailMFACode(ctx, out, email, actionEnable)
+	return out, s.mailMFACode(ctx, out, email, actionEnable, code)
 }
 
-func (s *Service) mailMFACode(ctx context.Context, u *User, to, action string) error {
+// mfaCode issues the code that confirms action (enabling MFA to the
+// address to, or disabling it).
+func (s *Service) mfaCode(ctx context.Context, u *User, to, action string) (string, error) {
 	data := map[string]string{"action": action}
 	if action == actionEnable {
 		data["email"] = to
 	}
-	code, err := s.codes.issue(ctx, purposeMFA, u.DomainID, u.UserID, s.cfg.MFACodeTTL, data)
-	if err != nil {
-		return err
-	}
+	return s.codes.issue(ctx, purposeMFA, u.DomainID, u.UserID, s.cfg.MFACodeTTL, data)
+}
+
+func (s *Service) mailMFACode(ctx context.Context, u *User, to, action, code string) error {
 	return s.mail(ctx, u, to, "mfa_code", map[string]string{"code": code, "purpose": action, "user_id": u.UserID,
 		"name": u.Name, "expires_minutes": strconv.Itoa(int(s.cfg.MFACodeTTL.Minutes()))})
 }
@@ -766,7 +771,11 @@ func (s *Service) requestMFADisable(ctx context.Context, u *User) (*User, error)
 		return nil, errMFAOff
 	}
 	email, _ := u.MFA.Options["email"].(string)
-	return u, s.mailMFACode(ctx, u, email, actionDisable)
+	code, err := s.mfaCode(ctx, u, email, actionDisable)
+	if err != nil {
+		return nil, err
+	}
+	return u, s.mailMFACode(ctx, u, email, actionDisable, code)
 }
 
 // resetMFA is the admin's (or force) disable: no code, pending codes void.
