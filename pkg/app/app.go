@@ -18,6 +18,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
@@ -102,7 +103,7 @@ func run(ctx context.Context, name string, needsEvents bool, build Constructor, 
 	}
 	authn := svc.Auth
 	if authn == nil {
-		if authn, err = authenticator(ctx, &cfg); err != nil {
+		if authn, err = authenticator(ctx, &cfg, log); err != nil {
 			return err
 		}
 	}
@@ -121,10 +122,19 @@ func run(ctx context.Context, name string, needsEvents bool, build Constructor, 
 	return Serve(ctx, srv, ln, svc.Workers...)
 }
 
+// The JWK set from jwks_url or jwks_file is read again when a token names
+// an unknown key (at most every JWKSMinInterval) and when the set held is
+// older than JWKSMaxAge: a key identity adds verifies at once, a key it
+// withdraws stops verifying within JWKSMaxAge.
+const (
+	JWKSMinInterval = 30 * time.Second
+	JWKSMaxAge      = 5 * time.Minute
+)
+
 // authenticator verifies tokens offline with the configured JWK set and,
 // when identity_url is set, asks identity whether users and API keys are
 // still enabled (answers cached for auth.CheckTTL).
-func authenticator(ctx context.Context, cfg *config.Base) (auth.Authenticator, error) {
+func authenticator(ctx context.Context, cfg *config.Base, log *slog.Logger) (auth.Authenticator, error) {
 	jwks, err := cfg.JWKSBytes(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read JWKS: %w", err)
@@ -132,6 +142,9 @@ func authenticator(ctx context.Context, cfg *config.Base) (auth.Authenticator, e
 	verifier, err := auth.NewVerifier(jwks)
 	if err != nil {
 		return nil, err
+	}
+	if read := cfg.JWKSReader(); read != nil {
+		verifier.Reload(read, JWKSMinInterval, JWKSMaxAge, log)
 	}
 	if cfg.IdentityURL == "" {
 		return verifier, nil

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -165,18 +166,30 @@ func JWKSOf(signers ...*Signer) []byte {
 	return b
 }
 
-// Verifier checks tokens offline against a JWK set.
+// Verifier checks tokens offline against a JWK set. With Reload it
+// follows a set that changes (identity rotating its signing key).
 type Verifier struct {
-	keys map[string]*rsa.PublicKey
+	keys   atomic.Pointer[map[string]*rsa.PublicKey]
+	reload *reloader
 }
 
 // NewVerifier parses a JWK set (JSON).
 func NewVerifier(jwks []byte) (*Verifier, error) {
+	keys, err := parseJWKS(jwks)
+	if err != nil {
+		return nil, err
+	}
+	v := &Verifier{}
+	v.keys.Store(&keys)
+	return v, nil
+}
+
+func parseJWKS(jwks []byte) (map[string]*rsa.PublicKey, error) {
 	var set JWKS
 	if err := json.Unmarshal(jwks, &set); err != nil {
 		return nil, fmt.Errorf("parse JWKS: %w", err)
 	}
-	v := &Verifier{keys: map[string]*rsa.PublicKey{}}
+	keys := map[string]*rsa.PublicKey{}
 	for _, k := range set.Keys {
 		if k.Kty != "RSA" {
 			continue
@@ -186,12 +199,12 @@ func NewVerifier(jwks []byte) (*Verifier, error) {
 		if err1 != nil || err2 != nil || k.Kid == "" {
 			return nil, fmt.Errorf("JWK %q is malformed", k.Kid)
 		}
-		v.keys[k.Kid] = &rsa.PublicKey{N: new(big.Int).SetBytes(n), E: int(new(big.Int).SetBytes(e).Int64())}
+		keys[k.Kid] = &rsa.PublicKey{N: new(big.Int).SetBytes(n), E: int(new(big.Int).SetBytes(e).Int64())}
 	}
-	if len(v.keys) == 0 {
+	if len(keys) == 0 {
 		return nil, errors.New("JWKS holds no RSA key")
 	}
-	return v, nil
+	return keys, nil
 }
 
 var parser = jwt.NewParser(jwt.WithValidMethods([]string{"RS256"}), jwt.WithIssuer(issuer), jwt.WithLeeway(5*time.Second))
@@ -217,7 +230,7 @@ func (v *Verifier) Parse(token string) (*Claims, error) {
 	var c Claims
 	_, err := parser.ParseWithClaims(token, &c, func(t *jwt.Token) (any, error) {
 		kid, _ := t.Header["kid"].(string)
-		if k, ok := v.keys[kid]; ok {
+		if k := v.key(kid); k != nil {
 			return k, nil
 		}
 		return nil, errors.New("unknown key")

@@ -91,6 +91,20 @@ func (b *Base) JWKSBytes(ctx context.Context) ([]byte, error) {
 	}
 }
 
+// JWKSReader reads the JWK set again from where it is configured (nil
+// for an inline set), so services follow identity's key rotation.
+func (b *Base) JWKSReader() func(context.Context) ([]byte, error) {
+	switch {
+	case b.JWKS != "":
+		return nil
+	case b.JWKSFile != "":
+		return func(context.Context) ([]byte, error) { return os.ReadFile(b.JWKSFile) }
+	case b.JWKSURL != "":
+		return func(ctx context.Context) ([]byte, error) { return fetch(ctx, b.JWKSURL) }
+	}
+	return nil
+}
+
 func fetch(ctx context.Context, url string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {

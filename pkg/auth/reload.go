@@ -1,0 +1,80 @@
+package auth
+
+import (
+	"context"
+	"crypto/rsa"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Reload makes v follow the JWK set that read returns (a file a Secret
+// is mounted at, identity's /.well-known/jwks.json): a token naming a key
+// v does not hold reads the set again, at most once per minInterval so
+// that made-up key ids cannot turn into a flood of reads, and a set older
+// than maxAge is read again in the background, so a key removed from it
+// stops verifying within about maxAge. A failed read keeps the keys held.
+func (v *Verifier) Reload(read func(context.Context) ([]byte, error), minInterval, maxAge time.Duration, log *slog.Logger) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	v.reload = &reloader{read: read, minInterval: minInterval, maxAge: maxAge, log: log, loaded: time.Now()}
+}
+
+type reloader struct {
+	read                func(context.Context) ([]byte, error)
+	minInterval, maxAge time.Duration
+	log                 *slog.Logger
+
+	mu      sync.Mutex
+	loaded  time.Time     // when the held set was read
+	tried   time.Time     // last read started, good or bad
+	reading chan struct{} // closed when the read under way ends; nil when none
+}
+
+// key returns the public key kid names, reading the set again as Reload
+// describes. A caller with an unknown kid waits for the read (at most
+// its 5 s timeout); one with a known kid never waits.
+func (v *Verifier) key(kid string) *rsa.PublicKey {
+	k := (*v.keys.Load())[kid]
+	r := v.reload
+	if r == nil {
+		return k
+	}
+	r.mu.Lock()
+	now := time.Now()
+	wait := r.reading
+	stale := k == nil || now.Sub(r.loaded) >= r.maxAge
+	if wait == nil && stale && now.Sub(r.tried) >= r.minInterval {
+		wait = make(chan struct{})
+		r.reading, r.tried = wait, now
+		go v.readKeys(wait)
+	}
+	r.mu.Unlock()
+	if k != nil || wait == nil {
+		return k
+	}
+	<-wait
+	return (*v.keys.Load())[kid]
+}
+
+func (v *Verifier) readKeys(done chan struct{}) {
+	r := v.reload
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	body, err := r.read(ctx)
+	var keys map[string]*rsa.PublicKey
+	if err == nil {
+		keys, err = parseJWKS(body)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	defer close(done)
+	r.reading = nil
+	if err != nil {
+		r.log.Warn("reading the JWK set failed; keeping the keys held", "err", err)
+		return
+	}
+	v.keys.Store(&keys)
+	r.loaded = time.Now()
+}

@@ -1,0 +1,142 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// jwksSource is a JWK set that a test changes, counting its reads.
+type jwksSource struct {
+	mu    sync.Mutex
+	body  []byte
+	fail  bool
+	reads atomic.Int32
+}
+
+func (s *jwksSource) set(body []byte, fail bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.body, s.fail = body, fail
+}
+
+func (s *jwksSource) read(context.Context) ([]byte, error) {
+	s.reads.Add(1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail {
+		return nil, errors.New("identity is down")
+	}
+	return s.body, nil
+}
+
+func mustSigner(t *testing.T) *Signer {
+	t.Helper()
+	s, err := GenerateSigner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func tokenOf(t *testing.T, s *Signer) string {
+	t.Helper()
+	tok, err := s.Issue(Principal{DomainID: "domain-1", UserID: "u", Role: DomainAdmin}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func accepts(v *Verifier, tok string) bool {
+	_, err := v.Authenticate(context.Background(), tok)
+	return err == nil
+}
+
+func TestReloadFollowsRotation(t *testing.T) {
+	oldKey, newKey := mustSigner(t), mustSigner(t)
+	src := &jwksSource{body: JWKSOf(oldKey)}
+	v := verifierFor(t, oldKey)
+	v.Reload(src.read, 200*time.Millisecond, time.Hour, nil)
+
+	if !accepts(v, tokenOf(t, oldKey)) || src.reads.Load() != 0 {
+		t.Fatalf("a known key read the set (%d reads)", src.reads.Load())
+	}
+	// identity starts signing with a new key it does not publish yet: one
+	// read, then no more within minInterval however many tokens come.
+	newTok := tokenOf(t, newKey)
+	for range 20 {
+		if accepts(v, newTok) {
+			t.Fatal("accepted a key the set does not hold")
+		}
+	}
+	if n := src.reads.Load(); n != 1 {
+		t.Fatalf("%d reads for an unknown key within minInterval, want 1", n)
+	}
+	// Published: after minInterval the next token with it reads and passes.
+	src.set(JWKSOf(oldKey, newKey), false)
+	time.Sleep(250 * time.Millisecond)
+	if !accepts(v, newTok) || !accepts(v, tokenOf(t, oldKey)) {
+		t.Fatal("after the rotation: the new or the old key is refused")
+	}
+	if n := src.reads.Load(); n != 2 {
+		t.Fatalf("%d reads, want 2", n)
+	}
+}
+
+func TestReloadConcurrentUnknownKeysReadOnce(t *testing.T) {
+	known, unknown := mustSigner(t), mustSigner(t)
+	src := &jwksSource{body: JWKSOf(known, unknown)}
+	v := verifierFor(t, known)
+	v.Reload(src.read, time.Hour, time.Hour, nil)
+	tok := tokenOf(t, unknown)
+	var wg sync.WaitGroup
+	var refused atomic.Int32
+	for range 50 {
+		wg.Go(func() {
+			if !accepts(v, tok) {
+				refused.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	// Callers that came while the read was under way waited for it.
+	if n := src.reads.Load(); n != 1 || refused.Load() != 0 {
+		t.Fatalf("%d reads and %d refusals, want 1 and 0", n, refused.Load())
+	}
+}
+
+func TestReloadDropsRemovedKeyAfterMaxAge(t *testing.T) {
+	leaked, kept := mustSigner(t), mustSigner(t)
+	src := &jwksSource{body: JWKSOf(leaked, kept)}
+	v := verifierFor(t, leaked, kept)
+	v.Reload(src.read, 10*time.Millisecond, 100*time.Millisecond, nil)
+	leakedTok := tokenOf(t, leaked)
+
+	// A failing read keeps the held keys.
+	src.set(nil, true)
+	time.Sleep(150 * time.Millisecond)
+	for range 3 {
+		accepts(v, leakedTok)
+		time.Sleep(20 * time.Millisecond)
+	}
+	if src.reads.Load() == 0 || !accepts(v, leakedTok) {
+		t.Fatalf("after %d failed reads the held key is refused", src.reads.Load())
+	}
+
+	// The key is withdrawn from the set: refused once the set is re-read.
+	src.set(JWKSOf(kept), false)
+	deadline := time.Now().Add(2 * time.Second)
+	for accepts(v, leakedTok) {
+		if time.Now().After(deadline) {
+			t.Fatal("a key removed from the set still verifies after 2 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !accepts(v, tokenOf(t, kept)) {
+		t.Fatal("the kept key is refused")
+	}
+}
