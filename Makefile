@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO    ?= go
 PKGS  := $(shell $(GO) list -m -f "{{.Path}}/...")
 
-.PHONY: run test test-short bench lint fmt images helm e2e
+.PHONY: run test test-short bench bench-pg lint fmt images helm e2e
 
 ## run: the whole suite on 127.0.0.1:8080 with embedded FerretDB and NATS (data in .data/)
 run:
@@ -20,6 +20,13 @@ test-short:
 ## bench: board through HTTP beside the raw driver; last line is JSON
 bench:
 	$(GO) run ./test/bench $(BENCH_FLAGS)
+
+## bench-pg: the same on FerretDB over a throwaway PostgreSQL (installed from Debian's packages when missing), where equality filters run in the store
+BENCH_PG_DIR ?= /tmp/nubes-bench-pg
+bench-pg:
+	@url=$$(scripts/postgres.sh start $(BENCH_PG_DIR)) && \
+	$(GO) run ./test/bench -postgresql "$$url" $(BENCH_FLAGS); rc=$$?; \
+	scripts/postgres.sh stop $(BENCH_PG_DIR); rm -rf $(BENCH_PG_DIR); exit $$rc
 
 ## lint: gofmt and go vet must be clean
 lint:

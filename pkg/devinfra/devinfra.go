@@ -1,6 +1,7 @@
 // Package devinfra starts the embedded dependencies of the devstack and of
-// tests: FerretDB 1.24 on SQLite (a MongoDB wire-protocol server) and a NATS
-// server with JetStream, both inside the calling process on 127.0.0.1.
+// tests: FerretDB 1.24 on SQLite (a MongoDB wire-protocol server; on a
+// given PostgreSQL for the bench) and a NATS server with JetStream, both
+// inside the calling process on 127.0.0.1.
 //
 // It is for development and tests only; production binaries never import it.
 package devinfra
@@ -31,19 +32,27 @@ func StartMongo(dir, addr string, log *slog.Logger) (*Mongo, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
 	}
-	f, err := ferretdb.New(&ferretdb.Config{
-		Listener:  ferretdb.ListenerConfig{TCP: addr},
-		Handler:   "sqlite",
-		SQLiteURL: "file:" + abs + "/",
-		Logger:    log,
-	})
+	return startFerretDB(ferretdb.Config{Handler: "sqlite", SQLiteURL: "file:" + abs + "/"}, addr, log)
+}
+
+// StartMongoOnPostgreSQL serves FerretDB on addr with its data in the
+// PostgreSQL database at pgURL: the store FerretDB pushes simple equality
+// filters down to, for measurements that SQLite's full scans would drown.
+func StartMongoOnPostgreSQL(pgURL, addr string, log *slog.Logger) (*Mongo, error) {
+	return startFerretDB(ferretdb.Config{Handler: "postgresql", PostgreSQLURL: pgURL}, addr, log)
+}
+
+func startFerretDB(c ferretdb.Config, addr string, log *slog.Logger) (*Mongo, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	c.Listener = ferretdb.ListenerConfig{TCP: addr}
+	c.Logger = log
+	f, err := ferretdb.New(&c)
 	if err != nil {
 		return nil, fmt.Errorf("start FerretDB: %w", err)
 	}

@@ -532,15 +532,38 @@ func (b *bench) compare(ctx context.Context) error {
 	return nil
 }
 
-// removeCreated deletes what the create phases added (one scan by writer).
+// removeCreated deletes what the create phases added, in batches by _id
+// (FerretDB on PostgreSQL fails a delete of over 65,535 rows at once).
 func (b *bench) removeCreated(ctx context.Context) error {
-	res, err := b.setup.DeleteMany(ctx, bson.D{{Key: "writer", Value: createdWriter}})
-	if err != nil {
-		return fmt.Errorf("remove created posts: %w", err)
+	var deleted int64
+	for {
+		cur, err := b.setup.Find(ctx, bson.D{{Key: "writer", Value: createdWriter}},
+			options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}}).SetLimit(20000))
+		if err != nil {
+			return fmt.Errorf("remove created posts: %w", err)
+		}
+		var rows []struct {
+			ID string `bson:"_id"`
+		}
+		if err := cur.All(ctx, &rows); err != nil {
+			return fmt.Errorf("remove created posts: %w", err)
+		}
+		if len(rows) == 0 {
+			break
+		}
+		ids := make(bson.A, len(rows))
+		for i, r := range rows {
+			ids[i] = r.ID
+		}
+		res, err := b.setup.DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
+		if err != nil {
+			return fmt.Errorf("remove created posts: %w", err)
+		}
+		deleted += res.DeletedCount
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	progress("removed the %d posts the create phases added (%d reported stored)", res.DeletedCount, b.created)
+	progress("removed the %d posts the create phases added (%d reported stored)", deleted, b.created)
 	b.created = 0
 	return nil
 }

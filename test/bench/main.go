@@ -82,6 +82,7 @@ type config struct {
 	scanConc     int // callers of list and stat; 0 picks
 	sizes        []int
 	mongoURI     string
+	postgresURL  string
 	pool         uint64
 	storeTimeout time.Duration
 	verbose      bool
@@ -96,6 +97,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.scanConc, "scan-concurrency", 0, "concurrent callers of list and stat (default: one per core on FerretDB, -concurrency otherwise)")
 	fs.StringVar(&posts, "posts", "10000,100000", "store sizes in posts, comma separated; the store grows from one to the next")
 	fs.StringVar(&c.mongoURI, "mongo", os.Getenv("NUBES_MONGO_URI"), "MongoDB URI (default $NUBES_MONGO_URI; empty starts an embedded FerretDB)")
+	fs.StringVar(&c.postgresURL, "postgresql", "", "PostgreSQL URL: start the embedded FerretDB on it instead of SQLite (make bench-pg)")
 	fs.Uint64Var(&c.pool, "pool", 16, "driver pool size of both sides (the devstack's setting on FerretDB)")
 	fs.DurationVar(&c.storeTimeout, "store-timeout", 10*time.Second, "driver timeout per store call on both sides (the service's default)")
 	fs.BoolVar(&c.verbose, "v", false, "print the service's warnings and errors to stderr")
@@ -133,7 +135,16 @@ func run(ctx context.Context) error {
 		return err
 	}
 	uri, embedded := cfg.mongoURI, cfg.mongoURI == ""
-	if embedded {
+	switch {
+	case embedded && cfg.postgresURL != "":
+		m, err := devinfra.StartMongoOnPostgreSQL(cfg.postgresURL, "127.0.0.1:0", nil)
+		if err != nil {
+			return err
+		}
+		defer m.Stop()
+		uri = m.URI
+		progress("embedded FerretDB on PostgreSQL %s", cfg.postgresURL)
+	case embedded:
 		dir, err := os.MkdirTemp("", "nubes-bench-")
 		if err != nil {
 			return err
