@@ -3,12 +3,14 @@ package identity_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"reflect"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -691,4 +693,65 @@ func TestUserDomainIsolation(t *testing.T) {
 		t.Fatalf("SYSTEM list of another domain = %d", l.TotalCount)
 	}
 	h.system.Call("/identity/v1/user/list", map[string]any{"domain_id": "domain-000000000000"}).Fails(http.StatusNotFound, errs.NotFoundCode)
+}
+
+// TestLastAdminRace: two admins taking each other's rights away at the
+// same moment (disable, delete or unbind, in every pairing) leave the
+// domain exactly one admin: one request succeeds, the other answers
+// ERROR_LAST_ADMIN_CANNOT_DISABLED_DELETED.
+func TestLastAdminRace(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	type removal func(admin *testkit.Client, userID, bindingID string) *testkit.Response
+	disable := func(a *testkit.Client, u, _ string) *testkit.Response {
+		return a.Call("/identity/v2/user/disable", map[string]any{"user_id": u})
+	}
+	remove := func(a *testkit.Client, u, _ string) *testkit.Response {
+		return a.Call("/identity/v2/user/delete", map[string]any{"user_id": u})
+	}
+	unbind := func(a *testkit.Client, _, b string) *testkit.Response {
+		return a.Call("/identity/v2/role-binding/delete", map[string]any{"role_binding_id": b})
+	}
+	pairs := [][2]removal{{disable, disable}, {remove, remove}, {unbind, unbind}, {disable, remove}, {remove, unbind}, {unbind, disable}}
+	for i, pair := range pairs {
+		domainID, boss := h.newDomain(fmt.Sprintf("race-%d", i))
+		h.directUser(domainID, "second", "Second-Passw0rd")
+		var b map[string]any
+		boss.Call("/identity/v2/role-binding/create", map[string]any{"user_id": "second", "role_id": "managed-domain-admin", "resource_group": "DOMAIN"}).OK(&b)
+		second := h.anon.As(h.scopedIn(domainID, "second", "Second-Passw0rd", "DOMAIN", ""))
+		var list struct {
+			Results []map[string]any `json:"results"`
+		}
+		boss.Call("/identity/v2/role-binding/list", map[string]any{"user_id": "boss"}).OK(&list)
+		if len(list.Results) != 1 {
+			t.Fatalf("boss has %d bindings", len(list.Results))
+		}
+		bossBinding, secondBinding := list.Results[0]["role_binding_id"].(string), b["role_binding_id"].(string)
+
+		// Both credentials are checked now, so both requests reach the
+		// rule rather than one being refused as no longer an admin.
+		boss.Call("/identity/v2/role-binding/list", nil).OK(nil)
+		second.Call("/identity/v2/role-binding/list", nil).OK(nil)
+		var got [2]*testkit.Response
+		var wg sync.WaitGroup
+		wg.Go(func() { got[0] = pair[0](boss, "second", secondBinding) })
+		wg.Go(func() { got[1] = pair[1](second, "boss", bossBinding) })
+		wg.Wait()
+		ok := 0
+		for _, r := range got {
+			if r.Status == http.StatusOK {
+				ok++
+			} else {
+				r.Fails(http.StatusBadRequest, errs.LastAdmin)
+			}
+		}
+		n, err := h.db.Collection(identityapi.UsersCollection).CountDocuments(context.Background(), bson.D{
+			{Key: "domain_id", Value: domainID}, {Key: "role_type", Value: "DOMAIN_ADMIN"}, {Key: "state", Value: "ENABLED"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok != 1 || n != 1 {
+			t.Fatalf("pairing %d: %d removals succeeded, %d enabled admins left; want 1 and 1", i, ok, n)
+		}
+	}
 }

@@ -605,12 +605,16 @@ func (s *Service) addRequiredActions(ctx context.Context, u *User, actions []str
 // cannot be disabled. A disabled user's credentials stop working within
 // auth.CheckTTL everywhere.
 func (s *Service) setState(ctx context.Context, u *User, state string) (*User, error) {
+	set := bson.D{{Key: "state", Value: state}}
 	if state == Disabled && u.State != Disabled && u.RoleType == string(auth.DomainAdmin) {
-		if err := s.keepAnAdmin(ctx, u.DomainID, u.UserID); err != nil {
-			return nil, err
-		}
+		var out *User
+		err := s.keepAnAdmin(ctx, u.DomainID, u.UserID, func() (err error) {
+			out, err = s.setUser(ctx, u, set)
+			return err
+		})
+		return out, err
 	}
-	return s.setUser(ctx, u, bson.D{{Key: "state", Value: state}})
+	return s.setUser(ctx, u, set)
 }
 
 // deleteUser removes a user with its role bindings, API keys and codes
@@ -619,10 +623,12 @@ func (s *Service) setState(ctx context.Context, u *User, state string) (*User, e
 // user.
 func (s *Service) deleteUser(ctx context.Context, u *User) error {
 	if u.State != Disabled && u.RoleType == string(auth.DomainAdmin) {
-		if err := s.keepAnAdmin(ctx, u.DomainID, u.UserID); err != nil {
-			return err
-		}
+		return s.keepAnAdmin(ctx, u.DomainID, u.UserID, func() error { return s.removeUser(ctx, u) })
 	}
+	return s.removeUser(ctx, u)
+}
+
+func (s *Service) removeUser(ctx context.Context, u *User) error {
 	mine := bson.D{{Key: "domain_id", Value: u.DomainID}, {Key: "user_id", Value: u.UserID}}
 	for _, c := range []*mongoCollection{s.bindings, s.apiKeys} {
 		if _, err := c.DeleteMany(ctx, mine); err != nil {

@@ -3,6 +3,7 @@ package identityapi
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -354,33 +355,46 @@ func (s *Service) deleteBinding(ctx context.Context, p *auth.Principal, r *bindi
 	if err != nil {
 		return nil, err
 	}
-	if b.WorkspaceID == "" {
-		if err := s.keepAnAdmin(ctx, p.DomainID, b.UserID); err != nil {
-			return nil, err
+	unbind := func() error {
+		if _, err := s.bindings.DeleteOne(ctx, bson.D{{Key: "_id", Value: b.ID}}); err != nil {
+			return store.Wrap(err)
 		}
-	}
-	if _, err := s.bindings.DeleteOne(ctx, bson.D{{Key: "_id", Value: b.ID}}); err != nil {
-		return nil, store.Wrap(err)
-	}
-	if b.WorkspaceID == "" {
-		if _, err := store.SetByID[User](ctx, s.users, "user_id", UserKey(p.DomainID, b.UserID), bson.D{{Key: "role_type", Value: string(auth.User)}, {Key: "role_id", Value: ""}}); err != nil && !isNotFound(err) {
-			return nil, err
+		if b.WorkspaceID != "" {
+			return nil
 		}
+		_, err := store.SetByID[User](ctx, s.users, "user_id", UserKey(p.DomainID, b.UserID), bson.D{{Key: "role_type", Value: string(auth.User)}, {Key: "role_id", Value: ""}})
+		if isNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	if b.WorkspaceID == "" { // the domain binding: its user is a domain admin
+		err = s.keepAnAdmin(ctx, p.DomainID, b.UserID, unbind)
+	} else {
+		err = unbind()
+	}
+	if err != nil {
+		return nil, err
 	}
 	return &api.Empty{}, nil
 }
 
-// keepAnAdmin refuses to take away the last enabled domain admin.
-func (s *Service) keepAnAdmin(ctx context.Context, domainID, userID string) error {
-	n, err := s.users.CountDocuments(ctx, bson.D{{Key: "domain_id", Value: domainID}, {Key: "role_type", Value: string(auth.DomainAdmin)},
-		{Key: "state", Value: bson.D{{Key: "$ne", Value: Disabled}}}, {Key: "user_id", Value: bson.D{{Key: "$ne", Value: userID}}}})
-	if err != nil {
-		return store.Wrap(err)
-	}
-	if n == 0 {
-		return errs.New(errs.LastAdmin, "The last domain admin cannot be disabled or deleted.")
-	}
-	return nil
+// keepAnAdmin runs take, which takes userID's domain-admin rights away
+// (unbind, disable, delete), unless userID is the last enabled domain
+// admin of domainID. Check and change hold the domain's admin lock, so two
+// admins removing each other at once cannot leave the domain without one.
+func (s *Service) keepAnAdmin(ctx context.Context, domainID, userID string, take func() error) error {
+	return store.Lock(ctx, s.db.Collection(CountersCollection), "admins:"+domainID, 30*time.Second, 10*time.Second, func() error {
+		n, err := s.users.CountDocuments(ctx, bson.D{{Key: "domain_id", Value: domainID}, {Key: "role_type", Value: string(auth.DomainAdmin)},
+			{Key: "state", Value: bson.D{{Key: "$ne", Value: Disabled}}}, {Key: "user_id", Value: bson.D{{Key: "$ne", Value: userID}}}})
+		if err != nil {
+			return store.Wrap(err)
+		}
+		if n == 0 {
+			return errs.New(errs.LastAdmin, "The last domain admin cannot be disabled or deleted.")
+		}
+		return take()
+	})
 }
 
 func (s *Service) getBinding(ctx context.Context, p *auth.Principal, r *bindingRequest) (*RoleBinding, error) {
