@@ -90,7 +90,7 @@ func run(ctx context.Context, name string, needsEvents bool, build Constructor, 
 	defer func() { _ = client.Disconnect(context.Background()) }()
 	deps := Deps{DB: client.Database(cfg.MongoDatabase), Log: log}
 	if needsEvents {
-		bus, err := events.Connect(ctx, cfg.NATSURL, name, log)
+		bus, err := events.Connect(ctx, cfg.NATSURL, name, log, events.WithReplicas(cfg.NATSReplicas))
 		if err != nil {
 			return err
 		}

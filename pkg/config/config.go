@@ -27,6 +27,7 @@ type Base struct {
 	MongoPoolSize   uint64        `mapstructure:"mongo_pool_size"`
 	MongoTimeout    time.Duration `mapstructure:"mongo_timeout"`
 	NATSURL         string        `mapstructure:"nats_url" secret:"true"`
+	NATSReplicas    int           `mapstructure:"nats_stream_replicas"`
 	JWKSFile        string        `mapstructure:"jwks_file"`
 	JWKS            string        `mapstructure:"jwks"`
 	JWKSURL         string        `mapstructure:"jwks_url"`
@@ -40,20 +41,21 @@ type Base struct {
 // BaseDefaults are the defaults of Base.
 func BaseDefaults() map[string]any {
 	return map[string]any{
-		"http_addr":        ":8080",
-		"mongo_uri":        "mongodb://127.0.0.1:27017/",
-		"mongo_database":   "nubes",
-		"mongo_pool_size":  64,
-		"mongo_timeout":    "10s",
-		"nats_url":         "nats://127.0.0.1:4222",
-		"jwks_file":        "",
-		"jwks":             "",
-		"jwks_url":         "",
-		"identity_url":     "",
-		"log_format":       "auto",
-		"log_level":        "info",
-		"drain_delay":      "5s",
-		"shutdown_timeout": "20s",
+		"http_addr":            ":8080",
+		"mongo_uri":            "mongodb://127.0.0.1:27017/",
+		"mongo_database":       "nubes",
+		"mongo_pool_size":      64,
+		"mongo_timeout":        "10s",
+		"nats_url":             "nats://127.0.0.1:4222",
+		"nats_stream_replicas": 1,
+		"jwks_file":            "",
+		"jwks":                 "",
+		"jwks_url":             "",
+		"identity_url":         "",
+		"log_format":           "auto",
+		"log_level":            "info",
+		"drain_delay":          "5s",
+		"shutdown_timeout":     "20s",
 	}
 }
 

@@ -117,20 +117,30 @@ type DeadMail struct {
 	FailedAt   string `json:"failed_at"`  // ISO 8601 UTC
 }
 
-// StreamConfigs are the streams Nubes uses, created idempotently.
-func StreamConfigs() []jetstream.StreamConfig {
+// StreamConfigs are the streams Nubes uses, created idempotently, each
+// stored on replicas servers of the NATS cluster (1 for a single server).
+func StreamConfigs(replicas int) []jetstream.StreamConfig {
+	replicas = max(replicas, 1)
 	return []jetstream.StreamConfig{
-		{Name: MailStream, Subjects: []string{MailSubject}, Duplicates: DuplicateWindow, MaxAge: 7 * 24 * time.Hour},
-		{Name: MailDeadStream, Subjects: []string{MailDeadSubject}, Duplicates: DuplicateWindow, MaxAge: 30 * 24 * time.Hour},
-		{Name: JobStream, Subjects: []string{JobSubject}, Duplicates: DuplicateWindow, MaxAge: 7 * 24 * time.Hour},
+		{Name: MailStream, Subjects: []string{MailSubject}, Duplicates: DuplicateWindow, MaxAge: 7 * 24 * time.Hour, Replicas: replicas},
+		{Name: MailDeadStream, Subjects: []string{MailDeadSubject}, Duplicates: DuplicateWindow, MaxAge: 30 * 24 * time.Hour, Replicas: replicas},
+		{Name: JobStream, Subjects: []string{JobSubject}, Duplicates: DuplicateWindow, MaxAge: 7 * 24 * time.Hour, Replicas: replicas},
 	}
 }
 
+// Option changes how Connect sets the Bus up.
+type Option func(*Bus)
+
+// WithReplicas stores the streams on n servers of a NATS cluster (3 is
+// what a cluster that must survive the loss of one server wants).
+func WithReplicas(n int) Option { return func(b *Bus) { b.replicas = n } }
+
 // Bus is a JetStream connection with the Nubes streams in place.
 type Bus struct {
-	NC  *nats.Conn
-	JS  jetstream.JetStream
-	log *slog.Logger
+	NC       *nats.Conn
+	JS       jetstream.JetStream
+	log      *slog.Logger
+	replicas int
 
 	streamsOK atomic.Bool // streams ensured since the last (re)connect
 	ensureMu  sync.Mutex  // one EnsureStreams at a time
@@ -142,11 +152,14 @@ type Bus struct {
 // Connect dials NATS and creates the streams. When NATS cannot be reached
 // it returns a Bus that keeps reconnecting in the background (see the
 // package comment); it fails only on errors that retrying cannot fix.
-func Connect(ctx context.Context, url, name string, log *slog.Logger) (*Bus, error) {
+func Connect(ctx context.Context, url, name string, log *slog.Logger, opts ...Option) (*Bus, error) {
 	if log == nil {
 		log = slog.Default()
 	}
 	b := &Bus{log: log, reconnected: make(chan struct{})}
+	for _, o := range opts {
+		o(b)
+	}
 	nc, err := nats.Connect(url, nats.Name("nubes-"+name),
 		nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1), nats.ReconnectWait(time.Second),
 		nats.ReconnectBufSize(-1),
@@ -210,7 +223,7 @@ func (b *Bus) EnsureStreams(ctx context.Context) error {
 	if b.streamsOK.Load() {
 		return nil
 	}
-	for _, sc := range StreamConfigs() {
+	for _, sc := range StreamConfigs(b.replicas) {
 		if _, err := b.JS.CreateOrUpdateStream(ctx, sc); err != nil {
 			return fmt.Errorf("stream %s: %w", sc.Name, err)
 		}

@@ -286,3 +286,25 @@ func TestBusPublishDedupes(t *testing.T) {
 		t.Fatalf("stream: %v", mails)
 	}
 }
+
+// TestStreamReplicas: the configured replica count reaches the server. A
+// single server stores each stream once and refuses more.
+func TestStreamReplicas(t *testing.T) {
+	n := testkit.StartNATS(t)
+	bus := connect(t, n.URL())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, name := range []string{events.MailStream, events.MailDeadStream, events.JobStream} {
+		s, err := bus.JS.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := s.CachedInfo().Config.Replicas; r != 1 {
+			t.Fatalf("%s has %d replicas, want 1", name, r)
+		}
+	}
+	if b, err := events.Connect(ctx, n.URL(), "test", slog.New(slog.DiscardHandler), events.WithReplicas(3)); err == nil {
+		b.NC.Close()
+		t.Fatal("a single NATS server accepted streams with 3 replicas")
+	}
+}
