@@ -436,9 +436,6 @@ func (b *bench) measure(ctx context.Context) ([]result, error) {
 		}
 		out = append(out, res)
 	}
-	if err := b.removeCreated(ctx); err != nil {
-		return nil, err
-	}
 	return append(out[len(out)-1:], out[:len(out)-1]...), nil
 }
 

@@ -215,7 +215,12 @@ func run(ctx context.Context) error {
 		cfg.pool, cfg.storeTimeout, cfg.concurrency, cfg.scanConc, cfg.duration, cfg.sizes)
 
 	all := map[string]map[string]figures{}
-	for _, size := range cfg.sizes {
+	for i, size := range cfg.sizes {
+		if i > 0 { // the next size starts from the seeded posts alone
+			if err := b.removeCreated(ctx); err != nil {
+				return err
+			}
+		}
 		if err := b.grow(ctx, size); err != nil {
 			return fmt.Errorf("seed %d posts: %w", size, err)
 		}
