@@ -3,6 +3,7 @@ package identity_test
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/services/identity/internal/identityapi"
 )
 
@@ -163,7 +165,7 @@ func TestProfileMFA(t *testing.T) {
 		{map[string]any{"mfa_type": "EMAIL", "options": map[string]any{"other": "x"}}, 400, errs.RequiredParameter, "options.email"},
 		{map[string]any{"mfa_type": "EMAIL"}, 400, errs.RequiredParameter, "options"},
 		{map[string]any{"options": map[string]any{"email": mfaAddr}}, 400, errs.RequiredParameter, "mfa_type"},
-		{map[string]any{"mfa_type": "OTP", "options": map[string]any{"email": mfaAddr}}, 400, errs.InvalidParameter, "OTP"},
+		{map[string]any{"mfa_type": "OTP", "options": map[string]any{"email": mfaAddr}}, 400, errs.InvalidKeyInOptions, "options.email"},
 		{map[string]any{"mfa_type": "SMS", "options": map[string]any{"email": mfaAddr}}, 400, errs.InvalidParameter, "mfa_type"},
 		{map[string]any{"mfa_type": "EMAIL", "options": map[string]any{"email": mfaAddr, "phone": "1"}}, 400, errs.InvalidKeyInOptions, "phone"},
 		{map[string]any{"mfa_type": "EMAIL", "options": map[string]any{"email": "nope"}}, 400, errs.InvalidParameter, "options.email"},
@@ -403,4 +405,90 @@ func TestCodeMailsCapped(t *testing.T) {
 	gil := h.email("gil")
 	h.as("gil").Call("/identity/v2/user-profile/verify-email", map[string]any{"email": gil}).OK(nil)
 	h.mailTo(gil, "verify_email")
+}
+
+// TestProfileOTP: OTP MFA end to end with codes computed as an
+// authenticator app does: enable answers the secret once, confirm turns it
+// on, login needs a fresh code, a code works once, and disable needs a
+// request and then a code.
+func TestProfileOTP(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.seedUser(h.domain, "otto")
+	otto := h.as("otto")
+	issue := func(body map[string]any) *testkit.Response {
+		body["credentials"] = map[string]any{"user_id": "otto", "password": userPassword}
+		body["domain_id"] = h.domain
+		return h.anon.Call("/identity/v2/token/issue", body)
+	}
+	var u map[string]any
+	otto.Call("/identity/v2/user-profile/enable-mfa", map[string]any{"mfa_type": "OTP"}).OK(&u)
+	mfa := u["mfa"].(map[string]any)
+	uri, err := url.Parse(fmt.Sprint(mfa["options"].(map[string]any)["otp_qrcode_uri"]))
+	secret := uri.Query().Get("secret")
+	if err != nil || mfa["state"] != "DISABLED" || mfa["mfa_type"] != "OTP" || uri.Scheme != "otpauth" || len(secret) != 32 {
+		t.Fatalf("enable-mfa OTP = %v", mfa)
+	}
+	// The secret is answered once and stored sealed.
+	otto.Call("/identity/v2/user-profile/get", nil).OK(&u)
+	if opts := u["mfa"].(map[string]any)["options"].(map[string]any); len(opts) != 0 {
+		t.Fatalf("get shows mfa options %v", opts)
+	}
+	if strings.Contains(h.dump(identityapi.UsersCollection), secret) {
+		t.Fatal("the OTP secret is stored in the clear")
+	}
+	code := func(at time.Duration) string {
+		c, err := identityapi.OTPCode(secret, time.Now().Add(at))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	waitForFreshOTPStep(t)
+
+	// confirm: wrong codes count and change nothing; a right one turns it on.
+	before := h.userDoc(h.domain, "otto")
+	otto.Call("/identity/v2/user-profile/confirm-mfa", map[string]any{"verify_code": wrongCode(code(0))}).Fails(http.StatusBadRequest, errs.InvalidVerifyCode)
+	h.same(h.domain, "otto", before)
+	issue(map[string]any{"auth_type": "LOCAL"}).OK(nil) // not on yet
+	otto.Call("/identity/v2/user-profile/confirm-mfa", map[string]any{"verify_code": code(0)}).OK(&u)
+	if mfa := u["mfa"].(map[string]any); mfa["state"] != "ENABLED" || mfa["mfa_type"] != "OTP" || len(mfa["options"].(map[string]any)) != 0 {
+		t.Fatalf("confirmed mfa = %v", mfa)
+	}
+
+	// login: the password alone is not enough; the code already used is
+	// refused; the next one works, once.
+	issue(map[string]any{"auth_type": "LOCAL"}).Fails(http.StatusUnauthorized, errs.MFARequired)
+	issue(map[string]any{"auth_type": "MFA", "verify_code": code(0)}).Fails(http.StatusBadRequest, errs.InvalidVerifyCode)
+	issue(map[string]any{"auth_type": "MFA"}).Fails(http.StatusBadRequest, errs.RequiredParameter)
+	next := code(30 * time.Second)
+	var pair map[string]any
+	issue(map[string]any{"auth_type": "MFA", "verify_code": next}).OK(&pair)
+	if pair["access_token"] == nil {
+		t.Fatalf("MFA login = %v", pair)
+	}
+	issue(map[string]any{"auth_type": "MFA", "verify_code": next}).Fails(http.StatusBadRequest, errs.InvalidVerifyCode)
+
+	// disable: a code alone does nothing; after disable-mfa (no mail) a
+	// code turns MFA off and the secret is gone.
+	prev := code(-30 * time.Second)
+	otto.Call("/identity/v2/user-profile/confirm-mfa", map[string]any{"verify_code": prev}).Fails(http.StatusBadRequest, errs.InvalidVerifyCode)
+	otto.Call("/identity/v2/user-profile/disable-mfa", nil).OK(nil)
+	otto.Call("/identity/v2/user-profile/confirm-mfa", map[string]any{"verify_code": prev}).OK(&u)
+	if mfa := u["mfa"].(map[string]any); mfa["state"] != "DISABLED" {
+		t.Fatalf("disabled mfa = %v", mfa)
+	}
+	if d := h.userDoc(h.domain, "otto"); d["otp_secret"] != nil || d["otp_pending"] != nil {
+		t.Fatalf("secret kept after disable: %v", d)
+	}
+	issue(map[string]any{"auth_type": "LOCAL"}).OK(nil)
+}
+
+// waitForFreshOTPStep waits until the current 30 s step has 20 s left, so
+// that the codes a test computes keep their steps while it runs.
+func waitForFreshOTPStep(t *testing.T) {
+	t.Helper()
+	if into := time.Duration(time.Now().UnixNano()) % (30 * time.Second); into > 10*time.Second {
+		time.Sleep(30*time.Second - into)
+	}
 }

@@ -137,6 +137,9 @@ type User struct {
 	RequiredActions []string       `bson:"required_actions"`
 	Tags            map[string]any `bson:"tags"`
 	PasswordHash    string         `bson:"password_hash"`
+	OTPSecret       *Sealed        `bson:"otp_secret,omitempty"`  // OTP MFA on: the TOTP secret
+	OTPPending      *Sealed        `bson:"otp_pending,omitempty"` // from enable-mfa (OTP) to confirm-mfa
+	OTPDisableBy    wire.Time      `bson:"otp_disable_by"`        // disable-mfa (OTP): confirm-mfa before this turns it off
 	LoginFailures   LoginFailures  `bson:"login_failures"`
 	CreatedAt       wire.Time      `bson:"created_at"`
 	LastAccessedAt  wire.Time      `bson:"last_accessed_at"`

@@ -39,8 +39,8 @@ type (
 		DomainID string `json:"domain_id" v:"required,max=64"`
 	}
 	enableMFA struct {
-		MFAType string         `json:"mfa_type" v:"required,enum=EMAIL|OTP" doc:"OTP is not supported yet"`
-		Options map[string]any `json:"options" v:"required" doc:"EMAIL: {email}"`
+		MFAType string         `json:"mfa_type" v:"required,enum=EMAIL|OTP" doc:"EMAIL: codes by mail; OTP: an authenticator app (TOTP)"`
+		Options map[string]any `json:"options" doc:"EMAIL: {email}; OTP: none (the answer carries options.otp_qrcode_uri once)"`
 	}
 	disableMFA struct {
 		UserID   string `json:"user_id" v:"max=60" doc:"ignored: the user is the caller"`
@@ -72,9 +72,9 @@ func (s *Service) profileRoutes() []api.Route {
 		api.Op[passwordReset, api.Empty]{Path: "/identity/v2/user-profile/reset-password", Access: auth.Public(), Summary: "Mail a password reset link to an eligible user; answers the same whether or not the user exists.", Handle: func(ctx context.Context, _ *auth.Principal, r *passwordReset) (*api.Empty, error) {
 			return &api.Empty{}, s.requestReset(ctx, r.DomainID, r.UserID)
 		}},
-		api.Op[enableMFA, userInfoV2]{Path: "/identity/v2/user-profile/enable-mfa", Access: anyRole, Summary: "Start turning MFA on: save the options and mail a code to options.email.", Handle: asInfo(toV2, s.enableOwnMFA)},
-		api.Op[disableMFA, userInfoV2]{Path: "/identity/v2/user-profile/disable-mfa", Access: anyRole, Summary: "Start turning MFA off: mail a code to the MFA address.", Handle: asInfo(toV2, s.disableOwnMFA)},
-		api.Op[confirmCode, userInfoV2]{Path: "/identity/v2/user-profile/confirm-mfa", Access: anyRole, Summary: "Confirm the pending MFA change with the mailed code.", Handle: asInfo(toV2, s.self(true, s.confirmMFA))},
+		api.Op[enableMFA, userInfoV2]{Path: "/identity/v2/user-profile/enable-mfa", Access: anyRole, Summary: "Start turning MFA on: EMAIL mails a code to options.email; OTP answers the secret as options.otp_qrcode_uri.", Handle: asInfo(toV2, s.enableOwnMFA)},
+		api.Op[disableMFA, userInfoV2]{Path: "/identity/v2/user-profile/disable-mfa", Access: anyRole, Summary: "Start turning MFA off: EMAIL mails a code to the MFA address; OTP waits for a code of the app.", Handle: asInfo(toV2, s.disableOwnMFA)},
+		api.Op[confirmCode, userInfoV2]{Path: "/identity/v2/user-profile/confirm-mfa", Access: anyRole, Summary: "Confirm the pending MFA change with the mailed code (OTP: a code of the app).", Handle: asInfo(toV2, s.self(true, s.confirmMFA))},
 		api.Op[api.Empty, userInfoV2]{Path: "/identity/v2/user-profile/get", Access: anyRole, Summary: "Get one's own user.", Handle: asInfo(toV2, s.getProfile)},
 		api.Op[api.Empty, api.List[myWorkspace]]{Path: "/identity/v2/user-profile/get-workspaces", Access: anyRole, Summary: "The enabled workspaces one may enter, with one's role there.", Handle: s.myWorkspaces},
 	}

@@ -139,7 +139,7 @@ func (c codes) issue(ctx context.Context, purpose, domainID, userID string, ttl 
 	return code, store.Wrap(err)
 }
 
-var errBadCode = errs.New(errs.InvalidVerifyCode, "The verification code is invalid or expired.")
+var errBadCode error = errs.New(errs.InvalidVerifyCode, "The verification code is invalid or expired.")
 
 // verify consumes the code: the right code works once, a wrong one counts
 // an attempt, and too many attempts or an expired code void it.

@@ -101,9 +101,22 @@ func (s *Service) issue(ctx context.Context, _ *auth.Principal, r *issueToken) (
 		if r.VerifyCode == "" {
 			return nil, errs.Required("verify_code")
 		}
+		if u.MFA.MFAType == mfaOTP {
+			if err := s.checkOTP(ctx, u, u.OTPSecret, strings.TrimSpace(r.VerifyCode)); err != nil {
+				// Each wrong code is a failed login: the password is
+				// known, so the login block bounds the guessing.
+				if _, terr := s.loginFailures.Take(ctx, u.ID); terr != nil {
+					return nil, terr
+				}
+				return nil, err
+			}
+			break
+		}
 		if _, err := s.codes.verify(ctx, "login", u.DomainID, u.UserID, r.VerifyCode); err != nil {
 			return nil, err
 		}
+	case u.MFA.State == Enabled && u.MFA.MFAType == mfaOTP:
+		return nil, errs.New(errs.MFARequired, "MFA is required: repeat with auth_type MFA and verify_code from your authenticator app. (mfa_type = OTP)")
 	case u.MFA.State == Enabled:
 		email, _ := u.MFA.Options["email"].(string)
 		code, err := s.codes.issue(ctx, "login", u.DomainID, u.UserID, s.cfg.MFACodeTTL, nil)

@@ -719,7 +719,7 @@ var (
 // options.email; confirmMFA turns MFA on with that address.
 func (s *Service) enableMFA(ctx context.Context, u *User, mfaType string, opts map[string]any) (*User, error) {
 	if mfaType == mfaOTP {
-		return nil, errs.Invalid("mfa_type", "OTP is not supported yet; use EMAIL")
+		return s.enableOTP(ctx, u, opts)
 	}
 	email, _ := opts["email"].(string)
 	email = strings.TrimSpace(email)
@@ -770,11 +770,103 @@ func (s *Service) mailMFACode(ctx context.Context, u *User, to, action, code str
 		"name": u.Name, "expires_minutes": strconv.Itoa(int(s.cfg.MFACodeTTL.Minutes()))})
 }
 
-// requestMFADisable mails a code to the MFA address; confirmMFA then
-// turns MFA off.
+// enableOTP keeps a new TOTP secret pending (state stays DISABLED) and
+// answers it once, as options.otp_qrcode_uri; confirmMFA with a code of
+// the app turns MFA on.
+func (s *Service) enableOTP(ctx context.Context, u *User, opts map[string]any) (*User, error) {
+	for k := range opts {
+		return nil, errs.New(errs.InvalidKeyInOptions, "Invalid key in options. (key = options.%s, OTP takes none)", k)
+	}
+	if u.AuthType != authLocal {
+		return nil, errs.Invalid("mfa_type", "MFA is for LOCAL users")
+	}
+	if u.MFA.State == Enabled {
+		return nil, errMFAOn
+	}
+	secret, err := newOTPSecret()
+	if err != nil {
+		return nil, err
+	}
+	sealed, err := s.sealOTP(u, secret)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.codes.attempts.Reset(ctx, otpConfirmKey(u)); err != nil {
+		return nil, err
+	}
+	out, err := s.updateUser(ctx, u, bson.D{{Key: "mfa.state", Value: bson.D{{Key: "$ne", Value: Enabled}}}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "mfa", Value: MFA{State: Disabled, MFAType: mfaOTP, Options: map[string]any{}}}, {Key: "otp_pending", Value: sealed}}}})
+	if errors.Is(err, errUserChanged) {
+		return nil, errMFAOn
+	}
+	if err != nil {
+		return nil, err
+	}
+	out.MFA.Options = map[string]any{"otp_qrcode_uri": otpURI("Nubes", u.UserID, secret)}
+	return out, nil
+}
+
+func otpConfirmKey(u *User) string { return "otp-confirm:" + u.ID }
+
+// confirmOTP turns OTP MFA on (a secret is pending) or off (disable-mfa
+// asked for it lately) with a code of the app. Wrong codes count: after
+// maxCodeAttempts the pending change needs a new enable-mfa or disable-mfa.
+func (s *Service) confirmOTP(ctx context.Context, u *User, code string) (*User, error) {
+	key := otpConfirmKey(u)
+	used, err := s.codes.attempts.Used(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	enabling := u.MFA.State != Enabled
+	sealed := u.OTPSecret
+	if enabling {
+		sealed = u.OTPPending
+	} else if time.Now().After(u.OTPDisableBy.Time) {
+		return nil, errBadCode
+	}
+	if used >= maxCodeAttempts {
+		return nil, errBadCode
+	}
+	if err := s.checkOTP(ctx, u, sealed, strings.TrimSpace(code)); err != nil {
+		if _, terr := s.codes.attempts.Take(ctx, key); terr != nil {
+			return nil, terr
+		}
+		return nil, err
+	}
+	if err := s.codes.attempts.Reset(ctx, key); err != nil {
+		return nil, err
+	}
+	if enabling {
+		out, err := s.updateUser(ctx, u, bson.D{{Key: "mfa.state", Value: bson.D{{Key: "$ne", Value: Enabled}}}, {Key: "mfa.mfa_type", Value: mfaOTP}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: "mfa", Value: MFA{State: Enabled, MFAType: mfaOTP, Options: map[string]any{}}},
+				{Key: "otp_secret", Value: u.OTPPending}, {Key: "required_actions", Value: withoutAction(u.RequiredActions, EnforceMFA)}}},
+				{Key: "$unset", Value: bson.D{{Key: "otp_pending", Value: ""}}}})
+		if errors.Is(err, errUserChanged) {
+			return nil, errMFAOn
+		}
+		return out, err
+	}
+	out, err := s.updateUser(ctx, u, bson.D{{Key: "mfa.state", Value: Enabled}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "mfa", Value: MFA{State: Disabled, Options: map[string]any{}}}}},
+			{Key: "$unset", Value: bson.D{{Key: "otp_secret", Value: ""}, {Key: "otp_disable_by", Value: ""}}}})
+	if errors.Is(err, errUserChanged) {
+		return nil, errMFAOff
+	}
+	return out, err
+}
+
+// requestMFADisable mails a code to the MFA address (EMAIL), or opens a
+// window of MFACodeTTL for a code of the app (OTP); confirmMFA then turns
+// MFA off.
 func (s *Service) requestMFADisable(ctx context.Context, u *User) (*User, error) {
 	if u.MFA.State != Enabled {
 		return nil, errMFAOff
+	}
+	if u.MFA.MFAType == mfaOTP {
+		if err := s.codes.attempts.Reset(ctx, otpConfirmKey(u)); err != nil {
+			return nil, err
+		}
+		return s.setUser(ctx, u, bson.D{{Key: "otp_disable_by", Value: wire.T(time.Now().Add(s.cfg.MFACodeTTL))}})
 	}
 	email, _ := u.MFA.Options["email"].(string)
 	code, err := s.mfaCode(ctx, u, email, actionDisable)
@@ -789,7 +881,11 @@ func (s *Service) resetMFA(ctx context.Context, u *User) (*User, error) {
 	if u.MFA.State != Enabled {
 		return nil, errMFAOff
 	}
-	out, err := s.setUser(ctx, u, bson.D{{Key: "mfa", Value: MFA{State: Disabled, Options: map[string]any{}}}})
+	out, err := s.updateUser(ctx, u, nil, bson.D{{Key: "$set", Value: bson.D{{Key: "mfa", Value: MFA{State: Disabled, Options: map[string]any{}}}}},
+		{Key: "$unset", Value: bson.D{{Key: "otp_secret", Value: ""}, {Key: "otp_pending", Value: ""}, {Key: "otp_disable_by", Value: ""}}}})
+	if errors.Is(err, errUserChanged) {
+		return nil, errs.NotFound("user_id", u.UserID)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -798,6 +894,9 @@ func (s *Service) resetMFA(ctx context.Context, u *User) (*User, error) {
 
 // confirmMFA applies the pending enable or disable whose code is given.
 func (s *Service) confirmMFA(ctx context.Context, u *User, code string) (*User, error) {
+	if u.MFA.MFAType == mfaOTP {
+		return s.confirmOTP(ctx, u, code)
+	}
 	data, err := s.codes.verify(ctx, purposeMFA, u.DomainID, u.UserID, code)
 	if err != nil {
 		return nil, err

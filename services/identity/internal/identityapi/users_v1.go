@@ -65,8 +65,8 @@ type (
 	}
 	enableMFAV1 struct {
 		UserID   string         `json:"user_id" v:"required,max=60"`
-		MFAType  string         `json:"mfa_type" v:"required,enum=EMAIL|OTP" doc:"OTP is not supported yet"`
-		Options  map[string]any `json:"options" v:"required" doc:"EMAIL: {email}"`
+		MFAType  string         `json:"mfa_type" v:"required,enum=EMAIL|OTP" doc:"EMAIL: codes by mail; OTP: an authenticator app (TOTP)"`
+		Options  map[string]any `json:"options" doc:"EMAIL: {email}; OTP: none (the answer carries options.otp_qrcode_uri once)"`
 		DomainID string         `json:"domain_id" v:"required,max=64"`
 	}
 	disableMFAV1 struct {
@@ -132,9 +132,9 @@ func (s *Service) userRoutesV1() []api.Route {
 			return &api.Empty{}, s.requestReset(ctx, r.DomainID, r.UserID)
 		}},
 		api.Op[setRequiredActionsV1, userInfoV1]{Path: "/identity/v1/user/set-required-actions", Access: domainAdmin, Summary: "Add required actions to a user.", Handle: asInfo(v1Info, s.setRequiredActionsV1)},
-		api.Op[enableMFAV1, userInfoV1]{Path: "/identity/v1/user/enable-mfa", Access: anyRole, Summary: "Start turning MFA on: save the options and mail a code to options.email.", Handle: asInfo(v1Info, s.enableMFAV1)},
+		api.Op[enableMFAV1, userInfoV1]{Path: "/identity/v1/user/enable-mfa", Access: anyRole, Summary: "Start turning MFA on: EMAIL mails a code to options.email; OTP answers the secret as options.otp_qrcode_uri.", Handle: asInfo(v1Info, s.enableMFAV1)},
 		api.Op[disableMFAV1, userInfoV1]{Path: "/identity/v1/user/disable-mfa", Access: anyRole, Summary: "Start turning MFA off with a mailed code (force: an admin turns it off).", Handle: asInfo(v1Info, s.disableMFAV1)},
-		api.Op[codeRequestV1, userInfoV1]{Path: "/identity/v1/user/confirm-mfa", Access: anyRole, Summary: "Confirm the pending MFA change with the mailed code.", Handle: asInfo(v1Info, s.v1Code(s.confirmMFA))},
+		api.Op[codeRequestV1, userInfoV1]{Path: "/identity/v1/user/confirm-mfa", Access: anyRole, Summary: "Confirm the pending MFA change with the mailed code (OTP: a code of the app).", Handle: asInfo(v1Info, s.v1Code(s.confirmMFA))},
 		api.Op[userRequestV1, userInfoV1]{Path: "/identity/v1/user/enable", Access: domainAdmin, Summary: "Enable a user.", Handle: asInfo(v1Info, s.v1Admin(s.stateTo(Enabled)))},
 		api.Op[userRequestV1, userInfoV1]{Path: "/identity/v1/user/disable", Access: domainAdmin, Summary: "Disable a user (not the last domain admin).", Handle: asInfo(v1Info, s.v1Admin(s.stateTo(Disabled)))},
 		api.Op[userRequestV1, api.Empty]{Path: "/identity/v1/user/delete", Access: domainAdmin, Summary: "Delete a user with its role bindings and API keys (not the last domain admin).", Handle: s.deleteUserV1},
