@@ -5,6 +5,7 @@ import (
 	"crypto/rsa"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,7 +19,8 @@ func (v *Verifier) Reload(read func(context.Context) ([]byte, error), minInterva
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	v.reload = &reloader{read: read, minInterval: minInterval, maxAge: maxAge, log: log, loaded: time.Now()}
+	v.reload = &reloader{read: read, minInterval: minInterval, maxAge: maxAge, log: log}
+	v.reload.loaded.Store(time.Now().UnixNano())
 }
 
 type reloader struct {
@@ -26,8 +28,9 @@ type reloader struct {
 	minInterval, maxAge time.Duration
 	log                 *slog.Logger
 
+	loaded atomic.Int64 // when the held set was read, unix ns: the hot path reads it without mu
+
 	mu      sync.Mutex
-	loaded  time.Time     // when the held set was read
 	tried   time.Time     // last read started, good or bad
 	reading chan struct{} // closed when the read under way ends; nil when none
 }
@@ -38,14 +41,13 @@ type reloader struct {
 func (v *Verifier) key(kid string) *rsa.PublicKey {
 	k := (*v.keys.Load())[kid]
 	r := v.reload
-	if r == nil {
+	now := time.Now()
+	if r == nil || (k != nil && now.Sub(time.Unix(0, r.loaded.Load())) < r.maxAge) {
 		return k
 	}
 	r.mu.Lock()
-	now := time.Now()
 	wait := r.reading
-	stale := k == nil || now.Sub(r.loaded) >= r.maxAge
-	if wait == nil && stale && now.Sub(r.tried) >= r.minInterval {
+	if wait == nil && now.Sub(r.tried) >= r.minInterval {
 		wait = make(chan struct{})
 		r.reading, r.tried = wait, now
 		go v.readKeys(wait)
@@ -76,5 +78,5 @@ func (v *Verifier) readKeys(done chan struct{}) {
 		return
 	}
 	v.keys.Store(&keys)
-	r.loaded = time.Now()
+	r.loaded.Store(time.Now().UnixNano())
 }
