@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A throwaway PostgreSQL on 127.0.0.1 for `make bench-pg` (FerretDB on
+# A throwaway PostgreSQL on 127.0.0.1 for `make bench` (FerretDB on
 # PostgreSQL), installed from Debian's packages when missing.
 #
 #   scripts/postgres.sh start DIR PORT   # prints the URL FerretDB takes

@@ -37,12 +37,14 @@
 //
 // Usage, from the repository root:
 //
-//	go run ./test/bench [-duration 10s] [-concurrency 32] [-posts 10000,100000] [-mongo URI]
+//	go run ./test/bench [-duration 10s] [-concurrency 32] [-posts 10000,100000] [-mongo URI | -postgresql URL]
 //
-// With no -mongo (and no NUBES_MONGO_URI) it starts an embedded FerretDB in
-// a temporary directory. Against any store it works in a fresh database,
-// dropped at the end. Progress goes to stderr; a table per size and, as the
-// last line, one JSON object with the figures per size go to stdout.
+// With no -mongo (and no NUBES_MONGO_URI) it starts an embedded FerretDB:
+// on the PostgreSQL database of -postgresql (make bench starts a throwaway
+// one), else on SQLite in a temporary directory. Against any store it
+// works in a fresh database, dropped at the end. Progress goes to stderr;
+// a table per size and, as the last line, one JSON object with the
+// figures per size go to stdout.
 package main
 
 import (
@@ -97,7 +99,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.scanConc, "scan-concurrency", 0, "concurrent callers of list and stat (default: one per core on FerretDB, -concurrency otherwise)")
 	fs.StringVar(&posts, "posts", "10000,100000", "store sizes in posts, comma separated; the store grows from one to the next")
 	fs.StringVar(&c.mongoURI, "mongo", os.Getenv("NUBES_MONGO_URI"), "MongoDB URI (default $NUBES_MONGO_URI; empty starts an embedded FerretDB)")
-	fs.StringVar(&c.postgresURL, "postgresql", "", "PostgreSQL URL: start the embedded FerretDB on it instead of SQLite (make bench-pg)")
+	fs.StringVar(&c.postgresURL, "postgresql", "", "PostgreSQL URL: start the embedded FerretDB on it instead of SQLite (make bench)")
 	fs.Uint64Var(&c.pool, "pool", 16, "driver pool size of both sides (the devstack's setting on FerretDB)")
 	fs.DurationVar(&c.storeTimeout, "store-timeout", 10*time.Second, "driver timeout per store call on both sides (the service's default)")
 	fs.BoolVar(&c.verbose, "v", false, "print the service's warnings and errors to stderr")
