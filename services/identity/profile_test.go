@@ -492,3 +492,39 @@ func waitForFreshOTPStep(t *testing.T) {
 		time.Sleep(30*time.Second - into)
 	}
 }
+
+// TestOTPDisableGuessesNotForgiven: asking disable-mfa again does not buy
+// more guesses at the secret; an admin's disable-mfa is the way out.
+func TestOTPDisableGuessesNotForgiven(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.seedUser(h.domain, "oona")
+	oona := h.as("oona")
+	var u map[string]any
+	oona.Call("/identity/v2/user-profile/enable-mfa", map[string]any{"mfa_type": "OTP", "options": map[string]any{}}).OK(&u)
+	uri, _ := url.Parse(fmt.Sprint(u["mfa"].(map[string]any)["options"].(map[string]any)["otp_qrcode_uri"]))
+	code := func(at time.Duration) string {
+		c, err := identityapi.OTPCode(uri.Query().Get("secret"), time.Now().Add(at))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	waitForFreshOTPStep(t)
+	oona.Call("/identity/v2/user-profile/confirm-mfa", map[string]any{"verify_code": code(0)}).OK(nil)
+
+	oona.Call("/identity/v2/user-profile/disable-mfa", nil).OK(nil)
+	for range 5 {
+		oona.Call("/identity/v2/user-profile/confirm-mfa", map[string]any{"verify_code": wrongCode(code(30 * time.Second))}).Fails(http.StatusBadRequest, errs.InvalidVerifyCode)
+	}
+	oona.Call("/identity/v2/user-profile/disable-mfa", nil).OK(nil)
+	oona.Call("/identity/v2/user-profile/confirm-mfa", map[string]any{"verify_code": code(30 * time.Second)}).Fails(http.StatusBadRequest, errs.InvalidVerifyCode)
+	oona.Call("/identity/v2/user-profile/get", nil).OK(&u)
+	if mfa := u["mfa"].(map[string]any); mfa["state"] != "ENABLED" {
+		t.Fatalf("MFA turned off after the guesses ran out: %v", mfa)
+	}
+	h.admin.Call("/identity/v2/user/disable-mfa", map[string]any{"user_id": "oona"}).OK(&u)
+	if mfa := u["mfa"].(map[string]any); mfa["state"] != "DISABLED" || h.userDoc(h.domain, "oona")["otp_secret"] != nil {
+		t.Fatalf("after the admin's disable-mfa: %v", mfa)
+	}
+}

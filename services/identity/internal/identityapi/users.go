@@ -809,8 +809,9 @@ func (s *Service) enableOTP(ctx context.Context, u *User, opts map[string]any) (
 func otpConfirmKey(u *User) string { return "otp-confirm:" + u.ID }
 
 // confirmOTP turns OTP MFA on (a secret is pending) or off (disable-mfa
-// asked for it lately) with a code of the app. Wrong codes count: after
-// maxCodeAttempts the pending change needs a new enable-mfa or disable-mfa.
+// asked for it lately) with a code of the app. Wrong codes count, per
+// secret: after maxCodeAttempts a pending enable needs a new enable-mfa (a
+// new secret), a disable waits a day or an admin's disable-mfa.
 func (s *Service) confirmOTP(ctx context.Context, u *User, code string) (*User, error) {
 	key := otpConfirmKey(u)
 	used, err := s.codes.attempts.Used(ctx, key)
@@ -863,9 +864,9 @@ func (s *Service) requestMFADisable(ctx context.Context, u *User) (*User, error)
 		return nil, errMFAOff
 	}
 	if u.MFA.MFAType == mfaOTP {
-		if err := s.codes.attempts.Reset(ctx, otpConfirmKey(u)); err != nil {
-			return nil, err
-		}
+		// Wrong codes are not forgiven here: asking again must not buy
+		// more guesses at the same secret (an admin's disable-mfa helps a
+		// user who ran out).
 		return s.setUser(ctx, u, bson.D{{Key: "otp_disable_by", Value: wire.T(time.Now().Add(s.cfg.MFACodeTTL))}})
 	}
 	email, _ := u.MFA.Options["email"].(string)
@@ -887,6 +888,9 @@ func (s *Service) resetMFA(ctx context.Context, u *User) (*User, error) {
 		return nil, errs.NotFound("user_id", u.UserID)
 	}
 	if err != nil {
+		return nil, err
+	}
+	if err := s.codes.attempts.Reset(ctx, otpConfirmKey(u)); err != nil {
 		return nil, err
 	}
 	return out, s.dropCodes(ctx, u, purposeMFA, purposeLogin)
