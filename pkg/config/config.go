@@ -70,18 +70,20 @@ func (b *Base) Validate() error {
 // JWKSBytes returns the configured JWK set, fetching it from jwks_url
 // (retrying for up to a minute, as identity may be starting too).
 func (b *Base) JWKSBytes(ctx context.Context) ([]byte, error) {
-	switch {
-	case b.JWKS != "":
+	if b.JWKS != "" {
 		return []byte(b.JWKS), nil
-	case b.JWKSFile != "":
-		return os.ReadFile(b.JWKSFile)
-	case b.JWKSURL == "":
+	}
+	read := b.JWKSReader()
+	switch {
+	case read == nil:
 		return nil, fmt.Errorf("one of jwks, jwks_file or jwks_url (NUBES_JWKS, NUBES_JWKS_FILE, NUBES_JWKS_URL) is required")
+	case b.JWKSFile != "":
+		return read(ctx)
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	for {
-		body, err := fetch(ctx, b.JWKSURL)
+		body, err := read(ctx)
 		if err == nil {
 			return body, nil
 		}

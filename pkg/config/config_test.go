@@ -1,6 +1,9 @@
 package config
 
 import (
+	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,5 +51,39 @@ func TestLoadRejectsUnknownKey(t *testing.T) {
 	var c svcConfig
 	if err := Load(&c, defaults()); err == nil || !strings.Contains(err.Error(), "htp_addr") {
 		t.Fatalf("want unknown key error, got %v", err)
+	}
+}
+
+// TestJWKSReader: a file or a URL is read again on every call (rotation);
+// an inline set has no reader.
+func TestJWKSReader(t *testing.T) {
+	ctx := context.Background()
+	if (&Base{JWKS: "{}"}).JWKSReader() != nil {
+		t.Fatal("an inline set has a reader")
+	}
+	if _, err := (&Base{}).JWKSBytes(ctx); (&Base{}).JWKSReader() != nil || err == nil {
+		t.Fatal("no JWKS configured, yet a reader or no error")
+	}
+	path := filepath.Join(t.TempDir(), "jwks.json")
+	served := `{"keys":["a"]}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(served)) }))
+	defer srv.Close()
+	for name, b := range map[string]*Base{"file": {JWKSFile: path}, "url": {JWKSURL: srv.URL}} {
+		if err := os.WriteFile(path, []byte(`{"keys":["a"]}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		served = `{"keys":["a"]}`
+		first, err := b.JWKSBytes(ctx)
+		if err != nil || string(first) != `{"keys":["a"]}` {
+			t.Fatalf("%s: first read %q, %v", name, first, err)
+		}
+		if err := os.WriteFile(path, []byte(`{"keys":["b"]}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		served = `{"keys":["b"]}`
+		again, err := b.JWKSReader()(ctx)
+		if err != nil || string(again) != `{"keys":["b"]}` {
+			t.Fatalf("%s: read again %q, %v", name, again, err)
+		}
 	}
 }
