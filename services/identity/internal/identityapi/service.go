@@ -155,7 +155,7 @@ func (s *Service) Check(ctx context.Context, _ string, p *auth.Principal) error 
 	if key != nil && time.Since(key.LastAccessedAt.Time) > keyAccessResolution {
 		set := bson.D{{Key: "last_accessed_at", Value: wire.T(wire.Now())}}
 		if _, err := s.apiKeys.UpdateOne(ctx, bson.D{{Key: "_id", Value: key.ID}}, bson.D{{Key: "$set", Value: set}}); err != nil {
-			return err
+			return store.Wrap(err)
 		}
 	}
 	return nil
