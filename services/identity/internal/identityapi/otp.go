@@ -59,7 +59,7 @@ func otpStepOf(secret, code string, now time.Time) (int64, bool) {
 	if err != nil || len(code) != otpDigits {
 		return 0, false
 	}
-	cur := now.Unix() / int64(otpStep/time.Second)
+	cur := otpCounter(now)
 	found, step := 0, int64(0)
 	for s := cur - otpSkew; s <= cur+otpSkew; s++ {
 		if subtle.ConstantTimeCompare([]byte(hotp(key, uint64(s))), []byte(code)) == 1 {
@@ -83,11 +83,14 @@ func (s *Service) sealOTP(u *User, secret string) (Sealed, error) {
 }
 
 func (s *Service) openOTP(u *User, sealed *Sealed) (string, error) {
-	var secret string
 	if sealed == nil {
 		return "", errBadCode
 	}
-	return secret, s.cfg.Cipher.Open(*sealed, "otp:"+u.ID, &secret)
+	var secret string
+	if err := s.cfg.Cipher.Open(*sealed, "otp:"+u.ID, &secret); err != nil {
+		return "", err
+	}
+	return secret, nil
 }
 
 // checkOTP accepts code for the sealed secret once: the first request to
@@ -115,5 +118,8 @@ func OTPCode(secret string, t time.Time) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return hotp(key, uint64(t.Unix()/int64(otpStep/time.Second))), nil
+	return hotp(key, uint64(otpCounter(t))), nil
 }
+
+// otpCounter is the step t falls in.
+func otpCounter(t time.Time) int64 { return t.Unix() / int64(otpStep/time.Second) }

@@ -813,17 +813,17 @@ func otpConfirmKey(u *User) string { return "otp-confirm:" + u.ID }
 // secret: after maxCodeAttempts a pending enable needs a new enable-mfa (a
 // new secret), a disable waits a day or an admin's disable-mfa.
 func (s *Service) confirmOTP(ctx context.Context, u *User, code string) (*User, error) {
-	key := otpConfirmKey(u)
-	used, err := s.codes.attempts.Used(ctx, key)
-	if err != nil {
-		return nil, err
-	}
 	enabling := u.MFA.State != Enabled
 	sealed := u.OTPSecret
 	if enabling {
 		sealed = u.OTPPending
 	} else if time.Now().After(u.OTPDisableBy.Time) {
 		return nil, errBadCode
+	}
+	key := otpConfirmKey(u)
+	used, err := s.codes.attempts.Used(ctx, key)
+	if err != nil {
+		return nil, err
 	}
 	if used >= maxCodeAttempts {
 		return nil, errBadCode
