@@ -24,6 +24,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/call"
 	"github.com/nubes-io/nubes/pkg/config"
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/server"
@@ -35,6 +36,9 @@ type Deps struct {
 	DB     *mongo.Database
 	Events *events.Bus // nil unless the service needs events
 	Log    *slog.Logger
+	// Services calls the other services of the suite (config service_urls
+	// and service_token); never nil when built by Main.
+	Services *call.Services
 }
 
 // Service is what a constructor returns: its routes and its background
@@ -88,7 +92,7 @@ func run(ctx context.Context, name string, needsEvents bool, build Constructor, 
 		return err
 	}
 	defer func() { _ = client.Disconnect(context.Background()) }()
-	deps := Deps{DB: client.Database(cfg.MongoDatabase), Log: log}
+	deps := Deps{DB: client.Database(cfg.MongoDatabase), Log: log, Services: call.NewServices(cfg.ServiceURLs, cfg.ServiceToken, nil)}
 	if needsEvents {
 		bus, err := events.Connect(ctx, cfg.NATSURL, name, log, events.WithReplicas(cfg.NATSReplicas))
 		if err != nil {

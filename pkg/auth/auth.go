@@ -106,7 +106,22 @@ type Authenticator interface {
 	Authenticate(ctx context.Context, bearer string) (*Principal, error)
 }
 
-type principalKey struct{}
+type (
+	principalKey struct{}
+	bearerKey    struct{}
+)
+
+// WithBearer stores the caller's raw credential in ctx, so a call to
+// another service of the suite can act on the caller's behalf.
+func WithBearer(ctx context.Context, bearer string) context.Context {
+	return context.WithValue(ctx, bearerKey{}, bearer)
+}
+
+// BearerFromContext returns the caller's raw credential, or "".
+func BearerFromContext(ctx context.Context) string {
+	b, _ := ctx.Value(bearerKey{}).(string)
+	return b
+}
 
 // WithPrincipal stores p in ctx.
 func WithPrincipal(ctx context.Context, p *Principal) context.Context {

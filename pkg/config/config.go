@@ -32,6 +32,18 @@ type Base struct {
 	JWKS            string        `mapstructure:"jwks"`
 	JWKSURL         string        `mapstructure:"jwks_url"`
 	IdentityURL     string        `mapstructure:"identity_url"`
+	// ServiceURLs maps a service name of the suite (identity, repository,
+	// ...) to its base URL, for calls between services (pkg/call) and
+	// identity's endpoint/list. As an environment variable:
+	// NUBES_SERVICE_URLS=identity=http://identity:8080,repository=http://repository:8080
+	ServiceURLs map[string]string `mapstructure:"service_urls"`
+	// ServiceToken is the SYSTEM credential a service presents when it
+	// calls another on no caller's behalf (workers, schedules).
+	ServiceToken string `mapstructure:"service_token" secret:"true"`
+	// PluginEndpoints maps plugin_id or plugin_id@version to a gRPC
+	// endpoint (grpc://host:port or grpc+ssl://host:port). As an
+	// environment variable: NUBES_PLUGIN_ENDPOINTS=plugin-a=grpc://127.0.0.1:50051,plugin-b@1.2.0=grpc+ssl://host:443
+	PluginEndpoints map[string]string `mapstructure:"plugin_endpoints"`
 	LogFormat       string        `mapstructure:"log_format"`
 	LogLevel        string        `mapstructure:"log_level"`
 	DrainDelay      time.Duration `mapstructure:"drain_delay"`
@@ -52,6 +64,9 @@ func BaseDefaults() map[string]any {
 		"jwks":                 "",
 		"jwks_url":             "",
 		"identity_url":         "",
+		"service_urls":         map[string]string{},
+		"service_token":        "",
+		"plugin_endpoints":     map[string]string{},
 		"log_format":           "auto",
 		"log_level":            "info",
 		"drain_delay":          "5s",
@@ -149,8 +164,34 @@ func Load(out any, defaults map[string]any) error {
 		}
 	}
 	return v.Unmarshal(out, func(c *mapstructure.DecoderConfig) {
-		c.DecodeHook = mapstructure.ComposeDecodeHookFunc(mapstructure.StringToTimeDurationHookFunc(), mapstructure.StringToSliceHookFunc(","))
+		c.DecodeHook = mapstructure.ComposeDecodeHookFunc(mapstructure.StringToTimeDurationHookFunc(), stringToMap, mapstructure.StringToSliceHookFunc(","))
 	})
+}
+
+// stringToMap reads a map[string]string given as one string,
+// "key=value,key=value", as environment variables give it.
+func stringToMap(from, to reflect.Type, data any) (any, error) {
+	if from.Kind() != reflect.String || to != reflect.TypeFor[map[string]string]() {
+		return data, nil
+	}
+	return ParseMap(data.(string))
+}
+
+// ParseMap parses "key=value,key=value" (spaces around items ignored).
+func ParseMap(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for item := range strings.SplitSeq(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(item, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return nil, fmt.Errorf("%q is not key=value", item)
+		}
+		out[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	return out, nil
 }
 
 // String renders cfg as key=value pairs with fields tagged secret masked.

@@ -116,6 +116,9 @@ type Error struct {
 	Code    string
 	Message string
 	Cause   error // logged by the server, never sent to the client
+	// status, when set, is the HTTP status another service of the suite
+	// answered with: its code passes through even when not in statusOf.
+	status int
 }
 
 func (e *Error) Error() string {
@@ -129,6 +132,9 @@ func (e *Error) Unwrap() error { return e.Cause }
 
 // Status is the HTTP status of the error's code.
 func (e *Error) Status() int {
+	if e.status != 0 {
+		return e.status
+	}
 	if s, ok := statusOf[e.Code]; ok {
 		return s
 	}
@@ -145,6 +151,12 @@ func As(err error) (*Error, bool) {
 	var e *Error
 	ok := errors.As(err, &e)
 	return e, ok
+}
+
+// Passthrough is the error another service of the suite answered, kept
+// with its own status and code.
+func Passthrough(status int, code, message string) *Error {
+	return &Error{Code: code, Message: message, status: status}
 }
 
 // Required reports a missing required parameter.

@@ -220,7 +220,7 @@ func (s *Server) serve(c *echo.Context, r api.Route, access auth.Access) error {
 			return err
 		}
 		if p != nil {
-			ctx = auth.WithPrincipal(ctx, p)
+			ctx = auth.WithBearer(auth.WithPrincipal(ctx, p), bearer)
 			c.Set("principal", p)
 		}
 	}
