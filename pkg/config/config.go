@@ -21,17 +21,17 @@ import (
 // Base is the configuration every Nubes binary shares. Services embed it
 // with `mapstructure:",squash"`.
 type Base struct {
-	HTTPAddr        string        `mapstructure:"http_addr"`
-	MongoURI        string        `mapstructure:"mongo_uri" secret:"true"`
-	MongoDatabase   string        `mapstructure:"mongo_database"`
-	MongoPoolSize   uint64        `mapstructure:"mongo_pool_size"`
-	MongoTimeout    time.Duration `mapstructure:"mongo_timeout"`
-	NATSURL         string        `mapstructure:"nats_url" secret:"true"`
-	NATSReplicas    int           `mapstructure:"nats_stream_replicas"`
-	JWKSFile        string        `mapstructure:"jwks_file"`
-	JWKS            string        `mapstructure:"jwks"`
-	JWKSURL         string        `mapstructure:"jwks_url"`
-	IdentityURL     string        `mapstructure:"identity_url"`
+	HTTPAddr      string        `mapstructure:"http_addr"`
+	MongoURI      string        `mapstructure:"mongo_uri" secret:"true"`
+	MongoDatabase string        `mapstructure:"mongo_database"`
+	MongoPoolSize uint64        `mapstructure:"mongo_pool_size"`
+	MongoTimeout  time.Duration `mapstructure:"mongo_timeout"`
+	NATSURL       string        `mapstructure:"nats_url" secret:"true"`
+	NATSReplicas  int           `mapstructure:"nats_stream_replicas"`
+	JWKSFile      string        `mapstructure:"jwks_file"`
+	JWKS          string        `mapstructure:"jwks"`
+	JWKSURL       string        `mapstructure:"jwks_url"`
+	IdentityURL   string        `mapstructure:"identity_url"`
 	// ServiceURLs maps a service name of the suite (identity, repository,
 	// ...) to its base URL, for calls between services (pkg/call) and
 	// identity's endpoint/list. As an environment variable:
@@ -44,10 +44,10 @@ type Base struct {
 	// endpoint (grpc://host:port or grpc+ssl://host:port). As an
 	// environment variable: NUBES_PLUGIN_ENDPOINTS=plugin-a=grpc://127.0.0.1:50051,plugin-b@1.2.0=grpc+ssl://host:443
 	PluginEndpoints map[string]string `mapstructure:"plugin_endpoints"`
-	LogFormat       string        `mapstructure:"log_format"`
-	LogLevel        string        `mapstructure:"log_level"`
-	DrainDelay      time.Duration `mapstructure:"drain_delay"`
-	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
+	LogFormat       string            `mapstructure:"log_format"`
+	LogLevel        string            `mapstructure:"log_level"`
+	DrainDelay      time.Duration     `mapstructure:"drain_delay"`
+	ShutdownTimeout time.Duration     `mapstructure:"shutdown_timeout"`
 }
 
 // BaseDefaults are the defaults of Base.
