@@ -38,6 +38,11 @@ const (
 	InvalidCategory      = "ERROR_INVALID_CATEGORY"
 	InvalidKeyInOptions  = "ERROR_INVALID_KEY_IN_OPTIONS"
 
+	// repository
+	InvalidSchema       = "ERROR_INVALID_SCHEMA"
+	RegistryUnavailable = "ERROR_REGISTRY_UNAVAILABLE"
+	RemoteRepository    = "ERROR_NOT_ALLOWED_IN_REMOTE_REPOSITORY"
+
 	// identity
 	AuthenticationFailure    = "ERROR_AUTHENTICATION_FAILURE"
 	InvalidCredentials       = "ERROR_INVALID_CREDENTIALS"
@@ -78,6 +83,9 @@ var statusOf = map[string]int{
 	ExistResource:        http.StatusBadRequest,
 	InvalidCategory:      http.StatusBadRequest,
 	InvalidKeyInOptions:  http.StatusBadRequest,
+	InvalidSchema:        http.StatusBadRequest,
+	RegistryUnavailable:  http.StatusServiceUnavailable, // upstream ERROR_NO_IMAGE_IN_REGISTRY, 500
+	RemoteRepository:     http.StatusForbidden,
 
 	AuthenticationFailure:    http.StatusUnauthorized,
 	InvalidCredentials:       http.StatusUnauthorized,
