@@ -43,6 +43,9 @@ const (
 	RegistryUnavailable = "ERROR_REGISTRY_UNAVAILABLE"
 	RemoteRepository    = "ERROR_NOT_ALLOWED_IN_REMOTE_REPOSITORY"
 
+	// dashboard
+	LatestVersion = "ERROR_LATEST_VERSION"
+
 	// identity
 	AuthenticationFailure    = "ERROR_AUTHENTICATION_FAILURE"
 	InvalidCredentials       = "ERROR_INVALID_CREDENTIALS"
@@ -86,6 +89,7 @@ var statusOf = map[string]int{
 	InvalidSchema:        http.StatusBadRequest,
 	RegistryUnavailable:  http.StatusServiceUnavailable, // upstream ERROR_NO_IMAGE_IN_REGISTRY, 500
 	RemoteRepository:     http.StatusForbidden,
+	LatestVersion:        http.StatusBadRequest,
 
 	AuthenticationFailure:    http.StatusUnauthorized,
 	InvalidCredentials:       http.StatusUnauthorized,
