@@ -1,6 +1,7 @@
 package api
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/nubes-io/nubes/pkg/errs"
@@ -19,6 +20,11 @@ type sample struct {
 	Inner  *inner         `json:"inner"`
 	Items  []inner        `json:"items"`
 	Tags   map[string]any `json:"tags"`
+	Extra  *extra         `json:"extra_info"`
+}
+
+type extra struct {
+	UserID string `json:"user_id" v:"required"`
 }
 
 func (s *sample) Validate() error {
@@ -60,6 +66,12 @@ func TestDecode(t *testing.T) {
 		{"string body", `"x"`, errs.JSONFormat},
 		{"trailing object", `{"name": "a"}{}`, errs.JSONFormat},
 		{"custom rule", `{"name": "bad"}`, errs.InvalidParameter},
+		{"camelCase member", `{"name": "a", "inner": {"mode": "A"}, "extraInfo": {"userId": "u"}}`, ""},
+		{"camelCase required member", `{"name": "a", "extra_info": {"userId": "  "}}`, errs.RequiredParameter},
+		{"null required nested", `{"name": "a", "extraInfo": {"userId": null}}`, errs.RequiredParameter},
+		{"null optional", `{"name": "a", "kind": null, "labels": null, "inner": null, "tags": null, "flag": null}`, ""},
+		{"both names", `{"name": "a", "extra_info": {"user_id": "u", "userId": "u"}}`, errs.InvalidParameter},
+		{"wrong type under camelCase", `{"name": "a", "extraInfo": {"userId": 1}}`, errs.InvalidParameterType},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -76,6 +88,29 @@ func TestDecode(t *testing.T) {
 				t.Fatalf("Decode(%s) = %v, want %s (400)", c.body, err, c.code)
 			}
 		})
+	}
+}
+
+// TestDecodeMessages checks that errors name the member by its snake_case
+// name, whatever name the client used.
+func TestDecodeMessages(t *testing.T) {
+	cases := map[string]string{
+		`{"name": "a", "extraInfo": {"userId": null}}`:                "key = extra_info.user_id)",
+		`{"name": "a", "extraInfo": {"userId": 1}}`:                   "key = extra_info.user_id,",
+		`{"name": "a", "extraInfo": {"user_id": "u", "userId": "v"}}`: "key = extra_info.user_id, reason = given as both user_id and userId",
+		`{"name": "a", "extraInfo": {"userID": "u"}}`:                 "key = extra_info.userID, reason = unknown field",
+	}
+	for body, want := range cases {
+		var s sample
+		err := Decode([]byte(body), &s)
+		e, ok := errs.As(err)
+		if !ok || !strings.Contains(e.Message, want) {
+			t.Errorf("Decode(%s) = %v, want a message with %q", body, err, want)
+		}
+	}
+	var s sample
+	if err := Decode([]byte(`{"name": "a", "extraInfo": {"userId": "u"}}`), &s); err != nil || s.Extra == nil || s.Extra.UserID != "u" {
+		t.Fatalf("camelCase not decoded: %v %+v", err, s.Extra)
 	}
 }
 

@@ -160,7 +160,7 @@ func TestQueryJSONErrors(t *testing.T) {
 		key  string // the member the message must name
 	}{
 		{"unknown member", `{"filter":[],"bogus":1}`, errs.InvalidParameter, "query.bogus"},
-		{"unknown member of page", `{"page":{"start":1,"size":5}}`, errs.InvalidParameter, "query.size"},
+		{"unknown member of page", `{"page":{"start":1,"size":5}}`, errs.InvalidParameter, "query.page.size"},
 		{"filter not a list", `{"filter":{"k":"a"}}`, errs.InvalidParameterType, "query.filter"},
 		{"page start a string", `{"page":{"start":"1"}}`, errs.InvalidParameterType, "query.page.start"},
 		{"only a string", `{"only":"name"}`, errs.InvalidParameterType, "query.only"},
@@ -210,5 +210,26 @@ func TestValidate(t *testing.T) {
 			}
 			wantError(t, err, c.code)
 		})
+	}
+}
+
+// TestQueryJSONNames covers protobuf's JSON mapping on the query's own
+// members: lowerCamelCase names, null as "not set", and a null filter
+// value kept as null (the console's `v: null` filter).
+func TestQueryJSONNames(t *testing.T) {
+	in := `{"filterOr":[{"k":"a","v":null,"o":"eq"}],"countOnly":true,"page":null,"keyword":null,"only":null}`
+	want := Query{FilterOr: []Condition{{Key: "a", Value: nil, Operator: "eq"}}, CountOnly: true}
+	var got Query
+	if err := json.Unmarshal([]byte(in), &got); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %#v\nwant %#v", got, want)
+	}
+	var both Query
+	err := json.Unmarshal([]byte(`{"count_only":true,"countOnly":false}`), &both)
+	wantError(t, err, errs.InvalidParameter)
+	if e, _ := errs.As(err); !strings.Contains(e.Message, "key = query.count_only,") {
+		t.Fatalf("message %q does not name query.count_only", e.Message)
 	}
 }

@@ -223,7 +223,8 @@ func (c *Count) UnmarshalJSON(b []byte) error {
 }
 
 // members decodes the JSON object b into targets keyed by member name,
-// where "key|k" takes the long or the short name but not both. A null
+// where "key|k" takes the long or the short name but not both, and a
+// snake_case name also answers to its lowerCamelCase form. A null
 // member counts as absent. Unknown members and wrong JSON types are 400s
 // that name the member (at is the path of the object).
 func members(b []byte, at string, targets map[string]any) error {
@@ -235,6 +236,11 @@ func members(b []byte, at string, targets map[string]any) error {
 	found := map[string]json.RawMessage{}
 	for _, spec := range specs {
 		names := strings.Split(spec, "|")
+		for _, n := range names {
+			if c := strictjson.LowerCamel(n); c != n {
+				names = append(names, c) // as protobuf's JSON mapping accepts
+			}
+		}
 		var got string
 		for _, n := range names {
 			if v, ok := raw[n]; ok {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -529,5 +530,23 @@ func TestJSONSchema(t *testing.T) {
 		if props[k] == nil {
 			t.Errorf("schema lacks %s", k)
 		}
+	}
+}
+
+// TestQueryJSONNames covers protobuf's JSON mapping on the stat query:
+// lowerCamelCase names, null as "not set", both names refused.
+func TestQueryJSONNames(t *testing.T) {
+	var q Query
+	in := `{"filterOr":[{"k":"a","v":1,"o":"eq"}],"keyword":null,"aggregate":[{"group":{"keys":[{"key":"t","name":"m","dateFormat":"month"}]}},
+		{"project":{"fields":[{"key":"m","name":"m"}],"excludeKeys":true}}]}`
+	if err := json.Unmarshal([]byte(in), &q); err != nil {
+		t.Fatal(err)
+	}
+	if len(q.FilterOr) != 1 || q.Aggregate[0].Group.Keys[0].DateFormat != "month" || !q.Aggregate[1].Project.ExcludeKeys {
+		t.Fatalf("camelCase members not decoded: %+v", q)
+	}
+	err := json.Unmarshal([]byte(`{"filter_or":[],"filterOr":[]}`), &q)
+	if e, ok := errs.As(err); !ok || e.Code != errs.InvalidParameter || !strings.Contains(e.Message, "query.filter_or") {
+		t.Fatalf("both names: %v", err)
 	}
 }
