@@ -48,6 +48,10 @@ type Config struct {
 	NATSURL   string `mapstructure:"nats_url" secret:"true"`
 	LogFormat string `mapstructure:"log_format"`
 	LogLevel  string `mapstructure:"log_level"`
+	// EmbeddedLogLevel is the least level the embedded FerretDB and NATS
+	// log at: warn keeps their wire dumps and connection lines out of the
+	// way; debug shows everything.
+	EmbeddedLogLevel string `mapstructure:"embedded_log_level"`
 	// The root domain's admin, created on first start (a random password
 	// when empty; bootstrap.json keeps it).
 	AdminUserID   string `mapstructure:"admin_user_id"`
@@ -60,7 +64,7 @@ func defaults() map[string]any {
 	d := mailer.Defaults()
 	maps.Copy(d, map[string]any{
 		"http_addr": "127.0.0.1:8080", "data_dir": ".data", "mongo_uri": "", "mongo_database": "nubes",
-		"nats_url": "", "log_format": "auto", "log_level": "info", "admin_user_id": "admin", "admin_password": "",
+		"nats_url": "", "log_format": "auto", "log_level": "info", "embedded_log_level": "warn", "admin_user_id": "admin", "admin_password": "",
 	})
 	return d
 }
@@ -81,9 +85,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, started func(addr st
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return err
 	}
+	embeddedLevel := slog.LevelWarn
+	if cfg.EmbeddedLogLevel != "" {
+		if err := embeddedLevel.UnmarshalText([]byte(cfg.EmbeddedLogLevel)); err != nil {
+			return fmt.Errorf("embedded_log_level: %w", err)
+		}
+	}
 	mongoURI := cfg.MongoURI
 	if mongoURI == "" {
-		m, err := devinfra.StartMongo(filepath.Join(cfg.DataDir, "mongo"), "127.0.0.1:0", log.With("component", "ferretdb"))
+		m, err := devinfra.StartMongo(filepath.Join(cfg.DataDir, "mongo"), "127.0.0.1:0", devinfra.Quiet(log.With("component", "ferretdb"), embeddedLevel))
 		if err != nil {
 			return err
 		}
@@ -92,7 +102,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, started func(addr st
 	}
 	natsURL := cfg.NATSURL
 	if natsURL == "" {
-		n, err := devinfra.StartNATS(filepath.Join(cfg.DataDir, "nats"), "127.0.0.1", 0)
+		n, err := devinfra.StartNATSWithLog(filepath.Join(cfg.DataDir, "nats"), "127.0.0.1", 0, devinfra.Quiet(log.With("component", "nats"), embeddedLevel))
 		if err != nil {
 			return err
 		}
@@ -139,6 +149,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, started func(addr st
 	}
 	boot, err := writeBootstrap(bootPath, old, id, signer)
 	if err != nil {
+		return err
+	}
+	if err := writeLogin(filepath.Join(cfg.DataDir, LoginFile), boot); err != nil {
 		return err
 	}
 	built := []*app.Service{id.Service}
@@ -216,6 +229,33 @@ func keys(dir string) (*auth.Signer, *identity.Cipher, error) {
 	return signer, cipher, nil
 }
 
+// LoginFile, under the data directory, is the body of a token/issue call
+// for the root domain's admin (mode 0600), so one curl logs in without
+// the password on the screen.
+const LoginFile = "login.json"
+
+func writeLogin(path string, b *Bootstrap) error {
+	if b.AdminPassword == "" {
+		return nil // set from config, not known here
+	}
+	body := map[string]any{"credentials": map[string]string{"user_id": b.AdminUserID, "password": b.AdminPassword},
+		"auth_type": "LOCAL", "domain_id": b.DomainID}
+	raw, _ := json.MarshalIndent(body, "", "  ")
+	return os.WriteFile(path, append(raw, '\n'), 0o600)
+}
+
+// Banner is what the devstack prints once it serves: the URL, where the
+// credentials are and one command that logs in.
+func Banner(addr, dataDir string, up time.Duration) string {
+	url := "http://" + addr
+	return fmt.Sprintf("\nNubes devstack on %s (up in %s)\n"+
+		"  credentials  %s (domain_id, system_token, admin user and password)\n"+
+		"  log in       curl -s -d @%s %s/identity/token/issue\n"+
+		"  API          %s/openapi.json\n\n",
+		url, up.Round(time.Millisecond), filepath.Join(dataDir, "bootstrap.json"),
+		filepath.Join(dataDir, LoginFile), url, url)
+}
+
 func readBootstrap(path string) (Bootstrap, error) {
 	var b Bootstrap
 	raw, err := os.ReadFile(path)
@@ -267,8 +307,7 @@ func main() {
 	defer stop()
 	start := time.Now()
 	err := Run(ctx, cfg, log, func(addr string) {
-		fmt.Fprintf(os.Stderr, "\nNubes devstack on http://%s (up in %s)\nCredentials: %s\n\n",
-			addr, time.Since(start).Round(time.Millisecond), filepath.Join(cfg.DataDir, "bootstrap.json"))
+		fmt.Fprint(os.Stderr, Banner(addr, cfg.DataDir, time.Since(start)))
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "devstack:", err)

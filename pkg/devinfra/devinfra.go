@@ -24,6 +24,7 @@ type Mongo struct {
 	URI  string
 	stop context.CancelFunc
 	done chan struct{}
+	ids  *idIndexer // SQLite only
 }
 
 // StartMongo serves FerretDB on addr (":0" style allowed) with SQLite files
@@ -36,7 +37,29 @@ func StartMongo(dir, addr string, log *slog.Logger) (*Mongo, error) {
 	if err != nil {
 		return nil, err
 	}
-	return startFerretDB(ferretdb.Config{Handler: "sqlite", SQLiteURL: "file:" + abs + "/"}, addr, log)
+	m, err := startFerretDB(ferretdb.Config{Handler: "sqlite", SQLiteURL: "file:" + abs + "/"}, addr, log)
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m.ids = newIDIndexer(abs, log)
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); m.ids.run(ctx) }()
+	stopFerret := m.stop
+	m.stop = func() { cancel(); <-stopped; stopFerret() }
+	return m, nil
+}
+
+// IndexIDs gives every collection of the embedded SQLite store, now, the
+// index its lookups by _id use (it happens every IDIndexInterval anyway).
+func (m *Mongo) IndexIDs(ctx context.Context) error {
+	if m.ids == nil {
+		return nil
+	}
+	return m.ids.sweep(ctx)
 }
 
 // StartMongoOnPostgreSQL serves FerretDB on addr with its data in the
@@ -51,7 +74,7 @@ func startFerretDB(c ferretdb.Config, addr string, log *slog.Logger) (*Mongo, er
 		log = slog.New(slog.DiscardHandler)
 	}
 	c.Listener = ferretdb.ListenerConfig{TCP: addr}
-	c.Logger = log
+	c.Logger = slog.New(demoteWireDumps{log.Handler()})
 	f, err := ferretdb.New(&c)
 	if err != nil {
 		return nil, fmt.Errorf("start FerretDB: %w", err)
@@ -82,17 +105,26 @@ type NATS struct {
 }
 
 // StartNATS serves NATS on host:port (port 0 picks one) with JetStream
-// state under dir.
+// state under dir, logging nothing.
 func StartNATS(dir, host string, port int) (*NATS, error) {
+	return StartNATSWithLog(dir, host, port, nil)
+}
+
+// StartNATSWithLog is StartNATS logging to log (nil: nothing).
+func StartNATSWithLog(dir, host string, port int, log *slog.Logger) (*NATS, error) {
 	if port == 0 {
 		port = natsserver.RANDOM_PORT
 	}
 	s, err := natsserver.NewServer(&natsserver.Options{
 		Host: host, Port: port, JetStream: true, StoreDir: dir,
-		NoSigs: true, NoLog: true, MaxPayload: 1 << 20,
+		NoSigs: true, NoLog: log == nil, MaxPayload: 1 << 20,
+		Debug: log != nil && log.Enabled(context.Background(), slog.LevelDebug),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start NATS: %w", err)
+	}
+	if log != nil {
+		s.SetLoggerV2(natsLog{log}, log.Enabled(context.Background(), slog.LevelDebug), false, false)
 	}
 	go s.Start()
 	if !s.ReadyForConnections(10 * time.Second) {

@@ -430,6 +430,10 @@ func (b *bench) measure(ctx context.Context) ([]result, error) {
 	ops := b.operations()
 	var out []result
 	for _, op := range append(ops[1:], ops[0]) {
+		if len(b.cfg.ops) > 0 && !slices.Contains(b.cfg.ops, op.name) {
+			out = append(out, result{op: op, skipped: "not asked for (-ops)"})
+			continue
+		}
 		res, err := b.measureOp(ctx, op)
 		if err != nil {
 			return nil, err

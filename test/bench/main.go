@@ -88,6 +88,7 @@ type config struct {
 	pool         uint64
 	storeTimeout time.Duration
 	verbose      bool
+	ops          []string // operations to measure; empty: all
 }
 
 func parseFlags(args []string) (config, error) {
@@ -102,6 +103,8 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.postgresURL, "postgresql", "", "PostgreSQL URL: start the embedded FerretDB on it instead of SQLite (make bench)")
 	fs.Uint64Var(&c.pool, "pool", 16, "driver pool size of both sides (the devstack's setting on FerretDB)")
 	fs.DurationVar(&c.storeTimeout, "store-timeout", 10*time.Second, "driver timeout per store call on both sides (the service's default)")
+	var ops string
+	fs.StringVar(&ops, "ops", "", "operations to measure, comma separated (create,get,list,stat); empty: all")
 	fs.BoolVar(&c.verbose, "v", false, "print the service's warnings and errors to stderr")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -112,6 +115,11 @@ func parseFlags(args []string) (config, error) {
 			return c, fmt.Errorf("-posts: %q is not a positive number", s)
 		}
 		c.sizes = append(c.sizes, n)
+	}
+	for o := range strings.SplitSeq(ops, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			c.ops = append(c.ops, o)
+		}
 	}
 	slices.Sort(c.sizes)
 	c.sizes = slices.Compact(c.sizes)

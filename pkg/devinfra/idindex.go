@@ -1,0 +1,142 @@
+package devinfra
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // the driver FerretDB itself uses; registered as "sqlite"
+)
+
+// FerretDB 1.24 on SQLite indexes _id on the expression
+// `_ferretdb_sjson->"_id"` but looks documents up with
+// `_ferretdb_sjson->'$._id'`. SQLite matches index expressions by their
+// text, so it never uses that index and every get scans the table. The
+// embedded store owns its SQLite files, so idIndexer adds, to every
+// collection table, an index on the very expression of the lookups.
+// Production (MongoDB) is not concerned.
+
+// idExpr is FerretDB's metadata.IDColumn: the expression of its _id lookups.
+const idExpr = `_ferretdb_sjson->'$._id'`
+
+// idIndexSuffix names the index added to each table.
+const idIndexSuffix = "_nubes_id"
+
+// IDIndexInterval is how often new collections get their _id index.
+var IDIndexInterval = 500 * time.Millisecond
+
+type idIndexer struct {
+	dir string
+	log *slog.Logger
+	mu  sync.Mutex
+	// seen is each file's modification time when it was last found complete.
+	seen map[string]time.Time
+}
+
+func newIDIndexer(dir string, log *slog.Logger) *idIndexer {
+	return &idIndexer{dir: dir, log: log, seen: map[string]time.Time{}}
+}
+
+// run sweeps the directory until ctx is done.
+func (x *idIndexer) run(ctx context.Context) {
+	t := time.NewTicker(IDIndexInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := x.sweep(ctx); err != nil && ctx.Err() == nil {
+				x.log.Warn("indexing _id of the embedded store", "error", err.Error())
+			}
+		}
+	}
+}
+
+// sweep adds the _id index to every table of every database file that
+// changed since it was last found complete.
+func (x *idIndexer) sweep(ctx context.Context) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	files, err := filepath.Glob(filepath.Join(x.dir, "*.sqlite"))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, f := range files {
+		st, err := os.Stat(f)
+		if err != nil {
+			continue // dropped meanwhile
+		}
+		mod := st.ModTime()
+		if wal, err := os.Stat(f + "-wal"); err == nil && wal.ModTime().After(mod) {
+			mod = wal.ModTime()
+		}
+		if x.seen[f].Equal(mod) {
+			continue
+		}
+		if err := indexFile(ctx, f); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", filepath.Base(f), err))
+			continue
+		}
+		x.seen[f] = mod
+	}
+	for f := range x.seen {
+		if _, err := os.Stat(f); err != nil {
+			delete(x.seen, f)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func indexFile(ctx context.Context, path string) error {
+	// mode=rw: never create a file FerretDB has just dropped.
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=rw&_pragma=busy_timeout(10000)")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	rows, err := db.QueryContext(ctx, `SELECT m.name FROM sqlite_master m
+		WHERE m.type = 'table' AND m.name NOT LIKE '\_ferretdb\_%' ESCAPE '\' AND m.name NOT LIKE 'sqlite\_%' ESCAPE '\'
+		AND NOT EXISTS (SELECT 1 FROM sqlite_master i WHERE i.type = 'index' AND i.name = m.name || ?)`, idIndexSuffix)
+	if err != nil {
+		if isGone(err) {
+			return nil
+		}
+		return err
+	}
+	var tables []string
+	for rows.Next() {
+		var t string
+		if err := rows.Scan(&t); err != nil {
+			rows.Close()
+			return err
+		}
+		tables = append(tables, t)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, t := range tables {
+		q := fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %q ON %q (%s)`, t+idIndexSuffix, t, idExpr)
+		if _, err := db.ExecContext(ctx, q); err != nil && !isGone(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// isGone reports an error of a table or file dropped during the sweep.
+func isGone(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "no such table") || strings.Contains(s, "unable to open") || strings.Contains(s, "disk I/O")
+}
