@@ -2,6 +2,7 @@ package config
 
 import (
 	"context"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -85,5 +86,39 @@ func TestJWKSReader(t *testing.T) {
 		if err != nil || string(again) != `{"keys":["b"]}` {
 			t.Fatalf("%s: read again %q, %v", name, again, err)
 		}
+	}
+}
+
+func TestParseMap(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want map[string]string
+		err  bool
+	}{
+		{"", map[string]string{}, false},
+		{"a=grpc://127.0.0.1:1", map[string]string{"a": "grpc://127.0.0.1:1"}, false},
+		{" a=x , b@1.2.0=grpc+ssl://h:443 ,", map[string]string{"a": "x", "b@1.2.0": "grpc+ssl://h:443"}, false},
+		{"a", nil, true},
+		{"=x", nil, true},
+	} {
+		got, err := ParseMap(tc.in)
+		if (err != nil) != tc.err || (!tc.err && !maps.Equal(got, tc.want)) {
+			t.Errorf("ParseMap(%q) = %v, %v; want %v (error %v)", tc.in, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+func TestLoadMapFromEnv(t *testing.T) {
+	t.Setenv("NUBES_PLUGIN_ENDPOINTS", "plugin-a=grpc://127.0.0.1:50051,plugin-b@1.2.0=grpc+ssl://host:443")
+	t.Setenv("NUBES_SERVICE_URLS", "identity=http://identity:8080")
+	var b Base
+	if err := Load(&b, BaseDefaults()); err != nil {
+		t.Fatal(err)
+	}
+	if b.PluginEndpoints["plugin-a"] != "grpc://127.0.0.1:50051" || b.PluginEndpoints["plugin-b@1.2.0"] != "grpc+ssl://host:443" || len(b.PluginEndpoints) != 2 {
+		t.Errorf("plugin_endpoints = %v", b.PluginEndpoints)
+	}
+	if b.ServiceURLs["identity"] != "http://identity:8080" {
+		t.Errorf("service_urls = %v", b.ServiceURLs)
 	}
 }
