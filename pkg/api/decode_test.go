@@ -1,8 +1,13 @@
 package api
 
 import (
+	"context"
+	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/nubes-io/nubes/pkg/auth"
 
 	"github.com/nubes-io/nubes/pkg/errs"
 )
@@ -141,5 +146,31 @@ func TestAlias(t *testing.T) {
 	}
 	if Version("/identity/v10/user/get") != 10 || Version("/board/board/get") != 0 {
 		t.Error("Version")
+	}
+}
+
+func TestReflect(t *testing.T) {
+	noop := func(context.Context, *auth.Principal, *Empty) (*Empty, error) { return &Empty{}, nil }
+	routes := []Route{
+		Op[Empty, Empty]{Path: "/identity/v2/user/create", Handle: noop},
+		Op[Empty, Empty]{Path: "/identity/v1/user/create", Handle: noop},
+		Op[Empty, Empty]{Path: "/board/v1/post/list", Handle: noop},
+		Op[Empty, Empty]{Path: "/plugin/plugin/get-plugin-metadata", Handle: noop},
+	}
+	got := Reflect(routes)
+	want := []Reflected{
+		{Name: "board.post.list", Path: "/board/post/list", Method: "POST"},
+		{Name: "identity.user.create", Path: "/identity/user/create", Method: "POST"},
+		{Name: "plugin.plugin.get-plugin-metadata", Path: "/plugin/plugin/get-plugin-metadata", Method: "POST"},
+	}
+	if !reflect.DeepEqual(got.APIs, want) {
+		t.Fatalf("Reflect = %+v\nwant %+v", got.APIs, want)
+	}
+	merged := MergeReflections(Reflection{APIs: want[1:2]}, Reflection{APIs: []Reflected{{Name: "other", Path: "/identity/user/create", Method: "POST"}, want[0]}}, Reflection{})
+	if !reflect.DeepEqual(merged.APIs, want[:2]) {
+		t.Fatalf("MergeReflections = %+v", merged.APIs)
+	}
+	if b, _ := json.Marshal(MergeReflections()); string(b) != `{"apis":[]}` {
+		t.Fatalf("empty reflection = %s, want an empty list", b)
 	}
 }

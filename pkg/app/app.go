@@ -52,6 +52,9 @@ type Service struct {
 	Auth auth.Authenticator
 	// Documents are JSON documents served by GET (server.Options.Documents).
 	Documents map[string][]byte
+	// Reflection, when set, lists the whole suite for the console
+	// (server.Options.Reflection); identity sets it.
+	Reflection func(ctx context.Context) (api.Reflection, error)
 }
 
 // Constructor builds a service. It must create its indexes and streams
@@ -115,6 +118,7 @@ func run(ctx context.Context, name string, needsEvents bool, build Constructor, 
 		Name: name, Logger: log, Auth: authn,
 		Ready:      func(ctx context.Context) error { return store.Ping(ctx, deps.DB) },
 		DrainDelay: cfg.DrainDelay, ShutdownTimeout: cfg.ShutdownTimeout, Documents: svc.Documents,
+		Reflection: svc.Reflection,
 	}, svc.Routes...)
 	if err != nil {
 		return err

@@ -1,7 +1,8 @@
 // Package server turns declared operations into a running HTTP service:
 // echo routing of versioned paths and their aliases, authentication,
 // request ids, slog logging, Prometheus metrics, the 1 MiB body limit, the
-// one error handler, /healthz, /readyz, /metrics, /openapi.json, and a
+// one error handler, /healthz, /readyz, /metrics, /openapi.json, the
+// console's operation list (api.ReflectionPath), and a
 // graceful shutdown that fails readiness first and finishes in-flight
 // requests.
 //
@@ -48,6 +49,10 @@ type Options struct {
 	// Documents are JSON documents served by GET at their path, such as
 	// identity's /.well-known/jwks.json.
 	Documents map[string][]byte
+	// Reflection, when set, answers GET api.ReflectionPath with the whole
+	// suite's list (SuiteReflection); unset, the server lists its own
+	// routes. ?local=1 always gets the server's own.
+	Reflection func(ctx context.Context) (api.Reflection, error)
 }
 
 // Server is one HTTP service built from routes.
@@ -112,6 +117,7 @@ func New(opts Options, routes ...api.Route) (*Server, error) {
 		return nil, err
 	}
 	e.GET("/openapi.json", func(c *echo.Context) error { return c.JSONBlob(http.StatusOK, docJSON) })
+	e.GET(api.ReflectionPath, s.serveReflection(api.Reflect(routes)))
 	for path, body := range opts.Documents {
 		e.GET(path, func(c *echo.Context) error { return c.JSONBlob(http.StatusOK, body) })
 	}
@@ -219,8 +225,11 @@ func (s *Server) serve(c *echo.Context, r api.Route, access auth.Access) error {
 		if err != nil && !access.IsPublic() {
 			return err
 		}
+		// A public operation sees the credential even when it is not one
+		// that authenticates: token/grant takes a refresh token there.
+		ctx = auth.WithBearer(ctx, bearer)
 		if p != nil {
-			ctx = auth.WithBearer(auth.WithPrincipal(ctx, p), bearer)
+			ctx = auth.WithPrincipal(ctx, p)
 			c.Set("principal", p)
 		}
 	}
