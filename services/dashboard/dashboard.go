@@ -1,0 +1,32 @@
+// Package dashboard is the dashboard service: versioned dashboards
+// attached to a project of identity (spec part 3, /dashboard/v1
+// project-dashboard).
+//
+// New is its only public surface; everything else is internal. It calls
+// identity (service_urls) to check that a dashboard's project exists in
+// the caller's domain and never reads identity's collections.
+package dashboard
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/nubes-io/nubes/pkg/app"
+	"github.com/nubes-io/nubes/services/dashboard/internal/projectdash"
+)
+
+// Name is the service name.
+const Name = "dashboard"
+
+// New builds the dashboard service on d.DB, creating its indexes.
+func New(ctx context.Context, d app.Deps) (*app.Service, error) {
+	log := d.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	routes, err := projectdash.Routes(ctx, d.DB, d.Services, log)
+	if err != nil {
+		return nil, err
+	}
+	return &app.Service{Name: Name, Routes: routes}, nil
+}
