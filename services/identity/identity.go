@@ -15,6 +15,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/app"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/config"
+	"github.com/nubes-io/nubes/pkg/server"
 	"github.com/nubes-io/nubes/services/identity/internal/identityapi"
 )
 
@@ -23,6 +24,10 @@ const Name = "identity"
 
 // JWKSPath is where identity serves its public keys by GET.
 const JWKSPath = "/.well-known/jwks.json"
+
+// ReflectionTTL is how long identity keeps the suite's merged reflection
+// list before asking the services again.
+const ReflectionTTL = 30 * time.Second
 
 // Config configures the identity rules.
 type Config = identityapi.Config
@@ -71,8 +76,12 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*Built, error) {
 	if err != nil {
 		return nil, err
 	}
-	svc := &app.Service{Name: Name, Routes: s.Routes(), Workers: s.Workers(), Auth: s.Authenticator(),
-		Documents: map[string][]byte{JWKSPath: s.JWKS()}}
+	routes := s.Routes()
+	svc := &app.Service{Name: Name, Routes: routes, Workers: s.Workers(), Auth: s.Authenticator(),
+		Documents: map[string][]byte{JWKSPath: s.JWKS()},
+		// The Ingress sends the console's reflection here: identity lists
+		// the whole suite, merged from the services in service_urls.
+		Reflection: server.SuiteReflection(Name, routes, cfg.ServiceURLs, ReflectionTTL, d.Log)}
 	return &Built{Service: svc, Bootstrap: b, SystemToken: tok}, nil
 }
 
@@ -99,6 +108,8 @@ type Settings struct {
 	ConsoleURL       string        `mapstructure:"console_url"`
 	AccessTTL        time.Duration `mapstructure:"access_token_ttl"`
 	RefreshTTL       time.Duration `mapstructure:"refresh_token_ttl"`
+	MaxAccessTTL     time.Duration `mapstructure:"max_access_token_ttl"`
+	EndpointURL      string        `mapstructure:"endpoint_url"`
 	MaxLoginFailures int           `mapstructure:"max_login_failures"`
 	LoginBlock       time.Duration `mapstructure:"login_block"`
 }
@@ -109,7 +120,7 @@ func Defaults() map[string]any {
 	for k, v := range map[string]any{
 		"signing_key_file": "", "signing_key": "", "encryption_keys": "", "root_domain": "root",
 		"admin_user_id": "admin", "admin_password": "", "console_url": "http://127.0.0.1:8080/console",
-		"access_token_ttl": "30m", "refresh_token_ttl": "3h", "max_login_failures": 10, "login_block": "5m",
+		"access_token_ttl": "30m", "refresh_token_ttl": "3h", "max_access_token_ttl": "168h", "endpoint_url": "", "max_login_failures": 10, "login_block": "5m",
 	} {
 		d[k] = v
 	}
@@ -156,5 +167,6 @@ func (st *Settings) Config() (Config, error) {
 	}
 	return Config{Signer: signer, Cipher: cipher, RootDomain: st.RootDomain, AdminUserID: st.AdminUserID,
 		AdminPassword: st.AdminPassword, ConsoleURL: st.ConsoleURL, AccessTTL: st.AccessTTL, RefreshTTL: st.RefreshTTL,
-		MaxLoginFailures: st.MaxLoginFailures, LoginBlock: st.LoginBlock}, nil
+		MaxLoginFailures: st.MaxLoginFailures, LoginBlock: st.LoginBlock, MaxAccessTTL: st.MaxAccessTTL,
+		ServiceURLs: st.ServiceURLs, EndpointURL: st.EndpointURL}, nil
 }

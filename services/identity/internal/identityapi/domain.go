@@ -48,10 +48,19 @@ type (
 	authInfoRequest struct {
 		Name string `json:"name" v:"required"`
 	}
+	// authInfo is what the console reads before anyone signs in
+	// (spec/clients.md section 1, step 4): metadata and config.settings
+	// are read without a guard, so they are objects, never null.
 	authInfo struct {
-		DomainID string `json:"domain_id"`
-		Name     string `json:"name"`
-		State    string `json:"state"`
+		DomainID          string         `json:"domain_id"`
+		Name              string         `json:"name"`
+		State             string         `json:"state"`
+		ExternalAuthState string         `json:"external_auth_state"`
+		Metadata          map[string]any `json:"metadata"`
+		Config            authConfig     `json:"config"`
+	}
+	authConfig struct {
+		Settings map[string]any `json:"settings"`
 	}
 	publicKey struct {
 		DomainID  string `json:"domain_id"`
@@ -154,7 +163,10 @@ func (s *Service) authInfo(ctx context.Context, _ *auth.Principal, r *authInfoRe
 	if err != nil {
 		return nil, store.Wrap(err)
 	}
-	return &authInfo{DomainID: d.DomainID, Name: d.Name, State: d.State}, nil
+	// Nubes has no external authentication and no domain settings yet:
+	// the console then shows the local sign-in form with its defaults.
+	return &authInfo{DomainID: d.DomainID, Name: d.Name, State: d.State, ExternalAuthState: Disabled,
+		Metadata: map[string]any{}, Config: authConfig{Settings: map[string]any{}}}, nil
 }
 
 func (s *Service) publicKey(ctx context.Context, _ *auth.Principal, r *domainRequest) (*publicKey, error) {

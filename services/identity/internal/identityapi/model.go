@@ -64,6 +64,13 @@ type Config struct {
 	MaxLoginFailures int
 	LoginBlock       time.Duration
 	ConsoleURL       string // links in e-mails: <ConsoleURL>?sso_access_token=...
+	// ServiceURLs (config service_urls) name the services of the suite and
+	// their base URLs: endpoint/list answers them and the console's
+	// reflection list is merged from them.
+	ServiceURLs map[string]string
+	// EndpointURL, when set, is the one base URL clients reach every
+	// service at (the Ingress); endpoint/list answers it instead.
+	EndpointURL string
 }
 
 // Defaults fills unset durations and limits with upstream's values.

@@ -78,7 +78,7 @@ func (s *Service) Routes() []api.Route {
 	var r []api.Route
 	for _, part := range [][]api.Route{
 		s.tokenRoutes(), s.domainRoutes(), s.workspaceRoutes(), s.projectRoutes(), s.roleRoutes(),
-		s.userRoutesV2(), s.profileRoutes(), s.userRoutesV1(), s.apiKeyRoutes(), s.trustedRoutes(),
+		s.userRoutesV2(), s.profileRoutes(), s.userRoutesV1(), s.apiKeyRoutes(), s.trustedRoutes(), s.endpointRoutes(),
 	} {
 		r = append(r, part...)
 	}

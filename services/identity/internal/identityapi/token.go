@@ -37,11 +37,15 @@ type (
 		AccessToken  string `json:"access_token"`
 		RefreshToken string `json:"refresh_token"`
 	}
+	// grantToken is what the console and the CLI send (spec/clients.md
+	// sections 9.1 and 12). token may instead come as the Bearer
+	// credential; domain_id, when given, must be the refresh token's.
 	grantToken struct {
 		GrantType   string `json:"grant_type" v:"required,enum=REFRESH_TOKEN"`
-		Token       string `json:"token" v:"required"`
+		Token       string `json:"token"`
 		Scope       string `json:"scope" v:"required,enum=SYSTEM|DOMAIN|WORKSPACE|USER"`
 		WorkspaceID string `json:"workspace_id"`
+		DomainID    string `json:"domain_id"`
 		Timeout     int    `json:"timeout" v:"min=0"`
 	}
 	grantedToken struct {
@@ -228,10 +232,25 @@ func (s *Service) refresh(ctx context.Context, _ *auth.Principal, r *refreshToke
 
 // grant turns a refresh token into an access token of a scope, with the
 // role of the user's binding (spec/semantics.md 4.1).
+//
+// The refresh token is the body's token; without one, the Bearer
+// credential (the console's automatic refresh sends it in both places).
+// The body wins when both are there: a client that attaches its access
+// token to every call still grants with the token it names.
 func (s *Service) grant(ctx context.Context, _ *auth.Principal, r *grantToken) (*grantedToken, error) {
-	u, err := s.fromRefresh(ctx, r.Token)
+	token := r.Token
+	if token == "" {
+		token = auth.BearerFromContext(ctx)
+	}
+	if token == "" {
+		return nil, errs.Required("token")
+	}
+	u, err := s.fromRefresh(ctx, token)
 	if err != nil {
 		return nil, err
+	}
+	if r.DomainID != "" && r.DomainID != u.DomainID {
+		return nil, errs.Unauthenticated("the refresh token is not of domain " + r.DomainID)
 	}
 	if pendingPermissions(u) != nil {
 		return nil, errs.New(errs.UpdatePasswordRequired, "Update the password (or enable MFA) first.")
