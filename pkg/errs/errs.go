@@ -66,6 +66,12 @@ const (
 	UpdatePasswordRequired   = "ERROR_UPDATE_PASSWORD_REQUIRED"
 	APIKeyExpiredLimit       = "ERROR_API_KEY_EXPIRED_LIMIT"
 	NotAllowedToChangeDomain = "ERROR_NOT_ALLOWED_TO_CHANGE_DOMAIN"
+
+	// plugins (pkg/plugin; docs/decisions.md "Plugins")
+	PluginFailed     = "ERROR_PLUGIN"             // the plugin answered an error; status per its gRPC status
+	GRPCConnection   = "ERROR_GRPC_CONNECTION"    // the plugin cannot be reached
+	GRPCTimeout      = "ERROR_GRPC_TIMEOUT"       // the plugin did not answer in time
+	NoPluginEndpoint = "ERROR_NO_PLUGIN_ENDPOINT" // no endpoint configured for the plugin
 )
 
 // statusOf is the one table from error code to HTTP status. Codes that
@@ -121,6 +127,11 @@ var statusOf = map[string]int{
 	UnsupportedAPI:           http.StatusNotFound,
 	Unavailable:              http.StatusServiceUnavailable,
 	Unknown:                  http.StatusInternalServerError,
+
+	PluginFailed:     http.StatusBadGateway, // plugin.Failure sets 400 or 503 where the plugin's status says so
+	GRPCConnection:   http.StatusServiceUnavailable,
+	GRPCTimeout:      http.StatusServiceUnavailable,
+	NoPluginEndpoint: http.StatusServiceUnavailable,
 }
 
 // Error is a client-visible failure.
