@@ -28,6 +28,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/config"
 	"github.com/nubes-io/nubes/pkg/devinfra"
 	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/server"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/services/board"
@@ -56,6 +57,9 @@ type Config struct {
 	// when empty; bootstrap.json keeps it).
 	AdminUserID   string `mapstructure:"admin_user_id"`
 	AdminPassword string `mapstructure:"admin_password" secret:"true"`
+	// PluginEndpoints maps plugin_id or plugin_id@version to
+	// grpc://host:port or grpc+ssl://host:port (docs/configuration.md).
+	PluginEndpoints map[string]string `mapstructure:"plugin_endpoints"`
 	// The mailer writes .eml files under <data_dir>/mail unless smtp_host is set.
 	Mailer mailer.Config `mapstructure:",squash"`
 }
@@ -65,6 +69,7 @@ func defaults() map[string]any {
 	maps.Copy(d, map[string]any{
 		"http_addr": "127.0.0.1:8080", "data_dir": ".data", "mongo_uri": "", "mongo_database": "nubes",
 		"nats_url": "", "log_format": "auto", "log_level": "info", "embedded_log_level": "warn", "admin_user_id": "admin", "admin_password": "",
+		"plugin_endpoints": map[string]string{},
 	})
 	return d
 }
@@ -130,7 +135,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, started func(addr st
 		return err
 	}
 	defer bus.Close()
-	deps := app.Deps{DB: client.Database(cfg.MongoDB), Events: bus, Log: log}
+	plugins, err := plugin.New(cfg.PluginEndpoints, plugin.Options{Log: log})
+	if err != nil {
+		return err
+	}
+	defer plugins.Close()
+	deps := app.Deps{DB: client.Database(cfg.MongoDB), Events: bus, Log: log, Plugins: plugins}
 
 	// Listen first: identity's e-mail links need the real address.
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)

@@ -27,6 +27,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/call"
 	"github.com/nubes-io/nubes/pkg/config"
 	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/server"
 	"github.com/nubes-io/nubes/pkg/store"
 )
@@ -39,6 +40,9 @@ type Deps struct {
 	// Services calls the other services of the suite (config service_urls
 	// and service_token); never nil when built by Main.
 	Services *call.Services
+	// Plugins calls plugins by plugin_id[@version] (config
+	// plugin_endpoints); never nil when built by Main.
+	Plugins *plugin.Client
 }
 
 // Service is what a constructor returns: its routes and its background
@@ -95,7 +99,12 @@ func run(ctx context.Context, name string, needsEvents bool, build Constructor, 
 		return err
 	}
 	defer func() { _ = client.Disconnect(context.Background()) }()
-	deps := Deps{DB: client.Database(cfg.MongoDatabase), Log: log, Services: call.NewServices(cfg.ServiceURLs, cfg.ServiceToken, nil)}
+	plugins, err := plugin.New(cfg.PluginEndpoints, plugin.Options{Log: log})
+	if err != nil {
+		return err
+	}
+	defer plugins.Close()
+	deps := Deps{DB: client.Database(cfg.MongoDatabase), Log: log, Services: call.NewServices(cfg.ServiceURLs, cfg.ServiceToken, nil), Plugins: plugins}
 	if needsEvents {
 		bus, err := events.Connect(ctx, cfg.NATSURL, name, log, events.WithReplicas(cfg.NATSReplicas))
 		if err != nil {
