@@ -42,6 +42,7 @@ const (
 	InvalidSchema       = "ERROR_INVALID_SCHEMA"
 	RegistryUnavailable = "ERROR_REGISTRY_UNAVAILABLE"
 	RemoteRepository    = "ERROR_NOT_ALLOWED_IN_REMOTE_REPOSITORY"
+	NoImageInRegistry   = "ERROR_NO_IMAGE_IN_REGISTRY"
 
 	// dashboard
 	LatestVersion = "ERROR_LATEST_VERSION"
@@ -93,8 +94,9 @@ var statusOf = map[string]int{
 	InvalidCategory:      http.StatusBadRequest,
 	InvalidKeyInOptions:  http.StatusBadRequest,
 	InvalidSchema:        http.StatusBadRequest,
-	RegistryUnavailable:  http.StatusServiceUnavailable, // upstream ERROR_NO_IMAGE_IN_REGISTRY, 500
+	RegistryUnavailable:  http.StatusServiceUnavailable, // the image registry failed or is unreachable
 	RemoteRepository:     http.StatusForbidden,
+	NoImageInRegistry:    http.StatusNotFound, // upstream 500
 	LatestVersion:        http.StatusBadRequest,
 
 	AuthenticationFailure:    http.StatusUnauthorized,

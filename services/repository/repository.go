@@ -1,0 +1,158 @@
+// Package repository is the repository service: the plugins, policies and
+// schemas of spec part 3 (/repository/v1), kept in one local repository
+// and read also from remote repositories (other repository services named
+// in the configuration), plus repository/list and repository/get, which
+// the console uses.
+//
+// New, FromEnv and Defaults are its public surface; everything else is
+// internal. It never calls a plugin.
+package repository
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/go-viper/mapstructure/v2"
+
+	"github.com/nubes-io/nubes/pkg/app"
+	"github.com/nubes-io/nubes/pkg/config"
+	"github.com/nubes-io/nubes/services/repository/internal/pluginapi"
+	"github.com/nubes-io/nubes/services/repository/internal/policyapi"
+	"github.com/nubes-io/nubes/services/repository/internal/registry"
+	"github.com/nubes-io/nubes/services/repository/internal/repoapi"
+	"github.com/nubes-io/nubes/services/repository/internal/schemaapi"
+)
+
+// Name is the service name.
+const Name = "repository"
+
+// Collections owned by the repository service.
+const (
+	RepositoriesCollection = repoapi.Collection
+	PluginsCollection      = pluginapi.Collection
+	PoliciesCollection     = policyapi.Collection
+	SchemasCollection      = schemaapi.Collection
+)
+
+// DefaultPublicHub is the registry of PUBLIC_HUB plugins unless configured.
+const DefaultPublicHub = "https://registry-1.docker.io"
+
+// Remote is one remote repository: another repository service speaking
+// this API, its base URL and the bearer credential it accepts.
+type Remote = repoapi.RemoteConfig
+
+// Config configures the service.
+type Config struct {
+	// PublicHubURL is the image registry of PUBLIC_HUB plugins.
+	PublicHubURL string
+	// Remotes are consulted in order after the local repository.
+	Remotes []Remote
+	// HTTPClient calls registries and remote repositories (nil: a client
+	// with the default timeouts).
+	HTTPClient *http.Client
+	// RegistryPageSize is the number of tags asked per page (0: 100).
+	RegistryPageSize int
+}
+
+// New returns the constructor for cfg.
+func New(cfg Config) app.Constructor {
+	return func(ctx context.Context, d app.Deps) (*app.Service, error) {
+		log := d.Log
+		if log == nil {
+			log = slog.Default()
+		}
+		if cfg.PublicHubURL == "" {
+			cfg.PublicHubURL = DefaultPublicHub
+		}
+		repos, err := repoapi.Open(ctx, d.DB, cfg.Remotes, cfg.HTTPClient, log)
+		if err != nil {
+			return nil, err
+		}
+		plugins, err := pluginapi.Routes(ctx, d.DB, repos, pluginapi.Config{PublicHubURL: cfg.PublicHubURL,
+			Registry: registry.New(cfg.HTTPClient, cfg.RegistryPageSize)})
+		if err != nil {
+			return nil, err
+		}
+		policies, err := policyapi.Routes(ctx, d.DB, repos)
+		if err != nil {
+			return nil, err
+		}
+		schemas, err := schemaapi.Routes(ctx, d.DB, repos)
+		if err != nil {
+			return nil, err
+		}
+		routes := append(repos.Routes(), plugins...)
+		routes = append(routes, policies...)
+		return &app.Service{Name: Name, Routes: append(routes, schemas...)}, nil
+	}
+}
+
+// Settings are the service's keys on top of config.Base.
+type Settings struct {
+	config.Base  `mapstructure:",squash"`
+	PublicHubURL string `mapstructure:"public_hub_url"`
+	// RemoteRepositories is a list of {name, url, token, repository_id};
+	// as an environment variable, the same list in JSON:
+	// NUBES_REMOTE_REPOSITORIES='[{"name":"hub","url":"https://repo.example.com","token":"..."}]'
+	RemoteRepositories any `mapstructure:"remote_repositories" secret:"true"`
+}
+
+// Defaults are the defaults of Settings.
+func Defaults() map[string]any {
+	d := config.BaseDefaults()
+	d["public_hub_url"] = DefaultPublicHub
+	d["remote_repositories"] = []any{}
+	return d
+}
+
+// Config turns settings into the service's configuration.
+func (st *Settings) Config() (Config, error) {
+	remotes, err := ParseRemotes(st.RemoteRepositories)
+	if err != nil {
+		return Config{}, err
+	}
+	return Config{PublicHubURL: st.PublicHubURL, Remotes: remotes}, nil
+}
+
+// ParseRemotes reads remote_repositories: a list from a config file, or
+// its JSON text from the environment.
+func ParseRemotes(v any) ([]Remote, error) {
+	var out []Remote
+	switch t := v.(type) {
+	case nil:
+		return nil, nil
+	case string:
+		if t == "" {
+			return nil, nil
+		}
+		if err := json.Unmarshal([]byte(t), &out); err != nil {
+			return nil, fmt.Errorf("remote_repositories: want a JSON list of {name, url, token, repository_id}: %w", err)
+		}
+	default:
+		dec, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{Result: &out, ErrorUnused: true})
+		if err != nil {
+			return nil, err
+		}
+		if err := dec.Decode(t); err != nil {
+			return nil, fmt.Errorf("remote_repositories: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// FromEnv is the constructor of the repository binary: it reads Settings
+// from NUBES_* and the config file.
+func FromEnv(ctx context.Context, d app.Deps) (*app.Service, error) {
+	var st Settings
+	if err := config.Load(&st, Defaults()); err != nil {
+		return nil, err
+	}
+	cfg, err := st.Config()
+	if err != nil {
+		return nil, err
+	}
+	return New(cfg)(ctx, d)
+}
