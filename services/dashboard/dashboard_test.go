@@ -225,7 +225,9 @@ func (c *callers) versions(t *testing.T, as *testkit.Client, domain, id string) 
 	return l
 }
 
-func layout(name string) []any { return []any{map[string]any{"name": name, "widgets": []any{"w-" + name}}} }
+func layout(name string) []any {
+	return []any{map[string]any{"name": name, "widgets": []any{"w-" + name}}}
+}
 
 func TestLifecycle(t *testing.T) {
 	c := setup(t)
