@@ -130,3 +130,24 @@ func (k *Keyring) resealOne(ctx context.Context, c *mongo.Collection, f Field, d
 	rep.Resealed++
 	return nil
 }
+
+// Target is one sealed field of one collection.
+type Target struct {
+	Coll  *mongo.Collection
+	Field Field
+}
+
+// ResealAll runs Reseal over every target in turn (a service's whole
+// rotation) and returns one report per target. It stops at the first
+// store error; running it again resumes.
+func ResealAll(ctx context.Context, k *Keyring, targets []Target, batch int, progress func(Report)) ([]Report, error) {
+	out := make([]Report, 0, len(targets))
+	for _, t := range targets {
+		rep, err := Reseal(ctx, k, t.Coll, t.Field, batch, progress)
+		out = append(out, rep)
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}

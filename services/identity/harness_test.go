@@ -36,6 +36,8 @@ type harness struct {
 	admin   *testkit.Client // DOMAIN_ADMIN of the root domain, logged in
 	domain  string          // root domain id
 	signer  *auth.Signer
+	// cipherSpec is the encryption key the service seals with ("1:<base64>").
+	cipherSpec string
 
 	mu    sync.Mutex
 	mails []events.Mail
@@ -54,8 +56,9 @@ func newHarness(t *testing.T) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(bus.Close)
-	cipher, _ := identity.NewCipher(identity.RandomCipherSpec())
-	h := &harness{t: t, db: env.Database(t), signer: env.Signer}
+	spec := identity.RandomCipherSpec()
+	cipher, _ := identity.NewCipher(spec)
+	h := &harness{t: t, db: env.Database(t), signer: env.Signer, cipherSpec: spec}
 	h.built, err = identity.Build(ctx, app.Deps{DB: h.db, Events: bus, Log: log}, identity.Config{
 		Signer: env.Signer, Cipher: cipher, AdminUserID: "admin", AdminPassword: adminPassword,
 		LoginBlock: time.Minute, MaxLoginFailures: 3, // the window outlasts 4 bcrypt calls under -race on a loaded machine

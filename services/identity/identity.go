@@ -12,9 +12,13 @@ import (
 	"os"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
 	"github.com/nubes-io/nubes/pkg/app"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/config"
+	"github.com/nubes-io/nubes/pkg/seal"
+	"github.com/nubes-io/nubes/pkg/seal/sealcmd"
 	"github.com/nubes-io/nubes/pkg/server"
 	"github.com/nubes-io/nubes/services/identity/internal/identityapi"
 )
@@ -38,11 +42,30 @@ type Bootstrapped = identityapi.Bootstrapped
 // Cipher encrypts secret data at rest.
 type Cipher = identityapi.Cipher
 
-// NewCipher parses versioned AES-256 keys ("1:<base64>,2:<base64>").
+// NewCipher parses AES-256 keys ("1:<base64>,2:<base64>", the highest
+// numeric id sealing); Settings also take encryption_keys_file and
+// encryption_active_key.
 func NewCipher(spec string) (*Cipher, error) { return identityapi.NewCipher(spec) }
 
 // RandomCipherSpec makes a one-key spec for development.
 func RandomCipherSpec() string { return identityapi.RandomCipherSpec() }
+
+// ResealTargets are the sealed fields identity stores (for the reseal
+// command after a key rotation).
+func ResealTargets(db *mongo.Database) []seal.Target { return identityapi.ResealTargets(db) }
+
+// ResealMain is `identity reseal`: it re-seals identity's records with the
+// active key, reading the same configuration as the service.
+func ResealMain(args []string) int {
+	return sealcmd.Main(Name, args, func() (config.Base, *seal.Keyring, error) {
+		var st Settings
+		if err := config.Load(&st, Defaults()); err != nil {
+			return config.Base{}, nil, err
+		}
+		k, err := st.Keyring()
+		return st.Base, k, err
+	}, ResealTargets)
+}
 
 // Built is a running identity service with its bootstrap result.
 type Built struct {
@@ -99,9 +122,9 @@ func New(cfg Config) app.Constructor {
 // Settings are identity's keys on top of config.Base.
 type Settings struct {
 	config.Base      `mapstructure:",squash"`
+	sealcmd.Keys     `mapstructure:",squash"`
 	SigningKeyFile   string        `mapstructure:"signing_key_file"`
 	SigningKey       string        `mapstructure:"signing_key" secret:"true"`
-	EncryptionKeys   string        `mapstructure:"encryption_keys" secret:"true"`
 	RootDomain       string        `mapstructure:"root_domain"`
 	AdminUserID      string        `mapstructure:"admin_user_id"`
 	AdminPassword    string        `mapstructure:"admin_password" secret:"true"`
@@ -118,7 +141,7 @@ type Settings struct {
 func Defaults() map[string]any {
 	d := config.BaseDefaults()
 	for k, v := range map[string]any{
-		"signing_key_file": "", "signing_key": "", "encryption_keys": "", "root_domain": "root",
+		"signing_key_file": "", "signing_key": "", "encryption_keys": "", "encryption_keys_file": "", "encryption_active_key": "", "root_domain": "root",
 		"admin_user_id": "admin", "admin_password": "", "console_url": "http://127.0.0.1:8080/console",
 		"access_token_ttl": "30m", "refresh_token_ttl": "3h", "max_access_token_ttl": "168h", "endpoint_url": "", "max_login_failures": 10, "login_block": "5m",
 	} {
@@ -158,10 +181,7 @@ func (st *Settings) Config() (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
-	if st.EncryptionKeys == "" {
-		return Config{}, fmt.Errorf("encryption_keys (\"1:<base64 of 32 bytes>\") is required")
-	}
-	cipher, err := NewCipher(st.EncryptionKeys)
+	cipher, err := st.Keyring()
 	if err != nil {
 		return Config{}, err
 	}

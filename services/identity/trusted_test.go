@@ -179,15 +179,15 @@ func TestTrustedAccount(t *testing.T) {
 		var stored struct {
 			TrustedAccountID string `bson:"trusted_account_id"`
 			Sealed           struct {
-				KeyVersion int    `bson:"key_version"`
-				Nonce      []byte `bson:"nonce"`
-				Data       []byte `bson:"data"`
+				KeyID string `bson:"key_id"`
+				Nonce []byte `bson:"nonce"`
+				Data  []byte `bson:"data"`
 			} `bson:"sealed"`
 		}
 		if err := h.db.Collection(identityapi.TrustedSecretsCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: a["trusted_secret_id"]}}).Decode(&stored); err != nil {
 			t.Fatal(err)
 		}
-		if stored.TrustedAccountID != id || stored.Sealed.KeyVersion != 1 || len(stored.Sealed.Nonce) != 12 || len(stored.Sealed.Data) < 40 {
+		if stored.TrustedAccountID != id || stored.Sealed.KeyID != "1" || len(stored.Sealed.Nonce) != 12 || len(stored.Sealed.Data) < 40 {
 			t.Fatalf("sealed secret = %+v", stored)
 		}
 	}

@@ -1,11 +1,18 @@
-// Command identity serves the identity service alone.
+// Command identity serves the identity service alone; `identity reseal`
+// re-seals its stored secrets with the active encryption key.
 package main
 
 import (
 	"os"
 
 	"github.com/nubes-io/nubes/pkg/app"
+	"github.com/nubes-io/nubes/pkg/seal/sealcmd"
 	"github.com/nubes-io/nubes/services/identity"
 )
 
-func main() { os.Exit(app.Main(identity.Name, true, identity.FromEnv, identity.Defaults())) }
+func main() {
+	if sealcmd.Requested(os.Args) {
+		os.Exit(identity.ResealMain(os.Args[2:]))
+	}
+	os.Exit(app.Main(identity.Name, true, identity.FromEnv, identity.Defaults()))
+}

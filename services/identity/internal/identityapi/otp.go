@@ -79,15 +79,18 @@ func otpURI(issuer, account, secret string) string {
 
 // sealOTP and openOTP keep a secret bound to its user.
 func (s *Service) sealOTP(u *User, secret string) (Sealed, error) {
-	return s.cfg.Cipher.Seal(secret, "otp:"+u.ID)
+	return s.cfg.Cipher.SealJSON(secret, []byte(otpAAD(u.ID)))
 }
+
+// otpAAD binds a sealed OTP secret to its user (the user's _id).
+func otpAAD(userKey string) string { return "otp:" + userKey }
 
 func (s *Service) openOTP(u *User, sealed *Sealed) (string, error) {
 	if sealed == nil {
 		return "", errBadCode
 	}
 	var secret string
-	if err := s.cfg.Cipher.Open(*sealed, "otp:"+u.ID, &secret); err != nil {
+	if err := s.cfg.Cipher.OpenJSON(*sealed, []byte(otpAAD(u.ID)), &secret); err != nil {
 		return "", err
 	}
 	return secret, nil

@@ -3,16 +3,11 @@ package identityapi
 import (
 	"cmp"
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"math/big"
 	"strconv"
 	"strings"
@@ -25,6 +20,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
 )
@@ -181,72 +177,34 @@ func (c codes) verify(ctx context.Context, purpose, domainID, userID, code strin
 	return doc.Data, nil
 }
 
-// Cipher encrypts secret data with AES-256-GCM under versioned keys, so
-// keys can rotate: the current key encrypts, every listed key decrypts.
-type Cipher struct {
-	current int
-	keys    map[int]cipher.AEAD
-}
+// Cipher seals secret data at rest (AES-256-GCM under a keyring of
+// pkg/seal: the active key seals, every configured key opens).
+type Cipher = seal.Keyring
 
-// NewCipher parses "1:<base64 32 bytes>,2:<base64 32 bytes>"; the highest
-// version encrypts.
-func NewCipher(spec string) (*Cipher, error) {
-	c := &Cipher{keys: map[int]cipher.AEAD{}}
-	for part := range strings.SplitSeq(spec, ",") {
-		v, k, ok := strings.Cut(strings.TrimSpace(part), ":")
-		ver, err := strconv.Atoi(v)
-		if !ok || err != nil || ver <= 0 {
-			return nil, fmt.Errorf("encryption key %q: want <version>:<base64 key>", v)
-		}
-		raw, err := base64.StdEncoding.DecodeString(k)
-		if err != nil || len(raw) != 32 {
-			return nil, fmt.Errorf("encryption key %d: want 32 bytes in base64", ver)
-		}
-		block, _ := aes.NewCipher(raw)
-		aead, _ := cipher.NewGCM(block)
-		c.keys[ver] = aead
-		c.current = max(c.current, ver)
-	}
-	return c, nil
-}
+// Sealed is encrypted data as stored: {key_id, nonce, data}. Records that
+// identity stored before pkg/seal carry the key as a number in
+// key_version; seal.Sealed still reads them, and the reseal command moves
+// them to the stored form of today.
+type Sealed = seal.Sealed
+
+// NewCipher parses "1:<base64 32 bytes>,2:<base64 32 bytes>" with the
+// highest numeric id active, as identity always did; seal.Load names the
+// active key explicitly.
+func NewCipher(spec string) (*Cipher, error) { return seal.Parse(spec, "") }
 
 // RandomCipherSpec returns a fresh one-key spec (for the devstack).
-func RandomCipherSpec() string {
-	k := make([]byte, 32)
-	_, _ = rand.Read(k)
-	return "1:" + base64.StdEncoding.EncodeToString(k)
-}
+func RandomCipherSpec() string { return seal.RandomSpec("1") }
 
-// Sealed is encrypted data as stored.
-type Sealed struct {
-	KeyVersion int    `bson:"key_version"`
-	Nonce      []byte `bson:"nonce"`
-	Data       []byte `bson:"data"`
-}
-
-// Seal encrypts v (as JSON); aad binds it to its record.
-func (c *Cipher) Seal(v any, aad string) (Sealed, error) {
-	plain, err := json.Marshal(v)
-	if err != nil {
-		return Sealed{}, err
+// ResealTargets are every sealed field identity stores, with the
+// associated data each was sealed with: what a key rotation re-seals.
+func ResealTargets(db *mongo.Database) []seal.Target {
+	str := func(doc bson.Raw, key string) string { v, _ := doc.Lookup(key).StringValueOK(); return v }
+	otp := func(doc bson.Raw) ([]byte, error) { return []byte(otpAAD(str(doc, "_id"))), nil }
+	return []seal.Target{
+		{Coll: db.Collection(TrustedSecretsCollection), Field: seal.Field{Path: "sealed", AD: func(doc bson.Raw) ([]byte, error) {
+			return []byte(trustedSecretAAD(str(doc, "_id"), str(doc, "trusted_account_id"), str(doc, "domain_id"))), nil
+		}}},
+		{Coll: db.Collection(UsersCollection), Field: seal.Field{Path: "otp_secret", AD: otp}},
+		{Coll: db.Collection(UsersCollection), Field: seal.Field{Path: "otp_pending", AD: otp}},
 	}
-	aead := c.keys[c.current]
-	nonce := make([]byte, aead.NonceSize())
-	if _, err := rand.Read(nonce); err != nil {
-		return Sealed{}, err
-	}
-	return Sealed{KeyVersion: c.current, Nonce: nonce, Data: aead.Seal(nil, nonce, plain, []byte(aad))}, nil
-}
-
-// Open decrypts what Seal made for the same aad.
-func (c *Cipher) Open(s Sealed, aad string, v any) error {
-	aead, ok := c.keys[s.KeyVersion]
-	if !ok {
-		return fmt.Errorf("encryption key version %d is not configured", s.KeyVersion)
-	}
-	plain, err := aead.Open(nil, s.Nonce, s.Data, []byte(aad))
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(plain, v)
 }

@@ -442,7 +442,7 @@ func (s *Service) visibleTrusted(ctx context.Context, p *auth.Principal, id stri
 }
 
 func (s *Service) sealTrusted(secretID, accountID, domainID string, data map[string]any) (Sealed, error) {
-	return s.cfg.Cipher.Seal(data, trustedSecretAAD(secretID, accountID, domainID))
+	return s.cfg.Cipher.SealJSON(data, []byte(trustedSecretAAD(secretID, accountID, domainID)))
 }
 
 func (s *Service) createTrusted(ctx context.Context, p *auth.Principal, r *createTrustedAccount) (*TrustedAccount, error) {
