@@ -1,0 +1,88 @@
+// Package secret is the user-secret service (spec part 3, /secret/v1):
+// credentials that belong to one user, sealed at rest with the keyring of
+// pkg/seal, readable in clear only by SYSTEM callers through get_data.
+//
+// New, FromEnv and the reseal entry points are its public surface;
+// everything else is internal.
+package secret
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/nubes-io/nubes/pkg/app"
+	"github.com/nubes-io/nubes/pkg/config"
+	"github.com/nubes-io/nubes/pkg/seal"
+	"github.com/nubes-io/nubes/pkg/seal/sealcmd"
+	"github.com/nubes-io/nubes/services/secret/internal/secretapi"
+)
+
+// Name is the service name.
+const Name = "secret"
+
+// New returns the constructor of the service sealing with keys. Schemas
+// are read from the "repository" service of d.Services.
+func New(keys *seal.Keyring) app.Constructor {
+	return func(ctx context.Context, d app.Deps) (*app.Service, error) {
+		log := d.Log
+		if log == nil {
+			log = slog.Default()
+		}
+		routes, err := secretapi.Routes(ctx, d.DB, keys, d.Services.Client("repository"), log)
+		if err != nil {
+			return nil, err
+		}
+		return &app.Service{Name: Name, Routes: routes}, nil
+	}
+}
+
+// Settings are the secret service's keys on top of config.Base: the
+// encryption keys (encryption_keys, encryption_keys_file,
+// encryption_active_key).
+type Settings struct {
+	config.Base  `mapstructure:",squash"`
+	sealcmd.Keys `mapstructure:",squash"`
+}
+
+// Defaults are the defaults of Settings.
+func Defaults() map[string]any {
+	d := config.BaseDefaults()
+	maps.Copy(d, sealcmd.KeyDefaults())
+	return d
+}
+
+func load() (Settings, *seal.Keyring, error) {
+	var st Settings
+	if err := config.Load(&st, Defaults()); err != nil {
+		return st, nil, err
+	}
+	k, err := st.Keyring()
+	return st, k, err
+}
+
+// FromEnv is the constructor of the secret binary: it reads Settings from
+// NUBES_* and the config file.
+func FromEnv(ctx context.Context, d app.Deps) (*app.Service, error) {
+	_, k, err := load()
+	if err != nil {
+		return nil, err
+	}
+	return New(k)(ctx, d)
+}
+
+// ResealTargets are the sealed fields of the service.
+func ResealTargets(db *mongo.Database) []seal.Target {
+	return []seal.Target{secretapi.ResealTarget(db)}
+}
+
+// ResealMain is `secret reseal`: it re-seals every secret with the active
+// key, reading the same configuration as the service.
+func ResealMain(args []string) int {
+	return sealcmd.Main(Name, args, func() (config.Base, *seal.Keyring, error) {
+		st, k, err := load()
+		return st.Base, k, err
+	}, ResealTargets)
+}
