@@ -25,6 +25,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/app"
 	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/call"
 	"github.com/nubes-io/nubes/pkg/config"
 	"github.com/nubes-io/nubes/pkg/devinfra"
 	"github.com/nubes-io/nubes/pkg/events"
@@ -32,12 +33,13 @@ import (
 	"github.com/nubes-io/nubes/pkg/server"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/services/board"
+	"github.com/nubes-io/nubes/services/dashboard"
 	"github.com/nubes-io/nubes/services/identity"
 	"github.com/nubes-io/nubes/services/mailer"
 )
 
 // serviceNames are the services the devstack runs, identity first.
-var serviceNames = []string{identity.Name, board.Name, mailer.Name}
+var serviceNames = []string{identity.Name, board.Name, mailer.Name, dashboard.Name}
 
 // Config of the devstack. An empty mongo_uri or nats_url starts the
 // embedded server instead.
@@ -169,7 +171,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, started func(addr st
 	if mcfg.SMTPHost == "" && mcfg.MailDir == "" {
 		mcfg.MailDir = filepath.Join(cfg.DataDir, "mail")
 	}
-	for _, build := range []app.Constructor{board.New, mailer.New(mcfg)} {
+	// Calls between services (pkg/call) come back to this process, with
+	// the root domain's system token as the service credential.
+	self := map[string]string{}
+	for _, name := range serviceNames {
+		self[name] = "http://" + ln.Addr().String()
+	}
+	deps.Services = call.NewServices(self, boot.SystemToken, nil)
+	for _, build := range []app.Constructor{board.New, mailer.New(mcfg), dashboard.New} {
 		svc, err := build(ctx, deps)
 		if err != nil {
 			return err
