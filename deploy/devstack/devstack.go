@@ -154,8 +154,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, started func(addr st
 	if password == "" {
 		password = old.AdminPassword
 	}
+	// endpoint/list answers this process's address for every service with
+	// an API; the map is filled below, once they are built.
+	serviceURLs := map[string]string{}
 	id, err := identity.Build(ctx, deps, identity.Config{Signer: signer, Cipher: cipher, RootDomainID: old.DomainID,
-		AdminUserID: cfg.AdminUserID, AdminPassword: password, ConsoleURL: "http://" + ln.Addr().String() + "/console"})
+		AdminUserID: cfg.AdminUserID, AdminPassword: password, ConsoleURL: "http://" + ln.Addr().String() + "/console",
+		ServiceURLs: serviceURLs})
 	if err != nil {
 		return fmt.Errorf("build identity: %w", err)
 	}
@@ -189,6 +193,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, started func(addr st
 	var workers []func(context.Context) error
 	var docs []map[string]any
 	for _, svc := range built {
+		if len(svc.Routes) > 0 {
+			serviceURLs[svc.Name] = "http://" + ln.Addr().String()
+		}
 		routes = append(routes, svc.Routes...)
 		workers = append(workers, svc.Workers...)
 		docs = append(docs, api.OpenAPI("Nubes "+svc.Name, svc.Routes, server.Aliases(svc.Routes)))
