@@ -22,9 +22,9 @@ func TestMain(m *testing.M) { testkit.Main(m) }
 
 // harness is one repository service and its callers in two domains.
 type harness struct {
-	db      *mongo.Database
-	handler http.Handler
-	local   string // the local repository's id
+	db                                                             *mongo.Database
+	handler                                                        http.Handler
+	local                                                          string // the local repository's id
 	anon, system, sysAdmin, adminA, adminB, ownerA, memberA, userA *testkit.Client
 }
 
