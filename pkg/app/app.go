@@ -59,6 +59,9 @@ type Service struct {
 	// Reflection, when set, lists the whole suite for the console
 	// (server.Options.Reflection); identity sets it.
 	Reflection func(ctx context.Context) (api.Reflection, error)
+	// Raw are routes outside the operation contract (server.Raw), such
+	// as monitoring's webhook ingest URL.
+	Raw []server.Raw
 }
 
 // Constructor builds a service. It must create its indexes and streams
@@ -127,7 +130,7 @@ func run(ctx context.Context, name string, needsEvents bool, build Constructor, 
 		Name: name, Logger: log, Auth: authn,
 		Ready:      func(ctx context.Context) error { return store.Ping(ctx, deps.DB) },
 		DrainDelay: cfg.DrainDelay, ShutdownTimeout: cfg.ShutdownTimeout, Documents: svc.Documents,
-		Reflection: svc.Reflection,
+		Reflection: svc.Reflection, Raw: svc.Raw,
 	}, svc.Routes...)
 	if err != nil {
 		return err

@@ -47,6 +47,14 @@ const (
 	// dashboard
 	LatestVersion = "ERROR_LATEST_VERSION"
 
+	// monitoring
+	InvalidEscalationPolicyScope            = "ERROR_INVALID_ESCALATION_POLICY_SCOPE"
+	DefaultEscalationPolicyNotAllowDeletion = "ERROR_DEFAULT_ESCALATION_POLICY_NOT_ALLOW_DELETION"
+	WebhookStateDisabled                    = "ERROR_WEBHOOK_STATE_DISABLED"
+	RequestTimeout                          = "ERROR_REQUEST_TIMEOUT"            // the body did not arrive in time
+	WebhookPluginUnavailable                = "ERROR_WEBHOOK_PLUGIN_UNAVAILABLE" // kept for retry
+	WebhookPluginTimeout                    = "ERROR_WEBHOOK_PLUGIN_TIMEOUT"     // kept for retry
+
 	// identity
 	AuthenticationFailure    = "ERROR_AUTHENTICATION_FAILURE"
 	InvalidCredentials       = "ERROR_INVALID_CREDENTIALS"
@@ -98,6 +106,13 @@ var statusOf = map[string]int{
 	RemoteRepository:     http.StatusForbidden,
 	NoImageInRegistry:    http.StatusNotFound, // upstream 500
 	LatestVersion:        http.StatusBadRequest,
+
+	InvalidEscalationPolicyScope:            http.StatusBadRequest,
+	DefaultEscalationPolicyNotAllowDeletion: http.StatusBadRequest,
+	WebhookStateDisabled:                    http.StatusForbidden,
+	RequestTimeout:                          http.StatusRequestTimeout,
+	WebhookPluginUnavailable:                http.StatusBadGateway,
+	WebhookPluginTimeout:                    http.StatusGatewayTimeout,
 
 	AuthenticationFailure:    http.StatusUnauthorized,
 	InvalidCredentials:       http.StatusUnauthorized,

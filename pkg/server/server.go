@@ -53,6 +53,20 @@ type Options struct {
 	// suite's list (SuiteReflection); unset, the server lists its own
 	// routes. ?local=1 always gets the server's own.
 	Reflection func(ctx context.Context) (api.Reflection, error)
+	// Raw are routes outside the operation contract (see Raw).
+	Raw []Raw
+}
+
+// Raw is a route outside the operation contract: a path with parameters
+// and its own authentication, such as a webhook's ingest URL. The server
+// gives it request ids, logging, metrics and the error body of a returned
+// error; the handler does the rest (body limit, decoding, access). Path is
+// in echo syntax (/x/:id/events); the handler reads a parameter with
+// r.PathValue(name).
+type Raw struct {
+	Method string
+	Path   string
+	Handle func(w http.ResponseWriter, r *http.Request) error
 }
 
 // Server is one HTTP service built from routes.
@@ -107,6 +121,9 @@ func New(opts Options, routes ...api.Route) (*Server, error) {
 			continue
 		}
 		e.POST(alias, s.handler(byPath[target], target))
+	}
+	for _, rr := range opts.Raw {
+		e.Add(rr.Method, rr.Path, s.raw(rr))
 	}
 	doc := opts.OpenAPI
 	if doc == nil {
@@ -204,6 +221,24 @@ func (s *Server) handler(r api.Route, label string) echo.HandlerFunc {
 			code = s.status(err)
 		}
 		s.metrics.observe(label, code, time.Since(start))
+		return err
+	}
+}
+
+// raw runs a Raw route with its path parameters set on the request.
+func (s *Server) raw(rr Raw) echo.HandlerFunc {
+	return func(c *echo.Context) error {
+		start := time.Now()
+		req := c.Request()
+		for _, pv := range c.PathValues() {
+			req.SetPathValue(pv.Name, pv.Value)
+		}
+		err := rr.Handle(c.Response(), req)
+		code := http.StatusOK
+		if err != nil {
+			code = s.status(err)
+		}
+		s.metrics.observe(rr.Path, code, time.Since(start))
 		return err
 	}
 }

@@ -1,0 +1,114 @@
+// Package mon holds what the monitoring service's resources share: the
+// collections, who may call, the caller's tenancy (domain and workspace),
+// identity's projects, and the claims collection where names and defaults
+// are decided by single-document atomic writes.
+//
+// It holds no operation of its own and never imports echo or nats.
+package mon
+
+import (
+	"context"
+	"slices"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/call"
+	"github.com/nubes-io/nubes/pkg/errs"
+)
+
+// Collections owned by the monitoring service.
+const (
+	PoliciesCollection = "monitoring_escalation_policies"
+	NotesCollection    = "monitoring_notes"
+	WebhooksCollection = "monitoring_webhooks"
+	// RequestsCollection holds each webhook's request counters (_id =
+	// webhook_id), written only by the counter flusher so that counting
+	// never races a change of the webhook itself.
+	RequestsCollection = "monitoring_webhook_requests"
+	EventsCollection   = "monitoring_events"
+	// PendingCollection keeps ingest bodies the plugin could not parse in
+	// time, for the retry worker.
+	PendingCollection = "monitoring_pending_ingest"
+	// ClaimsCollection holds name claims, scope defaults and leases, each
+	// keyed by _id.
+	ClaimsCollection = "monitoring_claims"
+	OutboxCollection = "monitoring_outbox"
+)
+
+// Global is the workspace_id (and project_id) of a record that belongs to
+// the whole domain, as upstream stores it.
+const Global = "*"
+
+var (
+	// Readers may read every monitoring resource of their domain.
+	Readers = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner, auth.WorkspaceMember)
+	// Writers may change them (DOMAIN-level records need a domain admin).
+	Writers = Readers
+)
+
+// DomainWide reports whether p may change records of the whole domain.
+func DomainWide(p *auth.Principal) bool {
+	return p.IsSystem() || p.Role == auth.DomainAdmin
+}
+
+// Scope is the tenancy condition of a list or stat: the caller's domain,
+// and for a workspace-scoped caller that workspace plus the domain's
+// global records.
+func Scope(p *auth.Principal) bson.D {
+	s := bson.D{{Key: "domain_id", Value: p.DomainID}}
+	if p.WorkspaceID != "" {
+		s = append(s, bson.E{Key: "workspace_id", Value: bson.D{{Key: "$in", Value: bson.A{p.WorkspaceID, Global}}}})
+	}
+	return s
+}
+
+// Visible reports whether a record of domain and workspace is the
+// caller's to see; other records answer 404 as if they did not exist.
+func Visible(p *auth.Principal, domainID, workspaceID string) bool {
+	if domainID != p.DomainID {
+		return false
+	}
+	return p.WorkspaceID == "" || workspaceID == p.WorkspaceID || workspaceID == Global
+}
+
+// Writable reports whether the caller may change a record it can see:
+// the domain's global records only by a domain admin.
+func Writable(p *auth.Principal, workspaceID string) error {
+	if workspaceID == Global && !DomainWide(p) {
+		return errs.Forbidden()
+	}
+	return nil
+}
+
+// ProjectGetPath is identity's operation answering a project the caller
+// may see (404 for an unknown one or another domain's).
+const ProjectGetPath = "/identity/v2/project/get"
+
+// Project is what monitoring needs of identity's ProjectInfo.
+type Project struct {
+	ProjectID   string `json:"project_id"`
+	WorkspaceID string `json:"workspace_id"`
+	DomainID    string `json:"domain_id"`
+}
+
+// Projects asks identity about projects on the caller's behalf.
+type Projects struct{ Identity *call.Client }
+
+// Get returns the project if it exists in the caller's domain (and
+// workspace). identity's answer passes through; identity down is 503.
+func (ps Projects) Get(ctx context.Context, p *auth.Principal, id string) (*Project, error) {
+	var pr Project
+	if err := ps.Identity.Call(ctx, ProjectGetPath, map[string]string{"project_id": id}, &pr); err != nil {
+		return nil, err
+	}
+	// identity confines the lookup already; checking again keeps tenancy
+	// true whatever it answers.
+	if pr.ProjectID != id || !Visible(p, pr.DomainID, pr.WorkspaceID) || pr.WorkspaceID == "" {
+		return nil, errs.NotFound("project_id", id)
+	}
+	return &pr, nil
+}
+
+// OneOf reports whether v is one of the values.
+func OneOf(v string, values ...string) bool { return slices.Contains(values, v) }

@@ -1,0 +1,164 @@
+// Package noteapi holds the note operations of the monitoring service:
+// comments on an alert, written by the caller (created_by from the
+// token), of which only the text changes.
+//
+// Nubes has no alert resource (the spec names none), so alert_id is kept
+// as given and not looked up. It must not read other collections.
+package noteapi
+
+import (
+	"context"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/nubes-io/nubes/pkg/api"
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/query"
+	"github.com/nubes-io/nubes/pkg/stat"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/wire"
+	"github.com/nubes-io/nubes/services/monitoring/internal/mon"
+)
+
+// Note is a comment on an alert, stored and sent in the same shape.
+type Note struct {
+	ID          string    `bson:"_id" json:"-"`
+	NoteID      string    `bson:"note_id" json:"note_id"`
+	AlertID     string    `bson:"alert_id" json:"alert_id"`
+	Note        string    `bson:"note" json:"note"`
+	CreatedBy   string    `bson:"created_by" json:"created_by"`
+	DomainID    string    `bson:"domain_id" json:"domain_id"`
+	WorkspaceID string    `bson:"workspace_id" json:"workspace_id"`
+	ProjectID   string    `bson:"project_id" json:"project_id"`
+	CreatedAt   wire.Time `bson:"created_at" json:"created_at"`
+}
+
+var resource = query.Resource{
+	KeywordFields: []string{"note_id", "note", "alert_id", "created_by"},
+	DefaultSort:   []query.SortKey{{Key: "created_at", Desc: true}},
+	MinimalFields: []string{"note_id", "alert_id", "note", "created_by", "created_at"},
+	Fields:        query.FieldsOf[Note](),
+}
+
+type (
+	createNote struct {
+		AlertID string `json:"alert_id" v:"required,max=255"`
+		Note    string `json:"note" v:"required,max=10000"`
+	}
+	updateNote struct {
+		NoteID string `json:"note_id" v:"required"`
+		Note   string `json:"note" v:"max=10000"`
+	}
+	noteRequest struct {
+		NoteID string `json:"note_id" v:"required"`
+	}
+	noteQuery struct {
+		Query       *query.Query `json:"query"`
+		NoteID      string       `json:"note_id"`
+		AlertID     string       `json:"alert_id"`
+		CreatedBy   string       `json:"created_by"`
+		WorkspaceID string       `json:"workspace_id"`
+		ProjectID   string       `json:"project_id"`
+	}
+	statQuery struct {
+		Query *stat.Query `json:"query" v:"required"`
+	}
+)
+
+// Notes serves the note operations.
+type Notes struct{ c *mongo.Collection }
+
+// New creates the collection's indexes.
+func New(ctx context.Context, db *mongo.Database) (*Notes, error) {
+	ns := &Notes{c: db.Collection(mon.NotesCollection)}
+	return ns, store.EnsureIndexes(ctx, ns.c,
+		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "created_at", Value: -1}}},
+		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "alert_id", Value: 1}, {Key: "created_at", Value: -1}}},
+	)
+}
+
+// Routes are the operations.
+func (ns *Notes) Routes() []api.Route {
+	const base = "/monitoring/v1/note/"
+	return []api.Route{
+		api.Op[createNote, Note]{Path: base + "create", Access: mon.Writers, Summary: "Write a note on an alert; created_by is the caller.", Handle: ns.create},
+		api.Op[updateNote, Note]{Path: base + "update", Access: mon.Writers, Summary: "Change a note's text.", Handle: ns.update},
+		api.Op[noteRequest, api.Empty]{Path: base + "delete", Access: mon.Writers, Summary: "Delete a note.", Handle: ns.delete},
+		api.Op[noteRequest, Note]{Path: base + "get", Access: mon.Readers, Summary: "Get a note.", Handle: ns.get},
+		api.Op[noteQuery, api.List[Note]]{Path: base + "list", Access: mon.Readers, Summary: "List the notes the caller may see.", Handle: ns.list},
+		api.Op[statQuery, map[string]any]{Path: base + "stat", Access: mon.Readers, Summary: "Statistics over the notes the caller may see.", Handle: ns.stat},
+	}
+}
+
+func (ns *Notes) create(ctx context.Context, p *auth.Principal, r *createNote) (*Note, error) {
+	id := wire.NewID("note")
+	ws := p.WorkspaceID
+	if ws == "" {
+		ws = mon.Global
+	}
+	doc := &Note{ID: id, NoteID: id, AlertID: r.AlertID, Note: r.Note, CreatedBy: p.UserID, DomainID: p.DomainID,
+		WorkspaceID: ws, CreatedAt: wire.T(wire.Now())}
+	if _, err := ns.c.InsertOne(ctx, doc); err != nil {
+		return nil, store.Wrap(err)
+	}
+	return doc, nil
+}
+
+func (ns *Notes) load(ctx context.Context, p *auth.Principal, id string) (*Note, error) {
+	doc, err := store.Get[Note](ctx, ns.c, "note_id", id)
+	if err != nil {
+		return nil, err
+	}
+	if !mon.Visible(p, doc.DomainID, doc.WorkspaceID) {
+		return nil, errs.NotFound("note_id", id)
+	}
+	return doc, nil
+}
+
+func (ns *Notes) writable(ctx context.Context, p *auth.Principal, id string) (*Note, error) {
+	doc, err := ns.load(ctx, p, id)
+	if err != nil {
+		return nil, err
+	}
+	return doc, mon.Writable(p, doc.WorkspaceID)
+}
+
+func (ns *Notes) update(ctx context.Context, p *auth.Principal, r *updateNote) (*Note, error) {
+	doc, err := ns.writable(ctx, p, r.NoteID)
+	if err != nil || r.Note == "" {
+		return doc, err
+	}
+	return store.SetByID[Note](ctx, ns.c, "note_id", doc.ID, bson.D{{Key: "note", Value: r.Note}})
+}
+
+func (ns *Notes) delete(ctx context.Context, p *auth.Principal, r *noteRequest) (*api.Empty, error) {
+	doc, err := ns.writable(ctx, p, r.NoteID)
+	if err != nil {
+		return nil, err
+	}
+	res, err := ns.c.DeleteOne(ctx, bson.D{{Key: "_id", Value: doc.ID}})
+	if err != nil {
+		return nil, store.Wrap(err)
+	}
+	if res.DeletedCount == 0 {
+		return nil, errs.NotFound("note_id", doc.ID)
+	}
+	return &api.Empty{}, nil
+}
+
+func (ns *Notes) get(ctx context.Context, p *auth.Principal, r *noteRequest) (*Note, error) {
+	return ns.load(ctx, p, r.NoteID)
+}
+
+func (ns *Notes) list(ctx context.Context, p *auth.Principal, r *noteQuery) (*api.List[Note], error) {
+	q := query.With(r.Query, query.Params("note_id", r.NoteID, "alert_id", r.AlertID, "created_by", r.CreatedBy,
+		"workspace_id", r.WorkspaceID, "project_id", r.ProjectID)...)
+	return store.Search[Note](ctx, ns.c, q, resource, mon.Scope(p))
+}
+
+func (ns *Notes) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*map[string]any, error) {
+	res, err := stat.Run(ctx, ns.c, mon.Scope(p), resource, r.Query)
+	return &res, err
+}
