@@ -58,6 +58,10 @@ var services = []service{
 			"NUBES_MAIL_BACKOFF": "1s", "NUBES_MAIL_MAX_BACKOFF": "5s"}
 	}},
 	{Name: "board"},
+	// The dashboard asks identity whether a dashboard's project exists.
+	{Name: "dashboard", Env: func(*stack) map[string]string {
+		return map[string]string{"NUBES_SERVICE_URLS": "identity=http://identity:8080"}
+	}},
 }
 
 // The bootstrap admin identity creates on first start (identity's env above).
