@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -124,18 +125,28 @@ type blobRef struct {
 	size   int
 }
 
-// blob uploads content monolithically (POST with the digest).
+// blob uploads content: POST opens an upload, PUT with the digest ends it.
 func (r *testRegistry) blob(t *testing.T, name string, content []byte) blobRef {
 	t.Helper()
 	sum := sha256.Sum256(content)
 	d := "sha256:" + hex.EncodeToString(sum[:])
-	r.do(t, http.MethodPost, r.push+"/v2/"+name+"/blobs/uploads/?digest="+d, "application/octet-stream", content, http.StatusCreated)
+	resp := r.do(t, http.MethodPost, r.push+"/v2/"+name+"/blobs/uploads/", "application/octet-stream", nil, http.StatusAccepted)
+	loc, err := url.Parse(resp.Header.Get("Location"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, _ := url.Parse(r.push)
+	loc = base.ResolveReference(loc)
+	q := loc.Query()
+	q.Set("digest", d)
+	loc.RawQuery = q.Encode()
+	r.do(t, http.MethodPut, loc.String(), "application/octet-stream", content, http.StatusCreated)
 	return blobRef{digest: d, size: len(content)}
 }
 
-func (r *testRegistry) do(t *testing.T, method, url, contentType string, body []byte, want int) {
+func (r *testRegistry) do(t *testing.T, method, target, contentType string, body []byte, want int) *http.Response {
 	t.Helper()
-	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	req, err := http.NewRequest(method, target, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,6 +161,7 @@ func (r *testRegistry) do(t *testing.T, method, url, contentType string, body []
 	defer resp.Body.Close()
 	if resp.StatusCode != want {
 		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("%s %s: %d, want %d: %s", method, url, resp.StatusCode, want, b)
+		t.Fatalf("%s %s: %d, want %d: %s", method, target, resp.StatusCode, want, b)
 	}
+	return resp
 }

@@ -357,10 +357,12 @@ func (r *Repos) get(ctx context.Context, _ *auth.Principal, q *repositoryRequest
 	return &info, nil
 }
 
-// IsNotFound reports a 404 answer (of this service or of a remote).
+// IsNotFound reports an ERROR_NOT_FOUND answer (of this service or of a
+// remote): the record is not there. Other 404 codes (an image missing from
+// its registry) are answers about a record that is.
 func IsNotFound(err error) bool {
 	e, ok := errs.As(err)
-	return ok && e.Status() == http.StatusNotFound
+	return ok && e.Code == errs.NotFoundCode
 }
 
 // Trim keeps only the top-level members of a JSON object named by fields
