@@ -62,6 +62,12 @@ var services = []service{
 	{Name: "dashboard", Env: func(*stack) map[string]string {
 		return map[string]string{"NUBES_SERVICE_URLS": "identity=http://identity:8080"}
 	}},
+	// The secret service seals with a key of its own and reads schemas
+	// from the repository.
+	{Name: "secret", Env: func(*stack) map[string]string {
+		return map[string]string{"NUBES_ENCRYPTION_KEYS": "s1:" + base64.StdEncoding.EncodeToString([]byte(strings.Repeat("s", 32))),
+			"NUBES_SERVICE_URLS": "repository=http://repository:8080"}
+	}},
 }
 
 // The bootstrap admin identity creates on first start (identity's env above).
