@@ -17,7 +17,9 @@ import (
 // Decode reads body strictly into req and validates it: malformed JSON,
 // a non-object body, an unknown field, a wrong type, a missing required
 // field, an enum value outside its set or a value over its limit is a 400.
-// An empty body counts as `{}`.
+// An empty body counts as `{}`. Members are named as protobuf's JSON
+// mapping names them (strictjson): snake_case or lowerCamelCase, null
+// meaning not set.
 //
 // Validation rules come from the `v` struct tag, comma separated:
 // required, max=N (string runes or list items), min=N (numbers),
