@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/nubes-io/nubes/pkg v0.0.0
 	github.com/nubes-io/nubes/services/board v0.0.0
+	github.com/nubes-io/nubes/services/dashboard v0.0.0
 	go.mongodb.org/mongo-driver/v2 v2.9.3
 )
 
@@ -97,4 +98,5 @@ require (
 replace (
 	github.com/nubes-io/nubes/pkg => ../../pkg
 	github.com/nubes-io/nubes/services/board => ../../services/board
+	github.com/nubes-io/nubes/services/dashboard => ../../services/dashboard
 )

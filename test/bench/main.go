@@ -12,6 +12,11 @@
 //	list    /board/v1/post/list    vs  CountDocuments + Find (same filter, sort, limit 20)
 //	stat    /board/v1/post/stat    vs  Aggregate [$match domain, $group category count]
 //
+// and, after the sizes, on 2,000 project dashboards (dashboard.go):
+//
+//	dashboard-get   /dashboard/v1/project-dashboard/get   vs  FindOne by _id
+//	dashboard-list  /dashboard/v1/project-dashboard/list  vs  CountDocuments + Find (scope, project_id, limit 20)
+//
 // Read the ratio, nubes ops/s divided by raw ops/s, rather than the absolute
 // figures: on FerretDB over SQLite every filter scans, so absolute times say
 // more about the store than about Nubes. A ratio of 1 means the service
@@ -76,6 +81,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/server"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/services/board"
+	"github.com/nubes-io/nubes/services/dashboard"
 )
 
 type config struct {
@@ -241,6 +247,14 @@ func run(ctx context.Context) error {
 		b.printTable(os.Stdout, size, res)
 		all[strconv.Itoa(size)] = summary(res)
 	}
+	dres, err := b.measureDashboards(ctx, setup.Collection(dashboardsCollection), rawClient.Database(dbName).Collection(dashboardsCollection))
+	if err != nil {
+		return fmt.Errorf("dashboards: %w", err)
+	}
+	if dres != nil {
+		b.printDashboardTable(os.Stdout, dres)
+		all["dashboards"] = summary(dres)
+	}
 	line, err := json.Marshal(all)
 	if err != nil {
 		return err
@@ -253,6 +267,10 @@ func run(ctx context.Context) error {
 // URL, a DOMAIN_ADMIN token of the bench domain, and a stop function.
 func startService(ctx context.Context, db *mongo.Database, verbose bool) (base, token string, stop func(), err error) {
 	svc, err := board.New(ctx, app.Deps{DB: db})
+	if err != nil {
+		return "", "", nil, err
+	}
+	dash, err := dashboard.New(ctx, app.Deps{DB: db}) // get and list need no other service
 	if err != nil {
 		return "", "", nil, err
 	}
@@ -273,7 +291,7 @@ func startService(ctx context.Context, db *mongo.Database, verbose bool) (base, 
 	if verbose {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	srv, err := server.New(server.Options{Name: board.Name, Auth: verifier, Logger: log}, svc.Routes...)
+	srv, err := server.New(server.Options{Name: board.Name, Auth: verifier, Logger: log}, append(svc.Routes, dash.Routes...)...)
 	if err != nil {
 		return "", "", nil, err
 	}
