@@ -191,3 +191,7 @@ func merge(base map[string]any, over map[string]any) map[string]any {
 func adminOf(domain string) auth.Principal {
 	return auth.Principal{DomainID: domain, UserID: "admin-of-" + domain, Role: auth.DomainAdmin}
 }
+
+func appDeps(t *testing.T) app.Deps {
+	return app.Deps{DB: testkit.Get().Database(t), Log: slog.New(slog.DiscardHandler)}
+}
