@@ -65,6 +65,12 @@ const (
 	JobStream  = "NUBES_JOBS"
 	JobSubject = "nubes.job.>" // nubes.job.<service>
 
+	// MonitoringStream carries the events webhooks received.
+	MonitoringStream = "NUBES_MONITORING"
+	// MonitoringEventSubject: payload MonitoringEvent, Nats-Msg-Id =
+	// event_id (a first receipt) or event_id-<updated ms> (an update).
+	MonitoringEventSubject = "nubes.monitoring.event"
+
 	// DuplicateWindow is how long a stream remembers a Nats-Msg-Id.
 	DuplicateWindow = 10 * time.Minute
 )
@@ -117,6 +123,26 @@ type DeadMail struct {
 	FailedAt   string `json:"failed_at"`  // ISO 8601 UTC
 }
 
+// MonitoringEvent is an event a webhook received, as monitoring stored it
+// (the raw body stays in monitoring: event/get).
+type MonitoringEvent struct {
+	EventID     string   `json:"event_id"`
+	EventKey    string   `json:"event_key"`
+	EventType   string   `json:"event_type"` // ALERT, RECOVERY, ERROR
+	Title       string   `json:"title"`
+	Description string   `json:"description"`
+	Severity    string   `json:"severity"`
+	Resources   []string `json:"resources"`
+	Provider    string   `json:"provider"`
+	Account     string   `json:"account"`
+	OccurredAt  string   `json:"occurred_at"` // ISO 8601 UTC
+	WebhookID   string   `json:"webhook_id"`
+	ProjectID   string   `json:"project_id"`
+	WorkspaceID string   `json:"workspace_id"`
+	DomainID    string   `json:"domain_id"`
+	ReceivedAt  string   `json:"received_at"` // ISO 8601 UTC
+}
+
 // StreamConfigs are the streams Nubes uses, created idempotently, each
 // stored on replicas servers of the NATS cluster (1 for a single server).
 func StreamConfigs(replicas int) []jetstream.StreamConfig {
@@ -125,6 +151,7 @@ func StreamConfigs(replicas int) []jetstream.StreamConfig {
 		{Name: MailStream, Subjects: []string{MailSubject}, Duplicates: DuplicateWindow, MaxAge: 7 * 24 * time.Hour, Replicas: replicas},
 		{Name: MailDeadStream, Subjects: []string{MailDeadSubject}, Duplicates: DuplicateWindow, MaxAge: 30 * 24 * time.Hour, Replicas: replicas},
 		{Name: JobStream, Subjects: []string{JobSubject}, Duplicates: DuplicateWindow, MaxAge: 7 * 24 * time.Hour, Replicas: replicas},
+		{Name: MonitoringStream, Subjects: []string{MonitoringEventSubject}, Duplicates: DuplicateWindow, MaxAge: 7 * 24 * time.Hour, Replicas: replicas},
 	}
 }
 

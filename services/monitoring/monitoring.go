@@ -15,9 +15,15 @@ import (
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/app"
 	"github.com/nubes-io/nubes/pkg/config"
+	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/plugin"
+	"github.com/nubes-io/nubes/pkg/server"
+	"github.com/nubes-io/nubes/services/monitoring/internal/eventapi"
+	"github.com/nubes-io/nubes/services/monitoring/internal/ingest"
 	"github.com/nubes-io/nubes/services/monitoring/internal/mon"
 	"github.com/nubes-io/nubes/services/monitoring/internal/noteapi"
 	"github.com/nubes-io/nubes/services/monitoring/internal/policyapi"
+	"github.com/nubes-io/nubes/services/monitoring/internal/webhookapi"
 )
 
 // Name is the service name.
@@ -109,8 +115,44 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	plugins := d.Plugins
+	if plugins == nil {
+		// No plugin_endpoints: every plugin call answers ERROR_NO_PLUGIN_ENDPOINT.
+		if plugins, err = plugin.New(nil, plugin.Options{Log: log}); err != nil {
+			return nil, err
+		}
+	}
+	var workers []func(context.Context) error
+	var outbox *events.Outbox
+	if d.Events != nil {
+		if outbox, err = events.NewOutbox(ctx, d.DB, mon.OutboxCollection, d.Events, log); err != nil {
+			return nil, err
+		}
+		workers = append(workers, outbox.Run)
+	} else {
+		log.Warn("monitoring runs without an event bus: received events are stored, not published")
+	}
+	counters := &mon.Counters{C: d.DB.Collection(mon.RequestsCollection), Log: log}
+	workers = append(workers, func(ctx context.Context) error { return counters.Run(ctx, cfg.CounterFlush) })
+	webhooks, err := webhookapi.New(ctx, d.DB, counters, projects, mon.Repository{Client: d.Services.Client("repository")},
+		plugins, cfg.WebhookBaseURL, log)
+	if err != nil {
+		return nil, err
+	}
+	evs, err := eventapi.NewStore(ctx, d.DB, outbox, log)
+	if err != nil {
+		return nil, err
+	}
+	in, err := ingest.New(ctx, d.DB, evs, counters, plugins, ingest.Config{Rate: cfg.IngestRate, Burst: cfg.IngestBurst,
+		ParseTimeout: cfg.ParseTimeout, ReadTimeout: cfg.ReadTimeout, RetryInterval: cfg.RetryInterval, MaxAttempts: cfg.MaxAttempts}, log)
+	if err != nil {
+		return nil, err
+	}
+	workers = append(workers, in.Run)
 	var routes []api.Route
 	routes = append(routes, policies.Routes()...)
 	routes = append(routes, notes.Routes()...)
-	return &app.Service{Name: Name, Routes: routes}, nil
+	routes = append(routes, webhooks.Routes()...)
+	routes = append(routes, evs.Routes()...)
+	return &app.Service{Name: Name, Routes: routes, Workers: workers, Raw: []server.Raw{in.Raw()}}, nil
 }

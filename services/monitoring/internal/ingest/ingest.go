@@ -1,0 +1,264 @@
+// Package ingest serves a webhook's public ingest URL,
+// POST /monitoring/v1/webhook/<webhook_id>/<access_key>/events, the most
+// exposed endpoint of the suite: no token, the access key compared in
+// constant time, a bounded body read within a deadline, a rate limit per
+// webhook, the plugin's Event.parse within a deadline, and a body kept
+// for retry when the plugin cannot answer. Every refusal is a 4xx with
+// nothing stored; a plugin that fails or hangs is a 502 or 504; never a
+// 500.
+//
+// It holds no rule of the webhook resource itself (package webhookapi).
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"regexp"
+	"strconv"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"google.golang.org/grpc/codes"
+
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/plugin"
+	"github.com/nubes-io/nubes/pkg/server"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/wire"
+	"github.com/nubes-io/nubes/services/monitoring/internal/eventapi"
+	"github.com/nubes-io/nubes/services/monitoring/internal/mon"
+)
+
+// Path is the ingest route (echo syntax).
+const Path = "/monitoring/v1/webhook/:webhook_id/:access_key/events"
+
+// MaxBody is the largest body accepted (1 MiB).
+const MaxBody = 1 << 20
+
+// MaxEvents bounds the events one body may yield.
+const MaxEvents = 1000
+
+// Config tunes the ingest.
+type Config struct {
+	Rate          float64       // events per second per webhook (per replica); <= 0: unlimited
+	Burst         int           // bucket size
+	ParseTimeout  time.Duration // Event.parse deadline
+	ReadTimeout   time.Duration // body read deadline
+	RetryInterval time.Duration // retry worker period
+	MaxAttempts   int           // tries of a kept body before it becomes an error event
+}
+
+// Ingest serves the ingest URL and retries kept bodies.
+type Ingest struct {
+	webhooks *mongo.Collection
+	pending  *mongo.Collection
+	events   *eventapi.Store
+	counters *mon.Counters
+	plugins  *plugin.Client
+	limit    *limiter
+	cfg      Config
+	log      *slog.Logger
+}
+
+// New builds the ingest.
+func New(ctx context.Context, db *mongo.Database, evs *eventapi.Store, counters *mon.Counters, plugins *plugin.Client, cfg Config, log *slog.Logger) (*Ingest, error) {
+	in := &Ingest{webhooks: db.Collection(mon.WebhooksCollection), pending: db.Collection(mon.PendingCollection), events: evs,
+		counters: counters, plugins: plugins, limit: newLimiter(cfg.Rate, cfg.Burst), cfg: cfg, log: log}
+	return in, in.ensurePending(ctx)
+}
+
+// Raw is the route of the ingest URL.
+func (in *Ingest) Raw() server.Raw {
+	return server.Raw{Method: http.MethodPost, Path: Path, Handle: in.handle}
+}
+
+var webhookIDPattern = regexp.MustCompile(`^webhook-[0-9a-f]{12}$`)
+
+// Response is the answer to an accepted body.
+type Response struct {
+	Results []eventapi.Outcome `json:"results"`
+	// Error is set when the plugin could not parse the body: the error
+	// event stored for it is in Results.
+	Error string `json:"error,omitempty"`
+}
+
+func (in *Ingest) handle(w http.ResponseWriter, r *http.Request) error {
+	err := in.serve(w, r)
+	if err == nil {
+		return nil
+	}
+	if _, ok := errs.As(err); !ok {
+		// Never a 500 on the public URL: what is not a client's fault here
+		// is the store.
+		return errs.Down("The store", err)
+	}
+	return err
+}
+
+func (in *Ingest) serve(w http.ResponseWriter, r *http.Request) error {
+	id, key := r.PathValue("webhook_id"), r.PathValue("access_key")
+	if !webhookIDPattern.MatchString(id) {
+		return errs.NotFound("webhook_id", id)
+	}
+	wh, err := store.Get[mon.Webhook](r.Context(), in.webhooks, "webhook_id", id)
+	if err != nil {
+		return err
+	}
+	// Hashes first: equal lengths, so the comparison time says nothing of
+	// the key, not even its length.
+	given, want := sha256.Sum256([]byte(key)), sha256.Sum256([]byte(wh.AccessKey))
+	if subtle.ConstantTimeCompare(given[:], want[:]) != 1 || wh.AccessKey == "" {
+		return errs.New(errs.PermissionDenied, "Permission denied: the access key does not match.")
+	}
+	if wh.State != mon.Enabled {
+		return errs.New(errs.WebhookStateDisabled, "The webhook is disabled. (webhook_id = %s)", id)
+	}
+	if ok, wait := in.limit.allow(id, time.Now()); !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(int(wait/time.Second)+1))
+		return errs.New(errs.TooManyRequests, "Too many requests for this webhook; retry later.")
+	}
+	body, data, err := in.readBody(w, r)
+	if err != nil {
+		in.counters.Add(id, true)
+		return err
+	}
+	// The work goes on if the sender hangs up: what is stored must be
+	// complete, and a parse in flight must not be lost.
+	ctx := context.WithoutCancel(r.Context())
+	res, perr := in.parse(ctx, wh, body, data)
+	in.counters.Add(id, perr != nil || res.Error != "")
+	if perr != nil {
+		return perr
+	}
+	w.Header().Set("Content-Type", "application/json")
+	return json.NewEncoder(w).Encode(res)
+}
+
+// readBody reads one JSON object of at most MaxBody bytes within the
+// read deadline.
+func (in *Ingest) readBody(w http.ResponseWriter, r *http.Request) (string, map[string]any, error) {
+	rc := http.NewResponseController(w)
+	if in.cfg.ReadTimeout > 0 {
+		_ = rc.SetReadDeadline(time.Now().Add(in.cfg.ReadTimeout)) // not supported by test recorders
+		defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
+	}
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		var ne net.Error
+		switch {
+		case errors.As(err, &tooBig):
+			return "", nil, errs.New(errs.RequestTooLarge, "The request body is larger than %d bytes.", MaxBody)
+		case errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
+			return "", nil, errs.New(errs.RequestTimeout, "The request body did not arrive within %s.", in.cfg.ReadTimeout)
+		}
+		return "", nil, errs.New(errs.JSONFormat, "The request body could not be read.")
+	}
+	data, err := decodeObject(raw)
+	if err != nil {
+		return "", nil, err
+	}
+	return string(raw), data, nil
+}
+
+// decodeObject reads exactly one JSON object.
+func decodeObject(raw []byte) (map[string]any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, errs.New(errs.JSONFormat, "The body is not valid JSON.")
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errs.New(errs.JSONFormat, "The body must be one JSON object, with nothing after it.")
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, errs.New(errs.JSONFormat, "The body must be a JSON object.")
+	}
+	return m, nil
+}
+
+// parse runs Event.parse and stores its events. A plugin that answered
+// an error is a parse failure: one error event (as upstream) and an
+// answer of 200 that says so. A plugin that cannot be reached or does
+// not answer in time keeps the body for the retry worker and answers 502
+// or 504.
+func (in *Ingest) parse(ctx context.Context, wh *mon.Webhook, raw string, data map[string]any) (*Response, error) {
+	pctx, cancel := context.WithTimeout(ctx, in.cfg.ParseTimeout)
+	results, err := plugin.Webhook{Target: in.plugins.Plugin(wh.PluginInfo.PluginID, wh.PluginInfo.Version)}.
+		Parse(pctx, wire.Object(wh.PluginInfo.Options), data)
+	cancel()
+	now := wire.Now()
+	if err != nil {
+		if code, transient := transient(err); transient {
+			if kerr := in.keep(ctx, wh, raw, err); kerr != nil {
+				return nil, kerr
+			}
+			return nil, errs.New(code, "The webhook's plugin did not parse the body (%s); it is kept and will be retried.", reason(err))
+		}
+		e := eventapi.ParseError(wh, "error-"+wire.NewID("parse"), reason(err), raw, now)
+		out, serr := in.events.Save(ctx, e)
+		if serr != nil {
+			return nil, serr
+		}
+		return &Response{Results: []eventapi.Outcome{out}, Error: reason(err)}, nil
+	}
+	if len(results) > MaxEvents {
+		e := eventapi.ParseError(wh, "error-"+wire.NewID("parse"), "the plugin returned more than 1000 events for one body", raw, now)
+		out, serr := in.events.Save(ctx, e)
+		if serr != nil {
+			return nil, serr
+		}
+		return &Response{Results: []eventapi.Outcome{out}, Error: "too many events"}, nil
+	}
+	res := &Response{Results: []eventapi.Outcome{}}
+	for _, m := range results {
+		out, err := in.events.Save(ctx, eventapi.FromPlugin(wh, m, raw, now))
+		if err != nil {
+			return nil, err
+		}
+		res.Results = append(res.Results, out)
+	}
+	return res, nil
+}
+
+// transient reports a failure to reach the plugin or to hear from it in
+// time, with the code the sender gets: the body is worth another try.
+func transient(err error) (string, bool) {
+	if f, ok := plugin.FailureOf(err); ok {
+		switch f.Status {
+		case codes.Unavailable:
+			return errs.WebhookPluginUnavailable, true
+		case codes.DeadlineExceeded:
+			return errs.WebhookPluginTimeout, true
+		}
+		return "", false
+	}
+	e, ok := errs.As(err)
+	if !ok {
+		return errs.WebhookPluginUnavailable, true
+	}
+	switch e.Code {
+	case errs.GRPCTimeout:
+		return errs.WebhookPluginTimeout, true
+	case errs.PluginFailed:
+		return "", false
+	}
+	return errs.WebhookPluginUnavailable, true // connection, endpoint, store of the client
+}
+
+func reason(err error) string {
+	if e, ok := errs.As(err); ok {
+		return e.Message
+	}
+	return "the plugin failed"
+}

@@ -1,0 +1,352 @@
+// Package webhookapi holds the webhook operations of the monitoring
+// service: a webhook is an instance of a repository plugin of
+// resource_type monitoring.Webhook, initialised on create and on
+// update_plugin, with a secret access key embedded in its public ingest
+// URL (served by package ingest).
+//
+// It must not read other services' data except through their APIs
+// (identity for projects, repository for plugins).
+package webhookapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/nubes-io/nubes/pkg/api"
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/plugin"
+	"github.com/nubes-io/nubes/pkg/query"
+	"github.com/nubes-io/nubes/pkg/stat"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/wire"
+	"github.com/nubes-io/nubes/services/monitoring/internal/mon"
+)
+
+// Webhook is the WebhookInfo sent.
+type Webhook = mon.Webhook
+
+var resource = query.Resource{
+	KeywordFields: []string{"webhook_id", "name"},
+	DefaultSort:   []query.SortKey{{Key: "created_at", Desc: true}},
+	MinimalFields: []string{"webhook_id", "name", "state", "plugin_info", "project_id"},
+	// requests are kept apart (mon.Counters): not a field a query reads.
+	Fields: without(query.FieldsOf[Webhook](), "requests"),
+}
+
+func without(fields []string, drop string) []string {
+	out := fields[:0:0]
+	for _, f := range fields {
+		if f != drop {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+type (
+	pluginInfo struct {
+		PluginID    string         `json:"plugin_id" v:"required,max=255"`
+		Version     string         `json:"version" v:"max=255"`
+		Options     map[string]any `json:"options"`
+		Metadata    map[string]any `json:"metadata"` // echoed back by clients; the plugin's init decides it
+		UpgradeMode string         `json:"upgrade_mode" v:"enum=AUTO|MANUAL|NONE"`
+	}
+	createWebhook struct {
+		Name       string         `json:"name" v:"required,max=255"`
+		PluginInfo *pluginInfo    `json:"plugin_info" v:"required"`
+		ProjectID  string         `json:"project_id" v:"required,max=255"`
+		Tags       map[string]any `json:"tags"`
+	}
+	updateWebhook struct {
+		WebhookID string         `json:"webhook_id" v:"required"`
+		Name      string         `json:"name" v:"max=255"`
+		Tags      map[string]any `json:"tags"`
+	}
+	updatePlugin struct {
+		WebhookID   string         `json:"webhook_id" v:"required"`
+		Version     string         `json:"version" v:"max=255"`
+		Options     map[string]any `json:"options"`
+		UpgradeMode string         `json:"upgrade_mode" v:"enum=AUTO|MANUAL|NONE"`
+	}
+	webhookRequest struct {
+		WebhookID string `json:"webhook_id" v:"required"`
+	}
+	webhookQuery struct {
+		Query       *query.Query `json:"query"`
+		WebhookID   string       `json:"webhook_id"`
+		Name        string       `json:"name"`
+		State       string       `json:"state" v:"enum=ENABLED|DISABLED"`
+		AccessKey   string       `json:"access_key"`
+		WorkspaceID string       `json:"workspace_id"`
+		ProjectID   string       `json:"project_id"`
+	}
+	statQuery struct {
+		Query *stat.Query `json:"query" v:"required"`
+	}
+)
+
+// Validate: a MANUAL plugin names its version.
+func (r *createWebhook) Validate() error {
+	if r.PluginInfo.UpgradeMode == "MANUAL" && r.PluginInfo.Version == "" {
+		return errs.Required("plugin_info.version")
+	}
+	return nil
+}
+
+// Webhooks serves the webhook operations.
+type Webhooks struct {
+	c        *mongo.Collection
+	counters *mon.Counters
+	projects mon.Projects
+	repo     mon.Repository
+	plugins  *plugin.Client
+	baseURL  string
+	log      *slog.Logger
+}
+
+// New creates the collection's indexes. baseURL is the public base URL
+// of webhook_url.
+func New(ctx context.Context, db *mongo.Database, counters *mon.Counters, projects mon.Projects, repo mon.Repository,
+	plugins *plugin.Client, baseURL string, log *slog.Logger) (*Webhooks, error) {
+	ws := &Webhooks{c: db.Collection(mon.WebhooksCollection), counters: counters, projects: projects, repo: repo,
+		plugins: plugins, baseURL: strings.TrimRight(baseURL, "/"), log: log}
+	return ws, store.EnsureIndexes(ctx, ws.c,
+		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "created_at", Value: -1}}},
+		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "project_id", Value: 1}}},
+		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "workspace_id", Value: 1}}},
+	)
+}
+
+// Routes are the operations.
+func (ws *Webhooks) Routes() []api.Route {
+	const base = "/monitoring/v1/webhook/"
+	return []api.Route{
+		api.Op[createWebhook, Webhook]{Path: base + "create", Access: mon.Writers, Summary: "Create a webhook from a monitoring.Webhook plugin; answers its access_key and webhook_url.", Handle: ws.create},
+		api.Op[updateWebhook, Webhook]{Path: base + "update", Access: mon.Writers, Summary: "Change a webhook's name or tags.", Handle: ws.update},
+		api.Op[updatePlugin, Webhook]{Path: base + "update-plugin", Access: mon.Writers, Summary: "Change the plugin's version, options or upgrade mode and initialise it again.", Handle: ws.updatePlugin},
+		api.Op[webhookRequest, api.Empty]{Path: base + "verify-plugin", Access: mon.Writers, Summary: "Ask the plugin to verify the webhook's options.", Handle: ws.verifyPlugin},
+		api.Op[webhookRequest, Webhook]{Path: base + "enable", Access: mon.Writers, Summary: "Enable the webhook: its URL takes events.", Handle: ws.enable},
+		api.Op[webhookRequest, Webhook]{Path: base + "disable", Access: mon.Writers, Summary: "Disable the webhook: its URL refuses events (403).", Handle: ws.disable},
+		api.Op[webhookRequest, api.Empty]{Path: base + "delete", Access: mon.Writers, Summary: "Delete the webhook: its URL answers 404; its events stay.", Handle: ws.delete},
+		api.Op[webhookRequest, Webhook]{Path: base + "get", Access: mon.Readers, Summary: "Get a webhook.", Handle: ws.get},
+		api.Op[webhookQuery, api.List[Webhook]]{Path: base + "list", Access: mon.Readers, Summary: "List the webhooks the caller may see.", Handle: ws.list},
+		api.Op[statQuery, map[string]any]{Path: base + "stat", Access: mon.Readers, Summary: "Statistics over the webhooks the caller may see.", Handle: ws.stat},
+	}
+}
+
+// NewAccessKey is 32 hex characters from crypto/rand, as upstream.
+func NewAccessKey() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails on a supported OS
+	return hex.EncodeToString(b[:])
+}
+
+func (ws *Webhooks) target(info mon.PluginInfo) plugin.Webhook {
+	return plugin.Webhook{Target: ws.plugins.Plugin(info.PluginID, info.Version)}
+}
+
+func (ws *Webhooks) create(ctx context.Context, p *auth.Principal, r *createWebhook) (*Webhook, error) {
+	pr, err := ws.projects.Get(ctx, p, r.ProjectID)
+	if err != nil {
+		return nil, err
+	}
+	rp, err := ws.repo.Webhook(ctx, r.PluginInfo.PluginID)
+	if err != nil {
+		return nil, err
+	}
+	info := mon.PluginInfo{PluginID: rp.PluginID, Version: r.PluginInfo.Version, Options: wire.Object(r.PluginInfo.Options),
+		UpgradeMode: r.PluginInfo.UpgradeMode}
+	if info.UpgradeMode == "" {
+		info.UpgradeMode = "AUTO"
+	}
+	if info.Version == "" {
+		info.Version = ws.repo.LatestVersion(ctx, rp.PluginID, ws.log)
+	}
+	md, err := ws.target(info).Init(ctx, info.Options)
+	if err != nil {
+		return nil, err
+	}
+	info.Metadata = wire.Object(md)
+	id, key := wire.NewID("webhook"), NewAccessKey()
+	doc := &Webhook{ID: id, WebhookID: id, Name: r.Name, State: mon.Enabled, AccessKey: key, WebhookURL: ws.baseURL + mon.IngestPath(id, key),
+		Capability: wire.Object(rp.Capability), PluginInfo: info, Tags: wire.Object(r.Tags), DomainID: p.DomainID,
+		WorkspaceID: pr.WorkspaceID, ProjectID: pr.ProjectID, CreatedAt: wire.T(wire.Now())}
+	if _, err := ws.c.InsertOne(ctx, doc); err != nil {
+		return nil, store.Wrap(err)
+	}
+	return doc, nil
+}
+
+// load returns a webhook the caller may see, with its counters.
+func (ws *Webhooks) load(ctx context.Context, p *auth.Principal, id string) (*Webhook, error) {
+	doc, err := store.Get[Webhook](ctx, ws.c, "webhook_id", id)
+	if err != nil {
+		return nil, err
+	}
+	if !mon.Visible(p, doc.DomainID, doc.WorkspaceID) {
+		return nil, errs.NotFound("webhook_id", id)
+	}
+	return doc, nil
+}
+
+// out fills in what is not stored with the webhook: its counters, and
+// its URL under the base URL configured now.
+func (ws *Webhooks) out(ctx context.Context, docs ...*Webhook) error {
+	ids := make([]string, 0, len(docs))
+	for _, d := range docs {
+		ids = append(ids, d.WebhookID)
+	}
+	counts, err := ws.counters.Read(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for _, d := range docs {
+		d.Requests = counts[d.WebhookID]
+		if d.AccessKey != "" && d.WebhookID != "" {
+			d.WebhookURL = ws.baseURL + mon.IngestPath(d.WebhookID, d.AccessKey)
+		}
+	}
+	return nil
+}
+
+func (ws *Webhooks) set(ctx context.Context, p *auth.Principal, id string, set func(doc *Webhook) (bson.D, error)) (*Webhook, error) {
+	doc, err := ws.load(ctx, p, id)
+	if err != nil {
+		return nil, err
+	}
+	fields, err := set(doc)
+	if err != nil {
+		return nil, err
+	}
+	if len(fields) > 0 {
+		if doc, err = store.SetByID[Webhook](ctx, ws.c, "webhook_id", doc.ID, fields); err != nil {
+			return nil, err
+		}
+	}
+	return doc, ws.out(ctx, doc)
+}
+
+func (ws *Webhooks) update(ctx context.Context, p *auth.Principal, r *updateWebhook) (*Webhook, error) {
+	return ws.set(ctx, p, r.WebhookID, func(*Webhook) (bson.D, error) {
+		set := bson.D{}
+		if r.Name != "" {
+			set = append(set, bson.E{Key: "name", Value: r.Name})
+		}
+		if r.Tags != nil {
+			set = append(set, bson.E{Key: "tags", Value: r.Tags})
+		}
+		return set, nil
+	})
+}
+
+// updatePlugin changes version, options (replaced whole) and upgrade
+// mode, and keeps the metadata of a new init with them.
+func (ws *Webhooks) updatePlugin(ctx context.Context, p *auth.Principal, r *updatePlugin) (*Webhook, error) {
+	return ws.set(ctx, p, r.WebhookID, func(doc *Webhook) (bson.D, error) {
+		info := doc.PluginInfo
+		if r.UpgradeMode != "" {
+			info.UpgradeMode = r.UpgradeMode
+		}
+		if r.Options != nil {
+			info.Options = r.Options
+		}
+		switch {
+		case r.Version != "":
+			info.Version = r.Version
+		case info.UpgradeMode == "AUTO":
+			if v := ws.repo.LatestVersion(ctx, info.PluginID, ws.log); v != "" {
+				info.Version = v
+			}
+		case info.UpgradeMode == "MANUAL" && info.Version == "":
+			return nil, errs.Required("version")
+		}
+		md, err := ws.target(info).Init(ctx, wire.Object(info.Options))
+		if err != nil {
+			return nil, err
+		}
+		info.Options, info.Metadata = wire.Object(info.Options), wire.Object(md)
+		return bson.D{{Key: "plugin_info", Value: info}}, nil
+	})
+}
+
+func (ws *Webhooks) verifyPlugin(ctx context.Context, p *auth.Principal, r *webhookRequest) (*api.Empty, error) {
+	doc, err := ws.load(ctx, p, r.WebhookID)
+	if err != nil {
+		return nil, err
+	}
+	if err := ws.target(doc.PluginInfo).Verify(ctx, doc.PluginInfo.Options); err != nil {
+		return nil, err
+	}
+	return &api.Empty{}, nil
+}
+
+func (ws *Webhooks) state(state string) func(ctx context.Context, p *auth.Principal, r *webhookRequest) (*Webhook, error) {
+	return func(ctx context.Context, p *auth.Principal, r *webhookRequest) (*Webhook, error) {
+		return ws.set(ctx, p, r.WebhookID, func(doc *Webhook) (bson.D, error) {
+			if doc.State == state {
+				return nil, nil
+			}
+			return bson.D{{Key: "state", Value: state}}, nil
+		})
+	}
+}
+
+func (ws *Webhooks) enable(ctx context.Context, p *auth.Principal, r *webhookRequest) (*Webhook, error) {
+	return ws.state(mon.Enabled)(ctx, p, r)
+}
+
+func (ws *Webhooks) disable(ctx context.Context, p *auth.Principal, r *webhookRequest) (*Webhook, error) {
+	return ws.state(mon.Disabled)(ctx, p, r)
+}
+
+func (ws *Webhooks) delete(ctx context.Context, p *auth.Principal, r *webhookRequest) (*api.Empty, error) {
+	doc, err := ws.load(ctx, p, r.WebhookID)
+	if err != nil {
+		return nil, err
+	}
+	res, err := ws.c.DeleteOne(ctx, bson.D{{Key: "_id", Value: doc.ID}})
+	if err != nil {
+		return nil, store.Wrap(err)
+	}
+	if res.DeletedCount == 0 {
+		return nil, errs.NotFound("webhook_id", doc.ID)
+	}
+	if err := ws.counters.Forget(ctx, doc.ID); err != nil {
+		ws.log.Warn("counters of a deleted webhook kept", "webhook_id", doc.ID, "error", err.Error())
+	}
+	return &api.Empty{}, nil
+}
+
+func (ws *Webhooks) get(ctx context.Context, p *auth.Principal, r *webhookRequest) (*Webhook, error) {
+	doc, err := ws.load(ctx, p, r.WebhookID)
+	if err != nil {
+		return nil, err
+	}
+	return doc, ws.out(ctx, doc)
+}
+
+func (ws *Webhooks) list(ctx context.Context, p *auth.Principal, r *webhookQuery) (*api.List[Webhook], error) {
+	q := query.With(r.Query, query.Params("webhook_id", r.WebhookID, "name", r.Name, "state", r.State, "access_key", r.AccessKey,
+		"workspace_id", r.WorkspaceID, "project_id", r.ProjectID)...)
+	l, err := store.Search[Webhook](ctx, ws.c, q, resource, mon.Scope(p))
+	if err != nil {
+		return nil, err
+	}
+	docs := make([]*Webhook, len(l.Results))
+	for i := range l.Results {
+		docs[i] = &l.Results[i]
+	}
+	return l, ws.out(ctx, docs...)
+}
+
+func (ws *Webhooks) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*map[string]any, error) {
+	res, err := stat.Run(ctx, ws.c, mon.Scope(p), resource, r.Query)
+	return &res, err
+}
