@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -18,8 +19,11 @@ import (
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/call"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/server"
 	"github.com/nubes-io/nubes/pkg/testkit"
+	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
 	"github.com/nubes-io/nubes/services/monitoring"
 	"github.com/nubes-io/nubes/services/monitoring/internal/mon"
 )
@@ -82,12 +86,57 @@ type callers struct {
 	identity                                                         *fakeIdentity
 	handler                                                          http.Handler
 	svc                                                              *app.Service
+	plugin                                                           *fakeplugin.Server
+	bus                                                              *events.Bus
 }
 
 type options struct {
-	urls     map[string]string // service_urls overrides
 	settings func(*monitoring.Config)
 }
+
+// Plugins the fake repository knows: id -> resource_type.
+var knownPlugins = map[string]string{
+	"plugin-grafana-mon-webhook": "monitoring.Webhook",
+	"plugin-unreachable":         "monitoring.Webhook",
+	"plugin-aws-inven-collector": "inventory.Collector",
+}
+
+// newFakeRepository answers plugin/get and plugin/get-versions.
+func newFakeRepository(t *testing.T) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := testkit.Get().Verifier.Authenticate(r.Context(), strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")); err != nil {
+			writeError(w, http.StatusUnauthorized, errs.AuthenticateFailure)
+			return
+		}
+		var req struct {
+			PluginID string `json:"plugin_id"`
+		}
+		body, _ := io.ReadAll(r.Body)
+		_ = json.Unmarshal(body, &req)
+		rt, ok := knownPlugins[req.PluginID]
+		if !ok {
+			writeError(w, http.StatusNotFound, errs.NotFoundCode)
+			return
+		}
+		switch r.URL.Path {
+		case mon.PluginGetPath:
+			_ = json.NewEncoder(w).Encode(map[string]any{"plugin_id": req.PluginID, "name": req.PluginID, "resource_type": rt,
+				"capability": map[string]any{"supported_schema": []string{}}, "state": "ENABLED"})
+		case mon.PluginVersionsPath:
+			_ = json.NewEncoder(w).Encode(map[string]any{"results": []string{"1.2.0", "1.1.0"}, "total_count": 2})
+		default:
+			writeError(w, http.StatusNotFound, errs.UnsupportedAPI)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+const (
+	initMethod   = "spaceone.api.monitoring.plugin.Webhook/init"
+	verifyMethod = "spaceone.api.monitoring.plugin.Webhook/verify"
+	parseMethod  = "spaceone.api.monitoring.plugin.Event/parse"
+)
 
 func setup(t *testing.T) *callers { t.Helper(); return setupWith(t, options{}) }
 
@@ -96,12 +145,25 @@ func setupWith(t *testing.T, o options) *callers {
 	env := testkit.Get()
 	db := env.Database(t)
 	fake := newFakeIdentity(t)
-	urls := map[string]string{"identity": fake.srv.URL}
-	for k, v := range o.urls {
-		urls[k] = v
+	repo := newFakeRepository(t)
+	fp := fakeplugin.Start(t, fakeplugin.Options{})
+	fp.Script(initMethod, fakeplugin.Reply{Result: map[string]any{"metadata": map[string]any{"supported_event_type": []any{"ALERT"}}}})
+	plugins, err := plugin.New(map[string]string{"plugin-grafana-mon-webhook": fp.Endpoint, "plugin-unreachable": "grpc://127.0.0.1:1"},
+		plugin.Options{ReadyTimeout: 300 * time.Millisecond, Retries: -1})
+	if err != nil {
+		t.Fatal(err)
 	}
-	deps := app.Deps{DB: db, Log: slog.New(slog.DiscardHandler), Services: call.NewServices(urls, "", nil)}
+	t.Cleanup(func() { _ = plugins.Close() })
+	bus, err := events.Connect(context.Background(), env.NATS.URL, "monitoring-test", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(bus.Close)
+	urls := map[string]string{"identity": fake.srv.URL, "repository": repo.URL}
+	deps := app.Deps{DB: db, Log: slog.New(slog.DiscardHandler), Services: call.NewServices(urls, "", nil), Plugins: plugins, Events: bus}
 	cfg := monitoring.DefaultConfig()
+	cfg.WebhookBaseURL = "https://nubes.example.com/"
+	cfg.CounterFlush = 20 * time.Millisecond
 	if o.settings != nil {
 		o.settings(&cfg)
 	}
@@ -139,6 +201,8 @@ func setupWith(t *testing.T, o options) *callers {
 		identity: fake,
 		handler:  srv.Handler(),
 		svc:      svc,
+		plugin:   fp,
+		bus:      bus,
 	}
 }
 

@@ -335,9 +335,21 @@ func (ws *Webhooks) get(ctx context.Context, p *auth.Principal, r *webhookReques
 func (ws *Webhooks) list(ctx context.Context, p *auth.Principal, r *webhookQuery) (*api.List[Webhook], error) {
 	q := query.With(r.Query, query.Params("webhook_id", r.WebhookID, "name", r.Name, "state", r.State, "access_key", r.AccessKey,
 		"workspace_id", r.WorkspaceID, "project_id", r.ProjectID)...)
+	// requests may be asked for in only (the console does) although no
+	// query reads them: they are added after the store's answer.
+	only := q.Only
+	q.Only = without(q.Only, "requests")
+	withRequests := len(q.Only) < len(only)
+	if withRequests {
+		// The counters are found by webhook id, read even if not asked for.
+		q.Only = append(q.Only, "webhook_id")
+	}
 	l, err := store.Search[Webhook](ctx, ws.c, q, resource, mon.Scope(p))
 	if err != nil {
 		return nil, err
+	}
+	if withRequests {
+		l.Fields = only
 	}
 	docs := make([]*Webhook, len(l.Results))
 	for i := range l.Results {
