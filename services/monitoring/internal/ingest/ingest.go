@@ -149,10 +149,12 @@ func (in *Ingest) readBody(w http.ResponseWriter, r *http.Request) (string, map[
 	rc := http.NewResponseController(w)
 	if in.cfg.ReadTimeout > 0 {
 		_ = rc.SetReadDeadline(time.Now().Add(in.cfg.ReadTimeout)) // not supported by test recorders
-		defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
 	}
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
 	if err != nil {
+		// The rest of the body is not worth waiting for: the connection
+		// closes after the answer (and the deadline stays set).
+		w.Header().Set("Connection", "close")
 		var tooBig *http.MaxBytesError
 		var ne net.Error
 		switch {
@@ -162,6 +164,9 @@ func (in *Ingest) readBody(w http.ResponseWriter, r *http.Request) (string, map[
 			return "", nil, errs.New(errs.RequestTimeout, "The request body did not arrive within %s.", in.cfg.ReadTimeout)
 		}
 		return "", nil, errs.New(errs.JSONFormat, "The request body could not be read.")
+	}
+	if in.cfg.ReadTimeout > 0 {
+		_ = rc.SetReadDeadline(time.Time{})
 	}
 	data, err := decodeObject(raw)
 	if err != nil {

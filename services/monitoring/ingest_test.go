@@ -1,0 +1,209 @@
+package monitoring_test
+
+import (
+	"bufio"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
+	"github.com/nubes-io/nubes/services/monitoring"
+	"github.com/nubes-io/nubes/services/monitoring/internal/mon"
+)
+
+// stored is what the ingest may have written: events and kept bodies.
+func (c *callers) stored(t *testing.T) (int64, int64) {
+	t.Helper()
+	return c.count(t, mon.EventsCollection, nil), c.count(t, mon.PendingCollection, nil)
+}
+
+func randomKey() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// TestIngestAbuse: bad bodies and bad URLs are 4xx with nothing stored
+// and the plugin never called.
+func TestIngestAbuse(t *testing.T) {
+	c := setup(t)
+	w := c.webhook(t, c.memberA1, "Target")
+	off := c.webhook(t, c.memberA1, "Off")
+	c.memberA1.Call(wp+"disable", map[string]any{"webhook_id": off.WebhookID}).OK(nil)
+	gone := c.webhook(t, c.memberA1, "Gone")
+	c.memberA1.Call(wp+"delete", map[string]any{"webhook_id": gone.WebhookID}).OK(nil)
+	c.parses(alert("k", "ALERT"))
+	url := mon.IngestPath(w.WebhookID, w.AccessKey)
+	cases := []struct {
+		name   string
+		path   string
+		body   string
+		status int
+		code   string
+	}{
+		{"malformed JSON", url, `{"a": `, 400, errs.JSONFormat},
+		{"not JSON at all", url, `hello`, 400, errs.JSONFormat},
+		{"an array", url, `[{"a": 1}]`, 400, errs.JSONFormat},
+		{"a string", url, `"a"`, 400, errs.JSONFormat},
+		{"null", url, `null`, 400, errs.JSONFormat},
+		{"two objects", url, `{"a": 1} {"b": 2}`, 400, errs.JSONFormat},
+		{"trailing garbage", url, `{"a": 1} x`, 400, errs.JSONFormat},
+		{"empty body", url, ``, 400, errs.JSONFormat},
+		{"oversize body", url, `{"a": "` + strings.Repeat("x", 1<<20) + `"}`, 413, errs.RequestTooLarge},
+		{"wrong key", mon.IngestPath(w.WebhookID, randomKey()), `{"a": 1}`, 403, errs.PermissionDenied},
+		{"short key", mon.IngestPath(w.WebhookID, w.AccessKey[:31]), `{"a": 1}`, 403, errs.PermissionDenied},
+		{"key in upper case", mon.IngestPath(w.WebhookID, strings.ToUpper(w.AccessKey)), `{"a": 1}`, 403, errs.PermissionDenied},
+		{"another webhook's key", mon.IngestPath(w.WebhookID, off.AccessKey), `{"a": 1}`, 403, errs.PermissionDenied},
+		{"wrong key of a disabled webhook", mon.IngestPath(off.WebhookID, w.AccessKey), `{"a": 1}`, 403, errs.PermissionDenied},
+		{"disabled webhook", mon.IngestPath(off.WebhookID, off.AccessKey), `{"a": 1}`, 403, errs.WebhookStateDisabled},
+		{"deleted webhook", mon.IngestPath(gone.WebhookID, gone.AccessKey), `{"a": 1}`, 404, errs.NotFoundCode},
+		{"unknown webhook", mon.IngestPath("webhook-000000000000", w.AccessKey), `{"a": 1}`, 404, errs.NotFoundCode},
+		{"not a webhook id", mon.IngestPath("ep-000000000000", w.AccessKey), `{"a": 1}`, 404, errs.NotFoundCode},
+		{"injection in the id", "/monitoring/v1/webhook/" + `%7B%22%24ne%22%3A1%7D` + "/" + w.AccessKey + "/events", `{"a": 1}`, 404, errs.NotFoundCode},
+		{"no key", "/monitoring/v1/webhook/" + w.WebhookID + "//events", `{"a": 1}`, 403, errs.PermissionDenied},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c.anon.Call(tc.path, tc.body).Fails(tc.status, tc.code)
+			if ev, kept := c.stored(t); ev != 0 || kept != 0 {
+				t.Fatalf("stored %d events, %d bodies", ev, kept)
+			}
+			if n := len(c.plugin.Calls(parseMethod)); n != 0 {
+				t.Fatalf("the plugin was called %d times", n)
+			}
+		})
+	}
+	// Guessed keys: none of many opens the door.
+	for range 200 {
+		if r := c.post(webhookInfo{WebhookID: w.WebhookID, AccessKey: randomKey()}, `{"a": 1}`); r.Status != http.StatusForbidden {
+			t.Fatalf("a guessed key got %d", r.Status)
+		}
+	}
+	// Only the bodies that reached a valid key count, and as errors.
+	eventually(t, "counters", func() bool { n, e := c.requests(t, w.WebhookID); return n == 9 && e == 9 })
+	// Other methods are not served.
+	req := httptest.NewRequest(http.MethodGet, url, nil)
+	rec := httptest.NewRecorder()
+	c.handler.ServeHTTP(rec, req)
+	if rec.Code != http.StatusMethodNotAllowed && rec.Code != http.StatusNotFound {
+		t.Fatalf("GET: %d", rec.Code)
+	}
+	c.post(w, `{"a": 1}`).OK(nil) // still open to the right key
+}
+
+func TestIngestRateLimit(t *testing.T) {
+	c := setupWith(t, options{settings: func(cfg *monitoring.Config) { cfg.IngestRate, cfg.IngestBurst = 0.5, 3 }})
+	w := c.webhook(t, c.memberA1, "Flooded")
+	quiet := c.webhook(t, c.memberA1, "Quiet")
+	for i := range 3 {
+		c.parses(alert(fmt.Sprint("k", i), "ALERT"))
+		c.post(w, `{"n": 1}`).OK(nil)
+	}
+	for range 20 {
+		r := c.post(w, `{"n": 2}`)
+		r.Fails(http.StatusTooManyRequests, errs.TooManyRequests)
+	}
+	if ev, kept := c.stored(t); ev != 3 || kept != 0 || len(c.plugin.Calls(parseMethod)) != 3 {
+		t.Fatalf("the flood stored %d events, %d bodies", ev, kept)
+	}
+	// A webhook's flood leaves the others alone.
+	c.parses(alert("q", "ALERT"))
+	c.post(quiet, `{"n": 3}`).OK(nil)
+}
+
+// TestIngestSlowBody: a body that does not arrive within the read
+// timeout is refused with 408 over a real connection, nothing stored.
+func TestIngestSlowBody(t *testing.T) {
+	c := setupWith(t, options{settings: func(cfg *monitoring.Config) { cfg.ReadTimeout = 300 * time.Millisecond }})
+	w := c.webhook(t, c.memberA1, "Slow")
+	srv := httptest.NewServer(c.handler)
+	t.Cleanup(srv.Close)
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	start := time.Now()
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"a\": ", mon.IngestPath(w.WebhookID, w.AccessKey))
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestTimeout || time.Since(start) > 3*time.Second {
+		t.Fatalf("slow body: %d after %s", resp.StatusCode, time.Since(start))
+	}
+	if ev, kept := c.stored(t); ev != 0 || kept != 0 || len(c.plugin.Calls(parseMethod)) != 0 {
+		t.Fatalf("a slow body stored %d events, %d bodies", ev, kept)
+	}
+}
+
+// TestIngestPluginFailures: a parse failure is one error event; a plugin
+// that hangs or cannot be reached is a 504 or 502 within the parse
+// timeout, and the body is kept and parsed later.
+func TestIngestPluginFailures(t *testing.T) {
+	c := setupWith(t, options{settings: func(cfg *monitoring.Config) {
+		cfg.ParseTimeout, cfg.RetryInterval, cfg.MaxAttempts = 400*time.Millisecond, 100*time.Millisecond, 3
+	}})
+	w := c.webhook(t, c.memberA1, "Flaky")
+
+	// The plugin refuses the body: one error event, as upstream.
+	c.plugin.Script(parseMethod, fakeplugin.Reply{Err: fakeplugin.Fail(codes.InvalidArgument, "ERROR_PARSE", "no alerts in it")})
+	var res struct {
+		Results []struct {
+			EventID string `json:"event_id"`
+		} `json:"results"`
+		Error string `json:"error"`
+	}
+	c.post(w, `{"weird": true}`).OK(&res)
+	var ev eventInfo
+	c.memberA1.Call("/monitoring/v1/event/get", map[string]any{"event_id": res.Results[0].EventID}).OK(&ev)
+	if ev.EventType != "ERROR" || ev.Severity != "CRITICAL" || ev.Title != "Webhook Event Parsing Error - Flaky" ||
+		!strings.Contains(ev.Description, "no alerts in it") || ev.RawData["weird"] != true || res.Error == "" {
+		t.Fatalf("error event: %+v (%+v)", ev, res)
+	}
+	eventually(t, "counters", func() bool { n, e := c.requests(t, w.WebhookID); return n == 1 && e == 1 })
+
+	// The plugin hangs: 504 within the parse timeout, the body kept, then
+	// parsed by the retry worker once the plugin answers.
+	c.plugin.Script(parseMethod, fakeplugin.Reply{Hang: true})
+	start := time.Now()
+	c.post(w, `{"hung": 1}`).Fails(http.StatusGatewayTimeout, errs.WebhookPluginTimeout)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("answered after %s", d)
+	}
+	if ev, kept := c.stored(t); ev != 1 || kept != 1 {
+		t.Fatalf("after a hang: %d events, %d kept", ev, kept)
+	}
+	c.parses(alert("late", "ALERT"))
+	eventually(t, "the kept body to be parsed", func() bool { ev, kept := c.stored(t); return ev == 2 && kept == 0 })
+	var l list[eventInfo]
+	c.memberA1.Call("/monitoring/v1/event/list", map[string]any{"event_key": "late"}).OK(&l)
+	if l.TotalCount != 1 || l.Results[0].RawData["hung"] != float64(1) {
+		t.Fatalf("retried event: %+v", l)
+	}
+
+	// The plugin is gone: 502, kept; after MaxAttempts it becomes an error
+	// event carrying the body.
+	c.plugin.Stop()
+	c.post(w, `{"lost": 1}`).Fails(http.StatusBadGateway, errs.WebhookPluginUnavailable)
+	if _, kept := c.stored(t); kept != 1 {
+		t.Fatalf("kept %d", kept)
+	}
+	eventually(t, "the kept body to give up", func() bool { ev, kept := c.stored(t); return ev == 3 && kept == 0 })
+	c.memberA1.Call("/monitoring/v1/event/list", map[string]any{"event_type": "ERROR", "query": map[string]any{"sort": []any{map[string]any{"key": "created_at", "desc": true}}}}).OK(&l)
+	if l.TotalCount != 2 || l.Results[0].RawData["lost"] != float64(1) || !strings.Contains(l.Results[0].Description, "tries") {
+		t.Fatalf("given-up body: %+v", l.Results)
+	}
+	eventually(t, "counters", func() bool { n, e := c.requests(t, w.WebhookID); return n == 3 && e == 3 })
+}
