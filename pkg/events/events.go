@@ -71,6 +71,19 @@ const (
 	// event_id (a first receipt) or event_id-<updated ms> (an update).
 	MonitoringEventSubject = "nubes.monitoring.event"
 
+	// NotificationStream carries the notifications to deliver through a
+	// notification protocol's plugin.
+	NotificationStream = "NUBES_NOTIFICATION"
+	// NotificationDispatchSubject: payload NotificationDispatch,
+	// Nats-Msg-Id = NotificationDispatch.ID.
+	NotificationDispatchSubject = "nubes.notification.dispatch"
+	// NotificationDeadStream keeps the notifications the notification
+	// service gave up on, for an operator to inspect and replay.
+	NotificationDeadStream  = "NUBES_NOTIFICATION_DEAD"
+	NotificationDeadSubject = "nubes.notification.dead" // payload DeadNotification, Nats-Msg-Id = "dead-" + ID
+	// NotificationConsumer is the notification service's durable consumer.
+	NotificationConsumer = "notification"
+
 	// DuplicateWindow is how long a stream remembers a Nats-Msg-Id.
 	DuplicateWindow = 10 * time.Minute
 )
@@ -143,6 +156,29 @@ type MonitoringEvent struct {
 	ReceivedAt  string   `json:"received_at"` // ISO 8601 UTC
 }
 
+// NotificationDispatch asks the notification service to deliver one
+// message through a protocol of a domain (its plugin's
+// Notification.dispatch). ID is chosen by the publisher and makes a
+// redelivery or a second publish harmless: one ID is dispatched at most
+// once.
+type NotificationDispatch struct {
+	ID               string         `json:"id"`
+	DomainID         string         `json:"domain_id"`
+	ProtocolID       string         `json:"protocol_id"`
+	NotificationType string         `json:"notification_type"` // INFO, ERROR, SUCCESS, WARNING
+	Message          map[string]any `json:"message"`           // title (required), description, link, tags, ...
+	ChannelData      map[string]any `json:"channel_data"`      // where to deliver (e-mail addresses, a webhook URL, ...)
+}
+
+// DeadNotification is published on NotificationDeadSubject when a
+// notification cannot be delivered.
+type DeadNotification struct {
+	Notification NotificationDispatch `json:"notification"`
+	Reason       string               `json:"reason"`
+	Deliveries   int                  `json:"deliveries"`
+	FailedAt     string               `json:"failed_at"` // ISO 8601 UTC
+}
+
 // StreamConfigs are the streams Nubes uses, created idempotently, each
 // stored on replicas servers of the NATS cluster (1 for a single server).
 func StreamConfigs(replicas int) []jetstream.StreamConfig {
@@ -152,6 +188,8 @@ func StreamConfigs(replicas int) []jetstream.StreamConfig {
 		{Name: MailDeadStream, Subjects: []string{MailDeadSubject}, Duplicates: DuplicateWindow, MaxAge: 30 * 24 * time.Hour, Replicas: replicas},
 		{Name: JobStream, Subjects: []string{JobSubject}, Duplicates: DuplicateWindow, MaxAge: 7 * 24 * time.Hour, Replicas: replicas},
 		{Name: MonitoringStream, Subjects: []string{MonitoringEventSubject}, Duplicates: DuplicateWindow, MaxAge: 7 * 24 * time.Hour, Replicas: replicas},
+		{Name: NotificationStream, Subjects: []string{NotificationDispatchSubject}, Duplicates: DuplicateWindow, MaxAge: 7 * 24 * time.Hour, Replicas: replicas},
+		{Name: NotificationDeadStream, Subjects: []string{NotificationDeadSubject}, Duplicates: DuplicateWindow, MaxAge: 30 * 24 * time.Hour, Replicas: replicas},
 	}
 }
 

@@ -1,0 +1,269 @@
+// Package dispatch delivers notification events (events.NotificationDispatch
+// on events.NotificationStream) through their protocol's plugin
+// (Notification.dispatch), with the protocol's secret data unsealed for
+// the call only.
+//
+// Each event ID is handled once: its outcome is recorded in
+// noti.DispatchesCollection before the message is acknowledged, and a
+// redelivered or republished event with a recorded outcome is acknowledged
+// without a second dispatch. A plugin failure that may pass (the plugin
+// unreachable, slow or failing on its side: 5xx) is retried with a growing
+// delay up to MaxDeliver deliveries; a refusal (4xx: bad channel data or
+// message) or the last failure goes to events.NotificationDeadSubject.
+// A DISABLED or deleted protocol dispatches nothing: the event is recorded
+// as skipped.
+//
+// It holds no operation of the API.
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/plugin"
+	"github.com/nubes-io/nubes/pkg/seal"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/wire"
+	"github.com/nubes-io/nubes/services/notification/internal/noti"
+)
+
+// Outcomes recorded per event.
+const (
+	Sent    = "SENT"
+	Skipped = "SKIPPED"
+	Dead    = "DEAD"
+)
+
+// Config bounds the deliveries.
+type Config struct {
+	// MaxDeliver is how many deliveries an event gets before it is
+	// dead-lettered.
+	MaxDeliver int
+	// Backoff is the delay before the second delivery; it doubles after
+	// each failure up to MaxBackoff.
+	Backoff, MaxBackoff time.Duration
+	// CallTimeout bounds one Notification.dispatch.
+	CallTimeout time.Duration
+	// AckWait is when JetStream redelivers a message not acknowledged
+	// (must exceed CallTimeout).
+	AckWait time.Duration
+}
+
+// DefaultConfig: 6 deliveries over about 5 minutes.
+func DefaultConfig() Config {
+	return Config{MaxDeliver: 6, Backoff: 10 * time.Second, MaxBackoff: 2 * time.Minute, CallTimeout: 60 * time.Second, AckWait: 2 * time.Minute}
+}
+
+// Record is an event's recorded outcome (_id = the event's ID).
+type Record struct {
+	ID         string    `bson:"_id"`
+	ProtocolID string    `bson:"protocol_id"`
+	DomainID   string    `bson:"domain_id"`
+	Outcome    string    `bson:"outcome"`
+	Reason     string    `bson:"reason,omitempty"`
+	Deliveries int       `bson:"deliveries"`
+	At         wire.Time `bson:"at"`
+}
+
+// Dispatcher consumes notification events.
+type Dispatcher struct {
+	bus       *events.Bus
+	protocols *mongo.Collection
+	records   *mongo.Collection
+	counters  noti.Counters
+	plugins   *plugin.Client
+	keys      *seal.Keyring
+	cfg       Config
+	log       *slog.Logger
+}
+
+// New builds the dispatcher and its collection's indexes.
+func New(ctx context.Context, db *mongo.Database, bus *events.Bus, plugins *plugin.Client, keys *seal.Keyring, cfg Config, log *slog.Logger) (*Dispatcher, error) {
+	d := &Dispatcher{bus: bus, protocols: db.Collection(noti.ProtocolsCollection), records: db.Collection(noti.DispatchesCollection),
+		counters: noti.Counters{C: db.Collection(noti.UsageCollection)}, plugins: plugins, keys: keys, cfg: cfg, log: log}
+	return d, store.EnsureIndexes(ctx, d.records, store.Index{Keys: bson.D{{Key: "protocol_id", Value: 1}, {Key: "at", Value: -1}}})
+}
+
+// Run consumes until ctx is done.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	cons, err := d.bus.JS.CreateOrUpdateConsumer(ctx, events.NotificationStream, jetstream.ConsumerConfig{
+		Durable:       events.NotificationConsumer,
+		FilterSubject: events.NotificationDispatchSubject,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       d.cfg.AckWait,
+		// One more than ours: the last delivery is ours to dead-letter.
+		MaxDeliver:    d.cfg.MaxDeliver + 1,
+		MaxAckPending: 256,
+	})
+	if err != nil {
+		return fmt.Errorf("consumer %s: %w", events.NotificationConsumer, err)
+	}
+	cc, err := cons.Consume(func(msg jetstream.Msg) { d.handle(ctx, msg) },
+		jetstream.PullMaxMessages(16),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			d.log.Warn("notification consumer", "error", err.Error())
+		}))
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	cc.Stop()
+	return nil
+}
+
+// handle decides one message: ack (an outcome is recorded), or nak with a
+// delay (try again).
+func (d *Dispatcher) handle(ctx context.Context, msg jetstream.Msg) {
+	deliveries := 1
+	if md, err := msg.Metadata(); err == nil {
+		deliveries = int(md.NumDelivered)
+	}
+	var ev events.NotificationDispatch
+	if err := json.Unmarshal(msg.Data(), &ev); err != nil || ev.ID == "" {
+		d.dead(ctx, msg, ev, deliveries, "malformed event")
+		return
+	}
+	var rec Record
+	err := d.records.FindOne(ctx, bson.D{{Key: "_id", Value: ev.ID}}).Decode(&rec)
+	switch {
+	case err == nil: // handled before: never twice
+		_ = msg.Ack()
+		return
+	case !errors.Is(err, mongo.ErrNoDocuments):
+		d.retry(msg, deliveries, err)
+		return
+	}
+	outcome, reason, err := d.dispatch(ctx, ev)
+	if err != nil {
+		if ctx.Err() != nil {
+			_ = msg.Nak() // shutting down: another replica takes it
+			return
+		}
+		e, ok := errs.As(err)
+		if ok && e.Status() < 500 || deliveries >= d.cfg.MaxDeliver {
+			d.dead(ctx, msg, ev, deliveries, err.Error())
+			return
+		}
+		d.log.Info("notification dispatch failed; retried", "id", ev.ID, "protocol_id", ev.ProtocolID, "delivery", deliveries, "error", err.Error())
+		d.retry(msg, deliveries, err)
+		return
+	}
+	if err := d.record(ctx, ev, outcome, reason, deliveries); err != nil {
+		d.retry(msg, deliveries, err)
+		return
+	}
+	_ = msg.Ack()
+}
+
+// dispatch delivers one event, or says why it is skipped.
+func (d *Dispatcher) dispatch(ctx context.Context, ev events.NotificationDispatch) (outcome, reason string, err error) {
+	var pr noti.Protocol
+	err = d.protocols.FindOne(ctx, bson.D{{Key: "_id", Value: ev.ProtocolID}}).Decode(&pr)
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments) || (err == nil && pr.DomainID != ev.DomainID):
+		return Skipped, "no such protocol", nil
+	case err != nil:
+		return "", "", store.Wrap(err)
+	case pr.State != noti.Enabled:
+		return Skipped, "protocol disabled", nil
+	}
+	secret := map[string]any{}
+	if pr.Sealed != nil {
+		if err := d.keys.OpenJSON(*pr.Sealed, noti.AD(pr.ID, pr.DomainID), &secret); err != nil {
+			// A key withdrawn from the keyring: an operator's matter, not
+			// the plugin's; retried until dead-lettered.
+			return "", "", errs.Down("The protocol's secret data", err)
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, d.cfg.CallTimeout)
+	defer cancel()
+	err = plugin.Protocol{Target: d.plugins.Plugin(pr.PluginInfo.PluginID, pr.PluginInfo.Version)}.Dispatch(cctx, plugin.DispatchRequest{
+		Options: pr.PluginInfo.Options, Message: ev.Message, NotificationType: ev.NotificationType, SecretData: secret, ChannelData: ev.ChannelData,
+	})
+	if err != nil {
+		return "", "", err
+	}
+	return Sent, "", nil
+}
+
+// record keeps the outcome and counts it; a record already there (a
+// concurrent delivery of the same event) counts nothing more.
+func (d *Dispatcher) record(ctx context.Context, ev events.NotificationDispatch, outcome, reason string, deliveries int) error {
+	_, err := d.records.InsertOne(ctx, Record{ID: ev.ID, ProtocolID: ev.ProtocolID, DomainID: ev.DomainID, Outcome: outcome,
+		Reason: reason, Deliveries: deliveries, At: wire.T(wire.Now())})
+	if mongo.IsDuplicateKeyError(err) {
+		return nil
+	}
+	if err != nil {
+		return store.Wrap(err)
+	}
+	u := noti.Usage{}
+	switch outcome {
+	case Sent:
+		u.Sent = 1
+	case Skipped:
+		u.Skipped = 1
+	case Dead:
+		u.Failed = 1
+	}
+	if ev.ProtocolID != "" && (outcome != Skipped || reason != "no such protocol") {
+		if err := d.counters.Add(ctx, ev.ProtocolID, u); err != nil {
+			d.log.Warn("notification usage not counted", "protocol_id", ev.ProtocolID, "outcome", outcome, "error", err.Error())
+		}
+	}
+	return nil
+}
+
+// dead publishes the event on the dead-letter subject, records it and
+// acknowledges it.
+func (d *Dispatcher) dead(ctx context.Context, msg jetstream.Msg, ev events.NotificationDispatch, deliveries int, reason string) {
+	id := ev.ID
+	if id == "" {
+		if md, err := msg.Metadata(); err == nil {
+			id = fmt.Sprintf("seq-%d", md.Sequence.Stream)
+		}
+	}
+	dn := events.DeadNotification{Notification: ev, Reason: reason, Deliveries: deliveries, FailedAt: wire.FormatTime(wire.Now())}
+	if err := d.bus.Publish(ctx, events.NotificationDeadSubject, "dead-"+id, dn); err != nil {
+		d.retry(msg, deliveries, err)
+		return
+	}
+	ev.ID = id
+	if err := d.record(ctx, ev, Dead, reason, deliveries); err != nil {
+		d.retry(msg, deliveries, err)
+		return
+	}
+	d.log.Warn("notification dead-lettered", "id", id, "protocol_id", ev.ProtocolID, "deliveries", deliveries, "reason", reason)
+	_ = msg.Ack()
+}
+
+// retry asks for a redelivery after a delay growing with the deliveries.
+func (d *Dispatcher) retry(msg jetstream.Msg, deliveries int, _ error) {
+	delay := d.cfg.Backoff
+	for i := 1; i < deliveries && delay < d.cfg.MaxBackoff; i++ {
+		delay *= 2
+	}
+	_ = msg.NakWithDelay(min(delay, d.cfg.MaxBackoff))
+}
+
+// Outcome reads an event's recorded outcome ("" when none yet).
+func Outcome(ctx context.Context, db *mongo.Database, id string) (Record, error) {
+	var rec Record
+	err := db.Collection(noti.DispatchesCollection).FindOne(ctx, bson.D{{Key: "_id", Value: id}}, options.FindOne()).Decode(&rec)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return Record{}, nil
+	}
+	return rec, store.Wrap(err)
+}

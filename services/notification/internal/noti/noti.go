@@ -1,0 +1,170 @@
+// Package noti holds what the notification service's parts share: the
+// collections, the stored protocol, who may call, the repository client
+// and the per-protocol delivery counters.
+//
+// It holds no operation of its own and never imports echo or nats.
+package noti
+
+import (
+	"context"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/call"
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/seal"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/wire"
+)
+
+// Collections owned by the notification service.
+const (
+	ProtocolsCollection = "notification_protocols"
+	// UsageCollection holds each protocol's delivery counters (_id =
+	// protocol_id), written with $inc by the dispatcher only.
+	UsageCollection = "notification_protocol_usage"
+	// DispatchesCollection records each notification handled (_id = the
+	// event's ID): a redelivered event is never dispatched twice.
+	DispatchesCollection = "notification_dispatches"
+)
+
+// Protocol states.
+const (
+	Enabled  = "ENABLED"
+	Disabled = "DISABLED"
+)
+
+// ResourceType is the repository resource_type of protocol plugins.
+const ResourceType = "notification.Protocol"
+
+var (
+	// Readers may read protocols: upstream's DA, WO, WM and USER.
+	Readers = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner, auth.WorkspaceMember, auth.User)
+	// Writers may change them: a domain admin.
+	Writers = auth.Roles(auth.SystemAdmin, auth.DomainAdmin)
+)
+
+// PluginInfo is a protocol's plugin.
+type PluginInfo struct {
+	PluginID    string         `bson:"plugin_id" json:"plugin_id"`
+	Version     string         `bson:"version" json:"version"`
+	Options     map[string]any `bson:"options" json:"options"`
+	SecretID    string         `bson:"secret_id,omitempty" json:"secret_id,omitempty"`
+	Metadata    map[string]any `bson:"metadata" json:"metadata"`
+	UpgradeMode string         `bson:"upgrade_mode" json:"upgrade_mode"`
+}
+
+// Usage counts a protocol's notifications: delivered by its plugin,
+// given up on (dead-lettered), and skipped while it was DISABLED.
+type Usage struct {
+	Sent    int64 `bson:"sent" json:"sent"`
+	Failed  int64 `bson:"failed" json:"failed"`
+	Skipped int64 `bson:"skipped" json:"skipped"`
+}
+
+// Protocol is a protocol as stored. Its secret data is sealed in Sealed
+// (bound to the protocol's id and domain) and never sent; Usage lives in
+// UsageCollection and is filled in when read.
+type Protocol struct {
+	ID           string         `bson:"_id" json:"-"`
+	ProtocolID   string         `bson:"protocol_id" json:"protocol_id"`
+	Name         string         `bson:"name" json:"name"`
+	State        string         `bson:"state" json:"state"`
+	ProtocolType string         `bson:"protocol_type" json:"protocol_type"`
+	ResourceType string         `bson:"resource_type" json:"resource_type"`
+	Capability   map[string]any `bson:"capability" json:"capability"`
+	PluginInfo   PluginInfo     `bson:"plugin_info" json:"plugin_info"`
+	Sealed       *seal.Sealed   `bson:"sealed,omitempty" json:"-"`
+	Usage        Usage          `bson:"-" json:"usage"`
+	Tags         map[string]any `bson:"tags" json:"tags"`
+	DomainID     string         `bson:"domain_id" json:"domain_id"`
+	CreatedAt    wire.Time      `bson:"created_at" json:"created_at"`
+}
+
+// AD binds a protocol's sealed secret data to its record.
+func AD(protocolID, domainID string) []byte {
+	return seal.AD(ProtocolsCollection, protocolID, domainID)
+}
+
+// Repository paths the service calls.
+const (
+	PluginGetPath      = "/repository/v1/plugin/get"
+	PluginVersionsPath = "/repository/v1/plugin/get-versions"
+)
+
+// RepoPlugin is what the service needs of repository's PluginInfo.
+type RepoPlugin struct {
+	PluginID     string         `json:"plugin_id"`
+	ResourceType string         `json:"resource_type"`
+	Capability   map[string]any `json:"capability"`
+}
+
+// Repository looks plugins up on the caller's behalf.
+type Repository struct{ Client *call.Client }
+
+// Protocol returns a notification.Protocol plugin; another kind of plugin
+// is 404, as an unknown one is.
+func (r Repository) Protocol(ctx context.Context, pluginID string) (*RepoPlugin, error) {
+	var p RepoPlugin
+	if err := r.Client.Call(ctx, PluginGetPath, map[string]string{"plugin_id": pluginID}, &p); err != nil {
+		return nil, err
+	}
+	if p.PluginID != pluginID || p.ResourceType != ResourceType {
+		return nil, errs.New(errs.NotFoundCode, "No notification protocol plugin (resource_type %s) found. (plugin_id = %s)", ResourceType, pluginID)
+	}
+	return &p, nil
+}
+
+// Versions are the plugin's versions, newest first.
+func (r Repository) Versions(ctx context.Context, pluginID string) ([]string, error) {
+	var v struct {
+		Results []string `json:"results"`
+	}
+	if err := r.Client.Call(ctx, PluginVersionsPath, map[string]string{"plugin_id": pluginID}, &v); err != nil {
+		return nil, err
+	}
+	return v.Results, nil
+}
+
+// Counters reads and adds to the usage counters.
+type Counters struct{ C *mongo.Collection }
+
+// Add adds to a protocol's counters in one atomic update.
+func (c Counters) Add(ctx context.Context, protocolID string, u Usage) error {
+	_, err := c.C.UpdateOne(ctx, bson.D{{Key: "_id", Value: protocolID}},
+		bson.D{{Key: "$inc", Value: bson.D{{Key: "sent", Value: u.Sent}, {Key: "failed", Value: u.Failed}, {Key: "skipped", Value: u.Skipped}}}},
+		options.UpdateOne().SetUpsert(true))
+	return store.Wrap(err)
+}
+
+// Read returns the counters of the protocols.
+func (c Counters) Read(ctx context.Context, ids []string) (map[string]Usage, error) {
+	out := map[string]Usage{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	cur, err := c.C.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
+	if err != nil {
+		return nil, store.Wrap(err)
+	}
+	var rows []struct {
+		ID    string `bson:"_id"`
+		Usage `bson:",inline"`
+	}
+	if err := cur.All(ctx, &rows); err != nil {
+		return nil, store.Wrap(err)
+	}
+	for _, r := range rows {
+		out[r.ID] = r.Usage
+	}
+	return out, nil
+}
+
+// Forget deletes a protocol's counters.
+func (c Counters) Forget(ctx context.Context, protocolID string) error {
+	_, err := c.C.DeleteOne(ctx, bson.D{{Key: "_id", Value: protocolID}})
+	return store.Wrap(err)
+}

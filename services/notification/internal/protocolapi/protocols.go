@@ -1,0 +1,347 @@
+// Package protocolapi holds the protocol operations of the notification
+// service: a protocol is an instance of a repository plugin of
+// resource_type notification.Protocol, initialised (Protocol.init) on
+// create and on update_plugin, with its secret data sealed at rest.
+//
+// It must not read other services' data except through their APIs
+// (repository for plugins and versions).
+package protocolapi
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/nubes-io/nubes/pkg/api"
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/plugin"
+	"github.com/nubes-io/nubes/pkg/query"
+	"github.com/nubes-io/nubes/pkg/seal"
+	"github.com/nubes-io/nubes/pkg/stat"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/wire"
+	"github.com/nubes-io/nubes/services/notification/internal/noti"
+)
+
+// Protocol is the ProtocolInfo sent.
+type Protocol = noti.Protocol
+
+var resource = query.Resource{
+	KeywordFields: []string{"protocol_id", "name"},
+	DefaultSort:   []query.SortKey{{Key: "name"}},
+	MinimalFields: []string{"protocol_id", "name", "state", "protocol_type", "resource_type"},
+	Fields:        without(query.FieldsOf[Protocol](), "usage"),
+}
+
+func without(fields []string, drop string) []string {
+	out := fields[:0:0]
+	for _, f := range fields {
+		if f != drop {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+type (
+	pluginRequest struct {
+		PluginID    string         `json:"plugin_id" v:"required,max=255"`
+		Version     string         `json:"version" v:"max=255"`
+		Options     map[string]any `json:"options"`
+		SecretData  map[string]any `json:"secret_data"`
+		Schema      string         `json:"schema" v:"max=255"`
+		Metadata    map[string]any `json:"metadata"` // echoed back by clients; init decides it
+		UpgradeMode string         `json:"upgrade_mode" v:"enum=AUTO|MANUAL"`
+	}
+	createProtocol struct {
+		Name         string         `json:"name" v:"required,max=255"`
+		PluginInfo   *pluginRequest `json:"plugin_info" v:"required"`
+		ResourceType string         `json:"resource_type" v:"enum=identity.Project|identity.User"`
+		Tags         map[string]any `json:"tags"`
+	}
+	updateProtocol struct {
+		ProtocolID string         `json:"protocol_id" v:"required"`
+		Name       string         `json:"name" v:"max=255"`
+		Tags       map[string]any `json:"tags"`
+	}
+	updatePlugin struct {
+		ProtocolID string         `json:"protocol_id" v:"required"`
+		Version    string         `json:"version" v:"max=255"`
+		Options    map[string]any `json:"options"`
+		DomainID   string         `json:"domain_id"` // the spec lists it; the caller's domain is used
+	}
+	protocolRequest struct {
+		ProtocolID string `json:"protocol_id" v:"required"`
+		DomainID   string `json:"domain_id"`
+	}
+	protocolQuery struct {
+		Query        *query.Query `json:"query"`
+		ProtocolID   string       `json:"protocol_id"`
+		Name         string       `json:"name"`
+		State        string       `json:"state" v:"enum=ENABLED|DISABLED"`
+		ProtocolType string       `json:"protocol_type" v:"enum=INTERNAL|EXTERNAL"`
+		ResourceType string       `json:"resource_type"`
+		DomainID     string       `json:"domain_id"`
+	}
+	statQuery struct {
+		Query    *stat.Query `json:"query" v:"required"`
+		DomainID string      `json:"domain_id"`
+	}
+)
+
+// Validate: a MANUAL plugin names its version.
+func (r *createProtocol) Validate() error {
+	if r.PluginInfo.UpgradeMode == "MANUAL" && r.PluginInfo.Version == "" {
+		return errs.Required("plugin_info.version")
+	}
+	return nil
+}
+
+// Protocols serves the protocol operations.
+type Protocols struct {
+	c        *mongo.Collection
+	counters noti.Counters
+	repo     noti.Repository
+	plugins  *plugin.Client
+	keys     *seal.Keyring
+	log      *slog.Logger
+}
+
+// New creates the collection's indexes.
+func New(ctx context.Context, db *mongo.Database, repo noti.Repository, plugins *plugin.Client, keys *seal.Keyring, log *slog.Logger) (*Protocols, error) {
+	ps := &Protocols{c: db.Collection(noti.ProtocolsCollection), counters: noti.Counters{C: db.Collection(noti.UsageCollection)},
+		repo: repo, plugins: plugins, keys: keys, log: log}
+	return ps, store.EnsureIndexes(ctx, ps.c,
+		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "name", Value: 1}}},
+		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "plugin_info.plugin_id", Value: 1}}},
+	)
+}
+
+// Routes are the operations.
+func (ps *Protocols) Routes() []api.Route {
+	const base = "/notification/v1/protocol/"
+	return []api.Route{
+		api.Op[createProtocol, Protocol]{Path: base + "create", Access: noti.Writers, Summary: "Create a protocol from a notification.Protocol plugin of the repository; the plugin is initialised.", Handle: ps.create},
+		api.Op[updateProtocol, Protocol]{Path: base + "update", Access: noti.Writers, Summary: "Change a protocol's name or tags (tags replaced whole).", Handle: ps.update},
+		api.Op[updatePlugin, Protocol]{Path: base + "update-plugin", Access: noti.Writers, Summary: "Change the plugin's version or options and initialise it again.", Handle: ps.updatePlugin},
+		api.Op[protocolRequest, Protocol]{Path: base + "enable", Access: noti.Writers, Summary: "Enable the protocol: notifications are dispatched.", Handle: ps.enable},
+		api.Op[protocolRequest, Protocol]{Path: base + "disable", Access: noti.Writers, Summary: "Disable the protocol: notifications are skipped.", Handle: ps.disable},
+		api.Op[protocolRequest, api.Empty]{Path: base + "delete", Access: noti.Writers, Summary: "Delete the protocol and its sealed secret data.", Handle: ps.delete},
+		api.Op[protocolRequest, Protocol]{Path: base + "get", Access: noti.Readers, Summary: "Get a protocol.", Handle: ps.get},
+		api.Op[protocolQuery, api.List[Protocol]]{Path: base + "list", Access: noti.Readers, Summary: "List the domain's protocols.", Handle: ps.list},
+		api.Op[statQuery, map[string]any]{Path: base + "stat", Access: noti.Readers, Summary: "Statistics over the domain's protocols.", Handle: ps.stat},
+	}
+}
+
+func (ps *Protocols) target(info noti.PluginInfo) plugin.Protocol {
+	return plugin.Protocol{Target: ps.plugins.Plugin(info.PluginID, info.Version)}
+}
+
+func scope(p *auth.Principal) bson.D { return bson.D{{Key: "domain_id", Value: p.DomainID}} }
+
+func (ps *Protocols) create(ctx context.Context, p *auth.Principal, r *createProtocol) (*Protocol, error) {
+	rp, err := ps.repo.Protocol(ctx, r.PluginInfo.PluginID)
+	if err != nil {
+		return nil, err
+	}
+	info := noti.PluginInfo{PluginID: rp.PluginID, Version: r.PluginInfo.Version, Options: wire.Object(r.PluginInfo.Options),
+		UpgradeMode: r.PluginInfo.UpgradeMode}
+	if info.UpgradeMode == "" {
+		info.UpgradeMode = "AUTO"
+	}
+	versions, err := ps.repo.Versions(ctx, rp.PluginID)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case info.Version != "" && !slices.Contains(versions, info.Version):
+		return nil, errs.Invalid("plugin_info.version", "not a version of plugin "+rp.PluginID+" in the repository")
+	case info.Version == "" && len(versions) > 0:
+		info.Version = versions[0]
+	}
+	md, err := ps.target(info).Init(ctx, info.Options)
+	if err != nil {
+		return nil, err
+	}
+	info.Metadata = wire.Object(md)
+	id := wire.NewID("protocol")
+	doc := &Protocol{ID: id, ProtocolID: id, Name: r.Name, State: noti.Enabled, ProtocolType: "EXTERNAL",
+		ResourceType: r.ResourceType, Capability: wire.Object(rp.Capability), PluginInfo: info, Tags: wire.Object(r.Tags),
+		DomainID: p.DomainID, CreatedAt: wire.T(wire.Now())}
+	if doc.ResourceType == "" {
+		doc.ResourceType = "identity.Project"
+	}
+	if r.PluginInfo.SecretData != nil {
+		sealed, err := ps.keys.SealJSON(r.PluginInfo.SecretData, noti.AD(id, p.DomainID))
+		if err != nil {
+			return nil, err
+		}
+		doc.Sealed = &sealed
+		doc.PluginInfo.SecretID = wire.NewID("secret")
+	}
+	if _, err := ps.c.InsertOne(ctx, doc); err != nil {
+		return nil, store.Wrap(err)
+	}
+	return doc, nil
+}
+
+// load returns a protocol of the caller's domain (404 otherwise).
+func (ps *Protocols) load(ctx context.Context, p *auth.Principal, id string) (*Protocol, error) {
+	doc, err := store.Get[Protocol](ctx, ps.c, "protocol_id", id)
+	if err != nil {
+		return nil, err
+	}
+	if doc.DomainID != p.DomainID {
+		return nil, errs.NotFound("protocol_id", id)
+	}
+	return doc, nil
+}
+
+// out fills in the usage counters.
+func (ps *Protocols) out(ctx context.Context, docs ...*Protocol) error {
+	ids := make([]string, 0, len(docs))
+	for _, d := range docs {
+		ids = append(ids, d.ProtocolID)
+	}
+	counts, err := ps.counters.Read(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for _, d := range docs {
+		d.Usage = counts[d.ProtocolID]
+	}
+	return nil
+}
+
+func (ps *Protocols) set(ctx context.Context, p *auth.Principal, id string, set func(doc *Protocol) (bson.D, error)) (*Protocol, error) {
+	doc, err := ps.load(ctx, p, id)
+	if err != nil {
+		return nil, err
+	}
+	fields, err := set(doc)
+	if err != nil {
+		return nil, err
+	}
+	if len(fields) > 0 {
+		if doc, err = store.SetByID[Protocol](ctx, ps.c, "protocol_id", doc.ID, fields); err != nil {
+			return nil, err
+		}
+	}
+	return doc, ps.out(ctx, doc)
+}
+
+func (ps *Protocols) update(ctx context.Context, p *auth.Principal, r *updateProtocol) (*Protocol, error) {
+	return ps.set(ctx, p, r.ProtocolID, func(doc *Protocol) (bson.D, error) {
+		if doc.ProtocolType == "INTERNAL" {
+			return nil, errs.New(errs.InvalidParameter, "An INTERNAL protocol cannot be updated. (protocol_id = %s)", doc.ProtocolID)
+		}
+		set := bson.D{}
+		if r.Name != "" {
+			set = append(set, bson.E{Key: "name", Value: r.Name})
+		}
+		if r.Tags != nil {
+			set = append(set, bson.E{Key: "tags", Value: r.Tags})
+		}
+		return set, nil
+	})
+}
+
+// updatePlugin sets a version the repository knows (or, in AUTO mode
+// without one, the newest), replaces the options when given, and keeps the
+// metadata of a new init.
+func (ps *Protocols) updatePlugin(ctx context.Context, p *auth.Principal, r *updatePlugin) (*Protocol, error) {
+	return ps.set(ctx, p, r.ProtocolID, func(doc *Protocol) (bson.D, error) {
+		info := doc.PluginInfo
+		if r.Options != nil {
+			info.Options = r.Options
+		}
+		versions, err := ps.repo.Versions(ctx, info.PluginID)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case r.Version != "":
+			if !slices.Contains(versions, r.Version) {
+				return nil, errs.Invalid("version", "not a version of plugin "+info.PluginID+" in the repository")
+			}
+			info.Version = r.Version
+		case info.UpgradeMode == "AUTO" && len(versions) > 0:
+			info.Version = versions[0]
+		}
+		md, err := ps.target(info).Init(ctx, wire.Object(info.Options))
+		if err != nil {
+			return nil, err
+		}
+		info.Options, info.Metadata = wire.Object(info.Options), wire.Object(md)
+		return bson.D{{Key: "plugin_info", Value: info}}, nil
+	})
+}
+
+func (ps *Protocols) state(state string) func(ctx context.Context, p *auth.Principal, r *protocolRequest) (*Protocol, error) {
+	return func(ctx context.Context, p *auth.Principal, r *protocolRequest) (*Protocol, error) {
+		return ps.set(ctx, p, r.ProtocolID, func(doc *Protocol) (bson.D, error) {
+			if doc.State == state {
+				return nil, nil
+			}
+			return bson.D{{Key: "state", Value: state}}, nil
+		})
+	}
+}
+
+func (ps *Protocols) enable(ctx context.Context, p *auth.Principal, r *protocolRequest) (*Protocol, error) {
+	return ps.state(noti.Enabled)(ctx, p, r)
+}
+
+func (ps *Protocols) disable(ctx context.Context, p *auth.Principal, r *protocolRequest) (*Protocol, error) {
+	return ps.state(noti.Disabled)(ctx, p, r)
+}
+
+// delete removes the protocol, and its sealed secret data with it.
+func (ps *Protocols) delete(ctx context.Context, p *auth.Principal, r *protocolRequest) (*api.Empty, error) {
+	doc, err := ps.load(ctx, p, r.ProtocolID)
+	if err != nil {
+		return nil, err
+	}
+	res, err := ps.c.DeleteOne(ctx, bson.D{{Key: "_id", Value: doc.ID}})
+	if err != nil {
+		return nil, store.Wrap(err)
+	}
+	if res.DeletedCount == 0 {
+		return nil, errs.NotFound("protocol_id", doc.ID)
+	}
+	if err := ps.counters.Forget(ctx, doc.ID); err != nil {
+		ps.log.Warn("usage of a deleted protocol kept", "protocol_id", doc.ID, "error", err.Error())
+	}
+	return &api.Empty{}, nil
+}
+
+func (ps *Protocols) get(ctx context.Context, p *auth.Principal, r *protocolRequest) (*Protocol, error) {
+	doc, err := ps.load(ctx, p, r.ProtocolID)
+	if err != nil {
+		return nil, err
+	}
+	return doc, ps.out(ctx, doc)
+}
+
+func (ps *Protocols) list(ctx context.Context, p *auth.Principal, r *protocolQuery) (*api.List[Protocol], error) {
+	q := query.With(r.Query, query.Params("protocol_id", r.ProtocolID, "name", r.Name, "state", r.State,
+		"protocol_type", r.ProtocolType, "resource_type", r.ResourceType)...)
+	l, err := store.Search[Protocol](ctx, ps.c, q, resource, scope(p))
+	if err != nil {
+		return nil, err
+	}
+	docs := make([]*Protocol, len(l.Results))
+	for i := range l.Results {
+		docs[i] = &l.Results[i]
+	}
+	return l, ps.out(ctx, docs...)
+}
+
+func (ps *Protocols) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*map[string]any, error) {
+	res, err := stat.Run(ctx, ps.c, scope(p), resource, r.Query)
+	return &res, err
+}
