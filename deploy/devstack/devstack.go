@@ -36,12 +36,13 @@ import (
 	"github.com/nubes-io/nubes/services/dashboard"
 	"github.com/nubes-io/nubes/services/identity"
 	"github.com/nubes-io/nubes/services/mailer"
+	"github.com/nubes-io/nubes/services/monitoring"
 	"github.com/nubes-io/nubes/services/repository"
 	"github.com/nubes-io/nubes/services/secret"
 )
 
 // serviceNames are the services the devstack runs, identity first.
-var serviceNames = []string{identity.Name, board.Name, mailer.Name, dashboard.Name, secret.Name, repository.Name}
+var serviceNames = []string{identity.Name, board.Name, mailer.Name, dashboard.Name, secret.Name, repository.Name, monitoring.Name}
 
 // Config of the devstack. An empty mongo_uri or nats_url starts the
 // embedded server instead.
@@ -185,7 +186,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, started func(addr st
 	}
 	deps.Services = call.NewServices(self, boot.SystemToken, nil)
 	// The secret service seals with the same keys as identity (.data/encryption-keys).
-	for _, build := range []app.Constructor{board.New, mailer.New(mcfg), dashboard.New, secret.New(cipher), repository.New(repository.Config{})} {
+	for _, build := range []app.Constructor{board.New, mailer.New(mcfg), dashboard.New, secret.New(cipher), repository.New(repository.Config{}), monitoringAt("http://" + ln.Addr().String())} {
 		svc, err := build(ctx, deps)
 		if err != nil {
 			return err
@@ -193,6 +194,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, started func(addr st
 		built = append(built, svc)
 	}
 	var routes []api.Route
+	var raw []server.Raw
 	var workers []func(context.Context) error
 	var docs []map[string]any
 	for _, svc := range built {
@@ -200,6 +202,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, started func(addr st
 			serviceURLs[svc.Name] = "http://" + ln.Addr().String()
 		}
 		routes = append(routes, svc.Routes...)
+		raw = append(raw, svc.Raw...)
 		workers = append(workers, svc.Workers...)
 		docs = append(docs, api.OpenAPI("Nubes "+svc.Name, svc.Routes, server.Aliases(svc.Routes)))
 	}
@@ -208,7 +211,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, started func(addr st
 	srv, err := server.New(server.Options{
 		Name: "devstack", Logger: log, Auth: id.Service.Auth, Documents: id.Service.Documents,
 		Ready:   func(ctx context.Context) error { return store.Ping(ctx, deps.DB) },
-		OpenAPI: api.MergeOpenAPI("Nubes", docs...),
+		OpenAPI: api.MergeOpenAPI("Nubes", docs...), Raw: raw,
 	}, routes...)
 	if err != nil {
 		return err
@@ -219,6 +222,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, started func(addr st
 		started(ln.Addr().String())
 	}
 	return app.Serve(ctx, srv, ln, workers...)
+}
+
+// monitoringAt builds monitoring with webhook URLs under base.
+func monitoringAt(base string) app.Constructor {
+	return func(ctx context.Context, d app.Deps) (*app.Service, error) {
+		cfg := monitoring.DefaultConfig()
+		cfg.WebhookBaseURL = base
+		return monitoring.Build(ctx, d, cfg)
+	}
 }
 
 // keys loads or creates the signing key and the encryption keys (0600).
