@@ -68,6 +68,14 @@ var services = []service{
 		return map[string]string{"NUBES_ENCRYPTION_KEYS": "s1:" + base64.StdEncoding.EncodeToString([]byte(strings.Repeat("s", 32))),
 			"NUBES_SERVICE_URLS": "repository=http://repository:8080"}
 	}},
+	// Monitoring asks identity for projects and the repository for
+	// plugins; its webhooks' plugin is the test plugin, which
+	// TestMonitoringWebhook starts (alias test-plugin).
+	{Name: "monitoring", Env: func(*stack) map[string]string {
+		return map[string]string{"NUBES_SERVICE_URLS": "identity=http://identity:8080,repository=http://repository:8080",
+			"NUBES_PLUGIN_ENDPOINTS": testWebhookPlugin + "=grpc://test-plugin:50051", "NUBES_WEBHOOK_BASE_URL": "http://monitoring:8080",
+			"NUBES_WEBHOOK_PARSE_TIMEOUT": "20s"}
+	}},
 }
 
 // The bootstrap admin identity creates on first start (identity's env above).
