@@ -32,6 +32,10 @@ import (
 
 const chart = "../../helm/nubes"
 
+// reflectionPath is where the upstream console reads the list of
+// operations; the Ingress sends it to identity, which lists the suite.
+const reflectionPath = "/console-api/api/reflection"
+
 // specPrefixes are the path prefixes of the spec's services.
 var specPrefixes = map[string]string{
 	"identity": "/identity", "inventory": "/inventory", "monitoring": "/monitoring",
@@ -279,8 +283,14 @@ func (w want) check(t *testing.T, m *manifests) {
 	}
 	got := map[string]string{}
 	for _, p := range ing.Spec.Rules[0].HTTP.Paths {
-		if p.PathType == nil || *p.PathType != networkingv1.PathTypePrefix {
-			t.Fatalf("route %s is not a Prefix", p.Path)
+		// The console's reflection list is one exact path; services own
+		// their prefixes.
+		wantType := networkingv1.PathTypePrefix
+		if p.Path == reflectionPath {
+			wantType = networkingv1.PathTypeExact
+		}
+		if p.PathType == nil || *p.PathType != wantType {
+			t.Fatalf("route %s is not of type %s", p.Path, wantType)
 		}
 		b := p.Backend.Service
 		if _, ok := m.services[b.Name]; !ok || b.Port.Name != "http" {
@@ -427,7 +437,7 @@ func TestProductionValues(t *testing.T) {
 	m := decode(t, out)
 	svcs := []string{"board", "identity", "mailer"}
 	want{services: svcs, autoscaled: svcs,
-		routes: map[string]string{"/board": "board", "/identity": "identity"},
+		routes: map[string]string{"/board": "board", "/identity": "identity", reflectionPath: "identity"},
 		secret: "nubes-credentials"}.check(t, m)
 	ing := m.ingresses["nubes"]
 	if ing.Spec.IngressClassName == nil || *ing.Spec.IngressClassName != "nginx" || len(ing.Spec.TLS) != 1 ||
@@ -454,6 +464,9 @@ func TestProductionValues(t *testing.T) {
 	if cm["NUBES_JWKS_URL"] != "http://nubes-identity.nubes.svc:80/.well-known/jwks.json" || cm["NUBES_IDENTITY_URL"] != "http://nubes-identity.nubes.svc:80" {
 		t.Fatalf("auth config %v", cm)
 	}
+	if got, want := cm["NUBES_SERVICE_URLS"], "board=http://nubes-board.nubes.svc:80,identity=http://nubes-identity.nubes.svc:80"; got != want {
+		t.Fatalf("NUBES_SERVICE_URLS = %q, want %q (every enabled service with a path)", got, want)
+	}
 	if hpa := m.hpas["nubes-board"]; *hpa.Spec.MinReplicas != 2 || hpa.Spec.MaxReplicas != 6 {
 		t.Fatalf("board HPA %d-%d, want the service's own 2-6", *hpa.Spec.MinReplicas, hpa.Spec.MaxReplicas)
 	}
@@ -478,7 +491,7 @@ func TestEveryServiceRouted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	routes := map[string]string{}
+	routes := map[string]string{reflectionPath: "identity"}
 	for s, p := range specPrefixes {
 		routes[p] = s
 	}

@@ -111,3 +111,20 @@ Call with (dict "root" $ "svc" $svc) and read with fromYaml.
 {{- printf "http://%s.%s.svc:80/.well-known/jwks.json" (include "nubes.serviceName" (dict "root" . "name" "identity")) .Release.Namespace -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+NUBES_SERVICE_URLS: every enabled service that serves HTTP (has a path),
+by name, at its in-cluster Service, for calls between services and
+identity's endpoint/list.
+*/}}
+{{- define "nubes.serviceURLs" -}}
+{{- $root := . -}}
+{{- $urls := list -}}
+{{- range $name := keys .Values.services | sortAlpha -}}
+{{- $svc := get $root.Values.services $name -}}
+{{- if and $svc.enabled $svc.path -}}
+{{- $urls = append $urls (printf "%s=http://%s.%s.svc:80" $name (include "nubes.serviceName" (dict "root" $root "name" $name)) $root.Release.Namespace) -}}
+{{- end -}}
+{{- end -}}
+{{- join "," $urls -}}
+{{- end -}}
