@@ -103,18 +103,20 @@ func canonical(raw json.RawMessage, t reflect.Type, at string) (json.RawMessage,
 		if first != '[' {
 			return raw, nil
 		}
-		var items []json.RawMessage
-		if err := json.Unmarshal(raw, &items); err != nil {
-			return nil, Error(err, at)
-		}
-		for i, it := range items {
+		var b bytes.Buffer
+		b.WriteByte('[')
+		for i, it := range elements(raw) {
 			c, err := canonical(it, t.Elem(), at)
 			if err != nil {
 				return nil, err
 			}
-			items[i] = c
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.Write(c)
 		}
-		return json.Marshal(items)
+		b.WriteByte(']')
+		return b.Bytes(), nil
 	case reflect.Map:
 		if first != '{' {
 			return raw, nil
@@ -169,26 +171,98 @@ type member struct {
 	val json.RawMessage
 }
 
-// members splits a JSON object into its members, in order.
+// members splits a JSON object into its members, in order. raw is one
+// valid JSON object (Decode checked it), so a plain scan finds the bounds.
 func members(raw json.RawMessage) ([]member, error) {
-	d := json.NewDecoder(bytes.NewReader(raw))
-	if _, err := d.Token(); err != nil { // {
-		return nil, err
-	}
 	var ms []member
-	for d.More() {
-		k, err := d.Token()
+	i := skipSpace(raw, 0) + 1 // past {
+	for {
+		i = skipSpace(raw, i)
+		if i >= len(raw) || raw[i] == '}' {
+			return ms, nil
+		}
+		if raw[i] == ',' {
+			i = skipSpace(raw, i+1)
+		}
+		end := scanValue(raw, i)
+		key, err := unquote(raw[i:end])
 		if err != nil {
 			return nil, err
 		}
-		key, _ := k.(string)
-		var v json.RawMessage
-		if err := d.Decode(&v); err != nil {
-			return nil, err
-		}
-		ms = append(ms, member{key: key, val: v})
+		i = skipSpace(raw, end) + 1 // past :
+		i = skipSpace(raw, i)
+		end = scanValue(raw, i)
+		ms = append(ms, member{key: key, val: raw[i:end]})
+		i = end
 	}
-	return ms, nil
+}
+
+// elements splits a valid JSON array into its elements.
+func elements(raw json.RawMessage) []json.RawMessage {
+	var out []json.RawMessage
+	i := skipSpace(raw, 0) + 1 // past [
+	for {
+		i = skipSpace(raw, i)
+		if i >= len(raw) || raw[i] == ']' {
+			return out
+		}
+		if raw[i] == ',' {
+			i = skipSpace(raw, i+1)
+		}
+		end := scanValue(raw, i)
+		out = append(out, raw[i:end])
+		i = end
+	}
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// scanValue returns the end of the valid JSON value starting at b[i].
+func scanValue(b []byte, i int) int {
+	depth := 0
+	for ; i < len(b); i++ {
+		switch c := b[i]; c {
+		case '"':
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+			if depth == 0 {
+				return i + 1
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return i // the end of a number, true, false or null
+			}
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+		default:
+			if depth == 0 && (c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+				return i // the end of a number, true, false or null
+			}
+		}
+	}
+	return i
+}
+
+// unquote decodes a JSON string, quickly when it has no escapes.
+func unquote(q []byte) (string, error) {
+	if bytes.IndexByte(q, '\\') < 0 && len(q) >= 2 {
+		return string(q[1 : len(q)-1]), nil
+	}
+	var s string
+	err := json.Unmarshal(q, &s)
+	return s, err
 }
 
 func writeObject(ms []member) json.RawMessage {
@@ -198,7 +272,7 @@ func writeObject(ms []member) json.RawMessage {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		k, _ := json.Marshal(m.key)
+		k, _ := json.Marshal(m.key) // json names need no escaping, map keys may
 		b.Write(k)
 		b.WriteByte(':')
 		b.Write(m.val)

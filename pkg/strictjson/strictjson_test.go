@@ -1,6 +1,8 @@
 package strictjson
 
 import (
+	"bytes"
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -117,4 +119,88 @@ func TestLowerCamel(t *testing.T) {
 			t.Errorf("LowerCamel(%s) = %s, want %s", in, got, want)
 		}
 	}
+}
+
+// BenchmarkDecode measures the renaming pass against plain encoding/json
+// on a typical request body.
+func BenchmarkDecode(b *testing.B) {
+	body := []byte(`{"workspaceId": "ws-1", "name": "n", "count_max": 3, "leaf_info": {"userId": "u"},
+		"leaf_list": [{"user_id": "a"}, {"user_id": "b"}], "tags": {"a": 1, "b": [1, 2, 3]}, "domainId": "d"}`)
+	b.Run("strictjson", func(b *testing.B) {
+		for b.Loop() {
+			var v target
+			if err := Decode(body, &v, ""); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	plain := []byte(`{"workspace_id": "ws-1", "name": "n", "count_max": 3, "leaf_info": {"user_id": "u"},
+		"leaf_list": [{"user_id": "a"}, {"user_id": "b"}], "tags": {"a": 1, "b": [1, 2, 3]}, "domain_id": "d"}`)
+	b.Run("encoding/json", func(b *testing.B) {
+		for b.Loop() {
+			var v target
+			if err := json.Unmarshal(plain, &v); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// TestScan checks the member and element scanner against encoding/json on
+// awkward but valid documents.
+func TestScan(t *testing.T) {
+	for _, doc := range []string{
+		`{}`, ` { } `, `{"a":1}`, `{"a":true}`, `{"a":null}`, `{"a":-1.5e3,"b":false}`,
+		`{ "a" : "x}y]z,\"" , "b\"c" : [1, {"d": "]"}], "e\u0041": {"f": [[], {}]} , "g":"\\"}`,
+		"{\n\t\"a\":\r\n 1 ,\"b\":[ ]\n}",
+	} {
+		ms, err := members(json.RawMessage(doc))
+		if err != nil {
+			t.Fatalf("members(%s): %v", doc, err)
+		}
+		var want map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(doc), &want); err != nil {
+			t.Fatal(err)
+		}
+		if len(ms) != len(want) {
+			t.Fatalf("members(%s) = %d members, want %d", doc, len(ms), len(want))
+		}
+		for _, m := range ms {
+			var got, exp any
+			if json.Unmarshal(m.val, &got) != nil || json.Unmarshal(want[m.key], &exp) != nil || !reflect.DeepEqual(got, exp) {
+				t.Fatalf("members(%s): %q = %s, want %s", doc, m.key, m.val, want[m.key])
+			}
+		}
+	}
+	for _, doc := range []string{`[]`, `[ ]`, `[1]`, `[1,"a,]",{"b":[2]},null, true ,[[]]]`} {
+		var want []json.RawMessage
+		_ = json.Unmarshal([]byte(doc), &want)
+		got := elements(json.RawMessage(doc))
+		if len(got) != len(want) {
+			t.Fatalf("elements(%s) = %q", doc, got)
+		}
+		for i := range got {
+			if !bytes.Equal(bytes.TrimSpace(got[i]), bytes.TrimSpace(want[i])) {
+				t.Fatalf("elements(%s)[%d] = %s, want %s", doc, i, got[i], want[i])
+			}
+		}
+	}
+}
+
+// FuzzDecode: any input decodes or fails with an *errs.Error, never a panic
+// or another error (the scanner trusts that Decode checked the syntax).
+func FuzzDecode(f *testing.F) {
+	for _, s := range []string{`{"workspaceId":"w","leaf_list":[{"userId":"u"}]}`, `{"tags":{"a":[1,{"b":null}]}}`, `{"by_key":{"k":{"user_id":"x"}}}`, `[]`, `{"a"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var v target
+		err := Decode(b, &v, "")
+		if err == nil {
+			return
+		}
+		if _, ok := errs.As(err); !ok {
+			t.Fatalf("Decode(%q) = %v, not an *errs.Error", b, err)
+		}
+	})
 }
