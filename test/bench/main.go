@@ -255,6 +255,12 @@ func run(ctx context.Context) error {
 		b.printDashboardTable(os.Stdout, dres)
 		all["dashboards"] = summary(dres)
 	}
+	mres, err := b.measureMonitoring(ctx, svcClient.Database(dbName))
+	if err != nil {
+		return fmt.Errorf("monitoring: %w", err)
+	}
+	printMonitoringTable(os.Stdout, mres)
+	all["monitoring"] = summary(mres)
 	line, err := json.Marshal(all)
 	if err != nil {
 		return err

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/nubes-io/nubes/pkg/app"
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/call"
+	"github.com/nubes-io/nubes/pkg/devinfra"
+	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/plugin"
+	"github.com/nubes-io/nubes/pkg/server"
+	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
+	"github.com/nubes-io/nubes/services/monitoring"
+)
+
+// monitoringScript is how many distinct parse answers the fake plugin
+// holds: each ingest call takes the next, so every call stores a new
+// event (past the end, the last answer repeats and calls become
+// duplicates, which the table says).
+const monitoringScript = 60000
+
+// measureMonitoring measures the monitoring service on its own server:
+// the webhook ingest URL (no token; body read, access key checked,
+// Event.parse through a fake gRPC plugin, one event stored and queued
+// for JetStream through the outbox) and note create beside it, each at
+// -concurrency callers for -duration. There is no raw side: the figures
+// are ops/s, p50 and p99.
+func (b *bench) measureMonitoring(ctx context.Context, db *mongo.Database) ([]result, error) {
+	log := slog.New(slog.DiscardHandler)
+	if b.cfg.verbose {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	fp, err := fakeplugin.New(fakeplugin.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer fp.Stop()
+	replies := make([]fakeplugin.Reply, monitoringScript)
+	for i := range replies {
+		replies[i] = fakeplugin.Reply{Result: map[string]any{"results": []any{map[string]any{
+			"event_key": fmt.Sprintf("bench-%d", i), "event_type": "ALERT", "title": "bench", "severity": "INFO"}}}}
+	}
+	fp.Script("spaceone.api.monitoring.plugin.Event/parse", replies...)
+	plugins, err := plugin.New(map[string]string{"plugin-bench-webhook": fp.Endpoint}, plugin.Options{Log: log})
+	if err != nil {
+		return nil, err
+	}
+	defer plugins.Close()
+	dir, err := os.MkdirTemp("", "nubes-bench-nats-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	nats, err := devinfra.StartNATS(dir, "127.0.0.1", 0)
+	if err != nil {
+		return nil, err
+	}
+	defer nats.Stop()
+	bus, err := events.Connect(ctx, nats.URL, "bench-monitoring", log)
+	if err != nil {
+		return nil, err
+	}
+	defer bus.Close()
+
+	cfg := monitoring.DefaultConfig()
+	cfg.IngestRate = 0 // the bench measures the path, not the limit
+	svc, err := monitoring.Build(ctx, app.Deps{DB: db, Log: log, Plugins: plugins, Events: bus, Services: call.NewServices(nil, "", nil)}, cfg)
+	if err != nil {
+		return nil, err
+	}
+	wctx, stopWorkers := context.WithCancel(ctx)
+	defer stopWorkers()
+	for _, w := range svc.Workers {
+		go func() { _ = w(wctx) }()
+	}
+	signer, err := auth.GenerateSigner()
+	if err != nil {
+		return nil, err
+	}
+	verifier, err := auth.NewVerifier(auth.JWKSOf(signer))
+	if err != nil {
+		return nil, err
+	}
+	token, err := signer.Issue(auth.Principal{DomainID: benchDomain, UserID: "bench-admin", Role: auth.DomainAdmin}, 24*time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	srv, err := server.New(server.Options{Name: monitoring.Name, Auth: verifier, Logger: log, Raw: svc.Raw}, svc.Routes...)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	defer hs.Close()
+	base := "http://" + ln.Addr().String()
+
+	// A webhook as monitoring stores it (creating one needs identity and
+	// the repository, which the bench does not run).
+	id, key := "webhook-00000000bec4", "0123456789abcdef0123456789abcdef"
+	if _, err := db.Collection("monitoring_webhooks").InsertOne(ctx, bson.D{
+		{Key: "_id", Value: id}, {Key: "webhook_id", Value: id}, {Key: "name", Value: "bench"}, {Key: "state", Value: "ENABLED"},
+		{Key: "access_key", Value: key}, {Key: "webhook_url", Value: ""}, {Key: "capability", Value: bson.D{}},
+		{Key: "plugin_info", Value: bson.D{{Key: "plugin_id", Value: "plugin-bench-webhook"}, {Key: "version", Value: ""},
+			{Key: "options", Value: bson.D{}}, {Key: "metadata", Value: bson.D{}}, {Key: "upgrade_mode", Value: "AUTO"}}},
+		{Key: "tags", Value: bson.D{}}, {Key: "domain_id", Value: benchDomain}, {Key: "workspace_id", Value: "workspace-bench"},
+		{Key: "project_id", Value: "project-bench"}, {Key: "created_at", Value: time.Now().UTC()},
+	}); err != nil {
+		return nil, err
+	}
+	post := func(ctx context.Context, path, bearer string, body []byte) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		resp, err := b.http.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: HTTP %d %s", path, resp.StatusCode, truncate(data, 160))
+		}
+		return nil
+	}
+	ingestPath := "/monitoring/v1/webhook/" + id + "/" + key + "/events"
+	ops := []struct {
+		name string
+		fn   func(context.Context, *rand.Rand) error
+	}{
+		{"webhook ingest", func(ctx context.Context, r *rand.Rand) error {
+			return post(ctx, ingestPath, "", fmt.Appendf(nil, `{"alert": "cpu", "value": %d}`, r.IntN(1000)))
+		}},
+		{"note create", func(ctx context.Context, r *rand.Rand) error {
+			return post(ctx, "/monitoring/v1/note/create", token, fmt.Appendf(nil, `{"alert_id": "alert-%06d", "note": "looking into it"}`, r.IntN(1000000)))
+		}},
+	}
+	progress("monitoring: %s per operation, concurrency %d", b.cfg.duration, b.cfg.concurrency)
+	var out []result
+	for _, o := range ops {
+		b.settle()
+		progress("monitoring: %s", o.name)
+		p := b.run(ctx, b.cfg.concurrency, o.fn)
+		out = append(out, result{op: operation{name: "monitoring " + o.name}, nubes: p})
+		if ctx.Err() != nil {
+			return nil, errors.Join(ctx.Err(), errors.New("monitoring bench interrupted"))
+		}
+	}
+	stored, err := db.Collection("monitoring_events").CountDocuments(ctx, bson.D{})
+	if err != nil {
+		return nil, err
+	}
+	if n := int64(len(out[0].nubes.lat)); stored < min(n, monitoringScript) {
+		return nil, fmt.Errorf("monitoring: %d ingest calls answered 200 but %d events are stored", n, stored)
+	}
+	return out, nil
+}
+
+func printMonitoringTable(w io.Writer, rs []result) {
+	fmt.Fprintf(w, "\nmonitoring (own server, fake gRPC plugin, JetStream outbox)\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "operation\tops/s\tp50 ms\tp99 ms\terrors\t")
+	for _, r := range rs {
+		fmt.Fprintf(tw, "%s\t%.1f\t%.2f\t%.2f\t%d\t\n", r.op.name, r.nubes.opsPerSec(), r.nubes.percentile(.5), r.nubes.percentile(.99), r.nubes.errors)
+		if r.nubes.firstErr != "" {
+			fmt.Fprintf(tw, "  first error: %s\t\t\t\t\t\n", r.nubes.firstErr)
+		}
+	}
+	_ = tw.Flush()
+}
