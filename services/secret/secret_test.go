@@ -565,3 +565,30 @@ func TestSealingAndRotation(t *testing.T) {
 		}
 	}
 }
+
+// `secret reseal` reads the service's own configuration (NUBES_*).
+func TestResealCommand(t *testing.T) {
+	h := newHarness(t)
+	a := h.create(h.alice, map[string]any{"name": "a", "data": map[string]any{"k": "a"}})
+	t.Setenv("NUBES_MONGO_URI", testkit.Get().Mongo.URI)
+	t.Setenv("NUBES_MONGO_DATABASE", h.db.Name())
+	t.Setenv("NUBES_ENCRYPTION_KEYS", keySpec+","+seal.RandomSpec("2"))
+	t.Setenv("NUBES_ENCRYPTION_ACTIVE_KEY", "2")
+	if code := secret.ResealMain([]string{"-batch", "1"}); code != 0 {
+		t.Fatalf("reseal exit %d", code)
+	}
+	var doc secretapi.UserSecret
+	if err := h.db.Collection(secretapi.Collection).FindOne(context.Background(), bson.D{{Key: "_id", Value: a.UserSecretID}}).Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Sealed.KeyID != "2" {
+		t.Fatalf("key after reseal %q", doc.Sealed.KeyID)
+	}
+	if code := secret.ResealMain([]string{"-batch", "x"}); code != 2 {
+		t.Fatalf("a bad flag exits %d", code)
+	}
+	t.Setenv("NUBES_ENCRYPTION_ACTIVE_KEY", "9")
+	if code := secret.ResealMain(nil); code != 1 {
+		t.Fatalf("an unknown active key exits %d", code)
+	}
+}
