@@ -23,11 +23,12 @@ const (
 	LocksCollection      = "dashboard_locks"
 )
 
-// Lock timing: a writer holds a dashboard for a few store round trips; a
-// lock older than LockTTL was left by a crashed writer.
+// Lock timing: a writer holds a dashboard for a few store round trips
+// (milliseconds; seconds on a loaded store); a lock older than LockTTL
+// was left by a crashed writer. Writers queue at most LockWait, then 503.
 const (
-	LockTTL  = 30 * time.Second
-	LockWait = 10 * time.Second
+	LockTTL  = 60 * time.Second
+	LockWait = 30 * time.Second
 )
 
 // members may use every operation: dashboards are made by the users of a
