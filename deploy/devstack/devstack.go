@@ -37,12 +37,13 @@ import (
 	"github.com/nubes-io/nubes/services/identity"
 	"github.com/nubes-io/nubes/services/mailer"
 	"github.com/nubes-io/nubes/services/monitoring"
+	"github.com/nubes-io/nubes/services/notification"
 	"github.com/nubes-io/nubes/services/repository"
 	"github.com/nubes-io/nubes/services/secret"
 )
 
 // serviceNames are the services the devstack runs, identity first.
-var serviceNames = []string{identity.Name, board.Name, mailer.Name, dashboard.Name, secret.Name, repository.Name, monitoring.Name}
+var serviceNames = []string{identity.Name, board.Name, mailer.Name, dashboard.Name, secret.Name, repository.Name, monitoring.Name, notification.Name}
 
 // Config of the devstack. An empty mongo_uri or nats_url starts the
 // embedded server instead.
@@ -185,8 +186,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, started func(addr st
 		self[name] = "http://" + ln.Addr().String()
 	}
 	deps.Services = call.NewServices(self, boot.SystemToken, nil)
-	// The secret service seals with the same keys as identity (.data/encryption-keys).
-	for _, build := range []app.Constructor{board.New, mailer.New(mcfg), dashboard.New, secret.New(cipher), repository.New(repository.Config{}), monitoringAt("http://" + ln.Addr().String())} {
+	// The secret and notification services seal with the same keys as identity (.data/encryption-keys).
+	for _, build := range []app.Constructor{board.New, mailer.New(mcfg), dashboard.New, secret.New(cipher), repository.New(repository.Config{}), monitoringAt("http://" + ln.Addr().String()), notification.New(cipher)} {
 		svc, err := build(ctx, deps)
 		if err != nil {
 			return err

@@ -9,6 +9,7 @@ require (
 	github.com/nubes-io/nubes/services/identity v0.0.0
 	github.com/nubes-io/nubes/services/mailer v0.0.0
 	github.com/nubes-io/nubes/services/monitoring v0.0.0
+	github.com/nubes-io/nubes/services/notification v0.0.0
 	github.com/nubes-io/nubes/services/repository v0.0.0
 	github.com/nubes-io/nubes/services/secret v0.0.0
 )
@@ -20,6 +21,7 @@ replace (
 	github.com/nubes-io/nubes/services/identity => ../../services/identity
 	github.com/nubes-io/nubes/services/mailer => ../../services/mailer
 	github.com/nubes-io/nubes/services/monitoring => ../../services/monitoring
+	github.com/nubes-io/nubes/services/notification => ../../services/notification
 	github.com/nubes-io/nubes/services/repository => ../../services/repository
 	github.com/nubes-io/nubes/services/secret => ../../services/secret
 )
