@@ -17,6 +17,11 @@
 //	dashboard-get   /dashboard/v1/project-dashboard/get   vs  FindOne by _id
 //	dashboard-list  /dashboard/v1/project-dashboard/list  vs  CountDocuments + Find (scope, project_id, limit 20)
 //
+// and on 2,000 sealed user secrets of 21 owners (secret.go):
+//
+//	secret-get   /secret/v1/user-secret/get   vs  FindOne by _id
+//	secret-list  /secret/v1/user-secret/list  vs  CountDocuments + Find (domain and owner, limit 20)
+//
 // Read the ratio, nubes ops/s divided by raw ops/s, rather than the absolute
 // figures: on FerretDB over SQLite every filter scans, so absolute times say
 // more about the store than about Nubes. A ratio of 1 means the service
@@ -82,6 +87,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/services/board"
 	"github.com/nubes-io/nubes/services/dashboard"
+	"github.com/nubes-io/nubes/services/secret"
 )
 
 type config struct {
@@ -255,6 +261,14 @@ func run(ctx context.Context) error {
 		b.printDashboardTable(os.Stdout, dres)
 		all["dashboards"] = summary(dres)
 	}
+	sres, err := b.measureSecrets(ctx, setup.Collection(secretsCollection), rawClient.Database(dbName).Collection(secretsCollection))
+	if err != nil {
+		return fmt.Errorf("secrets: %w", err)
+	}
+	if sres != nil {
+		b.printSecretTable(os.Stdout, sres)
+		all["secrets"] = summary(sres)
+	}
 	mres, err := b.measureMonitoring(ctx, svcClient.Database(dbName))
 	if err != nil {
 		return fmt.Errorf("monitoring: %w", err)
@@ -280,6 +294,10 @@ func startService(ctx context.Context, db *mongo.Database, verbose bool) (base, 
 	if err != nil {
 		return "", "", nil, err
 	}
+	sec, err := secret.New(benchKeys)(ctx, app.Deps{DB: db}) // get and list need no repository
+	if err != nil {
+		return "", "", nil, err
+	}
 	signer, err := auth.GenerateSigner()
 	if err != nil {
 		return "", "", nil, err
@@ -297,7 +315,7 @@ func startService(ctx context.Context, db *mongo.Database, verbose bool) (base, 
 	if verbose {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	srv, err := server.New(server.Options{Name: board.Name, Auth: verifier, Logger: log}, append(svc.Routes, dash.Routes...)...)
+	srv, err := server.New(server.Options{Name: board.Name, Auth: verifier, Logger: log}, slices.Concat(svc.Routes, dash.Routes, sec.Routes)...)
 	if err != nil {
 		return "", "", nil, err
 	}
