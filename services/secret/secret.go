@@ -8,6 +8,7 @@ package secret
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"maps"
 
@@ -27,6 +28,9 @@ const Name = "secret"
 // are read from the "repository" service of d.Services.
 func New(keys *seal.Keyring) app.Constructor {
 	return func(ctx context.Context, d app.Deps) (*app.Service, error) {
+		if keys == nil {
+			return nil, errors.New("secret: no encryption keys (encryption_keys)")
+		}
 		log := d.Log
 		if log == nil {
 			log = slog.Default()
