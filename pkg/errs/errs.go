@@ -55,6 +55,14 @@ const (
 	WebhookPluginUnavailable                = "ERROR_WEBHOOK_PLUGIN_UNAVAILABLE" // kept for retry
 	WebhookPluginTimeout                    = "ERROR_WEBHOOK_PLUGIN_TIMEOUT"     // kept for retry
 
+	// cost-analysis
+	UnsupportedCurrency           = "ERROR_UNSUPPORTED_CURRENCY"
+	NotAllowedToChangeOrder       = "ERROR_NOT_ALLOWED_TO_CHANGE_ORDER"
+	NotAllowedToChangeManagedRule = "ERROR_NOT_ALLOWED_TO_CHANGE_MANAGED_RULE"
+	JobState                      = "ERROR_JOB_STATE"         // upstream 500: only a running job can be cancelled
+	DuplicateJob                  = "ERROR_DUPLICATE_JOB"     // a job of the data source is running
+	DataSourceState               = "ERROR_DATA_SOURCE_STATE" // a disabled data source does not sync
+
 	// identity
 	AuthenticationFailure    = "ERROR_AUTHENTICATION_FAILURE"
 	InvalidCredentials       = "ERROR_INVALID_CREDENTIALS"
@@ -113,6 +121,13 @@ var statusOf = map[string]int{
 	RequestTimeout:                          http.StatusRequestTimeout,
 	WebhookPluginUnavailable:                http.StatusBadGateway,
 	WebhookPluginTimeout:                    http.StatusGatewayTimeout,
+
+	UnsupportedCurrency:           http.StatusBadRequest,
+	NotAllowedToChangeOrder:       http.StatusBadRequest,
+	NotAllowedToChangeManagedRule: http.StatusBadRequest,
+	JobState:                      http.StatusConflict,
+	DuplicateJob:                  http.StatusConflict,
+	DataSourceState:               http.StatusConflict,
 
 	AuthenticationFailure:    http.StatusUnauthorized,
 	InvalidCredentials:       http.StatusUnauthorized,

@@ -65,6 +65,13 @@ const (
 	JobStream  = "NUBES_JOBS"
 	JobSubject = "nubes.job.>" // nubes.job.<service>
 
+	// CostTaskSubject carries the tasks of cost-analysis jobs, a work
+	// queue read by the durable CostTaskConsumer (any replica takes a
+	// task; one not acknowledged in time is delivered again): payload
+	// CostTask, Nats-Msg-Id = CostTask.JobTaskID.
+	CostTaskSubject  = "nubes.job.cost-analysis"
+	CostTaskConsumer = "cost-analysis"
+
 	// MonitoringStream carries the events webhooks received.
 	MonitoringStream = "NUBES_MONITORING"
 	// MonitoringEventSubject: payload MonitoringEvent, Nats-Msg-Id =
@@ -83,6 +90,16 @@ const (
 	NotificationDeadSubject = "nubes.notification.dead" // payload DeadNotification, Nats-Msg-Id = "dead-" + ID
 	// NotificationConsumer is the notification service's durable consumer.
 	NotificationConsumer = "notification"
+
+	// InventoryTaskStream is the work queue of inventory collection tasks
+	// (WorkQueue retention: a message is gone once a worker acks it; any
+	// replica of inventory takes the next one).
+	InventoryTaskStream = "NUBES_INVENTORY_TASKS"
+	// InventoryTaskSubject: payload InventoryTask, Nats-Msg-Id =
+	// InventoryTask.ID.
+	InventoryTaskSubject = "nubes.inventory.task"
+	// InventoryTaskConsumer is the inventory workers' durable consumer.
+	InventoryTaskConsumer = "inventory"
 
 	// DuplicateWindow is how long a stream remembers a Nats-Msg-Id.
 	DuplicateWindow = 10 * time.Minute
@@ -170,6 +187,16 @@ type NotificationDispatch struct {
 	ChannelData      map[string]any `json:"channel_data"`      // where to deliver (e-mail addresses, a webhook URL, ...)
 }
 
+// CostTask asks a cost-analysis worker to run one task of a cost job
+// (Cost.get_data of the task's data source). The task itself is read from
+// the store by its id.
+type CostTask struct {
+	JobTaskID    string `json:"job_task_id"`
+	JobID        string `json:"job_id"`
+	DataSourceID string `json:"data_source_id"`
+	DomainID     string `json:"domain_id"`
+}
+
 // DeadNotification is published on NotificationDeadSubject when a
 // notification cannot be delivered.
 type DeadNotification struct {
@@ -177,6 +204,20 @@ type DeadNotification struct {
 	Reason       string               `json:"reason"`
 	Deliveries   int                  `json:"deliveries"`
 	FailedAt     string               `json:"failed_at"` // ISO 8601 UTC
+}
+
+// InventoryTask asks an inventory worker to run one job task of a
+// collection (SubTask < 0: ask the plugin for its sub-tasks and queue
+// them) or one of its sub-tasks (Collector.collect). ID is
+// "<job_task_id>" for the task and "<job_task_id>-<n>" for sub-task n;
+// the worker records each sub-task's outcome under that id, so a
+// redelivery never counts twice.
+type InventoryTask struct {
+	ID        string `json:"id"`
+	JobID     string `json:"job_id"`
+	JobTaskID string `json:"job_task_id"`
+	DomainID  string `json:"domain_id"`
+	SubTask   int    `json:"sub_task"`
 }
 
 // StreamConfigs are the streams Nubes uses, created idempotently, each
@@ -190,6 +231,7 @@ func StreamConfigs(replicas int) []jetstream.StreamConfig {
 		{Name: MonitoringStream, Subjects: []string{MonitoringEventSubject}, Duplicates: DuplicateWindow, MaxAge: 7 * 24 * time.Hour, Replicas: replicas},
 		{Name: NotificationStream, Subjects: []string{NotificationDispatchSubject}, Duplicates: DuplicateWindow, MaxAge: 7 * 24 * time.Hour, Replicas: replicas},
 		{Name: NotificationDeadStream, Subjects: []string{NotificationDeadSubject}, Duplicates: DuplicateWindow, MaxAge: 30 * 24 * time.Hour, Replicas: replicas},
+		{Name: InventoryTaskStream, Subjects: []string{InventoryTaskSubject}, Retention: jetstream.WorkQueuePolicy, Duplicates: DuplicateWindow, MaxAge: 7 * 24 * time.Hour, Replicas: replicas},
 	}
 }
 
