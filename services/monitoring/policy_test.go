@@ -211,7 +211,7 @@ func TestPolicyDefaultUnderConcurrency(t *testing.T) {
 	}
 	for round := range 3 {
 		var wg sync.WaitGroup
-		for i := range 18 {
+		for i := range 12 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

@@ -118,5 +118,5 @@ func (c Claims) Lock(ctx context.Context, key string, fn func() error) error {
 // Lease bounds of Lock.
 const (
 	LockTTL  = 15 * time.Second
-	LockWait = 10 * time.Second
+	LockWait = 30 * time.Second
 )
