@@ -11,6 +11,7 @@
 #            and e2e-fixture (the suite's SMTP sink and plugin server)
 #            and test-plugin (a gRPC plugin of every kind with reflection,
 #            scripted: test/plugin; gRPC on 50051, control on 8080)
+#            and registry (an OCI distribution registry: deploy/registry)
 #
 # env: BASE_IMAGE    gcr.io/distroless/static:nonroot (scratch needs no pull)
 #      IMAGE_PREFIX  nubes/      images are $IMAGE_PREFIX<name>:$IMAGE_TAG
@@ -59,14 +60,15 @@ echo "compiling ${services[*]} for linux/$GOARCH"
 go build "${flags[@]}" -o "$out/" "${pkgs[@]}"
 
 if $e2e; then
-	echo "compiling ferretdb, nats, e2e-fixture, test-plugin for linux/$GOARCH"
+	echo "compiling ferretdb, nats, e2e-fixture, test-plugin, registry for linux/$GOARCH"
 	# The pinned upstream servers build from their own modules, outside the
 	# workspace, so their dependencies never touch the services' builds.
 	(cd deploy/ferretdb && GOWORK=off go build "${flags[@]}" -o "../../$out/ferretdb" .)
 	(cd deploy/nats && GOWORK=off go build "${flags[@]}" -o "../../$out/nats" github.com/nats-io/nats-server/v2)
 	(cd test/e2e && GOWORK=off go build "${flags[@]}" -o "../../$out/e2e-fixture" ./fixture)
 	(cd test/plugin && GOWORK=off go build "${flags[@]}" -o "../../$out/test-plugin" .)
-	names+=(ferretdb nats e2e-fixture test-plugin)
+	(cd deploy/registry && GOWORK=off go build "${flags[@]}" -o "../../$out/registry" .)
+	names+=(ferretdb nats e2e-fixture test-plugin registry)
 fi
 echo "compiled in $((SECONDS - start))s"
 
