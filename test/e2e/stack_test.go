@@ -68,6 +68,11 @@ var services = []service{
 		return map[string]string{"NUBES_ENCRYPTION_KEYS": "s1:" + base64.StdEncoding.EncodeToString([]byte(strings.Repeat("s", 32))),
 			"NUBES_SERVICE_URLS": "repository=http://repository:8080"}
 	}},
+	// The repository reads plugin versions from the registry container
+	// TestRepositoryPluginVersions starts (alias registry).
+	{Name: "repository", Env: func(*stack) map[string]string {
+		return map[string]string{"NUBES_PUBLIC_HUB_URL": "http://registry:5000"}
+	}},
 	// Monitoring asks identity for projects and the repository for
 	// plugins; its webhooks' plugin is the test plugin, which
 	// TestMonitoringWebhook starts (alias test-plugin).
