@@ -11,6 +11,7 @@ package notification
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"maps"
 	"time"
@@ -54,6 +55,9 @@ func New(keys *seal.Keyring) app.Constructor {
 // Build builds the service on d.DB, creating its indexes. Without an event
 // bus (d.Events nil) it serves the API and dispatches nothing.
 func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
+	if cfg.Keys == nil {
+		return nil, errors.New("notification: no encryption keys (encryption_keys)")
+	}
 	log := d.Log
 	if log == nil {
 		log = slog.Default()
