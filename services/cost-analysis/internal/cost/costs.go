@@ -1,0 +1,99 @@
+// Package cost serves the cost rows the jobs stored, read-only: Nubes'
+// addition under /cost-analysis/v1/cost (list, stat), confined to the
+// caller's domain, and for a workspace caller to the costs mapped to its
+// workspace.
+//
+// It must not write costs (package worker does).
+package cost
+
+import (
+	"context"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/nubes-io/nubes/pkg/api"
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/query"
+	"github.com/nubes-io/nubes/pkg/stat"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/model"
+)
+
+// Cost is the CostInfo sent.
+type Cost = model.Cost
+
+var resource = query.Resource{
+	KeywordFields: []string{"cost_id", "product", "resource", "usage_type"},
+	DefaultSort:   []query.SortKey{{Key: "billed_date", Desc: true}},
+	MinimalFields: []string{"cost_id", "cost", "provider", "product", "billed_date", "project_id", "data_source_id"},
+	Fields:        query.FieldsOf[Cost](),
+}
+
+type (
+	costRequest struct {
+		CostID string `json:"cost_id" v:"required,max=128"`
+	}
+	costQuery struct {
+		Query          *query.Query `json:"query"`
+		CostID         string       `json:"cost_id"`
+		Provider       string       `json:"provider"`
+		RegionCode     string       `json:"region_code"`
+		Product        string       `json:"product"`
+		UsageType      string       `json:"usage_type"`
+		BilledDate     string       `json:"billed_date"`
+		BilledMonth    string       `json:"billed_month"`
+		ProjectID      string       `json:"project_id"`
+		WorkspaceID    string       `json:"workspace_id"`
+		DataSourceID   string       `json:"data_source_id"`
+		JobID          string       `json:"job_id"`
+		JobTaskID      string       `json:"job_task_id"`
+		ServiceAccount string       `json:"service_account_id"`
+	}
+	statQuery struct {
+		Query *stat.Query `json:"query" v:"required"`
+	}
+)
+
+// Costs serves the cost reads.
+type Costs struct{ c *mongo.Collection }
+
+// New serves the costs of db.
+func New(db *mongo.Database) *Costs { return &Costs{c: db.Collection(model.CostsCollection)} }
+
+// Resource is the list and stat description of costs.
+func Resource() query.Resource { return resource }
+
+// Routes are the operations.
+func (cs *Costs) Routes() []api.Route {
+	const base = "/cost-analysis/v1/cost/"
+	return []api.Route{
+		api.Op[costRequest, Cost]{Path: base + "get", Access: model.Readers, Summary: "Get a cost row.", Handle: cs.get},
+		api.Op[costQuery, api.List[Cost]]{Path: base + "list", Access: model.Readers, Summary: "List the cost rows the caller may see.", Handle: cs.list},
+		api.Op[statQuery, map[string]any]{Path: base + "stat", Access: model.Readers, Summary: "Statistics over the cost rows the caller may see.", Handle: cs.stat},
+	}
+}
+
+func (cs *Costs) get(ctx context.Context, p *auth.Principal, r *costRequest) (*Cost, error) {
+	c, err := store.Get[Cost](ctx, cs.c, "cost_id", r.CostID)
+	if err != nil {
+		return nil, err
+	}
+	if c.DomainID != p.DomainID || (!model.DomainWide(p) && p.WorkspaceID != "" && c.WorkspaceID != p.WorkspaceID) {
+		return nil, errs.NotFound("cost_id", r.CostID)
+	}
+	return c, nil
+}
+
+func (cs *Costs) list(ctx context.Context, p *auth.Principal, r *costQuery) (*api.List[Cost], error) {
+	q := query.With(r.Query, query.Params("cost_id", r.CostID, "provider", r.Provider, "region_code", r.RegionCode,
+		"product", r.Product, "usage_type", r.UsageType, "billed_date", r.BilledDate, "billed_month", r.BilledMonth,
+		"project_id", r.ProjectID, "workspace_id", r.WorkspaceID, "data_source_id", r.DataSourceID, "job_id", r.JobID,
+		"job_task_id", r.JobTaskID, "service_account_id", r.ServiceAccount)...)
+	return store.Search[Cost](ctx, cs.c, q, resource, model.StrictScope(p))
+}
+
+func (cs *Costs) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*map[string]any, error) {
+	res, err := stat.Run(ctx, cs.c, model.StrictScope(p), resource, r.Query)
+	return &res, err
+}

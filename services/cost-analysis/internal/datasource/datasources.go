@@ -1,0 +1,455 @@
+// Package datasource holds the data sources of the cost-analysis service:
+// Nubes' addition (the spec names data_source_id but lists no operation),
+// with upstream's names and shapes under /cost-analysis/v1/data-source. A
+// data source is an instance of a repository plugin of resource_type
+// cost_analysis.DataSource, initialised on register and on update_plugin
+// (its metadata's data_source_rules become its MANAGED rules), with its
+// secret data sealed at rest; sync starts a cost job.
+//
+// It must not read other services' data except through their APIs
+// (repository for plugins and versions).
+package datasource
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"regexp"
+	"slices"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/nubes-io/nubes/pkg/api"
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/plugin"
+	"github.com/nubes-io/nubes/pkg/query"
+	"github.com/nubes-io/nubes/pkg/seal"
+	"github.com/nubes-io/nubes/pkg/stat"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/wire"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/job"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/model"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/rule"
+)
+
+// DataSource is the DataSourceInfo sent.
+type DataSource = model.DataSource
+
+var resource = query.Resource{
+	KeywordFields: []string{"data_source_id", "name"},
+	DefaultSort:   []query.SortKey{{Key: "name"}},
+	MinimalFields: []string{"data_source_id", "name", "state", "data_source_type", "provider", "workspace_id"},
+	Fields:        query.FieldsOf[DataSource](),
+}
+
+type (
+	pluginRequest struct {
+		PluginID    string         `json:"plugin_id" v:"required,max=255"`
+		Version     string         `json:"version" v:"max=255"`
+		Options     map[string]any `json:"options"`
+		SecretData  map[string]any `json:"secret_data"`
+		SchemaID    string         `json:"schema_id" v:"max=255"`
+		Metadata    map[string]any `json:"metadata"` // echoed back by clients; init decides it
+		UpgradeMode string         `json:"upgrade_mode" v:"enum=AUTO|MANUAL"`
+	}
+	schedule struct {
+		State string `json:"state" v:"enum=ENABLED|DISABLED"`
+		Hours []int  `json:"hours" v:"max=24"`
+	}
+	register struct {
+		Name           string         `json:"name" v:"required,max=255"`
+		DataSourceType string         `json:"data_source_type" v:"enum=EXTERNAL"`
+		Provider       string         `json:"provider" v:"max=255"`
+		SecretType     string         `json:"secret_type" v:"enum=MANUAL"`
+		PluginInfo     *pluginRequest `json:"plugin_info" v:"required"`
+		Schedule       *schedule      `json:"schedule"`
+		Tags           map[string]any `json:"tags"`
+		ResourceGroup  string         `json:"resource_group" v:"required,enum=DOMAIN|WORKSPACE"`
+		WorkspaceID    string         `json:"workspace_id" v:"max=64"`
+	}
+	update struct {
+		DataSourceID string         `json:"data_source_id" v:"required,max=64"`
+		Name         string         `json:"name" v:"max=255"`
+		Schedule     *schedule      `json:"schedule"`
+		Tags         map[string]any `json:"tags"`
+	}
+	updatePlugin struct {
+		DataSourceID string         `json:"data_source_id" v:"required,max=64"`
+		Version      string         `json:"version" v:"max=255"`
+		Options      map[string]any `json:"options"`
+		UpgradeMode  string         `json:"upgrade_mode" v:"enum=AUTO|MANUAL"`
+	}
+	dsRequest struct {
+		DataSourceID string `json:"data_source_id" v:"required,max=64"`
+	}
+	syncRequest struct {
+		DataSourceID   string `json:"data_source_id" v:"required,max=64"`
+		Start          string `json:"start" v:"max=7"`
+		NoPreloadCache bool   `json:"no_preload_cache"`
+	}
+	dsQuery struct {
+		Query          *query.Query `json:"query"`
+		DataSourceID   string       `json:"data_source_id"`
+		Name           string       `json:"name"`
+		State          string       `json:"state" v:"enum=ENABLED|DISABLED"`
+		DataSourceType string       `json:"data_source_type"`
+		Provider       string       `json:"provider"`
+		WorkspaceID    string       `json:"workspace_id"`
+	}
+	statQuery struct {
+		Query *stat.Query `json:"query" v:"required"`
+	}
+)
+
+// Validate: hours of the day, each once.
+func (s *schedule) Validate() error {
+	seen := map[int]bool{}
+	for _, h := range s.Hours {
+		if h < 0 || h > 23 || seen[h] {
+			return errs.Invalid("schedule.hours", "hours of the day (0 to 23), each once")
+		}
+		seen[h] = true
+	}
+	return nil
+}
+
+// Validate: a MANUAL plugin names its version.
+func (r *register) Validate() error {
+	if r.PluginInfo.UpgradeMode == "MANUAL" && r.PluginInfo.Version == "" {
+		return errs.Required("plugin_info.version")
+	}
+	return nil
+}
+
+var month = regexp.MustCompile(`^\d{4}-(0[1-9]|1[0-2])$`)
+
+// Validate: start is a month, YYYY-MM.
+func (r *syncRequest) Validate() error {
+	if r.Start != "" && !month.MatchString(r.Start) {
+		return errs.Invalid("start", "a month, YYYY-MM")
+	}
+	return nil
+}
+
+// DataSources serves the data source operations.
+type DataSources struct {
+	db      *mongo.Database
+	c       *mongo.Collection
+	repo    model.Repository
+	plugins *plugin.Client
+	keys    *seal.Keyring
+	rules   *rule.Rules
+	jobs    *job.Jobs
+	log     *slog.Logger
+}
+
+// New creates the collection's indexes.
+func New(ctx context.Context, db *mongo.Database, repo model.Repository, plugins *plugin.Client, keys *seal.Keyring,
+	rules *rule.Rules, jobs *job.Jobs, log *slog.Logger) (*DataSources, error) {
+	ds := &DataSources{db: db, c: db.Collection(model.DataSourcesCollection), repo: repo, plugins: plugins, keys: keys,
+		rules: rules, jobs: jobs, log: log}
+	return ds, store.EnsureIndexes(ctx, ds.c,
+		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "workspace_id", Value: 1}, {Key: "name", Value: 1}}},
+		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "plugin_info.plugin_id", Value: 1}}},
+	)
+}
+
+// Routes are the operations.
+func (ds *DataSources) Routes() []api.Route {
+	const base = "/cost-analysis/v1/data-source/"
+	return []api.Route{
+		api.Op[register, DataSource]{Path: base + "register", Access: model.Writers, Summary: "Register a data source from a cost_analysis.DataSource plugin; the plugin is initialised and its MANAGED rules created.", Handle: ds.register},
+		api.Op[update, DataSource]{Path: base + "update", Access: model.Writers, Summary: "Change a data source's name, schedule or tags.", Handle: ds.update},
+		api.Op[updatePlugin, DataSource]{Path: base + "update-plugin", Access: model.Writers, Summary: "Change the plugin's version or options and initialise it again; the MANAGED rules follow its metadata.", Handle: ds.updatePlugin},
+		api.Op[dsRequest, api.Empty]{Path: base + "verify-plugin", Access: model.Writers, Summary: "Ask the plugin to verify the data source's options and secret data (DataSource.verify).", Handle: ds.verifyPlugin},
+		api.Op[dsRequest, DataSource]{Path: base + "enable", Access: model.Writers, Summary: "Enable the data source: it syncs.", Handle: ds.enable},
+		api.Op[dsRequest, DataSource]{Path: base + "disable", Access: model.Writers, Summary: "Disable the data source: sync is refused.", Handle: ds.disable},
+		api.Op[dsRequest, api.Empty]{Path: base + "deregister", Access: model.Writers, Summary: "Deregister the data source with its rules, jobs and costs.", Handle: ds.deregister},
+		api.Op[dsRequest, DataSource]{Path: base + "get", Access: model.Readers, Summary: "Get a data source.", Handle: ds.get},
+		api.Op[dsQuery, api.List[DataSource]]{Path: base + "list", Access: model.Readers, Summary: "List the data sources the caller may see.", Handle: ds.list},
+		api.Op[statQuery, map[string]any]{Path: base + "stat", Access: model.Readers, Summary: "Statistics over the data sources the caller may see.", Handle: ds.stat},
+		api.Op[syncRequest, job.Job]{Path: base + "sync", Access: model.Writers, Summary: "Sync the data source's costs (from start, YYYY-MM, when given): answers the cost job.", Handle: ds.sync},
+	}
+}
+
+func (ds *DataSources) target(info model.PluginInfo) plugin.CostDataSource {
+	return plugin.CostDataSource{Target: ds.plugins.Plugin(info.PluginID, info.Version)}
+}
+
+// resolve picks the plugin version (the given one, which the repository
+// must know, or the newest) and initialises the plugin.
+func (ds *DataSources) resolve(ctx context.Context, info *model.PluginInfo, version, domainID string) error {
+	versions, err := ds.repo.Versions(ctx, info.PluginID)
+	if err != nil {
+		return err
+	}
+	switch {
+	case version != "":
+		if !slices.Contains(versions, version) {
+			return errs.Invalid("version", "not a version of plugin "+info.PluginID+" in the repository")
+		}
+		info.Version = version
+	case info.UpgradeMode != "MANUAL" && len(versions) > 0:
+		info.Version = versions[0]
+	}
+	md, err := ds.target(*info).Init(ctx, info.Options, domainID)
+	if err != nil {
+		return err
+	}
+	info.Options, info.Metadata = wire.Object(info.Options), wire.Object(md)
+	return nil
+}
+
+// managedSpecs reads the MANAGED rules of a plugin's metadata; an entry
+// that is not a valid rule is skipped (and logged).
+func (ds *DataSources) managedSpecs(md map[string]any) []rule.ManagedSpec {
+	raw, _ := md["data_source_rules"].([]any)
+	var out []rule.ManagedSpec
+	for i, r := range raw {
+		b, _ := json.Marshal(r)
+		var s struct {
+			Name             string            `json:"name"`
+			Conditions       []model.Condition `json:"conditions"`
+			ConditionsPolicy string            `json:"conditions_policy"`
+			Actions          model.Actions     `json:"actions"`
+			Options          model.RuleOptions `json:"options"`
+			Tags             map[string]any    `json:"tags"`
+		}
+		if err := json.Unmarshal(b, &s); err != nil || !slices.Contains([]string{"ALL", "ANY", "ALWAYS"}, s.ConditionsPolicy) {
+			ds.log.Warn("a MANAGED rule of the plugin's metadata skipped", "index", i)
+			continue
+		}
+		out = append(out, rule.ManagedSpec{Name: s.Name, Conditions: s.Conditions, ConditionsPolicy: s.ConditionsPolicy,
+			Actions: s.Actions, Options: s.Options, Tags: s.Tags})
+	}
+	return out
+}
+
+func (ds *DataSources) register(ctx context.Context, p *auth.Principal, r *register) (*DataSource, error) {
+	ws, err := model.Placement(p, r.ResourceGroup, r.WorkspaceID)
+	if err != nil {
+		return nil, err
+	}
+	rp, err := ds.repo.DataSourcePlugin(ctx, r.PluginInfo.PluginID)
+	if err != nil {
+		return nil, err
+	}
+	info := model.PluginInfo{PluginID: rp.PluginID, Options: r.PluginInfo.Options, UpgradeMode: r.PluginInfo.UpgradeMode, SchemaID: r.PluginInfo.SchemaID}
+	if info.UpgradeMode == "" {
+		info.UpgradeMode = "AUTO"
+	}
+	if err := ds.resolve(ctx, &info, r.PluginInfo.Version, p.DomainID); err != nil {
+		return nil, err
+	}
+	if r.PluginInfo.SecretData != nil {
+		if err := ds.target(info).Verify(ctx, info.Options, r.PluginInfo.SecretData, "", p.DomainID); err != nil {
+			return nil, err
+		}
+	}
+	id := wire.NewID("ds")
+	provider := r.Provider
+	if provider == "" {
+		provider, _ = info.Metadata["provider"].(string)
+	}
+	if provider == "" {
+		provider = rp.Provider
+	}
+	sched := model.Schedule{State: model.Disabled, Hours: []int{}}
+	if r.Schedule != nil {
+		sched = model.Schedule{State: r.Schedule.State, Hours: wire.List(r.Schedule.Hours)}
+		if sched.State == "" {
+			sched.State = model.Enabled
+		}
+	}
+	doc := &DataSource{ID: id, DataSourceID: id, Name: r.Name, State: model.Enabled, DataSourceType: "EXTERNAL", Provider: provider,
+		SecretType: "MANUAL", PluginInfo: info, Schedule: sched, Tags: wire.Object(r.Tags), CostTagKeys: []string{},
+		CostAdditionalInfoKeys: []string{}, CostDataKeys: []string{}, ResourceGroup: r.ResourceGroup, WorkspaceID: ws,
+		DomainID: p.DomainID, CreatedAt: wire.T(wire.Now())}
+	if r.PluginInfo.SecretData != nil {
+		sealed, err := ds.keys.SealJSON(r.PluginInfo.SecretData, model.AD(id, p.DomainID))
+		if err != nil {
+			return nil, err
+		}
+		doc.Sealed = &sealed
+		doc.PluginInfo.SecretID = wire.NewID("secret")
+	}
+	if _, err := ds.c.InsertOne(ctx, doc); err != nil {
+		return nil, store.Wrap(err)
+	}
+	if err := ds.rules.ReplaceManaged(ctx, doc, ds.managedSpecs(info.Metadata)); err != nil {
+		// No half-registered data source: its rules and record go.
+		_ = ds.rules.DeleteAll(context.WithoutCancel(ctx), id)
+		_, _ = ds.c.DeleteOne(context.WithoutCancel(ctx), bson.D{{Key: "_id", Value: id}})
+		return nil, err
+	}
+	return doc, nil
+}
+
+// load returns a data source the caller may see (404 otherwise).
+func (ds *DataSources) load(ctx context.Context, p *auth.Principal, id string) (*DataSource, error) {
+	return model.LoadDataSource(ctx, ds.db, p, id)
+}
+
+// change loads a data source the caller may change and writes the fields
+// set returns, under the data source's lease.
+func (ds *DataSources) change(ctx context.Context, p *auth.Principal, id string, set func(doc *DataSource) (bson.D, error)) (*DataSource, error) {
+	doc, err := ds.load(ctx, p, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := model.Writable(p, doc.WorkspaceID); err != nil {
+		return nil, err
+	}
+	err = model.Lock(ctx, ds.db, model.DataSourceLock(id), func() error {
+		if doc, err = store.Get[DataSource](ctx, ds.c, "data_source_id", id); err != nil {
+			return err
+		}
+		fields, err := set(doc)
+		if err != nil || len(fields) == 0 {
+			return err
+		}
+		doc, err = store.SetByID[DataSource](ctx, ds.c, "data_source_id", id, fields)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return doc, nil
+}
+
+func (ds *DataSources) update(ctx context.Context, p *auth.Principal, r *update) (*DataSource, error) {
+	return ds.change(ctx, p, r.DataSourceID, func(doc *DataSource) (bson.D, error) {
+		set := bson.D{}
+		if r.Name != "" {
+			set = append(set, bson.E{Key: "name", Value: r.Name})
+		}
+		if r.Schedule != nil {
+			s := model.Schedule{State: r.Schedule.State, Hours: wire.List(r.Schedule.Hours)}
+			if s.State == "" {
+				s.State = doc.Schedule.State
+			}
+			set = append(set, bson.E{Key: "schedule", Value: s})
+		}
+		if r.Tags != nil {
+			set = append(set, bson.E{Key: "tags", Value: r.Tags})
+		}
+		return set, nil
+	})
+}
+
+// updatePlugin sets a version the repository knows (or, in AUTO mode
+// without one, the newest), replaces the options when given, initialises
+// the plugin again and makes its metadata's rules the MANAGED rules.
+func (ds *DataSources) updatePlugin(ctx context.Context, p *auth.Principal, r *updatePlugin) (*DataSource, error) {
+	doc, err := ds.change(ctx, p, r.DataSourceID, func(doc *DataSource) (bson.D, error) {
+		info := doc.PluginInfo
+		if r.Options != nil {
+			info.Options = r.Options
+		}
+		if r.UpgradeMode != "" {
+			info.UpgradeMode = r.UpgradeMode
+		}
+		if info.UpgradeMode == "MANUAL" && r.Version == "" && info.Version == "" {
+			return nil, errs.Required("version")
+		}
+		if err := ds.resolve(ctx, &info, r.Version, doc.DomainID); err != nil {
+			return nil, err
+		}
+		return bson.D{{Key: "plugin_info", Value: info}}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return doc, ds.rules.ReplaceManaged(ctx, doc, ds.managedSpecs(doc.PluginInfo.Metadata))
+}
+
+func (ds *DataSources) verifyPlugin(ctx context.Context, p *auth.Principal, r *dsRequest) (*api.Empty, error) {
+	doc, err := ds.load(ctx, p, r.DataSourceID)
+	if err != nil {
+		return nil, err
+	}
+	if err := model.Writable(p, doc.WorkspaceID); err != nil {
+		return nil, err
+	}
+	secret, err := job.OpenSecret(ds.keys, doc)
+	if err != nil {
+		return nil, err
+	}
+	if err := ds.target(doc.PluginInfo).Verify(ctx, job.PluginOptions(doc), secret, "", doc.DomainID); err != nil {
+		return nil, err
+	}
+	return &api.Empty{}, nil
+}
+
+func (ds *DataSources) state(state string) func(ctx context.Context, p *auth.Principal, r *dsRequest) (*DataSource, error) {
+	return func(ctx context.Context, p *auth.Principal, r *dsRequest) (*DataSource, error) {
+		return ds.change(ctx, p, r.DataSourceID, func(doc *DataSource) (bson.D, error) {
+			if doc.State == state {
+				return nil, nil
+			}
+			return bson.D{{Key: "state", Value: state}}, nil
+		})
+	}
+}
+
+func (ds *DataSources) enable(ctx context.Context, p *auth.Principal, r *dsRequest) (*DataSource, error) {
+	return ds.state(model.Enabled)(ctx, p, r)
+}
+
+func (ds *DataSources) disable(ctx context.Context, p *auth.Principal, r *dsRequest) (*DataSource, error) {
+	return ds.state(model.Disabled)(ctx, p, r)
+}
+
+// deregister removes the data source first (no new sync can start), then
+// its jobs (running ones cancelled), costs and rules.
+func (ds *DataSources) deregister(ctx context.Context, p *auth.Principal, r *dsRequest) (*api.Empty, error) {
+	doc, err := ds.load(ctx, p, r.DataSourceID)
+	if err != nil {
+		return nil, err
+	}
+	if err := model.Writable(p, doc.WorkspaceID); err != nil {
+		return nil, err
+	}
+	res, err := ds.c.DeleteOne(ctx, bson.D{{Key: "_id", Value: doc.ID}})
+	if err != nil {
+		return nil, store.Wrap(err)
+	}
+	if res.DeletedCount == 0 {
+		return nil, errs.NotFound("data_source_id", doc.ID)
+	}
+	if err := ds.jobs.Forget(ctx, doc.ID); err != nil {
+		return nil, err
+	}
+	if err := ds.rules.DeleteAll(ctx, doc.ID); err != nil {
+		return nil, err
+	}
+	return &api.Empty{}, nil
+}
+
+func (ds *DataSources) get(ctx context.Context, p *auth.Principal, r *dsRequest) (*DataSource, error) {
+	return ds.load(ctx, p, r.DataSourceID)
+}
+
+func (ds *DataSources) list(ctx context.Context, p *auth.Principal, r *dsQuery) (*api.List[DataSource], error) {
+	q := query.With(r.Query, query.Params("data_source_id", r.DataSourceID, "name", r.Name, "state", r.State,
+		"data_source_type", r.DataSourceType, "provider", r.Provider, "workspace_id", r.WorkspaceID)...)
+	return store.Search[DataSource](ctx, ds.c, q, resource, model.Scope(p))
+}
+
+func (ds *DataSources) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*map[string]any, error) {
+	res, err := stat.Run(ctx, ds.c, model.Scope(p), resource, r.Query)
+	return &res, err
+}
+
+func (ds *DataSources) sync(ctx context.Context, p *auth.Principal, r *syncRequest) (*job.Job, error) {
+	doc, err := ds.load(ctx, p, r.DataSourceID)
+	if err != nil {
+		return nil, err
+	}
+	if err := model.Writable(p, doc.WorkspaceID); err != nil {
+		return nil, err
+	}
+	return ds.jobs.Start(ctx, p, doc, r.Start)
+}

@@ -1,0 +1,442 @@
+// Package job holds the cost jobs of the cost-analysis service (spec part
+// 2, /cost-analysis/v1/job; plugin-protocols.md section 5): a sync of a
+// data source creates a job, the plugin's Job.get_tasks splits it into
+// tasks, the tasks go through the outbox to the JetStream work queue, and
+// the workers (package worker) report back here.
+//
+// A job's record changes only under its lease (model.JobLock): FerretDB
+// writes an update back whole, so cancel, timeout, a failing task and the
+// settling of the counters would otherwise overwrite one another. Its
+// counters are recomputed from its tasks' records, each written by the
+// one worker that owns the task, so no task is ever counted twice.
+//
+// It must not stream costs (package worker does).
+package job
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"regexp"
+	"slices"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/nubes-io/nubes/pkg/api"
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/call"
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/plugin"
+	"github.com/nubes-io/nubes/pkg/query"
+	"github.com/nubes-io/nubes/pkg/seal"
+	"github.com/nubes-io/nubes/pkg/stat"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/wire"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/model"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/rule"
+)
+
+// Error codes a job or task keeps (upstream's names).
+const (
+	GetJobTasksFailed = "ERROR_GET_JOB_TASKS"
+	JobTaskFailed     = "ERROR_JOB_TASK"
+	JobTimeout        = "ERROR_JOB_TIMEOUT"
+)
+
+// Job is the JobInfo sent.
+type Job = model.Job
+
+var resource = query.Resource{
+	KeywordFields: []string{"job_id", "data_source_id"},
+	DefaultSort:   []query.SortKey{{Key: "created_at", Desc: true}},
+	MinimalFields: []string{"job_id", "status", "total_tasks", "remained_tasks", "data_source_id", "created_at", "finished_at"},
+	Fields:        query.FieldsOf[Job](),
+}
+
+type (
+	jobRequest struct {
+		JobID string `json:"job_id" v:"required,max=64"`
+	}
+	jobQuery struct {
+		Query        *query.Query `json:"query"`
+		JobID        string       `json:"job_id"`
+		Status       string       `json:"status" v:"enum=IN_PROGRESS|SUCCESS|FAILURE|TIMEOUT|CANCELED"`
+		WorkspaceID  string       `json:"workspace_id"`
+		DataSourceID string       `json:"data_source_id"`
+	}
+	statQuery struct {
+		Query *stat.Query `json:"query" v:"required"`
+	}
+)
+
+// Config bounds the jobs.
+type Config struct {
+	// Timeout is how long a job may run before it becomes TIMEOUT.
+	Timeout time.Duration
+	// SweepEvery is how often running jobs are checked for the timeout.
+	SweepEvery time.Duration
+}
+
+// DefaultConfig: upstream's 600 s.
+func DefaultConfig() Config { return Config{Timeout: 600 * time.Second, SweepEvery: 10 * time.Second} }
+
+// Jobs serves the job operations and runs the jobs' bookkeeping.
+type Jobs struct {
+	db                                *mongo.Database
+	jobs, tasks, costs, sources, dirs *mongo.Collection
+	plugins                           *plugin.Client
+	keys                              *seal.Keyring
+	rules                             *rule.Rules
+	identity                          *call.Client
+	outbox                            *events.Outbox
+	cfg                               Config
+	log                               *slog.Logger
+}
+
+// New creates the collections' indexes. Without an outbox (no event bus)
+// a sync answers 503.
+func New(ctx context.Context, db *mongo.Database, plugins *plugin.Client, keys *seal.Keyring, rules *rule.Rules,
+	identity *call.Client, outbox *events.Outbox, cfg Config, log *slog.Logger) (*Jobs, error) {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultConfig().Timeout
+	}
+	if cfg.SweepEvery <= 0 {
+		cfg.SweepEvery = min(DefaultConfig().SweepEvery, cfg.Timeout/2)
+	}
+	js := &Jobs{db: db, jobs: db.Collection(model.JobsCollection), tasks: db.Collection(model.TasksCollection),
+		costs: db.Collection(model.CostsCollection), sources: db.Collection(model.DataSourcesCollection),
+		dirs: db.Collection(model.DirectoriesCollection), plugins: plugins, keys: keys, rules: rules,
+		identity: identity, outbox: outbox, cfg: cfg, log: log}
+	if err := store.EnsureIndexes(ctx, js.jobs,
+		store.Index{Keys: bson.D{{Key: "data_source_id", Value: 1}, {Key: "status", Value: 1}}},
+		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "created_at", Value: -1}}},
+		store.Index{Keys: bson.D{{Key: "status", Value: 1}, {Key: "created_at", Value: 1}}},
+	); err != nil {
+		return nil, err
+	}
+	if err := store.EnsureIndexes(ctx, js.tasks, store.Index{Keys: bson.D{{Key: "job_id", Value: 1}}},
+		store.Index{Keys: bson.D{{Key: "data_source_id", Value: 1}}}); err != nil {
+		return nil, err
+	}
+	return js, store.EnsureIndexes(ctx, js.costs,
+		store.Index{Keys: bson.D{{Key: "job_task_id", Value: 1}}},
+		store.Index{Keys: bson.D{{Key: "data_source_id", Value: 1}, {Key: "billed_month", Value: 1}}},
+		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "workspace_id", Value: 1}, {Key: "billed_date", Value: -1}}},
+	)
+}
+
+// Timeout is how long a job may run.
+func (js *Jobs) Timeout() time.Duration { return js.cfg.Timeout }
+
+// Routes are the operations.
+func (js *Jobs) Routes() []api.Route {
+	const base = "/cost-analysis/v1/job/"
+	return []api.Route{
+		api.Op[jobRequest, Job]{Path: base + "cancel", Access: model.Writers, Summary: "Cancel a running job: it is CANCELED at once; its workers stop between two chunks and keep nothing of an unfinished task.", Handle: js.cancel},
+		api.Op[jobRequest, Job]{Path: base + "get", Access: model.Readers, Summary: "Get a cost job.", Handle: js.get},
+		api.Op[jobQuery, api.List[Job]]{Path: base + "list", Access: model.Readers, Summary: "List the cost jobs the caller may see.", Handle: js.list},
+		api.Op[statQuery, map[string]any]{Path: base + "stat", Access: model.Readers, Summary: "Statistics over the cost jobs the caller may see.", Handle: js.stat},
+	}
+}
+
+// Load reads a job by id (nil when it is gone).
+func (js *Jobs) Load(ctx context.Context, id string) (*Job, error) {
+	j, err := store.Get[Job](ctx, js.jobs, "job_id", id)
+	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+		return nil, nil
+	}
+	return j, err
+}
+
+func (js *Jobs) load(ctx context.Context, p *auth.Principal, id string) (*Job, error) {
+	j, err := store.Get[Job](ctx, js.jobs, "job_id", id)
+	if err != nil {
+		return nil, err
+	}
+	if !model.Visible(p, j.DomainID, j.WorkspaceID) {
+		return nil, errs.NotFound("job_id", id)
+	}
+	return j, nil
+}
+
+func (js *Jobs) get(ctx context.Context, p *auth.Principal, r *jobRequest) (*Job, error) {
+	return js.load(ctx, p, r.JobID)
+}
+
+func (js *Jobs) list(ctx context.Context, p *auth.Principal, r *jobQuery) (*api.List[Job], error) {
+	q := query.With(r.Query, query.Params("job_id", r.JobID, "status", r.Status, "workspace_id", r.WorkspaceID, "data_source_id", r.DataSourceID)...)
+	return store.Search[Job](ctx, js.jobs, q, resource, model.Scope(p))
+}
+
+func (js *Jobs) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*map[string]any, error) {
+	res, err := stat.Run(ctx, js.jobs, model.Scope(p), resource, r.Query)
+	return &res, err
+}
+
+// cancel: only an IN_PROGRESS job (409 ERROR_JOB_STATE otherwise).
+func (js *Jobs) cancel(ctx context.Context, p *auth.Principal, r *jobRequest) (*Job, error) {
+	j, err := js.load(ctx, p, r.JobID)
+	if err != nil {
+		return nil, err
+	}
+	if err := model.Writable(p, j.WorkspaceID); err != nil {
+		return nil, err
+	}
+	var out *Job
+	err = js.change(ctx, j.JobID, func(j *Job) (bson.D, error) {
+		if j.Status != model.InProgress {
+			return nil, errs.New(errs.JobState, "Only running jobs can be canceled. (job_id = %s, status = %s)", j.JobID, j.Status)
+		}
+		return finish(j, model.Canceled, "", ""), nil
+	}, &out)
+	return out, err
+}
+
+// finish sets a job's final status.
+func finish(j *Job, status, code, message string) bson.D {
+	now := wire.T(wire.Now())
+	j.Status, j.ErrorCode, j.ErrorMessage, j.UpdatedAt, j.FinishedAt = status, code, message, now, &now
+	return bson.D{{Key: "status", Value: status}, {Key: "error_code", Value: code}, {Key: "error_message", Value: message},
+		{Key: "updated_at", Value: now}, {Key: "finished_at", Value: now}}
+}
+
+// change runs fn on the fresh job under its lease and writes the fields
+// fn returns; the job as written goes to out when not nil.
+func (js *Jobs) change(ctx context.Context, jobID string, fn func(j *Job) (bson.D, error), out **Job) error {
+	return model.Lock(ctx, js.db, model.JobLock(jobID), func() error {
+		j, err := store.Get[Job](ctx, js.jobs, "job_id", jobID)
+		if err != nil {
+			return err
+		}
+		set, err := fn(j)
+		if err != nil {
+			return err
+		}
+		if len(set) > 0 {
+			if _, err := js.jobs.UpdateOne(ctx, bson.D{{Key: "_id", Value: jobID}}, bson.D{{Key: "$set", Value: set}}); err != nil {
+				return store.Wrap(err)
+			}
+		}
+		if out != nil {
+			*out = j
+		}
+		return nil
+	})
+}
+
+// Fail makes a running job FAILURE at once (a task failed): its other
+// tasks stop at their next chunk.
+func (js *Jobs) Fail(ctx context.Context, jobID, code, message string) error {
+	return js.change(ctx, jobID, func(j *Job) (bson.D, error) {
+		if j.Status != model.InProgress {
+			return nil, nil
+		}
+		return finish(j, model.Failure, code, message), nil
+	}, nil)
+}
+
+// Expire makes a running job past its timeout TIMEOUT; it reports whether
+// the job is (now) finished.
+func (js *Jobs) Expire(ctx context.Context, jobID string) (bool, error) {
+	done := false
+	err := js.change(ctx, jobID, func(j *Job) (bson.D, error) {
+		if j.Status != model.InProgress {
+			done = true
+			return nil, nil
+		}
+		if time.Since(j.CreatedAt.Time) < js.cfg.Timeout {
+			return nil, nil
+		}
+		done = true
+		return finish(j, model.Timeout, JobTimeout, "The job ran longer than "+js.cfg.Timeout.String()+"."), nil
+	}, nil)
+	return done, err
+}
+
+// Sweep makes running jobs past their timeout TIMEOUT, every SweepEvery,
+// until ctx is done (a worker of every replica; each change is idempotent).
+func (js *Jobs) Sweep(ctx context.Context) error {
+	t := time.NewTicker(js.cfg.SweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		cur, err := js.jobs.Find(ctx, bson.D{{Key: "status", Value: model.InProgress},
+			{Key: "created_at", Value: bson.D{{Key: "$lt", Value: wire.Now().Add(-js.cfg.Timeout)}}}})
+		if err != nil {
+			js.log.Warn("cost job sweep", "error", err.Error())
+			continue
+		}
+		var late []Job
+		if err := cur.All(ctx, &late); err != nil {
+			js.log.Warn("cost job sweep", "error", err.Error())
+			continue
+		}
+		for _, j := range late {
+			if _, err := js.Expire(ctx, j.JobID); err != nil && ctx.Err() == nil {
+				js.log.Warn("cost job not expired", "job_id", j.JobID, "error", err.Error())
+			}
+		}
+	}
+}
+
+// Settle recounts a job's remaining tasks from its tasks' records and
+// finishes a running job whose tasks are all done: SUCCESS (old costs of
+// its changed windows replaced, the data source's last sync and cost keys
+// updated) or FAILURE when a task failed.
+func (js *Jobs) Settle(ctx context.Context, jobID string) error {
+	var succeeded *Job
+	var keys [3][]string
+	err := js.change(ctx, jobID, func(j *Job) (bson.D, error) {
+		tasks, err := js.TasksOf(ctx, j)
+		if err != nil {
+			return nil, err
+		}
+		remained, failed := 0, 0
+		for _, t := range tasks {
+			switch t.Status {
+			case model.Pending, model.InProgress:
+				remained++
+			case model.Failure:
+				failed++
+			}
+			keys[0], keys[1], keys[2] = union(keys[0], t.TagKeys), union(keys[1], t.AdditionalInfoKeys), union(keys[2], t.DataKeys)
+		}
+		now := wire.T(wire.Now())
+		set := bson.D{{Key: "remained_tasks", Value: remained}, {Key: "updated_at", Value: now}}
+		j.RemainedTasks, j.UpdatedAt = remained, now
+		if j.Status != model.InProgress || remained > 0 {
+			return set, nil
+		}
+		if failed > 0 {
+			return append(set, finish(j, model.Failure, JobTaskFailed, "A task of the job failed.")...), nil
+		}
+		succeeded = j
+		return append(set, finish(j, model.Success, "", "")...), nil
+	}, nil)
+	if err != nil || succeeded == nil {
+		return err
+	}
+	for _, c := range succeeded.Changed {
+		if err := js.ReplaceWindow(ctx, succeeded, c); err != nil {
+			return err
+		}
+	}
+	return js.synced(ctx, succeeded.DataSourceID, keys)
+}
+
+func union(a, b []string) []string {
+	for _, x := range b {
+		if !slices.Contains(a, x) {
+			a = append(a, x)
+		}
+	}
+	return a
+}
+
+// synced records a finished sync on the data source: last_synchronized_at
+// and the cost keys seen.
+func (js *Jobs) synced(ctx context.Context, dataSourceID string, keys [3][]string) error {
+	return model.Lock(ctx, js.db, model.DataSourceLock(dataSourceID), func() error {
+		ds, err := store.Get[model.DataSource](ctx, js.sources, "data_source_id", dataSourceID)
+		if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+			return nil // deregistered meanwhile
+		}
+		if err != nil {
+			return err
+		}
+		set := bson.D{{Key: "last_synchronized_at", Value: wire.T(wire.Now())},
+			{Key: "cost_tag_keys", Value: sorted(union(ds.CostTagKeys, keys[0]))},
+			{Key: "cost_additional_info_keys", Value: sorted(union(ds.CostAdditionalInfoKeys, keys[1]))},
+			{Key: "cost_data_keys", Value: sorted(union(ds.CostDataKeys, keys[2]))}}
+		_, err = js.sources.UpdateOne(ctx, bson.D{{Key: "_id", Value: dataSourceID}}, bson.D{{Key: "$set", Value: set}})
+		return store.Wrap(err)
+	})
+}
+
+func sorted(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	slices.Sort(s)
+	return s
+}
+
+// TasksOf reads a job's tasks by _id.
+func (js *Jobs) TasksOf(ctx context.Context, j *Job) ([]model.Task, error) {
+	if len(j.TaskIDs) == 0 {
+		return nil, nil
+	}
+	cur, err := js.tasks.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: j.TaskIDs}}}})
+	if err != nil {
+		return nil, store.Wrap(err)
+	}
+	var out []model.Task
+	return out, store.Wrap(cur.All(ctx, &out))
+}
+
+var monthOrDay = regexp.MustCompile(`^\d{4}-\d{2}(-\d{2})?$`)
+
+// ReplaceWindow deletes the costs of the job's data source in window c
+// that other jobs stored: the new sync replaces them. start and end are
+// YYYY-MM (compared with billed_month) or YYYY-MM-DD (billed_date); a
+// filter narrows the window by equality on cost fields.
+func (js *Jobs) ReplaceWindow(ctx context.Context, j *Job, c model.Changed) error {
+	if !monthOrDay.MatchString(c.Start) || (c.End != "" && !monthOrDay.MatchString(c.End)) {
+		js.log.Warn("changed window ignored", "job_id", j.JobID, "start", c.Start, "end", c.End)
+		return nil
+	}
+	f := bson.D{{Key: "data_source_id", Value: j.DataSourceID}, {Key: "domain_id", Value: j.DomainID}}
+	field := func(s string) string {
+		if len(s) == 7 {
+			return "billed_month"
+		}
+		return "billed_date"
+	}
+	f = append(f, bson.E{Key: field(c.Start), Value: bson.D{{Key: "$gte", Value: c.Start}}})
+	if c.End != "" {
+		f = append(f, bson.E{Key: field(c.End), Value: bson.D{{Key: "$lte", Value: c.End}}})
+	}
+	for k, v := range c.Filter {
+		f = append(f, bson.E{Key: k, Value: v})
+	}
+	f = append(f, bson.E{Key: "job_id", Value: bson.D{{Key: "$ne", Value: j.JobID}}})
+	_, err := js.costs.DeleteMany(ctx, f)
+	return store.Wrap(err)
+}
+
+// OpenSecret unseals a data source's secret data ({} when it has none).
+func OpenSecret(keys *seal.Keyring, ds *model.DataSource) (map[string]any, error) {
+	secret := map[string]any{}
+	if ds.Sealed == nil {
+		return secret, nil
+	}
+	if keys == nil {
+		return nil, errs.Down("The data source's secret data", errors.New("no encryption keys configured"))
+	}
+	if err := keys.OpenJSON(*ds.Sealed, model.AD(ds.ID, ds.DomainID), &secret); err != nil {
+		return nil, errs.Down("The data source's secret data", err)
+	}
+	return secret, nil
+}
+
+// PluginOptions are the options sent to the plugin: the data source's,
+// with secret_type added as upstream does.
+func PluginOptions(ds *model.DataSource) map[string]any {
+	out := map[string]any{}
+	for k, v := range ds.PluginInfo.Options {
+		out[k] = v
+	}
+	st := ds.SecretType
+	if st == "" {
+		st = "MANUAL"
+	}
+	out["secret_type"] = st
+	return out
+}

@@ -1,0 +1,260 @@
+package job
+
+import (
+	"context"
+	"errors"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/plugin"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/wire"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/model"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/rule"
+)
+
+// Start runs a sync of ds as plugin-protocols.md section 5 says: refuse a
+// second running job (a job past its timeout becomes TIMEOUT first),
+// create the job, ask the plugin for its tasks (Job.get_tasks), store them
+// and queue them. A plugin that fails get_tasks leaves the job FAILURE
+// with ERROR_GET_JOB_TASKS; no task makes it SUCCESS at once.
+func (js *Jobs) Start(ctx context.Context, p *auth.Principal, ds *model.DataSource, start string) (*Job, error) {
+	if js.outbox == nil {
+		return nil, errs.Down("The event bus", errors.New("cost-analysis runs without NATS: jobs cannot be queued"))
+	}
+	if ds.State != model.Enabled {
+		return nil, errs.New(errs.DataSourceState, "The data source is %s: it does not sync. (data_source_id = %s)", ds.State, ds.DataSourceID)
+	}
+	secret, err := OpenSecret(js.keys, ds)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := js.directory(ctx, ds)
+	if err != nil {
+		return nil, err
+	}
+	now := wire.T(wire.Now())
+	id := wire.NewID("job")
+	opts := map[string]any{"no_preload_cache": false}
+	if start != "" {
+		opts["start"] = start
+	}
+	j := &Job{ID: id, JobID: id, Status: model.InProgress, Options: opts, Changed: []model.Changed{}, SyncedAccounts: []model.SyncedAccount{},
+		ResourceGroup: ds.ResourceGroup, DomainID: ds.DomainID, WorkspaceID: ds.WorkspaceID, DataSourceID: ds.DataSourceID,
+		TaskIDs: []string{}, CreatedAt: now, UpdatedAt: now}
+	err = model.Lock(ctx, js.db, model.SyncLock(ds.DataSourceID), func() error {
+		cur, err := js.jobs.Find(ctx, bson.D{{Key: "data_source_id", Value: ds.DataSourceID}, {Key: "status", Value: model.InProgress}})
+		if err != nil {
+			return store.Wrap(err)
+		}
+		var running []Job
+		if err := cur.All(ctx, &running); err != nil {
+			return store.Wrap(err)
+		}
+		for _, r := range running {
+			done, err := js.Expire(ctx, r.JobID)
+			if err != nil {
+				return err
+			}
+			if !done {
+				return errs.New(errs.DuplicateJob, "A job of the data source is running. (data_source_id = %s, job_id = %s)", ds.DataSourceID, r.JobID)
+			}
+		}
+		_, err = js.jobs.InsertOne(ctx, j)
+		return store.Wrap(err)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if dir != nil {
+		if _, err := js.dirs.InsertOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "projects", Value: dir.Projects}}); err != nil {
+			return js.failed(ctx, j, GetJobTasksFailed, "The projects for the rules could not be kept: "+err.Error())
+		}
+	}
+	last := ""
+	if ds.LastSynchronizedAt != nil {
+		last = wire.FormatTime(ds.LastSynchronizedAt.Time)
+	}
+	reply, err := plugin.CostDataSource{Target: js.plugins.Plugin(ds.PluginInfo.PluginID, ds.PluginInfo.Version)}.GetTasks(ctx, plugin.CostTasksRequest{
+		Options: PluginOptions(ds), SecretData: secret, Start: start, LastSynchronizedAt: last, DomainID: ds.DomainID})
+	if err != nil {
+		js.log.Info("cost job get_tasks failed", "job_id", id, "data_source_id", ds.DataSourceID, "error", err.Error())
+		return js.failed(ctx, j, GetJobTasksFailed, err.Error())
+	}
+	tasks := make([]model.Task, 0)
+	for _, t := range list(reply, "tasks") {
+		tid := wire.NewID("job-task")
+		to, _ := t["task_options"].(map[string]any)
+		task := model.Task{ID: tid, JobTaskID: tid, Status: model.Pending, Options: wire.Object(to), JobID: id,
+			DataSourceID: ds.DataSourceID, DomainID: ds.DomainID, WorkspaceID: ds.WorkspaceID, CreatedAt: now}
+		if c, ok := t["task_changed"].(map[string]any); ok && len(c) > 0 {
+			ch := changed(c)
+			task.Changed = &ch
+		}
+		tasks = append(tasks, task)
+	}
+	chg := []model.Changed{}
+	for _, c := range list(reply, "changed") {
+		chg = append(chg, changed(c))
+	}
+	accounts := []model.SyncedAccount{}
+	for _, a := range list(reply, "synced_accounts") {
+		if s, _ := a["account_id"].(string); s != "" {
+			accounts = append(accounts, model.SyncedAccount{AccountID: s})
+		}
+	}
+	ids := make([]string, len(tasks))
+	for i := range tasks {
+		ids[i] = tasks[i].ID
+		if _, err := js.tasks.InsertOne(ctx, tasks[i]); err != nil {
+			return js.failed(ctx, j, GetJobTasksFailed, "The tasks could not be stored: "+err.Error())
+		}
+	}
+	// The totals are on the job before any task is queued: a worker
+	// settling the job must see every task.
+	err = js.change(ctx, id, func(cur *Job) (bson.D, error) {
+		cur.TotalTasks, cur.RemainedTasks, cur.TaskIDs, cur.Changed, cur.SyncedAccounts = len(ids), len(ids), ids, chg, accounts
+		return bson.D{{Key: "total_tasks", Value: len(ids)}, {Key: "remained_tasks", Value: len(ids)}, {Key: "task_ids", Value: ids},
+			{Key: "changed", Value: chg}, {Key: "synced_accounts", Value: accounts}}, nil
+	}, &j)
+	if err != nil {
+		return nil, err
+	}
+	if j.Status != model.InProgress { // cancelled while get_tasks ran
+		return j, nil
+	}
+	if len(tasks) == 0 {
+		if err := js.Settle(ctx, id); err != nil {
+			return nil, err
+		}
+		return js.Load(ctx, id)
+	}
+	for _, t := range tasks {
+		if err := js.outbox.Add(ctx, events.CostTaskSubject, t.JobTaskID, events.CostTask{JobTaskID: t.JobTaskID, JobID: id,
+			DataSourceID: ds.DataSourceID, DomainID: ds.DomainID}); err != nil {
+			return js.failed(ctx, j, GetJobTasksFailed, "The tasks could not be queued: "+err.Error())
+		}
+	}
+	return j, nil
+}
+
+// failed makes the job FAILURE with code and returns it.
+func (js *Jobs) failed(ctx context.Context, j *Job, code, message string) (*Job, error) {
+	var out *Job
+	err := js.change(ctx, j.JobID, func(cur *Job) (bson.D, error) {
+		if cur.Status != model.InProgress {
+			return nil, nil
+		}
+		return finish(cur, model.Failure, code, message), nil
+	}, &out)
+	return out, err
+}
+
+func list(reply map[string]any, key string) []map[string]any {
+	raw, _ := reply[key].([]any)
+	out := make([]map[string]any, 0, len(raw))
+	for _, v := range raw {
+		if m, ok := v.(map[string]any); ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func changed(c map[string]any) model.Changed {
+	s, _ := c["start"].(string)
+	e, _ := c["end"].(string)
+	f, _ := c["filter"].(map[string]any)
+	return model.Changed{Start: s, End: e, Filter: wire.Object(f)}
+}
+
+// ProjectListPath is identity's operation the rules' projects come from.
+const ProjectListPath = "/identity/v2/project/list"
+
+// directory reads the domain's projects from identity, on the caller's
+// behalf, when a rule of ds maps costs to projects; nil otherwise.
+func (js *Jobs) directory(ctx context.Context, ds *model.DataSource) (*rule.Directory, error) {
+	rules, err := js.rules.Of(ctx, ds.DataSourceID)
+	if err != nil {
+		return nil, err
+	}
+	need := false
+	for _, r := range rules {
+		need = need || r.Actions.ChangeProject != "" || r.Actions.MatchProject != nil
+	}
+	if !need {
+		return nil, nil
+	}
+	dir := &rule.Directory{Projects: []rule.Project{}}
+	const limit = 1000
+	for start := 1; ; start += limit {
+		var page struct {
+			Results []rule.Project `json:"results"`
+		}
+		req := map[string]any{"query": map[string]any{"page": map[string]any{"start": start, "limit": limit}}}
+		if err := js.identity.Call(ctx, ProjectListPath, req, &page); err != nil {
+			return nil, err
+		}
+		dir.Projects = append(dir.Projects, page.Results...)
+		if len(page.Results) < limit {
+			return dir, nil
+		}
+	}
+}
+
+// Directory returns the projects kept for a job (empty when none).
+func (js *Jobs) Directory(ctx context.Context, jobID string) (rule.Directory, error) {
+	var doc struct {
+		Projects []rule.Project `bson:"projects"`
+	}
+	err := js.dirs.FindOne(ctx, bson.D{{Key: "_id", Value: jobID}}).Decode(&doc)
+	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+		return rule.Directory{}, store.Wrap(err)
+	}
+	return rule.Directory{Projects: doc.Projects}, nil
+}
+
+// Forget deletes every job, task, kept directory and cost of a data
+// source (deregister). Running jobs are cancelled first, so their workers
+// stop.
+func (js *Jobs) Forget(ctx context.Context, dataSourceID string) error {
+	cur, err := js.jobs.Find(ctx, bson.D{{Key: "data_source_id", Value: dataSourceID}})
+	if err != nil {
+		return store.Wrap(err)
+	}
+	var jobs []Job
+	if err := cur.All(ctx, &jobs); err != nil {
+		return store.Wrap(err)
+	}
+	ids := bson.A{}
+	for _, j := range jobs {
+		ids = append(ids, j.JobID)
+		if j.Status == model.InProgress {
+			if err := js.change(ctx, j.JobID, func(cur *Job) (bson.D, error) {
+				if cur.Status != model.InProgress {
+					return nil, nil
+				}
+				return finish(cur, model.Canceled, "", "The data source was deregistered."), nil
+			}, nil); err != nil {
+				return err
+			}
+		}
+	}
+	if _, err := js.costs.DeleteMany(ctx, bson.D{{Key: "data_source_id", Value: dataSourceID}}); err != nil {
+		return store.Wrap(err)
+	}
+	if _, err := js.tasks.DeleteMany(ctx, bson.D{{Key: "data_source_id", Value: dataSourceID}}); err != nil {
+		return store.Wrap(err)
+	}
+	if len(ids) > 0 {
+		if _, err := js.dirs.DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}}); err != nil {
+			return store.Wrap(err)
+		}
+	}
+	_, err = js.jobs.DeleteMany(ctx, bson.D{{Key: "data_source_id", Value: dataSourceID}})
+	return store.Wrap(err)
+}

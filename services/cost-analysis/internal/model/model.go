@@ -1,0 +1,435 @@
+// Package model holds what the cost-analysis service's parts share: the
+// collections, the stored documents (data sources, rules, jobs, tasks,
+// costs, exchange rates), who may call, the caller's tenancy (domain and
+// workspace), the repository client and the locks that serialise changes
+// FerretDB would otherwise interleave.
+//
+// It holds no operation of its own and never imports echo or nats.
+package model
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/call"
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/seal"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/wire"
+)
+
+// Collections owned by the cost-analysis service.
+const (
+	DataSourcesCollection   = "cost_data_sources"
+	RulesCollection         = "cost_data_source_rules"
+	JobsCollection          = "cost_jobs"
+	TasksCollection         = "cost_job_tasks"
+	CostsCollection         = "cost_costs"
+	ExchangeRatesCollection = "cost_exchange_rates"
+	// LocksCollection holds leases (store.Lock): one per data source for
+	// rule orders and job starts, one per job for its status.
+	LocksCollection = "cost_locks"
+	// DirectoriesCollection holds, per job (_id = job_id), the projects
+	// the rules of its data source match costs to, read when it started.
+	DirectoriesCollection = "cost_job_directories"
+	// OutboxCollection holds the task messages until JetStream has them.
+	OutboxCollection = "cost_outbox"
+)
+
+// Global is the workspace_id of a record that belongs to the whole
+// domain, as upstream stores it.
+const Global = "*"
+
+// States, resource groups and rule types.
+const (
+	Enabled   = "ENABLED"
+	Disabled  = "DISABLED"
+	Domain    = "DOMAIN"
+	Workspace = "WORKSPACE"
+	Managed   = "MANAGED"
+	Custom    = "CUSTOM"
+)
+
+// Job and task statuses (semantics.md section 5).
+const (
+	InProgress = "IN_PROGRESS"
+	Pending    = "PENDING"
+	Success    = "SUCCESS"
+	Failure    = "FAILURE"
+	Timeout    = "TIMEOUT"
+	Canceled   = "CANCELED"
+)
+
+// ResourceType is the repository resource_type of cost data source plugins.
+const ResourceType = "cost_analysis.DataSource"
+
+var (
+	// Readers may read data sources, rules, jobs, costs and exchange
+	// rates of their domain (workspace callers: their workspace and the
+	// domain's global records).
+	Readers = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner, auth.WorkspaceMember)
+	// Writers may change data sources, rules and jobs: a workspace owner
+	// only those of its workspace.
+	Writers = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner)
+	// Admins may change the domain's exchange rates.
+	Admins = auth.Roles(auth.SystemAdmin, auth.DomainAdmin)
+)
+
+// DomainWide reports whether p acts for the whole domain.
+func DomainWide(p *auth.Principal) bool {
+	return p.IsSystem() || p.Role == auth.DomainAdmin
+}
+
+// Scope is the tenancy condition of a list or stat over records that may
+// belong to the whole domain: the caller's domain, and for a
+// workspace-scoped caller that workspace plus the domain's global records.
+func Scope(p *auth.Principal) bson.D {
+	s := bson.D{{Key: "domain_id", Value: p.DomainID}}
+	if p.WorkspaceID != "" && !DomainWide(p) {
+		s = append(s, bson.E{Key: "workspace_id", Value: bson.D{{Key: "$in", Value: bson.A{p.WorkspaceID, Global}}}})
+	}
+	return s
+}
+
+// StrictScope is Scope without the global records: costs of a domain data
+// source that no rule mapped to a workspace are the domain's only.
+func StrictScope(p *auth.Principal) bson.D {
+	s := bson.D{{Key: "domain_id", Value: p.DomainID}}
+	if p.WorkspaceID != "" && !DomainWide(p) {
+		s = append(s, bson.E{Key: "workspace_id", Value: p.WorkspaceID})
+	}
+	return s
+}
+
+// Visible reports whether a record of domain and workspace is the
+// caller's to see; other records answer 404 as if they did not exist.
+func Visible(p *auth.Principal, domainID, workspaceID string) bool {
+	if domainID != p.DomainID {
+		return false
+	}
+	return DomainWide(p) || p.WorkspaceID == "" || workspaceID == p.WorkspaceID || workspaceID == Global
+}
+
+// Writable reports whether the caller may change a record it can see:
+// the domain's global records only by a domain admin.
+func Writable(p *auth.Principal, workspaceID string) error {
+	if workspaceID == Global && !DomainWide(p) {
+		return errs.Forbidden()
+	}
+	return nil
+}
+
+// Placement decides the workspace_id of a new record from its
+// resource_group and the workspace_id asked for: DOMAIN is "*" and needs
+// a domain admin; WORKSPACE is the caller's workspace for a workspace
+// caller, and the given one for a domain admin (required then).
+func Placement(p *auth.Principal, resourceGroup, workspaceID string) (string, error) {
+	switch resourceGroup {
+	case Domain:
+		if !DomainWide(p) {
+			return "", errs.Forbidden()
+		}
+		return Global, nil
+	case Workspace:
+		if !DomainWide(p) {
+			if workspaceID != "" && workspaceID != p.WorkspaceID {
+				return "", errs.Forbidden()
+			}
+			return p.WorkspaceID, nil
+		}
+		if workspaceID == "" || workspaceID == Global {
+			return "", errs.Required("workspace_id")
+		}
+		return workspaceID, nil
+	}
+	return "", errs.Invalid("resource_group", "must be one of DOMAIN, WORKSPACE")
+}
+
+// PluginInfo is a data source's plugin.
+type PluginInfo struct {
+	PluginID    string         `bson:"plugin_id" json:"plugin_id"`
+	Version     string         `bson:"version" json:"version"`
+	Options     map[string]any `bson:"options" json:"options"`
+	Metadata    map[string]any `bson:"metadata" json:"metadata"`
+	SecretID    string         `bson:"secret_id,omitempty" json:"secret_id,omitempty"`
+	SchemaID    string         `bson:"schema_id,omitempty" json:"schema_id,omitempty"`
+	UpgradeMode string         `bson:"upgrade_mode" json:"upgrade_mode"`
+}
+
+// Schedule is when a data source syncs by itself.
+type Schedule struct {
+	State string `bson:"state" json:"state"`
+	Hours []int  `bson:"hours" json:"hours"`
+}
+
+// DataSource is a data source as stored and sent (DataSourceInfo). Its
+// secret data is sealed in Sealed (bound to its id and domain) and never
+// sent.
+type DataSource struct {
+	ID                     string         `bson:"_id" json:"-"`
+	DataSourceID           string         `bson:"data_source_id" json:"data_source_id"`
+	Name                   string         `bson:"name" json:"name"`
+	State                  string         `bson:"state" json:"state"`
+	DataSourceType         string         `bson:"data_source_type" json:"data_source_type"`
+	Provider               string         `bson:"provider" json:"provider"`
+	SecretType             string         `bson:"secret_type" json:"secret_type"`
+	PluginInfo             PluginInfo     `bson:"plugin_info" json:"plugin_info"`
+	Sealed                 *seal.Sealed   `bson:"sealed,omitempty" json:"-"`
+	Schedule               Schedule       `bson:"schedule" json:"schedule"`
+	Tags                   map[string]any `bson:"tags" json:"tags"`
+	CostTagKeys            []string       `bson:"cost_tag_keys" json:"cost_tag_keys"`
+	CostAdditionalInfoKeys []string       `bson:"cost_additional_info_keys" json:"cost_additional_info_keys"`
+	CostDataKeys           []string       `bson:"cost_data_keys" json:"cost_data_keys"`
+	ResourceGroup          string         `bson:"resource_group" json:"resource_group"`
+	WorkspaceID            string         `bson:"workspace_id" json:"workspace_id"`
+	DomainID               string         `bson:"domain_id" json:"domain_id"`
+	CreatedAt              wire.Time      `bson:"created_at" json:"created_at"`
+	LastSynchronizedAt     *wire.Time     `bson:"last_synchronized_at" json:"last_synchronized_at"`
+}
+
+// AD binds a data source's sealed secret data to its record.
+func AD(dataSourceID, domainID string) []byte {
+	return seal.AD(DataSourcesCollection, dataSourceID, domainID)
+}
+
+// Condition is one condition of a rule.
+type Condition struct {
+	Key      string `bson:"key" json:"key" v:"required,max=255"`
+	Value    string `bson:"value" json:"value" v:"max=1024"`
+	Operator string `bson:"operator" json:"operator" v:"required,enum=eq|contain|not|not_contain"`
+}
+
+// MatchRule maps a cost to a project or a service account: the cost's
+// value at Source must equal the target's field Target.
+type MatchRule struct {
+	Source        string `bson:"source" json:"source" v:"required,max=255"`
+	Target        string `bson:"target" json:"target" v:"required,max=255"`
+	AllWorkspaces bool   `bson:"all_workspaces" json:"all_workspaces"`
+}
+
+// Actions are what a rule does to the costs it matches.
+type Actions struct {
+	ChangeProject       string         `bson:"change_project,omitempty" json:"change_project,omitempty" v:"max=255"`
+	MatchProject        *MatchRule     `bson:"match_project,omitempty" json:"match_project,omitempty"`
+	MatchServiceAccount *MatchRule     `bson:"match_service_account,omitempty" json:"match_service_account,omitempty"`
+	AddAdditionalInfo   map[string]any `bson:"add_additional_info,omitempty" json:"add_additional_info,omitempty"`
+}
+
+// RuleOptions: stop_processing ends the rules for a cost the rule matched.
+type RuleOptions struct {
+	StopProcessing bool `bson:"stop_processing" json:"stop_processing"`
+}
+
+// Rule is a data source rule as stored and sent (DataSourceRuleInfo).
+type Rule struct {
+	ID               string         `bson:"_id" json:"-"`
+	DataSourceRuleID string         `bson:"data_source_rule_id" json:"data_source_rule_id"`
+	Name             string         `bson:"name" json:"name"`
+	RuleType         string         `bson:"rule_type" json:"rule_type"`
+	Order            int            `bson:"order" json:"order"`
+	Conditions       []Condition    `bson:"conditions" json:"conditions"`
+	ConditionsPolicy string         `bson:"conditions_policy" json:"conditions_policy"`
+	Actions          Actions        `bson:"actions" json:"actions"`
+	Options          RuleOptions    `bson:"options" json:"options"`
+	Tags             map[string]any `bson:"tags" json:"tags"`
+	IsDefault        bool           `bson:"is_default" json:"is_default"`
+	ResourceGroup    string         `bson:"resource_group" json:"resource_group"`
+	WorkspaceID      string         `bson:"workspace_id" json:"workspace_id"`
+	DomainID         string         `bson:"domain_id" json:"domain_id"`
+	DataSourceID     string         `bson:"data_source_id" json:"data_source_id"`
+	CreatedAt        wire.Time      `bson:"created_at" json:"created_at"`
+}
+
+// Changed is a window whose old costs a sync replaces.
+type Changed struct {
+	Start  string         `bson:"start" json:"start"`
+	End    string         `bson:"end" json:"end"`
+	Filter map[string]any `bson:"filter" json:"filter"`
+}
+
+// SyncedAccount is an account a sync reached.
+type SyncedAccount struct {
+	AccountID string `bson:"account_id" json:"account_id"`
+}
+
+// Job is a cost job as stored and sent (JobInfo).
+type Job struct {
+	ID             string          `bson:"_id" json:"-"`
+	JobID          string          `bson:"job_id" json:"job_id"`
+	Status         string          `bson:"status" json:"status"`
+	Options        map[string]any  `bson:"options" json:"options"`
+	ErrorCode      string          `bson:"error_code" json:"error_code"`
+	ErrorMessage   string          `bson:"error_message" json:"error_message"`
+	TotalTasks     int             `bson:"total_tasks" json:"total_tasks"`
+	RemainedTasks  int             `bson:"remained_tasks" json:"remained_tasks"`
+	Changed        []Changed       `bson:"changed" json:"changed"`
+	SyncedAccounts []SyncedAccount `bson:"synced_accounts" json:"synced_accounts"`
+	ResourceGroup  string          `bson:"resource_group" json:"resource_group"`
+	DomainID       string          `bson:"domain_id" json:"domain_id"`
+	WorkspaceID    string          `bson:"workspace_id" json:"workspace_id"`
+	DataSourceID   string          `bson:"data_source_id" json:"data_source_id"`
+	// TaskIDs are the job's tasks, so they are read by _id.
+	TaskIDs    []string   `bson:"task_ids" json:"-"`
+	CreatedAt  wire.Time  `bson:"created_at" json:"created_at"`
+	UpdatedAt  wire.Time  `bson:"updated_at" json:"updated_at"`
+	FinishedAt *wire.Time `bson:"finished_at" json:"finished_at"`
+}
+
+// Finished reports whether a job status is final.
+func Finished(status string) bool {
+	return slices.Contains([]string{Success, Failure, Timeout, Canceled}, status)
+}
+
+// Task is one task of a cost job (a Job.get_tasks entry).
+type Task struct {
+	ID           string         `bson:"_id" json:"-"`
+	JobTaskID    string         `bson:"job_task_id" json:"job_task_id"`
+	Status       string         `bson:"status" json:"status"`
+	Options      map[string]any `bson:"options" json:"options"`
+	Changed      *Changed       `bson:"changed,omitempty" json:"changed,omitempty"`
+	CreatedCount int            `bson:"created_count" json:"created_count"`
+	ErrorCode    string         `bson:"error_code" json:"error_code"`
+	ErrorMessage string         `bson:"error_message" json:"error_message"`
+	// Attempt is the delivery that owns the task now: an older delivery
+	// still running stops at its next chunk.
+	Attempt int `bson:"attempt" json:"attempt"`
+	// The keys seen in the task's costs, merged into the data source's
+	// cost_*_keys when the job succeeds.
+	TagKeys            []string   `bson:"tag_keys,omitempty" json:"-"`
+	AdditionalInfoKeys []string   `bson:"additional_info_keys,omitempty" json:"-"`
+	DataKeys           []string   `bson:"data_keys,omitempty" json:"-"`
+	JobID              string     `bson:"job_id" json:"job_id"`
+	DataSourceID       string     `bson:"data_source_id" json:"data_source_id"`
+	DomainID           string     `bson:"domain_id" json:"domain_id"`
+	WorkspaceID        string     `bson:"workspace_id" json:"workspace_id"`
+	CreatedAt          wire.Time  `bson:"created_at" json:"created_at"`
+	StartedAt          *wire.Time `bson:"started_at" json:"started_at"`
+	FinishedAt         *wire.Time `bson:"finished_at" json:"finished_at"`
+}
+
+// Cost is one cost row as stored and sent: what the plugin streamed,
+// changed by the rules, stamped with its job, task, data source and
+// tenancy.
+type Cost struct {
+	ID               string         `bson:"_id" json:"-"`
+	CostID           string         `bson:"cost_id" json:"cost_id"`
+	Cost             float64        `bson:"cost" json:"cost"`
+	UsageQuantity    float64        `bson:"usage_quantity" json:"usage_quantity"`
+	UsageUnit        string         `bson:"usage_unit" json:"usage_unit"`
+	Provider         string         `bson:"provider" json:"provider"`
+	RegionCode       string         `bson:"region_code" json:"region_code"`
+	Product          string         `bson:"product" json:"product"`
+	UsageType        string         `bson:"usage_type" json:"usage_type"`
+	Resource         string         `bson:"resource" json:"resource"`
+	Tags             map[string]any `bson:"tags" json:"tags"`
+	AdditionalInfo   map[string]any `bson:"additional_info" json:"additional_info"`
+	Data             map[string]any `bson:"data" json:"data"`
+	Currency         string         `bson:"currency" json:"currency"`
+	BilledDate       string         `bson:"billed_date" json:"billed_date"`
+	BilledMonth      string         `bson:"billed_month" json:"billed_month"`
+	BilledYear       string         `bson:"billed_year" json:"billed_year"`
+	ProjectID        string         `bson:"project_id" json:"project_id"`
+	ServiceAccountID string         `bson:"service_account_id" json:"service_account_id"`
+	DataSourceID     string         `bson:"data_source_id" json:"data_source_id"`
+	JobID            string         `bson:"job_id" json:"job_id"`
+	JobTaskID        string         `bson:"job_task_id" json:"job_task_id"`
+	WorkspaceID      string         `bson:"workspace_id" json:"workspace_id"`
+	DomainID         string         `bson:"domain_id" json:"domain_id"`
+	CreatedAt        wire.Time      `bson:"created_at" json:"created_at"`
+}
+
+// Lock runs fn holding the lease key (store.Lock in LocksCollection).
+// Leases outlive a dead holder by ttl at most.
+func Lock(ctx context.Context, db *mongo.Database, key string, fn func() error) error {
+	return store.Lock(ctx, db.Collection(LocksCollection), key, LockTTL, LockWait, fn)
+}
+
+// Lease bounds: a holder must finish well within LockTTL; a caller waits
+// LockWait for a lease before answering 503.
+var (
+	LockTTL  = 30 * time.Second
+	LockWait = 15 * time.Second
+)
+
+// RulesLock is the lease under which a data source's rule orders change.
+func RulesLock(dataSourceID string) string { return "rules:" + dataSourceID }
+
+// SyncLock is the lease under which a data source's jobs start.
+func SyncLock(dataSourceID string) string { return "sync:" + dataSourceID }
+
+// DataSourceLock is the lease under which a data source record changes
+// (FerretDB writes an update back whole: two unserialised updates of one
+// record lose one of them).
+func DataSourceLock(dataSourceID string) string { return "ds:" + dataSourceID }
+
+// JobLock is the lease under which a job's status changes.
+func JobLock(jobID string) string { return "job:" + jobID }
+
+// Repository paths the service calls.
+const (
+	PluginGetPath      = "/repository/v1/plugin/get"
+	PluginVersionsPath = "/repository/v1/plugin/get-versions"
+)
+
+// RepoPlugin is what the service needs of repository's PluginInfo.
+type RepoPlugin struct {
+	PluginID     string         `json:"plugin_id"`
+	ResourceType string         `json:"resource_type"`
+	Provider     string         `json:"provider"`
+	Capability   map[string]any `json:"capability"`
+}
+
+// Repository looks plugins up on the caller's behalf.
+type Repository struct{ Client *call.Client }
+
+// DataSourcePlugin returns a cost_analysis.DataSource plugin; another kind
+// of plugin is 404, as an unknown one is.
+func (r Repository) DataSourcePlugin(ctx context.Context, pluginID string) (*RepoPlugin, error) {
+	var p RepoPlugin
+	if err := r.Client.Call(ctx, PluginGetPath, map[string]string{"plugin_id": pluginID}, &p); err != nil {
+		return nil, err
+	}
+	if p.PluginID != pluginID || p.ResourceType != ResourceType {
+		return nil, errs.New(errs.NotFoundCode, "No cost data source plugin (resource_type %s) found. (plugin_id = %s)", ResourceType, pluginID)
+	}
+	return &p, nil
+}
+
+// Versions are the plugin's versions, newest first.
+func (r Repository) Versions(ctx context.Context, pluginID string) ([]string, error) {
+	var v struct {
+		Results []string `json:"results"`
+	}
+	if err := r.Client.Call(ctx, PluginVersionsPath, map[string]string{"plugin_id": pluginID}, &v); err != nil {
+		return nil, err
+	}
+	return v.Results, nil
+}
+
+// LoadDataSource returns a data source the caller may see (404 otherwise).
+func LoadDataSource(ctx context.Context, db *mongo.Database, p *auth.Principal, id string) (*DataSource, error) {
+	doc, err := store.Get[DataSource](ctx, db.Collection(DataSourcesCollection), "data_source_id", id)
+	if err != nil {
+		return nil, err
+	}
+	if !Visible(p, doc.DomainID, doc.WorkspaceID) {
+		return nil, errs.NotFound("data_source_id", id)
+	}
+	return doc, nil
+}
+
+// Without returns fields without drop.
+func Without(fields []string, drop ...string) []string {
+	out := fields[:0:0]
+	for _, f := range fields {
+		if !slices.Contains(drop, f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}

@@ -1,0 +1,231 @@
+package rule
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/model"
+)
+
+// Project is what the engine knows of a project of the domain (from
+// identity, read when the job starts).
+type Project struct {
+	ProjectID   string `json:"project_id"`
+	Name        string `json:"name"`
+	WorkspaceID string `json:"workspace_id"`
+}
+
+// ServiceAccount is what the engine knows of a service account.
+type ServiceAccount struct {
+	ServiceAccountID string         `json:"service_account_id"`
+	Name             string         `json:"name"`
+	ProjectID        string         `json:"project_id"`
+	WorkspaceID      string         `json:"workspace_id"`
+	Data             map[string]any `json:"data"`
+}
+
+// Directory is the projects and service accounts match actions look up.
+type Directory struct {
+	Projects        []Project
+	ServiceAccounts []ServiceAccount
+}
+
+// Engine applies a data source's rules, in order, to cost rows. Rows are
+// the plugin's CostInfo maps; the engine sets project_id,
+// service_account_id, workspace_id and additional_info on them.
+type Engine struct {
+	rules []model.Rule
+	dir   Directory
+	// workspace is the data source's workspace ("*" for a DOMAIN one):
+	// a match outside it counts only with all_workspaces.
+	workspace string
+}
+
+// NewEngine orders rules as they apply: MANAGED ones first, then CUSTOM,
+// each by order.
+func NewEngine(rules []model.Rule, dir Directory, workspaceID string) *Engine {
+	rs := slices.Clone(rules)
+	rank := func(t string) int {
+		if t == model.Managed {
+			return 0
+		}
+		return 1
+	}
+	slices.SortStableFunc(rs, func(a, b model.Rule) int {
+		if d := rank(a.RuleType) - rank(b.RuleType); d != 0 {
+			return d
+		}
+		return a.Order - b.Order
+	})
+	return &Engine{rules: rs, dir: dir, workspace: workspaceID}
+}
+
+// Apply runs the rules on row and returns the ids of the rules that
+// matched, in order.
+func (e *Engine) Apply(row map[string]any) []string {
+	var matched []string
+	for i := range e.rules {
+		r := &e.rules[i]
+		if !Matches(r.ConditionsPolicy, r.Conditions, row) {
+			continue
+		}
+		matched = append(matched, r.DataSourceRuleID)
+		e.act(r.Actions, row)
+		if r.Options.StopProcessing {
+			break
+		}
+	}
+	return matched
+}
+
+// Matches reports whether row meets conditions under policy: ALWAYS
+// matches, ALL needs every condition, ANY one of them.
+func Matches(policy string, conditions []model.Condition, row map[string]any) bool {
+	switch policy {
+	case "ALWAYS":
+		return true
+	case "ALL":
+		for _, c := range conditions {
+			if !holds(c, row) {
+				return false
+			}
+		}
+		return true
+	case "ANY":
+		return slices.ContainsFunc(conditions, func(c model.Condition) bool { return holds(c, row) })
+	}
+	return false
+}
+
+// holds checks one condition. A key the row lacks equals nothing and
+// contains nothing.
+func holds(c model.Condition, row map[string]any) bool {
+	v, ok := Lookup(row, c.Key)
+	s := ""
+	if ok {
+		s = text(v)
+	}
+	switch c.Operator {
+	case "eq":
+		return ok && s == c.Value
+	case "contain":
+		return ok && strings.Contains(s, c.Value)
+	case "not":
+		return !ok || s != c.Value
+	case "not_contain":
+		return !ok || !strings.Contains(s, c.Value)
+	}
+	return false
+}
+
+// Lookup reads a dotted path (tags.env, additional_info.Account) of row.
+func Lookup(row map[string]any, path string) (any, bool) {
+	var cur any = row
+	for part := range strings.SplitSeq(path, ".") {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if cur, ok = m[part]; !ok || cur == nil {
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+// text renders a value as a condition compares it (whole floats as ints).
+func text(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case float64:
+		if x == float64(int64(x)) {
+			return fmt.Sprintf("%d", int64(x))
+		}
+	}
+	return fmt.Sprint(v)
+}
+
+func (e *Engine) act(a model.Actions, row map[string]any) {
+	if a.ChangeProject != "" {
+		row["project_id"] = a.ChangeProject
+		if p, ok := e.project("project_id", a.ChangeProject, true); ok {
+			row["workspace_id"] = p.WorkspaceID
+		}
+	}
+	if m := a.MatchProject; m != nil {
+		if v, ok := Lookup(row, m.Source); ok {
+			if p, ok := e.project(m.Target, text(v), m.AllWorkspaces); ok {
+				row["project_id"], row["workspace_id"] = p.ProjectID, p.WorkspaceID
+			}
+		}
+	}
+	if m := a.MatchServiceAccount; m != nil {
+		if v, ok := Lookup(row, m.Source); ok {
+			if sa, ok := e.serviceAccount(m.Target, text(v), m.AllWorkspaces); ok {
+				row["service_account_id"], row["project_id"], row["workspace_id"] = sa.ServiceAccountID, sa.ProjectID, sa.WorkspaceID
+			}
+		}
+	}
+	if len(a.AddAdditionalInfo) > 0 {
+		info, _ := row["additional_info"].(map[string]any)
+		if info == nil {
+			info = map[string]any{}
+		} else {
+			info = maps.Clone(info)
+		}
+		maps.Copy(info, a.AddAdditionalInfo)
+		row["additional_info"] = info
+	}
+}
+
+func (e *Engine) inScope(workspaceID string, all bool) bool {
+	return all || e.workspace == "" || e.workspace == model.Global || workspaceID == e.workspace
+}
+
+// project finds the project whose field (project_id or name) is value.
+func (e *Engine) project(field, value string, all bool) (Project, bool) {
+	for _, p := range e.dir.Projects {
+		var v string
+		switch field {
+		case "project_id":
+			v = p.ProjectID
+		case "name":
+			v = p.Name
+		default:
+			return Project{}, false
+		}
+		if v == value && e.inScope(p.WorkspaceID, all) {
+			return p, true
+		}
+	}
+	return Project{}, false
+}
+
+// serviceAccount finds the service account whose field (service_account_id,
+// name, or data.<key>) is value.
+func (e *Engine) serviceAccount(field, value string, all bool) (ServiceAccount, bool) {
+	for _, sa := range e.dir.ServiceAccounts {
+		var v string
+		switch {
+		case field == "service_account_id":
+			v = sa.ServiceAccountID
+		case field == "name":
+			v = sa.Name
+		case strings.HasPrefix(field, "data."):
+			x, ok := Lookup(sa.Data, strings.TrimPrefix(field, "data."))
+			if !ok {
+				continue
+			}
+			v = text(x)
+		default:
+			return ServiceAccount{}, false
+		}
+		if v == value && e.inScope(sa.WorkspaceID, all) {
+			return sa, true
+		}
+	}
+	return ServiceAccount{}, false
+}

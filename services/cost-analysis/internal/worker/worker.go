@@ -1,0 +1,509 @@
+// Package worker runs the tasks of cost jobs: it takes events.CostTask
+// messages from the JetStream work queue (any replica takes a task; one
+// not acknowledged within AckWait is delivered again), streams the task's
+// Cost.get_data from the data source's plugin, and stores each cost row
+// stamped with its job, task, data source and tenancy after the data
+// source's rules changed it.
+//
+// What a task stores is kept only when the task completes: a task that is
+// cancelled, timed out, superseded or failed deletes its rows, and every
+// attempt starts by deleting what an earlier attempt of the task stored.
+// Row ids are derived from the task and the row's position, so even two
+// attempts running at once (a worker presumed dead that was only slow)
+// never store a row twice. Between two chunks the worker checks that the
+// job still runs and that the task is still its own; a watcher does the
+// same every second, so a stream that sends nothing is cut too.
+//
+// It holds no operation of the API.
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/plugin"
+	"github.com/nubes-io/nubes/pkg/seal"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/wire"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/job"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/model"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/rule"
+)
+
+// Config bounds the workers.
+type Config struct {
+	// Concurrency is how many tasks one replica runs at once.
+	Concurrency int
+	// AckWait is how long a task may go without a sign of life before
+	// JetStream gives it to another worker (the worker signals progress
+	// every AckWait/3 while it runs).
+	AckWait time.Duration
+	// MaxDeliver is how many times a task is tried when its plugin cannot
+	// be reached; then the task fails.
+	MaxDeliver int
+	// Backoff is the delay before a retry of a task whose plugin could not
+	// be reached.
+	Backoff time.Duration
+	// Poll is how often a running task checks its job between chunks that
+	// do not come.
+	Poll time.Duration
+}
+
+// DefaultConfig: 4 tasks at once, 30 s without a sign of life.
+func DefaultConfig() Config {
+	return Config{Concurrency: 4, AckWait: 30 * time.Second, MaxDeliver: 5, Backoff: 5 * time.Second, Poll: time.Second}
+}
+
+// Worker consumes cost tasks.
+type Worker struct {
+	bus     *events.Bus
+	db      *mongo.Database
+	tasks   *mongo.Collection
+	costs   *mongo.Collection
+	sources *mongo.Collection
+	jobs    *job.Jobs
+	rules   *rule.Rules
+	plugins *plugin.Client
+	keys    *seal.Keyring
+	cfg     Config
+	log     *slog.Logger
+}
+
+// New builds a worker.
+func New(db *mongo.Database, bus *events.Bus, jobs *job.Jobs, rules *rule.Rules, plugins *plugin.Client, keys *seal.Keyring, cfg Config, log *slog.Logger) *Worker {
+	d := DefaultConfig()
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = d.Concurrency
+	}
+	if cfg.AckWait <= 0 {
+		cfg.AckWait = d.AckWait
+	}
+	if cfg.MaxDeliver <= 0 {
+		cfg.MaxDeliver = d.MaxDeliver
+	}
+	if cfg.Backoff <= 0 {
+		cfg.Backoff = d.Backoff
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = d.Poll
+	}
+	return &Worker{bus: bus, db: db, tasks: db.Collection(model.TasksCollection), costs: db.Collection(model.CostsCollection),
+		sources: db.Collection(model.DataSourcesCollection), jobs: jobs, rules: rules, plugins: plugins, keys: keys, cfg: cfg, log: log}
+}
+
+// Run consumes until ctx is done. It waits for NATS when it is down.
+func (w *Worker) Run(ctx context.Context) error {
+	var cons jetstream.Consumer
+	for {
+		err := w.bus.EnsureStreams(ctx)
+		if err == nil {
+			cons, err = w.bus.JS.CreateOrUpdateConsumer(ctx, events.JobStream, jetstream.ConsumerConfig{
+				Durable:       events.CostTaskConsumer,
+				FilterSubject: events.CostTaskSubject,
+				DeliverPolicy: jetstream.DeliverAllPolicy,
+				AckPolicy:     jetstream.AckExplicitPolicy,
+				AckWait:       w.cfg.AckWait,
+				MaxDeliver:    -1, // the worker decides when a task has had enough tries
+				MaxAckPending: 1024,
+			})
+		}
+		if err == nil {
+			break
+		}
+		w.log.Warn("cost task consumer not ready; retrying", "error", err.Error())
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-w.bus.Reconnected():
+		case <-time.After(2 * time.Second):
+		}
+	}
+	var wg sync.WaitGroup
+	for range w.cfg.Concurrency {
+		wg.Go(func() { w.loop(ctx, cons) })
+	}
+	wg.Wait()
+	return nil
+}
+
+func (w *Worker) loop(ctx context.Context, cons jetstream.Consumer) {
+	for ctx.Err() == nil {
+		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, jetstream.ErrNoMessages) {
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Second):
+				}
+			}
+			continue
+		}
+		for msg := range batch.Messages() {
+			w.Handle(ctx, msg)
+		}
+	}
+}
+
+// errStop ends a stream whose task must stop: the job no longer runs, or
+// a newer attempt owns the task.
+var errStop = errors.New("task stopped")
+
+// Handle runs one task message to an outcome: acknowledged (done,
+// failed, cancelled), or given back for a retry.
+func (w *Worker) Handle(ctx context.Context, msg jetstream.Msg) {
+	attempt := 1
+	if md, err := msg.Metadata(); err == nil {
+		attempt = int(md.NumDelivered)
+	}
+	var m events.CostTask
+	if err := json.Unmarshal(msg.Data(), &m); err != nil || m.JobTaskID == "" {
+		w.log.Warn("malformed cost task dropped")
+		_ = msg.Term()
+		return
+	}
+	err := w.run(ctx, msg, m, attempt)
+	switch {
+	case err == nil:
+		_ = msg.Ack()
+	case ctx.Err() != nil: // shutting down: another replica takes it
+		_ = msg.Nak()
+	default:
+		w.log.Info("cost task retried", "job_task_id", m.JobTaskID, "attempt", attempt, "error", err.Error())
+		_ = msg.NakWithDelay(w.cfg.Backoff)
+	}
+}
+
+// run returns nil when the message is done with, an error to retry it.
+func (w *Worker) run(ctx context.Context, msg jetstream.Msg, m events.CostTask, attempt int) error {
+	task, err := store.Get[model.Task](ctx, w.tasks, "job_task_id", m.JobTaskID)
+	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+		return nil // deregistered
+	}
+	if err != nil {
+		return err
+	}
+	if model.Finished(task.Status) {
+		return nil // a redelivery of a finished task
+	}
+	j, err := w.jobs.Load(ctx, task.JobID)
+	if err != nil || j == nil {
+		return err
+	}
+	if j.Status == model.InProgress {
+		if _, err := w.jobs.Expire(ctx, j.JobID); err != nil {
+			return err
+		}
+		if j, err = w.jobs.Load(ctx, j.JobID); err != nil || j == nil {
+			return err
+		}
+	}
+	if j.Status != model.InProgress {
+		return w.abandon(ctx, task, model.Canceled, "", "The job is "+j.Status+".")
+	}
+	now := wire.T(wire.Now())
+	if err := w.set(ctx, task.ID, bson.D{{Key: "status", Value: model.InProgress}, {Key: "attempt", Value: attempt},
+		{Key: "started_at", Value: now}, {Key: "created_count", Value: 0}}); err != nil {
+		return err
+	}
+	task.Attempt = attempt
+	// What an earlier attempt stored goes: this attempt stores it all again.
+	if _, err := w.costs.DeleteMany(ctx, bson.D{{Key: "job_task_id", Value: task.ID}}); err != nil {
+		return store.Wrap(err)
+	}
+	n, keys, err := w.stream(ctx, msg, task, j)
+	switch {
+	case errors.Is(err, errStop):
+		return w.stopped(ctx, task)
+	case err != nil && ctx.Err() != nil:
+		return err
+	case err != nil:
+		code, message := failure(err)
+		if transient(err) && attempt < w.cfg.MaxDeliver {
+			_, _ = w.costs.DeleteMany(context.WithoutCancel(ctx), bson.D{{Key: "job_task_id", Value: task.ID}})
+			return err
+		}
+		// The job fails at once, naming the task: its other tasks stop.
+		if err := w.jobs.Fail(ctx, j.JobID, job.JobTaskFailed, "Task "+task.ID+" failed: "+code+": "+message); err != nil {
+			return err
+		}
+		return w.abandon(ctx, task, model.Failure, code, message)
+	}
+	// The job may have been cancelled after the last chunk: the task then
+	// keeps nothing either.
+	if ok, err := w.current(ctx, task); err != nil {
+		return err
+	} else if !ok {
+		return w.stopped(ctx, task)
+	}
+	if task.Changed != nil {
+		if err := w.jobs.ReplaceWindow(ctx, j, *task.Changed); err != nil {
+			return err
+		}
+	}
+	done := wire.T(wire.Now())
+	if err := w.set(ctx, task.ID, bson.D{{Key: "status", Value: model.Success}, {Key: "created_count", Value: n},
+		{Key: "finished_at", Value: done}, {Key: "tag_keys", Value: keys[0]}, {Key: "additional_info_keys", Value: keys[1]},
+		{Key: "data_keys", Value: keys[2]}}); err != nil {
+		return err
+	}
+	return w.jobs.Settle(ctx, j.JobID)
+}
+
+// stopped ends a task that must stop: if a newer attempt owns it, that
+// attempt's rows are not ours to touch; else its rows go and it is
+// CANCELED.
+func (w *Worker) stopped(ctx context.Context, task *model.Task) error {
+	cur, err := store.Get[model.Task](ctx, w.tasks, "job_task_id", task.ID)
+	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if cur.Attempt != task.Attempt || model.Finished(cur.Status) {
+		return nil
+	}
+	return w.abandon(ctx, task, model.Canceled, "", "The job stopped.")
+}
+
+// abandon deletes a task's rows and gives it a final status.
+func (w *Worker) abandon(ctx context.Context, task *model.Task, status, code, message string) error {
+	ctx = context.WithoutCancel(ctx)
+	if _, err := w.costs.DeleteMany(ctx, bson.D{{Key: "job_task_id", Value: task.ID}}); err != nil {
+		return store.Wrap(err)
+	}
+	if err := w.set(ctx, task.ID, bson.D{{Key: "status", Value: status}, {Key: "created_count", Value: 0},
+		{Key: "error_code", Value: code}, {Key: "error_message", Value: message}, {Key: "finished_at", Value: wire.T(wire.Now())}}); err != nil {
+		return err
+	}
+	return w.jobs.Settle(ctx, task.JobID)
+}
+
+func (w *Worker) set(ctx context.Context, id string, set bson.D) error {
+	_, err := w.tasks.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}}, bson.D{{Key: "$set", Value: set}})
+	return store.Wrap(err)
+}
+
+// current reports whether the task may go on: its job runs and the task
+// is still this attempt's.
+func (w *Worker) current(ctx context.Context, task *model.Task) (bool, error) {
+	j, err := w.jobs.Load(ctx, task.JobID)
+	if err != nil || j == nil {
+		return false, err
+	}
+	if j.Status != model.InProgress || time.Since(j.CreatedAt.Time) >= w.jobs.Timeout() {
+		return false, nil
+	}
+	cur, err := store.Get[model.Task](ctx, w.tasks, "job_task_id", task.ID)
+	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return cur.Attempt == task.Attempt, nil
+}
+
+// stream runs Cost.get_data for the task and stores each chunk. It
+// returns the rows stored and the tag, additional_info and data keys seen.
+func (w *Worker) stream(ctx context.Context, msg jetstream.Msg, task *model.Task, j *model.Job) (int, [3][]string, error) {
+	var keys [3][]string
+	ds, err := store.Get[model.DataSource](ctx, w.sources, "data_source_id", task.DataSourceID)
+	if err != nil {
+		if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+			return 0, keys, errStop
+		}
+		return 0, keys, err
+	}
+	secret, err := job.OpenSecret(w.keys, ds)
+	if err != nil {
+		return 0, keys, err
+	}
+	rules, err := w.rules.Of(ctx, ds.DataSourceID)
+	if err != nil {
+		return 0, keys, err
+	}
+	dir, err := w.jobs.Directory(ctx, j.JobID)
+	if err != nil {
+		return 0, keys, err
+	}
+	engine := rule.NewEngine(rules, dir, ds.WorkspaceID)
+	currency, _ := ds.PluginInfo.Metadata["currency"].(string)
+	if currency == "" {
+		currency = "USD"
+	}
+
+	sctx, cancel := context.WithDeadline(ctx, j.CreatedAt.Add(w.jobs.Timeout()))
+	defer cancel()
+	stopped := make(chan struct{})
+	var watchErr error
+	go func() { // a stream that sends nothing still stops, and the task shows life
+		defer close(stopped)
+		t := time.NewTicker(min(w.cfg.Poll, w.cfg.AckWait/3))
+		defer t.Stop()
+		for {
+			select {
+			case <-sctx.Done():
+				return
+			case <-t.C:
+			}
+			_ = msg.InProgress()
+			if ok, err := w.current(sctx, task); err == nil && !ok {
+				watchErr = errStop
+				cancel()
+				return
+			}
+		}
+	}()
+	n := 0
+	seen := [3]map[string]bool{{}, {}, {}}
+	err = plugin.CostDataSource{Target: w.plugins.Plugin(ds.PluginInfo.PluginID, ds.PluginInfo.Version)}.GetData(sctx, plugin.CostDataRequest{
+		Options: job.PluginOptions(ds), SecretData: secret, TaskOptions: task.Options, DomainID: ds.DomainID,
+	}, func(chunk []map[string]any) error {
+		if ok, err := w.current(sctx, task); err != nil {
+			return err
+		} else if !ok {
+			return errStop
+		}
+		docs := make([]any, 0, len(chunk))
+		for _, row := range chunk {
+			c, err := Build(row, engine, ds, j, task, n+len(docs), currency)
+			if err != nil {
+				return err
+			}
+			for i, m := range []map[string]any{c.Tags, c.AdditionalInfo, c.Data} {
+				for k := range m {
+					seen[i][k] = true
+				}
+			}
+			docs = append(docs, c)
+		}
+		if len(docs) > 0 {
+			if _, err := w.costs.InsertMany(sctx, docs, options.InsertMany().SetOrdered(false)); err != nil && !onlyDuplicates(err) {
+				return store.Wrap(err)
+			}
+		}
+		n += len(docs)
+		_ = msg.InProgress()
+		return w.set(sctx, task.ID, bson.D{{Key: "created_count", Value: n}})
+	})
+	cancel()
+	<-stopped
+	if watchErr != nil && err != nil {
+		err = errStop
+	}
+	if err != nil && errors.Is(sctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+		err = errStop // the job's time is up: the sweeper or the next check makes it TIMEOUT
+		_, _ = w.jobs.Expire(context.WithoutCancel(ctx), j.JobID)
+	}
+	for i := range seen {
+		for k := range seen[i] {
+			keys[i] = append(keys[i], k)
+		}
+		slices.Sort(keys[i])
+	}
+	return n, keys, err
+}
+
+// onlyDuplicates reports whether every write error of an unordered insert
+// is a duplicate _id: the row is stored already (a concurrent attempt).
+func onlyDuplicates(err error) bool {
+	var bwe mongo.BulkWriteException
+	if !errors.As(err, &bwe) || bwe.WriteConcernError != nil || len(bwe.WriteErrors) == 0 {
+		return mongo.IsDuplicateKeyError(err)
+	}
+	for _, we := range bwe.WriteErrors {
+		if !mongo.IsDuplicateKeyError(we) && we.Code != 11000 {
+			return false
+		}
+	}
+	return true
+}
+
+// transient reports whether a failure may pass: the plugin unreachable or
+// slow, the store or broker down.
+func transient(err error) bool {
+	if _, ok := plugin.FailureOf(err); ok {
+		return false
+	}
+	e, ok := errs.As(err)
+	return !ok || e.Status() >= 500
+}
+
+// failure is the error_code and error_message a failed task keeps: the
+// plugin's own code when it gave one.
+func failure(err error) (string, string) {
+	if f, ok := plugin.FailureOf(err); ok {
+		if f.Code != "" {
+			return f.Code, f.Message
+		}
+		return errs.PluginFailed, f.Message
+	}
+	if e, ok := errs.As(err); ok {
+		return e.Code, e.Message
+	}
+	return errs.Unknown, err.Error()
+}
+
+// MissingBilledDate is the failure of a row without billed_date.
+func MissingBilledDate(index int) error {
+	return errs.New(errs.RequiredParameter, "Required parameter. (key = plugin_cost_data.billed_date, row = %d)", index)
+}
+
+// CostID is the id of the index-th row of a task: the same row of the
+// same task always has the same id.
+func CostID(taskID string, index int) string {
+	return fmt.Sprintf("cost-%s-%d", strings.TrimPrefix(taskID, "job-task-"), index)
+}
+
+// Build turns one streamed CostInfo into the cost row stored: defaults
+// filled, stamped with the task's job, data source and tenancy, then
+// changed by the rules. A row without billed_date (YYYY-MM-DD) fails the
+// task.
+func Build(row map[string]any, engine *rule.Engine, ds *model.DataSource, j *model.Job, task *model.Task, index int, currency string) (*model.Cost, error) {
+	bd, _ := row["billed_date"].(string)
+	if bd == "" {
+		return nil, MissingBilledDate(index)
+	}
+	if len(bd) < 10 || bd[4] != '-' || bd[7] != '-' {
+		return nil, errs.Invalid("plugin_cost_data.billed_date", fmt.Sprintf("row %d: %q is not YYYY-MM-DD", index, bd))
+	}
+	bd = bd[:10]
+	r := map[string]any{}
+	for k, v := range row {
+		r[k] = v
+	}
+	r["workspace_id"] = ds.WorkspaceID
+	engine.Apply(r)
+	str := func(k string) string { s, _ := r[k].(string); return s }
+	num := func(k string) float64 { f, _ := r[k].(float64); return f }
+	obj := func(k string) map[string]any { m, _ := r[k].(map[string]any); return wire.Object(m) }
+	id := CostID(task.ID, index)
+	ws := str("workspace_id")
+	if ws == "" {
+		ws = ds.WorkspaceID
+	}
+	if ds.WorkspaceID != model.Global {
+		ws = ds.WorkspaceID // a WORKSPACE data source's costs stay in its workspace
+	}
+	return &model.Cost{ID: id, CostID: id, Cost: num("cost"), UsageQuantity: num("usage_quantity"), UsageUnit: str("usage_unit"),
+		Provider: str("provider"), RegionCode: str("region_code"), Product: str("product"), UsageType: str("usage_type"),
+		Resource: str("resource"), Tags: obj("tags"), AdditionalInfo: obj("additional_info"), Data: obj("data"),
+		Currency: currency, BilledDate: bd, BilledMonth: bd[:7], BilledYear: bd[:4], ProjectID: str("project_id"),
+		ServiceAccountID: str("service_account_id"), DataSourceID: ds.DataSourceID, JobID: j.JobID, JobTaskID: task.ID,
+		WorkspaceID: ws, DomainID: ds.DomainID, CreatedAt: wire.T(wire.Now())}, nil
+}
