@@ -22,6 +22,11 @@
 //	secret-get   /secret/v1/user-secret/get   vs  FindOne by _id
 //	secret-list  /secret/v1/user-secret/list  vs  CountDocuments + Find (domain and owner, limit 20)
 //
+// and on 2,000 plugins of the local repository (repository.go):
+//
+//	plugin-get   /repository/v1/plugin/get   vs  FindOne by _id
+//	plugin-list  /repository/v1/plugin/list  vs  CountDocuments + Find (domain or global, by name, limit 20)
+//
 // Read the ratio, nubes ops/s divided by raw ops/s, rather than the absolute
 // figures: on FerretDB over SQLite every filter scans, so absolute times say
 // more about the store than about Nubes. A ratio of 1 means the service
@@ -87,6 +92,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/services/board"
 	"github.com/nubes-io/nubes/services/dashboard"
+	"github.com/nubes-io/nubes/services/repository"
 	"github.com/nubes-io/nubes/services/secret"
 )
 
@@ -269,6 +275,14 @@ func run(ctx context.Context) error {
 		b.printSecretTable(os.Stdout, sres)
 		all["secrets"] = summary(sres)
 	}
+	rres, err := b.measureRepository(ctx, setup.Collection(pluginsCollection), rawClient.Database(dbName).Collection(pluginsCollection))
+	if err != nil {
+		return fmt.Errorf("plugins: %w", err)
+	}
+	if rres != nil {
+		b.printRepositoryTable(os.Stdout, rres)
+		all["plugins"] = summary(rres)
+	}
 	mres, err := b.measureMonitoring(ctx, svcClient.Database(dbName))
 	if err != nil {
 		return fmt.Errorf("monitoring: %w", err)
@@ -298,6 +312,10 @@ func startService(ctx context.Context, db *mongo.Database, verbose bool) (base, 
 	if err != nil {
 		return "", "", nil, err
 	}
+	repo, err := repository.New(repository.Config{})(ctx, app.Deps{DB: db}) // get and list need no registry
+	if err != nil {
+		return "", "", nil, err
+	}
 	signer, err := auth.GenerateSigner()
 	if err != nil {
 		return "", "", nil, err
@@ -315,7 +333,7 @@ func startService(ctx context.Context, db *mongo.Database, verbose bool) (base, 
 	if verbose {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	srv, err := server.New(server.Options{Name: board.Name, Auth: verifier, Logger: log}, slices.Concat(svc.Routes, dash.Routes, sec.Routes)...)
+	srv, err := server.New(server.Options{Name: board.Name, Auth: verifier, Logger: log}, slices.Concat(svc.Routes, dash.Routes, sec.Routes, repo.Routes)...)
 	if err != nil {
 		return "", "", nil, err
 	}
