@@ -1,0 +1,403 @@
+package costanalysis_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/nubes-io/nubes/pkg/app"
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/call"
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/plugin"
+	"github.com/nubes-io/nubes/pkg/seal"
+	"github.com/nubes-io/nubes/pkg/server"
+	"github.com/nubes-io/nubes/pkg/testkit"
+	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
+	costanalysis "github.com/nubes-io/nubes/services/cost-analysis"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/job"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/worker"
+)
+
+func TestMain(m *testing.M) { testkit.Main(m) }
+
+type M = map[string]any
+
+// Collections the tests read.
+const (
+	dataSources = "cost_data_sources"
+	rules       = "cost_data_source_rules"
+	jobs        = "cost_jobs"
+	tasks       = "cost_job_tasks"
+	costs       = "cost_costs"
+	rates       = "cost_exchange_rates"
+)
+
+const (
+	initMethod     = string(plugin.CostDataSourceInit)
+	verifyMethod   = string(plugin.CostDataSourceVerify)
+	getTasksMethod = string(plugin.CostGetTasks)
+	getDataMethod  = string(plugin.CostGetData)
+)
+
+func writeError(w http.ResponseWriter, status int, code string) {
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(M{"detail": M{"code": code, "message": "fake: " + code}})
+}
+
+// Plugins the fake repository knows: id -> resource_type.
+var knownPlugins = map[string]string{
+	"plugin-aws-cost-explorer-cost-datasource": "cost_analysis.DataSource",
+	"plugin-unreachable":                       "cost_analysis.DataSource",
+	"plugin-email-noti-protocol":               "notification.Protocol",
+}
+
+// fakeServices answers repository's plugin/get and plugin/get-versions
+// and identity's project/list for a verified bearer.
+type fakeServices struct {
+	mu       sync.Mutex
+	projects map[string][]M // domain -> projects
+}
+
+func (f *fakeServices) serve(t *testing.T) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, err := testkit.Get().Verifier.Authenticate(r.Context(), strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
+		if err != nil {
+			writeError(w, http.StatusUnauthorized, errs.AuthenticateFailure)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		var req struct {
+			PluginID string `json:"plugin_id"`
+		}
+		_ = json.Unmarshal(body, &req)
+		switch r.URL.Path {
+		case "/identity/v2/project/list":
+			f.mu.Lock()
+			ps := f.projects[p.DomainID]
+			f.mu.Unlock()
+			if ps == nil {
+				ps = []M{}
+			}
+			_ = json.NewEncoder(w).Encode(M{"results": ps, "total_count": len(ps)})
+			return
+		}
+		rt, ok := knownPlugins[req.PluginID]
+		if !ok {
+			writeError(w, http.StatusBadRequest, "ERROR_NO_PLUGIN")
+			return
+		}
+		switch r.URL.Path {
+		case "/repository/v1/plugin/get":
+			_ = json.NewEncoder(w).Encode(M{"plugin_id": req.PluginID, "name": req.PluginID, "resource_type": rt, "provider": "aws",
+				"capability": M{}, "state": "ENABLED"})
+		case "/repository/v1/plugin/get-versions":
+			_ = json.NewEncoder(w).Encode(M{"results": []string{"2.0.1", "2.0.0"}, "total_count": 2})
+		default:
+			writeError(w, http.StatusNotFound, errs.UnsupportedAPI)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+type env struct {
+	anon, system, adminA, adminB, ownerA1, ownerA2, memberA1 *testkit.Client
+	db                                                       *mongo.Database
+	plugin                                                   *fakeplugin.Server
+	services                                                 *fakeServices
+	bus                                                      *events.Bus
+	nats                                                     *testkit.NATS
+	handler                                                  http.Handler
+	stopWorkers                                              func()
+}
+
+type options struct {
+	bus        bool // a NATS of the test's own, the outbox and the workers
+	noWorkers  bool // the bus without workers (tasks wait in the queue)
+	jobTimeout time.Duration
+	workers    func(*worker.Config)
+}
+
+func setup(t *testing.T) *env { t.Helper(); return setupWith(t, options{}) }
+
+// initMetadata is what the fake plugin's DataSource.init answers: two
+// MANAGED rules.
+var initMetadata = M{"currency": "USD", "data_source_rules": []any{
+	M{"name": "match service account", "conditions_policy": "ALWAYS", "conditions": []any{},
+		"actions": M{"match_service_account": M{"source": "additional_info.Account ID", "target": "data.account_id"}},
+		"options": M{"stop_processing": false}},
+	M{"name": "managed label", "conditions_policy": "ALL", "conditions": []any{M{"key": "provider", "value": "aws", "operator": "eq"}},
+		"actions": M{"add_additional_info": M{"managed": "yes"}}, "options": M{"stop_processing": false}},
+}}
+
+func setupWith(t *testing.T, o options) *env {
+	t.Helper()
+	tk := testkit.Get()
+	db := tk.Database(t)
+	fs := &fakeServices{projects: map[string][]M{}}
+	svcSrv := fs.serve(t)
+	fp := fakeplugin.Start(t, fakeplugin.Options{})
+	fp.Script(initMethod, fakeplugin.Reply{Result: M{"metadata": initMetadata}})
+	plugins, err := plugin.New(map[string]string{"plugin-aws-cost-explorer-cost-datasource": fp.Endpoint, "plugin-unreachable": "grpc://127.0.0.1:1"},
+		plugin.Options{ReadyTimeout: 300 * time.Millisecond, CallTimeout: 3 * time.Second, Retries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = plugins.Close() })
+	keys, err := seal.Parse(seal.RandomSpec("k1"), "k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps := app.Deps{DB: db, Log: slog.New(slog.DiscardHandler), Plugins: plugins,
+		Services: call.NewServices(map[string]string{"repository": svcSrv.URL, "identity": svcSrv.URL}, "", nil)}
+	e := &env{db: db, plugin: fp, services: fs}
+	if o.bus {
+		e.nats = testkit.StartNATS(t)
+		bus, err := events.Connect(context.Background(), e.nats.URL(), "cost-analysis-test", slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(bus.Close)
+		deps.Events, e.bus = bus, bus
+	}
+	cfg := costanalysis.DefaultConfig(keys)
+	cfg.Jobs = job.Config{Timeout: 30 * time.Second, SweepEvery: 200 * time.Millisecond}
+	if o.jobTimeout > 0 {
+		cfg.Jobs.Timeout = o.jobTimeout
+	}
+	cfg.Workers = worker.Config{Concurrency: 2, AckWait: 3 * time.Second, MaxDeliver: 3, Backoff: 100 * time.Millisecond, Poll: 50 * time.Millisecond}
+	if o.workers != nil {
+		o.workers(&cfg.Workers)
+	}
+	cfg.NoWorkers = o.noWorkers
+	svc, err := costanalysis.Build(context.Background(), deps, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{}, len(svc.Workers))
+	for _, w := range svc.Workers {
+		go func() { _ = w(ctx); done <- struct{}{} }()
+	}
+	var once sync.Once
+	e.stopWorkers = func() {
+		once.Do(func() {
+			cancel()
+			for range svc.Workers {
+				<-done
+			}
+		})
+	}
+	t.Cleanup(e.stopWorkers)
+	srv, err := server.New(server.Options{Name: costanalysis.Name, Auth: tk.Verifier, Logger: slog.New(slog.DiscardHandler)}, svc.Routes...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.handler = srv.Handler()
+	c := testkit.NewClient(t, srv.Handler())
+	tok := func(p auth.Principal) *testkit.Client { return c.As(tk.Token(t, p)) }
+	e.anon = c
+	e.system = tok(auth.Principal{TokenType: auth.SystemToken, DomainID: "domain-root", UserID: "root", Role: auth.SystemAdmin})
+	e.adminA = tok(auth.Principal{DomainID: "domain-a", UserID: "alice", Role: auth.DomainAdmin})
+	e.adminB = tok(auth.Principal{DomainID: "domain-b", UserID: "bob", Role: auth.DomainAdmin})
+	e.ownerA1 = tok(auth.Principal{DomainID: "domain-a", UserID: "olga", Role: auth.WorkspaceOwner, WorkspaceID: "workspace-1"})
+	e.ownerA2 = tok(auth.Principal{DomainID: "domain-a", UserID: "otto", Role: auth.WorkspaceOwner, WorkspaceID: "workspace-2"})
+	e.memberA1 = tok(auth.Principal{DomainID: "domain-a", UserID: "mia", Role: auth.WorkspaceMember, WorkspaceID: "workspace-1"})
+	return e
+}
+
+// count is the number of documents in a collection matching filter (all
+// when nil): the proof that a refused request stored nothing.
+func (e *env) count(t *testing.T, coll string, filter ...bson.E) int64 {
+	t.Helper()
+	f := bson.D(filter)
+	if f == nil {
+		f = bson.D{}
+	}
+	n, err := e.db.Collection(coll).CountDocuments(context.Background(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// raw reads a stored document by _id.
+func (e *env) raw(t *testing.T, coll, id string) bson.M {
+	t.Helper()
+	var m bson.M
+	if err := e.db.Collection(coll).FindOne(context.Background(), bson.D{{Key: "_id", Value: id}}).Decode(&m); err != nil {
+		t.Fatalf("%s %s: %v", coll, id, err)
+	}
+	return m
+}
+
+// DataSource is the DataSourceInfo as a client reads it.
+type DataSource struct {
+	DataSourceID   string `json:"data_source_id"`
+	Name           string `json:"name"`
+	State          string `json:"state"`
+	DataSourceType string `json:"data_source_type"`
+	Provider       string `json:"provider"`
+	SecretType     string `json:"secret_type"`
+	PluginInfo     struct {
+		PluginID    string `json:"plugin_id"`
+		Version     string `json:"version"`
+		Options     M      `json:"options"`
+		Metadata    M      `json:"metadata"`
+		SecretID    string `json:"secret_id"`
+		UpgradeMode string `json:"upgrade_mode"`
+	} `json:"plugin_info"`
+	Schedule struct {
+		State string `json:"state"`
+		Hours []int  `json:"hours"`
+	} `json:"schedule"`
+	Tags                   M        `json:"tags"`
+	CostTagKeys            []string `json:"cost_tag_keys"`
+	CostAdditionalInfoKeys []string `json:"cost_additional_info_keys"`
+	CostDataKeys           []string `json:"cost_data_keys"`
+	ResourceGroup          string   `json:"resource_group"`
+	WorkspaceID            string   `json:"workspace_id"`
+	DomainID               string   `json:"domain_id"`
+	CreatedAt              string   `json:"created_at"`
+	LastSynchronizedAt     *string  `json:"last_synchronized_at"`
+}
+
+// Rule is the DataSourceRuleInfo as a client reads it.
+type Rule struct {
+	DataSourceRuleID string `json:"data_source_rule_id"`
+	Name             string `json:"name"`
+	RuleType         string `json:"rule_type"`
+	Order            int    `json:"order"`
+	Conditions       []M    `json:"conditions"`
+	ConditionsPolicy string `json:"conditions_policy"`
+	Actions          M      `json:"actions"`
+	Options          M      `json:"options"`
+	Tags             M      `json:"tags"`
+	IsDefault        bool   `json:"is_default"`
+	ResourceGroup    string `json:"resource_group"`
+	WorkspaceID      string `json:"workspace_id"`
+	DomainID         string `json:"domain_id"`
+	DataSourceID     string `json:"data_source_id"`
+	CreatedAt        string `json:"created_at"`
+}
+
+// Job is the JobInfo as a client reads it.
+type Job struct {
+	JobID          string  `json:"job_id"`
+	Status         string  `json:"status"`
+	Options        M       `json:"options"`
+	ErrorCode      string  `json:"error_code"`
+	ErrorMessage   string  `json:"error_message"`
+	TotalTasks     int     `json:"total_tasks"`
+	RemainedTasks  int     `json:"remained_tasks"`
+	Changed        []M     `json:"changed"`
+	SyncedAccounts []M     `json:"synced_accounts"`
+	ResourceGroup  string  `json:"resource_group"`
+	DomainID       string  `json:"domain_id"`
+	WorkspaceID    string  `json:"workspace_id"`
+	DataSourceID   string  `json:"data_source_id"`
+	CreatedAt      string  `json:"created_at"`
+	UpdatedAt      string  `json:"updated_at"`
+	FinishedAt     *string `json:"finished_at"`
+}
+
+// Cost is a cost row as a client reads it.
+type Cost struct {
+	CostID           string  `json:"cost_id"`
+	Cost             float64 `json:"cost"`
+	UsageQuantity    float64 `json:"usage_quantity"`
+	Provider         string  `json:"provider"`
+	RegionCode       string  `json:"region_code"`
+	Product          string  `json:"product"`
+	Tags             M       `json:"tags"`
+	AdditionalInfo   M       `json:"additional_info"`
+	Data             M       `json:"data"`
+	Currency         string  `json:"currency"`
+	BilledDate       string  `json:"billed_date"`
+	BilledMonth      string  `json:"billed_month"`
+	BilledYear       string  `json:"billed_year"`
+	ProjectID        string  `json:"project_id"`
+	ServiceAccountID string  `json:"service_account_id"`
+	DataSourceID     string  `json:"data_source_id"`
+	JobID            string  `json:"job_id"`
+	JobTaskID        string  `json:"job_task_id"`
+	WorkspaceID      string  `json:"workspace_id"`
+	DomainID         string  `json:"domain_id"`
+}
+
+const (
+	dsBase   = "/cost-analysis/v1/data-source/"
+	ruleBase = "/cost-analysis/v1/data-source-rule/"
+	jobBase  = "/cost-analysis/v1/job/"
+	costBase = "/cost-analysis/v1/cost/"
+	rateBase = "/cost-analysis/v1/exchange-rate/"
+	awsCE    = "plugin-aws-cost-explorer-cost-datasource"
+)
+
+// domainSource is a DOMAIN data source's register body.
+func domainSource(name string) M {
+	return M{"name": name, "resource_group": "DOMAIN", "plugin_info": M{"plugin_id": awsCE, "options": M{"region": "us-east-1"},
+		"secret_data": M{"aws_secret_access_key": "hunter2-secret"}}, "tags": M{"team": "finops"}}
+}
+
+// workspaceSource is a WORKSPACE data source's register body.
+func workspaceSource(name, ws string) M {
+	b := domainSource(name)
+	b["resource_group"] = "WORKSPACE"
+	if ws != "" {
+		b["workspace_id"] = ws
+	}
+	return b
+}
+
+func (e *env) register(t *testing.T, c *testkit.Client, body M) DataSource {
+	t.Helper()
+	var d DataSource
+	c.Call(dsBase+"register", body).OK(&d)
+	return d
+}
+
+func (e *env) createRule(t *testing.T, c *testkit.Client, body M) Rule {
+	t.Helper()
+	var r Rule
+	c.Call(ruleBase+"create", body).OK(&r)
+	return r
+}
+
+// customRule is a rule body adding additional_info on a provider match.
+func customRule(dsID, name string) M {
+	return M{"data_source_id": dsID, "name": name, "conditions_policy": "ALL", "resource_group": "DOMAIN",
+		"conditions": []M{{"key": "provider", "value": "aws", "operator": "eq"}},
+		"actions":    M{"add_additional_info": M{"rule": name}}}
+}
+
+// waitJob polls the job until cond holds (or fails the test after 20 s).
+func (e *env) waitJob(t *testing.T, c *testkit.Client, id string, cond func(Job) bool) Job {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	var j Job
+	for {
+		c.Call(jobBase+"get", M{"job_id": id}).OK(&j)
+		if cond(j) {
+			return j
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s: condition not met, last %+v", id, j)
+		}
+		time.Sleep(30 * time.Millisecond)
+	}
+}
+
+func finished(j Job) bool { return j.Status != "IN_PROGRESS" }
