@@ -47,6 +47,10 @@ const (
 	// dashboard
 	LatestVersion = "ERROR_LATEST_VERSION"
 
+	// notification
+	WrongPluginSettings          = "ERROR_WRONG_PLUGIN_SETTINGS"            // upstream 500: the repository plugin lacks capability.supported_schema
+	NotAllowedUpdateProtocolType = "ERROR_NOT_ALLOWED_UPDATE_PROTOCOL_TYPE" // upstream 500: the built-in INTERNAL protocol is read-only
+
 	// monitoring
 	InvalidEscalationPolicyScope            = "ERROR_INVALID_ESCALATION_POLICY_SCOPE"
 	DefaultEscalationPolicyNotAllowDeletion = "ERROR_DEFAULT_ESCALATION_POLICY_NOT_ALLOW_DELETION"
@@ -114,6 +118,9 @@ var statusOf = map[string]int{
 	RemoteRepository:     http.StatusForbidden,
 	NoImageInRegistry:    http.StatusNotFound, // upstream 500
 	LatestVersion:        http.StatusBadRequest,
+
+	WrongPluginSettings:          http.StatusBadRequest,
+	NotAllowedUpdateProtocolType: http.StatusBadRequest,
 
 	InvalidEscalationPolicyScope:            http.StatusBadRequest,
 	DefaultEscalationPolicyNotAllowDeletion: http.StatusBadRequest,
