@@ -1,0 +1,328 @@
+// Package cloudservicetype holds the cloud service type operations of
+// the inventory service. A type's key is <provider>.<group>.<name>,
+// unique in its workspace: the key is claimed in inv.KeysCollection by
+// the insert of its _id, which is atomic on MongoDB and FerretDB alike.
+// name, provider and group never change. Collectors upsert the types
+// their plugins report through Upsert (package worker).
+//
+// It knows nothing of plugins or jobs.
+package cloudservicetype
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/nubes-io/nubes/pkg/api"
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/query"
+	"github.com/nubes-io/nubes/pkg/stat"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/wire"
+	"github.com/nubes-io/nubes/services/inventory/internal/inv"
+)
+
+// Type is the CloudServiceTypeInfo sent.
+type Type = inv.CloudServiceType
+
+var resource = query.Resource{
+	KeywordFields: []string{"cloud_service_type_id", "name", "group", "provider", "cloud_service_type_key"},
+	DefaultSort:   []query.SortKey{{Key: "provider"}, {Key: "group"}, {Key: "name"}},
+	MinimalFields: []string{"cloud_service_type_id", "name", "provider", "group", "cloud_service_type_key", "workspace_id"},
+	Fields:        query.FieldsOf[Type](),
+}
+
+type (
+	createType struct {
+		Name         string         `json:"name" v:"required,max=255"`
+		Provider     string         `json:"provider" v:"required,max=255"`
+		Group        string         `json:"group" v:"required,max=255"`
+		ServiceCode  string         `json:"service_code" v:"max=255"`
+		IsPrimary    bool           `json:"is_primary"`
+		IsMajor      bool           `json:"is_major"`
+		ResourceType string         `json:"resource_type" v:"max=255"`
+		Metadata     map[string]any `json:"metadata"`
+		Labels       []any          `json:"labels" v:"max=100"`
+		Tags         map[string]any `json:"tags"`
+	}
+	updateType struct {
+		CloudServiceTypeID string         `json:"cloud_service_type_id" v:"required,max=64"`
+		ServiceCode        *string        `json:"service_code" v:"max=255"`
+		IsPrimary          *bool          `json:"is_primary"`
+		IsMajor            *bool          `json:"is_major"`
+		ResourceType       string         `json:"resource_type" v:"max=255"`
+		Metadata           map[string]any `json:"metadata"`
+		Labels             []any          `json:"labels" v:"max=100"`
+		Tags               map[string]any `json:"tags"`
+		// Name, Provider and Group are declared to refuse a change with a
+		// clear message (the same value echoed back is accepted).
+		Name     string `json:"name" v:"max=255"`
+		Provider string `json:"provider" v:"max=255"`
+		Group    string `json:"group" v:"max=255"`
+	}
+	typeRequest struct {
+		CloudServiceTypeID string `json:"cloud_service_type_id" v:"required,max=64"`
+	}
+	typeQuery struct {
+		Query               *query.Query `json:"query"`
+		CloudServiceTypeID  string       `json:"cloud_service_type_id"`
+		Name                string       `json:"name"`
+		Provider            string       `json:"provider"`
+		Group               string       `json:"group"`
+		CloudServiceTypeKey string       `json:"cloud_service_type_key"`
+		ServiceCode         string       `json:"service_code"`
+		IsPrimary           *bool        `json:"is_primary"`
+		IsMajor             *bool        `json:"is_major"`
+		ResourceType        string       `json:"resource_type"`
+		WorkspaceID         string       `json:"workspace_id"`
+	}
+	statQuery struct {
+		Query *stat.Query `json:"query" v:"required"`
+		// DomainID is required by the spec's request; the scope is always
+		// the caller's own domain.
+		DomainID string `json:"domain_id" v:"max=64"`
+	}
+)
+
+// Validate checks the objects' keys and the parts of the key.
+func (r *createType) Validate() error {
+	for k, v := range map[string]string{"name": r.Name, "provider": r.Provider, "group": r.Group} {
+		if err := keyPart(k, v); err != nil {
+			return err
+		}
+	}
+	return inv.CheckAllKeys("metadata", r.Metadata, "tags", r.Tags, "labels", r.Labels)
+}
+
+// Validate checks the objects' keys.
+func (r *updateType) Validate() error {
+	return inv.CheckAllKeys("metadata", r.Metadata, "tags", r.Tags, "labels", r.Labels)
+}
+
+// keyPart refuses a dot in a part of <provider>.<group>.<name>: the key
+// could not be split back.
+func keyPart(field, v string) error {
+	for _, c := range v {
+		if c == '.' {
+			return errs.Invalid(field, "must not hold a dot (it separates the parts of cloud_service_type_key)")
+		}
+	}
+	return nil
+}
+
+// Service serves the cloud service type operations.
+type Service struct {
+	c    *mongo.Collection
+	keys *mongo.Collection
+}
+
+// New creates the collection's indexes.
+func New(ctx context.Context, db *mongo.Database) (*Service, error) {
+	s := &Service{c: db.Collection(inv.CloudServiceTypesCollection), keys: db.Collection(inv.KeysCollection)}
+	return s, store.EnsureIndexes(ctx, s.c,
+		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "workspace_id", Value: 1}, {Key: "cloud_service_type_key", Value: 1}}},
+		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "provider", Value: 1}, {Key: "group", Value: 1}}},
+	)
+}
+
+// Routes are the operations.
+func (s *Service) Routes() []api.Route {
+	const base = "/inventory/v1/cloud-service-type/"
+	return []api.Route{
+		api.Op[createType, Type]{Path: base + "create", Access: inv.Writers, Summary: "Create a cloud service type; its key <provider>.<group>.<name> is unique in its workspace.", Handle: s.create},
+		api.Op[updateType, Type]{Path: base + "update", Access: inv.Writers, Summary: "Change a cloud service type; name, provider and group never change.", Handle: s.update},
+		api.Op[typeRequest, api.Empty]{Path: base + "delete", Access: inv.Writers, Summary: "Delete a cloud service type.", Handle: s.delete},
+		api.Op[typeRequest, Type]{Path: base + "get", Access: inv.Readers, Summary: "Get a cloud service type.", Handle: s.get},
+		api.Op[typeQuery, api.List[Type]]{Path: base + "list", Access: inv.Readers, Summary: "List the cloud service types the caller may see.", Handle: s.list},
+		api.Op[statQuery, map[string]any]{Path: base + "stat", Access: inv.Readers, Summary: "Statistics over the cloud service types the caller may see.", Handle: s.stat},
+	}
+}
+
+// Fields are what a create or a plugin sets on a type.
+type Fields struct {
+	Name, Provider, Group, ServiceCode, ResourceType string
+	IsPrimary, IsMajor                               bool
+	Metadata, Tags                                   map[string]any
+	Labels                                           []any
+	UpdatedBy                                        string
+}
+
+// Key is <provider>.<group>.<name>.
+func Key(provider, group, name string) string { return provider + "." + group + "." + name }
+
+// Create stores a new type in domain and workspace, claiming its key
+// first: a key already claimed is 409 ERROR_SAVE_UNIQUE_VALUES.
+func Create(ctx context.Context, c, keys *mongo.Collection, domainID, workspaceID string, f Fields) (*Type, error) {
+	key := Key(f.Provider, f.Group, f.Name)
+	id := wire.NewID("cloud-svc-type")
+	claim := inv.Key{ID: inv.TypeKey(domainID, workspaceID, key), Target: id, At: time.Now().UTC()}
+	if _, err := keys.InsertOne(ctx, claim); err != nil {
+		if mongo.IsDuplicateKeyError(err) {
+			return nil, errs.New(errs.SaveUniqueValues, "A cloud service type with this key exists in the workspace. (cloud_service_type_key = %s)", key)
+		}
+		return nil, store.Wrap(err)
+	}
+	if f.ResourceType == "" {
+		f.ResourceType = inv.TypeCloudService
+	}
+	if f.UpdatedBy == "" {
+		f.UpdatedBy = "manual"
+	}
+	now := wire.T(wire.Now())
+	doc := &Type{ID: id, CloudServiceTypeID: id, Name: f.Name, Provider: f.Provider, Group: f.Group, CloudServiceTypeKey: key,
+		RefCloudServiceType: domainID + "." + workspaceID + "." + key, ServiceCode: f.ServiceCode, IsPrimary: f.IsPrimary,
+		IsMajor: f.IsMajor, ResourceType: f.ResourceType, Metadata: wire.Object(f.Metadata), Tags: wire.Object(f.Tags),
+		Labels: wire.List(f.Labels), UpdatedBy: f.UpdatedBy, DomainID: domainID, WorkspaceID: workspaceID, CreatedAt: now, UpdatedAt: now}
+	if _, err := c.InsertOne(ctx, doc); err != nil {
+		_, _ = keys.DeleteOne(context.WithoutCancel(ctx), bson.D{{Key: "_id", Value: claim.ID}})
+		return nil, store.Wrap(err)
+	}
+	return doc, nil
+}
+
+// Find returns the type holding a key in a workspace, nil when none does.
+// A claim whose type is gone (a create that died halfway) is freed.
+func Find(ctx context.Context, c, keys *mongo.Collection, domainID, workspaceID, key string) (*Type, error) {
+	var k inv.Key
+	err := keys.FindOne(ctx, bson.D{{Key: "_id", Value: inv.TypeKey(domainID, workspaceID, key)}}).Decode(&k)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, store.Wrap(err)
+	}
+	t, err := store.Get[Type](ctx, c, "cloud_service_type_id", k.Target)
+	if err != nil {
+		e, ok := errs.As(err)
+		if ok && e.Code == errs.NotFoundCode && time.Since(k.At) > inv.StaleKey {
+			_, _ = keys.DeleteOne(ctx, bson.D{{Key: "_id", Value: k.ID}, {Key: "target", Value: k.Target}})
+			return nil, nil
+		}
+		if ok && e.Code == errs.NotFoundCode {
+			return nil, errs.Down("The cloud service type "+key, errors.New("being created"))
+		}
+		return nil, err
+	}
+	return t, nil
+}
+
+func (s *Service) create(ctx context.Context, p *auth.Principal, r *createType) (*Type, error) {
+	if err := inv.CheckReach(p); err != nil {
+		return nil, err
+	}
+	// A workspace caller makes its workspace's type; a domain-wide one a
+	// type of the whole domain.
+	ws := p.WorkspaceID
+	if ws == "" {
+		ws = inv.Global
+	}
+	if err := inv.Writable(p, ws); err != nil {
+		return nil, err
+	}
+	return Create(ctx, s.c, s.keys, p.DomainID, ws, Fields{Name: r.Name, Provider: r.Provider, Group: r.Group, ServiceCode: r.ServiceCode,
+		ResourceType: r.ResourceType, IsPrimary: r.IsPrimary, IsMajor: r.IsMajor, Metadata: r.Metadata, Tags: r.Tags, Labels: r.Labels})
+}
+
+func (s *Service) load(ctx context.Context, p *auth.Principal, id string) (*Type, error) {
+	if err := inv.CheckReach(p); err != nil {
+		return nil, err
+	}
+	doc, err := store.Get[Type](ctx, s.c, "cloud_service_type_id", id)
+	if err != nil {
+		return nil, err
+	}
+	if !inv.Visible(p, doc.DomainID, doc.WorkspaceID) {
+		return nil, errs.NotFound("cloud_service_type_id", id)
+	}
+	return doc, nil
+}
+
+func (s *Service) writable(ctx context.Context, p *auth.Principal, id string) (*Type, error) {
+	doc, err := s.load(ctx, p, id)
+	if err != nil {
+		return nil, err
+	}
+	return doc, inv.Writable(p, doc.WorkspaceID)
+}
+
+func (s *Service) update(ctx context.Context, p *auth.Principal, r *updateType) (*Type, error) {
+	doc, err := s.writable(ctx, p, r.CloudServiceTypeID)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range []struct{ key, asked, have string }{{"name", r.Name, doc.Name}, {"provider", r.Provider, doc.Provider}, {"group", r.Group, doc.Group}} {
+		if f.asked != "" && f.asked != f.have {
+			return nil, errs.Invalid(f.key, "name, provider and group of a cloud service type cannot be changed")
+		}
+	}
+	set := bson.D{{Key: "updated_at", Value: wire.T(wire.Now())}, {Key: "updated_by", Value: "manual"}}
+	add := func(k string, v any) { set = append(set, bson.E{Key: k, Value: v}) }
+	if r.ServiceCode != nil {
+		add("service_code", *r.ServiceCode)
+	}
+	if r.IsPrimary != nil {
+		add("is_primary", *r.IsPrimary)
+	}
+	if r.IsMajor != nil {
+		add("is_major", *r.IsMajor)
+	}
+	if r.ResourceType != "" {
+		add("resource_type", r.ResourceType)
+	}
+	if r.Metadata != nil {
+		add("metadata", r.Metadata)
+	}
+	if r.Labels != nil {
+		add("labels", r.Labels)
+	}
+	if r.Tags != nil {
+		add("tags", r.Tags)
+	}
+	return store.SetByID[Type](ctx, s.c, "cloud_service_type_id", doc.ID, set)
+}
+
+func (s *Service) delete(ctx context.Context, p *auth.Principal, r *typeRequest) (*api.Empty, error) {
+	doc, err := s.writable(ctx, p, r.CloudServiceTypeID)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.c.DeleteOne(ctx, bson.D{{Key: "_id", Value: doc.ID}})
+	if err != nil {
+		return nil, store.Wrap(err)
+	}
+	if res.DeletedCount == 0 {
+		return nil, errs.NotFound("cloud_service_type_id", doc.ID)
+	}
+	// The key is free again (only if it is still this type's).
+	if _, err := s.keys.DeleteOne(ctx, bson.D{{Key: "_id", Value: inv.TypeKey(doc.DomainID, doc.WorkspaceID, doc.CloudServiceTypeKey)},
+		{Key: "target", Value: doc.ID}}); err != nil {
+		return nil, store.Wrap(err)
+	}
+	return &api.Empty{}, nil
+}
+
+func (s *Service) get(ctx context.Context, p *auth.Principal, r *typeRequest) (*Type, error) {
+	return s.load(ctx, p, r.CloudServiceTypeID)
+}
+
+func (s *Service) list(ctx context.Context, p *auth.Principal, r *typeQuery) (*api.List[Type], error) {
+	if err := inv.CheckReach(p); err != nil {
+		return nil, err
+	}
+	q := query.With(r.Query, query.Params("cloud_service_type_id", r.CloudServiceTypeID, "name", r.Name, "provider", r.Provider,
+		"group", r.Group, "cloud_service_type_key", r.CloudServiceTypeKey, "service_code", r.ServiceCode, "is_primary", r.IsPrimary,
+		"is_major", r.IsMajor, "resource_type", r.ResourceType, "workspace_id", r.WorkspaceID)...)
+	return store.Search[Type](ctx, s.c, q, resource, inv.Scope(p))
+}
+
+func (s *Service) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*map[string]any, error) {
+	if err := inv.CheckReach(p); err != nil {
+		return nil, err
+	}
+	res, err := stat.Run(ctx, s.c, inv.Scope(p), resource, r.Query)
+	return &res, err
+}

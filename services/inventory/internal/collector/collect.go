@@ -1,0 +1,169 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"math"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/wire"
+	"github.com/nubes-io/nubes/services/inventory/internal/inv"
+)
+
+var errNoBus = errors.New("inventory runs without an event bus")
+
+func (s *Service) collect(ctx context.Context, p *auth.Principal, r *collectRequest) (*inv.Job, error) {
+	doc, err := s.writable(ctx, p, r.CollectorID)
+	if err != nil {
+		return nil, err
+	}
+	return s.Collect(ctx, doc, r.SecretID, p.WorkspaceID)
+}
+
+// Collect starts a job of collector c (semantics.md 7,
+// Collector.collect): the plugin upgraded first when its upgrade mode is
+// AUTO and the repository has a newer version; one task per secret (the
+// trusted accounts of the collector's provider in its scope, narrowed by
+// secretID and the secret filter); an IN_PROGRESS job of the same
+// collector, requesting workspace and secret CANCELED; zero secrets make
+// the job SUCCESS at once, otherwise the tasks are queued and the
+// collector's last_collected_at set. requestWorkspace is the caller's
+// workspace ("" for a domain-wide caller or a schedule).
+func (s *Service) Collect(ctx context.Context, c *Collector, secretID, requestWorkspace string) (*inv.Job, error) {
+	if s.outbox == nil {
+		return nil, errs.Down("The job queue", errNoBus)
+	}
+	if err := s.upgrade(ctx, c); err != nil {
+		return nil, err
+	}
+	secrets, err := s.secrets(ctx, c, secretID)
+	if err != nil {
+		return nil, err
+	}
+	now := wire.T(wire.Now())
+	if err := s.cancelRunning(ctx, c, secretID, requestWorkspace, now); err != nil {
+		return nil, err
+	}
+	id := wire.NewID("job")
+	job := &inv.Job{ID: id, JobID: id, Status: inv.JobInProgress, TotalTasks: int32(len(secrets)), RemainedTasks: int32(len(secrets)),
+		RequestSecretID: secretID, RequestWorkspaceID: requestWorkspace, SecretID: secretID, Filter: map[string]any{},
+		ResourceGroup: c.ResourceGroup, DomainID: c.DomainID, WorkspaceID: c.WorkspaceID, CollectorID: c.CollectorID,
+		PluginID: c.PluginInfo.PluginID, CreatedAt: now, UpdatedAt: now, TaskIDs: []string{}, Concurrency: concurrency(c.PluginInfo.Metadata)}
+	if len(secrets) == 0 {
+		job.Status, job.FinishedAt = inv.JobSuccess, now
+	}
+	tasks := make([]any, len(secrets))
+	for i, a := range secrets {
+		tid := wire.NewID("job-task")
+		job.TaskIDs = append(job.TaskIDs, tid)
+		tasks[i] = &inv.JobTask{ID: tid, JobTaskID: tid, Status: inv.TaskPending, Provider: c.Provider, Errors: []inv.ErrorInfo{},
+			DomainID: c.DomainID, WorkspaceID: inv.TaskWorkspace(a, c), ServiceAccountID: a.TrustedAccountID, JobID: id,
+			SecretID: a.TrustedSecretID, CollectorID: c.CollectorID, CreatedAt: now, SubTasks: []map[string]any{}}
+	}
+	if _, err := s.jobs.InsertOne(ctx, job); err != nil {
+		return nil, store.Wrap(err)
+	}
+	if len(tasks) == 0 {
+		return job, nil
+	}
+	if err := s.queue(ctx, job, tasks); err != nil {
+		// A job whose tasks are not all queued would never finish.
+		fail := bson.D{{Key: "status", Value: inv.JobFailure}, {Key: "finished_at", Value: now}, {Key: "updated_at", Value: now}}
+		_, _ = s.jobs.UpdateOne(context.WithoutCancel(ctx), bson.D{{Key: "_id", Value: id}}, bson.D{{Key: "$set", Value: fail}})
+		return nil, err
+	}
+	if _, err := s.c.UpdateOne(ctx, bson.D{{Key: "_id", Value: c.ID}}, bson.D{{Key: "$set", Value: bson.D{{Key: "last_collected_at", Value: now}}}}); err != nil {
+		return nil, store.Wrap(err)
+	}
+	return job, nil
+}
+
+// queue stores the tasks and their messages (the outbox publishes them).
+func (s *Service) queue(ctx context.Context, job *inv.Job, tasks []any) error {
+	if _, err := s.tasks.InsertMany(ctx, tasks); err != nil {
+		return store.Wrap(err)
+	}
+	for _, t := range tasks {
+		jt := t.(*inv.JobTask)
+		msg := events.InventoryTask{ID: jt.JobTaskID, JobID: job.JobID, JobTaskID: jt.JobTaskID, DomainID: job.DomainID, SubTask: -1}
+		if err := s.outbox.Add(ctx, events.InventoryTaskSubject, msg.ID, msg); err != nil {
+			return store.Wrap(err)
+		}
+	}
+	return nil
+}
+
+// cancelRunning cancels the IN_PROGRESS jobs of the same collector,
+// requesting workspace and requested secret, and their unfinished tasks.
+func (s *Service) cancelRunning(ctx context.Context, c *Collector, secretID, requestWorkspace string, now wire.Time) error {
+	cur, err := s.jobs.Find(ctx, bson.D{{Key: "domain_id", Value: c.DomainID}, {Key: "collector_id", Value: c.CollectorID},
+		{Key: "status", Value: inv.JobInProgress}})
+	if err != nil {
+		return store.Wrap(err)
+	}
+	var running []inv.Job
+	if err := cur.All(ctx, &running); err != nil {
+		return store.Wrap(err)
+	}
+	for _, j := range running {
+		if j.RequestSecretID != secretID || j.RequestWorkspaceID != requestWorkspace {
+			continue
+		}
+		set := bson.D{{Key: "status", Value: inv.JobCanceled}, {Key: "finished_at", Value: now}, {Key: "updated_at", Value: now}}
+		if _, err := s.jobs.UpdateOne(ctx, bson.D{{Key: "_id", Value: j.ID}, {Key: "status", Value: inv.JobInProgress}}, bson.D{{Key: "$set", Value: set}}); err != nil {
+			return store.Wrap(err)
+		}
+		if err := inv.EndTasks(ctx, s.tasks, j.TaskIDs, inv.TaskCanceled, nil, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// upgrade moves a collector whose upgrade mode is AUTO to the newest
+// version the repository has, initialising it again (upstream
+// _update_collector_plugin). c is updated in place.
+func (s *Service) upgrade(ctx context.Context, c *Collector) error {
+	if c.PluginInfo.UpgradeMode != "AUTO" {
+		return nil
+	}
+	v := s.repo.LatestVersion(ctx, c.PluginInfo.PluginID, s.log)
+	if v == "" || v == c.PluginInfo.Version {
+		return nil
+	}
+	info := c.PluginInfo
+	info.Version = v
+	md, err := s.target(info).Init(ctx, wire.Object(info.Options))
+	if err != nil {
+		return err
+	}
+	info.Metadata = wire.Object(md)
+	if _, err := s.c.UpdateOne(ctx, bson.D{{Key: "_id", Value: c.ID}}, bson.D{{Key: "$set", Value: bson.D{{Key: "plugin_info", Value: info}}}}); err != nil {
+		return store.Wrap(err)
+	}
+	c.PluginInfo = info
+	return nil
+}
+
+// concurrency reads init metadata concurrency: the most sub-tasks of one
+// job that run at once (0: no limit).
+func concurrency(md map[string]any) int {
+	switch v := md["concurrency"].(type) {
+	case float64:
+		if v >= 1 && v <= math.MaxInt32 {
+			return int(v)
+		}
+	case int32:
+		return max(int(v), 0)
+	case int64:
+		return max(int(v), 0)
+	case int:
+		return max(v, 0)
+	}
+	return 0
+}

@@ -1,0 +1,425 @@
+// Package collector holds the collector operations of the inventory
+// service: a collector is an instance of a repository plugin of
+// resource_type inventory.Collector, initialised on create and on
+// update_plugin, and collect turns it into a job with one task per
+// secret, queued for the workers (package worker) through an outbox.
+//
+// It must not read other services' data except through their APIs
+// (identity for workspaces and trusted accounts, repository for plugins),
+// and never keeps, logs or answers secret data.
+package collector
+
+import (
+	"context"
+	"log/slog"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/nubes-io/nubes/pkg/api"
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/plugin"
+	"github.com/nubes-io/nubes/pkg/query"
+	"github.com/nubes-io/nubes/pkg/stat"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/wire"
+	"github.com/nubes-io/nubes/services/inventory/internal/inv"
+)
+
+// Collector is the CollectorInfo sent.
+type Collector = inv.Collector
+
+var resource = query.Resource{
+	KeywordFields: []string{"collector_id", "name", "provider"},
+	DefaultSort:   []query.SortKey{{Key: "name"}},
+	MinimalFields: []string{"collector_id", "name", "provider", "plugin_info", "resource_group", "workspace_id"},
+	Fields:        query.FieldsOf[Collector](),
+}
+
+type (
+	pluginInfo struct {
+		PluginID    string         `json:"plugin_id" v:"required,max=255"`
+		Version     string         `json:"version" v:"max=255"`
+		Options     map[string]any `json:"options"`
+		Metadata    map[string]any `json:"metadata"` // echoed back by clients; the plugin's init decides it
+		UpgradeMode string         `json:"upgrade_mode" v:"enum=AUTO|MANUAL|NONE"`
+	}
+	createCollector struct {
+		Name          string            `json:"name" v:"required,max=255"`
+		PluginInfo    *pluginInfo       `json:"plugin_info" v:"required"`
+		ResourceGroup string            `json:"resource_group" v:"required,enum=DOMAIN|WORKSPACE"`
+		Schedule      *inv.Schedule     `json:"schedule"`
+		Provider      string            `json:"provider" v:"max=255"`
+		SecretFilter  *inv.SecretFilter `json:"secret_filter"`
+		Tags          map[string]any    `json:"tags"`
+		WorkspaceID   string            `json:"workspace_id" v:"max=64"`
+	}
+	updateCollector struct {
+		CollectorID  string            `json:"collector_id" v:"required,max=64"`
+		Name         string            `json:"name" v:"max=255"`
+		Schedule     *inv.Schedule     `json:"schedule"`
+		SecretFilter *inv.SecretFilter `json:"secret_filter"`
+		Tags         map[string]any    `json:"tags"`
+		// PluginInfo is what clients echo back; plugin changes go through
+		// update_plugin, so it is accepted and not applied.
+		PluginInfo map[string]any `json:"plugin_info"`
+	}
+	updatePlugin struct {
+		CollectorID string         `json:"collector_id" v:"required,max=64"`
+		Version     string         `json:"version" v:"max=255"`
+		Options     map[string]any `json:"options"`
+		UpgradeMode string         `json:"upgrade_mode" v:"enum=AUTO|MANUAL|NONE"`
+	}
+	verifyPlugin struct {
+		CollectorID string `json:"collector_id" v:"required,max=64"`
+		SecretID    string `json:"secret_id" v:"max=64"`
+	}
+	collectorRequest struct {
+		CollectorID string `json:"collector_id" v:"required,max=64"`
+	}
+	collectRequest struct {
+		CollectorID string `json:"collector_id" v:"required,max=64"`
+		SecretID    string `json:"secret_id" v:"max=64"`
+	}
+	collectorQuery struct {
+		Query             *query.Query `json:"query"`
+		CollectorID       string       `json:"collector_id"`
+		Name              string       `json:"name"`
+		Provider          string       `json:"provider"`
+		SecretFilterState string       `json:"secret_filter_state" v:"enum=ENABLED|DISABLED"`
+		ScheduleState     string       `json:"schedule_state" v:"enum=ENABLED|DISABLED"`
+		WorkspaceID       string       `json:"workspace_id"`
+		PluginID          string       `json:"plugin_id"`
+	}
+	statQuery struct {
+		Query *stat.Query `json:"query" v:"required"`
+	}
+)
+
+// Validate: a MANUAL plugin names its version; free-form objects hold
+// keys the store can keep.
+func (r *createCollector) Validate() error {
+	if r.PluginInfo.UpgradeMode == "MANUAL" && r.PluginInfo.Version == "" {
+		return errs.Required("plugin_info.version")
+	}
+	return inv.CheckAllKeys("plugin_info.options", r.PluginInfo.Options, "tags", r.Tags)
+}
+
+// Validate checks the tags' keys.
+func (r *updateCollector) Validate() error { return inv.CheckKeys("tags", r.Tags) }
+
+// Validate checks the options' keys.
+func (r *updatePlugin) Validate() error { return inv.CheckKeys("options", r.Options) }
+
+// Service serves the collector operations.
+type Service struct {
+	c        *mongo.Collection
+	jobs     *mongo.Collection
+	tasks    *mongo.Collection
+	repo     inv.Repository
+	identity inv.Identity
+	plugins  *plugin.Client
+	outbox   *events.Outbox
+	log      *slog.Logger
+}
+
+// New creates the collection's indexes. outbox queues the tasks of
+// collect (nil: collect answers 503).
+func New(ctx context.Context, db *mongo.Database, repo inv.Repository, identity inv.Identity, plugins *plugin.Client,
+	outbox *events.Outbox, log *slog.Logger) (*Service, error) {
+	s := &Service{c: db.Collection(inv.CollectorsCollection), jobs: db.Collection(inv.JobsCollection),
+		tasks: db.Collection(inv.JobTasksCollection), repo: repo, identity: identity, plugins: plugins, outbox: outbox, log: log}
+	return s, store.EnsureIndexes(ctx, s.c,
+		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "name", Value: 1}}},
+		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "workspace_id", Value: 1}}},
+		store.Index{Keys: bson.D{{Key: "schedule.state", Value: 1}, {Key: "schedule.hours", Value: 1}}},
+	)
+}
+
+// Routes are the operations.
+func (s *Service) Routes() []api.Route {
+	const base = "/inventory/v1/collector/"
+	return []api.Route{
+		api.Op[createCollector, Collector]{Path: base + "create", Access: inv.Writers, Summary: "Create a collector from an inventory.Collector plugin (initialised; its metadata kept).", Handle: s.create},
+		api.Op[updateCollector, Collector]{Path: base + "update", Access: inv.Writers, Summary: "Change a collector's name, schedule, secret filter or tags.", Handle: s.update},
+		api.Op[updatePlugin, Collector]{Path: base + "update-plugin", Access: inv.Writers, Summary: "Change the plugin's version, options or upgrade mode and initialise it again.", Handle: s.updatePlugin},
+		api.Op[verifyPlugin, api.Empty]{Path: base + "verify-plugin", Access: inv.Writers, Summary: "Ask the plugin to verify the collector's options with the secret data of its first secret.", Handle: s.verifyPlugin},
+		api.Op[collectorRequest, api.Empty]{Path: base + "delete", Access: inv.Writers, Summary: "Delete a collector with its jobs and job tasks; collected resources stay.", Handle: s.delete},
+		api.Op[collectorRequest, Collector]{Path: base + "get", Access: inv.Readers, Summary: "Get a collector.", Handle: s.get},
+		api.Op[collectorQuery, api.List[Collector]]{Path: base + "list", Access: inv.Readers, Summary: "List the collectors the caller may see.", Handle: s.list},
+		api.Op[statQuery, map[string]any]{Path: base + "stat", Access: inv.Readers, Summary: "Statistics over the collectors the caller may see.", Handle: s.stat},
+		api.Op[collectRequest, inv.Job]{Path: base + "collect", Access: inv.Writers, Summary: "Collect now: one job, one task per secret (trusted account) of the collector's provider in its scope.", Handle: s.collect},
+	}
+}
+
+func (s *Service) target(info inv.PluginInfo) plugin.Collector {
+	return plugin.Collector{Target: s.plugins.Plugin(info.PluginID, info.Version)}
+}
+
+// placement is the workspace_id of a new collector: "*" for DOMAIN; for
+// WORKSPACE the caller's workspace, or for a domain-wide caller a
+// workspace of the domain named in the request.
+func (s *Service) placement(ctx context.Context, p *auth.Principal, group, workspaceID string) (string, error) {
+	switch {
+	case group == inv.GroupDomain && !inv.DomainWide(p):
+		return "", errs.Forbidden()
+	case group == inv.GroupDomain && workspaceID != "" && workspaceID != inv.Global:
+		return "", errs.Invalid("workspace_id", "a DOMAIN collector belongs to no workspace")
+	case group == inv.GroupDomain:
+		return inv.Global, nil
+	case p.WorkspaceID != "":
+		if workspaceID != "" && workspaceID != p.WorkspaceID {
+			return "", errs.NotFound("workspace_id", workspaceID)
+		}
+		return p.WorkspaceID, nil
+	case workspaceID == "" || workspaceID == inv.Global:
+		return "", errs.Required("workspace_id")
+	}
+	if err := s.identity.Workspace(ctx, p, workspaceID); err != nil {
+		return "", err
+	}
+	return workspaceID, nil
+}
+
+// provider resolves a collector's provider: the request's, else the
+// plugin's; it must be one the plugin supports when the plugin says.
+func provider(asked string, rp *inv.RepoPlugin) (string, error) {
+	supported := rp.SupportedProviders()
+	pr := asked
+	if pr == "" {
+		pr = rp.Provider
+	}
+	if pr == "" && len(supported) > 0 {
+		pr = supported[0]
+	}
+	if pr == "" {
+		return "", errs.Required("provider")
+	}
+	if len(supported) > 0 {
+		ok := false
+		for _, s := range supported {
+			ok = ok || s == pr
+		}
+		if !ok {
+			return "", errs.Invalid("provider", "the plugin does not support provider "+pr)
+		}
+	}
+	return pr, nil
+}
+
+func (s *Service) create(ctx context.Context, p *auth.Principal, r *createCollector) (*Collector, error) {
+	if err := inv.CheckReach(p); err != nil {
+		return nil, err
+	}
+	sched, err := inv.CheckSchedule(r.Schedule)
+	if err != nil {
+		return nil, err
+	}
+	ws, err := s.placement(ctx, p, r.ResourceGroup, r.WorkspaceID)
+	if err != nil {
+		return nil, err
+	}
+	rp, err := s.repo.Collector(ctx, r.PluginInfo.PluginID)
+	if err != nil {
+		return nil, err
+	}
+	pr, err := provider(r.Provider, rp)
+	if err != nil {
+		return nil, err
+	}
+	info := inv.PluginInfo{PluginID: rp.PluginID, Version: r.PluginInfo.Version, Options: wire.Object(r.PluginInfo.Options),
+		UpgradeMode: r.PluginInfo.UpgradeMode}
+	if info.UpgradeMode == "" {
+		info.UpgradeMode = "AUTO"
+	}
+	if info.Version == "" {
+		info.Version = s.repo.LatestVersion(ctx, rp.PluginID, s.log)
+	}
+	md, err := s.target(info).Init(ctx, info.Options)
+	if err != nil {
+		return nil, err
+	}
+	info.Metadata = wire.Object(md)
+	filter := inv.SecretFilter{}
+	if r.SecretFilter != nil {
+		filter = *r.SecretFilter
+	}
+	id := wire.NewID("collector")
+	doc := &Collector{ID: id, CollectorID: id, Name: r.Name, Provider: pr, Capability: wire.Object(rp.Capability),
+		SecretFilter: filter.Normalized(), PluginInfo: info, Schedule: sched, Tags: wire.Object(r.Tags),
+		ResourceGroup: r.ResourceGroup, DomainID: p.DomainID, WorkspaceID: ws, CreatedAt: wire.T(wire.Now())}
+	if _, err := s.c.InsertOne(ctx, doc); err != nil {
+		return nil, store.Wrap(err)
+	}
+	return doc, nil
+}
+
+// Load returns a collector the caller may see (404 otherwise).
+func (s *Service) Load(ctx context.Context, p *auth.Principal, id string) (*Collector, error) {
+	doc, err := store.Get[Collector](ctx, s.c, "collector_id", id)
+	if err != nil {
+		return nil, err
+	}
+	if !inv.Visible(p, doc.DomainID, doc.WorkspaceID) {
+		return nil, errs.NotFound("collector_id", id)
+	}
+	return doc, nil
+}
+
+// writable loads a collector the caller may change.
+func (s *Service) writable(ctx context.Context, p *auth.Principal, id string) (*Collector, error) {
+	if err := inv.CheckReach(p); err != nil {
+		return nil, err
+	}
+	doc, err := s.Load(ctx, p, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := inv.Writable(p, doc.WorkspaceID); err != nil {
+		return nil, err
+	}
+	return doc, nil
+}
+
+func (s *Service) update(ctx context.Context, p *auth.Principal, r *updateCollector) (*Collector, error) {
+	doc, err := s.writable(ctx, p, r.CollectorID)
+	if err != nil {
+		return nil, err
+	}
+	set := bson.D{}
+	if r.Name != "" {
+		set = append(set, bson.E{Key: "name", Value: r.Name})
+	}
+	if r.Tags != nil {
+		set = append(set, bson.E{Key: "tags", Value: r.Tags})
+	}
+	if r.Schedule != nil {
+		sched, err := inv.CheckSchedule(r.Schedule)
+		if err != nil {
+			return nil, err
+		}
+		set = append(set, bson.E{Key: "schedule", Value: sched})
+	}
+	if r.SecretFilter != nil {
+		set = append(set, bson.E{Key: "secret_filter", Value: r.SecretFilter.Normalized()})
+	}
+	if len(set) == 0 {
+		return doc, nil
+	}
+	return store.SetByID[Collector](ctx, s.c, "collector_id", doc.ID, set)
+}
+
+// updatePlugin changes version, options (replaced whole) and upgrade
+// mode, and keeps the metadata of a new init with them.
+func (s *Service) updatePlugin(ctx context.Context, p *auth.Principal, r *updatePlugin) (*Collector, error) {
+	doc, err := s.writable(ctx, p, r.CollectorID)
+	if err != nil {
+		return nil, err
+	}
+	info := doc.PluginInfo
+	if r.UpgradeMode != "" {
+		info.UpgradeMode = r.UpgradeMode
+	}
+	if r.Options != nil {
+		info.Options = r.Options
+	}
+	switch {
+	case r.Version != "":
+		info.Version = r.Version
+	case info.UpgradeMode == "AUTO":
+		if v := s.repo.LatestVersion(ctx, info.PluginID, s.log); v != "" {
+			info.Version = v
+		}
+	case info.UpgradeMode == "MANUAL" && info.Version == "":
+		return nil, errs.Required("version")
+	}
+	md, err := s.target(info).Init(ctx, wire.Object(info.Options))
+	if err != nil {
+		return nil, err
+	}
+	info.Options, info.Metadata = wire.Object(info.Options), wire.Object(md)
+	return store.SetByID[Collector](ctx, s.c, "collector_id", doc.ID, bson.D{{Key: "plugin_info", Value: info}})
+}
+
+// verifyPlugin calls Collector.verify with the secret data of the
+// collector's first secret (or of secret_id, one of its secrets).
+func (s *Service) verifyPlugin(ctx context.Context, p *auth.Principal, r *verifyPlugin) (*api.Empty, error) {
+	doc, err := s.writable(ctx, p, r.CollectorID)
+	if err != nil {
+		return nil, err
+	}
+	secrets, err := s.secrets(ctx, doc, r.SecretID)
+	if err != nil {
+		return nil, err
+	}
+	if len(secrets) == 0 {
+		key, val := "provider", doc.Provider
+		if r.SecretID != "" {
+			key, val = "secret_id", r.SecretID
+		}
+		return nil, errs.New(errs.NotFoundCode, "The collector has no secret to verify with. (%s = %s)", key, val)
+	}
+	data, err := s.identity.SecretData(ctx, doc.DomainID, secrets[0].TrustedAccountID)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.target(doc.PluginInfo).Verify(ctx, doc.PluginInfo.Options, data); err != nil {
+		return nil, err
+	}
+	return &api.Empty{}, nil
+}
+
+// secrets are the trusted accounts the collector collects with.
+func (s *Service) secrets(ctx context.Context, c *Collector, secretID string) ([]inv.Account, error) {
+	accounts, err := s.identity.Accounts(ctx, c.DomainID, c.Provider)
+	if err != nil {
+		return nil, err
+	}
+	return inv.Secrets(accounts, c, secretID), nil
+}
+
+func (s *Service) delete(ctx context.Context, p *auth.Principal, r *collectorRequest) (*api.Empty, error) {
+	doc, err := s.writable(ctx, p, r.CollectorID)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.c.DeleteOne(ctx, bson.D{{Key: "_id", Value: doc.ID}})
+	if err != nil {
+		return nil, store.Wrap(err)
+	}
+	if res.DeletedCount == 0 {
+		return nil, errs.NotFound("collector_id", doc.ID)
+	}
+	// Its jobs and tasks go with it; workers drop messages of a job
+	// that no longer exists.
+	for _, c := range []*mongo.Collection{s.tasks, s.jobs} {
+		if _, err := c.DeleteMany(ctx, bson.D{{Key: "domain_id", Value: doc.DomainID}, {Key: "collector_id", Value: doc.ID}}); err != nil {
+			return nil, store.Wrap(err)
+		}
+	}
+	return &api.Empty{}, nil
+}
+
+func (s *Service) get(ctx context.Context, p *auth.Principal, r *collectorRequest) (*Collector, error) {
+	return s.Load(ctx, p, r.CollectorID)
+}
+
+func (s *Service) list(ctx context.Context, p *auth.Principal, r *collectorQuery) (*api.List[Collector], error) {
+	if err := inv.CheckReach(p); err != nil {
+		return nil, err
+	}
+	q := query.With(r.Query, query.Params("collector_id", r.CollectorID, "name", r.Name, "provider", r.Provider,
+		"secret_filter.state", r.SecretFilterState, "schedule.state", r.ScheduleState, "workspace_id", r.WorkspaceID,
+		"plugin_info.plugin_id", r.PluginID)...)
+	return store.Search[Collector](ctx, s.c, q, resource, inv.Scope(p))
+}
+
+func (s *Service) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*map[string]any, error) {
+	if err := inv.CheckReach(p); err != nil {
+		return nil, err
+	}
+	res, err := stat.Run(ctx, s.c, inv.Scope(p), resource, r.Query)
+	return &res, err
+}

@@ -1,0 +1,533 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/plugin"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/wire"
+	"github.com/nubes-io/nubes/services/inventory/internal/inv"
+)
+
+// Codes recorded in job task errors.
+const (
+	ErrCollectorPlugin = "ERROR_COLLECTOR_PLUGIN"
+	ErrPlugin          = "ERROR_PLUGIN"
+	ErrMatchRule       = "ERROR_MATCH_RULE"
+	ErrJobTimeout      = "ERROR_JOB_TIMEOUT"
+)
+
+// Record is the stored outcome of one sub-task (_id =
+// <job_task_id>-<n>); the first one stored is the one that counts.
+type Record struct {
+	ID        string          `bson:"_id"`
+	JobID     string          `bson:"job_id"`
+	JobTaskID string          `bson:"job_task_id"`
+	Created   int32           `bson:"created"`
+	Updated   int32           `bson:"updated"`
+	Failure   int32           `bson:"failure"`
+	Failed    bool            `bson:"failed"`
+	Errors    []inv.ErrorInfo `bson:"errors"`
+	At        time.Time       `bson:"at"`
+}
+
+// RecordID is the id of sub-task n of a task (also its message id).
+func RecordID(taskID string, n int) string { return taskID + "-" + strconv.Itoa(n) }
+
+// Leases of the finishing steps: long enough for a garbage collection of
+// many resources; a holder that dies frees them after the TTL.
+const (
+	leaseTTL  = 5 * time.Minute
+	leaseWait = 30 * time.Second
+)
+
+func holderName() string {
+	h, _ := os.Hostname()
+	return h + "-" + wire.NewID("w")
+}
+
+// run handles one message; nil means done (ack).
+func (w *Worker) run(ctx context.Context, msg jetstream.Msg, t events.InventoryTask) error {
+	job, err := w.job(ctx, t.JobID)
+	if err != nil || job == nil || job.DomainID != t.DomainID {
+		return err // a job deleted meanwhile: nothing to do
+	}
+	task, err := w.task(ctx, t.JobTaskID)
+	if err != nil || task == nil || task.JobID != job.JobID {
+		return err
+	}
+	if job.Status != inv.JobInProgress {
+		// Canceled or failed (timed out): the task ends with it.
+		status := inv.TaskCanceled
+		if job.Status == inv.JobFailure {
+			status = inv.TaskFailure
+		}
+		return inv.EndTasks(ctx, w.tasks, []string{task.ID}, status, nil, wire.T(wire.Now()))
+	}
+	if w.timedOut(job) {
+		return w.TimeOut(ctx, job)
+	}
+	if t.SubTask < 0 {
+		return w.split(ctx, job, task)
+	}
+	return w.subTask(ctx, msg, job, task, t.SubTask)
+}
+
+func (w *Worker) timedOut(job *inv.Job) bool {
+	return time.Since(job.CreatedAt.Time) > w.cfg.JobTimeout
+}
+
+func (w *Worker) job(ctx context.Context, id string) (*inv.Job, error) {
+	var j inv.Job
+	err := w.jobs.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&j)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, nil
+	}
+	return &j, store.Wrap(err)
+}
+
+func (w *Worker) task(ctx context.Context, id string) (*inv.JobTask, error) {
+	var t inv.JobTask
+	err := w.tasks.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&t)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, nil
+	}
+	return &t, store.Wrap(err)
+}
+
+func (w *Worker) collector(ctx context.Context, id string) (*inv.Collector, error) {
+	var c inv.Collector
+	err := w.collectors.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&c)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, nil
+	}
+	return &c, store.Wrap(err)
+}
+
+func (w *Worker) target(c *inv.Collector) plugin.Collector {
+	return plugin.Collector{Target: w.plugins.Plugin(c.PluginInfo.PluginID, c.PluginInfo.Version)}
+}
+
+// permanent reports an error that trying again does not fix: one the
+// callee answered with a 4xx (an account deleted, a plugin that refuses).
+func permanent(err error) bool {
+	e, ok := errs.As(err)
+	return ok && e.Status() < 500
+}
+
+// errorInfo is the job task error of a failed call.
+func errorInfo(code string, err error) inv.ErrorInfo {
+	msg := err.Error()
+	if f, ok := plugin.FailureOf(err); ok {
+		msg = f.Error()
+	} else if e, ok := errs.As(err); ok {
+		if code == "" {
+			code = e.Code
+		}
+		msg = e.Message
+	}
+	if code == "" {
+		code = errs.Unknown
+	}
+	return inv.ErrorInfo{ErrorCode: code, Message: msg, Additional: map[string]any{}}
+}
+
+// split asks the plugin for the task's sub-tasks, stores them and queues
+// one message per sub-task. Any failure of Job.get_tasks is swallowed, as
+// upstream does: the task runs as one sub-task without task_options.
+func (w *Worker) split(ctx context.Context, job *inv.Job, task *inv.JobTask) error {
+	if !task.Split {
+		c, err := w.collector(ctx, job.CollectorID)
+		if err != nil || c == nil {
+			return err
+		}
+		subs := []map[string]any{nil}
+		secret, err := w.identity.SecretData(ctx, task.DomainID, task.ServiceAccountID)
+		switch {
+		case err != nil && permanent(err):
+			// Without its secret the task cannot run: it fails as a
+			// whole, with identity's answer.
+			return w.failTask(ctx, job, task, errorInfo("", err))
+		case err != nil:
+			return err
+		}
+		if got, err := w.target(c).GetTasks(ctx, c.PluginInfo.Options, secret); err == nil && len(got) > 0 {
+			subs = got
+		} else if err != nil {
+			w.log.Info("Job.get_tasks failed; the task runs as one", "job_task_id", task.ID, "error", err.Error())
+		}
+		now := wire.T(wire.Now())
+		n := int32(len(subs))
+		set := bson.D{{Key: "sub_tasks", Value: subs}, {Key: "split", Value: true}, {Key: "total_sub_tasks", Value: n},
+			{Key: "remained_sub_tasks", Value: n}, {Key: "status", Value: inv.TaskInProgress}, {Key: "started_at", Value: now}}
+		if _, err := w.tasks.UpdateOne(ctx, bson.D{{Key: "_id", Value: task.ID}}, bson.D{{Key: "$set", Value: set}}); err != nil {
+			return store.Wrap(err)
+		}
+		task.SubTasks, task.Split = subs, true
+	}
+	// Queued again after a redelivery: the stream drops the duplicates
+	// within its window and a recorded sub-task is skipped beyond it.
+	for i := range task.SubTasks {
+		m := events.InventoryTask{ID: RecordID(task.ID, i), JobID: job.JobID, JobTaskID: task.ID, DomainID: job.DomainID, SubTask: i}
+		if err := w.bus.Publish(ctx, events.InventoryTaskSubject, m.ID, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// failTask ends a task that cannot run at all (FAILURE with err).
+func (w *Worker) failTask(ctx context.Context, job *inv.Job, task *inv.JobTask, e inv.ErrorInfo) error {
+	err := store.Lock(ctx, w.leases, "task-"+task.ID, leaseTTL, leaseWait, func() error {
+		now := wire.T(wire.Now())
+		set := bson.D{{Key: "status", Value: inv.TaskFailure}, {Key: "errors", Value: []inv.ErrorInfo{e}}, {Key: "failure_count", Value: 1},
+			{Key: "finished_at", Value: now}, {Key: "split", Value: true}, {Key: "remained_sub_tasks", Value: 0}}
+		_, err := w.tasks.UpdateOne(ctx, bson.D{{Key: "_id", Value: task.ID}}, bson.D{{Key: "$set", Value: set}})
+		return store.Wrap(err)
+	})
+	if err != nil {
+		return err
+	}
+	return w.accountJob(ctx, job)
+}
+
+// subTask runs sub-task n and records its outcome.
+func (w *Worker) subTask(ctx context.Context, msg jetstream.Msg, job *inv.Job, task *inv.JobTask, n int) error {
+	if n >= len(task.SubTasks) {
+		return nil // not a sub-task of this task
+	}
+	if inv.Final(task.Status) && task.Split && task.RemainedSubTasks == 0 {
+		return w.afterRecord(ctx, job, task) // finished: make sure the job is counted
+	}
+	recID := RecordID(task.ID, n)
+	done, err := w.recorded(ctx, recID)
+	if err != nil {
+		return err
+	}
+	if done {
+		return w.afterRecord(ctx, job, task)
+	}
+	var slot string
+	if job.Concurrency > 0 {
+		if slot, err = w.takeSlot(ctx, job.ID, job.Concurrency); err != nil {
+			return err
+		}
+		if slot == "" {
+			return errWait
+		}
+		defer w.releaseSlot(context.WithoutCancel(ctx), slot)
+	}
+	c, err := w.collector(ctx, job.CollectorID)
+	if err != nil || c == nil {
+		return err
+	}
+	rec := Record{ID: recID, JobID: job.JobID, JobTaskID: task.ID, Errors: []inv.ErrorInfo{}}
+	secret, err := w.identity.SecretData(ctx, task.DomainID, task.ServiceAccountID)
+	switch {
+	case err != nil && permanent(err):
+		rec.Failed, rec.Failure, rec.Errors = true, 1, []inv.ErrorInfo{errorInfo("", err)}
+	case err != nil:
+		return err
+	default:
+		runCtx, stop := context.WithCancel(ctx)
+		ended := make(chan struct{})
+		var jobOver bool
+		go func() {
+			defer close(ended)
+			jobOver = w.heartbeat(runCtx, msg, job, slot, stop)
+		}()
+		rec, err = w.collect(runCtx, job, task, c, task.SubTasks[n], secret, rec)
+		stop()
+		<-ended
+		if jobOver {
+			return nil // canceled or timed out meanwhile: nothing to record
+		}
+		if err != nil {
+			return err
+		}
+	}
+	rec.At = time.Now().UTC()
+	if _, err := w.records.InsertOne(ctx, rec); err != nil && !mongo.IsDuplicateKeyError(err) {
+		return store.Wrap(err)
+	}
+	return w.afterRecord(ctx, job, task)
+}
+
+// heartbeat keeps the message, and the slot, while the sub-task runs,
+// and stops the run (returning true) when the job is no longer
+// IN_PROGRESS or passed its timeout.
+func (w *Worker) heartbeat(ctx context.Context, msg jetstream.Msg, job *inv.Job, slot string, stop func()) bool {
+	t := time.NewTicker(max(w.cfg.AckWait/3, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+		_ = msg.InProgress()
+		if slot != "" {
+			w.refreshSlot(ctx, slot)
+		}
+		j, err := w.job(ctx, job.ID)
+		if err != nil {
+			continue // the store will tell the run itself
+		}
+		if j == nil || j.Status != inv.JobInProgress || w.timedOut(j) {
+			stop()
+			return true
+		}
+	}
+}
+
+func (w *Worker) recorded(ctx context.Context, id string) (bool, error) {
+	err := w.records.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Err()
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return false, nil
+	}
+	return err == nil, store.Wrap(err)
+}
+
+// afterRecord moves the task on from its records: progress while
+// sub-tasks remain; once none does, the task finishes (garbage
+// collection when it succeeded) and the job is counted.
+func (w *Worker) afterRecord(ctx context.Context, job *inv.Job, task *inv.JobTask) error {
+	var finished bool
+	err := store.Lock(ctx, w.leases, "task-"+task.ID, leaseTTL, leaseWait, func() error {
+		cur, err := w.task(ctx, task.ID)
+		if err != nil || cur == nil {
+			return err
+		}
+		if inv.Final(cur.Status) && cur.RemainedSubTasks == 0 {
+			finished = true
+			return w.dropDoomed(ctx, cur.ID) // a finish that died after counting
+		}
+		ids := make([]string, len(cur.SubTasks))
+		for i := range ids {
+			ids[i] = RecordID(cur.ID, i)
+		}
+		c, err := w.records.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
+		if err != nil {
+			return store.Wrap(err)
+		}
+		var recs []Record
+		if err := c.All(ctx, &recs); err != nil {
+			return store.Wrap(err)
+		}
+		var created, updated, failure int32
+		failed := false
+		errList := []inv.ErrorInfo{}
+		for _, r := range recs {
+			created, updated, failure = created+r.Created, updated+r.Updated, failure+r.Failure
+			failed = failed || r.Failed || r.Failure > 0
+			errList = append(errList, r.Errors...)
+		}
+		if len(errList) > maxTaskErrors {
+			errList = errList[:maxTaskErrors]
+		}
+		remained := int32(len(ids) - len(recs))
+		set := bson.D{{Key: "created_count", Value: created}, {Key: "updated_count", Value: updated}, {Key: "failure_count", Value: failure},
+			{Key: "errors", Value: errList}, {Key: "remained_sub_tasks", Value: remained}}
+		if failed {
+			set = append(set, bson.E{Key: "status", Value: inv.TaskFailure}) // as upstream, at the first failed sub-task
+		}
+		if remained == 0 {
+			finished = true
+			status := inv.TaskFailure
+			if !failed {
+				status = inv.TaskSuccess
+				disconnected, deleted, err := w.collectGarbage(ctx, cur)
+				if err != nil {
+					return err
+				}
+				set = append(set, bson.E{Key: "disconnected_count", Value: disconnected}, bson.E{Key: "deleted_count", Value: deleted})
+			}
+			set = append(set, bson.E{Key: "status", Value: status}, bson.E{Key: "finished_at", Value: wire.T(wire.Now())})
+		}
+		if _, err := w.tasks.UpdateOne(ctx, bson.D{{Key: "_id", Value: cur.ID}}, bson.D{{Key: "$set", Value: set}}); err != nil {
+			return store.Wrap(err)
+		}
+		if remained == 0 {
+			// The task's final counts are stored: its records are no
+			// longer needed (a late message sees the task finished).
+			if _, err := w.records.DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}}); err != nil {
+				return store.Wrap(err)
+			}
+			return w.dropDoomed(ctx, cur.ID)
+		}
+		return nil
+	})
+	if err != nil || !finished {
+		return err
+	}
+	return w.accountJob(ctx, job)
+}
+
+// maxTaskErrors bounds the errors a task keeps.
+const maxTaskErrors = 1000
+
+// Garbage collection (upstream DEFAULT_DISCONNECTED_STATE_DELETE_POLICY):
+// a resource of the task's collector and secret that a successful task
+// did not see is DISCONNECTED; the third such task in a row deletes it.
+const deleteAfter = 3
+
+// collectGarbage marks what the task did not see. Each resource is marked
+// at most once per task (gc_task), so a finishing step run again after a
+// crash counts the same; doomed resources are deleted by dropDoomed once
+// the counts are stored.
+func (w *Worker) collectGarbage(ctx context.Context, task *inv.JobTask) (disconnected, deleted int32, err error) {
+	cur, err := w.services.Find(ctx, bson.D{{Key: "domain_id", Value: task.DomainID},
+		{Key: "collection_info.collector_id", Value: task.CollectorID}, {Key: "collection_info.secret_id", Value: task.SecretID},
+		{Key: "collection_info.job_task_id", Value: bson.D{{Key: "$ne", Value: task.ID}}}},
+		options.Find().SetProjection(bson.D{{Key: "disconnect_count", Value: 1}, {Key: "gc_task", Value: 1}, {Key: "doomed", Value: 1}}))
+	if err != nil {
+		return 0, 0, store.Wrap(err)
+	}
+	var docs []inv.CloudService
+	if err := cur.All(ctx, &docs); err != nil {
+		return 0, 0, store.Wrap(err)
+	}
+	now := wire.T(wire.Now())
+	for _, d := range docs {
+		if d.GCTask != task.ID {
+			d.DisconnectCount++
+			d.Doomed = d.DisconnectCount >= deleteAfter
+			set := bson.D{{Key: "disconnect_count", Value: d.DisconnectCount}, {Key: "gc_task", Value: task.ID}, {Key: "doomed", Value: d.Doomed},
+				{Key: "state", Value: inv.StateDisconnected}, {Key: "updated_at", Value: now}}
+			if _, err := w.services.UpdateOne(ctx, bson.D{{Key: "_id", Value: d.ID}}, bson.D{{Key: "$set", Value: set}}); err != nil {
+				return 0, 0, store.Wrap(err)
+			}
+		}
+		if d.Doomed {
+			deleted++
+		} else {
+			disconnected++
+		}
+	}
+	return disconnected, deleted, nil
+}
+
+// dropDoomed deletes the resources a task's garbage collection doomed,
+// with their match keys.
+func (w *Worker) dropDoomed(ctx context.Context, taskID string) error {
+	cur, err := w.services.Find(ctx, bson.D{{Key: "gc_task", Value: taskID}, {Key: "doomed", Value: true}},
+		options.Find().SetProjection(bson.D{{Key: "match_keys", Value: 1}}))
+	if err != nil {
+		return store.Wrap(err)
+	}
+	var docs []inv.CloudService
+	if err := cur.All(ctx, &docs); err != nil {
+		return store.Wrap(err)
+	}
+	for _, d := range docs {
+		if len(d.MatchKeys) > 0 {
+			if _, err := w.keys.DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: d.MatchKeys}}}, {Key: "target", Value: d.ID}}); err != nil {
+				return store.Wrap(err)
+			}
+		}
+		if _, err := w.services.DeleteOne(ctx, bson.D{{Key: "_id", Value: d.ID}}); err != nil {
+			return store.Wrap(err)
+		}
+	}
+	return nil
+}
+
+// accountJob computes the job's counters from its tasks' statuses and
+// finishes it once no task remains: FAILURE if a task failed, else
+// SUCCESS. It runs under the job's lease so counts never go backwards.
+func (w *Worker) accountJob(ctx context.Context, job *inv.Job) error {
+	return store.Lock(ctx, w.leases, "job-"+job.ID, leaseTTL, leaseWait, func() error {
+		cur, err := w.tasks.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: job.TaskIDs}}}},
+			options.Find().SetProjection(bson.D{{Key: "status", Value: 1}, {Key: "remained_sub_tasks", Value: 1}, {Key: "split", Value: 1}}))
+		if err != nil {
+			return store.Wrap(err)
+		}
+		var tasks []inv.JobTask
+		if err := cur.All(ctx, &tasks); err != nil {
+			return store.Wrap(err)
+		}
+		var success, failure int32
+		for _, t := range tasks {
+			switch {
+			case t.Status == inv.TaskSuccess:
+				success++
+			case inv.Final(t.Status) && t.Split && t.RemainedSubTasks == 0, t.Status == inv.TaskCanceled:
+				failure++
+			}
+		}
+		// A task deleted by job-task/delete no longer counts as remaining.
+		remained := max(int32(len(tasks))-success-failure, 0)
+		now := wire.T(wire.Now())
+		set := bson.D{{Key: "success_tasks", Value: success}, {Key: "failure_tasks", Value: failure}, {Key: "remained_tasks", Value: remained},
+			{Key: "updated_at", Value: now}}
+		if remained == 0 {
+			status := inv.JobSuccess
+			if failure > 0 {
+				status = inv.JobFailure
+			}
+			set = append(set, bson.E{Key: "status", Value: status}, bson.E{Key: "finished_at", Value: now})
+		}
+		_, err = w.jobs.UpdateOne(ctx, bson.D{{Key: "_id", Value: job.ID}, {Key: "status", Value: inv.JobInProgress}}, bson.D{{Key: "$set", Value: set}})
+		return store.Wrap(err)
+	})
+}
+
+// TimeOut ends a job past its timeout: FAILURE, and its unfinished tasks
+// FAILURE with ERROR_JOB_TIMEOUT.
+func (w *Worker) TimeOut(ctx context.Context, job *inv.Job) error {
+	now := wire.T(wire.Now())
+	set := bson.D{{Key: "status", Value: inv.JobFailure}, {Key: "finished_at", Value: now}, {Key: "updated_at", Value: now}}
+	if _, err := w.jobs.UpdateOne(ctx, bson.D{{Key: "_id", Value: job.ID}, {Key: "status", Value: inv.JobInProgress}}, bson.D{{Key: "$set", Value: set}}); err != nil {
+		return store.Wrap(err)
+	}
+	e := inv.ErrorInfo{ErrorCode: ErrJobTimeout, Message: fmt.Sprintf("The job did not finish within %s.", w.cfg.JobTimeout), Additional: map[string]any{}}
+	return inv.EndTasks(ctx, w.tasks, job.TaskIDs, inv.TaskFailure, &e, now)
+}
+
+// Sweep finds IN_PROGRESS jobs past their timeout every SweepEvery and
+// ends them; every replica may run it (the writes are idempotent).
+func (w *Worker) Sweep(ctx context.Context) error {
+	t := time.NewTicker(w.cfg.SweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if err := w.sweepOnce(ctx); err != nil && ctx.Err() == nil {
+			w.log.Warn("job timeout sweep failed", "error", err.Error())
+		}
+	}
+}
+
+func (w *Worker) sweepOnce(ctx context.Context) error {
+	cutoff := time.Now().Add(-w.cfg.JobTimeout)
+	cur, err := w.jobs.Find(ctx, bson.D{{Key: "status", Value: inv.JobInProgress}, {Key: "created_at", Value: bson.D{{Key: "$lt", Value: cutoff}}}})
+	if err != nil {
+		return store.Wrap(err)
+	}
+	var jobs []inv.Job
+	if err := cur.All(ctx, &jobs); err != nil {
+		return store.Wrap(err)
+	}
+	for i := range jobs {
+		if err := w.TimeOut(ctx, &jobs[i]); err != nil {
+			return err
+		}
+		w.log.Info("job timed out", "job_id", jobs[i].ID, "domain_id", jobs[i].DomainID)
+	}
+	return nil
+}

@@ -1,0 +1,239 @@
+// Package worker runs inventory job tasks from the JetStream work queue
+// (events.InventoryTaskStream): any replica takes the next message; a
+// message is acknowledged only once its outcome is stored, and one that
+// is not (a worker killed, a store outage) comes back to any replica
+// after AckWait, while a long task keeps its message with in-progress
+// heartbeats.
+//
+// A task message asks the plugin for sub-tasks (Job.get_tasks) and
+// queues one message per sub-task; a sub-task message runs
+// Collector.collect and handles each streamed resource as the upstream
+// core does (plugin-protocols.md 3): match rules, create or update,
+// ERROR_PLUGIN, ERROR_MATCH_RULE, a broken stream ERROR_COLLECTOR_PLUGIN.
+//
+// Nothing counts twice when a message is delivered again: a sub-task's
+// counts are stored once, as a record keyed by <job_task_id>-<n> (the
+// first insert wins); a cloud service remembers the task that created it,
+// so a run again after a crash still counts it as created; task and job
+// counters are computed from those records and the tasks' statuses, never
+// incremented, and written under leases (insert-only records, atomic on
+// MongoDB and FerretDB alike). At most the plugin's init concurrency of a
+// job's sub-tasks run at once, across replicas (slots in the leases
+// collection). A job past its timeout becomes FAILURE.
+//
+// It serves no operation and never logs secret data.
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/plugin"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/services/inventory/internal/inv"
+)
+
+// Config tunes the workers.
+type Config struct {
+	// Workers is how many messages one replica handles at once.
+	Workers int
+	// AckWait is when JetStream gives an unacknowledged message to another
+	// worker; a running sub-task sends a heartbeat every AckWait/3.
+	AckWait time.Duration
+	// JobTimeout is how long a job may stay IN_PROGRESS before it becomes
+	// FAILURE.
+	JobTimeout time.Duration
+	// SlotRetry is when a sub-task that found no free concurrency slot of
+	// its job is tried again.
+	SlotRetry time.Duration
+	// Batch is how many streamed resources are matched and written
+	// together.
+	Batch int
+	// MaxErrors is how many errors one sub-task keeps (the rest are
+	// counted, not kept).
+	MaxErrors int
+	// SweepEvery is how often jobs past their timeout are looked for.
+	SweepEvery time.Duration
+}
+
+// DefaultConfig: four messages at once, a minute of AckWait, jobs of two
+// hours at most (upstream JOB_TIMEOUT).
+func DefaultConfig() Config {
+	return Config{Workers: 4, AckWait: time.Minute, JobTimeout: 2 * time.Hour, SlotRetry: 5 * time.Second, Batch: 200,
+		MaxErrors: 100, SweepEvery: time.Minute}
+}
+
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.Workers <= 0 {
+		c.Workers = d.Workers
+	}
+	if c.AckWait <= 0 {
+		c.AckWait = d.AckWait
+	}
+	if c.JobTimeout <= 0 {
+		c.JobTimeout = d.JobTimeout
+	}
+	if c.SlotRetry <= 0 {
+		c.SlotRetry = d.SlotRetry
+	}
+	if c.Batch <= 0 {
+		c.Batch = d.Batch
+	}
+	if c.MaxErrors <= 0 {
+		c.MaxErrors = d.MaxErrors
+	}
+	if c.SweepEvery <= 0 {
+		c.SweepEvery = d.SweepEvery
+	}
+	return c
+}
+
+// Worker runs job tasks.
+type Worker struct {
+	bus        *events.Bus
+	jobs       *mongo.Collection
+	tasks      *mongo.Collection
+	collectors *mongo.Collection
+	services   *mongo.Collection
+	types      *mongo.Collection
+	regions    *mongo.Collection
+	keys       *mongo.Collection
+	records    *mongo.Collection
+	leases     *mongo.Collection
+	identity   inv.Identity
+	plugins    *plugin.Client
+	cfg        Config
+	log        *slog.Logger
+	holder     string // this replica's name in slots
+
+	// Handled, when set, is told of each message handled (tests).
+	Handled func(t events.InventoryTask, err error)
+}
+
+// New builds a worker on db.
+func New(db *mongo.Database, bus *events.Bus, identity inv.Identity, plugins *plugin.Client, cfg Config, log *slog.Logger) *Worker {
+	return &Worker{bus: bus, jobs: db.Collection(inv.JobsCollection), tasks: db.Collection(inv.JobTasksCollection),
+		collectors: db.Collection(inv.CollectorsCollection), services: db.Collection(inv.CloudServicesCollection),
+		types: db.Collection(inv.CloudServiceTypesCollection), regions: db.Collection(inv.RegionsCollection),
+		keys: db.Collection(inv.KeysCollection), records: db.Collection(inv.RecordsCollection),
+		leases: db.Collection(inv.LeasesCollection), identity: identity, plugins: plugins, cfg: cfg.withDefaults(), log: log,
+		holder: holderName()}
+}
+
+// Indexes creates the indexes the workers read by (besides _id).
+func (w *Worker) Indexes(ctx context.Context) error {
+	return store.EnsureIndexes(ctx, w.services,
+		store.Index{Keys: bson.D{{Key: "collection_info.collector_id", Value: 1}, {Key: "collection_info.secret_id", Value: 1}, {Key: "collection_info.job_task_id", Value: 1}}},
+		store.Index{Keys: bson.D{{Key: "gc_task", Value: 1}, {Key: "doomed", Value: 1}}},
+	)
+}
+
+// Run consumes task messages until ctx is done. NATS being down at start
+// or later only pauses it.
+func (w *Worker) Run(ctx context.Context) error {
+	var cons jetstream.Consumer
+	for {
+		var err error
+		if cons, err = w.consumer(ctx); err == nil {
+			break
+		}
+		w.log.Warn("inventory task consumer not ready; retrying", "error", err.Error())
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-w.bus.Reconnected():
+		case <-time.After(2 * time.Second):
+		}
+	}
+	var wg sync.WaitGroup
+	for range w.cfg.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.loop(ctx, cons)
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+func (w *Worker) consumer(ctx context.Context) (jetstream.Consumer, error) {
+	if err := w.bus.EnsureStreams(ctx); err != nil {
+		return nil, err
+	}
+	return w.bus.JS.CreateOrUpdateConsumer(ctx, events.InventoryTaskStream, jetstream.ConsumerConfig{
+		Durable:       events.InventoryTaskConsumer,
+		FilterSubject: events.InventoryTaskSubject,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       w.cfg.AckWait,
+		// Deliveries are not bounded here: a sub-task waiting for a slot
+		// comes back many times, and the job's timeout ends every task.
+		MaxDeliver:    -1,
+		MaxAckPending: 10000,
+	})
+}
+
+// loop takes one message at a time, so a busy replica leaves the next
+// message to an idle one.
+func (w *Worker) loop(ctx context.Context, cons jetstream.Consumer) {
+	for ctx.Err() == nil {
+		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			if ctx.Err() == nil {
+				w.log.Debug("inventory task fetch", "error", err.Error())
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Second):
+				}
+			}
+			continue
+		}
+		for msg := range batch.Messages() {
+			w.handle(ctx, msg)
+		}
+	}
+}
+
+// errWait: the sub-task waits for a concurrency slot of its job.
+var errWait = errors.New("no free concurrency slot")
+
+func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
+	var t events.InventoryTask
+	if err := json.Unmarshal(msg.Data(), &t); err != nil || t.JobID == "" || t.JobTaskID == "" {
+		w.log.Error("malformed inventory task dropped", "data", fmt.Sprintf("%.200s", msg.Data()))
+		_ = msg.Term()
+		return
+	}
+	err := w.run(ctx, msg, t)
+	if w.Handled != nil {
+		w.Handled(t, err)
+	}
+	switch {
+	case err == nil:
+		_ = msg.Ack()
+	case errors.Is(err, errWait):
+		_ = msg.NakWithDelay(w.cfg.SlotRetry)
+	case ctx.Err() != nil:
+		_ = msg.Nak() // shutting down: another replica takes it now
+	default:
+		n := uint64(1)
+		if md, e := msg.Metadata(); e == nil {
+			n = md.NumDelivered
+		}
+		delay := min(time.Duration(1<<min(n, 6))*time.Second, time.Minute)
+		w.log.Warn("inventory task failed; retried", "id", t.ID, "job_id", t.JobID, "delivery", n, "error", err.Error())
+		_ = msg.NakWithDelay(delay)
+	}
+}
