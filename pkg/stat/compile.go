@@ -179,6 +179,16 @@ func (c *compiler) group(g *Group) (step, error) {
 			return step{}, unsupported(at+".fields.operator", f.Operator, groupOps)
 		}
 		gf := groupField{name: f.Name, op: f.Operator}
+		switch f.DataType {
+		case "":
+		case "array":
+			if !slices.Contains(arrayOps, f.Operator) {
+				return step{}, errs.Invalid(at+".fields.data_type", "array applies to "+strings.Join(arrayOps, ", ")+", not "+f.Operator)
+			}
+			gf.array = true
+		default:
+			return step{}, errs.Invalid(at+".fields.data_type", fmt.Sprintf("%q is not a data type (array)", f.DataType))
+		}
 		switch {
 		case f.Operator == "count": // counts rows; a key means nothing
 		case f.Operator == "push" && f.Key == "" && len(f.Fields) > 0:
@@ -218,6 +228,9 @@ func (c *compiler) group(g *Group) (step, error) {
 	c.groupKeys = keyNames
 	return step{run: gs.run, reads: reads, reshapes: true, group: gs}, nil
 }
+
+// arrayOps take data_type array: each has an expression form over an array.
+var arrayOps = []string{"sum", "average", "max", "min"}
 
 var testOps = []string{"eq", "not", "gt", "gte", "lt", "lte"}
 
@@ -405,6 +418,15 @@ func dateFormat(f string) (func(time.Time) any, error) {
 		}
 	}
 	return func(t time.Time) any { return strftime(f, t) }, nil
+}
+
+// Strftime renders t (in UTC) in a date_format pattern (%Y %m %d %H %M %S
+// %L %j %u %w %%); a pattern with another specifier is a 400.
+func Strftime(format string, t time.Time) (string, error) {
+	if _, err := dateFormat(format); err != nil || format == "" || format == "year" || format == "month" || format == "day" {
+		return "", errs.Invalid("date_format", fmt.Sprintf("%q is not a date pattern", format))
+	}
+	return strftime(format, t.UTC()), nil
 }
 
 func checkPath(at, p string) error {

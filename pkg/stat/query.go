@@ -61,13 +61,17 @@ type GroupKey struct {
 }
 
 // GroupField is one accumulator. Fields builds the objects of push;
-// Conditions (ANDed) gate count, sum and average.
+// Conditions (ANDed) gate count, sum and average. DataType "array" (set
+// by Go callers such as pkg/analyze, never decoded from a stat query)
+// applies the operator twice: first over the array in each row, then
+// across the rows, as upstream's internal data_type does.
 type GroupField struct {
 	Key        string            `json:"key,omitempty"`
 	Name       string            `json:"name"`
 	Operator   string            `json:"operator"`
 	Fields     []NamedKey        `json:"fields,omitempty"`
 	Conditions []query.Condition `json:"conditions,omitempty"`
+	DataType   string            `json:"-"`
 }
 
 // NamedKey copies Key under Name (the members of a pushed object).

@@ -28,11 +28,12 @@ type groupKey struct {
 }
 
 type groupField struct {
-	name string
-	op   string
-	p    path        // accumulated key; nil for count and for push of objects
-	push []namedPath // push: the members of each pushed object
-	when []test      // conditions, ANDed
+	name  string
+	op    string
+	p     path        // accumulated key; nil for count and for push of objects
+	push  []namedPath // push: the members of each pushed object
+	when  []test      // conditions, ANDed
+	array bool        // data_type array: reduce each row's array first
 }
 
 type namedPath struct {
@@ -149,8 +150,26 @@ func (f *groupField) input(d bson.D) any {
 			}
 		}
 		return obj
+	case f.array:
+		return reduceArray(f.op, f.p.of(d))
 	}
 	return f.p.of(d)
+}
+
+// reduceArray is the expression form of sum, average, max or min applied
+// to one row's value: over the elements of an array, or the value itself.
+// Like the expressions, it skips what is not a number (sum, average) or
+// null (max, min), and gives null for nothing left (0 for sum).
+func reduceArray(op string, v any) any {
+	vals, ok := v.([]any)
+	if !ok {
+		vals = []any{v}
+	}
+	var a accumulator
+	for _, e := range vals {
+		_ = a.add(op, e) // sum, average, max and min never fail
+	}
+	return a.result(op)
 }
 
 // emitByID yields group rows ordered by their keys. MongoDB leaves the
@@ -188,7 +207,7 @@ func (g *groupStage) pushable() bool {
 		}
 	}
 	for _, f := range g.fields {
-		if (f.op != "count" && f.op != "sum") || len(f.when) > 0 {
+		if (f.op != "count" && f.op != "sum") || len(f.when) > 0 || f.array {
 			return false
 		}
 	}
