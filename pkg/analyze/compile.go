@@ -153,10 +153,8 @@ func field(name string, f Field) (stat.GroupField, error) {
 	}
 	gf := stat.GroupField{Name: name, Operator: f.Operator}
 	switch {
-	case f.Operator == "count":
-		if f.Key != "" || len(f.Fields) > 0 {
-			return stat.GroupField{}, errs.Invalid("query.fields", fmt.Sprintf("%q: count takes no key and no fields", name))
-		}
+	case f.Operator == "count" && len(f.Fields) == 0:
+		// counts rows; a key means nothing, as upstream ignores it
 	case len(f.Fields) > 0:
 		if f.Operator != "push" {
 			return stat.GroupField{}, errs.Invalid("query.fields.fields", fmt.Sprintf("%q: only push takes fields", name))
