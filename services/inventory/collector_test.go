@@ -221,7 +221,7 @@ func TestCollectorUpdate(t *testing.T) {
 	s.adminA.Call("/inventory/v1/collector/update", map[string]any{"collector_id": c.CollectorID, "name": "AWS prod",
 		"tags": map[string]any{"b": 2}, "schedule": map[string]any{"state": "ENABLED", "hours": []int{5}},
 		"secret_filter": map[string]any{"state": "ENABLED", "service_accounts": []string{"ta-a-dom"}, "exclude_secrets": []string{}},
-		"plugin_info": map[string]any{"plugin_id": "ignored"}}).OK(&out)
+		"plugin_info":   map[string]any{"plugin_id": "ignored"}}).OK(&out)
 	if out.Name != "AWS prod" || out.Tags["b"] != float64(2) || out.Tags["a"] != nil || out.Schedule.State != "ENABLED" ||
 		out.SecretFilter.State != "ENABLED" || len(out.SecretFilter.ServiceAccounts) != 1 || out.PluginInfo.PluginID != collectorPlugin {
 		t.Fatalf("update: %+v", out)
