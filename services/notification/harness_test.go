@@ -37,11 +37,22 @@ func writeError(w http.ResponseWriter, status int, code string) {
 	_ = json.NewEncoder(w).Encode(M{"detail": M{"code": code, "message": "fake: " + code}})
 }
 
-// Plugins the fake repository knows: id -> resource_type.
-var knownPlugins = map[string]string{
-	"plugin-email-noti-protocol": "notification.Protocol",
-	"plugin-unreachable":         "notification.Protocol",
-	"plugin-grafana-mon-webhook": "monitoring.Webhook",
+// repoPlugin is a plugin the fake repository knows.
+type repoPlugin struct {
+	resourceType string
+	state        string
+	capability   M
+}
+
+var emailCapability = M{"supported_schema": []string{"email_smtp", "email_api"}, "data_type": "SECRET"}
+
+// Plugins the fake repository knows.
+var knownPlugins = map[string]repoPlugin{
+	"plugin-email-noti-protocol": {"notification.Protocol", "ENABLED", emailCapability},
+	"plugin-unreachable":         {"notification.Protocol", "ENABLED", emailCapability},
+	"plugin-disabled-protocol":   {"notification.Protocol", "DISABLED", emailCapability},
+	"plugin-no-schema-protocol":  {"notification.Protocol", "ENABLED", M{"data_type": "PLAIN_TEXT"}},
+	"plugin-grafana-mon-webhook": {"monitoring.Webhook", "ENABLED", M{}},
 }
 
 // newFakeRepository answers plugin/get and plugin/get-versions for a
@@ -57,15 +68,15 @@ func newFakeRepository(t *testing.T) *httptest.Server {
 		}
 		body, _ := io.ReadAll(r.Body)
 		_ = json.Unmarshal(body, &req)
-		rt, ok := knownPlugins[req.PluginID]
-		if !ok {
-			writeError(w, http.StatusBadRequest, "ERROR_NO_PLUGIN")
+		rp, ok := knownPlugins[req.PluginID]
+		if !ok { // as the repository service answers
+			writeError(w, http.StatusNotFound, errs.NotFoundCode)
 			return
 		}
 		switch r.URL.Path {
 		case "/repository/v1/plugin/get":
-			_ = json.NewEncoder(w).Encode(M{"plugin_id": req.PluginID, "name": req.PluginID, "resource_type": rt,
-				"capability": M{"supported_schema": []string{"email_smtp"}}, "state": "ENABLED"})
+			_ = json.NewEncoder(w).Encode(M{"plugin_id": req.PluginID, "name": req.PluginID, "resource_type": rp.resourceType,
+				"capability": rp.capability, "state": rp.state})
 		case "/repository/v1/plugin/get-versions":
 			_ = json.NewEncoder(w).Encode(M{"results": []string{"1.2.0", "1.1.0"}, "total_count": 2})
 		default:
@@ -163,7 +174,19 @@ func setupWith(t *testing.T, o options) *env {
 // refused request stored nothing.
 func (e *env) count(t *testing.T, coll string) int64 {
 	t.Helper()
-	n, err := e.db.Collection(coll).CountDocuments(context.Background(), bson.D{})
+	return e.countWhere(t, coll, bson.D{})
+}
+
+// external is the number of EXTERNAL protocols stored (reads add each
+// domain's built-in INTERNAL one).
+func (e *env) external(t *testing.T) int64 {
+	t.Helper()
+	return e.countWhere(t, "notification_protocols", bson.D{{Key: "protocol_type", Value: "EXTERNAL"}})
+}
+
+func (e *env) countWhere(t *testing.T, coll string, filter bson.D) int64 {
+	t.Helper()
+	n, err := e.db.Collection(coll).CountDocuments(context.Background(), filter)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,6 +216,7 @@ type Protocol struct {
 		Version     string `json:"version"`
 		Options     M      `json:"options"`
 		SecretID    string `json:"secret_id"`
+		Schema      string `json:"schema"`
 		Metadata    M      `json:"metadata"`
 		UpgradeMode string `json:"upgrade_mode"`
 	} `json:"plugin_info"`
@@ -217,5 +241,5 @@ func (e *env) create(t *testing.T, c *testkit.Client, body M) Protocol {
 
 func emailProtocol(name string) M {
 	return M{"name": name, "plugin_info": M{"plugin_id": "plugin-email-noti-protocol", "options": M{"smtp_host": "mail.example.com"},
-		"secret_data": M{"smtp_password": "hunter2-secret"}}, "tags": M{"team": "ops"}}
+		"secret_data": M{"smtp_password": "hunter2-secret"}, "schema": "email_smtp"}, "tags": M{"team": "ops"}}
 }

@@ -10,8 +10,8 @@
 // unreachable, slow or failing on its side: 5xx) is retried with a growing
 // delay up to MaxDeliver deliveries; a refusal (4xx: bad channel data or
 // message) or the last failure goes to events.NotificationDeadSubject.
-// A DISABLED or deleted protocol dispatches nothing: the event is recorded
-// as skipped.
+// A DISABLED, deleted or INTERNAL protocol dispatches nothing: the event
+// is recorded as skipped.
 //
 // It holds no operation of the API.
 package dispatch
@@ -178,6 +178,10 @@ func (d *Dispatcher) dispatch(ctx context.Context, ev events.NotificationDispatc
 		return "", "", store.Wrap(err)
 	case pr.State != noti.Enabled:
 		return Skipped, "protocol disabled", nil
+	case pr.ProtocolType == noti.Internal:
+		// Upstream's INTERNAL protocol fills users' in-app inboxes,
+		// which Nubes does not keep: recorded, counted, not delivered.
+		return Skipped, "INTERNAL protocol: no in-app notifications", nil
 	}
 	secret := map[string]any{}
 	if pr.Sealed != nil {

@@ -7,6 +7,8 @@ package noti
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -37,6 +39,13 @@ const (
 	Disabled = "DISABLED"
 )
 
+// Protocol types: EXTERNAL protocols are instances of a repository plugin;
+// the one INTERNAL protocol of each domain is built in (see Internal).
+const (
+	External = "EXTERNAL"
+	Internal = "INTERNAL"
+)
+
 // ResourceType is the repository resource_type of protocol plugins.
 const ResourceType = "notification.Protocol"
 
@@ -49,10 +58,13 @@ var (
 
 // PluginInfo is a protocol's plugin.
 type PluginInfo struct {
-	PluginID    string         `bson:"plugin_id" json:"plugin_id"`
-	Version     string         `bson:"version" json:"version"`
-	Options     map[string]any `bson:"options" json:"options"`
-	SecretID    string         `bson:"secret_id,omitempty" json:"secret_id,omitempty"`
+	PluginID string         `bson:"plugin_id" json:"plugin_id"`
+	Version  string         `bson:"version" json:"version"`
+	Options  map[string]any `bson:"options" json:"options"`
+	SecretID string         `bson:"secret_id,omitempty" json:"secret_id,omitempty"`
+	// Schema names the form of the secret data (one of the capability's
+	// supported_schema); set with SecretID.
+	Schema      string         `bson:"schema,omitempty" json:"schema,omitempty"`
 	Metadata    map[string]any `bson:"metadata" json:"metadata"`
 	UpgradeMode string         `bson:"upgrade_mode" json:"upgrade_mode"`
 }
@@ -98,8 +110,27 @@ const (
 // RepoPlugin is what the service needs of repository's PluginInfo.
 type RepoPlugin struct {
 	PluginID     string         `json:"plugin_id"`
+	State        string         `json:"state"`
 	ResourceType string         `json:"resource_type"`
 	Capability   map[string]any `json:"capability"`
+}
+
+// SupportedSchema is the plugin's capability.supported_schema, and
+// whether the plugin declares it at all.
+func (p *RepoPlugin) SupportedSchema() ([]string, bool) {
+	raw, ok := p.Capability["supported_schema"].([]any)
+	if !ok {
+		return nil, false
+	}
+	out := make([]string, 0, len(raw))
+	for _, v := range raw {
+		s, ok := v.(string)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, s)
+	}
+	return out, true
 }
 
 // Repository looks plugins up on the caller's behalf.
@@ -110,12 +141,19 @@ type Repository struct{ Client *call.Client }
 func (r Repository) Protocol(ctx context.Context, pluginID string) (*RepoPlugin, error) {
 	var p RepoPlugin
 	if err := r.Client.Call(ctx, PluginGetPath, map[string]string{"plugin_id": pluginID}, &p); err != nil {
+		if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+			return nil, noProtocolPlugin(pluginID) // the repository's message names no kind
+		}
 		return nil, err
 	}
 	if p.PluginID != pluginID || p.ResourceType != ResourceType {
-		return nil, errs.New(errs.NotFoundCode, "No notification protocol plugin (resource_type %s) found. (plugin_id = %s)", ResourceType, pluginID)
+		return nil, noProtocolPlugin(pluginID)
 	}
 	return &p, nil
+}
+
+func noProtocolPlugin(pluginID string) error {
+	return errs.New(errs.NotFoundCode, "No notification protocol plugin (resource_type %s) found. (plugin_id = %s)", ResourceType, pluginID)
 }
 
 // Versions are the plugin's versions, newest first.
@@ -167,4 +205,30 @@ func (c Counters) Read(ctx context.Context, ids []string) (map[string]Usage, err
 func (c Counters) Forget(ctx context.Context, protocolID string) error {
 	_, err := c.C.DeleteOne(ctx, bson.D{{Key: "_id", Value: protocolID}})
 	return store.Wrap(err)
+}
+
+// The built-in INTERNAL protocol: upstream creates one per domain on the
+// first read ("SpaceONE User", resource_type identity.User, for the
+// user channels that deliver to a user's in-app notifications). Nubes
+// creates its own the same way, under its own name; it has no plugin and
+// cannot be updated, re-plugged or deleted (enable and disable work).
+const (
+	InternalName   = "Nubes User"
+	InternalSchema = "nubes_user"
+)
+
+// InternalID is the id of a domain's built-in protocol, derived from the
+// domain so that concurrent first reads create it once.
+func InternalID(domainID string) string {
+	sum := sha256.Sum256([]byte("notification.internal-protocol\x00" + domainID))
+	return "protocol-" + hex.EncodeToString(sum[:6])
+}
+
+// InternalProtocol is the domain's built-in protocol as first stored.
+func InternalProtocol(domainID string) *Protocol {
+	id := InternalID(domainID)
+	return &Protocol{ID: id, ProtocolID: id, Name: InternalName, State: Enabled, ProtocolType: Internal,
+		ResourceType: "identity.User", Capability: map[string]any{"supported_schema": []any{InternalSchema}},
+		PluginInfo: PluginInfo{Options: map[string]any{}, Metadata: map[string]any{"data_type": "PLAIN_TEXT"}, UpgradeMode: "AUTO"},
+		Tags:       map[string]any{}, DomainID: domainID, CreatedAt: wire.T(wire.Now())}
 }

@@ -1,7 +1,9 @@
 // Package protocolapi holds the protocol operations of the notification
 // service: a protocol is an instance of a repository plugin of
 // resource_type notification.Protocol, initialised (Protocol.init) on
-// create and on update_plugin, with its secret data sealed at rest.
+// create and on update_plugin, with its secret data sealed at rest. Each
+// domain also has one built-in INTERNAL protocol, created on its first
+// read and read-only but for enable and disable.
 //
 // It must not read other services' data except through their APIs
 // (repository for plugins and versions).
@@ -9,8 +11,10 @@ package protocolapi
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
+	"sync"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -49,30 +53,40 @@ func without(fields []string, drop string) []string {
 
 type (
 	pluginRequest struct {
-		PluginID    string         `json:"plugin_id" v:"required,max=255"`
-		Version     string         `json:"version" v:"max=255"`
-		Options     map[string]any `json:"options"`
-		SecretData  map[string]any `json:"secret_data"`
-		Schema      string         `json:"schema" v:"max=255"`
+		PluginID   string         `json:"plugin_id" v:"required,max=255"`
+		Version    string         `json:"version" v:"max=255"`
+		Options    map[string]any `json:"options"`
+		SecretData map[string]any `json:"secret_data"`
+		// Schema names the form of secret_data, one of the plugin's
+		// capability.supported_schema (upstream requires it with
+		// secret_data).
+		Schema string `json:"schema" v:"max=255"`
+		// SecretID is listed in the spec's PluginRequest; Nubes keeps
+		// no domain secrets to point at, so it is refused (see Validate).
+		SecretID    string         `json:"secret_id"`
 		Metadata    map[string]any `json:"metadata"` // echoed back by clients; init decides it
 		UpgradeMode string         `json:"upgrade_mode" v:"enum=AUTO|MANUAL"`
 	}
+	// createProtocol is the spec's CreateProtocolRequest: resource_type
+	// is not in it (no client sends it), so it is an unknown field.
 	createProtocol struct {
-		Name         string         `json:"name" v:"required,max=255"`
-		PluginInfo   *pluginRequest `json:"plugin_info" v:"required"`
-		ResourceType string         `json:"resource_type" v:"enum=identity.Project|identity.User"`
-		Tags         map[string]any `json:"tags"`
+		Name       string         `json:"name" v:"required,max=255"`
+		PluginInfo *pluginRequest `json:"plugin_info" v:"required"`
+		Tags       map[string]any `json:"tags"`
 	}
 	updateProtocol struct {
 		ProtocolID string         `json:"protocol_id" v:"required"`
 		Name       string         `json:"name" v:"max=255"`
 		Tags       map[string]any `json:"tags"`
+		DomainID   string         `json:"domain_id"` // upstream's; must be the caller's
 	}
 	updatePlugin struct {
 		ProtocolID string         `json:"protocol_id" v:"required"`
 		Version    string         `json:"version" v:"max=255"`
 		Options    map[string]any `json:"options"`
-		DomainID   string         `json:"domain_id"` // the spec lists it; the caller's domain is used
+		// DomainID is required by the spec; the tenant comes from the
+		// token, so another domain's id is 404.
+		DomainID string `json:"domain_id" v:"required,max=64"`
 	}
 	protocolRequest struct {
 		ProtocolID string `json:"protocol_id" v:"required"`
@@ -84,7 +98,7 @@ type (
 		Name         string       `json:"name"`
 		State        string       `json:"state" v:"enum=ENABLED|DISABLED"`
 		ProtocolType string       `json:"protocol_type" v:"enum=INTERNAL|EXTERNAL"`
-		ResourceType string       `json:"resource_type"`
+		ResourceType string       `json:"resource_type" v:"enum=identity.Project|identity.User"`
 		DomainID     string       `json:"domain_id"`
 	}
 	statQuery struct {
@@ -93,10 +107,28 @@ type (
 	}
 )
 
-// Validate: a MANUAL plugin names its version.
+// Validate: a MANUAL plugin names its version; secret data comes with the
+// schema of its form; credentials are given as data, never by reference.
 func (r *createProtocol) Validate() error {
-	if r.PluginInfo.UpgradeMode == "MANUAL" && r.PluginInfo.Version == "" {
+	pi := r.PluginInfo
+	switch {
+	case pi.UpgradeMode == "MANUAL" && pi.Version == "":
 		return errs.Required("plugin_info.version")
+	case pi.SecretID != "":
+		return errs.Invalid("plugin_info.secret_id", "give the credentials as plugin_info.secret_data; the service seals them with the protocol")
+	case pi.SecretData != nil && pi.Schema == "":
+		return errs.Required("plugin_info.schema")
+	case pi.SecretData == nil && pi.Schema != "":
+		return errs.Invalid("plugin_info.schema", "names the form of plugin_info.secret_data, which is not given")
+	}
+	return nil
+}
+
+// checkDomain: a domain_id in a request must be the caller's (the tenant
+// comes from the token); another domain's id is 404, as its records are.
+func checkDomain(p *auth.Principal, domainID string) error {
+	if domainID != "" && domainID != p.DomainID {
+		return errs.NotFound("domain_id", domainID)
 	}
 	return nil
 }
@@ -109,6 +141,8 @@ type Protocols struct {
 	plugins  *plugin.Client
 	keys     *seal.Keyring
 	log      *slog.Logger
+	// internal remembers the domains whose built-in protocol exists.
+	internal sync.Map
 }
 
 // New creates the collection's indexes.
@@ -116,7 +150,8 @@ func New(ctx context.Context, db *mongo.Database, repo noti.Repository, plugins 
 	ps := &Protocols{c: db.Collection(noti.ProtocolsCollection), counters: noti.Counters{C: db.Collection(noti.UsageCollection)},
 		repo: repo, plugins: plugins, keys: keys, log: log}
 	return ps, store.EnsureIndexes(ctx, ps.c,
-		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "name", Value: 1}}},
+		// A name is unique in its domain (upstream: unique_with domain_id).
+		store.Index{Keys: bson.D{{Key: "name", Value: 1}, {Key: "domain_id", Value: 1}}, Unique: true},
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "plugin_info.plugin_id", Value: 1}}},
 	)
 }
@@ -144,9 +179,24 @@ func (ps *Protocols) target(info noti.PluginInfo) plugin.Protocol {
 func scope(p *auth.Principal) bson.D { return bson.D{{Key: "domain_id", Value: p.DomainID}} }
 
 func (ps *Protocols) create(ctx context.Context, p *auth.Principal, r *createProtocol) (*Protocol, error) {
+	// A taken name is refused before the plugin is called; the unique
+	// index still decides between concurrent creates.
+	if err := ps.nameFree(ctx, p.DomainID, r.Name, ""); err != nil {
+		return nil, err
+	}
 	rp, err := ps.repo.Protocol(ctx, r.PluginInfo.PluginID)
 	if err != nil {
 		return nil, err
+	}
+	if rp.State == noti.Disabled {
+		return nil, errs.Invalid("plugin_info.plugin_id", "plugin "+rp.PluginID+" is DISABLED in the repository")
+	}
+	supported, ok := rp.SupportedSchema()
+	if !ok {
+		return nil, errs.New(errs.WrongPluginSettings, "The plugin settings is incorrect. (key = capability.supported_schema, plugin_id = %s)", rp.PluginID)
+	}
+	if r.PluginInfo.Schema != "" && !slices.Contains(supported, r.PluginInfo.Schema) {
+		return nil, errs.Invalid("plugin_info.schema", "not one of the plugin's capability.supported_schema")
 	}
 	info := noti.PluginInfo{PluginID: rp.PluginID, Version: r.PluginInfo.Version, Options: wire.Object(r.PluginInfo.Options),
 		UpgradeMode: r.PluginInfo.UpgradeMode}
@@ -169,12 +219,9 @@ func (ps *Protocols) create(ctx context.Context, p *auth.Principal, r *createPro
 	}
 	info.Metadata = wire.Object(md)
 	id := wire.NewID("protocol")
-	doc := &Protocol{ID: id, ProtocolID: id, Name: r.Name, State: noti.Enabled, ProtocolType: "EXTERNAL",
-		ResourceType: r.ResourceType, Capability: wire.Object(rp.Capability), PluginInfo: info, Tags: wire.Object(r.Tags),
-		DomainID: p.DomainID, CreatedAt: wire.T(wire.Now())}
-	if doc.ResourceType == "" {
-		doc.ResourceType = "identity.Project"
-	}
+	doc := &Protocol{ID: id, ProtocolID: id, Name: r.Name, State: noti.Enabled, ProtocolType: noti.External,
+		ResourceType: "identity.Project", Capability: map[string]any{"supported_schema": supported}, PluginInfo: info,
+		Tags: wire.Object(r.Tags), DomainID: p.DomainID, CreatedAt: wire.T(wire.Now())}
 	if r.PluginInfo.SecretData != nil {
 		sealed, err := ps.keys.SealJSON(r.PluginInfo.SecretData, noti.AD(id, p.DomainID))
 		if err != nil {
@@ -182,11 +229,43 @@ func (ps *Protocols) create(ctx context.Context, p *auth.Principal, r *createPro
 		}
 		doc.Sealed = &sealed
 		doc.PluginInfo.SecretID = wire.NewID("secret")
+		doc.PluginInfo.Schema = r.PluginInfo.Schema
 	}
 	if _, err := ps.c.InsertOne(ctx, doc); err != nil {
 		return nil, store.Wrap(err)
 	}
 	return doc, nil
+}
+
+// nameFree answers 409 when another protocol of the domain has the name.
+func (ps *Protocols) nameFree(ctx context.Context, domainID, name, self string) error {
+	var other struct {
+		ID string `bson:"_id"`
+	}
+	err := ps.c.FindOne(ctx, bson.D{{Key: "name", Value: name}, {Key: "domain_id", Value: domainID}}).Decode(&other)
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments) || err == nil && other.ID == self:
+		return nil
+	case err != nil:
+		return store.Wrap(err)
+	}
+	return errs.New(errs.SaveUniqueValues, "Tried to save duplicate unique values. (name = %s)", name)
+}
+
+// ensureInternal creates the domain's built-in INTERNAL protocol unless it
+// exists (or its name is taken by a protocol of the domain, as upstream).
+func (ps *Protocols) ensureInternal(ctx context.Context, domainID string) error {
+	if _, done := ps.internal.Load(domainID); done {
+		return nil
+	}
+	_, err := ps.c.InsertOne(ctx, noti.InternalProtocol(domainID))
+	if err = store.Wrap(err); err != nil {
+		if e, ok := errs.As(err); !ok || e.Code != errs.SaveUniqueValues {
+			return err
+		}
+	}
+	ps.internal.Store(domainID, struct{}{})
+	return nil
 }
 
 // load returns a protocol of the caller's domain (404 otherwise).
@@ -199,6 +278,14 @@ func (ps *Protocols) load(ctx context.Context, p *auth.Principal, id string) (*P
 		return nil, errs.NotFound("protocol_id", id)
 	}
 	return doc, nil
+}
+
+// external refuses to change the built-in INTERNAL protocol.
+func external(doc *Protocol) error {
+	if doc.ProtocolType == noti.Internal {
+		return errs.New(errs.NotAllowedUpdateProtocolType, "The built-in INTERNAL protocol cannot be changed or deleted. (protocol_id = %s)", doc.ProtocolID)
+	}
+	return nil
 }
 
 // out fills in the usage counters.
@@ -235,12 +322,18 @@ func (ps *Protocols) set(ctx context.Context, p *auth.Principal, id string, set 
 }
 
 func (ps *Protocols) update(ctx context.Context, p *auth.Principal, r *updateProtocol) (*Protocol, error) {
+	if err := checkDomain(p, r.DomainID); err != nil {
+		return nil, err
+	}
 	return ps.set(ctx, p, r.ProtocolID, func(doc *Protocol) (bson.D, error) {
-		if doc.ProtocolType == "INTERNAL" {
-			return nil, errs.New(errs.InvalidParameter, "An INTERNAL protocol cannot be updated. (protocol_id = %s)", doc.ProtocolID)
+		if err := external(doc); err != nil {
+			return nil, err
 		}
 		set := bson.D{}
-		if r.Name != "" {
+		if r.Name != "" && r.Name != doc.Name {
+			if err := ps.nameFree(ctx, doc.DomainID, r.Name, doc.ID); err != nil {
+				return nil, err
+			}
 			set = append(set, bson.E{Key: "name", Value: r.Name})
 		}
 		if r.Tags != nil {
@@ -254,7 +347,13 @@ func (ps *Protocols) update(ctx context.Context, p *auth.Principal, r *updatePro
 // without one, the newest), replaces the options when given, and keeps the
 // metadata of a new init.
 func (ps *Protocols) updatePlugin(ctx context.Context, p *auth.Principal, r *updatePlugin) (*Protocol, error) {
+	if err := checkDomain(p, r.DomainID); err != nil {
+		return nil, err
+	}
 	return ps.set(ctx, p, r.ProtocolID, func(doc *Protocol) (bson.D, error) {
+		if err := external(doc); err != nil {
+			return nil, err
+		}
 		info := doc.PluginInfo
 		if r.Options != nil {
 			info.Options = r.Options
@@ -283,6 +382,9 @@ func (ps *Protocols) updatePlugin(ctx context.Context, p *auth.Principal, r *upd
 
 func (ps *Protocols) state(state string) func(ctx context.Context, p *auth.Principal, r *protocolRequest) (*Protocol, error) {
 	return func(ctx context.Context, p *auth.Principal, r *protocolRequest) (*Protocol, error) {
+		if err := checkDomain(p, r.DomainID); err != nil {
+			return nil, err
+		}
 		return ps.set(ctx, p, r.ProtocolID, func(doc *Protocol) (bson.D, error) {
 			if doc.State == state {
 				return nil, nil
@@ -302,8 +404,14 @@ func (ps *Protocols) disable(ctx context.Context, p *auth.Principal, r *protocol
 
 // delete removes the protocol, and its sealed secret data with it.
 func (ps *Protocols) delete(ctx context.Context, p *auth.Principal, r *protocolRequest) (*api.Empty, error) {
+	if err := checkDomain(p, r.DomainID); err != nil {
+		return nil, err
+	}
 	doc, err := ps.load(ctx, p, r.ProtocolID)
 	if err != nil {
+		return nil, err
+	}
+	if err := external(doc); err != nil {
 		return nil, err
 	}
 	res, err := ps.c.DeleteOne(ctx, bson.D{{Key: "_id", Value: doc.ID}})
@@ -320,6 +428,12 @@ func (ps *Protocols) delete(ctx context.Context, p *auth.Principal, r *protocolR
 }
 
 func (ps *Protocols) get(ctx context.Context, p *auth.Principal, r *protocolRequest) (*Protocol, error) {
+	if err := checkDomain(p, r.DomainID); err != nil {
+		return nil, err
+	}
+	if err := ps.ensureInternal(ctx, p.DomainID); err != nil {
+		return nil, err
+	}
 	doc, err := ps.load(ctx, p, r.ProtocolID)
 	if err != nil {
 		return nil, err
@@ -328,6 +442,12 @@ func (ps *Protocols) get(ctx context.Context, p *auth.Principal, r *protocolRequ
 }
 
 func (ps *Protocols) list(ctx context.Context, p *auth.Principal, r *protocolQuery) (*api.List[Protocol], error) {
+	if err := checkDomain(p, r.DomainID); err != nil {
+		return nil, err
+	}
+	if err := ps.ensureInternal(ctx, p.DomainID); err != nil {
+		return nil, err
+	}
 	q := query.With(r.Query, query.Params("protocol_id", r.ProtocolID, "name", r.Name, "state", r.State,
 		"protocol_type", r.ProtocolType, "resource_type", r.ResourceType)...)
 	l, err := store.Search[Protocol](ctx, ps.c, q, resource, scope(p))
@@ -342,6 +462,12 @@ func (ps *Protocols) list(ctx context.Context, p *auth.Principal, r *protocolQue
 }
 
 func (ps *Protocols) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*map[string]any, error) {
+	if err := checkDomain(p, r.DomainID); err != nil {
+		return nil, err
+	}
+	if err := ps.ensureInternal(ctx, p.DomainID); err != nil {
+		return nil, err
+	}
 	res, err := stat.Run(ctx, ps.c, scope(p), resource, r.Query)
 	return &res, err
 }
