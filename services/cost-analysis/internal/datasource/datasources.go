@@ -205,10 +205,12 @@ func (ds *DataSources) resolve(ctx context.Context, info *model.PluginInfo, vers
 // managedSpecs reads the MANAGED rules of a plugin's metadata; an entry
 // that is not a valid rule is skipped (and logged).
 func (ds *DataSources) managedSpecs(md map[string]any) []rule.ManagedSpec {
-	raw, _ := md["data_source_rules"].([]any)
+	// Through JSON: metadata read back from the store holds bson.A, not []any.
+	b, _ := json.Marshal(md["data_source_rules"])
+	var raw []json.RawMessage
+	_ = json.Unmarshal(b, &raw)
 	var out []rule.ManagedSpec
 	for i, r := range raw {
-		b, _ := json.Marshal(r)
 		var s struct {
 			Name             string            `json:"name"`
 			Conditions       []model.Condition `json:"conditions"`
@@ -217,7 +219,7 @@ func (ds *DataSources) managedSpecs(md map[string]any) []rule.ManagedSpec {
 			Options          model.RuleOptions `json:"options"`
 			Tags             map[string]any    `json:"tags"`
 		}
-		if err := json.Unmarshal(b, &s); err != nil || !slices.Contains([]string{"ALL", "ANY", "ALWAYS"}, s.ConditionsPolicy) {
+		if err := json.Unmarshal(r, &s); err != nil || !slices.Contains([]string{"ALL", "ANY", "ALWAYS"}, s.ConditionsPolicy) {
 			ds.log.Warn("a MANAGED rule of the plugin's metadata skipped", "index", i)
 			continue
 		}

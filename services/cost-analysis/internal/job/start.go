@@ -23,11 +23,11 @@ import (
 // and queue them. A plugin that fails get_tasks leaves the job FAILURE
 // with ERROR_GET_JOB_TASKS; no task makes it SUCCESS at once.
 func (js *Jobs) Start(ctx context.Context, p *auth.Principal, ds *model.DataSource, start string) (*Job, error) {
-	if js.outbox == nil {
-		return nil, errs.Down("The event bus", errors.New("cost-analysis runs without NATS: jobs cannot be queued"))
-	}
 	if ds.State != model.Enabled {
 		return nil, errs.New(errs.DataSourceState, "The data source is %s: it does not sync. (data_source_id = %s)", ds.State, ds.DataSourceID)
+	}
+	if js.outbox == nil {
+		return nil, errs.Down("The event bus", errors.New("cost-analysis runs without NATS: jobs cannot be queued"))
 	}
 	secret, err := OpenSecret(js.keys, ds)
 	if err != nil {

@@ -152,13 +152,13 @@ func Placement(p *auth.Principal, resourceGroup, workspaceID string) (string, er
 
 // PluginInfo is a data source's plugin.
 type PluginInfo struct {
-	PluginID    string         `bson:"plugin_id" json:"plugin_id"`
-	Version     string         `bson:"version" json:"version"`
-	Options     map[string]any `bson:"options" json:"options"`
-	Metadata    map[string]any `bson:"metadata" json:"metadata"`
-	SecretID    string         `bson:"secret_id,omitempty" json:"secret_id,omitempty"`
-	SchemaID    string         `bson:"schema_id,omitempty" json:"schema_id,omitempty"`
-	UpgradeMode string         `bson:"upgrade_mode" json:"upgrade_mode"`
+	PluginID    string `bson:"plugin_id" json:"plugin_id"`
+	Version     string `bson:"version" json:"version"`
+	Options     Object `bson:"options" json:"options"`
+	Metadata    Object `bson:"metadata" json:"metadata"`
+	SecretID    string `bson:"secret_id,omitempty" json:"secret_id,omitempty"`
+	SchemaID    string `bson:"schema_id,omitempty" json:"schema_id,omitempty"`
+	UpgradeMode string `bson:"upgrade_mode" json:"upgrade_mode"`
 }
 
 // Schedule is when a data source syncs by itself.
@@ -171,25 +171,25 @@ type Schedule struct {
 // secret data is sealed in Sealed (bound to its id and domain) and never
 // sent.
 type DataSource struct {
-	ID                     string         `bson:"_id" json:"-"`
-	DataSourceID           string         `bson:"data_source_id" json:"data_source_id"`
-	Name                   string         `bson:"name" json:"name"`
-	State                  string         `bson:"state" json:"state"`
-	DataSourceType         string         `bson:"data_source_type" json:"data_source_type"`
-	Provider               string         `bson:"provider" json:"provider"`
-	SecretType             string         `bson:"secret_type" json:"secret_type"`
-	PluginInfo             PluginInfo     `bson:"plugin_info" json:"plugin_info"`
-	Sealed                 *seal.Sealed   `bson:"sealed,omitempty" json:"-"`
-	Schedule               Schedule       `bson:"schedule" json:"schedule"`
-	Tags                   map[string]any `bson:"tags" json:"tags"`
-	CostTagKeys            []string       `bson:"cost_tag_keys" json:"cost_tag_keys"`
-	CostAdditionalInfoKeys []string       `bson:"cost_additional_info_keys" json:"cost_additional_info_keys"`
-	CostDataKeys           []string       `bson:"cost_data_keys" json:"cost_data_keys"`
-	ResourceGroup          string         `bson:"resource_group" json:"resource_group"`
-	WorkspaceID            string         `bson:"workspace_id" json:"workspace_id"`
-	DomainID               string         `bson:"domain_id" json:"domain_id"`
-	CreatedAt              wire.Time      `bson:"created_at" json:"created_at"`
-	LastSynchronizedAt     *wire.Time     `bson:"last_synchronized_at" json:"last_synchronized_at"`
+	ID                     string       `bson:"_id" json:"-"`
+	DataSourceID           string       `bson:"data_source_id" json:"data_source_id"`
+	Name                   string       `bson:"name" json:"name"`
+	State                  string       `bson:"state" json:"state"`
+	DataSourceType         string       `bson:"data_source_type" json:"data_source_type"`
+	Provider               string       `bson:"provider" json:"provider"`
+	SecretType             string       `bson:"secret_type" json:"secret_type"`
+	PluginInfo             PluginInfo   `bson:"plugin_info" json:"plugin_info"`
+	Sealed                 *seal.Sealed `bson:"sealed,omitempty" json:"-"`
+	Schedule               Schedule     `bson:"schedule" json:"schedule"`
+	Tags                   Object       `bson:"tags" json:"tags"`
+	CostTagKeys            []string     `bson:"cost_tag_keys" json:"cost_tag_keys"`
+	CostAdditionalInfoKeys []string     `bson:"cost_additional_info_keys" json:"cost_additional_info_keys"`
+	CostDataKeys           []string     `bson:"cost_data_keys" json:"cost_data_keys"`
+	ResourceGroup          string       `bson:"resource_group" json:"resource_group"`
+	WorkspaceID            string       `bson:"workspace_id" json:"workspace_id"`
+	DomainID               string       `bson:"domain_id" json:"domain_id"`
+	CreatedAt              wire.Time    `bson:"created_at" json:"created_at"`
+	LastSynchronizedAt     *wire.Time   `bson:"last_synchronized_at" json:"last_synchronized_at"`
 }
 
 // AD binds a data source's sealed secret data to its record.
@@ -214,10 +214,10 @@ type MatchRule struct {
 
 // Actions are what a rule does to the costs it matches.
 type Actions struct {
-	ChangeProject       string         `bson:"change_project,omitempty" json:"change_project,omitempty" v:"max=255"`
-	MatchProject        *MatchRule     `bson:"match_project,omitempty" json:"match_project,omitempty"`
-	MatchServiceAccount *MatchRule     `bson:"match_service_account,omitempty" json:"match_service_account,omitempty"`
-	AddAdditionalInfo   map[string]any `bson:"add_additional_info,omitempty" json:"add_additional_info,omitempty"`
+	ChangeProject       string     `bson:"change_project,omitempty" json:"change_project,omitempty" v:"max=255"`
+	MatchProject        *MatchRule `bson:"match_project,omitempty" json:"match_project,omitempty"`
+	MatchServiceAccount *MatchRule `bson:"match_service_account,omitempty" json:"match_service_account,omitempty"`
+	AddAdditionalInfo   Object     `bson:"add_additional_info,omitempty" json:"add_additional_info,omitempty"`
 }
 
 // RuleOptions: stop_processing ends the rules for a cost the rule matched.
@@ -227,29 +227,29 @@ type RuleOptions struct {
 
 // Rule is a data source rule as stored and sent (DataSourceRuleInfo).
 type Rule struct {
-	ID               string         `bson:"_id" json:"-"`
-	DataSourceRuleID string         `bson:"data_source_rule_id" json:"data_source_rule_id"`
-	Name             string         `bson:"name" json:"name"`
-	RuleType         string         `bson:"rule_type" json:"rule_type"`
-	Order            int            `bson:"order" json:"order"`
-	Conditions       []Condition    `bson:"conditions" json:"conditions"`
-	ConditionsPolicy string         `bson:"conditions_policy" json:"conditions_policy"`
-	Actions          Actions        `bson:"actions" json:"actions"`
-	Options          RuleOptions    `bson:"options" json:"options"`
-	Tags             map[string]any `bson:"tags" json:"tags"`
-	IsDefault        bool           `bson:"is_default" json:"is_default"`
-	ResourceGroup    string         `bson:"resource_group" json:"resource_group"`
-	WorkspaceID      string         `bson:"workspace_id" json:"workspace_id"`
-	DomainID         string         `bson:"domain_id" json:"domain_id"`
-	DataSourceID     string         `bson:"data_source_id" json:"data_source_id"`
-	CreatedAt        wire.Time      `bson:"created_at" json:"created_at"`
+	ID               string      `bson:"_id" json:"-"`
+	DataSourceRuleID string      `bson:"data_source_rule_id" json:"data_source_rule_id"`
+	Name             string      `bson:"name" json:"name"`
+	RuleType         string      `bson:"rule_type" json:"rule_type"`
+	Order            int         `bson:"order" json:"order"`
+	Conditions       []Condition `bson:"conditions" json:"conditions"`
+	ConditionsPolicy string      `bson:"conditions_policy" json:"conditions_policy"`
+	Actions          Actions     `bson:"actions" json:"actions"`
+	Options          RuleOptions `bson:"options" json:"options"`
+	Tags             Object      `bson:"tags" json:"tags"`
+	IsDefault        bool        `bson:"is_default" json:"is_default"`
+	ResourceGroup    string      `bson:"resource_group" json:"resource_group"`
+	WorkspaceID      string      `bson:"workspace_id" json:"workspace_id"`
+	DomainID         string      `bson:"domain_id" json:"domain_id"`
+	DataSourceID     string      `bson:"data_source_id" json:"data_source_id"`
+	CreatedAt        wire.Time   `bson:"created_at" json:"created_at"`
 }
 
 // Changed is a window whose old costs a sync replaces.
 type Changed struct {
-	Start  string         `bson:"start" json:"start"`
-	End    string         `bson:"end" json:"end"`
-	Filter map[string]any `bson:"filter" json:"filter"`
+	Start  string `bson:"start" json:"start"`
+	End    string `bson:"end" json:"end"`
+	Filter Object `bson:"filter" json:"filter"`
 }
 
 // SyncedAccount is an account a sync reached.
@@ -262,7 +262,7 @@ type Job struct {
 	ID             string          `bson:"_id" json:"-"`
 	JobID          string          `bson:"job_id" json:"job_id"`
 	Status         string          `bson:"status" json:"status"`
-	Options        map[string]any  `bson:"options" json:"options"`
+	Options        Object          `bson:"options" json:"options"`
 	ErrorCode      string          `bson:"error_code" json:"error_code"`
 	ErrorMessage   string          `bson:"error_message" json:"error_message"`
 	TotalTasks     int             `bson:"total_tasks" json:"total_tasks"`
@@ -287,14 +287,14 @@ func Finished(status string) bool {
 
 // Task is one task of a cost job (a Job.get_tasks entry).
 type Task struct {
-	ID           string         `bson:"_id" json:"-"`
-	JobTaskID    string         `bson:"job_task_id" json:"job_task_id"`
-	Status       string         `bson:"status" json:"status"`
-	Options      map[string]any `bson:"options" json:"options"`
-	Changed      *Changed       `bson:"changed,omitempty" json:"changed,omitempty"`
-	CreatedCount int            `bson:"created_count" json:"created_count"`
-	ErrorCode    string         `bson:"error_code" json:"error_code"`
-	ErrorMessage string         `bson:"error_message" json:"error_message"`
+	ID           string   `bson:"_id" json:"-"`
+	JobTaskID    string   `bson:"job_task_id" json:"job_task_id"`
+	Status       string   `bson:"status" json:"status"`
+	Options      Object   `bson:"options" json:"options"`
+	Changed      *Changed `bson:"changed,omitempty" json:"changed,omitempty"`
+	CreatedCount int      `bson:"created_count" json:"created_count"`
+	ErrorCode    string   `bson:"error_code" json:"error_code"`
+	ErrorMessage string   `bson:"error_message" json:"error_message"`
 	// Attempt is the delivery that owns the task now: an older delivery
 	// still running stops at its next chunk.
 	Attempt int `bson:"attempt" json:"attempt"`
@@ -316,31 +316,31 @@ type Task struct {
 // changed by the rules, stamped with its job, task, data source and
 // tenancy.
 type Cost struct {
-	ID               string         `bson:"_id" json:"-"`
-	CostID           string         `bson:"cost_id" json:"cost_id"`
-	Cost             float64        `bson:"cost" json:"cost"`
-	UsageQuantity    float64        `bson:"usage_quantity" json:"usage_quantity"`
-	UsageUnit        string         `bson:"usage_unit" json:"usage_unit"`
-	Provider         string         `bson:"provider" json:"provider"`
-	RegionCode       string         `bson:"region_code" json:"region_code"`
-	Product          string         `bson:"product" json:"product"`
-	UsageType        string         `bson:"usage_type" json:"usage_type"`
-	Resource         string         `bson:"resource" json:"resource"`
-	Tags             map[string]any `bson:"tags" json:"tags"`
-	AdditionalInfo   map[string]any `bson:"additional_info" json:"additional_info"`
-	Data             map[string]any `bson:"data" json:"data"`
-	Currency         string         `bson:"currency" json:"currency"`
-	BilledDate       string         `bson:"billed_date" json:"billed_date"`
-	BilledMonth      string         `bson:"billed_month" json:"billed_month"`
-	BilledYear       string         `bson:"billed_year" json:"billed_year"`
-	ProjectID        string         `bson:"project_id" json:"project_id"`
-	ServiceAccountID string         `bson:"service_account_id" json:"service_account_id"`
-	DataSourceID     string         `bson:"data_source_id" json:"data_source_id"`
-	JobID            string         `bson:"job_id" json:"job_id"`
-	JobTaskID        string         `bson:"job_task_id" json:"job_task_id"`
-	WorkspaceID      string         `bson:"workspace_id" json:"workspace_id"`
-	DomainID         string         `bson:"domain_id" json:"domain_id"`
-	CreatedAt        wire.Time      `bson:"created_at" json:"created_at"`
+	ID               string    `bson:"_id" json:"-"`
+	CostID           string    `bson:"cost_id" json:"cost_id"`
+	Cost             float64   `bson:"cost" json:"cost"`
+	UsageQuantity    float64   `bson:"usage_quantity" json:"usage_quantity"`
+	UsageUnit        string    `bson:"usage_unit" json:"usage_unit"`
+	Provider         string    `bson:"provider" json:"provider"`
+	RegionCode       string    `bson:"region_code" json:"region_code"`
+	Product          string    `bson:"product" json:"product"`
+	UsageType        string    `bson:"usage_type" json:"usage_type"`
+	Resource         string    `bson:"resource" json:"resource"`
+	Tags             Object    `bson:"tags" json:"tags"`
+	AdditionalInfo   Object    `bson:"additional_info" json:"additional_info"`
+	Data             Object    `bson:"data" json:"data"`
+	Currency         string    `bson:"currency" json:"currency"`
+	BilledDate       string    `bson:"billed_date" json:"billed_date"`
+	BilledMonth      string    `bson:"billed_month" json:"billed_month"`
+	BilledYear       string    `bson:"billed_year" json:"billed_year"`
+	ProjectID        string    `bson:"project_id" json:"project_id"`
+	ServiceAccountID string    `bson:"service_account_id" json:"service_account_id"`
+	DataSourceID     string    `bson:"data_source_id" json:"data_source_id"`
+	JobID            string    `bson:"job_id" json:"job_id"`
+	JobTaskID        string    `bson:"job_task_id" json:"job_task_id"`
+	WorkspaceID      string    `bson:"workspace_id" json:"workspace_id"`
+	DomainID         string    `bson:"domain_id" json:"domain_id"`
+	CreatedAt        wire.Time `bson:"created_at" json:"created_at"`
 }
 
 // Lock runs fn holding the lease key (store.Lock in LocksCollection).
