@@ -126,7 +126,7 @@ func TestCreateRefused(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e.adminA.Call(base+"create", tc.body).Fails(tc.status, tc.code)
+			fails(t, e.adminA.Call(base+"create", tc.body), tc.status, tc.code)
 			if n := e.count(t, protocols); n != 0 {
 				t.Fatalf("%d protocols stored", n)
 			}
