@@ -47,7 +47,10 @@ type Query struct {
 // date field the service names (RunTimeSeries), with a granularity that
 // adds that field as the group key "date", and a [start, end] window.
 type TimeSeriesQuery struct {
-	Query
+	// Query is decoded and checked with the members below (UnmarshalJSON,
+	// Validate); "-" keeps api.Decode from checking it alone, where a
+	// field_group of "date" would not be known yet.
+	Query `json:"-"`
 	// Granularity is DAILY, MONTHLY or YEARLY; empty adds no date key.
 	Granularity string `json:"granularity,omitempty"`
 	// Start (inclusive) and End (inclusive of its whole period) are
@@ -119,6 +122,18 @@ func (q *TimeSeriesQuery) UnmarshalJSON(b []byte) error {
 	}
 	*q = TimeSeriesQuery{Query: Query(p.plainQuery), Granularity: p.Granularity, Start: p.Start, End: p.End}
 	return nil
+}
+
+// MarshalJSON writes the query's members and the time series' side by
+// side, as they arrived.
+func (q TimeSeriesQuery) MarshalJSON() ([]byte, error) {
+	type plainQuery Query
+	return json.Marshal(struct {
+		plainQuery
+		Granularity string `json:"granularity,omitempty"`
+		Start       string `json:"start,omitempty"`
+		End         string `json:"end,omitempty"`
+	}{plainQuery(q.Query), q.Granularity, q.Start, q.End})
 }
 
 // UnmarshalJSON accepts a path string or {key, name}.
