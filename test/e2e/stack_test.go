@@ -81,6 +81,16 @@ var services = []service{
 			"NUBES_PLUGIN_ENDPOINTS": testWebhookPlugin + "=grpc://test-plugin:50051", "NUBES_WEBHOOK_BASE_URL": "http://monitoring:8080",
 			"NUBES_WEBHOOK_PARSE_TIMEOUT": "20s"}
 	}},
+	// Notification seals protocols' secret data with a key of its own and
+	// asks the repository for plugins; its protocols' plugin is the test
+	// plugin TestNotificationDispatch starts (alias noti-plugin). It
+	// consumes the notification events the test publishes on NATS.
+	{Name: "notification", Env: func(*stack) map[string]string {
+		return map[string]string{"NUBES_ENCRYPTION_KEYS": "n1:" + base64.StdEncoding.EncodeToString([]byte(strings.Repeat("n", 32))),
+			"NUBES_SERVICE_URLS":     "repository=http://repository:8080",
+			"NUBES_PLUGIN_ENDPOINTS": testNotificationPlugin + "=grpc://noti-plugin:50051",
+			"NUBES_DISPATCH_BACKOFF": "1s", "NUBES_DISPATCH_MAX_BACKOFF": "2s", "NUBES_DISPATCH_TIMEOUT": "20s"}
+	}},
 }
 
 // The bootstrap admin identity creates on first start (identity's env above).
@@ -224,8 +234,9 @@ func startStack(ctx context.Context) (*stack, error) {
 	})
 	wg.Go(func() {
 		s.nats, errs[1] = s.start(ctx, "nats", "nats", []string{"nats"}, testcontainers.ContainerRequest{
-			Cmd:          []string{"--jetstream", "--store_dir", "/data", "--port", "4222", "--http_port", "8222"},
-			ExposedPorts: []string{"8222/tcp"},
+			Cmd: []string{"--jetstream", "--store_dir", "/data", "--port", "4222", "--http_port", "8222"},
+			// 4222 for tests that publish as a producer would (notification).
+			ExposedPorts: []string{"8222/tcp", "4222/tcp"},
 			WaitingFor:   wait.ForHTTP("/healthz").WithPort("8222/tcp").WithStartupTimeout(time.Minute),
 		})
 	})
