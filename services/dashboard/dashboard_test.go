@@ -303,6 +303,10 @@ func TestLifecycle(t *testing.T) {
 	if v.Version != 1 || v.Latest || v.Layouts[0].(map[string]any)["name"] != "first" || v.Variables["region"] != "eu" {
 		t.Fatalf("get_version 1: %+v", v)
 	}
+	vonly := c.adminA.Call(prefix+"get-version", body("domain-a", "project_dashboard_id", id, "version", 3, "only", []string{"version", "latest"})).JSON()
+	if len(vonly) != 2 || vonly["version"] != float64(3) || vonly["latest"] != true {
+		t.Fatalf("get_version with only = %v", vonly)
+	}
 	var filtered list[versionInfo]
 	c.adminA.Call(prefix+"list-versions", body("domain-a", "project_dashboard_id", id, "version", 2)).OK(&filtered)
 	if filtered.TotalCount != 1 || filtered.Results[0].Version != 2 {

@@ -140,7 +140,9 @@ func checkOnly(only []string, fields []string) error {
 
 var (
 	dashboardFields = query.FieldsOf[Dashboard]()
-	versionFields   = without(query.FieldsOf[Version](), "latest") // latest is computed, not stored
+	versionFields   = without(query.FieldsOf[Version](), "latest") // latest is computed, not stored: no filter on it
+	// versionInfoFields are what get_version's only may name.
+	versionInfoFields = query.FieldsOf[Version]()
 )
 
 func without(fields []string, drop string) []string {

@@ -115,7 +115,7 @@ func (r *updateReq) Validate() error {
 func (r *getReq) Validate() error { return checkOnly(r.Only, dashboardFields) }
 
 // Validate refuses only paths the Info does not have.
-func (r *getVersionReq) Validate() error { return checkOnly(r.Only, append(versionFields, "latest")) }
+func (r *getVersionReq) Validate() error { return checkOnly(r.Only, versionInfoFields) }
 
 func checkAll(layouts []any, variables, settings, schema map[string]any, labels []any, tags map[string]any) error {
 	for _, c := range []struct {
