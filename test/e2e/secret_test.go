@@ -54,8 +54,14 @@ func TestUserSecretReadBackBySystemOnly(t *testing.T) {
 	if d.Encrypted || d.EncryptOptions == nil || d.Data["password"] != plain {
 		t.Fatalf("get_data = %+v", d)
 	}
-	if log := containerLog(r.c); strings.Contains(log, plain) || !strings.Contains(log, "user secret data read") {
-		t.Fatalf("the secret service's log shows the data, or not the read: %s", log)
+	// The engine delivers container logs with a delay: wait for the read.
+	var log string
+	eventually(t, 15*time.Second, "the get_data read in the secret service's log", func() bool {
+		log = containerLog(r.c)
+		return strings.Contains(log, "user secret data read")
+	})
+	if strings.Contains(log, plain) {
+		t.Fatalf("the secret service's log shows the data: %s", log)
 	}
 	owner.call(p+"delete", map[string]any{"user_secret_id": s.UserSecretID}).OK(nil)
 	system.call(p+"get-data", ref).Fails(http.StatusNotFound, "ERROR_NOT_FOUND")
