@@ -7,6 +7,7 @@ require (
 	github.com/nubes-io/nubes/services/board v0.0.0
 	github.com/nubes-io/nubes/services/dashboard v0.0.0
 	github.com/nubes-io/nubes/services/monitoring v0.0.0
+	github.com/nubes-io/nubes/services/notification v0.0.0
 	github.com/nubes-io/nubes/services/repository v0.0.0
 	github.com/nubes-io/nubes/services/secret v0.0.0
 	go.mongodb.org/mongo-driver/v2 v2.9.3
@@ -103,6 +104,7 @@ replace (
 	github.com/nubes-io/nubes/services/board => ../../services/board
 	github.com/nubes-io/nubes/services/dashboard => ../../services/dashboard
 	github.com/nubes-io/nubes/services/monitoring => ../../services/monitoring
+	github.com/nubes-io/nubes/services/notification => ../../services/notification
 	github.com/nubes-io/nubes/services/repository => ../../services/repository
 	github.com/nubes-io/nubes/services/secret => ../../services/secret
 )

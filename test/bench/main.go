@@ -27,6 +27,11 @@
 //	plugin-get   /repository/v1/plugin/get   vs  FindOne by _id
 //	plugin-list  /repository/v1/plugin/list  vs  CountDocuments + Find (domain or global, by name, limit 20)
 //
+// and on 2,000 notification protocols (notification.go):
+//
+//	protocol-get   /notification/v1/protocol/get   vs  FindOne by _id + FindOne of its usage counters
+//	protocol-list  /notification/v1/protocol/list  vs  CountDocuments + Find (domain, by name, limit 20) + the page's counters
+//
 // Read the ratio, nubes ops/s divided by raw ops/s, rather than the absolute
 // figures: on FerretDB over SQLite every filter scans, so absolute times say
 // more about the store than about Nubes. A ratio of 1 means the service
@@ -283,6 +288,14 @@ func run(ctx context.Context) error {
 		b.printRepositoryTable(os.Stdout, rres)
 		all["plugins"] = summary(rres)
 	}
+	nres, err := b.measureNotification(ctx, setup, rawClient.Database(dbName))
+	if err != nil {
+		return fmt.Errorf("protocols: %w", err)
+	}
+	if nres != nil {
+		b.printNotificationTable(os.Stdout, nres)
+		all["protocols"] = summary(nres)
+	}
 	mres, err := b.measureMonitoring(ctx, svcClient.Database(dbName))
 	if err != nil {
 		return fmt.Errorf("monitoring: %w", err)
@@ -316,6 +329,10 @@ func startService(ctx context.Context, db *mongo.Database, verbose bool) (base, 
 	if err != nil {
 		return "", "", nil, err
 	}
+	noti, err := notificationRoutes(ctx, db, slog.New(slog.DiscardHandler)) // get and list need no repository or plugin
+	if err != nil {
+		return "", "", nil, err
+	}
 	signer, err := auth.GenerateSigner()
 	if err != nil {
 		return "", "", nil, err
@@ -333,7 +350,7 @@ func startService(ctx context.Context, db *mongo.Database, verbose bool) (base, 
 	if verbose {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	srv, err := server.New(server.Options{Name: board.Name, Auth: verifier, Logger: log}, slices.Concat(svc.Routes, dash.Routes, sec.Routes, repo.Routes)...)
+	srv, err := server.New(server.Options{Name: board.Name, Auth: verifier, Logger: log}, slices.Concat(svc.Routes, dash.Routes, sec.Routes, repo.Routes, noti)...)
 	if err != nil {
 		return "", "", nil, err
 	}
