@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -121,6 +122,34 @@ type env struct {
 	nats                                                     *testkit.NATS
 	handler                                                  http.Handler
 	stopWorkers                                              func()
+	deps                                                     app.Deps
+	cfg                                                      costanalysis.Config
+}
+
+// start builds an instance of the service on the env's store and bus and
+// runs its workers until stopWorkers (or the end of the test).
+func (e *env) start(t *testing.T) *app.Service {
+	t.Helper()
+	svc, err := costanalysis.Build(context.Background(), e.deps, e.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{}, len(svc.Workers))
+	for _, w := range svc.Workers {
+		go func() { _ = w(ctx); done <- struct{}{} }()
+	}
+	var once sync.Once
+	e.stopWorkers = func() {
+		once.Do(func() {
+			cancel()
+			for range svc.Workers {
+				<-done
+			}
+		})
+	}
+	t.Cleanup(e.stopWorkers)
+	return svc
 }
 
 type options struct {
@@ -160,7 +189,11 @@ func setupWith(t *testing.T, o options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deps := app.Deps{DB: db, Log: slog.New(slog.DiscardHandler), Plugins: plugins,
+	log := slog.New(slog.DiscardHandler)
+	if os.Getenv("COST_TEST_LOG") != "" { // the service's log on stderr, for debugging a test
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	deps := app.Deps{DB: db, Log: log, Plugins: plugins,
 		Services: call.NewServices(map[string]string{"repository": svcSrv.URL, "identity": svcSrv.URL}, "", nil)}
 	e := &env{db: db, plugin: fp, services: fs}
 	if o.bus {
@@ -182,26 +215,9 @@ func setupWith(t *testing.T, o options) *env {
 		o.workers(&cfg.Workers)
 	}
 	cfg.NoWorkers = o.noWorkers
-	svc, err := costanalysis.Build(context.Background(), deps, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{}, len(svc.Workers))
-	for _, w := range svc.Workers {
-		go func() { _ = w(ctx); done <- struct{}{} }()
-	}
-	var once sync.Once
-	e.stopWorkers = func() {
-		once.Do(func() {
-			cancel()
-			for range svc.Workers {
-				<-done
-			}
-		})
-	}
-	t.Cleanup(e.stopWorkers)
-	srv, err := server.New(server.Options{Name: costanalysis.Name, Auth: tk.Verifier, Logger: slog.New(slog.DiscardHandler)}, svc.Routes...)
+	e.deps, e.cfg = deps, cfg
+	svc := e.start(t)
+	srv, err := server.New(server.Options{Name: costanalysis.Name, Auth: tk.Verifier, Logger: log}, svc.Routes...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -291,6 +291,24 @@ func (js *Jobs) Sweep(ctx context.Context) error {
 // its changed windows replaced, the data source's last sync and cost keys
 // updated) or FAILURE when a task failed.
 func (js *Jobs) Settle(ctx context.Context, jobID string) error {
+	// The old costs of the changed windows go before the job says SUCCESS,
+	// so a reader who sees SUCCESS sees the new costs only. Replacing is
+	// idempotent (it deletes other jobs' costs), so it needs no lease.
+	if j, err := js.Load(ctx, jobID); err != nil || j == nil {
+		return err
+	} else if j.Status == model.InProgress && len(j.Changed) > 0 {
+		tasks, err := js.TasksOf(ctx, j)
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(tasks, func(t model.Task) bool { return t.Status != model.Success }) {
+			for _, c := range j.Changed {
+				if err := js.ReplaceWindow(ctx, j, c); err != nil {
+					return err
+				}
+			}
+		}
+	}
 	var succeeded *Job
 	var keys [3][]string
 	err := js.change(ctx, jobID, func(j *Job) (bson.D, error) {
@@ -308,11 +326,12 @@ func (js *Jobs) Settle(ctx context.Context, jobID string) error {
 			}
 			keys[0], keys[1], keys[2] = union(keys[0], t.TagKeys), union(keys[1], t.AdditionalInfoKeys), union(keys[2], t.DataKeys)
 		}
-		now := wire.T(wire.Now())
-		set := bson.D{{Key: "remained_tasks", Value: remained}, {Key: "updated_at", Value: now}}
-		j.RemainedTasks, j.UpdatedAt = remained, now
+		set := bson.D{{Key: "remained_tasks", Value: remained}}
+		j.RemainedTasks = remained
 		if j.Status != model.InProgress || remained > 0 {
-			return set, nil
+			now := wire.T(wire.Now())
+			j.UpdatedAt = now
+			return append(set, bson.E{Key: "updated_at", Value: now}), nil
 		}
 		if failed > 0 {
 			return append(set, finish(j, model.Failure, JobTaskFailed, "A task of the job failed.")...), nil
@@ -322,11 +341,6 @@ func (js *Jobs) Settle(ctx context.Context, jobID string) error {
 	}, nil)
 	if err != nil || succeeded == nil {
 		return err
-	}
-	for _, c := range succeeded.Changed {
-		if err := js.ReplaceWindow(ctx, succeeded, c); err != nil {
-			return err
-		}
 	}
 	return js.synced(ctx, succeeded.DataSourceID, keys)
 }

@@ -197,7 +197,10 @@ func (w *Worker) run(ctx context.Context, msg jetstream.Msg, m events.CostTask, 
 		return err
 	}
 	if model.Finished(task.Status) {
-		return nil // a redelivery of a finished task
+		// A redelivery of a finished task: the settling may not have
+		// happened (the worker died or the store failed after the task's
+		// status was written); settling again is harmless.
+		return w.jobs.Settle(ctx, task.JobID)
 	}
 	j, err := w.jobs.Load(ctx, task.JobID)
 	if err != nil || j == nil {

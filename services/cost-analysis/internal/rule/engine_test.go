@@ -1,0 +1,140 @@
+package rule
+
+import (
+	"reflect"
+	"slices"
+	"testing"
+
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/model"
+)
+
+type M = map[string]any
+
+func cond(key, op, value string) model.Condition {
+	return model.Condition{Key: key, Operator: op, Value: value}
+}
+
+func TestMatches(t *testing.T) {
+	row := M{"provider": "aws", "region_code": "us-east-1", "product": "Amazon EC2", "tags": M{"env": "prod", "n": 3.0},
+		"additional_info": M{"Account ID": "123456789012"}}
+	cases := []struct {
+		name   string
+		policy string
+		conds  []model.Condition
+		want   bool
+	}{
+		{"always, no conditions", "ALWAYS", nil, true},
+		{"always ignores conditions", "ALWAYS", []model.Condition{cond("provider", "eq", "gcp")}, true},
+		{"eq holds", "ALL", []model.Condition{cond("provider", "eq", "aws")}, true},
+		{"eq fails", "ALL", []model.Condition{cond("provider", "eq", "azure")}, false},
+		{"contain holds", "ALL", []model.Condition{cond("product", "contain", "EC2")}, true},
+		{"contain is case-sensitive", "ALL", []model.Condition{cond("product", "contain", "ec2")}, false},
+		{"not holds", "ALL", []model.Condition{cond("region_code", "not", "eu-west-1")}, true},
+		{"not fails", "ALL", []model.Condition{cond("region_code", "not", "us-east-1")}, false},
+		{"not_contain holds", "ALL", []model.Condition{cond("product", "not_contain", "S3")}, true},
+		{"not_contain fails", "ALL", []model.Condition{cond("product", "not_contain", "Amazon")}, false},
+		{"nested tag", "ALL", []model.Condition{cond("tags.env", "eq", "prod")}, true},
+		{"whole float as int", "ALL", []model.Condition{cond("tags.n", "eq", "3")}, true},
+		{"key with a space", "ALL", []model.Condition{cond("additional_info.Account ID", "eq", "123456789012")}, true},
+		{"missing key eq", "ALL", []model.Condition{cond("tags.team", "eq", "")}, false},
+		{"missing key contain", "ALL", []model.Condition{cond("usage_type", "contain", "")}, false},
+		{"missing key not", "ALL", []model.Condition{cond("tags.team", "not", "x")}, true},
+		{"missing key not_contain", "ALL", []model.Condition{cond("tags.team", "not_contain", "x")}, true},
+		{"all: one fails", "ALL", []model.Condition{cond("provider", "eq", "aws"), cond("tags.env", "eq", "dev")}, false},
+		{"all: every holds", "ALL", []model.Condition{cond("provider", "eq", "aws"), cond("tags.env", "eq", "prod")}, true},
+		{"any: one holds", "ANY", []model.Condition{cond("provider", "eq", "gcp"), cond("tags.env", "eq", "prod")}, true},
+		{"any: none holds", "ANY", []model.Condition{cond("provider", "eq", "gcp"), cond("tags.env", "eq", "dev")}, false},
+		{"any of nothing", "ANY", nil, false},
+		{"unknown operator", "ALL", []model.Condition{cond("provider", "gt", "a")}, false},
+		{"unknown policy", "SOME", nil, false},
+	}
+	for _, tc := range cases {
+		if got := Matches(tc.policy, tc.conds, row); got != tc.want {
+			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func rule(id, typ string, order int, policy string, conds []model.Condition, a model.Actions, stop bool) model.Rule {
+	return model.Rule{DataSourceRuleID: id, RuleType: typ, Order: order, ConditionsPolicy: policy, Conditions: conds, Actions: a,
+		Options: model.RuleOptions{StopProcessing: stop}}
+}
+
+// Rules apply in order (MANAGED first, then CUSTOM, each by order), one
+// row at a time; stop_processing ends them for a row it matched.
+func TestApplyRowByRow(t *testing.T) {
+	dir := Directory{
+		Projects: []Project{{ProjectID: "project-web", Name: "web", WorkspaceID: "workspace-1"},
+			{ProjectID: "project-db", Name: "db", WorkspaceID: "workspace-2"}},
+		ServiceAccounts: []ServiceAccount{{ServiceAccountID: "sa-1", Name: "prod", ProjectID: "project-web", WorkspaceID: "workspace-1",
+			Data: M{"account_id": "111"}}},
+	}
+	rules := []model.Rule{
+		// listed out of order on purpose
+		rule("c2", model.Custom, 2, "ALWAYS", nil, model.Actions{AddAdditionalInfo: M{"seen": "c2"}}, false),
+		rule("c1", model.Custom, 1, "ALL", []model.Condition{cond("tags.team", "eq", "db")},
+			model.Actions{MatchProject: &model.MatchRule{Source: "tags.team", Target: "name", AllWorkspaces: true}}, true),
+		rule("m1", model.Managed, 1, "ALWAYS", nil,
+			model.Actions{MatchServiceAccount: &model.MatchRule{Source: "additional_info.Account ID", Target: "data.account_id", AllWorkspaces: true}}, false),
+		rule("c3", model.Custom, 3, "ANY", []model.Condition{cond("provider", "eq", "gcp"), cond("region_code", "contain", "asia")},
+			model.Actions{ChangeProject: "project-db"}, false),
+	}
+	e := NewEngine(rules, dir, model.Global)
+	cases := []struct {
+		name    string
+		row     M
+		matched []string
+		project string
+		ws      string
+		sa      string
+		info    M
+	}{
+		{"service account matched, then c2", M{"provider": "aws", "additional_info": M{"Account ID": "111"}},
+			[]string{"m1", "c2"}, "project-web", "workspace-1", "sa-1", M{"Account ID": "111", "seen": "c2"}},
+		{"c1 stops the rules", M{"provider": "aws", "tags": M{"team": "db"}},
+			[]string{"m1", "c1"}, "project-db", "workspace-2", "", nil},
+		{"c3 changes the project", M{"provider": "gcp", "additional_info": M{"Account ID": "999"}},
+			[]string{"m1", "c2", "c3"}, "project-db", "workspace-2", "", M{"Account ID": "999", "seen": "c2"}},
+		{"no account, no project", M{"provider": "aws"},
+			[]string{"m1", "c2"}, "", "", "", M{"seen": "c2"}},
+	}
+	for _, tc := range cases {
+		row := tc.row
+		got := e.Apply(row)
+		if !slices.Equal(got, tc.matched) {
+			t.Errorf("%s: matched %v, want %v", tc.name, got, tc.matched)
+		}
+		str := func(k string) string { s, _ := row[k].(string); return s }
+		if str("project_id") != tc.project || str("workspace_id") != tc.ws || str("service_account_id") != tc.sa {
+			t.Errorf("%s: project %q workspace %q sa %q", tc.name, str("project_id"), str("workspace_id"), str("service_account_id"))
+		}
+		info, _ := row["additional_info"].(map[string]any)
+		if tc.info != nil && !reflect.DeepEqual(info, tc.info) {
+			t.Errorf("%s: additional_info %v, want %v", tc.name, info, tc.info)
+		}
+	}
+	// add_additional_info never changes the plugin's map in place.
+	orig := M{"k": "v"}
+	row := M{"provider": "aws", "additional_info": orig}
+	e.Apply(row)
+	if len(orig) != 1 {
+		t.Errorf("plugin's map changed: %v", orig)
+	}
+}
+
+// Without all_workspaces a match stays in the data source's workspace.
+func TestMatchInWorkspace(t *testing.T) {
+	dir := Directory{Projects: []Project{{ProjectID: "project-db", Name: "db", WorkspaceID: "workspace-2"},
+		{ProjectID: "project-db1", Name: "db", WorkspaceID: "workspace-1"}}}
+	r := rule("c1", model.Custom, 1, "ALWAYS", nil, model.Actions{MatchProject: &model.MatchRule{Source: "tags.team", Target: "name"}}, false)
+	row := M{"tags": M{"team": "db"}}
+	NewEngine([]model.Rule{r}, dir, "workspace-1").Apply(row)
+	if row["project_id"] != "project-db1" || row["workspace_id"] != "workspace-1" {
+		t.Fatalf("row %v: want the project of workspace-1", row)
+	}
+	row = M{"tags": M{"team": "db"}}
+	NewEngine([]model.Rule{r}, Directory{Projects: dir.Projects[:1]}, "workspace-1").Apply(row)
+	if row["project_id"] != nil {
+		t.Fatalf("row %v: a project of another workspace matched", row)
+	}
+}
