@@ -1,7 +1,7 @@
 // Package cost serves the cost rows the jobs stored, read-only: Nubes'
-// addition under /cost-analysis/v1/cost (list, stat), confined to the
-// caller's domain, and for a workspace caller to the costs mapped to its
-// workspace.
+// addition under /cost-analysis/v1/cost (get, list, stat, analyze),
+// confined to the caller's domain, and for a workspace caller to the
+// costs mapped to its workspace.
 //
 // It must not write costs (package worker does).
 package cost
@@ -11,6 +11,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/nubes-io/nubes/pkg/analyze"
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
@@ -53,6 +54,9 @@ type (
 	statQuery struct {
 		Query *stat.Query `json:"query" v:"required"`
 	}
+	analyzeQuery struct {
+		Query *analyze.TimeSeriesQuery `json:"query" v:"required"`
+	}
 )
 
 // Costs serves the cost reads.
@@ -71,6 +75,7 @@ func (cs *Costs) Routes() []api.Route {
 		api.Op[costRequest, Cost]{Path: base + "get", Access: model.Readers, Summary: "Get a cost row.", Handle: cs.get},
 		api.Op[costQuery, api.List[Cost]]{Path: base + "list", Access: model.Readers, Summary: "List the cost rows the caller may see.", Handle: cs.list},
 		api.Op[statQuery, map[string]any]{Path: base + "stat", Access: model.Readers, Summary: "Statistics over the cost rows the caller may see.", Handle: cs.stat},
+		api.Op[analyzeQuery, map[string]any]{Path: base + "analyze", Access: model.Readers, Summary: "Analyze the cost rows the caller may see (TimeSeriesAnalyzeQuery over billed_date, billed_month or billed_year by granularity).", Handle: cs.analyze},
 	}
 }
 
@@ -95,5 +100,22 @@ func (cs *Costs) list(ctx context.Context, p *auth.Principal, r *costQuery) (*ap
 
 func (cs *Costs) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*map[string]any, error) {
 	res, err := stat.Run(ctx, cs.c, model.StrictScope(p), resource, r.Query)
+	return &res, err
+}
+
+// dateFields are the stored date field a granularity groups by.
+var dateFields = map[string]analyze.DateField{
+	"":        {Key: "billed_date", Format: "%Y-%m-%d"},
+	"DAILY":   {Key: "billed_date", Format: "%Y-%m-%d"},
+	"MONTHLY": {Key: "billed_month", Format: "%Y-%m"},
+	"YEARLY":  {Key: "billed_year", Format: "%Y"},
+}
+
+func (cs *Costs) analyze(ctx context.Context, p *auth.Principal, r *analyzeQuery) (*map[string]any, error) {
+	df, ok := dateFields[r.Query.Granularity]
+	if !ok {
+		df = dateFields[""] // the engine names the bad granularity
+	}
+	res, err := analyze.RunTimeSeries(ctx, cs.c, model.StrictScope(p), resource, r.Query, df)
 	return &res, err
 }
