@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -290,7 +291,11 @@ func (s *stack) startStoppable(name string, change func(*inventory.Config)) (*ap
 		t.Fatal(err)
 	}
 	urls := map[string]string{"identity": s.identity.srv.URL, "repository": s.repo.URL}
-	deps := app.Deps{DB: s.db, Log: slog.New(slog.DiscardHandler), Services: call.NewServices(urls, s.svcToken, nil), Plugins: s.plugins, Events: bus}
+	log := slog.New(slog.DiscardHandler)
+	if os.Getenv("INVENTORY_TEST_LOG") != "" {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("replica", name)
+	}
+	deps := app.Deps{DB: s.db, Log: log, Services: call.NewServices(urls, s.svcToken, nil), Plugins: s.plugins, Events: bus}
 	cfg := testConfig()
 	if change != nil {
 		change(&cfg)

@@ -325,8 +325,9 @@ type CloudService struct {
 	CreatedAt           wire.Time      `bson:"created_at" json:"created_at"`
 	UpdatedAt           wire.Time      `bson:"updated_at" json:"updated_at"`
 
-	// CreatedBy is the job task that created the document: a redelivered
-	// task that finds it again still counts it as created.
+	// CreatedBy is the sub-task (<job_task_id>-<n>) that created the
+	// document: a redelivered sub-task that finds it again still counts it
+	// as created.
 	CreatedBy string `bson:"created_by_task" json:"-"`
 	// DisconnectCount is how many finished tasks of its collector and
 	// secret in a row did not see it; GCTask is the last task that counted

@@ -25,8 +25,9 @@ import (
 // plugin streams, in batches. A store failure is returned (the message
 // is tried again); a broken stream is the sub-task's failure: its counts
 // become {failure_count: 1} with ERROR_COLLECTOR_PLUGIN, as upstream.
-func (w *Worker) collect(ctx context.Context, job *inv.Job, task *inv.JobTask, c *inv.Collector, taskOptions, secret map[string]any, rec Record) (Record, error) {
-	h := &handler{w: w, job: job, task: task, collector: c, rec: &rec, seen: map[string]bool{}, keyOf: map[string]string{},
+func (w *Worker) collect(ctx context.Context, job *inv.Job, task *inv.JobTask, c *inv.Collector, taskOptions, secret map[string]any,
+	rec Record, run string) (Record, error) {
+	h := &handler{w: w, job: job, task: task, collector: c, rec: &rec, run: run, seen: map[string]bool{}, keyOf: map[string]string{},
 		mine: map[string][]string{}}
 	var pending []map[string]any
 	var storeErr error
@@ -70,6 +71,9 @@ type handler struct {
 	task      *inv.JobTask
 	collector *inv.Collector
 	rec       *Record
+	// run is the sub-task (its record id): what it creates is marked
+	// with it, so a run again after a crash counts it as created.
+	run string
 	// seen are the cloud services written in this run: met again, they
 	// count as updated.
 	seen map[string]bool
@@ -393,7 +397,7 @@ func (h *handler) writeServices(ctx context.Context, items []*item) error {
 			outcome = append(outcome, !h.seen[it.target])
 		default:
 			old := ex.MatchKeys
-			createdHere := ex.CreatedBy == h.task.ID
+			createdHere := ex.CreatedBy == h.run
 			if keys, ok := h.mine[it.target]; ok {
 				old, createdHere = keys, true
 			}
@@ -520,7 +524,7 @@ func (h *handler) newDoc(it *item, now wire.Time) *inv.CloudService {
 		CloudServiceGroup: str(r["cloud_service_group"]), Provider: str(r["provider"]), Data: obj(r["data"]),
 		Metadata: obj(r["metadata"]), Reference: obj(r["reference"]), Tags: tags(r["tags"]), RegionCode: str(r["region_code"]),
 		LaunchedAt: str(r["launched_at"]), CollectionInfo: h.collection(now), ProjectID: h.task.ProjectID,
-		WorkspaceID: h.task.WorkspaceID, DomainID: h.task.DomainID, CreatedAt: now, UpdatedAt: now, CreatedBy: h.task.ID,
+		WorkspaceID: h.task.WorkspaceID, DomainID: h.task.DomainID, CreatedAt: now, UpdatedAt: now, CreatedBy: h.run,
 		MatchKeys: wire.List(h.ownKeys(it))}
 	d.RefCloudServiceType, d.RefRegion = h.refs(d.Provider, d.CloudServiceGroup, d.CloudServiceType, d.RegionCode)
 	return d

@@ -248,7 +248,7 @@ func (w *Worker) subTask(ctx context.Context, msg jetstream.Msg, job *inv.Job, t
 			defer close(ended)
 			jobOver = w.heartbeat(runCtx, msg, job, slot, stop)
 		}()
-		rec, err = w.collect(runCtx, job, task, c, task.SubTasks[n], secret, rec)
+		rec, err = w.collect(runCtx, job, task, c, task.SubTasks[n], secret, rec, recID)
 		stop()
 		<-ended
 		if jobOver {
@@ -340,7 +340,7 @@ func (w *Worker) afterRecord(ctx context.Context, job *inv.Job, task *inv.JobTas
 		remained := int32(len(ids) - len(recs))
 		set := bson.D{{Key: "created_count", Value: created}, {Key: "updated_count", Value: updated}, {Key: "failure_count", Value: failure},
 			{Key: "errors", Value: errList}, {Key: "remained_sub_tasks", Value: remained}}
-		if failed {
+		if failed && remained > 0 {
 			set = append(set, bson.E{Key: "status", Value: inv.TaskFailure}) // as upstream, at the first failed sub-task
 		}
 		if remained == 0 {
