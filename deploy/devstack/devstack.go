@@ -33,6 +33,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/server"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/services/board"
+	costanalysis "github.com/nubes-io/nubes/services/cost-analysis"
 	"github.com/nubes-io/nubes/services/dashboard"
 	"github.com/nubes-io/nubes/services/identity"
 	"github.com/nubes-io/nubes/services/mailer"
@@ -43,7 +44,7 @@ import (
 )
 
 // serviceNames are the services the devstack runs, identity first.
-var serviceNames = []string{identity.Name, board.Name, mailer.Name, dashboard.Name, secret.Name, repository.Name, monitoring.Name, notification.Name}
+var serviceNames = []string{identity.Name, board.Name, mailer.Name, dashboard.Name, secret.Name, repository.Name, monitoring.Name, notification.Name, costanalysis.Name}
 
 // Config of the devstack. An empty mongo_uri or nats_url starts the
 // embedded server instead.
@@ -186,8 +187,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, started func(addr st
 		self[name] = "http://" + ln.Addr().String()
 	}
 	deps.Services = call.NewServices(self, boot.SystemToken, nil)
-	// The secret and notification services seal with the same keys as identity (.data/encryption-keys).
-	for _, build := range []app.Constructor{board.New, mailer.New(mcfg), dashboard.New, secret.New(cipher), repository.New(repository.Config{}), monitoringAt("http://" + ln.Addr().String()), notification.New(cipher)} {
+	// The secret, notification and cost-analysis services seal with the same keys as identity (.data/encryption-keys).
+	for _, build := range []app.Constructor{board.New, mailer.New(mcfg), dashboard.New, secret.New(cipher), repository.New(repository.Config{}), monitoringAt("http://" + ln.Addr().String()), notification.New(cipher), costanalysis.New(cipher)} {
 		svc, err := build(ctx, deps)
 		if err != nil {
 			return err
