@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -181,7 +182,18 @@ func (c Counters) Add(ctx context.Context, protocolID string, u Usage) error {
 // Read returns the counters of the protocols.
 func (c Counters) Read(ctx context.Context, ids []string) (map[string]Usage, error) {
 	out := map[string]Usage{}
-	if len(ids) == 0 {
+	switch len(ids) {
+	case 0:
+		return out, nil
+	case 1: // a get: FerretDB serves a filter on _id alone from its index, never an $in
+		var u Usage
+		err := c.C.FindOne(ctx, bson.D{{Key: "_id", Value: ids[0]}}).Decode(&u)
+		switch {
+		case err == nil:
+			out[ids[0]] = u
+		case !errors.Is(err, mongo.ErrNoDocuments):
+			return nil, store.Wrap(err)
+		}
 		return out, nil
 	}
 	cur, err := c.C.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
