@@ -91,6 +91,17 @@ var services = []service{
 			"NUBES_PLUGIN_ENDPOINTS": testNotificationPlugin + "=grpc://noti-plugin:50051",
 			"NUBES_DISPATCH_BACKOFF": "1s", "NUBES_DISPATCH_MAX_BACKOFF": "2s", "NUBES_DISPATCH_TIMEOUT": "20s"}
 	}},
+	// Cost analysis seals data sources' secret data with a key of its own,
+	// asks the repository for plugins and identity for projects; its data
+	// sources' plugin is the test plugin TestCostSync starts (alias
+	// cost-plugin). A task without a sign of life for 5 s (its worker
+	// killed) is delivered again.
+	{Name: "cost-analysis", Env: func(*stack) map[string]string {
+		return map[string]string{"NUBES_ENCRYPTION_KEYS": "c1:" + base64.StdEncoding.EncodeToString([]byte(strings.Repeat("c", 32))),
+			"NUBES_SERVICE_URLS":     "identity=http://identity:8080,repository=http://repository:8080",
+			"NUBES_PLUGIN_ENDPOINTS": testCostPlugin + "=grpc://cost-plugin:50051",
+			"NUBES_TASK_ACK_WAIT":    "5s", "NUBES_TASK_BACKOFF": "1s", "NUBES_JOB_TIMEOUT": "300s"}
+	}},
 }
 
 // The bootstrap admin identity creates on first start (identity's env above).
