@@ -125,9 +125,14 @@ func (s *stack) collect(c *testkit.Client, collectorID string, secretID string) 
 // wait polls a job until it leaves IN_PROGRESS.
 func (s *stack) wait(jobID string, within time.Duration) jobOut {
 	s.t.Helper()
+	return s.waitAs(s.system, jobID, within)
+}
+
+func (s *stack) waitAs(c *testkit.Client, jobID string, within time.Duration) jobOut {
+	s.t.Helper()
 	var j jobOut
 	eventually(s.t, within, "job "+jobID, func() bool {
-		s.system.Call("/inventory/v1/job/get", map[string]any{"job_id": jobID}).OK(&j)
+		c.Call("/inventory/v1/job/get", map[string]any{"job_id": jobID}).OK(&j)
 		return j.Status != "IN_PROGRESS"
 	})
 	return j
@@ -649,6 +654,33 @@ func TestSecretDataNeverKept(t *testing.T) {
 	for _, path := range []string{"/inventory/v1/job/list", "/inventory/v1/job-task/list", "/inventory/v1/collector/list", "/inventory/v1/cloud-service/list"} {
 		if r := s.adminA.Call(path, nil); strings.Contains(string(r.Body), "S3CR3T") {
 			t.Fatalf("secret data in %s", path)
+		}
+	}
+}
+
+// TestCollectSameResourcesAtOnce: two secrets of one workspace report the
+// same resources at the same time on two replicas; each resource is
+// stored once, created by one task and updated by the other.
+func TestCollectSameResourcesAtOnce(t *testing.T) {
+	s := setupWith(t, options{replicas: 2})
+	w1 := s.createCollector(s.ownerA1, map[string]any{"name": "W1", "resource_group": "WORKSPACE", "plugin_info": map[string]any{"plugin_id": collectorPlugin}})
+	const n = 30
+	s.plugin.Script(collectMethod, fakeplugin.Reply{Stream: instances(1, n), Interval: 5 * time.Millisecond})
+	for round := range 2 {
+		j := s.wait(s.collect(s.ownerA1, w1.CollectorID, "").JobID, 30*time.Second)
+		created, updated := 0, 0
+		for _, tk := range s.tasksOf(j.JobID) {
+			created, updated = created+tk.CreatedCount, updated+tk.UpdatedCount
+		}
+		wantCreated := n
+		if round == 1 {
+			wantCreated = 0
+		}
+		if j.Status != "SUCCESS" || created != wantCreated || created+updated != 2*n {
+			t.Fatalf("round %d: job %+v, created %d, updated %d", round, j, created, updated)
+		}
+		if got := s.count(servicesColl, nil); got != n {
+			t.Fatalf("round %d: %d cloud services, want %d", round, got, n)
 		}
 	}
 }

@@ -380,8 +380,17 @@ func (h *handler) writeServices(ctx context.Context, items []*item) error {
 		}
 	}
 	if len(newKeys) > 0 {
-		if _, err := h.w.keys.InsertMany(ctx, newKeys, options.InsertMany().SetOrdered(false)); err != nil && !onlyDuplicates(err) {
+		_, err := h.w.keys.InsertMany(ctx, newKeys, options.InsertMany().SetOrdered(false))
+		if err != nil && !onlyDuplicates(err) {
 			return store.Wrap(err)
+		}
+		if err != nil {
+			// Another run took some of these keys first (the same resource
+			// reported at once through two secrets of one workspace): the
+			// resource is that run's, and this one updates it.
+			if err := h.yield(ctx, newKeys, duplicateIndexes(err), items, existing); err != nil {
+				return err
+			}
 		}
 	}
 	models := make([]mongo.WriteModel, 0, len(items))
@@ -412,24 +421,36 @@ func (h *handler) writeServices(ctx context.Context, items []*item) error {
 		}
 		h.seen[it.target] = true
 	}
-	if _, err := h.w.services.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(true)); err != nil {
+	done := len(models)
+	_, err = h.w.services.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(true))
+	if err != nil {
 		if isDown(err) {
 			return store.Wrap(err)
 		}
-		return h.writeOneByOne(ctx, items, models, outcome)
+		// An ordered write stops at its first refused document; those
+		// before it are written.
+		done = 0
+		var bwe mongo.BulkWriteException
+		if errors.As(err, &bwe) && len(bwe.WriteErrors) > 0 {
+			done = bwe.WriteErrors[0].Index
+		}
 	}
-	for _, created := range outcome {
+	for _, created := range outcome[:done] {
 		if created {
 			h.rec.Created++
 		} else {
 			h.rec.Updated++
 		}
 	}
+	if done < len(models) {
+		return h.writeOneByOne(ctx, items[done:], models[done:], outcome[done:])
+	}
 	return nil
 }
 
-// writeOneByOne writes a batch the store refused as a whole, so one bad
-// resource (too large, a key the store refuses) fails alone.
+// writeOneByOne writes what an ordered batch did not, one document at a
+// time, so one bad resource (too large, a key the store refuses) fails
+// alone.
 func (h *handler) writeOneByOne(ctx context.Context, items []*item, models []mongo.WriteModel, outcome []bool) error {
 	for i, m := range models {
 		_, err := h.w.services.BulkWrite(ctx, []mongo.WriteModel{m})
@@ -441,7 +462,7 @@ func (h *handler) writeOneByOne(ctx context.Context, items []*item, models []mon
 		case isDown(err):
 			return store.Wrap(err)
 		case mongo.IsDuplicateKeyError(err):
-			h.rec.Updated++ // written by an earlier run of this sub-task
+			h.rec.Updated++ // created meanwhile by another run that reported it too
 		default:
 			h.fail(errs.Unknown, "failed to upsert inventory.CloudService: the store refused it", additional(items[i].res, inv.TypeCloudService))
 		}
@@ -632,6 +653,65 @@ func tags(v any) map[string]any {
 		return out
 	}
 	return map[string]any{}
+}
+
+// yield gives the keys lost to another run (lost indexes newKeys) to
+// their holders: an item that was to create a resource under a lost key
+// updates the holder's instead.
+func (h *handler) yield(ctx context.Context, newKeys []any, lost []int, items []*item, existing map[string]inv.CloudService) error {
+	var ids []string
+	for _, i := range lost {
+		if i >= 0 && i < len(newKeys) {
+			ids = append(ids, newKeys[i].(inv.Key).ID)
+		}
+	}
+	holders, err := h.lookKeys(ctx, ids)
+	if err != nil {
+		return err
+	}
+	var fetch []string
+	for k, target := range holders {
+		mine := h.keyOf[k]
+		if target == mine {
+			continue
+		}
+		for _, it := range items {
+			if it.target == mine && it.create {
+				it.target, it.create = target, false
+				delete(h.mine, mine)
+				fetch = append(fetch, target)
+			}
+		}
+		for key, t := range h.keyOf {
+			if t == mine {
+				h.keyOf[key] = target
+			}
+		}
+	}
+	more, err := h.existing(ctx, fetch)
+	if err != nil {
+		return err
+	}
+	for id, d := range more {
+		existing[id] = d
+	}
+	return nil
+}
+
+// duplicateIndexes are the indexes of the documents a bulk insert
+// refused as duplicates.
+func duplicateIndexes(err error) []int {
+	var bwe mongo.BulkWriteException
+	if !errors.As(err, &bwe) {
+		return nil
+	}
+	var out []int
+	for _, we := range bwe.WriteErrors {
+		if mongo.IsDuplicateKeyError(we) || we.Code == 11000 {
+			out = append(out, we.Index)
+		}
+	}
+	return out
 }
 
 // onlyDuplicates reports a bulk insert whose every failure is a
