@@ -35,11 +35,14 @@ package identityapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/nubes-io/nubes/pkg/api"
@@ -203,14 +206,21 @@ type (
 	trustedAccountRequest struct {
 		TrustedAccountID string `json:"trusted_account_id" v:"required,max=64"`
 	}
+	trustedSecretDataRequest struct {
+		TrustedAccountID string `json:"trusted_account_id" v:"required,max=64"`
+		DomainID         string `json:"domain_id" v:"required,max=64"`
+	}
 	trustedAccountQuery struct {
-		Query            *query.Query `json:"query"`
-		TrustedAccountID string       `json:"trusted_account_id"`
-		Name             string       `json:"name"`
-		Provider         string       `json:"provider"`
-		WorkspaceID      string       `json:"workspace_id"`
-		SecretSchemaID   string       `json:"secret_schema_id"`
-		TrustedSecretID  string       `json:"trusted_secret_id"`
+		Query *query.Query `json:"query"`
+		// DomainID: a SYSTEM caller (a service's worker or schedule) names
+		// the domain it lists for; anyone else may name only their own.
+		DomainID         string `json:"domain_id" v:"max=64"`
+		TrustedAccountID string `json:"trusted_account_id"`
+		Name             string `json:"name"`
+		Provider         string `json:"provider"`
+		WorkspaceID      string `json:"workspace_id"`
+		SecretSchemaID   string `json:"secret_schema_id"`
+		TrustedSecretID  string `json:"trusted_secret_id"`
 	}
 
 	createTrustedSA struct {
@@ -275,6 +285,7 @@ func (s *Service) trustedRoutes() []api.Route {
 		api.Op[trustedAccountRequest, api.Empty]{Path: ta + "delete", Access: trustedWriters, Summary: "Delete a trusted account and its secret data.", Handle: s.deleteTrusted},
 		api.Op[trustedAccountRequest, IdentityJob]{Path: ta + "sync", Access: trustedWriters, Summary: "Start a sync job of a trusted account (a job event; the job stays IN_PROGRESS until a worker runs it).", Handle: s.syncTrusted},
 		api.Op[trustedAccountRequest, TrustedAccount]{Path: ta + "get", Access: trustedReaders, Summary: "Get a trusted account (never its secret data).", Handle: s.getTrusted},
+		api.Op[trustedSecretDataRequest, TrustedSecretData]{Path: ta + "get-secret-data", Access: systemOnly, Summary: "Read a trusted account's secret data (SYSTEM callers only: the services that collect with it).", Handle: s.getTrustedSecretData},
 		api.Op[trustedAccountQuery, api.List[TrustedAccount]]{Path: ta + "list", Access: trustedReaders, Summary: "List trusted accounts.", Handle: s.listTrusted},
 		api.Op[statRequest, map[string]any]{Path: ta + "stat", Access: trustedReaders, Summary: "Statistics over trusted accounts.", Handle: s.statTrusted},
 
@@ -593,13 +604,70 @@ func (s *Service) getTrusted(ctx context.Context, p *auth.Principal, r *trustedA
 }
 
 func (s *Service) listTrusted(ctx context.Context, p *auth.Principal, r *trustedAccountQuery) (*api.List[TrustedAccount], error) {
-	rc, err := reachOf(p, p.DomainID)
+	domainID := p.DomainID
+	if r.DomainID != "" {
+		d, err := s.domainOfRequest(ctx, p, r.DomainID)
+		if err != nil {
+			return nil, err
+		}
+		domainID = d
+	}
+	rc, err := reachOf(p, domainID)
 	if err != nil {
 		return nil, err
 	}
 	q := query.With(r.Query, query.Params("trusted_account_id", r.TrustedAccountID, "name", r.Name, "provider", r.Provider,
 		"workspace_id", r.WorkspaceID, "secret_schema_id", r.SecretSchemaID, "trusted_secret_id", r.TrustedSecretID)...)
 	return store.Search[TrustedAccount](ctx, s.trusted, q, trustedResource, rc.scope())
+}
+
+// TrustedSecretData is a trusted account's secret data, answered to
+// SYSTEM callers only.
+type TrustedSecretData struct {
+	TrustedAccountID string         `json:"trusted_account_id"`
+	TrustedSecretID  string         `json:"trusted_secret_id"`
+	SecretSchemaID   string         `json:"secret_schema_id"`
+	Provider         string         `json:"provider"`
+	DomainID         string         `json:"domain_id"`
+	WorkspaceID      string         `json:"workspace_id"`
+	Data             map[string]any `json:"data"`
+}
+
+// getTrustedSecretData unseals a trusted account's secret data for a
+// service of the suite (inventory collecting with it, identity's own
+// sync). Each read is logged, without the data.
+func (s *Service) getTrustedSecretData(ctx context.Context, p *auth.Principal, r *trustedSecretDataRequest) (*TrustedSecretData, error) {
+	t, err := store.GetOwned[TrustedAccount](ctx, s.trusted, "trusted_account_id", r.TrustedAccountID, r.DomainID)
+	if err != nil {
+		return nil, err
+	}
+	data, err := s.trustedSecretData(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	slog.InfoContext(ctx, "trusted secret data read", "trusted_account_id", t.TrustedAccountID, "domain_id", t.DomainID,
+		"caller_domain_id", p.DomainID, "caller_user_id", p.UserID)
+	return &TrustedSecretData{TrustedAccountID: t.TrustedAccountID, TrustedSecretID: t.TrustedSecretID, SecretSchemaID: t.SecretSchemaID,
+		Provider: t.Provider, DomainID: t.DomainID, WorkspaceID: t.WorkspaceID, Data: wire.Object(data)}, nil
+}
+
+// trustedSecretData unseals the secret data of a trusted account.
+func (s *Service) trustedSecretData(ctx context.Context, t *TrustedAccount) (map[string]any, error) {
+	var sec trustedSecret
+	err := s.db.Collection(TrustedSecretsCollection).FindOne(ctx, bson.D{{Key: "_id", Value: t.TrustedSecretID}}).Decode(&sec)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, errs.NotFound("trusted_secret_id", t.TrustedSecretID)
+	}
+	if err != nil {
+		return nil, store.Wrap(err)
+	}
+	var data map[string]any
+	if err := s.cfg.Cipher.OpenJSON(sec.Sealed, []byte(trustedSecretAAD(sec.ID, t.TrustedAccountID, t.DomainID)), &data); err != nil {
+		// A withdrawn key or an altered record: the operator's to fix; the
+		// cause names the key id, never the data.
+		return nil, fmt.Errorf("trusted secret %s: %w", sec.ID, err)
+	}
+	return data, nil
 }
 
 func (s *Service) statTrusted(ctx context.Context, p *auth.Principal, r *statRequest) (*map[string]any, error) {
