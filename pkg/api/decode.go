@@ -41,7 +41,7 @@ func Decode(body []byte, req any) error {
 
 // rule is the parsed `v` tag of one field.
 type rule struct {
-	index    int
+	index    []int // reflect's path to the field: an embedded struct's fields are the outer type's
 	name     string
 	required bool
 	max      int // 0: none
@@ -58,17 +58,22 @@ func rulesOf(t reflect.Type) []rule {
 	var rules []rule
 	for i := range t.NumField() {
 		f := t.Field(i)
-		if !f.IsExported() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
+			// Promoted into the outer object, as encoding/json does.
+			for _, r := range rulesOf(f.Type) {
+				r.index = append([]int{i}, r.index...)
+				rules = append(rules, r)
+			}
 			continue
 		}
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "-" {
+		if !f.IsExported() || name == "-" {
 			continue
 		}
 		if name == "" {
 			name = f.Name
 		}
-		r := rule{index: i, name: name}
+		r := rule{index: []int{i}, name: name}
 		for part := range strings.SplitSeq(f.Tag.Get("v"), ",") {
 			k, val, _ := strings.Cut(part, "=")
 			switch k {
@@ -99,7 +104,7 @@ func validate(v reflect.Value, prefix string) error {
 		return nil
 	}
 	for _, r := range rulesOf(v.Type()) {
-		f := v.Field(r.index)
+		f := v.FieldByIndex(r.index)
 		key := prefix + r.name
 		if f.Kind() == reflect.String {
 			f.SetString(strings.TrimSpace(f.String()))

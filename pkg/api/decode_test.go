@@ -174,3 +174,47 @@ func TestReflect(t *testing.T) {
 		t.Fatalf("empty reflection = %s, want an empty list", b)
 	}
 }
+
+// common is embedded: its fields are the outer object's, as in JSON.
+type common struct {
+	ID   string `json:"id" v:"required,max=4"`
+	Mode string `json:"mode" v:"enum=A|B"`
+}
+
+type withEmbedded struct {
+	common
+	Name string `json:"name" v:"required"`
+}
+
+func TestDecodeEmbedded(t *testing.T) {
+	for _, tc := range []struct {
+		body, code string
+	}{
+		{`{"id": "a1", "name": "n"}`, ""},
+		{`{"name": "n"}`, errs.RequiredParameter},
+		{`{"id": "a12345", "name": "n"}`, errs.InvalidParameter},
+		{`{"id": "a1", "mode": "Z", "name": "n"}`, errs.InvalidParameter},
+		{`{"id": "a1"}`, errs.RequiredParameter},
+	} {
+		var r withEmbedded
+		err := Decode([]byte(tc.body), &r)
+		switch e, _ := errs.As(err); {
+		case tc.code == "" && err != nil:
+			t.Fatalf("%s: %v", tc.body, err)
+		case tc.code != "" && (e == nil || e.Code != tc.code):
+			t.Fatalf("%s: got %v, want %s", tc.body, err, tc.code)
+		}
+	}
+	var r withEmbedded
+	if err := Decode([]byte(`{"id": " a1 ", "name": "n"}`), &r); err != nil || r.ID != "a1" {
+		t.Fatalf("embedded string not trimmed: %q, %v", r.ID, err)
+	}
+	s := (&schemaGen{defs: map[string]any{}}).schema(reflect.TypeFor[withEmbedded]())
+	props := s["properties"].(map[string]any)
+	if _, ok := props["id"]; !ok || props["common"] != nil || len(props) != 3 {
+		t.Fatalf("schema properties %v", props)
+	}
+	if req := s["required"].([]string); !reflect.DeepEqual(req, []string{"id", "name"}) {
+		t.Fatalf("required %v", req)
+	}
+}

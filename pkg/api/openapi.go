@@ -139,7 +139,7 @@ func (g *schemaGen) schema(t reflect.Type) map[string]any {
 		}
 		props, required := map[string]any{}, []string{}
 		for _, r := range rulesOf(t) {
-			f := t.Field(r.index)
+			f := t.FieldByIndex(r.index)
 			s := map[string]any{}
 			for k, v := range g.ref(f.Type) {
 				s[k] = v

@@ -21,6 +21,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/plugin"
+	"github.com/nubes-io/nubes/pkg/pluginref"
 	"github.com/nubes-io/nubes/pkg/server"
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
@@ -119,10 +120,10 @@ func newFakeRepository(t *testing.T) *httptest.Server {
 			return
 		}
 		switch r.URL.Path {
-		case mon.PluginGetPath:
+		case pluginref.GetPath:
 			_ = json.NewEncoder(w).Encode(map[string]any{"plugin_id": req.PluginID, "name": req.PluginID, "resource_type": rt,
 				"capability": map[string]any{"supported_schema": []string{}}, "state": "ENABLED"})
-		case mon.PluginVersionsPath:
+		case pluginref.VersionsPath:
 			_ = json.NewEncoder(w).Encode(map[string]any{"results": []string{"1.2.0", "1.1.0"}, "total_count": 2})
 		default:
 			writeError(w, http.StatusNotFound, errs.UnsupportedAPI)

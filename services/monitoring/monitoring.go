@@ -17,6 +17,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/config"
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/plugin"
+	"github.com/nubes-io/nubes/pkg/pluginref"
 	"github.com/nubes-io/nubes/pkg/server"
 	"github.com/nubes-io/nubes/services/monitoring/internal/eventapi"
 	"github.com/nubes-io/nubes/services/monitoring/internal/ingest"
@@ -134,7 +135,7 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	}
 	counters := &mon.Counters{C: d.DB.Collection(mon.RequestsCollection), Log: log}
 	workers = append(workers, func(ctx context.Context) error { return counters.Run(ctx, cfg.CounterFlush) })
-	webhooks, err := webhookapi.New(ctx, d.DB, counters, projects, mon.Repository{Client: d.Services.Client("repository")},
+	webhooks, err := webhookapi.New(ctx, d.DB, counters, projects, pluginref.Repository{Client: d.Services.Client("repository"), Kind: mon.WebhookKind, Log: log},
 		plugins, cfg.WebhookBaseURL, log)
 	if err != nil {
 		return nil, err

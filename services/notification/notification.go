@@ -23,6 +23,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/app"
 	"github.com/nubes-io/nubes/pkg/config"
 	"github.com/nubes-io/nubes/pkg/plugin"
+	"github.com/nubes-io/nubes/pkg/pluginref"
 	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/seal/sealcmd"
 	"github.com/nubes-io/nubes/services/notification/internal/dispatch"
@@ -69,7 +70,7 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 			return nil, err
 		}
 	}
-	protocols, err := protocolapi.New(ctx, d.DB, noti.Repository{Client: d.Services.Client("repository")}, plugins, cfg.Keys, log)
+	protocols, err := protocolapi.New(ctx, d.DB, pluginref.Repository{Client: d.Services.Client("repository"), Kind: noti.PluginKind, Strict: true, Log: log}, plugins, cfg.Keys, log)
 	if err != nil {
 		return nil, err
 	}

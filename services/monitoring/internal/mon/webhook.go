@@ -2,7 +2,6 @@ package mon
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -11,8 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"github.com/nubes-io/nubes/pkg/call"
-	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/pluginref"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
 )
@@ -25,13 +23,7 @@ const (
 
 // PluginInfo is a webhook's plugin: which one, its options and the
 // metadata its init answered.
-type PluginInfo struct {
-	PluginID    string         `bson:"plugin_id" json:"plugin_id"`
-	Version     string         `bson:"version" json:"version"`
-	Options     map[string]any `bson:"options" json:"options"`
-	Metadata    map[string]any `bson:"metadata" json:"metadata"`
-	UpgradeMode string         `bson:"upgrade_mode" json:"upgrade_mode"`
-}
+type PluginInfo = pluginref.Info
 
 // Requests are a webhook's ingest counters.
 type Requests struct {
@@ -178,55 +170,5 @@ func (c *Counters) Forget(ctx context.Context, id string) error {
 	return store.Wrap(err)
 }
 
-// WebhookResourceType is the repository resource_type of webhook plugins.
-const WebhookResourceType = "monitoring.Webhook"
-
-// Repository paths monitoring calls.
-const (
-	PluginGetPath      = "/repository/v1/plugin/get"
-	PluginVersionsPath = "/repository/v1/plugin/get-versions"
-)
-
-// RepoPlugin is what monitoring needs of repository's PluginInfo.
-type RepoPlugin struct {
-	PluginID     string         `json:"plugin_id"`
-	Name         string         `json:"name"`
-	ResourceType string         `json:"resource_type"`
-	Capability   map[string]any `json:"capability"`
-}
-
-// Repository looks plugins up on the caller's behalf.
-type Repository struct{ Client *call.Client }
-
-// Webhook returns a webhook plugin the caller may use: another kind of
-// plugin is 404, as an unknown one is.
-func (r Repository) Webhook(ctx context.Context, pluginID string) (*RepoPlugin, error) {
-	var p RepoPlugin
-	if err := r.Client.Call(ctx, PluginGetPath, map[string]string{"plugin_id": pluginID}, &p); err != nil {
-		return nil, err
-	}
-	if p.PluginID != pluginID || p.ResourceType != WebhookResourceType {
-		return nil, errs.New(errs.NotFoundCode, "No webhook plugin (resource_type %s) found. (plugin_id = %s)", WebhookResourceType, pluginID)
-	}
-	return &p, nil
-}
-
-// LatestVersion is the newest version the repository knows of the plugin,
-// "" when it lists none or cannot say (the endpoint map then serves the
-// plugin by its id alone).
-func (r Repository) LatestVersion(ctx context.Context, pluginID string, log *slog.Logger) string {
-	var v struct {
-		Results []string `json:"results"`
-	}
-	if err := r.Client.Call(ctx, PluginVersionsPath, map[string]string{"plugin_id": pluginID}, &v); err != nil {
-		var e *errs.Error
-		if !errors.As(err, &e) || e.Status() >= 500 {
-			log.Warn("plugin versions not known; the webhook keeps no version", "plugin_id", pluginID, "error", err.Error())
-		}
-		return ""
-	}
-	if len(v.Results) == 0 {
-		return ""
-	}
-	return v.Results[0]
-}
+// WebhookKind is the kind of plugin a webhook runs on.
+var WebhookKind = pluginref.Kind{ResourceType: "monitoring.Webhook", Name: "webhook"}

@@ -22,6 +22,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/plugin"
+	"github.com/nubes-io/nubes/pkg/pluginref"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
@@ -105,7 +106,7 @@ type Webhooks struct {
 	c        *mongo.Collection
 	counters *mon.Counters
 	projects mon.Projects
-	repo     mon.Repository
+	repo     pluginref.Repository
 	plugins  *plugin.Client
 	baseURL  string
 	log      *slog.Logger
@@ -113,7 +114,7 @@ type Webhooks struct {
 
 // New creates the collection's indexes. baseURL is the public base URL
 // of webhook_url.
-func New(ctx context.Context, db *mongo.Database, counters *mon.Counters, projects mon.Projects, repo mon.Repository,
+func New(ctx context.Context, db *mongo.Database, counters *mon.Counters, projects mon.Projects, repo pluginref.Repository,
 	plugins *plugin.Client, baseURL string, log *slog.Logger) (*Webhooks, error) {
 	ws := &Webhooks{c: db.Collection(mon.WebhooksCollection), counters: counters, projects: projects, repo: repo,
 		plugins: plugins, baseURL: strings.TrimRight(baseURL, "/"), log: log}
@@ -152,28 +153,24 @@ func (ws *Webhooks) target(info mon.PluginInfo) plugin.Webhook {
 	return plugin.Webhook{Target: ws.plugins.Plugin(info.PluginID, info.Version)}
 }
 
+func (ws *Webhooks) init(ctx context.Context, info mon.PluginInfo) (map[string]any, error) {
+	return ws.target(info).Init(ctx, info.Options)
+}
+
 func (ws *Webhooks) create(ctx context.Context, p *auth.Principal, r *createWebhook) (*Webhook, error) {
 	pr, err := ws.projects.Get(ctx, p, r.ProjectID)
 	if err != nil {
 		return nil, err
 	}
-	rp, err := ws.repo.Webhook(ctx, r.PluginInfo.PluginID)
+	rp, err := ws.repo.Get(ctx, r.PluginInfo.PluginID)
 	if err != nil {
 		return nil, err
 	}
-	info := mon.PluginInfo{PluginID: rp.PluginID, Version: r.PluginInfo.Version, Options: wire.Object(r.PluginInfo.Options),
-		UpgradeMode: r.PluginInfo.UpgradeMode}
-	if info.UpgradeMode == "" {
-		info.UpgradeMode = "AUTO"
-	}
-	if info.Version == "" {
-		info.Version = ws.repo.LatestVersion(ctx, rp.PluginID, ws.log)
-	}
-	md, err := ws.target(info).Init(ctx, info.Options)
+	info, err := ws.repo.New(ctx, rp.PluginID, pluginref.Ask{Version: r.PluginInfo.Version, Options: r.PluginInfo.Options,
+		UpgradeMode: r.PluginInfo.UpgradeMode}, "plugin_info.version", ws.init)
 	if err != nil {
 		return nil, err
 	}
-	info.Metadata = wire.Object(md)
 	id, key := wire.NewID("webhook"), NewAccessKey()
 	doc := &Webhook{ID: id, WebhookID: id, Name: r.Name, State: mon.Enabled, AccessKey: key, WebhookURL: ws.baseURL + mon.IngestPath(id, key),
 		Capability: wire.Object(rp.Capability), PluginInfo: info, Tags: wire.Object(r.Tags), DomainID: p.DomainID,
@@ -250,28 +247,10 @@ func (ws *Webhooks) update(ctx context.Context, p *auth.Principal, r *updateWebh
 // mode, and keeps the metadata of a new init with them.
 func (ws *Webhooks) updatePlugin(ctx context.Context, p *auth.Principal, r *updatePlugin) (*Webhook, error) {
 	return ws.set(ctx, p, r.WebhookID, func(doc *Webhook) (bson.D, error) {
-		info := doc.PluginInfo
-		if r.UpgradeMode != "" {
-			info.UpgradeMode = r.UpgradeMode
-		}
-		if r.Options != nil {
-			info.Options = r.Options
-		}
-		switch {
-		case r.Version != "":
-			info.Version = r.Version
-		case info.UpgradeMode == "AUTO":
-			if v := ws.repo.LatestVersion(ctx, info.PluginID, ws.log); v != "" {
-				info.Version = v
-			}
-		case info.UpgradeMode == "MANUAL" && info.Version == "":
-			return nil, errs.Required("version")
-		}
-		md, err := ws.target(info).Init(ctx, wire.Object(info.Options))
+		info, err := ws.repo.Change(ctx, doc.PluginInfo, pluginref.Ask{Version: r.Version, Options: r.Options, UpgradeMode: r.UpgradeMode}, ws.init)
 		if err != nil {
 			return nil, err
 		}
-		info.Options, info.Metadata = wire.Object(info.Options), wire.Object(md)
 		return bson.D{{Key: "plugin_info", Value: info}}, nil
 	})
 }

@@ -16,8 +16,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/nubes-io/nubes/pkg/auth"
-	"github.com/nubes-io/nubes/pkg/call"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/pluginref"
 	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
@@ -47,8 +47,8 @@ const (
 	Internal = "INTERNAL"
 )
 
-// ResourceType is the repository resource_type of protocol plugins.
-const ResourceType = "notification.Protocol"
+// PluginKind is the kind of plugin a protocol runs on.
+var PluginKind = pluginref.Kind{ResourceType: "notification.Protocol", Name: "notification protocol"}
 
 var (
 	// Readers may read protocols: upstream's DA, WO, WM and USER.
@@ -59,15 +59,11 @@ var (
 
 // PluginInfo is a protocol's plugin.
 type PluginInfo struct {
-	PluginID string         `bson:"plugin_id" json:"plugin_id"`
-	Version  string         `bson:"version" json:"version"`
-	Options  map[string]any `bson:"options" json:"options"`
-	SecretID string         `bson:"secret_id,omitempty" json:"secret_id,omitempty"`
+	pluginref.Info `bson:",inline"`
+	SecretID       string `bson:"secret_id,omitempty" json:"secret_id,omitempty"`
 	// Schema names the form of the secret data (one of the capability's
 	// supported_schema); set with SecretID.
-	Schema      string         `bson:"schema,omitempty" json:"schema,omitempty"`
-	Metadata    map[string]any `bson:"metadata" json:"metadata"`
-	UpgradeMode string         `bson:"upgrade_mode" json:"upgrade_mode"`
+	Schema string `bson:"schema,omitempty" json:"schema,omitempty"`
 }
 
 // Usage counts a protocol's notifications: delivered by its plugin,
@@ -102,23 +98,9 @@ func AD(protocolID, domainID string) []byte {
 	return seal.AD(ProtocolsCollection, protocolID, domainID)
 }
 
-// Repository paths the service calls.
-const (
-	PluginGetPath      = "/repository/v1/plugin/get"
-	PluginVersionsPath = "/repository/v1/plugin/get-versions"
-)
-
-// RepoPlugin is what the service needs of repository's PluginInfo.
-type RepoPlugin struct {
-	PluginID     string         `json:"plugin_id"`
-	State        string         `json:"state"`
-	ResourceType string         `json:"resource_type"`
-	Capability   map[string]any `json:"capability"`
-}
-
 // SupportedSchema is the plugin's capability.supported_schema, and
-// whether the plugin declares it at all.
-func (p *RepoPlugin) SupportedSchema() ([]string, bool) {
+// whether the plugin declares it at all (as a list of strings).
+func SupportedSchema(p *pluginref.Plugin) ([]string, bool) {
 	raw, ok := p.Capability["supported_schema"].([]any)
 	if !ok {
 		return nil, false
@@ -134,38 +116,15 @@ func (p *RepoPlugin) SupportedSchema() ([]string, bool) {
 	return out, true
 }
 
-// Repository looks plugins up on the caller's behalf.
-type Repository struct{ Client *call.Client }
-
-// Protocol returns a notification.Protocol plugin; another kind of plugin
-// is 404, as an unknown one is.
-func (r Repository) Protocol(ctx context.Context, pluginID string) (*RepoPlugin, error) {
-	var p RepoPlugin
-	if err := r.Client.Call(ctx, PluginGetPath, map[string]string{"plugin_id": pluginID}, &p); err != nil {
-		if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
-			return nil, noProtocolPlugin(pluginID) // the repository's message names no kind
-		}
-		return nil, err
+// Plugin returns a notification.Protocol plugin; another kind of plugin
+// is 404, as an unknown one is, and either 404 names the kind (the
+// repository's own message names none).
+func Plugin(ctx context.Context, repo pluginref.Repository, pluginID string) (*pluginref.Plugin, error) {
+	p, err := repo.Get(ctx, pluginID)
+	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+		return nil, PluginKind.NotFound(pluginID)
 	}
-	if p.PluginID != pluginID || p.ResourceType != ResourceType {
-		return nil, noProtocolPlugin(pluginID)
-	}
-	return &p, nil
-}
-
-func noProtocolPlugin(pluginID string) error {
-	return errs.New(errs.NotFoundCode, "No notification protocol plugin (resource_type %s) found. (plugin_id = %s)", ResourceType, pluginID)
-}
-
-// Versions are the plugin's versions, newest first.
-func (r Repository) Versions(ctx context.Context, pluginID string) ([]string, error) {
-	var v struct {
-		Results []string `json:"results"`
-	}
-	if err := r.Client.Call(ctx, PluginVersionsPath, map[string]string{"plugin_id": pluginID}, &v); err != nil {
-		return nil, err
-	}
-	return v.Results, nil
+	return p, err
 }
 
 // Counters reads and adds to the usage counters.
@@ -241,6 +200,6 @@ func InternalProtocol(domainID string) *Protocol {
 	id := InternalID(domainID)
 	return &Protocol{ID: id, ProtocolID: id, Name: InternalName, State: Enabled, ProtocolType: Internal,
 		ResourceType: "identity.User", Capability: map[string]any{"supported_schema": []any{InternalSchema}},
-		PluginInfo: PluginInfo{Options: map[string]any{}, Metadata: map[string]any{"data_type": "PLAIN_TEXT"}, UpgradeMode: "AUTO"},
+		PluginInfo: PluginInfo{Info: pluginref.Info{Options: map[string]any{}, Metadata: map[string]any{"data_type": "PLAIN_TEXT"}, UpgradeMode: pluginref.Auto}},
 		Tags:       map[string]any{}, DomainID: domainID, CreatedAt: wire.T(wire.Now())}
 }

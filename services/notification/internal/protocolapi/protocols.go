@@ -23,6 +23,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/plugin"
+	"github.com/nubes-io/nubes/pkg/pluginref"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/stat"
@@ -137,7 +138,7 @@ func checkDomain(p *auth.Principal, domainID string) error {
 type Protocols struct {
 	c        *mongo.Collection
 	counters noti.Counters
-	repo     noti.Repository
+	repo     pluginref.Repository
 	plugins  *plugin.Client
 	keys     *seal.Keyring
 	log      *slog.Logger
@@ -146,7 +147,7 @@ type Protocols struct {
 }
 
 // New creates the collection's indexes.
-func New(ctx context.Context, db *mongo.Database, repo noti.Repository, plugins *plugin.Client, keys *seal.Keyring, log *slog.Logger) (*Protocols, error) {
+func New(ctx context.Context, db *mongo.Database, repo pluginref.Repository, plugins *plugin.Client, keys *seal.Keyring, log *slog.Logger) (*Protocols, error) {
 	ps := &Protocols{c: db.Collection(noti.ProtocolsCollection), counters: noti.Counters{C: db.Collection(noti.UsageCollection)},
 		repo: repo, plugins: plugins, keys: keys, log: log}
 	return ps, store.EnsureIndexes(ctx, ps.c,
@@ -172,8 +173,8 @@ func (ps *Protocols) Routes() []api.Route {
 	}
 }
 
-func (ps *Protocols) target(info noti.PluginInfo) plugin.Protocol {
-	return plugin.Protocol{Target: ps.plugins.Plugin(info.PluginID, info.Version)}
+func (ps *Protocols) init(ctx context.Context, info pluginref.Info) (map[string]any, error) {
+	return plugin.Protocol{Target: ps.plugins.Plugin(info.PluginID, info.Version)}.Init(ctx, info.Options)
 }
 
 func scope(p *auth.Principal) bson.D { return bson.D{{Key: "domain_id", Value: p.DomainID}} }
@@ -184,43 +185,28 @@ func (ps *Protocols) create(ctx context.Context, p *auth.Principal, r *createPro
 	if err := ps.nameFree(ctx, p.DomainID, r.Name, ""); err != nil {
 		return nil, err
 	}
-	rp, err := ps.repo.Protocol(ctx, r.PluginInfo.PluginID)
+	rp, err := noti.Plugin(ctx, ps.repo, r.PluginInfo.PluginID)
 	if err != nil {
 		return nil, err
 	}
 	if rp.State == noti.Disabled {
 		return nil, errs.Invalid("plugin_info.plugin_id", "plugin "+rp.PluginID+" is DISABLED in the repository")
 	}
-	supported, ok := rp.SupportedSchema()
+	supported, ok := noti.SupportedSchema(rp)
 	if !ok {
 		return nil, errs.New(errs.WrongPluginSettings, "The plugin settings is incorrect. (key = capability.supported_schema, plugin_id = %s)", rp.PluginID)
 	}
 	if r.PluginInfo.Schema != "" && !slices.Contains(supported, r.PluginInfo.Schema) {
 		return nil, errs.Invalid("plugin_info.schema", "not one of the plugin's capability.supported_schema")
 	}
-	info := noti.PluginInfo{PluginID: rp.PluginID, Version: r.PluginInfo.Version, Options: wire.Object(r.PluginInfo.Options),
-		UpgradeMode: r.PluginInfo.UpgradeMode}
-	if info.UpgradeMode == "" {
-		info.UpgradeMode = "AUTO"
-	}
-	versions, err := ps.repo.Versions(ctx, rp.PluginID)
+	info, err := ps.repo.New(ctx, rp.PluginID, pluginref.Ask{Version: r.PluginInfo.Version, Options: r.PluginInfo.Options,
+		UpgradeMode: r.PluginInfo.UpgradeMode}, "plugin_info.version", ps.init)
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case info.Version != "" && !slices.Contains(versions, info.Version):
-		return nil, errs.Invalid("plugin_info.version", "not a version of plugin "+rp.PluginID+" in the repository")
-	case info.Version == "" && len(versions) > 0:
-		info.Version = versions[0]
-	}
-	md, err := ps.target(info).Init(ctx, info.Options)
-	if err != nil {
-		return nil, err
-	}
-	info.Metadata = wire.Object(md)
 	id := wire.NewID("protocol")
 	doc := &Protocol{ID: id, ProtocolID: id, Name: r.Name, State: noti.Enabled, ProtocolType: noti.External,
-		ResourceType: "identity.Project", Capability: map[string]any{"supported_schema": supported}, PluginInfo: info,
+		ResourceType: "identity.Project", Capability: map[string]any{"supported_schema": supported}, PluginInfo: noti.PluginInfo{Info: info},
 		Tags: wire.Object(r.Tags), DomainID: p.DomainID, CreatedAt: wire.T(wire.Now())}
 	if r.PluginInfo.SecretData != nil {
 		sealed, err := ps.keys.SealJSON(r.PluginInfo.SecretData, noti.AD(id, p.DomainID))
@@ -355,27 +341,10 @@ func (ps *Protocols) updatePlugin(ctx context.Context, p *auth.Principal, r *upd
 			return nil, err
 		}
 		info := doc.PluginInfo
-		if r.Options != nil {
-			info.Options = r.Options
-		}
-		versions, err := ps.repo.Versions(ctx, info.PluginID)
-		if err != nil {
+		var err error
+		if info.Info, err = ps.repo.Change(ctx, info.Info, pluginref.Ask{Version: r.Version, Options: r.Options}, ps.init); err != nil {
 			return nil, err
 		}
-		switch {
-		case r.Version != "":
-			if !slices.Contains(versions, r.Version) {
-				return nil, errs.Invalid("version", "not a version of plugin "+info.PluginID+" in the repository")
-			}
-			info.Version = r.Version
-		case info.UpgradeMode == "AUTO" && len(versions) > 0:
-			info.Version = versions[0]
-		}
-		md, err := ps.target(info).Init(ctx, wire.Object(info.Options))
-		if err != nil {
-			return nil, err
-		}
-		info.Options, info.Metadata = wire.Object(info.Options), wire.Object(md)
 		return bson.D{{Key: "plugin_info", Value: info}}, nil
 	})
 }
