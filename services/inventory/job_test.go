@@ -152,3 +152,66 @@ func TestJobAndTaskOperations(t *testing.T) {
 		}
 	})
 }
+
+// TestJobAnalyze: the console's collector page query (jobs of the last
+// five days grouped by collector, each with its jobs' statuses), confined
+// to the caller's reach.
+func TestJobAnalyze(t *testing.T) {
+	s := setup(t)
+	s.plugin.Script(collectMethod, fakeplugin.Reply{Stream: instances(1, 1)})
+	dom := s.createCollector(s.adminA, domainCollector())
+	w1 := s.createCollector(s.ownerA1, map[string]any{"name": "W1", "resource_group": "WORKSPACE", "plugin_info": map[string]any{"plugin_id": collectorPlugin}})
+	for range 2 {
+		s.wait(s.collect(s.adminA, dom.CollectorID, "trusted-secret-adom").JobID, 20*time.Second)
+	}
+	s.wait(s.collect(s.ownerA1, w1.CollectorID, "trusted-secret-aw1").JobID, 20*time.Second)
+	consoleQuery := map[string]any{"query": map[string]any{
+		"filter": []any{map[string]any{"k": "created_at", "v": "now - 5d", "o": "timediff_gte"},
+			map[string]any{"k": "collector_id", "v": []string{dom.CollectorID, w1.CollectorID}, "o": "in"}},
+		"group_by": []any{"collector_id"},
+		"fields": map[string]any{"job_status": map[string]any{"operator": "push", "fields": map[string]any{
+			"status": "status", "job_id": "job_id", "total_tasks": "total_tasks", "remained_tasks": "remained_tasks", "finished_at": "finished_at"}}},
+		"sort": []any{map[string]any{"key": "collector_id"}},
+	}}
+	var out struct {
+		Results []struct {
+			CollectorID string           `json:"collector_id"`
+			JobStatus   []map[string]any `json:"job_status"`
+		} `json:"results"`
+	}
+	s.adminA.Call("/inventory/v1/job/analyze", consoleQuery).OK(&out)
+	perCollector := map[string]int{}
+	for _, r := range out.Results {
+		perCollector[r.CollectorID] = len(r.JobStatus)
+		for _, js := range r.JobStatus {
+			if js["status"] != "SUCCESS" || js["job_id"] == nil {
+				t.Fatalf("job_status: %v", js)
+			}
+		}
+	}
+	if len(out.Results) != 2 || perCollector[dom.CollectorID] != 2 || perCollector[w1.CollectorID] != 1 {
+		t.Fatalf("admin: %+v", out.Results)
+	}
+	s.ownerA2.Call("/inventory/v1/job/analyze", consoleQuery).OK(&out)
+	if len(out.Results) != 1 || out.Results[0].CollectorID != dom.CollectorID {
+		t.Fatalf("owner of workspace-2 sees the domain collector's jobs only: %+v", out.Results)
+	}
+	s.adminB.Call("/inventory/v1/job/analyze", consoleQuery).OK(&out)
+	if len(out.Results) != 0 {
+		t.Fatalf("domain b: %+v", out.Results)
+	}
+	var paged struct {
+		Results []map[string]any `json:"results"`
+		More    bool             `json:"more"`
+	}
+	s.adminA.Call("/inventory/v1/job/analyze", map[string]any{"query": map[string]any{"group_by": []any{"collector_id"},
+		"fields": map[string]any{"n": map[string]any{"operator": "count"}}, "sort": []any{map[string]any{"key": "n", "desc": true}},
+		"page": map[string]any{"limit": 1}}}).OK(&paged)
+	if len(paged.Results) != 1 || !paged.More || paged.Results[0]["n"] != float64(2) {
+		t.Fatalf("paged: %+v", paged)
+	}
+	s.adminA.Call("/inventory/v1/job/analyze", map[string]any{}).Fails(http.StatusBadRequest, errs.RequiredParameter)
+	s.adminA.Call("/inventory/v1/job/analyze", map[string]any{"query": map[string]any{"fields": map[string]any{"n": map[string]any{"operator": "median"}}}}).Fails(http.StatusBadRequest, errs.DBQuery)
+	s.adminA.Call("/inventory/v1/job/analyze", map[string]any{"query": map[string]any{"group_by": []any{"task_ids"}, "fields": map[string]any{"n": map[string]any{"operator": "count"}}}}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	s.userA.Call("/inventory/v1/job/analyze", map[string]any{"query": map[string]any{}}).Fails(http.StatusForbidden, errs.PermissionDenied)
+}

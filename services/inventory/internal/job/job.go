@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/nubes-io/nubes/pkg/analyze"
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
@@ -47,6 +48,9 @@ type (
 	statQuery struct {
 		Query *stat.Query `json:"query" v:"required"`
 	}
+	analyzeQuery struct {
+		Query *analyze.Query `json:"query" v:"required"`
+	}
 )
 
 // Service serves the job operations.
@@ -65,17 +69,14 @@ func New(ctx context.Context, db *mongo.Database) (*Service, error) {
 	)
 }
 
-// Collection is where jobs are stored (for job/analyze).
-func (s *Service) Collection() *mongo.Collection { return s.c }
-
-// Routes are the operations (analyze is added by the service when the
-// analyze engine is there).
+// Routes are the operations.
 func (s *Service) Routes() []api.Route {
 	const base = "/inventory/v1/job/"
 	return []api.Route{
 		api.Op[jobRequest, api.Empty]{Path: base + "delete", Access: inv.Writers, Summary: "Delete a job and its tasks.", Handle: s.delete},
 		api.Op[jobRequest, Job]{Path: base + "get", Access: inv.Readers, Summary: "Get a job.", Handle: s.get},
 		api.Op[jobQuery, api.List[Job]]{Path: base + "list", Access: inv.Readers, Summary: "List the jobs the caller may see.", Handle: s.list},
+		api.Op[analyzeQuery, map[string]any]{Path: base + "analyze", Access: inv.Readers, Summary: "Analyze the jobs the caller may see (group_by, fields, select, sort, page, field_group).", Handle: s.analyze},
 		api.Op[statQuery, map[string]any]{Path: base + "stat", Access: inv.Readers, Summary: "Statistics over the jobs the caller may see.", Handle: s.stat},
 	}
 }
@@ -135,5 +136,13 @@ func (s *Service) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*m
 		return nil, err
 	}
 	res, err := stat.Run(ctx, s.c, inv.Scope(p), Resource, r.Query)
+	return &res, err
+}
+
+func (s *Service) analyze(ctx context.Context, p *auth.Principal, r *analyzeQuery) (*map[string]any, error) {
+	if err := inv.CheckReach(p); err != nil {
+		return nil, err
+	}
+	res, err := analyze.Run(ctx, s.c, inv.Scope(p), Resource, r.Query)
 	return &res, err
 }
