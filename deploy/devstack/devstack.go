@@ -36,6 +36,7 @@ import (
 	costanalysis "github.com/nubes-io/nubes/services/cost-analysis"
 	"github.com/nubes-io/nubes/services/dashboard"
 	"github.com/nubes-io/nubes/services/identity"
+	"github.com/nubes-io/nubes/services/inventory"
 	"github.com/nubes-io/nubes/services/mailer"
 	"github.com/nubes-io/nubes/services/monitoring"
 	"github.com/nubes-io/nubes/services/notification"
@@ -44,7 +45,7 @@ import (
 )
 
 // serviceNames are the services the devstack runs, identity first.
-var serviceNames = []string{identity.Name, board.Name, mailer.Name, dashboard.Name, secret.Name, repository.Name, monitoring.Name, notification.Name, costanalysis.Name}
+var serviceNames = []string{identity.Name, board.Name, mailer.Name, dashboard.Name, secret.Name, repository.Name, monitoring.Name, notification.Name, costanalysis.Name, inventory.Name}
 
 // Config of the devstack. An empty mongo_uri or nats_url starts the
 // embedded server instead.
@@ -188,7 +189,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, started func(addr st
 	}
 	deps.Services = call.NewServices(self, boot.SystemToken, nil)
 	// The secret, notification and cost-analysis services seal with the same keys as identity (.data/encryption-keys).
-	for _, build := range []app.Constructor{board.New, mailer.New(mcfg), dashboard.New, secret.New(cipher), repository.New(repository.Config{}), monitoringAt("http://" + ln.Addr().String()), notification.New(cipher), costanalysis.New(cipher)} {
+	for _, build := range []app.Constructor{board.New, mailer.New(mcfg), dashboard.New, secret.New(cipher), repository.New(repository.Config{}), monitoringAt("http://" + ln.Addr().String()), notification.New(cipher), costanalysis.New(cipher), inventory.New} {
 		svc, err := build(ctx, deps)
 		if err != nil {
 			return err

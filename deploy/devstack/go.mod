@@ -8,6 +8,7 @@ require (
 	github.com/nubes-io/nubes/services/cost-analysis v0.0.0
 	github.com/nubes-io/nubes/services/dashboard v0.0.0
 	github.com/nubes-io/nubes/services/identity v0.0.0
+	github.com/nubes-io/nubes/services/inventory v0.0.0
 	github.com/nubes-io/nubes/services/mailer v0.0.0
 	github.com/nubes-io/nubes/services/monitoring v0.0.0
 	github.com/nubes-io/nubes/services/notification v0.0.0
@@ -21,6 +22,7 @@ replace (
 	github.com/nubes-io/nubes/services/cost-analysis => ../../services/cost-analysis
 	github.com/nubes-io/nubes/services/dashboard => ../../services/dashboard
 	github.com/nubes-io/nubes/services/identity => ../../services/identity
+	github.com/nubes-io/nubes/services/inventory => ../../services/inventory
 	github.com/nubes-io/nubes/services/mailer => ../../services/mailer
 	github.com/nubes-io/nubes/services/monitoring => ../../services/monitoring
 	github.com/nubes-io/nubes/services/notification => ../../services/notification
