@@ -64,6 +64,11 @@ const (
 
 	JobStream  = "NUBES_JOBS"
 	JobSubject = "nubes.job.>" // nubes.job.<service>
+	// IdentityJobSubject carries identity's trusted-account sync jobs
+	// (payload: identity's TrustedSyncEvent, Nats-Msg-Id = job_id), read
+	// by the durable IdentitySyncConsumer of every identity replica.
+	IdentityJobSubject   = "nubes.job.identity"
+	IdentitySyncConsumer = "identity-sync"
 
 	// CostTaskSubject carries the tasks of cost-analysis jobs, a work
 	// queue read by the durable CostTaskConsumer (any replica takes a

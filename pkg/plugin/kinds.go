@@ -31,6 +31,10 @@ const (
 	CostGetLinkedAccounts Method = "spaceone.api.cost_analysis.plugin.Cost/get_linked_accounts"
 	CostGetData           Method = "spaceone.api.cost_analysis.plugin.Cost/get_data" // stream
 
+	// identity account collector: spaceone.api.identity.plugin
+	AccountCollectorInit Method = "spaceone.api.identity.plugin.AccountCollector/init"
+	AccountCollectorSync Method = "spaceone.api.identity.plugin.AccountCollector/sync"
+
 	// notification protocol: spaceone.api.notification.plugin
 	ProtocolInit         Method = "spaceone.api.notification.plugin.Protocol/init"
 	ProtocolVerify       Method = "spaceone.api.notification.plugin.Protocol/verify"
@@ -44,6 +48,7 @@ var Methods = []Method{
 	MonitoringDataSourceInit, MonitoringDataSourceVerify, MetricList, MetricGetData, LogList,
 	CostDataSourceInit, CostDataSourceVerify, CostGetTasks, CostGetLinkedAccounts, CostGetData,
 	ProtocolInit, ProtocolVerify, NotificationDispatch,
+	AccountCollectorInit, AccountCollectorSync,
 }
 
 // M is a request or reply: a JSON-like map keyed by proto field name.
@@ -308,4 +313,32 @@ func (p Protocol) Dispatch(ctx context.Context, req DispatchRequest) error {
 	_, err := p.Invoke(ctx, NotificationDispatch, M{"options": or(req.Options), "message": or(req.Message),
 		"notification_type": req.NotificationType, "secret_data": or(req.SecretData), "channel_data": or(req.ChannelData)})
 	return err
+}
+
+// AccountCollector is an identity account collector plugin
+// (spaceone.api.identity.plugin): it lists the accounts a trusted
+// account's credentials reach (plugin-protocols.md section 7).
+type AccountCollector struct{ *Target }
+
+// Init returns the plugin's metadata.
+func (a AccountCollector) Init(ctx context.Context, options M, domainID string) (M, error) {
+	r, err := a.Invoke(ctx, AccountCollectorInit, M{"options": or(options), "domain_id": domainID})
+	return metadataOf(r), err
+}
+
+// SyncRequest is what AccountCollector.sync sends.
+type SyncRequest struct {
+	Options, SecretData M
+	SchemaID, DomainID  string
+}
+
+// Sync returns the accounts the plugin found (AccountInfo maps: name,
+// data, resource_id, secret_schema_id, secret_data, tags, location).
+func (a AccountCollector) Sync(ctx context.Context, req SyncRequest) ([]M, error) {
+	r, err := a.Invoke(ctx, AccountCollectorSync, M{"options": or(req.Options), "schema_id": req.SchemaID,
+		"secret_data": or(req.SecretData), "domain_id": req.DomainID})
+	if err != nil {
+		return nil, err
+	}
+	return listOf(r, "results"), nil
 }

@@ -95,9 +95,10 @@ type file struct {
 
 const empty = ".google.protobuf.Empty"
 
-// files are the four plugin proto packages (plugin-protocols.md §3–6).
+// files are the plugin proto packages (plugin-protocols.md §3–7).
 func files() []file {
 	const inv, mon, cost, noti = ".spaceone.api.inventory.plugin.", ".spaceone.api.monitoring.plugin.", ".spaceone.api.cost_analysis.plugin.", ".spaceone.api.notification.plugin."
+	const idp = ".spaceone.api.identity.plugin."
 	return []file{{
 		path: "spaceone/api/inventory/plugin/collector.proto", pkg: "spaceone.api.inventory.plugin",
 		msgs: []msg{
@@ -195,6 +196,19 @@ func files() []file {
 		svcs: []svc{
 			{name: "Protocol", rpcs: []rpc{{"init", noti + "InitRequest", noti + "PluginInfo", false}, {"verify", noti + "PluginVerifyRequest", empty, false}}},
 			{name: "Notification", rpcs: []rpc{{"dispatch", noti + "PluginDispatchRequest", empty, false}}},
+		},
+	}, {
+		path: "spaceone/api/identity/plugin/account_collector.proto", pkg: "spaceone.api.identity.plugin",
+		msgs: []msg{
+			{name: "InitRequest", fields: []fld{st("options", 1), s("domain_id", 21)}},
+			{name: "PluginInfo", fields: []fld{st("metadata", 1)}},
+			{name: "SyncRequest", fields: []fld{st("options", 1), s("schema_id", 2), st("secret_data", 3), s("domain_id", 21)}},
+			{name: "AccountInfo", fields: []fld{s("name", 1), st("data", 2), s("resource_id", 3), s("secret_schema_id", 4),
+				st("secret_data", 5), st("tags", 6), rep(st("location", 7))}},
+			{name: "AccountsInfo", fields: []fld{rep(m("results", 1, idp+"AccountInfo"))}},
+		},
+		svcs: []svc{
+			{name: "AccountCollector", rpcs: []rpc{{"init", idp + "InitRequest", idp + "PluginInfo", false}, {"sync", idp + "SyncRequest", idp + "AccountsInfo", false}}},
 		},
 	}}
 }
