@@ -10,9 +10,10 @@
 // attempt starts by deleting what an earlier attempt of the task stored.
 // Row ids are derived from the task and the row's position, so even two
 // attempts running at once (a worker presumed dead that was only slow)
-// never store a row twice. Between two chunks the worker checks that the
-// job still runs and that the task is still its own; a watcher does the
-// same every second, so a stream that sends nothing is cut too.
+// never store a row twice. A watcher checks every second (Poll) that the
+// job still runs and that the task is still this attempt's; what it finds
+// stops the stream between two chunks, and cuts a stream that sends
+// nothing.
 //
 // It holds no operation of the API.
 package worker
@@ -26,6 +27,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -354,7 +356,8 @@ func (w *Worker) stream(ctx context.Context, msg jetstream.Msg, task *model.Task
 	defer cancel()
 	stopped := make(chan struct{})
 	var watchErr error
-	go func() { // a stream that sends nothing still stops, and the task shows life
+	var halt atomic.Bool // set by the watcher; read between two chunks
+	go func() {          // a stream that sends nothing still stops, and the task shows life
 		defer close(stopped)
 		t := time.NewTicker(min(w.cfg.Poll, w.cfg.AckWait/3))
 		defer t.Stop()
@@ -367,6 +370,7 @@ func (w *Worker) stream(ctx context.Context, msg jetstream.Msg, task *model.Task
 			_ = msg.InProgress()
 			if ok, err := w.current(sctx, task); err == nil && !ok {
 				watchErr = errStop
+				halt.Store(true)
 				cancel()
 				return
 			}
@@ -377,9 +381,9 @@ func (w *Worker) stream(ctx context.Context, msg jetstream.Msg, task *model.Task
 	err = plugin.CostDataSource{Target: w.plugins.Plugin(ds.PluginInfo.PluginID, ds.PluginInfo.Version)}.GetData(sctx, plugin.CostDataRequest{
 		Options: job.PluginOptions(ds), SecretData: secret, TaskOptions: task.Options, DomainID: ds.DomainID,
 	}, func(chunk []map[string]any) error {
-		if ok, err := w.current(sctx, task); err != nil {
-			return err
-		} else if !ok {
+		// The watcher reads the job and the task every Poll; between two
+		// chunks the worker only looks at what it found.
+		if halt.Load() {
 			return errStop
 		}
 		docs := make([]any, 0, len(chunk))
