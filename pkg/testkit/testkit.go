@@ -141,6 +141,9 @@ func (c *Client) As(token string) *Client {
 	return &cp
 }
 
+// For returns a client that calls as p, with a token the kit mints.
+func (c *Client) For(p auth.Principal) *Client { return c.As(Get().Token(c.t, p)) }
+
 // Response is an answer of the API.
 type Response struct {
 	t      testing.TB

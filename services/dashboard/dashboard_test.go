@@ -4,14 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,60 +30,19 @@ func TestMain(m *testing.M) { testkit.Main(m) }
 
 const prefix = "/dashboard/v1/project-dashboard/"
 
-// Projects the fake identity knows: id -> domain, workspace.
-var knownProjects = map[string][2]string{
-	"project-a1": {"domain-a", "workspace-1"},
-	"project-a2": {"domain-a", "workspace-1"},
-	"project-a3": {"domain-a", "workspace-2"},
-	"project-b1": {"domain-b", "workspace-b"},
-}
-
-// fakeIdentity answers /identity/v2/project/get as identity does: it
-// verifies the forwarded bearer and finds the project in the caller's
-// domain (and workspace, for a workspace-scoped caller), 404 otherwise.
-type fakeIdentity struct {
-	srv   *httptest.Server
-	calls atomic.Int64
-}
-
-func newFakeIdentity(t *testing.T) *fakeIdentity {
-	f := &fakeIdentity{}
-	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f.calls.Add(1)
-		fail := func(status int, code string) {
-			w.WriteHeader(status)
-			_ = json.NewEncoder(w).Encode(map[string]any{"detail": map[string]string{"code": code, "message": "fake identity: " + code}})
-		}
-		if r.URL.Path != projectdash.ProjectGetPath {
-			fail(http.StatusNotFound, errs.UnsupportedAPI)
-			return
-		}
-		p, err := testkit.Get().Verifier.Authenticate(r.Context(), strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
-		if err != nil {
-			fail(http.StatusUnauthorized, errs.AuthenticateFailure)
-			return
-		}
-		var req struct {
-			ProjectID string `json:"project_id"`
-		}
-		body, _ := io.ReadAll(r.Body)
-		_ = json.Unmarshal(body, &req)
-		pr, ok := knownProjects[req.ProjectID]
-		if !ok || pr[0] != p.DomainID || (p.WorkspaceID != "" && pr[1] != p.WorkspaceID) {
-			fail(http.StatusNotFound, errs.NotFoundCode)
-			return
-		}
-		_ = json.NewEncoder(w).Encode(map[string]any{"project_id": req.ProjectID, "name": "P", "workspace_id": pr[1], "domain_id": pr[0]})
-	}))
-	t.Cleanup(f.srv.Close)
-	return f
+// Projects the fake identity knows.
+var knownProjects = map[string]testkit.Project{
+	"project-a1": {DomainID: "domain-a", WorkspaceID: "workspace-1"},
+	"project-a2": {DomainID: "domain-a", WorkspaceID: "workspace-1"},
+	"project-a3": {DomainID: "domain-a", WorkspaceID: "workspace-2"},
+	"project-b1": {DomainID: "domain-b", WorkspaceID: "workspace-b"},
 }
 
 // callers of the dashboard API in two domains.
 type callers struct {
 	anon, system, adminA, adminB, mia, max, otherWS, userA *testkit.Client
 	db                                                     *mongo.Database
-	identity                                               *fakeIdentity
+	identity                                               *testkit.Fake
 	handler                                                http.Handler
 }
 
@@ -99,8 +56,8 @@ func setupWith(t *testing.T, identityURL *string) *callers {
 	t.Helper()
 	env := testkit.Get()
 	db := env.Database(t)
-	fake := newFakeIdentity(t)
-	url := fake.srv.URL
+	fake := testkit.FakeIdentity(t, knownProjects)
+	url := fake.URL
 	if identityURL != nil {
 		url = *identityURL
 	}
@@ -114,16 +71,15 @@ func setupWith(t *testing.T, identityURL *string) *callers {
 		t.Fatal(err)
 	}
 	c := testkit.NewClient(t, srv.Handler())
-	tok := func(p auth.Principal) *testkit.Client { return c.As(env.Token(t, p)) }
 	return &callers{
 		anon:     c,
-		system:   tok(auth.Principal{TokenType: auth.SystemToken, DomainID: "domain-a", UserID: "root", Role: auth.SystemAdmin}),
-		adminA:   tok(auth.Principal{DomainID: "domain-a", UserID: "alice", Role: auth.DomainAdmin}),
-		adminB:   tok(auth.Principal{DomainID: "domain-b", UserID: "bob", Role: auth.DomainAdmin}),
-		mia:      tok(auth.Principal{DomainID: "domain-a", UserID: "mia", Role: auth.WorkspaceMember, WorkspaceID: "workspace-1"}),
-		max:      tok(auth.Principal{DomainID: "domain-a", UserID: "max", Role: auth.WorkspaceMember, WorkspaceID: "workspace-1"}),
-		otherWS:  tok(auth.Principal{DomainID: "domain-a", UserID: "olga", Role: auth.WorkspaceOwner, WorkspaceID: "workspace-2"}),
-		userA:    tok(auth.Principal{DomainID: "domain-a", UserID: "ulla", Role: auth.User}),
+		system:   c.For(auth.Principal{TokenType: auth.SystemToken, DomainID: "domain-a", UserID: "root", Role: auth.SystemAdmin}),
+		adminA:   c.For(auth.Principal{DomainID: "domain-a", UserID: "alice", Role: auth.DomainAdmin}),
+		adminB:   c.For(auth.Principal{DomainID: "domain-b", UserID: "bob", Role: auth.DomainAdmin}),
+		mia:      c.For(auth.Principal{DomainID: "domain-a", UserID: "mia", Role: auth.WorkspaceMember, WorkspaceID: "workspace-1"}),
+		max:      c.For(auth.Principal{DomainID: "domain-a", UserID: "max", Role: auth.WorkspaceMember, WorkspaceID: "workspace-1"}),
+		otherWS:  c.For(auth.Principal{DomainID: "domain-a", UserID: "olga", Role: auth.WorkspaceOwner, WorkspaceID: "workspace-2"}),
+		userA:    c.For(auth.Principal{DomainID: "domain-a", UserID: "ulla", Role: auth.User}),
 		db:       db,
 		identity: fake,
 		handler:  srv.Handler(),
@@ -185,23 +141,15 @@ func (c *callers) create(t *testing.T, as *testkit.Client, domain, project, name
 // refused request stored nothing.
 func (c *callers) count(t *testing.T, coll string) int64 {
 	t.Helper()
-	n, err := c.db.Collection(coll).CountDocuments(context.Background(), bson.D{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return testkit.Count(t, c.db.Collection(coll))
 }
 
 // stored is the dashboard as stored, as canonical JSON of its document.
 func (c *callers) stored(t *testing.T, id string) string {
 	t.Helper()
-	var m bson.M
-	err := c.db.Collection(projectdash.DashboardsCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: id}}).Decode(&m)
-	if err == mongo.ErrNoDocuments {
+	m, ok := testkit.Find(t, c.db.Collection(projectdash.DashboardsCollection), id)
+	if !ok {
 		return ""
-	}
-	if err != nil {
-		t.Fatal(err)
 	}
 	b, _ := json.Marshal(m)
 	return string(b)
@@ -549,8 +497,8 @@ func TestProjectMustExist(t *testing.T) {
 			}
 		})
 	}
-	if c.identity.calls.Load() != 3 {
-		t.Fatalf("identity asked %d times, want 3", c.identity.calls.Load())
+	if c.identity.Calls() != 3 {
+		t.Fatalf("identity asked %d times, want 3", c.identity.Calls())
 	}
 
 	down := httptest.NewServer(http.NotFoundHandler())

@@ -2,12 +2,7 @@ package notification_test
 
 import (
 	"context"
-	"encoding/json"
-	"io"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
@@ -17,7 +12,6 @@ import (
 	"github.com/nubes-io/nubes/pkg/app"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/call"
-	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/seal"
@@ -32,59 +26,15 @@ func TestMain(m *testing.M) { testkit.Main(m) }
 
 type M = map[string]any
 
-func writeError(w http.ResponseWriter, status int, code string) {
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(M{"detail": M{"code": code, "message": "fake: " + code}})
-}
-
-// repoPlugin is a plugin the fake repository knows.
-type repoPlugin struct {
-	resourceType string
-	state        string
-	capability   M
-}
-
 var emailCapability = M{"supported_schema": []string{"email_smtp", "email_api"}, "data_type": "SECRET"}
 
 // Plugins the fake repository knows.
-var knownPlugins = map[string]repoPlugin{
-	"plugin-email-noti-protocol": {"notification.Protocol", "ENABLED", emailCapability},
-	"plugin-unreachable":         {"notification.Protocol", "ENABLED", emailCapability},
-	"plugin-disabled-protocol":   {"notification.Protocol", "DISABLED", emailCapability},
-	"plugin-no-schema-protocol":  {"notification.Protocol", "ENABLED", M{"data_type": "PLAIN_TEXT"}},
-	"plugin-grafana-mon-webhook": {"monitoring.Webhook", "ENABLED", M{}},
-}
-
-// newFakeRepository answers plugin/get and plugin/get-versions for a
-// verified bearer, as the repository service does.
-func newFakeRepository(t *testing.T) *httptest.Server {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, err := testkit.Get().Verifier.Authenticate(r.Context(), strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")); err != nil {
-			writeError(w, http.StatusUnauthorized, errs.AuthenticateFailure)
-			return
-		}
-		var req struct {
-			PluginID string `json:"plugin_id"`
-		}
-		body, _ := io.ReadAll(r.Body)
-		_ = json.Unmarshal(body, &req)
-		rp, ok := knownPlugins[req.PluginID]
-		if !ok { // as the repository service answers
-			writeError(w, http.StatusNotFound, errs.NotFoundCode)
-			return
-		}
-		switch r.URL.Path {
-		case "/repository/v1/plugin/get":
-			_ = json.NewEncoder(w).Encode(M{"plugin_id": req.PluginID, "name": req.PluginID, "resource_type": rp.resourceType,
-				"capability": rp.capability, "state": rp.state})
-		case "/repository/v1/plugin/get-versions":
-			_ = json.NewEncoder(w).Encode(M{"results": []string{"1.2.0", "1.1.0"}, "total_count": 2})
-		default:
-			writeError(w, http.StatusNotFound, errs.UnsupportedAPI)
-		}
-	}))
-	t.Cleanup(srv.Close)
-	return srv
+var knownPlugins = map[string]testkit.RepoPlugin{
+	"plugin-email-noti-protocol": {ResourceType: "notification.Protocol", Capability: emailCapability},
+	"plugin-unreachable":         {ResourceType: "notification.Protocol", Capability: emailCapability},
+	"plugin-disabled-protocol":   {ResourceType: "notification.Protocol", State: "DISABLED", Capability: emailCapability},
+	"plugin-no-schema-protocol":  {ResourceType: "notification.Protocol", Capability: M{"data_type": "PLAIN_TEXT"}},
+	"plugin-grafana-mon-webhook": {ResourceType: "monitoring.Webhook"},
 }
 
 const (
@@ -110,15 +60,11 @@ func setupWith(t *testing.T, o options) *env {
 	t.Helper()
 	tk := testkit.Get()
 	db := tk.Database(t)
-	repo := newFakeRepository(t)
+	repo := testkit.FakeRepository(t, knownPlugins)
 	fp := fakeplugin.Start(t, fakeplugin.Options{})
 	fp.Script(initMethod, fakeplugin.Reply{Result: M{"metadata": M{"data_type": "PLAIN_TEXT", "data": M{"schema": M{"type": "object"}}}}})
-	plugins, err := plugin.New(map[string]string{"plugin-email-noti-protocol": fp.Endpoint, "plugin-unreachable": "grpc://127.0.0.1:1"},
+	plugins := fakeplugin.Client(t, map[string]string{"plugin-email-noti-protocol": fp.Endpoint, "plugin-unreachable": fakeplugin.Unreachable},
 		plugin.Options{ReadyTimeout: 300 * time.Millisecond, CallTimeout: 2 * time.Second, Retries: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = plugins.Close() })
 	keys, err := seal.Parse(seal.RandomSpec("k1"), "k1")
 	if err != nil {
 		t.Fatal(err)
@@ -143,30 +89,19 @@ func setupWith(t *testing.T, o options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{}, len(svc.Workers))
-	for _, w := range svc.Workers {
-		go func() { _ = w(ctx); done <- struct{}{} }()
-	}
-	t.Cleanup(func() {
-		cancel()
-		for range svc.Workers {
-			<-done
-		}
-	})
+	testkit.RunWorkers(t, svc.Workers)
 	srv, err := server.New(server.Options{Name: "notification", Auth: tk.Verifier, Logger: slog.New(slog.DiscardHandler)}, svc.Routes...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := testkit.NewClient(t, srv.Handler())
-	tok := func(p auth.Principal) *testkit.Client { return c.As(tk.Token(t, p)) }
 	e.anon = c
-	e.system = tok(auth.Principal{TokenType: auth.SystemToken, DomainID: "domain-a", UserID: "root", Role: auth.SystemAdmin})
-	e.adminA = tok(auth.Principal{DomainID: "domain-a", UserID: "alice", Role: auth.DomainAdmin})
-	e.adminB = tok(auth.Principal{DomainID: "domain-b", UserID: "bob", Role: auth.DomainAdmin})
-	e.ownerA1 = tok(auth.Principal{DomainID: "domain-a", UserID: "olga", Role: auth.WorkspaceOwner, WorkspaceID: "workspace-1"})
-	e.memberA1 = tok(auth.Principal{DomainID: "domain-a", UserID: "mia", Role: auth.WorkspaceMember, WorkspaceID: "workspace-1"})
-	e.userA = tok(auth.Principal{DomainID: "domain-a", UserID: "ulla", Role: auth.User})
+	e.system = c.For(auth.Principal{TokenType: auth.SystemToken, DomainID: "domain-a", UserID: "root", Role: auth.SystemAdmin})
+	e.adminA = c.For(auth.Principal{DomainID: "domain-a", UserID: "alice", Role: auth.DomainAdmin})
+	e.adminB = c.For(auth.Principal{DomainID: "domain-b", UserID: "bob", Role: auth.DomainAdmin})
+	e.ownerA1 = c.For(auth.Principal{DomainID: "domain-a", UserID: "olga", Role: auth.WorkspaceOwner, WorkspaceID: "workspace-1"})
+	e.memberA1 = c.For(auth.Principal{DomainID: "domain-a", UserID: "mia", Role: auth.WorkspaceMember, WorkspaceID: "workspace-1"})
+	e.userA = c.For(auth.Principal{DomainID: "domain-a", UserID: "ulla", Role: auth.User})
 	return e
 }
 
@@ -186,21 +121,13 @@ func (e *env) external(t *testing.T) int64 {
 
 func (e *env) countWhere(t *testing.T, coll string, filter bson.D) int64 {
 	t.Helper()
-	n, err := e.db.Collection(coll).CountDocuments(context.Background(), filter)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return testkit.Count(t, e.db.Collection(coll), filter...)
 }
 
 // raw reads a stored document by _id.
 func (e *env) raw(t *testing.T, coll, id string) bson.M {
 	t.Helper()
-	var m bson.M
-	if err := e.db.Collection(coll).FindOne(context.Background(), bson.D{{Key: "_id", Value: id}}).Decode(&m); err != nil {
-		t.Fatalf("%s %s: %v", coll, id, err)
-	}
-	return m
+	return testkit.Raw(t, e.db.Collection(coll), id)
 }
 
 // Protocol is the ProtocolInfo as a client reads it.

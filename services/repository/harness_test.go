@@ -47,15 +47,14 @@ func setup(t *testing.T, cfg repository.Config) *harness {
 	h := &harness{db: env.Database(t)}
 	_, h.handler = build(t, h.db, cfg)
 	c := testkit.NewClient(t, h.handler)
-	tok := func(p auth.Principal) *testkit.Client { return c.As(env.Token(t, p)) }
 	h.anon = c
-	h.system = tok(auth.Principal{TokenType: auth.SystemToken, DomainID: "domain-root", UserID: "root", Role: auth.SystemAdmin})
-	h.sysAdmin = tok(auth.Principal{DomainID: "domain-root", UserID: "sa", Role: auth.SystemAdmin})
-	h.adminA = tok(auth.Principal{DomainID: "domain-a", UserID: "alice", Role: auth.DomainAdmin})
-	h.adminB = tok(auth.Principal{DomainID: "domain-b", UserID: "bob", Role: auth.DomainAdmin})
-	h.ownerA = tok(auth.Principal{DomainID: "domain-a", UserID: "olga", Role: auth.WorkspaceOwner, WorkspaceID: "workspace-1"})
-	h.memberA = tok(auth.Principal{DomainID: "domain-a", UserID: "mia", Role: auth.WorkspaceMember, WorkspaceID: "workspace-1"})
-	h.userA = tok(auth.Principal{DomainID: "domain-a", UserID: "ulla", Role: auth.User})
+	h.system = c.For(auth.Principal{TokenType: auth.SystemToken, DomainID: "domain-root", UserID: "root", Role: auth.SystemAdmin})
+	h.sysAdmin = c.For(auth.Principal{DomainID: "domain-root", UserID: "sa", Role: auth.SystemAdmin})
+	h.adminA = c.For(auth.Principal{DomainID: "domain-a", UserID: "alice", Role: auth.DomainAdmin})
+	h.adminB = c.For(auth.Principal{DomainID: "domain-b", UserID: "bob", Role: auth.DomainAdmin})
+	h.ownerA = c.For(auth.Principal{DomainID: "domain-a", UserID: "olga", Role: auth.WorkspaceOwner, WorkspaceID: "workspace-1"})
+	h.memberA = c.For(auth.Principal{DomainID: "domain-a", UserID: "mia", Role: auth.WorkspaceMember, WorkspaceID: "workspace-1"})
+	h.userA = c.For(auth.Principal{DomainID: "domain-a", UserID: "ulla", Role: auth.User})
 	var l list[repoInfo]
 	h.adminA.Call("/repository/v1/repository/list", map[string]any{"repository_type": "local"}).OK(&l)
 	if l.TotalCount != 1 || !repoIDPattern.MatchString(l.Results[0].RepositoryID) {
@@ -144,26 +143,14 @@ type schemaInfo struct {
 // refused request stored nothing.
 func (h *harness) count(t *testing.T, coll string) int64 {
 	t.Helper()
-	n, err := h.db.Collection(coll).CountDocuments(context.Background(), bson.D{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return testkit.Count(t, h.db.Collection(coll))
 }
 
 // snapshot is every document of a collection, to prove a refused write
 // changed nothing.
 func (h *harness) snapshot(t *testing.T, coll string) []bson.M {
 	t.Helper()
-	cur, err := h.db.Collection(coll).Find(context.Background(), bson.D{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []bson.M
-	if err := cur.All(context.Background(), &out); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return testkit.Docs(t, h.db.Collection(coll))
 }
 
 func (h *harness) register(t *testing.T, as *testkit.Client, body map[string]any) pluginInfo {

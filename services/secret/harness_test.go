@@ -141,15 +141,14 @@ func (h *harness) serve(keys *seal.Keyring, repoURL string) {
 		h.t.Fatal(err)
 	}
 	c := testkit.NewClient(h.t, srv.Handler())
-	tok := func(pr auth.Principal) *testkit.Client { return c.As(env.Token(h.t, pr)) }
 	h.anon = c
-	h.alice = tok(auth.Principal{DomainID: "domain-a", UserID: "alice", Role: auth.User})
-	h.amy = tok(auth.Principal{DomainID: "domain-a", UserID: "amy", Role: auth.User})
-	h.adminA = tok(auth.Principal{DomainID: "domain-a", UserID: "root-a", Role: auth.DomainAdmin})
-	h.bob = tok(auth.Principal{DomainID: "domain-b", UserID: "alice", Role: auth.User}) // same user id, other domain
-	h.system = tok(auth.Principal{TokenType: auth.SystemToken, DomainID: "domain-root", UserID: "system", Role: auth.SystemAdmin})
-	h.sysAdm = tok(auth.Principal{DomainID: "domain-root", UserID: "sysadmin", Role: auth.SystemAdmin})
-	h.ws = tok(auth.Principal{DomainID: "domain-a", UserID: "wendy", Role: auth.WorkspaceMember, WorkspaceID: "workspace-1"})
+	h.alice = c.For(auth.Principal{DomainID: "domain-a", UserID: "alice", Role: auth.User})
+	h.amy = c.For(auth.Principal{DomainID: "domain-a", UserID: "amy", Role: auth.User})
+	h.adminA = c.For(auth.Principal{DomainID: "domain-a", UserID: "root-a", Role: auth.DomainAdmin})
+	h.bob = c.For(auth.Principal{DomainID: "domain-b", UserID: "alice", Role: auth.User}) // same user id, other domain
+	h.system = c.For(auth.Principal{TokenType: auth.SystemToken, DomainID: "domain-root", UserID: "system", Role: auth.SystemAdmin})
+	h.sysAdm = c.For(auth.Principal{DomainID: "domain-root", UserID: "sysadmin", Role: auth.SystemAdmin})
+	h.ws = c.For(auth.Principal{DomainID: "domain-a", UserID: "wendy", Role: auth.WorkspaceMember, WorkspaceID: "workspace-1"})
 }
 
 // info is UserSecretInfo.
