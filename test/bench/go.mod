@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/nubes-io/nubes/pkg v0.0.0
 	github.com/nubes-io/nubes/services/board v0.0.0
+	github.com/nubes-io/nubes/services/cost-analysis v0.0.0
 	github.com/nubes-io/nubes/services/dashboard v0.0.0
 	github.com/nubes-io/nubes/services/monitoring v0.0.0
 	github.com/nubes-io/nubes/services/notification v0.0.0
@@ -102,6 +103,7 @@ require (
 replace (
 	github.com/nubes-io/nubes/pkg => ../../pkg
 	github.com/nubes-io/nubes/services/board => ../../services/board
+	github.com/nubes-io/nubes/services/cost-analysis => ../../services/cost-analysis
 	github.com/nubes-io/nubes/services/dashboard => ../../services/dashboard
 	github.com/nubes-io/nubes/services/monitoring => ../../services/monitoring
 	github.com/nubes-io/nubes/services/notification => ../../services/notification

@@ -32,6 +32,13 @@
 //	protocol-get   /notification/v1/protocol/get   vs  FindOne by _id + FindOne of its usage counters
 //	protocol-list  /notification/v1/protocol/list  vs  CountDocuments + Find (domain, by name, limit 20) + the page's counters
 //
+// and on 2,000 cost data source rules of 20 data sources (cost.go):
+//
+//	rule-get   /cost-analysis/v1/data-source-rule/get   vs  FindOne by _id
+//	rule-list  /cost-analysis/v1/data-source-rule/list  vs  CountDocuments + Find (domain, limit 20)
+//	cost-sync  a sync whose fake plugin streams 100,000 cost rows (4 tasks, chunks of 1,000) through the
+//	           JetStream workers, in rows/s from sync to SUCCESS  vs  InsertMany of the same rows (4 writers)
+//
 // Read the ratio, nubes ops/s divided by raw ops/s, rather than the absolute
 // figures: on FerretDB over SQLite every filter scans, so absolute times say
 // more about the store than about Nubes. A ratio of 1 means the service
@@ -302,6 +309,14 @@ func run(ctx context.Context) error {
 	}
 	printMonitoringTable(os.Stdout, mres)
 	all["monitoring"] = summary(mres)
+	cres, csync, err := b.measureCost(ctx, svcClient.Database(dbName), rawClient.Database(dbName))
+	if err != nil {
+		return fmt.Errorf("cost-analysis: %w", err)
+	}
+	if cres != nil || csync != nil {
+		b.printCostTable(os.Stdout, cres, csync)
+		all["cost-analysis"] = costSummary(cres, csync)
+	}
 	line, err := json.Marshal(all)
 	if err != nil {
 		return err
