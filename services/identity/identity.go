@@ -80,6 +80,9 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*Built, error) {
 	if d.Events == nil {
 		return nil, fmt.Errorf("identity needs the event bus (mail outbox)")
 	}
+	if cfg.Plugins == nil {
+		cfg.Plugins = d.Plugins // trusted-account sync calls account collector plugins
+	}
 	s, err := identityapi.New(ctx, d.DB, d.Events, d.Log, cfg)
 	if err != nil {
 		return nil, err
@@ -135,6 +138,11 @@ type Settings struct {
 	EndpointURL      string        `mapstructure:"endpoint_url"`
 	MaxLoginFailures int           `mapstructure:"max_login_failures"`
 	LoginBlock       time.Duration `mapstructure:"login_block"`
+	// AccountCollectors maps a provider to the account collector plugin
+	// (plugin_id or plugin_id@version) that syncs its trusted accounts.
+	// As an environment variable:
+	// NUBES_ACCOUNT_COLLECTOR_PLUGINS=aws=plugin-aws-account-collector,google_cloud=plugin-gcp-account-collector
+	AccountCollectors map[string]string `mapstructure:"account_collector_plugins"`
 }
 
 // Defaults are the defaults of Settings.
@@ -144,6 +152,7 @@ func Defaults() map[string]any {
 		"signing_key_file": "", "signing_key": "", "encryption_keys": "", "encryption_keys_file": "", "encryption_active_key": "", "root_domain": "root",
 		"admin_user_id": "admin", "admin_password": "", "console_url": "http://127.0.0.1:8080/console",
 		"access_token_ttl": "30m", "refresh_token_ttl": "3h", "max_access_token_ttl": "168h", "endpoint_url": "", "max_login_failures": 10, "login_block": "5m",
+		"account_collector_plugins": map[string]string{},
 	} {
 		d[k] = v
 	}
@@ -188,5 +197,5 @@ func (st *Settings) Config() (Config, error) {
 	return Config{Signer: signer, Cipher: cipher, RootDomain: st.RootDomain, AdminUserID: st.AdminUserID,
 		AdminPassword: st.AdminPassword, ConsoleURL: st.ConsoleURL, AccessTTL: st.AccessTTL, RefreshTTL: st.RefreshTTL,
 		MaxLoginFailures: st.MaxLoginFailures, LoginBlock: st.LoginBlock, MaxAccessTTL: st.MaxAccessTTL,
-		ServiceURLs: st.ServiceURLs, EndpointURL: st.EndpointURL}, nil
+		ServiceURLs: st.ServiceURLs, EndpointURL: st.EndpointURL, AccountCollectors: st.AccountCollectors}, nil
 }

@@ -9,12 +9,14 @@
 package identityapi
 
 import (
+	"log/slog"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
 )
@@ -71,6 +73,18 @@ type Config struct {
 	// EndpointURL, when set, is the one base URL clients reach every
 	// service at (the Ingress); endpoint/list answers it instead.
 	EndpointURL string
+	// Plugins calls the account collector plugins of trusted-account sync
+	// (nil: every sync fails with ERROR_NO_PLUGIN_ENDPOINT).
+	Plugins *plugin.Client
+	// AccountCollectors maps a provider to the account collector plugin
+	// that syncs its trusted accounts: plugin_id or plugin_id@version
+	// (config account_collector_plugins).
+	AccountCollectors map[string]string
+	// SyncAckWait is when an unfinished sync goes to another replica (it
+	// must exceed a plugin call, 180 s); SyncScheduleTick is how often sync
+	// schedules are looked at.
+	SyncAckWait      time.Duration
+	SyncScheduleTick time.Duration
 }
 
 // Defaults fills unset durations and limits with upstream's values.
@@ -87,6 +101,8 @@ func (c *Config) Defaults() {
 	set(&c.EmailCodeTTL, time.Hour)
 	set(&c.InviteTTL, 7*24*time.Hour)
 	set(&c.LoginBlock, 5*time.Minute)
+	set(&c.SyncAckWait, 4*time.Minute)
+	set(&c.SyncScheduleTick, 30*time.Second)
 	if c.MaxLoginFailures == 0 {
 		c.MaxLoginFailures = 10
 	}
@@ -269,4 +285,6 @@ type Service struct {
 	loginFailures store.Slots // failed logins per user in the last LoginBlock
 	outbox        *events.Outbox
 	verifier      *auth.Verifier
+	bus           *events.Bus
+	log           *slog.Logger
 }

@@ -29,7 +29,7 @@ func New(ctx context.Context, db *mongo.Database, bus *events.Bus, log *slog.Log
 		return nil, err
 	}
 	s := &Service{
-		cfg: cfg, db: db, verifier: verifier,
+		cfg: cfg, db: db, verifier: verifier, bus: bus, log: log,
 		domains:    db.Collection(DomainsCollection),
 		users:      db.Collection(UsersCollection),
 		apiKeys:    db.Collection(APIKeysCollection),
@@ -87,7 +87,7 @@ func (s *Service) Routes() []api.Route {
 
 // Workers run beside the server: the mail outbox relay.
 func (s *Service) Workers() []func(context.Context) error {
-	return []func(context.Context) error{s.outbox.Run}
+	return []func(context.Context) error{s.outbox.Run, s.runSyncJobs, s.runSyncSchedule}
 }
 
 // JWKS is the public key set that verifies identity's tokens.

@@ -23,9 +23,9 @@ package identityapi
 //     anything else is 404.
 //
 // sync records an identity job (IN_PROGRESS) and publishes a job event on
-// nubes.job.identity through the outbox. No worker runs those jobs yet,
-// so the job stays IN_PROGRESS; a later sync of the same account cancels
-// the earlier job that is still IN_PROGRESS (as inventory's collect does).
+// nubes.job.identity through the outbox; a worker of any replica runs it
+// (trustedsync.go). A later sync of the same account cancels the earlier
+// job that is still IN_PROGRESS (as inventory's collect does).
 //
 // Trusted service accounts are served at
 // /identity/v2/trusted-service-account/<op> (the spec lists them under the
@@ -170,6 +170,11 @@ type TrustedServiceAccount struct {
 	DomainID                string         `bson:"domain_id" json:"domain_id"`
 	WorkspaceID             string         `bson:"workspace_id" json:"workspace_id"`
 	CreatedAt               wire.Time      `bson:"created_at" json:"created_at"`
+	// TrustedAccountID and ResourceID are set on the accounts a sync
+	// reported: the trusted account that found it and the plugin's id of
+	// it, by which the next sync finds it again.
+	TrustedAccountID string `bson:"trusted_account_id,omitempty" json:"-"`
+	ResourceID       string `bson:"resource_id,omitempty" json:"-"`
 }
 
 // Domain implements store.Owned.
@@ -283,7 +288,7 @@ func (s *Service) trustedRoutes() []api.Route {
 		api.Op[updateTrustedAccount, TrustedAccount]{Path: ta + "update", Access: trustedWriters, Summary: "Change a trusted account (tags are replaced).", Handle: s.updateTrusted},
 		api.Op[updateTrustedSecret, TrustedAccount]{Path: ta + "update-secret-data", Access: trustedWriters, Summary: "Replace a trusted account's secret data (encrypted again).", Handle: s.updateTrustedSecret},
 		api.Op[trustedAccountRequest, api.Empty]{Path: ta + "delete", Access: trustedWriters, Summary: "Delete a trusted account and its secret data.", Handle: s.deleteTrusted},
-		api.Op[trustedAccountRequest, IdentityJob]{Path: ta + "sync", Access: trustedWriters, Summary: "Start a sync job of a trusted account (a job event; the job stays IN_PROGRESS until a worker runs it).", Handle: s.syncTrusted},
+		api.Op[trustedAccountRequest, IdentityJob]{Path: ta + "sync", Access: trustedWriters, Summary: "Start a sync job of a trusted account: a worker calls the provider's account collector plugin and upserts the trusted service accounts it reports.", Handle: s.syncTrusted},
 		api.Op[trustedAccountRequest, TrustedAccount]{Path: ta + "get", Access: trustedReaders, Summary: "Get a trusted account (never its secret data).", Handle: s.getTrusted},
 		api.Op[trustedSecretDataRequest, TrustedSecretData]{Path: ta + "get-secret-data", Access: systemOnly, Summary: "Read a trusted account's secret data (SYSTEM callers only: the services that collect with it).", Handle: s.getTrustedSecretData},
 		api.Op[trustedAccountQuery, api.List[TrustedAccount]]{Path: ta + "list", Access: trustedReaders, Summary: "List trusted accounts.", Handle: s.listTrusted},
@@ -574,6 +579,11 @@ func (s *Service) syncTrusted(ctx context.Context, p *auth.Principal, r *trusted
 	if err != nil {
 		return nil, err
 	}
+	return s.startSync(ctx, t, p.UserID)
+}
+
+// startSync records a sync job of t and its event (the worker runs it).
+func (s *Service) startSync(ctx context.Context, t *TrustedAccount, createdBy string) (*IdentityJob, error) {
 	now := wire.T(wire.Now())
 	// The newest sync supersedes an earlier one still running.
 	if _, err := s.jobs.UpdateMany(ctx, bson.D{{Key: "domain_id", Value: t.DomainID}, {Key: "trusted_account_id", Value: t.TrustedAccountID}, {Key: "status", Value: JobInProgress}},
@@ -582,8 +592,8 @@ func (s *Service) syncTrusted(ctx context.Context, p *auth.Principal, r *trusted
 	}
 	id := wire.NewID("job")
 	j := &IdentityJob{ID: id, JobID: id, Status: JobInProgress, TrustedAccountID: t.TrustedAccountID, Provider: t.Provider,
-		ResourceGroup: t.ResourceGroup, WorkspaceID: t.WorkspaceID, DomainID: t.DomainID, CreatedBy: p.UserID,
-		CreatedAt: now, UpdatedAt: now}
+		ResourceGroup: t.ResourceGroup, WorkspaceID: t.WorkspaceID, DomainID: t.DomainID, CreatedBy: createdBy,
+		TotalTasks: 1, RemainedTasks: 1, CreatedAt: now, UpdatedAt: now}
 	if _, err := s.jobs.InsertOne(ctx, j); err != nil {
 		return nil, store.Wrap(err)
 	}

@@ -1,0 +1,280 @@
+package identityapi
+
+// Trusted-account sync: the worker that runs the jobs trusted-account/sync
+// records, and the schedule that records them at the hours of an
+// account's schedule.
+//
+// A sync job's event (nubes.job.identity) is read by the durable consumer
+// identity-sync that every replica shares. The worker calls the account
+// collector plugin of the account's provider (config
+// account_collector_plugins: provider -> plugin_id[@version]) with
+// AccountCollector.sync {options: the account's plugin_options,
+// schema_id: its secret_schema_id, secret_data: its unsealed secret data,
+// domain_id}, and upserts one trusted service account per reported
+// account (found again by trusted_account_id and the plugin's resource_id,
+// or its name when it gives none; the reported secret_data is never
+// kept). The job ends SUCCESS, or FAILURE with the error's code and
+// message. A job that is no longer IN_PROGRESS (canceled by a later sync)
+// is not run; a redelivered job runs again, which upserts the same
+// records. Without a plugin client (Config.Plugins) no worker runs.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/plugin"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/wire"
+)
+
+// JobSuccess is the status of a sync that finished.
+const JobSuccess = "SUCCESS"
+
+// runSyncJobs consumes sync job events until ctx is done.
+func (s *Service) runSyncJobs(ctx context.Context) error {
+	if s.cfg.Plugins == nil || s.bus == nil {
+		return nil
+	}
+	var cons jetstream.Consumer
+	for {
+		var err error
+		if err = s.bus.EnsureStreams(ctx); err == nil {
+			cons, err = s.bus.JS.CreateOrUpdateConsumer(ctx, events.JobStream, jetstream.ConsumerConfig{
+				Durable:       events.IdentitySyncConsumer,
+				FilterSubject: events.IdentityJobSubject,
+				DeliverPolicy: jetstream.DeliverAllPolicy,
+				AckPolicy:     jetstream.AckExplicitPolicy,
+				AckWait:       s.cfg.SyncAckWait,
+				MaxDeliver:    20,
+			})
+		}
+		if err == nil {
+			break
+		}
+		s.log.Warn("trusted-account sync consumer not ready; retrying", "error", err.Error())
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.bus.Reconnected():
+		case <-time.After(2 * time.Second):
+		}
+	}
+	for ctx.Err() == nil {
+		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		for msg := range batch.Messages() {
+			s.handleSync(ctx, msg)
+		}
+	}
+	return nil
+}
+
+func (s *Service) handleSync(ctx context.Context, msg jetstream.Msg) {
+	var ev TrustedSyncEvent
+	if err := json.Unmarshal(msg.Data(), &ev); err != nil || ev.JobID == "" {
+		_ = msg.Term()
+		return
+	}
+	if err := s.runSync(ctx, ev); err != nil {
+		if ctx.Err() != nil {
+			_ = msg.Nak()
+			return
+		}
+		s.log.Warn("trusted-account sync failed; retried", "job_id", ev.JobID, "error", err.Error())
+		_ = msg.NakWithDelay(5 * time.Second)
+		return
+	}
+	_ = msg.Ack()
+}
+
+// runSync runs one sync job; an error is the store's (tried again).
+func (s *Service) runSync(ctx context.Context, ev TrustedSyncEvent) error {
+	var job IdentityJob
+	err := s.jobs.FindOne(ctx, bson.D{{Key: "_id", Value: ev.JobID}}).Decode(&job)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil // another deployment's job, or deleted
+	}
+	if err != nil {
+		return store.Wrap(err)
+	}
+	if job.Status != JobInProgress || job.DomainID != ev.DomainID {
+		return nil
+	}
+	t, err := store.GetOwned[TrustedAccount](ctx, s.trusted, "trusted_account_id", job.TrustedAccountID, job.DomainID)
+	if err != nil {
+		if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+			return s.finishSync(ctx, &job, errs.NotFoundCode, "The trusted account no longer exists.")
+		}
+		return err
+	}
+	target, err := s.accountCollector(t.Provider)
+	if err != nil {
+		e, _ := errs.As(err)
+		return s.finishSync(ctx, &job, e.Code, e.Message)
+	}
+	data, err := s.trustedSecretData(ctx, t)
+	if err != nil {
+		if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+			return s.finishSync(ctx, &job, e.Code, e.Message)
+		}
+		return err
+	}
+	accounts, err := target.Sync(ctx, plugin.SyncRequest{Options: t.PluginOptions, SchemaID: t.SecretSchemaID, SecretData: data, DomainID: t.DomainID})
+	if err != nil {
+		code, msg := errs.Unknown, err.Error()
+		if f, ok := plugin.FailureOf(err); ok {
+			code, msg = errs.PluginFailed, f.Error()
+			if f.Code != "" {
+				code, msg = f.Code, f.Message
+			}
+		} else if e, ok := errs.As(err); ok {
+			code, msg = e.Code, e.Message
+		}
+		return s.finishSync(ctx, &job, code, msg)
+	}
+	for _, a := range accounts {
+		if err := s.upsertSynced(ctx, t, a); err != nil {
+			if e, ok := errs.As(err); ok && e.Status() < 500 {
+				return s.finishSync(ctx, &job, e.Code, e.Message)
+			}
+			return err
+		}
+	}
+	return s.finishSync(ctx, &job, "", "")
+}
+
+// accountCollector is the account collector plugin of a provider.
+func (s *Service) accountCollector(provider string) (plugin.AccountCollector, error) {
+	ref := s.cfg.AccountCollectors[provider]
+	if ref == "" {
+		return plugin.AccountCollector{}, errs.New(errs.NoPluginEndpoint,
+			"No account collector plugin is configured for provider %s (account_collector_plugins).", provider)
+	}
+	id, version, _ := strings.Cut(ref, "@")
+	return plugin.AccountCollector{Target: s.cfg.Plugins.Plugin(id, version)}, nil
+}
+
+// upsertSynced stores one account the plugin reported as a trusted
+// service account of t's scope.
+func (s *Service) upsertSynced(ctx context.Context, t *TrustedAccount, a map[string]any) error {
+	name, _ := a["name"].(string)
+	resourceID, _ := a["resource_id"].(string)
+	if resourceID == "" {
+		resourceID = name
+	}
+	if resourceID == "" {
+		return errs.Required("results.resource_id")
+	}
+	data, _ := a["data"].(map[string]any)
+	tags, _ := a["tags"].(map[string]any)
+	if err := checkAllKeys("results.data", data, "results.tags", tags); err != nil {
+		return err
+	}
+	if name == "" {
+		name = resourceID
+	}
+	var cur TrustedServiceAccount
+	err := s.trustedSA.FindOne(ctx, bson.D{{Key: "domain_id", Value: t.DomainID}, {Key: "trusted_account_id", Value: t.TrustedAccountID},
+		{Key: "resource_id", Value: resourceID}}).Decode(&cur)
+	if err == nil {
+		_, err = s.trustedSA.UpdateOne(ctx, bson.D{{Key: "_id", Value: cur.ID}}, bson.D{{Key: "$set", Value: bson.D{
+			{Key: "name", Value: name}, {Key: "data", Value: wire.Object(data)}, {Key: "tags", Value: wire.Object(tags)}}}})
+		return store.Wrap(err)
+	}
+	if !errors.Is(err, mongo.ErrNoDocuments) {
+		return store.Wrap(err)
+	}
+	id := wire.NewID("tsa")
+	doc := &TrustedServiceAccount{ID: id, TrustedServiceAccountID: id, Name: name, Data: wire.Object(data), Provider: t.Provider,
+		Tags: wire.Object(tags), Scope: t.ResourceGroup, DomainID: t.DomainID, WorkspaceID: t.WorkspaceID, CreatedAt: wire.T(wire.Now()),
+		TrustedAccountID: t.TrustedAccountID, ResourceID: resourceID}
+	_, err = s.trustedSA.InsertOne(ctx, doc)
+	return store.Wrap(err)
+}
+
+// finishSync ends a job: SUCCESS without code, else FAILURE with it.
+func (s *Service) finishSync(ctx context.Context, job *IdentityJob, code, message string) error {
+	now := wire.T(wire.Now())
+	set := bson.D{{Key: "remained_tasks", Value: 0}, {Key: "finished_at", Value: now}, {Key: "updated_at", Value: now},
+		{Key: "error_code", Value: code}, {Key: "error_message", Value: message}}
+	if code == "" {
+		set = append(set, bson.E{Key: "status", Value: JobSuccess}, bson.E{Key: "success_tasks", Value: 1}, bson.E{Key: "failure_tasks", Value: 0})
+	} else {
+		set = append(set, bson.E{Key: "status", Value: JobFailure}, bson.E{Key: "success_tasks", Value: 0}, bson.E{Key: "failure_tasks", Value: 1})
+	}
+	_, err := s.jobs.UpdateOne(ctx, bson.D{{Key: "_id", Value: job.ID}, {Key: "status", Value: JobInProgress}}, bson.D{{Key: "$set", Value: set}})
+	return store.Wrap(err)
+}
+
+// runSyncSchedule records a sync of each account whose schedule is
+// ENABLED at each of its hours (UTC), once across replicas: the replica
+// that inserts the lease sync#<trusted_account_id>#<hour> does.
+func (s *Service) runSyncSchedule(ctx context.Context) error {
+	if s.cfg.Plugins == nil {
+		return nil
+	}
+	tick := time.NewTicker(s.cfg.SyncScheduleTick)
+	defer tick.Stop()
+	for {
+		if err := s.FireSyncSchedules(ctx, time.Now()); err != nil && ctx.Err() == nil {
+			s.log.Warn("trusted-account sync schedule", "error", err.Error())
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+type syncLease struct {
+	ID   string    `bson:"_id"`
+	Kind string    `bson:"kind"`
+	At   time.Time `bson:"at"`
+}
+
+// FireSyncSchedules records the syncs due in the hour of now that no
+// replica recorded yet.
+func (s *Service) FireSyncSchedules(ctx context.Context, now time.Time) error {
+	hour := now.UTC().Truncate(time.Hour)
+	cur, err := s.trusted.Find(ctx, bson.D{{Key: "schedule.state", Value: Enabled}, {Key: "schedule.hours", Value: hour.Hour()}})
+	if err != nil {
+		return store.Wrap(err)
+	}
+	var due []TrustedAccount
+	if err := cur.All(ctx, &due); err != nil {
+		return store.Wrap(err)
+	}
+	leases := s.db.Collection(CountersCollection)
+	for i := range due {
+		t := &due[i]
+		lease := syncLease{ID: fmt.Sprintf("sync#%s#%s", t.TrustedAccountID, hour.Format("2006-01-02T15")), Kind: "sync-schedule", At: hour}
+		if _, err := leases.InsertOne(ctx, lease); err != nil {
+			if mongo.IsDuplicateKeyError(err) {
+				continue
+			}
+			return store.Wrap(err)
+		}
+		if _, err := s.startSync(ctx, t, "schedule"); err != nil {
+			s.log.Warn("scheduled sync not recorded", "trusted_account_id", t.TrustedAccountID, "error", err.Error())
+		}
+	}
+	_, err = leases.DeleteMany(ctx, bson.D{{Key: "kind", Value: "sync-schedule"}, {Key: "at", Value: bson.D{{Key: "$lt", Value: hour.Add(-48 * time.Hour)}}}})
+	return store.Wrap(err)
+}
