@@ -68,6 +68,9 @@ type Config struct {
 	// PluginEndpoints maps plugin_id or plugin_id@version to
 	// grpc://host:port or grpc+ssl://host:port (docs/configuration.md).
 	PluginEndpoints map[string]string `mapstructure:"plugin_endpoints"`
+	// AccountCollectors maps a provider to the account collector plugin of
+	// trusted-account sync (identity's account_collector_plugins).
+	AccountCollectors map[string]string `mapstructure:"account_collector_plugins"`
 	// The mailer writes .eml files under <data_dir>/mail unless smtp_host is set.
 	Mailer mailer.Config `mapstructure:",squash"`
 }
@@ -77,7 +80,7 @@ func defaults() map[string]any {
 	maps.Copy(d, map[string]any{
 		"http_addr": "127.0.0.1:8080", "data_dir": ".data", "mongo_uri": "", "mongo_database": "nubes",
 		"nats_url": "", "log_format": "auto", "log_level": "info", "embedded_log_level": "warn", "admin_user_id": "admin", "admin_password": "",
-		"plugin_endpoints": map[string]string{},
+		"plugin_endpoints": map[string]string{}, "account_collector_plugins": map[string]string{},
 	})
 	return d
 }
@@ -165,7 +168,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, started func(addr st
 	serviceURLs := map[string]string{}
 	id, err := identity.Build(ctx, deps, identity.Config{Signer: signer, Cipher: cipher, RootDomainID: old.DomainID,
 		AdminUserID: cfg.AdminUserID, AdminPassword: password, ConsoleURL: "http://" + ln.Addr().String() + "/console",
-		ServiceURLs: serviceURLs})
+		ServiceURLs: serviceURLs, AccountCollectors: cfg.AccountCollectors})
 	if err != nil {
 		return fmt.Errorf("build identity: %w", err)
 	}
