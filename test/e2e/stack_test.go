@@ -102,6 +102,20 @@ var services = []service{
 			"NUBES_PLUGIN_ENDPOINTS": testCostPlugin + "=grpc://cost-plugin:50051",
 			"NUBES_TASK_ACK_WAIT":    "5s", "NUBES_TASK_BACKOFF": "1s", "NUBES_JOB_TIMEOUT": "300s"}
 	}},
+	// Inventory asks the repository for plugins and identity for trusted
+	// accounts and their secret data (with a SYSTEM token the suite
+	// mints); its collectors' plugin is the test plugin
+	// TestInventoryCollect starts (alias inv-plugin). Each replica runs
+	// one task message at a time, and a task of a killed replica goes to
+	// another after 5 s.
+	{Name: "inventory", Env: func(s *stack) map[string]string {
+		tok, _ := s.signer.Issue(auth.Principal{TokenType: auth.SystemToken, Role: auth.SystemAdmin, DomainID: "root", UserID: "inventory"}, 0)
+		return map[string]string{"NUBES_SERVICE_URLS": "identity=http://identity:8080,repository=http://repository:8080",
+			"NUBES_SERVICE_TOKEN":     tok,
+			"NUBES_PLUGIN_ENDPOINTS":  testCollectorPlugin + "=grpc://inv-plugin:50051",
+			"NUBES_INVENTORY_WORKERS": "1", "NUBES_INVENTORY_ACK_WAIT": "5s", "NUBES_INVENTORY_SLOT_RETRY": "1s",
+			"NUBES_INVENTORY_JOB_TIMEOUT": "300s"}
+	}},
 }
 
 // The bootstrap admin identity creates on first start (identity's env above).
