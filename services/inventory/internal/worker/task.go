@@ -262,6 +262,8 @@ func (w *Worker) subTask(ctx context.Context, msg jetstream.Msg, job *inv.Job, t
 	if _, err := w.records.InsertOne(ctx, rec); err != nil && !mongo.IsDuplicateKeyError(err) {
 		return store.Wrap(err)
 	}
+	w.log.Info("inventory sub-task done", "job_id", job.JobID, "job_task_id", task.ID, "sub_task", n, "created", rec.Created,
+		"updated", rec.Updated, "failure", rec.Failure, "worker", w.holder)
 	return w.afterRecord(ctx, job, task)
 }
 
