@@ -77,9 +77,9 @@ var pluginResource = query.Resource{
 }
 
 var (
-	writers   = auth.Roles(auth.SystemAdmin, auth.DomainAdmin)
+	writers   = repoapi.Writers
 	versioned = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner, auth.WorkspaceMember)
-	readers   = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner, auth.WorkspaceMember, auth.User)
+	readers   = repoapi.Readers
 )
 
 // pluginIDPattern is what plugin_id may hold (upstream's image-name rule).

@@ -11,7 +11,6 @@ package policyapi
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"regexp"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -65,10 +64,7 @@ var policyResource = query.Resource{
 	Fields:        query.FieldsOf[Policy](),
 }
 
-var (
-	writers = auth.Roles(auth.SystemAdmin, auth.DomainAdmin)
-	readers = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner, auth.WorkspaceMember, auth.User)
-)
+var writers, readers = repoapi.Writers, repoapi.Readers
 
 var policyIDPattern = regexp.MustCompile(`^[a-z0-9-]+$`)
 
@@ -136,10 +132,7 @@ func check(permissions []string, labels []any, tags map[string]any) error {
 			return errs.Invalid("permissions", "a permission is empty")
 		}
 	}
-	if err := repoapi.CheckKeys("labels", labels); err != nil {
-		return err
-	}
-	return repoapi.CheckKeys("tags", tags)
+	return repoapi.CheckLabelsTags(labels, tags)
 }
 
 type policies struct {
@@ -208,7 +201,7 @@ func (ps policies) update(ctx context.Context, p *auth.Principal, r *updatePolic
 	}
 	out, err := store.SetByID[Policy](ctx, ps.c, "policy_id", repoapi.Key(domain, r.PolicyID), set)
 	if err != nil {
-		return nil, notFound(err, r.PolicyID)
+		return nil, repoapi.NotFound(err, "policy_id", r.PolicyID)
 	}
 	return out, nil
 }
@@ -229,27 +222,21 @@ func (ps policies) delete(ctx context.Context, p *auth.Principal, r *policyReque
 }
 
 func (ps policies) get(ctx context.Context, p *auth.Principal, r *getPolicy) (*Policy, error) {
-	domain, err := repoapi.DomainOf(p, r.DomainID)
+	domain, err := ps.repos.LocalDomain(ctx, p, r.DomainID, r.RepositoryID)
 	if err != nil {
-		return nil, err
-	}
-	if err := ps.repos.LocalOnly(ctx, r.RepositoryID); err != nil {
 		return nil, err
 	}
 	out, err := store.Get[Policy](ctx, ps.c, "policy_id", repoapi.Key(domain, r.PolicyID))
 	if err != nil {
-		return nil, notFound(err, r.PolicyID)
+		return nil, repoapi.NotFound(err, "policy_id", r.PolicyID)
 	}
 	out.only = r.Only
 	return out, nil
 }
 
 func (ps policies) list(ctx context.Context, p *auth.Principal, r *policyQuery) (*api.List[Policy], error) {
-	domain, err := repoapi.DomainOf(p, r.DomainID)
+	domain, err := ps.repos.LocalDomain(ctx, p, r.DomainID, r.RepositoryID)
 	if err != nil {
-		return nil, err
-	}
-	if err := ps.repos.LocalOnly(ctx, r.RepositoryID); err != nil {
 		return nil, err
 	}
 	q := query.With(r.Query, query.Params("policy_id", r.PolicyID, "name", r.Name, "project_id", r.ProjectID, "state", r.State)...)
@@ -257,24 +244,10 @@ func (ps policies) list(ctx context.Context, p *auth.Principal, r *policyQuery) 
 }
 
 func (ps policies) stat(ctx context.Context, p *auth.Principal, r *policyStat) (*map[string]any, error) {
-	domain, err := repoapi.DomainOf(p, r.DomainID)
+	domain, err := ps.repos.LocalDomain(ctx, p, r.DomainID, r.RepositoryID)
 	if err != nil {
-		return nil, err
-	}
-	if err := ps.repos.LocalOnly(ctx, r.RepositoryID); err != nil {
 		return nil, err
 	}
 	res, err := stat.Run(ctx, ps.c, store.TenantScope(domain), policyResource, r.Query)
 	return &res, err
-}
-
-// notFound names the policy_id, not the internal key, in a 404.
-func notFound(err error, id string) error {
-	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
-		return errs.NotFound("policy_id", id)
-	}
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return errs.NotFound("policy_id", id)
-	}
-	return err
 }

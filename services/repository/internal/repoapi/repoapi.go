@@ -226,6 +226,24 @@ func (r *Repos) LocalOnly(ctx context.Context, id string) error {
 	return nil
 }
 
+// Who may call the repository's operations: writers change the local
+// repository, readers read it.
+var (
+	Writers = auth.Roles(auth.SystemAdmin, auth.DomainAdmin)
+	Readers = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner, auth.WorkspaceMember, auth.User)
+)
+
+// LocalDomain is the domain a read of policies or schemas acts on
+// (DomainOf), once its repository_id is checked to be the local one
+// (LocalOnly).
+func (r *Repos) LocalDomain(ctx context.Context, p *auth.Principal, domainID, repositoryID string) (string, error) {
+	domain, err := DomainOf(p, domainID)
+	if err != nil {
+		return "", err
+	}
+	return domain, r.LocalOnly(ctx, repositoryID)
+}
+
 // DomainOf is the domain a request naming domain_id acts on: the caller's
 // own, or any for a SYSTEM caller. Another domain is 404, as if it did
 // not exist.
@@ -237,6 +255,23 @@ func DomainOf(p *auth.Principal, domainID string) (string, error) {
 		return domainID, nil
 	}
 	return "", errs.NotFound("domain_id", domainID)
+}
+
+// CheckLabelsTags checks the free-form labels and tags of a record.
+func CheckLabelsTags(labels []any, tags map[string]any) error {
+	if err := CheckKeys("labels", labels); err != nil {
+		return err
+	}
+	return CheckKeys("tags", tags)
+}
+
+// NotFound names a record by key and value in a 404 of a lookup by the
+// internal _id (Key), which the caller never sees.
+func NotFound(err error, key, value string) error {
+	if IsNotFound(err) {
+		return errs.NotFound(key, value)
+	}
+	return err
 }
 
 // CheckKeys refuses keys that MongoDB cannot store or that would read as

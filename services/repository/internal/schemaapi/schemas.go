@@ -68,10 +68,7 @@ var schemaResource = query.Resource{
 	Fields:        query.FieldsOf[Schema](),
 }
 
-var (
-	writers = auth.Roles(auth.SystemAdmin, auth.DomainAdmin)
-	readers = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner, auth.WorkspaceMember, auth.User)
-)
+var writers, readers = repoapi.Writers, repoapi.Readers
 
 type (
 	createSchema struct {
@@ -137,10 +134,7 @@ func check(schema map[string]any, labels []any, tags map[string]any) error {
 			return err
 		}
 	}
-	if err := repoapi.CheckKeys("labels", labels); err != nil {
-		return err
-	}
-	return repoapi.CheckKeys("tags", tags)
+	return repoapi.CheckLabelsTags(labels, tags)
 }
 
 type schemas struct {
@@ -206,7 +200,7 @@ func (ss schemas) update(ctx context.Context, p *auth.Principal, r *updateSchema
 	}
 	out, err := store.SetByID[Schema](ctx, ss.c, "name", repoapi.Key(domain, r.Name), set)
 	if err != nil {
-		return nil, notFound(err, r.Name)
+		return nil, repoapi.NotFound(err, "name", r.Name)
 	}
 	return out, nil
 }
@@ -231,16 +225,13 @@ func (ss schemas) delete(ctx context.Context, p *auth.Principal, r *schemaReques
 }
 
 func (ss schemas) get(ctx context.Context, p *auth.Principal, r *getSchema) (*Schema, error) {
-	domain, err := repoapi.DomainOf(p, r.DomainID)
+	domain, err := ss.repos.LocalDomain(ctx, p, r.DomainID, r.RepositoryID)
 	if err != nil {
-		return nil, err
-	}
-	if err := ss.repos.LocalOnly(ctx, r.RepositoryID); err != nil {
 		return nil, err
 	}
 	out, err := store.Get[Schema](ctx, ss.c, "name", repoapi.Key(domain, r.Name))
 	if err != nil {
-		return nil, notFound(err, r.Name)
+		return nil, repoapi.NotFound(err, "name", r.Name)
 	}
 	if r.SchemaID != "" && out.SchemaID != r.SchemaID {
 		return nil, errs.NotFound("name", r.Name)
@@ -250,11 +241,8 @@ func (ss schemas) get(ctx context.Context, p *auth.Principal, r *getSchema) (*Sc
 }
 
 func (ss schemas) list(ctx context.Context, p *auth.Principal, r *schemaQuery) (*api.List[Schema], error) {
-	domain, err := repoapi.DomainOf(p, r.DomainID)
+	domain, err := ss.repos.LocalDomain(ctx, p, r.DomainID, r.RepositoryID)
 	if err != nil {
-		return nil, err
-	}
-	if err := ss.repos.LocalOnly(ctx, r.RepositoryID); err != nil {
 		return nil, err
 	}
 	conds := query.Params("name", r.Name, "service_type", r.ServiceType, "schema_id", r.SchemaID)
@@ -266,21 +254,10 @@ func (ss schemas) list(ctx context.Context, p *auth.Principal, r *schemaQuery) (
 }
 
 func (ss schemas) stat(ctx context.Context, p *auth.Principal, r *schemaStat) (*map[string]any, error) {
-	domain, err := repoapi.DomainOf(p, r.DomainID)
+	domain, err := ss.repos.LocalDomain(ctx, p, r.DomainID, r.RepositoryID)
 	if err != nil {
-		return nil, err
-	}
-	if err := ss.repos.LocalOnly(ctx, r.RepositoryID); err != nil {
 		return nil, err
 	}
 	res, err := stat.Run(ctx, ss.c, store.TenantScope(domain), schemaResource, r.Query)
 	return &res, err
-}
-
-// notFound names the schema, not the internal key, in a 404.
-func notFound(err error, name string) error {
-	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
-		return errs.NotFound("name", name)
-	}
-	return err
 }
