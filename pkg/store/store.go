@@ -152,6 +152,47 @@ func Get[T any](ctx context.Context, c *mongo.Collection, key, id string) (*T, e
 	return &doc, nil
 }
 
+// ByIDs loads the documents whose _id is one of ids, by _id; an id with
+// no document is absent from the map. One id is read by a filter on _id
+// alone, which FerretDB serves from its index (it serves no $in from it):
+// a get of one record with its side documents stays a lookup.
+func ByIDs[T any](ctx context.Context, c *mongo.Collection, ids []string) (map[string]T, error) {
+	out := make(map[string]T, len(ids))
+	switch len(ids) {
+	case 0:
+		return out, nil
+	case 1:
+		var doc T
+		err := c.FindOne(ctx, bson.D{{Key: "_id", Value: ids[0]}}).Decode(&doc)
+		switch {
+		case err == nil:
+			out[ids[0]] = doc
+		case !errors.Is(err, mongo.ErrNoDocuments):
+			return nil, Wrap(err)
+		}
+		return out, nil
+	}
+	cur, err := c.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
+	if err != nil {
+		return nil, Wrap(err)
+	}
+	defer cur.Close(ctx)
+	for cur.Next(ctx) {
+		var id struct {
+			ID string `bson:"_id"`
+		}
+		var doc T
+		if err := cur.Decode(&id); err != nil {
+			return nil, Wrap(err)
+		}
+		if err := cur.Decode(&doc); err != nil {
+			return nil, Wrap(err)
+		}
+		out[id.ID] = doc
+	}
+	return out, Wrap(cur.Err())
+}
+
 // GetOwned loads a document by _id and answers not found when it belongs
 // to another domain, so other tenants' records are never revealed.
 func GetOwned[T any, PT interface {

@@ -246,3 +246,31 @@ func TestEnsureIndexesTwice(t *testing.T) {
 		t.Fatalf("indexes = %v", got)
 	}
 }
+
+func TestByIDs(t *testing.T) {
+	c := things(t)
+	// counts has no _id field: the map's keys carry it.
+	type counts struct {
+		Name string `bson:"name"`
+	}
+	for _, tc := range []struct {
+		name string
+		ids  []string
+		want map[string]counts
+	}{
+		{"none", nil, map[string]counts{}},
+		{"one", []string{"t2"}, map[string]counts{"t2": {"two"}}},
+		{"one missing", []string{"zz"}, map[string]counts{}},
+		{"many, some missing", []string{"t1", "zz", "t2"}, map[string]counts{"t1": {"one"}, "t2": {"two"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := store.ByIDs[counts](context.Background(), c, tc.ids)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -140,25 +140,7 @@ func (c *Counters) Flush(ctx context.Context) {
 
 // Read returns the stored counters of the webhooks.
 func (c *Counters) Read(ctx context.Context, ids []string) (map[string]Requests, error) {
-	out := map[string]Requests{}
-	if len(ids) == 0 {
-		return out, nil
-	}
-	cur, err := c.C.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
-	if err != nil {
-		return nil, store.Wrap(err)
-	}
-	var rows []struct {
-		ID       string `bson:"_id"`
-		Requests `bson:",inline"`
-	}
-	if err := cur.All(ctx, &rows); err != nil {
-		return nil, store.Wrap(err)
-	}
-	for _, r := range rows {
-		out[r.ID] = r.Requests
-	}
-	return out, nil
+	return store.ByIDs[Requests](ctx, c.C, ids)
 }
 
 // Forget deletes a webhook's counters (after the webhook is deleted).

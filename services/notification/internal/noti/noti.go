@@ -9,7 +9,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -140,36 +139,7 @@ func (c Counters) Add(ctx context.Context, protocolID string, u Usage) error {
 
 // Read returns the counters of the protocols.
 func (c Counters) Read(ctx context.Context, ids []string) (map[string]Usage, error) {
-	out := map[string]Usage{}
-	switch len(ids) {
-	case 0:
-		return out, nil
-	case 1: // a get: FerretDB serves a filter on _id alone from its index, never an $in
-		var u Usage
-		err := c.C.FindOne(ctx, bson.D{{Key: "_id", Value: ids[0]}}).Decode(&u)
-		switch {
-		case err == nil:
-			out[ids[0]] = u
-		case !errors.Is(err, mongo.ErrNoDocuments):
-			return nil, store.Wrap(err)
-		}
-		return out, nil
-	}
-	cur, err := c.C.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
-	if err != nil {
-		return nil, store.Wrap(err)
-	}
-	var rows []struct {
-		ID    string `bson:"_id"`
-		Usage `bson:",inline"`
-	}
-	if err := cur.All(ctx, &rows); err != nil {
-		return nil, store.Wrap(err)
-	}
-	for _, r := range rows {
-		out[r.ID] = r.Usage
-	}
-	return out, nil
+	return store.ByIDs[Usage](ctx, c.C, ids)
 }
 
 // Forget deletes a protocol's counters.
