@@ -6,13 +6,10 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"slices"
-	"text/tabwriter"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/app"
@@ -73,51 +70,40 @@ func (b *bench) seedProtocols(ctx context.Context, db *mongo.Database) ([]string
 	progress("seeding %d notification protocols", protocolCount)
 	r := rand.New(rand.NewPCG(11, 12))
 	var visible []string
-	for done := 0; done < protocolCount; {
-		docs := make([]any, min(seedBatch, protocolCount-done))
-		var usage []any
-		for i := range docs {
-			n := done + i
-			domain := benchDomain
-			if r.IntN(10) == 0 {
-				domain = otherDomain
-			}
-			id := wire.NewID("protocol")
-			at := time.Now().UTC().Add(-time.Duration(r.Int64N(int64(365 * 24 * time.Hour)))).Truncate(time.Millisecond)
-			d := protocolDoc{ID: id, ProtocolID: id, Name: fmt.Sprintf("%s %s %d", words[r.IntN(len(words))], words[r.IntN(len(words))], n),
-				State: "ENABLED", ProtocolType: "EXTERNAL", ResourceType: "identity.Project",
-				Capability: map[string]any{"supported_schema": []any{"email_smtp"}},
-				PluginInfo: map[string]any{"plugin_id": "plugin-email-noti-protocol", "version": "1.2.0", "options": map[string]any{"smtp_host": "mail.example.com"},
-					"metadata": map[string]any{"data_type": "SECRET", "data": map[string]any{"schema": map[string]any{"type": "object"}}}, "upgrade_mode": "AUTO"},
-				Tags: map[string]any{"team": words[r.IntN(len(words))]}, DomainID: domain, CreatedAt: at}
-			if r.IntN(3) == 0 {
-				// The service's associated data: collection, protocol id, domain.
-				sealed, err := benchKeys.SealJSON(map[string]any{"smtp_password": wire.NewID("pw")}, seal.AD(protocolsCollection, id, domain))
-				if err != nil {
-					return nil, err
-				}
-				d.Sealed = &sealed
-				d.PluginInfo["secret_id"], d.PluginInfo["schema"] = wire.NewID("secret"), "email_smtp"
-			}
-			docs[i] = d
-			if r.IntN(2) == 0 {
-				usage = append(usage, usageDoc{ID: id, Sent: r.Int64N(1000), Failed: r.Int64N(10), Skipped: r.Int64N(10)})
-			}
-			if domain == benchDomain {
-				visible = append(visible, id)
-			}
+	var usage []any
+	err := seedDocs(ctx, db.Collection(protocolsCollection), protocolCount, func(n int) (any, error) {
+		domain := benchDomain
+		if r.IntN(10) == 0 {
+			domain = otherDomain
 		}
-		if _, err := db.Collection(protocolsCollection).InsertMany(ctx, docs); err != nil {
-			return nil, err
-		}
-		if len(usage) > 0 {
-			if _, err := db.Collection(protocolUsage).InsertMany(ctx, usage); err != nil {
+		id := wire.NewID("protocol")
+		d := protocolDoc{ID: id, ProtocolID: id, Name: fmt.Sprintf("%s %s %d", words[r.IntN(len(words))], words[r.IntN(len(words))], n),
+			State: "ENABLED", ProtocolType: "EXTERNAL", ResourceType: "identity.Project",
+			Capability: map[string]any{"supported_schema": []any{"email_smtp"}},
+			PluginInfo: map[string]any{"plugin_id": "plugin-email-noti-protocol", "version": "1.2.0", "options": map[string]any{"smtp_host": "mail.example.com"},
+				"metadata": map[string]any{"data_type": "SECRET", "data": map[string]any{"schema": map[string]any{"type": "object"}}}, "upgrade_mode": "AUTO"},
+			Tags: map[string]any{"team": words[r.IntN(len(words))]}, DomainID: domain, CreatedAt: pastYear(r)}
+		if r.IntN(3) == 0 {
+			// The service's associated data: collection, protocol id, domain.
+			sealed, err := benchKeys.SealJSON(map[string]any{"smtp_password": wire.NewID("pw")}, seal.AD(protocolsCollection, id, domain))
+			if err != nil {
 				return nil, err
 			}
+			d.Sealed = &sealed
+			d.PluginInfo["secret_id"], d.PluginInfo["schema"] = wire.NewID("secret"), "email_smtp"
 		}
-		done += len(docs)
+		if r.IntN(2) == 0 {
+			usage = append(usage, usageDoc{ID: id, Sent: r.Int64N(1000), Failed: r.Int64N(10), Skipped: r.Int64N(10)})
+		}
+		if domain == benchDomain {
+			visible = append(visible, id)
+		}
+		return d, nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return visible, nil
+	return visible, seedDocs(ctx, db.Collection(protocolUsage), len(usage), func(n int) (any, error) { return usage[n], nil })
 }
 
 // notificationOperations: protocol get and list beside the driver doing
@@ -126,17 +112,14 @@ func (b *bench) seedProtocols(ctx context.Context, db *mongo.Database) ([]string
 // side's get is two finds by _id, its list the count, the page and the
 // page's counters.
 func (b *bench) notificationOperations(raw *mongo.Database, ids []string) []operation {
-	pick := func(r *rand.Rand, s []string) string { return s[r.IntN(len(s))] }
 	protocols, usage := raw.Collection(protocolsCollection), raw.Collection(protocolUsage)
 	listFilter := bson.D{{Key: "domain_id", Value: benchDomain}}
 	return []operation{
 		{
 			name: "protocol-get", goal: 0.6,
-			nubes: func(ctx context.Context, r *rand.Rand) error {
-				return b.call(ctx, "/notification/v1/protocol/get", map[string]string{"protocol_id": pick(r, ids)}, nil)
-			},
+			nubes: b.post("/notification/v1/protocol/get", func(r *rand.Rand) any { return map[string]string{"protocol_id": pickID(r, ids)} }),
 			raw: func(ctx context.Context, r *rand.Rand) error {
-				id := pick(r, ids)
+				id := pickID(r, ids)
 				var d protocolDoc
 				if err := protocols.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&d); err != nil {
 					return err
@@ -150,26 +133,17 @@ func (b *bench) notificationOperations(raw *mongo.Database, ids []string) []oper
 		},
 		{
 			name: "protocol-list", goal: 0.8, scans: true,
-			nubes: func(ctx context.Context, r *rand.Rand) error {
-				return b.call(ctx, "/notification/v1/protocol/list", map[string]any{"query": map[string]any{"page": map[string]int{"start": 1, "limit": 20}}}, nil)
-			},
+			nubes: b.post("/notification/v1/protocol/list", func(*rand.Rand) any { return pageOf() }),
 			raw: func(ctx context.Context, r *rand.Rand) error {
-				if _, err := protocols.CountDocuments(ctx, listFilter); err != nil {
-					return err
-				}
-				cur, err := protocols.Find(ctx, listFilter, options.Find().SetSort(bson.D{{Key: "name", Value: 1}, {Key: "_id", Value: 1}}).SetLimit(20))
+				rows, err := rawPage[protocolDoc](ctx, protocols, listFilter, bson.E{Key: "name", Value: 1})
 				if err != nil {
-					return err
-				}
-				var rows []protocolDoc
-				if err := cur.All(ctx, &rows); err != nil {
 					return err
 				}
 				page := make(bson.A, len(rows))
 				for i, d := range rows {
 					page[i] = d.ID
 				}
-				cur, err = usage.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: page}}}})
+				cur, err := usage.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: page}}}})
 				if err != nil {
 					return err
 				}
@@ -183,54 +157,11 @@ func (b *bench) notificationOperations(raw *mongo.Database, ids []string) []oper
 // measureNotification seeds the protocols and measures their operations
 // (those named by -ops, or all); nil when -ops names none of them.
 func (b *bench) measureNotification(ctx context.Context, setup, raw *mongo.Database) ([]result, error) {
-	ops := b.notificationOperations(raw, nil)
-	if len(b.cfg.ops) > 0 && !slices.ContainsFunc(ops, func(o operation) bool { return slices.Contains(b.cfg.ops, o.name) }) {
-		return nil, nil
-	}
-	ids, err := b.seedProtocols(ctx, setup)
-	if err != nil {
-		return nil, fmt.Errorf("seed protocols: %w", err)
-	}
-	var out []result
-	for _, op := range b.notificationOperations(raw, ids) {
-		if len(b.cfg.ops) > 0 && !slices.Contains(b.cfg.ops, op.name) {
-			out = append(out, result{op: op, skipped: "not asked for (-ops)"})
-			continue
-		}
-		res, err := b.measureOp(ctx, op)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, res)
-	}
-	return out, nil
+	return b.measureGroup(ctx, "protocols", func(ctx context.Context) ([]string, error) { return b.seedProtocols(ctx, setup) },
+		func(ids []string) []operation { return b.notificationOperations(raw, ids) })
 }
 
 // printNotificationTable is printTable's table for the protocols.
 func (b *bench) printNotificationTable(w io.Writer, rs []result) {
-	fmt.Fprintf(w, "\n%d notification protocols in the store, %s per side, mongo pool %d\n", protocolCount, b.cfg.duration, b.cfg.pool)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "op\tside\tcallers\tops/s\tp50 ms\tp99 ms\tops\terrors\tratio\tgoal\t")
-	for _, r := range rs {
-		if r.skipped != "" {
-			fmt.Fprintf(tw, "%s\tboth\t\t\t\t\t\t\t\tskipped: %s\t\n", r.op.name, r.skipped)
-			continue
-		}
-		verdict := "met"
-		if len(r.raw.lat) == 0 || r.ratio() < r.op.goal || r.nubes.errors > 0 {
-			verdict = "MISSED"
-		}
-		for i, side := range []phase{r.nubes, r.raw} {
-			name, ratio, goal := "nubes", fmt.Sprintf("%.3f", r.ratio()), fmt.Sprintf(">= %.1f %s", r.op.goal, verdict)
-			if i == 1 {
-				name, ratio, goal = "raw", "", ""
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f\t%.2f\t%.2f\t%d\t%d\t%s\t%s\t\n", r.op.name, name, r.op.callers(b.cfg),
-				side.opsPerSec(), side.percentile(.5), side.percentile(.99), len(side.lat), side.errors, ratio, goal)
-		}
-		if r.nubes.firstErr != "" {
-			fmt.Fprintf(tw, "  first error: %s\t\t\t\t\t\t\t\t\t\t\n", r.nubes.firstErr)
-		}
-	}
-	_ = tw.Flush()
+	b.printGroup(w, fmt.Sprintf("%d notification protocols in the store", protocolCount), rs)
 }
