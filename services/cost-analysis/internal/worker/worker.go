@@ -241,7 +241,11 @@ func (w *Worker) run(ctx context.Context, msg jetstream.Msg, m events.CostTask, 
 			_, _ = w.costs.DeleteMany(context.WithoutCancel(ctx), bson.D{{Key: "job_task_id", Value: task.ID}})
 			return err
 		}
-		// The job fails at once, naming the task: its other tasks stop.
+		// The task's rows go first, so a job seen FAILURE shows none; then
+		// the job fails at once, naming the task: its other tasks stop.
+		if _, err := w.costs.DeleteMany(context.WithoutCancel(ctx), bson.D{{Key: "job_task_id", Value: task.ID}}); err != nil {
+			return store.Wrap(err)
+		}
 		if err := w.jobs.Fail(ctx, j.JobID, job.JobTaskFailed, "Task "+task.ID+" failed: "+code+": "+message); err != nil {
 			return err
 		}
