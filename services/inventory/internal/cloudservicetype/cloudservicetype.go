@@ -199,7 +199,7 @@ func Find(ctx context.Context, c, keys *mongo.Collection, domainID, workspaceID,
 	if err != nil {
 		e, ok := errs.As(err)
 		if ok && e.Code == errs.NotFoundCode && time.Since(k.At) > inv.StaleKey {
-			_, _ = keys.DeleteOne(ctx, bson.D{{Key: "_id", Value: k.ID}, {Key: "target", Value: k.Target}})
+			_, _ = keys.DeleteOne(ctx, bson.D{{Key: "_id", Value: k.ID}})
 			return nil, nil
 		}
 		if ok && e.Code == errs.NotFoundCode {
@@ -297,9 +297,15 @@ func (s *Service) delete(ctx context.Context, p *auth.Principal, r *typeRequest)
 	if res.DeletedCount == 0 {
 		return nil, errs.NotFound("cloud_service_type_id", doc.ID)
 	}
-	// The key is free again (only if it is still this type's).
-	if _, err := s.keys.DeleteOne(ctx, bson.D{{Key: "_id", Value: inv.TypeKey(doc.DomainID, doc.WorkspaceID, doc.CloudServiceTypeKey)},
-		{Key: "target", Value: doc.ID}}); err != nil {
+	// The key is free again, if it is still this type's (read, then
+	// deleted by _id alone: FerretDB scans for any other condition).
+	keyID := inv.TypeKey(doc.DomainID, doc.WorkspaceID, doc.CloudServiceTypeKey)
+	var k inv.Key
+	if err := s.keys.FindOne(ctx, bson.D{{Key: "_id", Value: keyID}}).Decode(&k); err == nil && k.Target == doc.ID {
+		if _, err := s.keys.DeleteOne(ctx, bson.D{{Key: "_id", Value: keyID}}); err != nil {
+			return nil, store.Wrap(err)
+		}
+	} else if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
 		return nil, store.Wrap(err)
 	}
 	return &api.Empty{}, nil

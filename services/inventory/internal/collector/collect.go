@@ -115,7 +115,7 @@ func (s *Service) cancelRunning(ctx context.Context, c *Collector, secretID, req
 			continue
 		}
 		set := bson.D{{Key: "status", Value: inv.JobCanceled}, {Key: "finished_at", Value: now}, {Key: "updated_at", Value: now}}
-		if _, err := s.jobs.UpdateOne(ctx, bson.D{{Key: "_id", Value: j.ID}, {Key: "status", Value: inv.JobInProgress}}, bson.D{{Key: "$set", Value: set}}); err != nil {
+		if _, err := s.jobs.UpdateOne(ctx, bson.D{{Key: "_id", Value: j.ID}}, bson.D{{Key: "$set", Value: set}}); err != nil {
 			return store.Wrap(err)
 		}
 		if err := inv.EndTasks(ctx, s.tasks, j.TaskIDs, inv.TaskCanceled, nil, now); err != nil {

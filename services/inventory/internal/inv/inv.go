@@ -414,14 +414,22 @@ const StaleKey = time.Minute
 // EndTasks gives the unfinished tasks among ids a final status (and an
 // error, when not nil): a canceled or timed-out job's tasks.
 func EndTasks(ctx context.Context, tasks *mongo.Collection, ids []string, status string, e *ErrorInfo, now wire.Time) error {
-	if len(ids) == 0 {
-		return nil
+	cur, err := ByIDs[JobTask](ctx, tasks, ids, bson.D{{Key: "status", Value: 1}})
+	if err != nil {
+		return err
 	}
 	update := bson.D{{Key: "$set", Value: bson.D{{Key: "status", Value: status}, {Key: "finished_at", Value: now}}}}
 	if e != nil {
 		update = append(update, bson.E{Key: "$push", Value: bson.D{{Key: "errors", Value: e}}})
 	}
-	_, err := tasks.UpdateMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}},
-		{Key: "status", Value: bson.D{{Key: "$in", Value: bson.A{TaskPending, TaskInProgress}}}}}, update)
-	return store.Wrap(err)
+	for id, t := range cur {
+		if Final(t.Status) {
+			continue
+		}
+		// By _id alone: FerretDB scans for any other condition.
+		if _, err := tasks.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}}, update); err != nil {
+			return store.Wrap(err)
+		}
+	}
+	return nil
 }

@@ -494,40 +494,26 @@ func union(a, b []string) []string {
 }
 
 func (h *handler) lookKeys(ctx context.Context, ids []string) (map[string]string, error) {
-	out := map[string]string{}
-	if len(ids) == 0 {
-		return out, nil
-	}
-	cur, err := h.w.keys.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
+	keys, err := inv.ByIDs[inv.Key](ctx, h.w.keys, ids, nil)
 	if err != nil {
-		return nil, store.Wrap(err)
+		return nil, err
 	}
-	var keys []inv.Key
-	if err := cur.All(ctx, &keys); err != nil {
-		return nil, store.Wrap(err)
-	}
-	for _, k := range keys {
-		out[k.ID] = k.Target
+	out := make(map[string]string, len(keys))
+	for id, k := range keys {
+		out[id] = k.Target
 	}
 	return out, nil
 }
 
 func (h *handler) existing(ctx context.Context, ids []string) (map[string]inv.CloudService, error) {
-	out := map[string]inv.CloudService{}
-	if len(ids) == 0 {
-		return out, nil
-	}
-	cur, err := h.w.services.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}},
-		options.Find().SetProjection(bson.D{{Key: "created_by_task", Value: 1}, {Key: "match_keys", Value: 1}}))
+	docs, err := inv.ByIDs[inv.CloudService](ctx, h.w.services, ids, bson.D{{Key: "created_by_task", Value: 1}, {Key: "match_keys", Value: 1}})
 	if err != nil {
-		return nil, store.Wrap(err)
+		return nil, err
 	}
-	var docs []inv.CloudService
-	if err := cur.All(ctx, &docs); err != nil {
-		return nil, store.Wrap(err)
-	}
-	for _, d := range docs {
-		out[d.ID] = d
+	out := make(map[string]inv.CloudService, len(docs))
+	for id, d := range docs {
+		d.ID = id
+		out[id] = *d
 	}
 	return out, nil
 }

@@ -320,13 +320,15 @@ func (w *Worker) afterRecord(ctx context.Context, job *inv.Job, task *inv.JobTas
 		for i := range ids {
 			ids[i] = RecordID(cur.ID, i)
 		}
-		c, err := w.records.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
+		found, err := inv.ByIDs[Record](ctx, w.records, ids, nil)
 		if err != nil {
-			return store.Wrap(err)
+			return err
 		}
-		var recs []Record
-		if err := c.All(ctx, &recs); err != nil {
-			return store.Wrap(err)
+		recs := make([]Record, 0, len(found))
+		for _, id := range ids { // in sub-task order: the errors keep it
+			if r, ok := found[id]; ok {
+				recs = append(recs, *r)
+			}
 		}
 		var created, updated, failure int32
 		failed := false
@@ -364,8 +366,10 @@ func (w *Worker) afterRecord(ctx context.Context, job *inv.Job, task *inv.JobTas
 		if remained == 0 {
 			// The task's final counts are stored: its records are no
 			// longer needed (a late message sees the task finished).
-			if _, err := w.records.DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}}); err != nil {
-				return store.Wrap(err)
+			for _, id := range ids {
+				if _, err := w.records.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}}); err != nil {
+					return store.Wrap(err)
+				}
 			}
 			return w.dropDoomed(ctx, cur.ID)
 		}
@@ -434,8 +438,17 @@ func (w *Worker) dropDoomed(ctx context.Context, taskID string) error {
 		return store.Wrap(err)
 	}
 	for _, d := range docs {
-		if len(d.MatchKeys) > 0 {
-			if _, err := w.keys.DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: d.MatchKeys}}}, {Key: "target", Value: d.ID}}); err != nil {
+		// A key is dropped only while it still leads to this resource
+		// (read, then deleted by _id alone: FerretDB scans for more).
+		keys, err := inv.ByIDs[inv.Key](ctx, w.keys, d.MatchKeys, nil)
+		if err != nil {
+			return err
+		}
+		for id, k := range keys {
+			if k.Target != d.ID {
+				continue
+			}
+			if _, err := w.keys.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}}); err != nil {
 				return store.Wrap(err)
 			}
 		}
@@ -451,14 +464,14 @@ func (w *Worker) dropDoomed(ctx context.Context, taskID string) error {
 // SUCCESS. It runs under the job's lease so counts never go backwards.
 func (w *Worker) accountJob(ctx context.Context, job *inv.Job) error {
 	return store.Lock(ctx, w.leases, "job-"+job.ID, leaseTTL, leaseWait, func() error {
-		cur, err := w.tasks.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: job.TaskIDs}}}},
-			options.Find().SetProjection(bson.D{{Key: "status", Value: 1}, {Key: "remained_sub_tasks", Value: 1}, {Key: "split", Value: 1}}))
-		if err != nil {
-			return store.Wrap(err)
+		cur, err := w.job(ctx, job.ID)
+		if err != nil || cur == nil || cur.Status != inv.JobInProgress {
+			return err // deleted, canceled or finished meanwhile
 		}
-		var tasks []inv.JobTask
-		if err := cur.All(ctx, &tasks); err != nil {
-			return store.Wrap(err)
+		tasks, err := inv.ByIDs[inv.JobTask](ctx, w.tasks, job.TaskIDs,
+			bson.D{{Key: "status", Value: 1}, {Key: "remained_sub_tasks", Value: 1}, {Key: "split", Value: 1}})
+		if err != nil {
+			return err
 		}
 		var success, failure int32
 		for _, t := range tasks {
@@ -481,7 +494,9 @@ func (w *Worker) accountJob(ctx context.Context, job *inv.Job) error {
 			}
 			set = append(set, bson.E{Key: "status", Value: status}, bson.E{Key: "finished_at", Value: now})
 		}
-		_, err = w.jobs.UpdateOne(ctx, bson.D{{Key: "_id", Value: job.ID}, {Key: "status", Value: inv.JobInProgress}}, bson.D{{Key: "$set", Value: set}})
+		// By _id alone (FerretDB scans for more); the status was read under
+		// the job's lease.
+		_, err = w.jobs.UpdateOne(ctx, bson.D{{Key: "_id", Value: job.ID}}, bson.D{{Key: "$set", Value: set}})
 		return store.Wrap(err)
 	})
 }
@@ -490,9 +505,17 @@ func (w *Worker) accountJob(ctx context.Context, job *inv.Job) error {
 // FAILURE with ERROR_JOB_TIMEOUT.
 func (w *Worker) TimeOut(ctx context.Context, job *inv.Job) error {
 	now := wire.T(wire.Now())
-	set := bson.D{{Key: "status", Value: inv.JobFailure}, {Key: "finished_at", Value: now}, {Key: "updated_at", Value: now}}
-	if _, err := w.jobs.UpdateOne(ctx, bson.D{{Key: "_id", Value: job.ID}, {Key: "status", Value: inv.JobInProgress}}, bson.D{{Key: "$set", Value: set}}); err != nil {
+	err := store.Lock(ctx, w.leases, "job-"+job.ID, leaseTTL, leaseWait, func() error {
+		cur, err := w.job(ctx, job.ID)
+		if err != nil || cur == nil || cur.Status != inv.JobInProgress {
+			return err
+		}
+		set := bson.D{{Key: "status", Value: inv.JobFailure}, {Key: "finished_at", Value: now}, {Key: "updated_at", Value: now}}
+		_, err = w.jobs.UpdateOne(ctx, bson.D{{Key: "_id", Value: job.ID}}, bson.D{{Key: "$set", Value: set}})
 		return store.Wrap(err)
+	})
+	if err != nil {
+		return err
 	}
 	e := inv.ErrorInfo{ErrorCode: ErrJobTimeout, Message: fmt.Sprintf("The job did not finish within %s.", w.cfg.JobTimeout), Additional: map[string]any{}}
 	return inv.EndTasks(ctx, w.tasks, job.TaskIDs, inv.TaskFailure, &e, now)
