@@ -259,10 +259,7 @@ func DomainOf(p *auth.Principal, domainID string) (string, error) {
 
 // CheckLabelsTags checks the free-form labels and tags of a record.
 func CheckLabelsTags(labels []any, tags map[string]any) error {
-	if err := CheckKeys("labels", labels); err != nil {
-		return err
-	}
-	return CheckKeys("tags", tags)
+	return store.CheckAllKeys("labels", labels, "tags", tags)
 }
 
 // NotFound names a record by key and value in a 404 of a lookup by the
@@ -275,32 +272,8 @@ func NotFound(err error, key, value string) error {
 }
 
 // CheckKeys refuses keys that MongoDB cannot store or that would read as
-// operators or paths: empty, starting with $, holding a dot or NUL.
-func CheckKeys(field string, v any) error { return checkKeys(field, v, 0) }
-
-func checkKeys(field string, v any, depth int) error {
-	if depth > 32 {
-		return errs.Invalid(field, "nested deeper than 32 levels")
-	}
-	switch t := v.(type) {
-	case map[string]any:
-		for k, x := range t {
-			if k == "" || strings.HasPrefix(k, "$") || strings.ContainsAny(k, ".\x00") {
-				return errs.Invalid(field, fmt.Sprintf("key %q: keys must not be empty, start with $ or hold a dot", k))
-			}
-			if err := checkKeys(field, x, depth+1); err != nil {
-				return err
-			}
-		}
-	case []any:
-		for _, x := range t {
-			if err := checkKeys(field, x, depth+1); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
+// operators or paths (store.CheckKeys).
+var CheckKeys = store.CheckKeys
 
 // --- repository/list and repository/get ---
 

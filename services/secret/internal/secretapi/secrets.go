@@ -14,7 +14,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -147,7 +146,7 @@ func (r *updateReq) Validate() error {
 	if r.Data != nil {
 		return errs.Invalid("data", "update changes name and tags only; data changes go through update_data")
 	}
-	return checkKeys("tags", r.Tags, 0)
+	return store.CheckKeys("tags", r.Tags)
 }
 
 // Validate refuses empty data and keys the store cannot hold.
@@ -159,37 +158,8 @@ func checkPayload(data, tags, encryptOptions map[string]any) error {
 	if len(data) == 0 {
 		return errs.Invalid("data", "a secret holds at least one member")
 	}
-	if err := checkKeys("tags", tags, 0); err != nil {
-		return err
-	}
-	return checkKeys("encrypt_options", encryptOptions, 0)
-}
-
-// checkKeys refuses keys MongoDB cannot store or would read as operators
-// or paths. data is exempt: it is stored sealed, as JSON bytes. The
-// message names the field, never a value.
-func checkKeys(field string, v any, depth int) error {
-	if depth > 32 {
-		return errs.Invalid(field, "nested deeper than 32 levels")
-	}
-	switch t := v.(type) {
-	case map[string]any:
-		for k, x := range t {
-			if k == "" || strings.HasPrefix(k, "$") || strings.ContainsAny(k, ".\x00") {
-				return errs.Invalid(field, fmt.Sprintf("key %q: keys must not be empty, start with $ or hold a dot", k))
-			}
-			if err := checkKeys(field, x, depth+1); err != nil {
-				return err
-			}
-		}
-	case []any:
-		for _, x := range t {
-			if err := checkKeys(field, x, depth+1); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	// data is exempt: it is stored sealed, as JSON bytes.
+	return store.CheckAllKeys("tags", tags, "encrypt_options", encryptOptions)
 }
 
 // Secrets are the user-secret operations.
