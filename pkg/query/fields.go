@@ -67,3 +67,16 @@ func FieldsOf[T any]() []string {
 	}
 	return out
 }
+
+// Without returns fields without those named by drop (a new slice; nil
+// for nil): the fields of an Info type that are filled in after the store
+// answers, which no query may read.
+func Without(fields []string, drop ...string) []string {
+	out := fields[:0:0]
+	for _, f := range fields {
+		if !slices.Contains(drop, f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}

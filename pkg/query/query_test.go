@@ -233,3 +233,16 @@ func TestQueryJSONNames(t *testing.T) {
 		t.Fatalf("message %q does not name query.count_only", e.Message)
 	}
 }
+
+func TestWithout(t *testing.T) {
+	in := []string{"a", "requests", "b", "usage"}
+	if got := Without(in, "requests", "usage"); !reflect.DeepEqual(got, []string{"a", "b"}) {
+		t.Fatalf("got %v", got)
+	}
+	if in[1] != "requests" {
+		t.Fatal("the input was changed")
+	}
+	if got := Without(nil, "x"); got != nil {
+		t.Fatalf("nil in, %v out", got)
+	}
+}

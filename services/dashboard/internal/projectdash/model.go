@@ -140,20 +140,10 @@ func checkOnly(only []string, fields []string) error {
 
 var (
 	dashboardFields = query.FieldsOf[Dashboard]()
-	versionFields   = without(query.FieldsOf[Version](), "latest") // latest is computed, not stored: no filter on it
+	versionFields   = query.Without(query.FieldsOf[Version](), "latest") // latest is computed, not stored: no filter on it
 	// versionInfoFields are what get_version's only may name.
 	versionInfoFields = query.FieldsOf[Version]()
 )
-
-func without(fields []string, drop string) []string {
-	out := fields[:0:0]
-	for _, f := range fields {
-		if f != drop {
-			out = append(out, f)
-		}
-	}
-	return out
-}
 
 var dashboardResource = query.Resource{
 	KeywordFields: []string{"project_dashboard_id", "name"},

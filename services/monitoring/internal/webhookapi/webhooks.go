@@ -38,17 +38,7 @@ var resource = query.Resource{
 	DefaultSort:   []query.SortKey{{Key: "created_at", Desc: true}},
 	MinimalFields: []string{"webhook_id", "name", "state", "plugin_info", "project_id"},
 	// requests are kept apart (mon.Counters): not a field a query reads.
-	Fields: without(query.FieldsOf[Webhook](), "requests"),
-}
-
-func without(fields []string, drop string) []string {
-	out := fields[:0:0]
-	for _, f := range fields {
-		if f != drop {
-			out = append(out, f)
-		}
-	}
-	return out
+	Fields: query.Without(query.FieldsOf[Webhook](), "requests"),
 }
 
 type (
@@ -317,7 +307,7 @@ func (ws *Webhooks) list(ctx context.Context, p *auth.Principal, r *webhookQuery
 	// requests may be asked for in only (the console does) although no
 	// query reads them: they are added after the store's answer.
 	only := q.Only
-	q.Only = without(q.Only, "requests")
+	q.Only = query.Without(q.Only, "requests")
 	withRequests := len(q.Only) < len(only)
 	if withRequests {
 		// The counters are found by webhook id, read even if not asked for.

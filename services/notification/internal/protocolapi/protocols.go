@@ -39,17 +39,7 @@ var resource = query.Resource{
 	KeywordFields: []string{"protocol_id", "name"},
 	DefaultSort:   []query.SortKey{{Key: "name"}},
 	MinimalFields: []string{"protocol_id", "name", "state", "protocol_type", "resource_type"},
-	Fields:        without(query.FieldsOf[Protocol](), "usage"),
-}
-
-func without(fields []string, drop string) []string {
-	out := fields[:0:0]
-	for _, f := range fields {
-		if f != drop {
-			out = append(out, f)
-		}
-	}
-	return out
+	Fields:        query.Without(query.FieldsOf[Protocol](), "usage"),
 }
 
 type (
