@@ -92,8 +92,11 @@ func firstGroup(steps []step) *groupStage {
 func source(ctx context.Context, r *runner, cur *mongo.Cursor) rows {
 	return func(yield func(bson.D) bool) {
 		for cur.Next(ctx) {
+			// bson.Unmarshal, not cur.Decode: nested documents stay bson.D
+			// in their stored key order (the client reads them as maps),
+			// since groups and sorts compare whole documents.
 			var d bson.D
-			if err := cur.Decode(&d); err != nil {
+			if err := bson.Unmarshal(cur.Current, &d); err != nil {
 				r.fail(err)
 				return
 			}

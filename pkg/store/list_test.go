@@ -327,7 +327,7 @@ func TestListProjectionNested(t *testing.T) {
 	if len(rows) != 1 {
 		t.Fatalf("%d rows, want 1", len(rows))
 	}
-	want := bson.M{"_id": "a1", "name": "Alpha One", "tags": bson.D{{Key: "env", Value: "prod"}}}
+	want := bson.M{"_id": "a1", "name": "Alpha One", "tags": bson.M{"env": "prod"}}
 	if !reflect.DeepEqual(rows[0], want) {
 		t.Fatalf("row %#v, want %#v", rows[0], want)
 	}

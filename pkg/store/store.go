@@ -46,7 +46,11 @@ func Connect(ctx context.Context, uri string, o Options) (*mongo.Client, error) 
 		SetMaxPoolSize(o.MaxPoolSize).
 		SetConnectTimeout(o.ConnectTimeout).
 		SetServerSelectionTimeout(o.ConnectTimeout).
-		SetTimeout(o.OpTimeout)
+		SetTimeout(o.OpTimeout).
+		// Free-form objects (tags, options, metadata) are map[string]any on
+		// the wire; nested documents must come back as maps too, not as
+		// the driver's default bson.D, which JSON writes as [{Key, Value}].
+		SetBSONOptions(&options.BSONOptions{DefaultDocumentM: true})
 	c, err := mongo.Connect(opts)
 	if err != nil {
 		return nil, fmt.Errorf("mongo connect: %w", err)
@@ -199,11 +203,18 @@ func GetOwned[T any, PT interface {
 	*T
 	Owned
 }](ctx context.Context, c *mongo.Collection, key, id, domainID string) (*T, error) {
+	return GetIf(ctx, c, key, id, func(doc *T) bool { return PT(doc).Domain() == domainID })
+}
+
+// GetIf loads a document by _id and answers not found, as for a missing
+// one, when ok refuses it (a record the caller may not see: another
+// tenant's, another workspace's), so such records are never revealed.
+func GetIf[T any](ctx context.Context, c *mongo.Collection, key, id string, ok func(doc *T) bool) (*T, error) {
 	doc, err := Get[T](ctx, c, key, id)
 	if err != nil {
 		return nil, err
 	}
-	if PT(doc).Domain() != domainID {
+	if !ok(doc) {
 		return nil, errs.NotFound(key, id)
 	}
 	return doc, nil

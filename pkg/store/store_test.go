@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -273,4 +274,40 @@ func TestByIDs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Nested free-form objects read back as maps, so they go out as JSON
+// objects (the driver's default, bson.D, would be [{"Key":..,"Value":..}]).
+func TestNestedObjectsReadBackAsMaps(t *testing.T) {
+	ctx := context.Background()
+	c := testkit.Get().Database(t).Collection("things")
+	doc := bson.M{"_id": "t-1", "tags": bson.M{"icon": bson.M{"url": "x", "size": bson.A{bson.M{"w": 1}}}}}
+	if _, err := c.InsertOne(ctx, doc); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Tags map[string]any `bson:"tags"`
+	}
+	if err := c.FindOne(ctx, bson.D{{Key: "_id", Value: "t-1"}}).Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	out, err := json.Marshal(got.Tags)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"icon":{"size":[{"w":1}],"url":"x"}}`; string(out) != want {
+		t.Fatalf("tags went out as %s, want %s", out, want)
+	}
+}
+
+func TestGetIf(t *testing.T) {
+	c := things(t)
+	ctx := context.Background()
+	if got, err := store.GetIf(ctx, c, "thing_id", "t1", func(d *thing) bool { return d.Name == "one" }); err != nil || got.ID != "t1" {
+		t.Fatalf("accepted: %+v, %v", got, err)
+	}
+	_, err := store.GetIf(ctx, c, "thing_id", "t1", func(*thing) bool { return false })
+	wantCode(t, err, http.StatusNotFound, errs.NotFoundCode)
+	_, err = store.GetIf(ctx, c, "thing_id", "zz", func(*thing) bool { t.Fatal("ok called without a document"); return true })
+	wantCode(t, err, http.StatusNotFound, errs.NotFoundCode)
 }
