@@ -7,6 +7,7 @@ require (
 	github.com/nubes-io/nubes/services/board v0.0.0
 	github.com/nubes-io/nubes/services/cost-analysis v0.0.0
 	github.com/nubes-io/nubes/services/dashboard v0.0.0
+	github.com/nubes-io/nubes/services/inventory v0.0.0
 	github.com/nubes-io/nubes/services/monitoring v0.0.0
 	github.com/nubes-io/nubes/services/notification v0.0.0
 	github.com/nubes-io/nubes/services/repository v0.0.0
@@ -105,6 +106,7 @@ replace (
 	github.com/nubes-io/nubes/services/board => ../../services/board
 	github.com/nubes-io/nubes/services/cost-analysis => ../../services/cost-analysis
 	github.com/nubes-io/nubes/services/dashboard => ../../services/dashboard
+	github.com/nubes-io/nubes/services/inventory => ../../services/inventory
 	github.com/nubes-io/nubes/services/monitoring => ../../services/monitoring
 	github.com/nubes-io/nubes/services/notification => ../../services/notification
 	github.com/nubes-io/nubes/services/repository => ../../services/repository

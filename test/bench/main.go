@@ -39,6 +39,14 @@
 //	cost-sync  a sync whose fake plugin streams 100,000 cost rows (4 tasks, chunks of 1,000) through the
 //	           JetStream workers, in rows/s from sync to SUCCESS  vs  InsertMany of the same rows (4 writers)
 //
+// and on 2,000 collectors of the inventory service (inventory.go):
+//
+//	collector-get   /inventory/v1/collector/get   vs  FindOne by _id
+//	collector-list  /inventory/v1/collector/list  vs  CountDocuments + Find (domain, by name, limit 20)
+//	collect         a collect whose fake plugin streams 100,000 cloud services (4 sub-tasks) through the
+//	                JetStream workers, in resources/s from collect to SUCCESS  vs  upserts by _id of the same
+//	                documents (4 writers, batches of 200)
+//
 // Read the ratio, nubes ops/s divided by raw ops/s, rather than the absolute
 // figures: on FerretDB over SQLite every filter scans, so absolute times say
 // more about the store than about Nubes. A ratio of 1 means the service
@@ -316,6 +324,14 @@ func run(ctx context.Context) error {
 	if cres != nil || csync != nil {
 		b.printCostTable(os.Stdout, cres, csync)
 		all["cost-analysis"] = costSummary(cres, csync)
+	}
+	ires, icollect, err := b.measureInventory(ctx, svcClient.Database(dbName), rawClient.Database(dbName))
+	if err != nil {
+		return fmt.Errorf("inventory: %w", err)
+	}
+	if ires != nil || icollect != nil {
+		b.printInventoryTable(os.Stdout, ires, icollect)
+		all["inventory"] = inventorySummary(ires, icollect)
 	}
 	line, err := json.Marshal(all)
 	if err != nil {
