@@ -116,9 +116,6 @@ type Worker struct {
 	cfg        Config
 	log        *slog.Logger
 	holder     string // this replica's name in slots
-
-	// Handled, when set, is told of each message handled (tests).
-	Handled func(t events.InventoryTask, err error)
 }
 
 // New builds a worker on db.
@@ -217,9 +214,6 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	err := w.run(ctx, msg, t)
-	if w.Handled != nil {
-		w.Handled(t, err)
-	}
 	switch {
 	case err == nil:
 		_ = msg.Ack()
