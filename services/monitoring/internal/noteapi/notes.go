@@ -107,14 +107,7 @@ func (ns *Notes) create(ctx context.Context, p *auth.Principal, r *createNote) (
 }
 
 func (ns *Notes) load(ctx context.Context, p *auth.Principal, id string) (*Note, error) {
-	doc, err := store.Get[Note](ctx, ns.c, "note_id", id)
-	if err != nil {
-		return nil, err
-	}
-	if !mon.Visible(p, doc.DomainID, doc.WorkspaceID) {
-		return nil, errs.NotFound("note_id", id)
-	}
-	return doc, nil
+	return store.GetIf(ctx, ns.c, "note_id", id, func(doc *Note) bool { return mon.Visible(p, doc.DomainID, doc.WorkspaceID) })
 }
 
 func (ns *Notes) writable(ctx context.Context, p *auth.Principal, id string) (*Note, error) {

@@ -255,14 +255,7 @@ func withDefaults(rules []Rule) []Rule { return wire.List(rules) }
 
 // load returns a policy the caller may see.
 func (ps *Policies) load(ctx context.Context, p *auth.Principal, id string) (*Policy, error) {
-	doc, err := store.Get[Policy](ctx, ps.c, "escalation_policy_id", id)
-	if err != nil {
-		return nil, err
-	}
-	if !mon.Visible(p, doc.DomainID, doc.WorkspaceID) {
-		return nil, errs.NotFound("escalation_policy_id", id)
-	}
-	return doc, nil
+	return store.GetIf(ctx, ps.c, "escalation_policy_id", id, func(doc *Policy) bool { return mon.Visible(p, doc.DomainID, doc.WorkspaceID) })
 }
 
 func (ps *Policies) writable(ctx context.Context, p *auth.Principal, id string) (*Policy, error) {

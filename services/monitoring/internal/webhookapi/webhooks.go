@@ -173,14 +173,7 @@ func (ws *Webhooks) create(ctx context.Context, p *auth.Principal, r *createWebh
 
 // load returns a webhook the caller may see, with its counters.
 func (ws *Webhooks) load(ctx context.Context, p *auth.Principal, id string) (*Webhook, error) {
-	doc, err := store.Get[Webhook](ctx, ws.c, "webhook_id", id)
-	if err != nil {
-		return nil, err
-	}
-	if !mon.Visible(p, doc.DomainID, doc.WorkspaceID) {
-		return nil, errs.NotFound("webhook_id", id)
-	}
-	return doc, nil
+	return store.GetIf(ctx, ws.c, "webhook_id", id, func(doc *Webhook) bool { return mon.Visible(p, doc.DomainID, doc.WorkspaceID) })
 }
 
 // out fills in what is not stored with the webhook: its counters, and
