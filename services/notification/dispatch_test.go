@@ -40,11 +40,20 @@ func (e *env) outcome(t *testing.T, id string) bson.M {
 	return nil
 }
 
-func (e *env) usage(t *testing.T, id string) (sent, failed, skipped int) {
+// usage reads a protocol's counters once they are want (the dispatcher
+// counts just after it records the outcome), or as they are after 5 s.
+func (e *env) usage(t *testing.T, id string, want [3]int) (sent, failed, skipped int) {
 	t.Helper()
-	var p Protocol
-	e.adminA.Call(base+"get", M{"protocol_id": id}).OK(&p)
-	return p.Usage.Sent, p.Usage.Failed, p.Usage.Skipped
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var p Protocol
+		e.adminA.Call(base+"get", M{"protocol_id": id}).OK(&p)
+		got := [3]int{p.Usage.Sent, p.Usage.Failed, p.Usage.Skipped}
+		if got == want || time.Now().After(deadline) {
+			return got[0], got[1], got[2]
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func event(id, protocolID string) events.NotificationDispatch {
@@ -99,7 +108,7 @@ func TestDispatch(t *testing.T) {
 	if rec := e.outcome(t, "n-4"); rec["outcome"] != "SKIPPED" {
 		t.Fatalf("outcome %v", rec)
 	}
-	if sent, failed, skipped := e.usage(t, p.ProtocolID); sent != 2 || failed != 0 || skipped != 1 {
+	if sent, failed, skipped := e.usage(t, p.ProtocolID, [3]int{2, 0, 1}); sent != 2 || failed != 0 || skipped != 1 {
 		t.Errorf("usage sent %d failed %d skipped %d, want 2 0 1", sent, failed, skipped)
 	}
 }
@@ -176,7 +185,7 @@ func TestDispatchFailures(t *testing.T) {
 	if n := len(e.plugin.Calls(dispatchMethod)); n != 1 {
 		t.Errorf("a bad notification_type reached the plugin")
 	}
-	if sent, failed, _ := e.usage(t, p.ProtocolID); sent != 1 || failed != 3 {
+	if sent, failed, _ := e.usage(t, p.ProtocolID, [3]int{1, 3, 0}); sent != 1 || failed != 3 {
 		t.Errorf("usage sent %d failed %d, want 1 3", sent, failed)
 	}
 	for _, id := range []string{"f-3", "f-4"} {

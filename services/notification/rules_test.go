@@ -87,7 +87,7 @@ func TestInternalProtocol(t *testing.T) {
 	if n := len(e.plugin.Calls(dispatchMethod)); n != 0 {
 		t.Errorf("%d dispatch calls", n)
 	}
-	if _, _, skipped := e.usage(t, in.ProtocolID); skipped != 1 {
+	if _, _, skipped := e.usage(t, in.ProtocolID, [3]int{0, 0, 1}); skipped != 1 {
 		t.Errorf("skipped %d, want 1", skipped)
 	}
 }
