@@ -196,7 +196,9 @@ func TestCostSync(t *testing.T) {
 	if n, ids := costs(); n != 32 || ids != 32 {
 		t.Fatalf("%d costs (%d ids) after the killed sync, want 32 once each", n, ids)
 	}
-	if calls := pluginCalls(t, control, costGetDataMethod); len(calls) < 2+2+3 {
+	// setScript replaced the script and so forgot earlier calls: this
+	// job's two tasks, and at least one of them run again.
+	if calls := pluginCalls(t, control, costGetDataMethod); len(calls) < 3 {
 		t.Fatalf("get_data called %d times: the killed task did not run again", len(calls))
 	}
 }
