@@ -45,6 +45,10 @@ const (
 	// finishing of a task, schedule firings).
 	LeasesCollection = "inventory_leases"
 	OutboxCollection = "inventory_outbox"
+	// RostersCollection holds, per collector and secret, the cloud
+	// services its last successful task kept (garbage collection compares
+	// them with what the next task saw, reading nothing else).
+	RostersCollection = "inventory_rosters"
 )
 
 // Global is the workspace_id of a record that belongs to the whole
@@ -273,6 +277,9 @@ type JobTask struct {
 	// answered (nil for one without); set once the task is split.
 	SubTasks []map[string]any `bson:"sub_tasks" json:"-"`
 	Split    bool             `bson:"split" json:"-"`
+	// DoomedIDs are the cloud services its garbage collection deletes
+	// (emptied once they are gone).
+	DoomedIDs []string `bson:"doomed_ids" json:"-"`
 }
 
 // Final reports whether a task status is final.

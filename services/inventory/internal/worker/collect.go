@@ -61,6 +61,10 @@ func (w *Worker) collect(ctx context.Context, job *inv.Job, task *inv.JobTask, c
 		rec.Created, rec.Updated, rec.Failure, rec.Failed = 0, 0, 1, true
 		h.addError(errorInfo(ErrCollectorPlugin, err))
 	}
+	rec.Seen = make([]string, 0, len(h.seen))
+	for id := range h.seen {
+		rec.Seen = append(rec.Seen, id)
+	}
 	return rec, nil
 }
 

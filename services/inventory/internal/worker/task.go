@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/events"
@@ -40,6 +39,9 @@ type Record struct {
 	Failure   int32           `bson:"failure"`
 	Failed    bool            `bson:"failed"`
 	Errors    []inv.ErrorInfo `bson:"errors"`
+	// Seen are the cloud services the sub-task wrote (garbage collection
+	// keeps them).
+	Seen []string `bson:"seen"`
 	At        time.Time       `bson:"at"`
 }
 
@@ -246,7 +248,7 @@ func (w *Worker) subTask(ctx context.Context, msg jetstream.Msg, job *inv.Job, t
 		var jobOver bool
 		go func() {
 			defer close(ended)
-			jobOver = w.heartbeat(runCtx, msg, job, slot, stop)
+			jobOver = w.heartbeat(runCtx, job, slot, stop)
 		}()
 		rec, err = w.collect(runCtx, job, task, c, task.SubTasks[n], secret, rec, recID)
 		stop()
@@ -267,10 +269,10 @@ func (w *Worker) subTask(ctx context.Context, msg jetstream.Msg, job *inv.Job, t
 	return w.afterRecord(ctx, job, task)
 }
 
-// heartbeat keeps the message, and the slot, while the sub-task runs,
-// and stops the run (returning true) when the job is no longer
-// IN_PROGRESS or passed its timeout.
-func (w *Worker) heartbeat(ctx context.Context, msg jetstream.Msg, job *inv.Job, slot string, stop func()) bool {
+// heartbeat keeps the slot while the sub-task runs, and stops the run
+// (returning true) when the job is no longer IN_PROGRESS or passed its
+// timeout. (handle keeps the message.)
+func (w *Worker) heartbeat(ctx context.Context, job *inv.Job, slot string, stop func()) bool {
 	t := time.NewTicker(max(w.cfg.AckWait/3, 10*time.Millisecond))
 	defer t.Stop()
 	for {
@@ -279,7 +281,6 @@ func (w *Worker) heartbeat(ctx context.Context, msg jetstream.Msg, job *inv.Job,
 			return false
 		case <-t.C:
 		}
-		_ = msg.InProgress()
 		if slot != "" {
 			w.refreshSlot(ctx, slot)
 		}
@@ -314,13 +315,13 @@ func (w *Worker) afterRecord(ctx context.Context, job *inv.Job, task *inv.JobTas
 		}
 		if inv.Final(cur.Status) && cur.RemainedSubTasks == 0 {
 			finished = true
-			return w.dropDoomed(ctx, cur.ID) // a finish that died after counting
+			return w.dropDoomed(ctx, cur) // a finish that died after counting
 		}
 		ids := make([]string, len(cur.SubTasks))
 		for i := range ids {
 			ids[i] = RecordID(cur.ID, i)
 		}
-		found, err := inv.ByIDs[Record](ctx, w.records, ids, nil)
+		found, err := inv.ByIDs[Record](ctx, w.records, ids, bson.D{{Key: "seen", Value: 0}})
 		if err != nil {
 			return err
 		}
@@ -352,11 +353,17 @@ func (w *Worker) afterRecord(ctx context.Context, job *inv.Job, task *inv.JobTas
 			status := inv.TaskFailure
 			if !failed {
 				status = inv.TaskSuccess
-				disconnected, deleted, err := w.collectGarbage(ctx, cur)
+				seen, err := w.seenBy(ctx, ids)
 				if err != nil {
 					return err
 				}
-				set = append(set, bson.E{Key: "disconnected_count", Value: disconnected}, bson.E{Key: "deleted_count", Value: deleted})
+				gc, err := w.collectGarbage(ctx, cur, seen)
+				if err != nil {
+					return err
+				}
+				cur.DoomedIDs = gc.doomed
+				set = append(set, bson.E{Key: "disconnected_count", Value: gc.disconnected}, bson.E{Key: "deleted_count", Value: int32(len(gc.doomed))},
+					bson.E{Key: "doomed_ids", Value: wire.List(gc.doomed)})
 			}
 			set = append(set, bson.E{Key: "status", Value: status}, bson.E{Key: "finished_at", Value: wire.T(wire.Now())})
 		}
@@ -371,7 +378,7 @@ func (w *Worker) afterRecord(ctx context.Context, job *inv.Job, task *inv.JobTas
 					return store.Wrap(err)
 				}
 			}
-			return w.dropDoomed(ctx, cur.ID)
+			return w.dropDoomed(ctx, cur)
 		}
 		return nil
 	})
@@ -383,81 +390,6 @@ func (w *Worker) afterRecord(ctx context.Context, job *inv.Job, task *inv.JobTas
 
 // maxTaskErrors bounds the errors a task keeps.
 const maxTaskErrors = 1000
-
-// Garbage collection (upstream DEFAULT_DISCONNECTED_STATE_DELETE_POLICY):
-// a resource of the task's collector and secret that a successful task
-// did not see is DISCONNECTED; the third such task in a row deletes it.
-const deleteAfter = 3
-
-// collectGarbage marks what the task did not see. Each resource is marked
-// at most once per task (gc_task), so a finishing step run again after a
-// crash counts the same; doomed resources are deleted by dropDoomed once
-// the counts are stored.
-func (w *Worker) collectGarbage(ctx context.Context, task *inv.JobTask) (disconnected, deleted int32, err error) {
-	cur, err := w.services.Find(ctx, bson.D{{Key: "domain_id", Value: task.DomainID},
-		{Key: "collection_info.collector_id", Value: task.CollectorID}, {Key: "collection_info.secret_id", Value: task.SecretID},
-		{Key: "collection_info.job_task_id", Value: bson.D{{Key: "$ne", Value: task.ID}}}},
-		options.Find().SetProjection(bson.D{{Key: "disconnect_count", Value: 1}, {Key: "gc_task", Value: 1}, {Key: "doomed", Value: 1}}))
-	if err != nil {
-		return 0, 0, store.Wrap(err)
-	}
-	var docs []inv.CloudService
-	if err := cur.All(ctx, &docs); err != nil {
-		return 0, 0, store.Wrap(err)
-	}
-	now := wire.T(wire.Now())
-	for _, d := range docs {
-		if d.GCTask != task.ID {
-			d.DisconnectCount++
-			d.Doomed = d.DisconnectCount >= deleteAfter
-			set := bson.D{{Key: "disconnect_count", Value: d.DisconnectCount}, {Key: "gc_task", Value: task.ID}, {Key: "doomed", Value: d.Doomed},
-				{Key: "state", Value: inv.StateDisconnected}, {Key: "updated_at", Value: now}}
-			if _, err := w.services.UpdateOne(ctx, bson.D{{Key: "_id", Value: d.ID}}, bson.D{{Key: "$set", Value: set}}); err != nil {
-				return 0, 0, store.Wrap(err)
-			}
-		}
-		if d.Doomed {
-			deleted++
-		} else {
-			disconnected++
-		}
-	}
-	return disconnected, deleted, nil
-}
-
-// dropDoomed deletes the resources a task's garbage collection doomed,
-// with their match keys.
-func (w *Worker) dropDoomed(ctx context.Context, taskID string) error {
-	cur, err := w.services.Find(ctx, bson.D{{Key: "gc_task", Value: taskID}, {Key: "doomed", Value: true}},
-		options.Find().SetProjection(bson.D{{Key: "match_keys", Value: 1}}))
-	if err != nil {
-		return store.Wrap(err)
-	}
-	var docs []inv.CloudService
-	if err := cur.All(ctx, &docs); err != nil {
-		return store.Wrap(err)
-	}
-	for _, d := range docs {
-		// A key is dropped only while it still leads to this resource
-		// (read, then deleted by _id alone: FerretDB scans for more).
-		keys, err := inv.ByIDs[inv.Key](ctx, w.keys, d.MatchKeys, nil)
-		if err != nil {
-			return err
-		}
-		for id, k := range keys {
-			if k.Target != d.ID {
-				continue
-			}
-			if _, err := w.keys.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}}); err != nil {
-				return store.Wrap(err)
-			}
-		}
-		if _, err := w.services.DeleteOne(ctx, bson.D{{Key: "_id", Value: d.ID}}); err != nil {
-			return store.Wrap(err)
-		}
-	}
-	return nil
-}
 
 // accountJob computes the job's counters from its tasks' statuses and
 // finishes it once no task remains: FAILURE if a task failed, else

@@ -34,12 +34,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/plugin"
-	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/services/inventory/internal/inv"
 )
 
@@ -111,6 +109,7 @@ type Worker struct {
 	keys       *mongo.Collection
 	records    *mongo.Collection
 	leases     *mongo.Collection
+	rosters    *mongo.Collection
 	identity   inv.Identity
 	plugins    *plugin.Client
 	cfg        Config
@@ -124,16 +123,8 @@ func New(db *mongo.Database, bus *events.Bus, identity inv.Identity, plugins *pl
 		collectors: db.Collection(inv.CollectorsCollection), services: db.Collection(inv.CloudServicesCollection),
 		types: db.Collection(inv.CloudServiceTypesCollection), regions: db.Collection(inv.RegionsCollection),
 		keys: db.Collection(inv.KeysCollection), records: db.Collection(inv.RecordsCollection),
-		leases: db.Collection(inv.LeasesCollection), identity: identity, plugins: plugins, cfg: cfg.withDefaults(), log: log,
+		leases: db.Collection(inv.LeasesCollection), rosters: db.Collection(inv.RostersCollection), identity: identity, plugins: plugins, cfg: cfg.withDefaults(), log: log,
 		holder: holderName()}
-}
-
-// Indexes creates the indexes the workers read by (besides _id).
-func (w *Worker) Indexes(ctx context.Context) error {
-	return store.EnsureIndexes(ctx, w.services,
-		store.Index{Keys: bson.D{{Key: "collection_info.collector_id", Value: 1}, {Key: "collection_info.secret_id", Value: 1}, {Key: "collection_info.job_task_id", Value: 1}}},
-		store.Index{Keys: bson.D{{Key: "gc_task", Value: 1}, {Key: "doomed", Value: 1}}},
-	)
 }
 
 // Run consumes task messages until ctx is done. NATS being down at start
@@ -213,7 +204,23 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.Term()
 		return
 	}
+	// The message stays this worker's while it runs, however long the
+	// plugin streams or a task takes to finish.
+	alive := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(max(w.cfg.AckWait/3, 10*time.Millisecond))
+		defer tick.Stop()
+		for {
+			select {
+			case <-alive:
+				return
+			case <-tick.C:
+				_ = msg.InProgress()
+			}
+		}
+	}()
 	err := w.run(ctx, msg, t)
+	close(alive)
 	switch {
 	case err == nil:
 		_ = msg.Ack()

@@ -1,0 +1,194 @@
+package worker
+
+import (
+	"context"
+	"strconv"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/wire"
+	"github.com/nubes-io/nubes/services/inventory/internal/inv"
+)
+
+// Garbage collection (upstream DEFAULT_DISCONNECTED_STATE_DELETE_POLICY):
+// a resource of the task's collector and secret that a successful task
+// did not see is DISCONNECTED; the third such task in a row deletes it.
+const deleteAfter = 3
+
+// The cloud services of a collector and secret are kept as a roster, the
+// ids its last successful task kept, in chunks of rosterChunk ids
+// (roster-<key>-<n>) under a head (roster-<key>) that names how many
+// there are. Garbage collection reads the roster and what the task saw,
+// by _id: never a filtered scan of every collected resource, which
+// FerretDB runs over the whole collection.
+const rosterChunk = 20000
+
+type rosterHead struct {
+	ID     string `bson:"_id"`
+	Chunks int    `bson:"chunks"`
+	Task   string `bson:"task"`
+}
+
+type rosterPart struct {
+	ID  string   `bson:"_id"`
+	IDs []string `bson:"ids"`
+}
+
+func rosterKey(t *inv.JobTask) string {
+	return "roster-" + inv.HashKey("r", t.DomainID, t.CollectorID, t.SecretID)
+}
+
+func (w *Worker) readRoster(ctx context.Context, key string) ([]string, error) {
+	heads, err := inv.ByIDs[rosterHead](ctx, w.rosters, []string{key}, nil)
+	if err != nil || heads[key] == nil {
+		return nil, err
+	}
+	names := make([]string, heads[key].Chunks)
+	for i := range names {
+		names[i] = key + "-" + strconv.Itoa(i)
+	}
+	parts, err := inv.ByIDs[rosterPart](ctx, w.rosters, names, nil)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, n := range names {
+		if p := parts[n]; p != nil {
+			ids = append(ids, p.IDs...)
+		}
+	}
+	return ids, nil
+}
+
+// writeRoster replaces a roster: the chunks first, the head last, so a
+// crash between them leaves the old head naming chunks that hold either
+// list (both are what some task kept).
+func (w *Worker) writeRoster(ctx context.Context, key, taskID string, ids []string) error {
+	n := 0
+	for from := 0; from < len(ids) || n == 0; from += rosterChunk {
+		part := rosterPart{ID: key + "-" + strconv.Itoa(n), IDs: wire.List(ids[from:min(from+rosterChunk, len(ids))])}
+		if _, err := w.rosters.ReplaceOne(ctx, bson.D{{Key: "_id", Value: part.ID}}, part, options.Replace().SetUpsert(true)); err != nil {
+			return store.Wrap(err)
+		}
+		n++
+	}
+	head := rosterHead{ID: key, Chunks: n, Task: taskID}
+	_, err := w.rosters.ReplaceOne(ctx, bson.D{{Key: "_id", Value: key}}, head, options.Replace().SetUpsert(true))
+	return store.Wrap(err)
+}
+
+// seenBy is every cloud service the sub-tasks of a task wrote.
+func (w *Worker) seenBy(ctx context.Context, recordIDs []string) (map[string]bool, error) {
+	recs, err := inv.ByIDs[Record](ctx, w.records, recordIDs, bson.D{{Key: "seen", Value: 1}})
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, r := range recs {
+		for _, id := range r.Seen {
+			seen[id] = true
+		}
+	}
+	return seen, nil
+}
+
+type garbage struct {
+	disconnected int32
+	doomed       []string
+}
+
+// collectGarbage marks the resources of the task's roster it did not see:
+// DISCONNECTED, and doomed at the third task in a row. Each is marked at
+// most once per task (gc_task), so a finishing step run again after a
+// crash counts the same. A resource gone, or reported since by another
+// collector or secret, leaves the roster. The new roster is what the
+// task saw and what it did not delete.
+func (w *Worker) collectGarbage(ctx context.Context, task *inv.JobTask, seen map[string]bool) (garbage, error) {
+	key := rosterKey(task)
+	old, err := w.readRoster(ctx, key)
+	if err != nil {
+		return garbage{}, err
+	}
+	var missing []string
+	for _, id := range old {
+		if !seen[id] {
+			missing = append(missing, id)
+		}
+	}
+	docs, err := inv.ByIDs[inv.CloudService](ctx, w.services, missing, bson.D{{Key: "collection_info", Value: 1},
+		{Key: "disconnect_count", Value: 1}, {Key: "gc_task", Value: 1}, {Key: "doomed", Value: 1}})
+	if err != nil {
+		return garbage{}, err
+	}
+	var g garbage
+	keep := make([]string, 0, len(seen)+len(missing))
+	for id := range seen {
+		keep = append(keep, id)
+	}
+	now := wire.T(wire.Now())
+	for _, id := range missing {
+		d := docs[id]
+		if d == nil || d.CollectionInfo.CollectorID != task.CollectorID || d.CollectionInfo.SecretID != task.SecretID || d.DomainID != "" && d.DomainID != task.DomainID {
+			continue
+		}
+		if d.GCTask != task.ID {
+			d.DisconnectCount++
+			d.Doomed = d.DisconnectCount >= deleteAfter
+			set := bson.D{{Key: "disconnect_count", Value: d.DisconnectCount}, {Key: "gc_task", Value: task.ID}, {Key: "doomed", Value: d.Doomed},
+				{Key: "state", Value: inv.StateDisconnected}, {Key: "updated_at", Value: now}}
+			if _, err := w.services.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}}, bson.D{{Key: "$set", Value: set}}); err != nil {
+				return garbage{}, store.Wrap(err)
+			}
+		}
+		// Doomed ones stay in the roster until the next task finds them
+		// gone: a finishing step run again still counts them.
+		keep = append(keep, id)
+		if d.Doomed {
+			g.doomed = append(g.doomed, id)
+		} else {
+			g.disconnected++
+		}
+	}
+	if err := w.writeRoster(ctx, key, task.ID, keep); err != nil {
+		return garbage{}, err
+	}
+	return g, nil
+}
+
+// dropDoomed deletes the resources a task's garbage collection doomed,
+// with their match keys, and forgets them.
+func (w *Worker) dropDoomed(ctx context.Context, task *inv.JobTask) error {
+	if len(task.DoomedIDs) == 0 {
+		return nil
+	}
+	docs, err := inv.ByIDs[inv.CloudService](ctx, w.services, task.DoomedIDs, bson.D{{Key: "match_keys", Value: 1}, {Key: "gc_task", Value: 1}, {Key: "doomed", Value: 1}})
+	if err != nil {
+		return err
+	}
+	for id, d := range docs {
+		if d.GCTask != task.ID || !d.Doomed {
+			continue // seen again since
+		}
+		// A key is dropped only while it still leads to this resource
+		// (read, then deleted by _id alone: FerretDB scans for more).
+		keys, err := inv.ByIDs[inv.Key](ctx, w.keys, d.MatchKeys, nil)
+		if err != nil {
+			return err
+		}
+		for kid, k := range keys {
+			if k.Target != id {
+				continue
+			}
+			if _, err := w.keys.DeleteOne(ctx, bson.D{{Key: "_id", Value: kid}}); err != nil {
+				return store.Wrap(err)
+			}
+		}
+		if _, err := w.services.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}}); err != nil {
+			return store.Wrap(err)
+		}
+	}
+	_, err = w.tasks.UpdateOne(ctx, bson.D{{Key: "_id", Value: task.ID}}, bson.D{{Key: "$set", Value: bson.D{{Key: "doomed_ids", Value: []string{}}}}})
+	return store.Wrap(err)
+}
