@@ -41,8 +41,8 @@ type Record struct {
 	Errors    []inv.ErrorInfo `bson:"errors"`
 	// Seen are the cloud services the sub-task wrote (garbage collection
 	// keeps them).
-	Seen []string `bson:"seen"`
-	At        time.Time       `bson:"at"`
+	Seen []string  `bson:"seen"`
+	At   time.Time `bson:"at"`
 }
 
 // RecordID is the id of sub-task n of a task (also its message id).
