@@ -291,24 +291,6 @@ func (js *Jobs) Sweep(ctx context.Context) error {
 // its changed windows replaced, the data source's last sync and cost keys
 // updated) or FAILURE when a task failed.
 func (js *Jobs) Settle(ctx context.Context, jobID string) error {
-	// The old costs of the changed windows go before the job says SUCCESS,
-	// so a reader who sees SUCCESS sees the new costs only. Replacing is
-	// idempotent (it deletes other jobs' costs), so it needs no lease.
-	if j, err := js.Load(ctx, jobID); err != nil || j == nil {
-		return err
-	} else if j.Status == model.InProgress && len(j.Changed) > 0 {
-		tasks, err := js.TasksOf(ctx, j)
-		if err != nil {
-			return err
-		}
-		if !slices.ContainsFunc(tasks, func(t model.Task) bool { return t.Status != model.Success }) {
-			for _, c := range j.Changed {
-				if err := js.ReplaceWindow(ctx, j, c); err != nil {
-					return err
-				}
-			}
-		}
-	}
 	var succeeded *Job
 	var keys [3][]string
 	err := js.change(ctx, jobID, func(j *Job) (bson.D, error) {
@@ -335,6 +317,16 @@ func (js *Jobs) Settle(ctx context.Context, jobID string) error {
 		}
 		if failed > 0 {
 			return append(set, finish(j, model.Failure, JobTaskFailed, "A task of the job failed.")...), nil
+		}
+		// The old costs of the changed windows go before the job says
+		// SUCCESS, so a reader who sees SUCCESS sees the new costs only.
+		// It happens under the job's lock, where the finish is decided:
+		// two workers settling the last two tasks at once each saw the
+		// other's task unfinished when this was checked outside it.
+		for _, c := range j.Changed {
+			if err := js.ReplaceWindow(ctx, j, c); err != nil {
+				return nil, err
+			}
 		}
 		succeeded = j
 		return append(set, finish(j, model.Success, "", "")...), nil
