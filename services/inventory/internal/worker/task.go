@@ -261,8 +261,11 @@ func (w *Worker) subTask(ctx context.Context, msg jetstream.Msg, job *inv.Job, t
 		}
 	}
 	rec.At = time.Now().UTC()
-	if _, err := w.records.InsertOne(ctx, rec); err != nil && !mongo.IsDuplicateKeyError(err) {
-		return store.Wrap(err)
+	if _, err := w.records.InsertOne(ctx, rec); err != nil {
+		if !mongo.IsDuplicateKeyError(err) {
+			return store.Wrap(err)
+		}
+		return w.afterRecord(ctx, job, task) // another delivery recorded it first
 	}
 	w.log.Info("inventory sub-task done", "job_id", job.JobID, "job_task_id", task.ID, "sub_task", n, "created", rec.Created,
 		"updated", rec.Updated, "failure", rec.Failure, "worker", w.holder)
