@@ -314,7 +314,21 @@ func (b *bench) measureCollect(ctx context.Context, db, raw *mongo.Database, fp 
 		return nil, err
 	}
 	var pollErr error
+	lastNote := time.Now()
 	for job.Status == "IN_PROGRESS" {
+		if time.Since(lastNote) > 30*time.Second {
+			lastNote = time.Now()
+			var tl struct {
+				Results []struct {
+					RemainedSubTasks int `json:"remained_sub_tasks"`
+					CreatedCount     int `json:"created_count"`
+				} `json:"results"`
+			}
+			if err := post(ctx, "/inventory/v1/job-task/list", map[string]string{"job_id": job.JobID}, &tl); err == nil && len(tl.Results) == 1 {
+				progress("inventory: %s in, %d sub-tasks remain, %d created so far", time.Since(start).Round(time.Second),
+					tl.Results[0].RemainedSubTasks, tl.Results[0].CreatedCount)
+			}
+		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -328,7 +342,12 @@ func (b *bench) measureCollect(ctx context.Context, db, raw *mongo.Database, fp 
 		}
 	}
 	res.nubes = time.Since(start)
-	stored, err := db.Collection("inventory_cloud_services").CountDocuments(ctx, bson.D{})
+	progress("inventory: job %s %s in %s", job.JobID, job.Status, res.nubes.Round(time.Second))
+	// A count scans the collection on FerretDB: a deadline of its own
+	// (it replaces the client's per-operation timeout).
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	stored, err := db.Collection("inventory_cloud_services").CountDocuments(cctx, bson.D{})
+	cancel()
 	if err != nil {
 		return nil, err
 	}
