@@ -26,6 +26,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/config"
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/plugin"
+	"github.com/nubes-io/nubes/pkg/pluginref"
 	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/seal/sealcmd"
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/cost"
@@ -102,7 +103,7 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	sources, err := datasource.New(ctx, d.DB, model.Repository{Client: d.Services.Client("repository")}, plugins, cfg.Keys, rules, jobs, log)
+	sources, err := datasource.New(ctx, d.DB, pluginref.Repository{Client: d.Services.Client("repository"), Kind: model.PluginKind, Strict: true, Log: log}, plugins, cfg.Keys, rules, jobs, log)
 	if err != nil {
 		return nil, err
 	}

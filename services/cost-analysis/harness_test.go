@@ -179,12 +179,8 @@ func setupWith(t *testing.T, o options) *env {
 	svcSrv := fs.serve(t)
 	fp := fakeplugin.Start(t, fakeplugin.Options{})
 	fp.Script(initMethod, fakeplugin.Reply{Result: M{"metadata": initMetadata}})
-	plugins, err := plugin.New(map[string]string{"plugin-aws-cost-explorer-cost-datasource": fp.Endpoint, "plugin-unreachable": "grpc://127.0.0.1:1"},
+	plugins := fakeplugin.Client(t, map[string]string{"plugin-aws-cost-explorer-cost-datasource": fp.Endpoint, "plugin-unreachable": fakeplugin.Unreachable},
 		plugin.Options{ReadyTimeout: 300 * time.Millisecond, CallTimeout: 3 * time.Second, Retries: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = plugins.Close() })
 	keys, err := seal.Parse(seal.RandomSpec("k1"), "k1")
 	if err != nil {
 		t.Fatal(err)
@@ -223,14 +219,13 @@ func setupWith(t *testing.T, o options) *env {
 	}
 	e.handler = srv.Handler()
 	c := testkit.NewClient(t, srv.Handler())
-	tok := func(p auth.Principal) *testkit.Client { return c.As(tk.Token(t, p)) }
 	e.anon = c
-	e.system = tok(auth.Principal{TokenType: auth.SystemToken, DomainID: "domain-root", UserID: "root", Role: auth.SystemAdmin})
-	e.adminA = tok(auth.Principal{DomainID: "domain-a", UserID: "alice", Role: auth.DomainAdmin})
-	e.adminB = tok(auth.Principal{DomainID: "domain-b", UserID: "bob", Role: auth.DomainAdmin})
-	e.ownerA1 = tok(auth.Principal{DomainID: "domain-a", UserID: "olga", Role: auth.WorkspaceOwner, WorkspaceID: "workspace-1"})
-	e.ownerA2 = tok(auth.Principal{DomainID: "domain-a", UserID: "otto", Role: auth.WorkspaceOwner, WorkspaceID: "workspace-2"})
-	e.memberA1 = tok(auth.Principal{DomainID: "domain-a", UserID: "mia", Role: auth.WorkspaceMember, WorkspaceID: "workspace-1"})
+	e.system = c.For(auth.Principal{TokenType: auth.SystemToken, DomainID: "domain-root", UserID: "root", Role: auth.SystemAdmin})
+	e.adminA = c.For(auth.Principal{DomainID: "domain-a", UserID: "alice", Role: auth.DomainAdmin})
+	e.adminB = c.For(auth.Principal{DomainID: "domain-b", UserID: "bob", Role: auth.DomainAdmin})
+	e.ownerA1 = c.For(auth.Principal{DomainID: "domain-a", UserID: "olga", Role: auth.WorkspaceOwner, WorkspaceID: "workspace-1"})
+	e.ownerA2 = c.For(auth.Principal{DomainID: "domain-a", UserID: "otto", Role: auth.WorkspaceOwner, WorkspaceID: "workspace-2"})
+	e.memberA1 = c.For(auth.Principal{DomainID: "domain-a", UserID: "mia", Role: auth.WorkspaceMember, WorkspaceID: "workspace-1"})
 	return e
 }
 
@@ -238,25 +233,13 @@ func setupWith(t *testing.T, o options) *env {
 // when nil): the proof that a refused request stored nothing.
 func (e *env) count(t *testing.T, coll string, filter ...bson.E) int64 {
 	t.Helper()
-	f := bson.D(filter)
-	if f == nil {
-		f = bson.D{}
-	}
-	n, err := e.db.Collection(coll).CountDocuments(context.Background(), f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return testkit.Count(t, e.db.Collection(coll), filter...)
 }
 
 // raw reads a stored document by _id.
 func (e *env) raw(t *testing.T, coll, id string) bson.M {
 	t.Helper()
-	var m bson.M
-	if err := e.db.Collection(coll).FindOne(context.Background(), bson.D{{Key: "_id", Value: id}}).Decode(&m); err != nil {
-		t.Fatalf("%s %s: %v", coll, id, err)
-	}
-	return m
+	return testkit.Raw(t, e.db.Collection(coll), id)
 }
 
 // DataSource is the DataSourceInfo as a client reads it.

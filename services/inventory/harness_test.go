@@ -158,48 +158,22 @@ func newFakeIdentity(t *testing.T) *fakeIdentity {
 func (f *fakeIdentity) setAccounts(as []account) { f.mu.Lock(); f.accounts = as; f.mu.Unlock() }
 func (f *fakeIdentity) setDown(down bool)        { f.mu.Lock(); f.down = down; f.mu.Unlock() }
 
-// Plugins the fake repository knows: id -> resource_type.
-var knownPlugins = map[string]string{
-	collectorPlugin:              "inventory.Collector",
-	"plugin-multi-provider":      "inventory.Collector",
-	"plugin-unreachable":         "inventory.Collector",
-	"plugin-grafana-mon-webhook": "monitoring.Webhook",
+// Plugins the fake repository knows.
+var knownPlugins = map[string]testkit.RepoPlugin{
+	collectorPlugin:              {ResourceType: "inventory.Collector", Provider: "aws", Capability: awsCapability()},
+	"plugin-multi-provider":      {ResourceType: "inventory.Collector", Capability: multiCapability()},
+	"plugin-unreachable":         {ResourceType: "inventory.Collector", Provider: "aws", Capability: awsCapability()},
+	"plugin-grafana-mon-webhook": {ResourceType: "monitoring.Webhook", Provider: "aws", Capability: awsCapability()},
 }
 
-func newFakeRepository(t *testing.T) *httptest.Server {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, err := testkit.Get().Verifier.Authenticate(r.Context(), strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")); err != nil {
-			writeError(w, http.StatusUnauthorized, errs.AuthenticateFailure)
-			return
-		}
-		var req struct {
-			PluginID string `json:"plugin_id"`
-		}
-		body, _ := io.ReadAll(r.Body)
-		_ = json.Unmarshal(body, &req)
-		rt, ok := knownPlugins[req.PluginID]
-		if !ok {
-			writeError(w, http.StatusNotFound, errs.NotFoundCode)
-			return
-		}
-		switch r.URL.Path {
-		case "/repository/v1/plugin/get":
-			capability := map[string]any{"supported_schema": []string{"aws_access_key"}}
-			provider := "aws"
-			if req.PluginID == "plugin-multi-provider" {
-				capability["supported_providers"] = []string{"aws", "google_cloud"}
-				provider = ""
-			}
-			_ = json.NewEncoder(w).Encode(map[string]any{"plugin_id": req.PluginID, "name": req.PluginID, "resource_type": rt,
-				"provider": provider, "capability": capability, "state": "ENABLED"})
-		case "/repository/v1/plugin/get-versions":
-			_ = json.NewEncoder(w).Encode(map[string]any{"results": []string{"1.2.0", "1.1.0"}, "total_count": 2})
-		default:
-			writeError(w, http.StatusNotFound, errs.UnsupportedAPI)
-		}
-	}))
-	t.Cleanup(srv.Close)
-	return srv
+func awsCapability() map[string]any {
+	return map[string]any{"supported_schema": []string{"aws_access_key"}}
+}
+
+func multiCapability() map[string]any {
+	c := awsCapability()
+	c["supported_providers"] = []string{"aws", "google_cloud"}
+	return c
 }
 
 // stack is one test's inventory: its store, broker, fakes and callers.
@@ -208,7 +182,7 @@ type stack struct {
 	db       *mongo.Database
 	nats     *testkit.NATS
 	identity *fakeIdentity
-	repo     *httptest.Server
+	repo     *testkit.Fake
 	plugin   *fakeplugin.Server
 	plugins  *plugin.Client
 	svcToken string
@@ -226,17 +200,12 @@ func setup(t *testing.T) *stack { t.Helper(); return setupWith(t, options{}) }
 func setupWith(t *testing.T, o options) *stack {
 	t.Helper()
 	env := testkit.Get()
-	s := &stack{t: t, db: env.Database(t), nats: testkit.StartNATS(t), identity: newFakeIdentity(t), repo: newFakeRepository(t)}
+	s := &stack{t: t, db: env.Database(t), nats: testkit.StartNATS(t), identity: newFakeIdentity(t), repo: testkit.FakeRepository(t, knownPlugins)}
 	s.plugin = fakeplugin.Start(t, fakeplugin.Options{})
 	s.plugin.Script(initMethod, fakeplugin.Reply{Result: map[string]any{"metadata": map[string]any{
 		"supported_resource_type": []any{"inventory.CloudService"}, "options_schema": map[string]any{"type": "object"}}}})
-	var err error
-	s.plugins, err = plugin.New(map[string]string{collectorPlugin: s.plugin.Endpoint, "plugin-multi-provider": s.plugin.Endpoint,
-		"plugin-unreachable": "grpc://127.0.0.1:1"}, plugin.Options{ReadyTimeout: 300 * time.Millisecond, Retries: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.plugins.Close() })
+	s.plugins = fakeplugin.Client(t, map[string]string{collectorPlugin: s.plugin.Endpoint, "plugin-multi-provider": s.plugin.Endpoint,
+		"plugin-unreachable": fakeplugin.Unreachable}, plugin.Options{ReadyTimeout: 300 * time.Millisecond, Retries: -1})
 	s.svcToken = env.Token(t, auth.Principal{TokenType: auth.SystemToken, DomainID: "domain-root", UserID: "inventory", Role: auth.SystemAdmin})
 
 	replicas := max(o.replicas, 1)
@@ -252,15 +221,14 @@ func setupWith(t *testing.T, o options) *stack {
 		t.Fatal(err)
 	}
 	c := testkit.NewClient(t, srv.Handler())
-	tok := func(p auth.Principal) *testkit.Client { return c.As(env.Token(t, p)) }
 	s.anon = c
-	s.system = tok(auth.Principal{TokenType: auth.SystemToken, DomainID: "domain-a", UserID: "root", Role: auth.SystemAdmin})
-	s.adminA = tok(auth.Principal{DomainID: "domain-a", UserID: "alice", Role: auth.DomainAdmin})
-	s.adminB = tok(auth.Principal{DomainID: "domain-b", UserID: "bob", Role: auth.DomainAdmin})
-	s.ownerA1 = tok(auth.Principal{DomainID: "domain-a", UserID: "olga", Role: auth.WorkspaceOwner, WorkspaceID: "workspace-1"})
-	s.ownerA2 = tok(auth.Principal{DomainID: "domain-a", UserID: "otto", Role: auth.WorkspaceOwner, WorkspaceID: "workspace-2"})
-	s.memberA1 = tok(auth.Principal{DomainID: "domain-a", UserID: "mia", Role: auth.WorkspaceMember, WorkspaceID: "workspace-1"})
-	s.userA = tok(auth.Principal{DomainID: "domain-a", UserID: "ulla", Role: auth.User})
+	s.system = c.For(auth.Principal{TokenType: auth.SystemToken, DomainID: "domain-a", UserID: "root", Role: auth.SystemAdmin})
+	s.adminA = c.For(auth.Principal{DomainID: "domain-a", UserID: "alice", Role: auth.DomainAdmin})
+	s.adminB = c.For(auth.Principal{DomainID: "domain-b", UserID: "bob", Role: auth.DomainAdmin})
+	s.ownerA1 = c.For(auth.Principal{DomainID: "domain-a", UserID: "olga", Role: auth.WorkspaceOwner, WorkspaceID: "workspace-1"})
+	s.ownerA2 = c.For(auth.Principal{DomainID: "domain-a", UserID: "otto", Role: auth.WorkspaceOwner, WorkspaceID: "workspace-2"})
+	s.memberA1 = c.For(auth.Principal{DomainID: "domain-a", UserID: "mia", Role: auth.WorkspaceMember, WorkspaceID: "workspace-1"})
+	s.userA = c.For(auth.Principal{DomainID: "domain-a", UserID: "ulla", Role: auth.User})
 	return s
 }
 
@@ -332,14 +300,7 @@ type list[T any] struct {
 // the proof that a refused request stored nothing.
 func (s *stack) count(coll string, filter bson.D) int64 {
 	s.t.Helper()
-	if filter == nil {
-		filter = bson.D{}
-	}
-	n, err := s.db.Collection(coll).CountDocuments(context.Background(), filter)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	return n
+	return testkit.Count(s.t, s.db.Collection(coll), filter...)
 }
 
 // raw reads a stored document by _id.

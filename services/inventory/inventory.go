@@ -20,6 +20,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/config"
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/plugin"
+	"github.com/nubes-io/nubes/pkg/pluginref"
 	"github.com/nubes-io/nubes/services/inventory/internal/cloudservice"
 	"github.com/nubes-io/nubes/services/inventory/internal/cloudservicetype"
 	"github.com/nubes-io/nubes/services/inventory/internal/collector"
@@ -120,7 +121,7 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 		}
 	}
 	identity := inv.Identity{Client: d.Services.Client("identity")}
-	repo := inv.Repository{Client: d.Services.Client("repository")}
+	repo := pluginref.Repository{Client: d.Services.Client("repository"), Kind: inv.CollectorKind, Log: log}
 	var workers []func(context.Context) error
 	var outbox *events.Outbox
 	if d.Events != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/plugin"
+	"github.com/nubes-io/nubes/pkg/pluginref"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/stat"
@@ -137,7 +138,7 @@ func (r *syncRequest) Validate() error {
 type DataSources struct {
 	db      *mongo.Database
 	c       *mongo.Collection
-	repo    model.Repository
+	repo    pluginref.Repository
 	plugins *plugin.Client
 	keys    *seal.Keyring
 	rules   *rule.Rules
@@ -146,7 +147,7 @@ type DataSources struct {
 }
 
 // New creates the collection's indexes.
-func New(ctx context.Context, db *mongo.Database, repo model.Repository, plugins *plugin.Client, keys *seal.Keyring,
+func New(ctx context.Context, db *mongo.Database, repo pluginref.Repository, plugins *plugin.Client, keys *seal.Keyring,
 	rules *rule.Rules, jobs *job.Jobs, log *slog.Logger) (*DataSources, error) {
 	ds := &DataSources{db: db, c: db.Collection(model.DataSourcesCollection), repo: repo, plugins: plugins, keys: keys,
 		rules: rules, jobs: jobs, log: log}
@@ -178,28 +179,11 @@ func (ds *DataSources) target(info model.PluginInfo) plugin.CostDataSource {
 	return plugin.CostDataSource{Target: ds.plugins.Plugin(info.PluginID, info.Version)}
 }
 
-// resolve picks the plugin version (the given one, which the repository
-// must know, or the newest) and initialises the plugin.
-func (ds *DataSources) resolve(ctx context.Context, info *model.PluginInfo, version, domainID string) error {
-	versions, err := ds.repo.Versions(ctx, info.PluginID)
-	if err != nil {
-		return err
+// init initialises the plugin for the domain's data source.
+func (ds *DataSources) init(domainID string) pluginref.Init {
+	return func(ctx context.Context, info pluginref.Info) (map[string]any, error) {
+		return plugin.CostDataSource{Target: ds.plugins.Plugin(info.PluginID, info.Version)}.Init(ctx, info.Options, domainID)
 	}
-	switch {
-	case version != "":
-		if !slices.Contains(versions, version) {
-			return errs.Invalid("version", "not a version of plugin "+info.PluginID+" in the repository")
-		}
-		info.Version = version
-	case info.UpgradeMode != "MANUAL" && len(versions) > 0:
-		info.Version = versions[0]
-	}
-	md, err := ds.target(*info).Init(ctx, info.Options, domainID)
-	if err != nil {
-		return err
-	}
-	info.Options, info.Metadata = wire.Object(info.Options), wire.Object(md)
-	return nil
 }
 
 // managedSpecs reads the MANAGED rules of a plugin's metadata; an entry
@@ -234,17 +218,16 @@ func (ds *DataSources) register(ctx context.Context, p *auth.Principal, r *regis
 	if err != nil {
 		return nil, err
 	}
-	rp, err := ds.repo.DataSourcePlugin(ctx, r.PluginInfo.PluginID)
+	rp, err := ds.repo.Get(ctx, r.PluginInfo.PluginID)
 	if err != nil {
 		return nil, err
 	}
-	info := model.PluginInfo{PluginID: rp.PluginID, Options: r.PluginInfo.Options, UpgradeMode: r.PluginInfo.UpgradeMode, SchemaID: r.PluginInfo.SchemaID}
-	if info.UpgradeMode == "" {
-		info.UpgradeMode = "AUTO"
-	}
-	if err := ds.resolve(ctx, &info, r.PluginInfo.Version, p.DomainID); err != nil {
+	pi, err := ds.repo.New(ctx, rp.PluginID, pluginref.Ask{Version: r.PluginInfo.Version, Options: r.PluginInfo.Options,
+		UpgradeMode: r.PluginInfo.UpgradeMode}, "version", ds.init(p.DomainID))
+	if err != nil {
 		return nil, err
 	}
+	info := model.PluginInfo{Info: pi, SchemaID: r.PluginInfo.SchemaID}
 	if r.PluginInfo.SecretData != nil {
 		if err := ds.target(info).Verify(ctx, info.Options, r.PluginInfo.SecretData, "", p.DomainID); err != nil {
 			return nil, err
@@ -347,16 +330,10 @@ func (ds *DataSources) update(ctx context.Context, p *auth.Principal, r *update)
 func (ds *DataSources) updatePlugin(ctx context.Context, p *auth.Principal, r *updatePlugin) (*DataSource, error) {
 	doc, err := ds.change(ctx, p, r.DataSourceID, func(doc *DataSource) (bson.D, error) {
 		info := doc.PluginInfo
-		if r.Options != nil {
-			info.Options = r.Options
-		}
-		if r.UpgradeMode != "" {
-			info.UpgradeMode = r.UpgradeMode
-		}
-		if info.UpgradeMode == "MANUAL" && r.Version == "" && info.Version == "" {
-			return nil, errs.Required("version")
-		}
-		if err := ds.resolve(ctx, &info, r.Version, doc.DomainID); err != nil {
+		var err error
+		info.Info, err = ds.repo.Change(ctx, info.Info, pluginref.Ask{Version: r.Version, Options: r.Options, UpgradeMode: r.UpgradeMode},
+			ds.init(doc.DomainID))
+		if err != nil {
 			return nil, err
 		}
 		return bson.D{{Key: "plugin_info", Value: info}}, nil

@@ -16,8 +16,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/nubes-io/nubes/pkg/auth"
-	"github.com/nubes-io/nubes/pkg/call"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/pluginref"
 	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
@@ -65,8 +65,8 @@ const (
 	Canceled   = "CANCELED"
 )
 
-// ResourceType is the repository resource_type of cost data source plugins.
-const ResourceType = "cost_analysis.DataSource"
+// PluginKind is the kind of plugin a data source runs on.
+var PluginKind = pluginref.Kind{ResourceType: "cost_analysis.DataSource", Name: "cost data source"}
 
 var (
 	// Readers may read data sources, rules, jobs, costs and exchange
@@ -152,13 +152,9 @@ func Placement(p *auth.Principal, resourceGroup, workspaceID string) (string, er
 
 // PluginInfo is a data source's plugin.
 type PluginInfo struct {
-	PluginID    string `bson:"plugin_id" json:"plugin_id"`
-	Version     string `bson:"version" json:"version"`
-	Options     Object `bson:"options" json:"options"`
-	Metadata    Object `bson:"metadata" json:"metadata"`
-	SecretID    string `bson:"secret_id,omitempty" json:"secret_id,omitempty"`
-	SchemaID    string `bson:"schema_id,omitempty" json:"schema_id,omitempty"`
-	UpgradeMode string `bson:"upgrade_mode" json:"upgrade_mode"`
+	pluginref.Info `bson:",inline"`
+	SecretID       string `bson:"secret_id,omitempty" json:"secret_id,omitempty"`
+	SchemaID       string `bson:"schema_id,omitempty" json:"schema_id,omitempty"`
 }
 
 // Schedule is when a data source syncs by itself.
@@ -369,47 +365,6 @@ func DataSourceLock(dataSourceID string) string { return "ds:" + dataSourceID }
 
 // JobLock is the lease under which a job's status changes.
 func JobLock(jobID string) string { return "job:" + jobID }
-
-// Repository paths the service calls.
-const (
-	PluginGetPath      = "/repository/v1/plugin/get"
-	PluginVersionsPath = "/repository/v1/plugin/get-versions"
-)
-
-// RepoPlugin is what the service needs of repository's PluginInfo.
-type RepoPlugin struct {
-	PluginID     string         `json:"plugin_id"`
-	ResourceType string         `json:"resource_type"`
-	Provider     string         `json:"provider"`
-	Capability   map[string]any `json:"capability"`
-}
-
-// Repository looks plugins up on the caller's behalf.
-type Repository struct{ Client *call.Client }
-
-// DataSourcePlugin returns a cost_analysis.DataSource plugin; another kind
-// of plugin is 404, as an unknown one is.
-func (r Repository) DataSourcePlugin(ctx context.Context, pluginID string) (*RepoPlugin, error) {
-	var p RepoPlugin
-	if err := r.Client.Call(ctx, PluginGetPath, map[string]string{"plugin_id": pluginID}, &p); err != nil {
-		return nil, err
-	}
-	if p.PluginID != pluginID || p.ResourceType != ResourceType {
-		return nil, errs.New(errs.NotFoundCode, "No cost data source plugin (resource_type %s) found. (plugin_id = %s)", ResourceType, pluginID)
-	}
-	return &p, nil
-}
-
-// Versions are the plugin's versions, newest first.
-func (r Repository) Versions(ctx context.Context, pluginID string) ([]string, error) {
-	var v struct {
-		Results []string `json:"results"`
-	}
-	if err := r.Client.Call(ctx, PluginVersionsPath, map[string]string{"plugin_id": pluginID}, &v); err != nil {
-		return nil, err
-	}
-	return v.Results, nil
-}
 
 // LoadDataSource returns a data source the caller may see (404 otherwise).
 func LoadDataSource(ctx context.Context, db *mongo.Database, p *auth.Principal, id string) (*DataSource, error) {

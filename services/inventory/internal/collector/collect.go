@@ -132,7 +132,7 @@ func (s *Service) upgrade(ctx context.Context, c *Collector) error {
 	if c.PluginInfo.UpgradeMode != "AUTO" {
 		return nil
 	}
-	v := s.repo.LatestVersion(ctx, c.PluginInfo.PluginID, s.log)
+	v := s.repo.Latest(ctx, c.PluginInfo.PluginID)
 	if v == "" || v == c.PluginInfo.Version {
 		return nil
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/plugin"
+	"github.com/nubes-io/nubes/pkg/pluginref"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
@@ -118,7 +119,7 @@ type Service struct {
 	c        *mongo.Collection
 	jobs     *mongo.Collection
 	tasks    *mongo.Collection
-	repo     inv.Repository
+	repo     pluginref.Repository
 	identity inv.Identity
 	plugins  *plugin.Client
 	outbox   *events.Outbox
@@ -127,7 +128,7 @@ type Service struct {
 
 // New creates the collection's indexes. outbox queues the tasks of
 // collect (nil: collect answers 503).
-func New(ctx context.Context, db *mongo.Database, repo inv.Repository, identity inv.Identity, plugins *plugin.Client,
+func New(ctx context.Context, db *mongo.Database, repo pluginref.Repository, identity inv.Identity, plugins *plugin.Client,
 	outbox *events.Outbox, log *slog.Logger) (*Service, error) {
 	s := &Service{c: db.Collection(inv.CollectorsCollection), jobs: db.Collection(inv.JobsCollection),
 		tasks: db.Collection(inv.JobTasksCollection), repo: repo, identity: identity, plugins: plugins, outbox: outbox, log: log}
@@ -158,6 +159,10 @@ func (s *Service) target(info inv.PluginInfo) plugin.Collector {
 	return plugin.Collector{Target: s.plugins.Plugin(info.PluginID, info.Version)}
 }
 
+func (s *Service) init(ctx context.Context, info inv.PluginInfo) (map[string]any, error) {
+	return s.target(info).Init(ctx, info.Options)
+}
+
 // placement is the workspace_id of a new collector: "*" for DOMAIN; for
 // WORKSPACE the caller's workspace, or for a domain-wide caller a
 // workspace of the domain named in the request.
@@ -185,8 +190,8 @@ func (s *Service) placement(ctx context.Context, p *auth.Principal, group, works
 
 // provider resolves a collector's provider: the request's, else the
 // plugin's; it must be one the plugin supports when the plugin says.
-func provider(asked string, rp *inv.RepoPlugin) (string, error) {
-	supported := rp.SupportedProviders()
+func provider(asked string, rp *pluginref.Plugin) (string, error) {
+	supported := inv.SupportedProviders(rp)
 	pr := asked
 	if pr == "" {
 		pr = rp.Provider
@@ -221,7 +226,7 @@ func (s *Service) create(ctx context.Context, p *auth.Principal, r *createCollec
 	if err != nil {
 		return nil, err
 	}
-	rp, err := s.repo.Collector(ctx, r.PluginInfo.PluginID)
+	rp, err := s.repo.Get(ctx, r.PluginInfo.PluginID)
 	if err != nil {
 		return nil, err
 	}
@@ -229,19 +234,11 @@ func (s *Service) create(ctx context.Context, p *auth.Principal, r *createCollec
 	if err != nil {
 		return nil, err
 	}
-	info := inv.PluginInfo{PluginID: rp.PluginID, Version: r.PluginInfo.Version, Options: wire.Object(r.PluginInfo.Options),
-		UpgradeMode: r.PluginInfo.UpgradeMode}
-	if info.UpgradeMode == "" {
-		info.UpgradeMode = "AUTO"
-	}
-	if info.Version == "" {
-		info.Version = s.repo.LatestVersion(ctx, rp.PluginID, s.log)
-	}
-	md, err := s.target(info).Init(ctx, info.Options)
+	info, err := s.repo.New(ctx, rp.PluginID, pluginref.Ask{Version: r.PluginInfo.Version, Options: r.PluginInfo.Options,
+		UpgradeMode: r.PluginInfo.UpgradeMode}, "plugin_info.version", s.init)
 	if err != nil {
 		return nil, err
 	}
-	info.Metadata = wire.Object(md)
 	filter := inv.SecretFilter{}
 	if r.SecretFilter != nil {
 		filter = *r.SecretFilter
@@ -318,28 +315,10 @@ func (s *Service) updatePlugin(ctx context.Context, p *auth.Principal, r *update
 	if err != nil {
 		return nil, err
 	}
-	info := doc.PluginInfo
-	if r.UpgradeMode != "" {
-		info.UpgradeMode = r.UpgradeMode
-	}
-	if r.Options != nil {
-		info.Options = r.Options
-	}
-	switch {
-	case r.Version != "":
-		info.Version = r.Version
-	case info.UpgradeMode == "AUTO":
-		if v := s.repo.LatestVersion(ctx, info.PluginID, s.log); v != "" {
-			info.Version = v
-		}
-	case info.UpgradeMode == "MANUAL" && info.Version == "":
-		return nil, errs.Required("version")
-	}
-	md, err := s.target(info).Init(ctx, wire.Object(info.Options))
+	info, err := s.repo.Change(ctx, doc.PluginInfo, pluginref.Ask{Version: r.Version, Options: r.Options, UpgradeMode: r.UpgradeMode}, s.init)
 	if err != nil {
 		return nil, err
 	}
-	info.Options, info.Metadata = wire.Object(info.Options), wire.Object(md)
 	return store.SetByID[Collector](ctx, s.c, "collector_id", doc.ID, bson.D{{Key: "plugin_info", Value: info}})
 }
 

@@ -3,9 +3,9 @@ package inv
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/store"
 )
 
 // MaxScheduleHours is how many hours a collector schedule may hold
@@ -37,41 +37,9 @@ func CheckSchedule(sc *Schedule) (Schedule, error) {
 	return out, nil
 }
 
-// CheckKeys refuses free-form objects whose keys the store cannot keep
-// or query safely: empty keys, keys starting with "$", keys with "." or
-// NUL, and nesting deeper than 32 levels.
-func CheckKeys(field string, v any) error { return checkKeys(field, v, 0) }
-
-func checkKeys(field string, v any, depth int) error {
-	if depth > 32 {
-		return errs.Invalid(field, "nested too deeply")
-	}
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			if k == "" || strings.HasPrefix(k, "$") || strings.ContainsAny(k, ".\x00") {
-				return errs.Invalid(field, fmt.Sprintf("key %q: keys must not be empty, start with $ or hold a dot", k))
-			}
-			if err := checkKeys(field, e, depth+1); err != nil {
-				return err
-			}
-		}
-	case []any:
-		for _, e := range x {
-			if err := checkKeys(field, e, depth+1); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// CheckAllKeys is CheckKeys over name, value pairs.
-func CheckAllKeys(pairs ...any) error {
-	for i := 0; i+1 < len(pairs); i += 2 {
-		if err := CheckKeys(pairs[i].(string), pairs[i+1]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+// CheckKeys and CheckAllKeys refuse free-form objects whose keys the
+// store cannot keep or query safely (the kit's store.CheckKeys).
+var (
+	CheckKeys    = store.CheckKeys
+	CheckAllKeys = store.CheckAllKeys
+)

@@ -2,37 +2,20 @@ package inv
 
 import (
 	"context"
-	"errors"
-	"log/slog"
 	"slices"
 
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/call"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/pluginref"
 )
 
-// CollectorResourceType is the repository resource_type of collector
-// plugins.
-const CollectorResourceType = "inventory.Collector"
+// CollectorKind is the kind of plugin a collector runs on.
+var CollectorKind = pluginref.Kind{ResourceType: "inventory.Collector", Name: "collector"}
 
-// Repository paths inventory calls.
-const (
-	PluginGetPath      = "/repository/v1/plugin/get"
-	PluginVersionsPath = "/repository/v1/plugin/get-versions"
-)
-
-// RepoPlugin is what inventory needs of repository's PluginInfo.
-type RepoPlugin struct {
-	PluginID     string         `json:"plugin_id"`
-	Name         string         `json:"name"`
-	ResourceType string         `json:"resource_type"`
-	Provider     string         `json:"provider"`
-	Capability   map[string]any `json:"capability"`
-}
-
-// SupportedProviders is capability.supported_providers, nil when the
-// plugin does not say.
-func (p *RepoPlugin) SupportedProviders() []string {
+// SupportedProviders is the plugin's capability.supported_providers, nil
+// when the plugin does not say.
+func SupportedProviders(p *pluginref.Plugin) []string {
 	raw, ok := p.Capability["supported_providers"].([]any)
 	if !ok {
 		return nil
@@ -44,42 +27,6 @@ func (p *RepoPlugin) SupportedProviders() []string {
 		}
 	}
 	return out
-}
-
-// Repository looks plugins up on the caller's behalf.
-type Repository struct{ Client *call.Client }
-
-// Collector returns a collector plugin the caller may use: another kind
-// of plugin is 404, as an unknown one is.
-func (r Repository) Collector(ctx context.Context, pluginID string) (*RepoPlugin, error) {
-	var p RepoPlugin
-	if err := r.Client.Call(ctx, PluginGetPath, map[string]string{"plugin_id": pluginID}, &p); err != nil {
-		return nil, err
-	}
-	if p.PluginID != pluginID || p.ResourceType != CollectorResourceType {
-		return nil, errs.New(errs.NotFoundCode, "No collector plugin (resource_type %s) found. (plugin_id = %s)", CollectorResourceType, pluginID)
-	}
-	return &p, nil
-}
-
-// LatestVersion is the newest version the repository knows of the
-// plugin, "" when it lists none or cannot say (the endpoint map then
-// serves the plugin by its id alone).
-func (r Repository) LatestVersion(ctx context.Context, pluginID string, log *slog.Logger) string {
-	var v struct {
-		Results []string `json:"results"`
-	}
-	if err := r.Client.Call(ctx, PluginVersionsPath, map[string]string{"plugin_id": pluginID}, &v); err != nil {
-		var e *errs.Error
-		if !errors.As(err, &e) || e.Status() >= 500 {
-			log.Warn("plugin versions not known; the collector keeps no version", "plugin_id", pluginID, "error", err.Error())
-		}
-		return ""
-	}
-	if len(v.Results) == 0 {
-		return ""
-	}
-	return v.Results[0]
 }
 
 // Identity paths inventory calls.

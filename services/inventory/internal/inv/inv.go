@@ -19,6 +19,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/pluginref"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
 )
@@ -156,13 +157,7 @@ func Writable(p *auth.Principal, workspaceID string) error {
 
 // PluginInfo is a collector's plugin: which one, its options and the
 // metadata its init answered.
-type PluginInfo struct {
-	PluginID    string         `bson:"plugin_id" json:"plugin_id"`
-	Version     string         `bson:"version" json:"version"`
-	Options     map[string]any `bson:"options" json:"options"`
-	Metadata    map[string]any `bson:"metadata" json:"metadata"`
-	UpgradeMode string         `bson:"upgrade_mode" json:"upgrade_mode"`
-}
+type PluginInfo = pluginref.Info
 
 // Schedule is when a collector collects: at each of its hours (UTC).
 type Schedule struct {
