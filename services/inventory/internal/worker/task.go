@@ -440,20 +440,21 @@ func (w *Worker) accountJob(ctx context.Context, job *inv.Job) error {
 // FAILURE with ERROR_JOB_TIMEOUT.
 func (w *Worker) TimeOut(ctx context.Context, job *inv.Job) error {
 	now := wire.T(wire.Now())
-	err := store.Lock(ctx, w.leases, "job-"+job.ID, leaseTTL, leaseWait, func() error {
+	e := inv.ErrorInfo{ErrorCode: ErrJobTimeout, Message: fmt.Sprintf("The job did not finish within %s.", w.cfg.JobTimeout), Additional: map[string]any{}}
+	return store.Lock(ctx, w.leases, "job-"+job.ID, leaseTTL, leaseWait, func() error {
 		cur, err := w.job(ctx, job.ID)
 		if err != nil || cur == nil || cur.Status != inv.JobInProgress {
+			return err
+		}
+		// The tasks end first: a reader who sees the job FAILURE sees
+		// its unfinished tasks FAILURE too.
+		if err := inv.EndTasks(ctx, w.tasks, cur.TaskIDs, inv.TaskFailure, &e, now); err != nil {
 			return err
 		}
 		set := bson.D{{Key: "status", Value: inv.JobFailure}, {Key: "finished_at", Value: now}, {Key: "updated_at", Value: now}}
 		_, err = w.jobs.UpdateOne(ctx, bson.D{{Key: "_id", Value: job.ID}}, bson.D{{Key: "$set", Value: set}})
 		return store.Wrap(err)
 	})
-	if err != nil {
-		return err
-	}
-	e := inv.ErrorInfo{ErrorCode: ErrJobTimeout, Message: fmt.Sprintf("The job did not finish within %s.", w.cfg.JobTimeout), Additional: map[string]any{}}
-	return inv.EndTasks(ctx, w.tasks, job.TaskIDs, inv.TaskFailure, &e, now)
 }
 
 // Sweep finds IN_PROGRESS jobs past their timeout every SweepEvery and
