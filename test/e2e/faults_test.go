@@ -74,7 +74,7 @@ func TestReplicasAgree(t *testing.T) {
 	for _, r := range []*replica{r1, r2} {
 		one := admin.with(direct(r.url))
 		var l postList
-		eventually(t, 5*time.Second, r.name+" reads the 4 views", func() bool {
+		eventually(t, 15*time.Second, r.name+" reads the 4 views", func() bool {
 			one.call("/board/v1/post/list", map[string]any{"post_id": ids[0]}).OK(&l)
 			return len(l.Results) == 1 && l.Results[0].ViewCount == 4
 		})
