@@ -8,14 +8,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"slices"
 	"sync"
-	"text/tabwriter"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -49,17 +47,10 @@ const (
 	costPluginID = "plugin-bench-cost"
 )
 
-// costResult is the sync throughput of both sides.
-type costResult struct {
-	nubes, raw time.Duration
-	rows       int
-	err        string
-}
-
 // measureCost runs the cost-analysis service on its own server (with an
 // embedded NATS and a fake gRPC plugin) and measures rule-get, rule-list
 // and cost-sync.
-func (b *bench) measureCost(ctx context.Context, db, raw *mongo.Database) ([]result, *costResult, error) {
+func (b *bench) measureCost(ctx context.Context, db, raw *mongo.Database) ([]result, *throughput, error) {
 	want := func(name string) bool { return len(b.cfg.ops) == 0 || slices.Contains(b.cfg.ops, name) }
 	if !want("rule-get") && !want("rule-list") && !want("cost-sync") {
 		return nil, nil, nil
@@ -268,7 +259,7 @@ func seedCostRules(ctx context.Context, db *mongo.Database) ([]string, []string,
 // job's SUCCESS, then the raw driver inserting the same rows, as the
 // workers store them (costTasks writers, chunks of costChunk).
 func (b *bench) measureSync(ctx context.Context, db, raw *mongo.Database, fp *fakeplugin.Server, dsID string,
-	post func(context.Context, string, any, any) error) (*costResult, error) {
+	post func(context.Context, string, any, any) error) (*throughput, error) {
 	perTask := costRows / costTasks
 	chunks := make([]map[string]any, 0, perTask/costChunk)
 	for c := 0; c < perTask/costChunk; c++ {
@@ -287,9 +278,9 @@ func (b *bench) measureSync(ctx context.Context, db, raw *mongo.Database, fp *fa
 	}
 	fp.Script("spaceone.api.cost_analysis.plugin.Job/get_tasks", fakeplugin.Reply{Result: map[string]any{"tasks": tasks}})
 	fp.Script("spaceone.api.cost_analysis.plugin.Cost/get_data", fakeplugin.Reply{Stream: chunks})
-	res := &costResult{rows: perTask * costTasks}
+	res := &throughput{name: "cost-sync", unit: "rows", callers: costTasks, items: perTask * costTasks}
 	b.settle()
-	progress("cost: sync of %d rows", res.rows)
+	progress("cost: sync of %d rows", res.items)
 	start := time.Now()
 	var job struct {
 		JobID  string `json:"job_id"`
@@ -306,7 +297,7 @@ func (b *bench) measureSync(ctx context.Context, db, raw *mongo.Database, fp *fa
 			return nil, ctx.Err()
 		}
 		if time.Since(start) > 30*time.Minute {
-			return nil, fmt.Errorf("sync of %d rows not finished in 30 min (last poll error: %v)", res.rows, pollErr)
+			return nil, fmt.Errorf("sync of %d rows not finished in 30 min (last poll error: %v)", res.items, pollErr)
 		}
 		time.Sleep(100 * time.Millisecond)
 		if err := post(ctx, "/cost-analysis/v1/job/get", map[string]string{"job_id": job.JobID}, &job); err != nil {
@@ -319,12 +310,12 @@ func (b *bench) measureSync(ctx context.Context, db, raw *mongo.Database, fp *fa
 	if err != nil {
 		return nil, err
 	}
-	if job.Status != "SUCCESS" || stored != int64(res.rows) {
-		res.err = fmt.Sprintf("job %s %s with %d rows stored, want %d", job.JobID, job.Status, stored, res.rows)
+	if job.Status != "SUCCESS" || stored != int64(res.items) {
+		res.err = fmt.Sprintf("job %s %s with %d rows stored, want %d", job.JobID, job.Status, stored, res.items)
 	}
 	// The raw side: the same documents, as the workers build them.
 	b.settle()
-	progress("cost: raw insert of %d rows", res.rows)
+	progress("cost: raw insert of %d rows", res.items)
 	costs := raw.Collection("bench_raw_costs")
 	defer func() { _ = costs.Drop(context.WithoutCancel(ctx)) }()
 	start = time.Now()
@@ -362,52 +353,4 @@ func (b *bench) measureSync(ctx context.Context, db, raw *mongo.Database, fp *fa
 		return nil, errors.Join(errors.New("raw insert"), err)
 	}
 	return res, nil
-}
-
-// printCostTable is printTable's table for the cost-analysis service.
-func (b *bench) printCostTable(w io.Writer, rs []result, cr *costResult) {
-	fmt.Fprintf(w, "\ncost-analysis: %d data source rules, %s per side, mongo pool %d\n", costRules, b.cfg.duration, b.cfg.pool)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "op\tside\tcallers\tops/s\tp50 ms\tp99 ms\tops\terrors\tratio\tgoal\t")
-	for _, r := range rs {
-		if r.skipped != "" {
-			fmt.Fprintf(tw, "%s\tboth\t\t\t\t\t\t\t\tskipped: %s\t\n", r.op.name, r.skipped)
-			continue
-		}
-		verdict := "met"
-		if len(r.raw.lat) == 0 || r.ratio() < r.op.goal || r.nubes.errors > 0 {
-			verdict = "MISSED"
-		}
-		for i, side := range []phase{r.nubes, r.raw} {
-			name, ratio, goal := "nubes", fmt.Sprintf("%.3f", r.ratio()), fmt.Sprintf(">= %.1f %s", r.op.goal, verdict)
-			if i == 1 {
-				name, ratio, goal = "raw", "", ""
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f\t%.2f\t%.2f\t%d\t%d\t%s\t%s\t\n", r.op.name, name, r.op.callers(b.cfg),
-				side.opsPerSec(), side.percentile(.5), side.percentile(.99), len(side.lat), side.errors, ratio, goal)
-		}
-		if r.nubes.firstErr != "" {
-			fmt.Fprintf(tw, "  first error: %s\t\t\t\t\t\t\t\t\t\t\n", r.nubes.firstErr)
-		}
-	}
-	if cr != nil {
-		fmt.Fprintf(tw, "cost-sync\tnubes\t%d\t%.1f rows/s\t\t\t%d\t%d\t%.3f\t\t\n", costTasks, float64(cr.rows)/cr.nubes.Seconds(), cr.rows,
-			map[bool]int{true: 1}[cr.err != ""], cr.raw.Seconds()/cr.nubes.Seconds())
-		fmt.Fprintf(tw, "cost-sync\traw\t%d\t%.1f rows/s\t\t\t%d\t0\t\t\t\n", costTasks, float64(cr.rows)/cr.raw.Seconds(), cr.rows)
-		if cr.err != "" {
-			fmt.Fprintf(tw, "  error: %s\t\t\t\t\t\t\t\t\t\t\n", cr.err)
-		}
-	}
-	_ = tw.Flush()
-}
-
-// costSummary adds the sync to the JSON summary.
-func costSummary(rs []result, cr *costResult) map[string]figures {
-	out := summary(rs)
-	if cr != nil && cr.nubes > 0 && cr.raw > 0 {
-		ratio := math.Round(cr.raw.Seconds()/cr.nubes.Seconds()*1000) / 1000
-		out["cost-sync"] = figures{OpsPerS: math.Round(float64(cr.rows) / cr.nubes.Seconds()), RawOpsPerS: math.Round(float64(cr.rows) / cr.raw.Seconds()),
-			Ratio: &ratio}
-	}
-	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"text/tabwriter"
@@ -47,8 +48,40 @@ func (b *bench) measureGroup(ctx context.Context, what string, seed func(context
 	return out, nil
 }
 
-// printGroup prints a group's results under heading (what the store holds).
-func (b *bench) printGroup(w io.Writer, heading string, rs []result) {
+// throughput is a bulk operation timed once per side (a sync, a collect):
+// items stored through the service's workers beside the driver storing
+// the same documents.
+type throughput struct {
+	name, unit string // table row name; unit of items ("rows", "res")
+	callers    int    // tasks that ran at once
+	items      int
+	nubes, raw time.Duration
+	err        string
+}
+
+func (t *throughput) print(tw io.Writer) {
+	fmt.Fprintf(tw, "%s\tnubes\t%d\t%.1f %s/s\t\t\t%d\t%d\t%.3f\t\t\n", t.name, t.callers, float64(t.items)/t.nubes.Seconds(), t.unit, t.items,
+		map[bool]int{true: 1}[t.err != ""], t.raw.Seconds()/t.nubes.Seconds())
+	fmt.Fprintf(tw, "%s\traw\t%d\t%.1f %s/s\t\t\t%d\t0\t\t\t\n", t.name, t.callers, float64(t.items)/t.raw.Seconds(), t.unit, t.items)
+	if t.err != "" {
+		fmt.Fprintf(tw, "  error: %s\t\t\t\t\t\t\t\t\t\t\n", t.err)
+	}
+}
+
+// groupSummary is summary(rs) with t's figures added under its name.
+func groupSummary(rs []result, t *throughput) map[string]figures {
+	out := summary(rs)
+	if t != nil && t.nubes > 0 && t.raw > 0 {
+		ratio := math.Round(t.raw.Seconds()/t.nubes.Seconds()*1000) / 1000
+		out[t.name] = figures{OpsPerS: math.Round(float64(t.items) / t.nubes.Seconds()), RawOpsPerS: math.Round(float64(t.items) / t.raw.Seconds()),
+			Ratio: &ratio}
+	}
+	return out
+}
+
+// printGroup prints a group's results under heading (what the store
+// holds), and t's rows when t is not nil.
+func (b *bench) printGroup(w io.Writer, heading string, rs []result, t ...*throughput) {
 	fmt.Fprintf(w, "\n%s, %s per side, mongo pool %d\n", heading, b.cfg.duration, b.cfg.pool)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "op\tside\tcallers\tops/s\tp50 ms\tp99 ms\tops\terrors\tratio\tgoal\t")
@@ -71,6 +104,11 @@ func (b *bench) printGroup(w io.Writer, heading string, rs []result) {
 		}
 		if r.nubes.firstErr != "" {
 			fmt.Fprintf(tw, "  first error: %s\t\t\t\t\t\t\t\t\t\t\n", r.nubes.firstErr)
+		}
+	}
+	for _, t := range t {
+		if t != nil {
+			t.print(tw)
 		}
 	}
 	_ = tw.Flush()

@@ -8,14 +8,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"slices"
 	"sync"
-	"text/tabwriter"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -49,18 +47,11 @@ const (
 	invCollections = "inventory_collectors"
 )
 
-// invResult is the collect throughput of both sides.
-type invResult struct {
-	nubes, raw time.Duration
-	resources  int
-	err        string
-}
-
 // measureInventory runs the inventory service on its own server (with an
 // embedded NATS, a fake gRPC collector and a fake identity answering the
 // trusted accounts) and measures collector-get, collector-list and
 // collect.
-func (b *bench) measureInventory(ctx context.Context, db, raw *mongo.Database) ([]result, *invResult, error) {
+func (b *bench) measureInventory(ctx context.Context, db, raw *mongo.Database) ([]result, *throughput, error) {
 	want := func(name string) bool { return len(b.cfg.ops) == 0 || slices.Contains(b.cfg.ops, name) }
 	if !want("collector-get") && !want("collector-list") && !want("collect") {
 		return nil, nil, nil
@@ -288,7 +279,7 @@ func benchResource(n int) map[string]any {
 // collect call to the job's SUCCESS, then the raw driver upserting the
 // same documents by _id (invSubTasks writers, batches of invBatch).
 func (b *bench) measureCollect(ctx context.Context, db, raw *mongo.Database, fp *fakeplugin.Server, collectorID string,
-	post func(context.Context, string, any, any) error) (*invResult, error) {
+	post func(context.Context, string, any, any) error) (*throughput, error) {
 	per := invResources / invSubTasks
 	streams := make([]fakeplugin.Reply, invSubTasks)
 	tasks := make([]any, invSubTasks)
@@ -302,9 +293,9 @@ func (b *bench) measureCollect(ctx context.Context, db, raw *mongo.Database, fp 
 	}
 	fp.Script("spaceone.api.inventory.plugin.Job/get_tasks", fakeplugin.Reply{Result: map[string]any{"tasks": tasks}})
 	fp.Script("spaceone.api.inventory.plugin.Collector/collect", streams...)
-	res := &invResult{resources: per * invSubTasks}
+	res := &throughput{name: "collect", unit: "res", callers: invSubTasks, items: per * invSubTasks}
 	b.settle()
-	progress("inventory: collect of %d resources", res.resources)
+	progress("inventory: collect of %d resources", res.items)
 	start := time.Now()
 	var job struct {
 		JobID  string `json:"job_id"`
@@ -333,7 +324,7 @@ func (b *bench) measureCollect(ctx context.Context, db, raw *mongo.Database, fp 
 			return nil, ctx.Err()
 		}
 		if time.Since(start) > 60*time.Minute {
-			return nil, fmt.Errorf("collect of %d resources not finished in 60 min (last poll error: %v)", res.resources, pollErr)
+			return nil, fmt.Errorf("collect of %d resources not finished in 60 min (last poll error: %v)", res.items, pollErr)
 		}
 		time.Sleep(200 * time.Millisecond)
 		if err := post(ctx, "/inventory/v1/job/get", map[string]string{"job_id": job.JobID}, &job); err != nil {
@@ -351,13 +342,13 @@ func (b *bench) measureCollect(ctx context.Context, db, raw *mongo.Database, fp 
 	if err != nil {
 		return nil, err
 	}
-	if job.Status != "SUCCESS" || stored != int64(res.resources) {
-		res.err = fmt.Sprintf("job %s %s with %d cloud services stored, want %d", job.JobID, job.Status, stored, res.resources)
+	if job.Status != "SUCCESS" || stored != int64(res.items) {
+		res.err = fmt.Sprintf("job %s %s with %d cloud services stored, want %d", job.JobID, job.Status, stored, res.items)
 	}
 	// The raw side: the same documents, upserted by _id as a hand-written
 	// collector would (no match keys, no counts, no records).
 	b.settle()
-	progress("inventory: raw upsert of %d resources", res.resources)
+	progress("inventory: raw upsert of %d resources", res.items)
 	coll := raw.Collection("bench_raw_cloud_services")
 	defer func() { _ = coll.Drop(context.WithoutCancel(ctx)) }()
 	start = time.Now()
@@ -397,52 +388,4 @@ func (b *bench) measureCollect(ctx context.Context, db, raw *mongo.Database, fp 
 		return nil, errors.Join(errors.New("raw upsert"), err)
 	}
 	return res, nil
-}
-
-// printInventoryTable is printTable's table for the inventory service.
-func (b *bench) printInventoryTable(w io.Writer, rs []result, ir *invResult) {
-	fmt.Fprintf(w, "\ninventory: %d collectors, %s per side, mongo pool %d\n", invCollectors, b.cfg.duration, b.cfg.pool)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "op\tside\tcallers\tops/s\tp50 ms\tp99 ms\tops\terrors\tratio\tgoal\t")
-	for _, r := range rs {
-		if r.skipped != "" {
-			fmt.Fprintf(tw, "%s\tboth\t\t\t\t\t\t\t\tskipped: %s\t\n", r.op.name, r.skipped)
-			continue
-		}
-		verdict := "met"
-		if len(r.raw.lat) == 0 || r.ratio() < r.op.goal || r.nubes.errors > 0 {
-			verdict = "MISSED"
-		}
-		for i, side := range []phase{r.nubes, r.raw} {
-			name, ratio, goal := "nubes", fmt.Sprintf("%.3f", r.ratio()), fmt.Sprintf(">= %.1f %s", r.op.goal, verdict)
-			if i == 1 {
-				name, ratio, goal = "raw", "", ""
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f\t%.2f\t%.2f\t%d\t%d\t%s\t%s\t\n", r.op.name, name, r.op.callers(b.cfg),
-				side.opsPerSec(), side.percentile(.5), side.percentile(.99), len(side.lat), side.errors, ratio, goal)
-		}
-		if r.nubes.firstErr != "" {
-			fmt.Fprintf(tw, "  first error: %s\t\t\t\t\t\t\t\t\t\t\n", r.nubes.firstErr)
-		}
-	}
-	if ir != nil {
-		fmt.Fprintf(tw, "collect\tnubes\t%d\t%.1f res/s\t\t\t%d\t%d\t%.3f\t\t\n", invSubTasks, float64(ir.resources)/ir.nubes.Seconds(), ir.resources,
-			map[bool]int{true: 1}[ir.err != ""], ir.raw.Seconds()/ir.nubes.Seconds())
-		fmt.Fprintf(tw, "collect\traw\t%d\t%.1f res/s\t\t\t%d\t0\t\t\t\n", invSubTasks, float64(ir.resources)/ir.raw.Seconds(), ir.resources)
-		if ir.err != "" {
-			fmt.Fprintf(tw, "  error: %s\t\t\t\t\t\t\t\t\t\t\n", ir.err)
-		}
-	}
-	_ = tw.Flush()
-}
-
-// inventorySummary adds the collect to the JSON summary.
-func inventorySummary(rs []result, ir *invResult) map[string]figures {
-	out := summary(rs)
-	if ir != nil && ir.nubes > 0 && ir.raw > 0 {
-		ratio := math.Round(ir.raw.Seconds()/ir.nubes.Seconds()*1000) / 1000
-		out["collect"] = figures{OpsPerS: math.Round(float64(ir.resources) / ir.nubes.Seconds()), RawOpsPerS: math.Round(float64(ir.resources) / ir.raw.Seconds()),
-			Ratio: &ratio}
-	}
-	return out
 }

@@ -322,16 +322,16 @@ func run(ctx context.Context) error {
 		return fmt.Errorf("cost-analysis: %w", err)
 	}
 	if cres != nil || csync != nil {
-		b.printCostTable(os.Stdout, cres, csync)
-		all["cost-analysis"] = costSummary(cres, csync)
+		b.printGroup(os.Stdout, fmt.Sprintf("cost-analysis: %d data source rules", costRules), cres, csync)
+		all["cost-analysis"] = groupSummary(cres, csync)
 	}
 	ires, icollect, err := b.measureInventory(ctx, svcClient.Database(dbName), rawClient.Database(dbName))
 	if err != nil {
 		return fmt.Errorf("inventory: %w", err)
 	}
 	if ires != nil || icollect != nil {
-		b.printInventoryTable(os.Stdout, ires, icollect)
-		all["inventory"] = inventorySummary(ires, icollect)
+		b.printGroup(os.Stdout, fmt.Sprintf("inventory: %d collectors", invCollectors), ires, icollect)
+		all["inventory"] = groupSummary(ires, icollect)
 	}
 	line, err := json.Marshal(all)
 	if err != nil {
