@@ -14,7 +14,6 @@ import (
 	"github.com/nubes-io/nubes/pkg/analyze"
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
-	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
@@ -80,14 +79,9 @@ func (cs *Costs) Routes() []api.Route {
 }
 
 func (cs *Costs) get(ctx context.Context, p *auth.Principal, r *costRequest) (*Cost, error) {
-	c, err := store.Get[Cost](ctx, cs.c, "cost_id", r.CostID)
-	if err != nil {
-		return nil, err
-	}
-	if c.DomainID != p.DomainID || (!model.DomainWide(p) && p.WorkspaceID != "" && c.WorkspaceID != p.WorkspaceID) {
-		return nil, errs.NotFound("cost_id", r.CostID)
-	}
-	return c, nil
+	return store.GetIf(ctx, cs.c, "cost_id", r.CostID, func(c *Cost) bool {
+		return c.DomainID == p.DomainID && (model.DomainWide(p) || p.WorkspaceID == "" || c.WorkspaceID == p.WorkspaceID)
+	})
 }
 
 func (cs *Costs) list(ctx context.Context, p *auth.Principal, r *costQuery) (*api.List[Cost], error) {

@@ -368,23 +368,6 @@ func JobLock(jobID string) string { return "job:" + jobID }
 
 // LoadDataSource returns a data source the caller may see (404 otherwise).
 func LoadDataSource(ctx context.Context, db *mongo.Database, p *auth.Principal, id string) (*DataSource, error) {
-	doc, err := store.Get[DataSource](ctx, db.Collection(DataSourcesCollection), "data_source_id", id)
-	if err != nil {
-		return nil, err
-	}
-	if !Visible(p, doc.DomainID, doc.WorkspaceID) {
-		return nil, errs.NotFound("data_source_id", id)
-	}
-	return doc, nil
-}
-
-// Without returns fields without drop.
-func Without(fields []string, drop ...string) []string {
-	out := fields[:0:0]
-	for _, f := range fields {
-		if !slices.Contains(drop, f) {
-			out = append(out, f)
-		}
-	}
-	return out
+	return store.GetIf(ctx, db.Collection(DataSourcesCollection), "data_source_id", id,
+		func(doc *DataSource) bool { return Visible(p, doc.DomainID, doc.WorkspaceID) })
 }

@@ -171,14 +171,7 @@ func (rs *Rules) Routes() []api.Route {
 
 // load returns a rule the caller may see (404 otherwise).
 func (rs *Rules) load(ctx context.Context, p *auth.Principal, id string) (*Rule, error) {
-	doc, err := store.Get[Rule](ctx, rs.c, "data_source_rule_id", id)
-	if err != nil {
-		return nil, err
-	}
-	if !model.Visible(p, doc.DomainID, doc.WorkspaceID) {
-		return nil, errs.NotFound("data_source_rule_id", id)
-	}
-	return doc, nil
+	return store.GetIf(ctx, rs.c, "data_source_rule_id", id, func(doc *Rule) bool { return model.Visible(p, doc.DomainID, doc.WorkspaceID) })
 }
 
 // changeable checks that the caller may change r: never a MANAGED rule

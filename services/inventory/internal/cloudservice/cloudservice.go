@@ -12,7 +12,6 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
-	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
@@ -80,14 +79,7 @@ func (s *Service) get(ctx context.Context, p *auth.Principal, r *request) (*Clou
 	if err := inv.CheckReach(p); err != nil {
 		return nil, err
 	}
-	doc, err := store.Get[CloudService](ctx, s.c, "cloud_service_id", r.CloudServiceID)
-	if err != nil {
-		return nil, err
-	}
-	if !inv.Visible(p, doc.DomainID, doc.WorkspaceID) {
-		return nil, errs.NotFound("cloud_service_id", r.CloudServiceID)
-	}
-	return doc, nil
+	return store.GetIf(ctx, s.c, "cloud_service_id", r.CloudServiceID, func(doc *CloudService) bool { return inv.Visible(p, doc.DomainID, doc.WorkspaceID) })
 }
 
 func (s *Service) list(ctx context.Context, p *auth.Principal, r *listQuery) (*api.List[CloudService], error) {

@@ -231,14 +231,7 @@ func (s *Service) load(ctx context.Context, p *auth.Principal, id string) (*Type
 	if err := inv.CheckReach(p); err != nil {
 		return nil, err
 	}
-	doc, err := store.Get[Type](ctx, s.c, "cloud_service_type_id", id)
-	if err != nil {
-		return nil, err
-	}
-	if !inv.Visible(p, doc.DomainID, doc.WorkspaceID) {
-		return nil, errs.NotFound("cloud_service_type_id", id)
-	}
-	return doc, nil
+	return store.GetIf(ctx, s.c, "cloud_service_type_id", id, func(doc *Type) bool { return inv.Visible(p, doc.DomainID, doc.WorkspaceID) })
 }
 
 func (s *Service) writable(ctx context.Context, p *auth.Principal, id string) (*Type, error) {

@@ -255,14 +255,7 @@ func (s *Service) create(ctx context.Context, p *auth.Principal, r *createCollec
 
 // Load returns a collector the caller may see (404 otherwise).
 func (s *Service) Load(ctx context.Context, p *auth.Principal, id string) (*Collector, error) {
-	doc, err := store.Get[Collector](ctx, s.c, "collector_id", id)
-	if err != nil {
-		return nil, err
-	}
-	if !inv.Visible(p, doc.DomainID, doc.WorkspaceID) {
-		return nil, errs.NotFound("collector_id", id)
-	}
-	return doc, nil
+	return store.GetIf(ctx, s.c, "collector_id", id, func(doc *Collector) bool { return inv.Visible(p, doc.DomainID, doc.WorkspaceID) })
 }
 
 // writable loads a collector the caller may change.

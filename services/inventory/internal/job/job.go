@@ -85,14 +85,7 @@ func (s *Service) load(ctx context.Context, p *auth.Principal, id string) (*Job,
 	if err := inv.CheckReach(p); err != nil {
 		return nil, err
 	}
-	doc, err := store.Get[Job](ctx, s.c, "job_id", id)
-	if err != nil {
-		return nil, err
-	}
-	if !inv.Visible(p, doc.DomainID, doc.WorkspaceID) {
-		return nil, errs.NotFound("job_id", id)
-	}
-	return doc, nil
+	return store.GetIf(ctx, s.c, "job_id", id, func(doc *Job) bool { return inv.Visible(p, doc.DomainID, doc.WorkspaceID) })
 }
 
 func (s *Service) delete(ctx context.Context, p *auth.Principal, r *jobRequest) (*api.Empty, error) {

@@ -78,14 +78,7 @@ func (s *Service) load(ctx context.Context, p *auth.Principal, id string) (*Task
 	if err := inv.CheckReach(p); err != nil {
 		return nil, err
 	}
-	doc, err := store.Get[Task](ctx, s.c, "job_task_id", id)
-	if err != nil {
-		return nil, err
-	}
-	if !inv.Visible(p, doc.DomainID, doc.WorkspaceID) {
-		return nil, errs.NotFound("job_task_id", id)
-	}
-	return doc, nil
+	return store.GetIf(ctx, s.c, "job_task_id", id, func(doc *Task) bool { return inv.Visible(p, doc.DomainID, doc.WorkspaceID) })
 }
 
 func (s *Service) delete(ctx context.Context, p *auth.Principal, r *taskRequest) (*api.Empty, error) {
