@@ -57,18 +57,6 @@ func (s *Services) URL(service string) string {
 	return s.urls[service]
 }
 
-// Names are the configured services.
-func (s *Services) Names() []string {
-	if s == nil {
-		return nil
-	}
-	out := make([]string, 0, len(s.urls))
-	for k := range s.urls {
-		out = append(out, k)
-	}
-	return out
-}
-
 // Client returns the client of one service.
 func (s *Services) Client(service string) *Client {
 	if s == nil {
