@@ -1,5 +1,7 @@
 // Command identity serves the identity service alone; `identity reseal`
-// re-seals its stored secrets with the active encryption key.
+// re-seals its stored secrets with the active encryption key, and
+// `identity system-token` prints the root domain's SYSTEM token (the
+// service_token of the services that call others on no caller's behalf).
 package main
 
 import (
@@ -13,6 +15,9 @@ import (
 func main() {
 	if sealcmd.Requested(os.Args) {
 		os.Exit(identity.ResealMain(os.Args[2:]))
+	}
+	if identity.SystemTokenRequested(os.Args) {
+		os.Exit(identity.SystemTokenMain())
 	}
 	os.Exit(app.Main(identity.Name, true, identity.FromEnv, identity.Defaults()))
 }

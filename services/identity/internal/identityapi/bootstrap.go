@@ -65,5 +65,10 @@ func (s *Service) SystemToken(b *Bootstrapped) (string, error) {
 	if b == nil || b.DomainID == "" {
 		return "", errors.New("not bootstrapped")
 	}
-	return s.cfg.Signer.Issue(auth.Principal{TokenType: auth.SystemToken, DomainID: b.DomainID, UserID: "system", Role: auth.SystemAdmin}, 0)
+	return s.cfg.Signer.Issue(SystemPrincipal(b.DomainID), 0)
+}
+
+// SystemPrincipal is who a SYSTEM token of a domain speaks for.
+func SystemPrincipal(domainID string) auth.Principal {
+	return auth.Principal{TokenType: auth.SystemToken, DomainID: domainID, UserID: "system", Role: auth.SystemAdmin}
 }
