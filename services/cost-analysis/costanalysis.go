@@ -33,6 +33,7 @@ import (
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/datasource"
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/exchangerate"
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/job"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/jobtask"
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/model"
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/rule"
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/worker"
@@ -115,6 +116,11 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	routes = append(routes, sources.Routes()...)
 	routes = append(routes, rules.Routes()...)
 	routes = append(routes, jobs.Routes()...)
+	tasks, err := jobtask.New(ctx, d.DB)
+	if err != nil {
+		return nil, err
+	}
+	routes = append(routes, tasks.Routes()...)
 	routes = append(routes, cost.New(d.DB).Routes()...)
 	routes = append(routes, exchangerate.New(d.DB, cfg.ExchangeRates).Routes()...)
 	return &app.Service{Name: Name, Routes: routes, Workers: workers}, nil
