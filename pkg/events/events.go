@@ -30,6 +30,17 @@
 // it writes to, before it answers; the relay, Outbox.Run, which the
 // owning service lists among its app.Service workers, publishes it to
 // JetStream. See outbox.go for the delivery argument.
+//
+// # Consuming
+//
+// Every worker that reads a durable consumer does it through Consume: it
+// waits for NATS and the streams, creates the consumer from the caller's
+// ConsumerSpec, and runs N workers that pull one message at a time and
+// pass it to the caller's handler, until ctx is done; a lost consumer is
+// created again. A handler that may run past the consumer's AckWait keeps
+// its message with Heartbeat. Consume decides nothing about a message:
+// ack, nak with or without delay, term, dead-lettering and the consumer's
+// policies are the caller's. See consume.go.
 package events
 
 import (
