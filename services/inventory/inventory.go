@@ -21,6 +21,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/pluginref"
+	"github.com/nubes-io/nubes/pkg/trusted"
 	"github.com/nubes-io/nubes/services/inventory/internal/cloudservice"
 	"github.com/nubes-io/nubes/services/inventory/internal/cloudservicetype"
 	"github.com/nubes-io/nubes/services/inventory/internal/collector"
@@ -120,7 +121,7 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 			return nil, err
 		}
 	}
-	identity := inv.Identity{Client: d.Services.Client("identity")}
+	identity := inv.Identity{Identity: trusted.Identity{Client: d.Services.Client("identity")}}
 	repo := pluginref.Repository{Client: d.Services.Client("repository"), Kind: inv.CollectorKind, Log: log}
 	var workers []func(context.Context) error
 	var outbox *events.Outbox

@@ -11,6 +11,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/trusted"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/inventory/internal/inv"
 )
@@ -62,7 +63,7 @@ func (s *Service) Collect(ctx context.Context, c *Collector, secretID, requestWo
 		tid := wire.NewID("job-task")
 		job.TaskIDs = append(job.TaskIDs, tid)
 		tasks[i] = &inv.JobTask{ID: tid, JobTaskID: tid, Status: inv.TaskPending, Provider: c.Provider, Errors: []inv.ErrorInfo{},
-			DomainID: c.DomainID, WorkspaceID: inv.TaskWorkspace(a, c), ServiceAccountID: a.TrustedAccountID, JobID: id,
+			DomainID: c.DomainID, WorkspaceID: trusted.Workspace(a, c.WorkspaceID), ServiceAccountID: a.TrustedAccountID, JobID: id,
 			SecretID: a.TrustedSecretID, CollectorID: c.CollectorID, CreatedAt: now, SubTasks: []map[string]any{}}
 	}
 	if _, err := s.jobs.InsertOne(ctx, job); err != nil {

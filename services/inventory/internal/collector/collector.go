@@ -25,6 +25,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/trusted"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/inventory/internal/inv"
 )
@@ -48,21 +49,21 @@ type (
 		UpgradeMode string         `json:"upgrade_mode" v:"enum=AUTO|MANUAL|NONE"`
 	}
 	createCollector struct {
-		Name          string            `json:"name" v:"required,max=255"`
-		PluginInfo    *pluginInfo       `json:"plugin_info" v:"required"`
-		ResourceGroup string            `json:"resource_group" v:"required,enum=DOMAIN|WORKSPACE"`
-		Schedule      *inv.Schedule     `json:"schedule"`
-		Provider      string            `json:"provider" v:"max=255"`
-		SecretFilter  *inv.SecretFilter `json:"secret_filter"`
-		Tags          map[string]any    `json:"tags"`
-		WorkspaceID   string            `json:"workspace_id" v:"max=64"`
+		Name          string          `json:"name" v:"required,max=255"`
+		PluginInfo    *pluginInfo     `json:"plugin_info" v:"required"`
+		ResourceGroup string          `json:"resource_group" v:"required,enum=DOMAIN|WORKSPACE"`
+		Schedule      *inv.Schedule   `json:"schedule"`
+		Provider      string          `json:"provider" v:"max=255"`
+		SecretFilter  *trusted.Filter `json:"secret_filter"`
+		Tags          map[string]any  `json:"tags"`
+		WorkspaceID   string          `json:"workspace_id" v:"max=64"`
 	}
 	updateCollector struct {
-		CollectorID  string            `json:"collector_id" v:"required,max=64"`
-		Name         string            `json:"name" v:"max=255"`
-		Schedule     *inv.Schedule     `json:"schedule"`
-		SecretFilter *inv.SecretFilter `json:"secret_filter"`
-		Tags         map[string]any    `json:"tags"`
+		CollectorID  string          `json:"collector_id" v:"required,max=64"`
+		Name         string          `json:"name" v:"max=255"`
+		Schedule     *inv.Schedule   `json:"schedule"`
+		SecretFilter *trusted.Filter `json:"secret_filter"`
+		Tags         map[string]any  `json:"tags"`
 		// PluginInfo is what clients echo back; plugin changes go through
 		// update_plugin, so it is accepted and not applied.
 		PluginInfo map[string]any `json:"plugin_info"`
@@ -239,7 +240,7 @@ func (s *Service) create(ctx context.Context, p *auth.Principal, r *createCollec
 	if err != nil {
 		return nil, err
 	}
-	filter := inv.SecretFilter{}
+	filter := trusted.Filter{}
 	if r.SecretFilter != nil {
 		filter = *r.SecretFilter
 	}
@@ -344,12 +345,12 @@ func (s *Service) verifyPlugin(ctx context.Context, p *auth.Principal, r *verify
 }
 
 // secrets are the trusted accounts the collector collects with.
-func (s *Service) secrets(ctx context.Context, c *Collector, secretID string) ([]inv.Account, error) {
+func (s *Service) secrets(ctx context.Context, c *Collector, secretID string) ([]trusted.Account, error) {
 	accounts, err := s.identity.Accounts(ctx, c.DomainID, c.Provider)
 	if err != nil {
 		return nil, err
 	}
-	return inv.Secrets(accounts, c, secretID), nil
+	return trusted.Select(accounts, inv.Owner(c), c.SecretFilter, secretID), nil
 }
 
 func (s *Service) delete(ctx context.Context, p *auth.Principal, r *collectorRequest) (*api.Empty, error) {

@@ -1,8 +1,8 @@
 // Package inv holds what the inventory service's resources share: the
 // collections, who may call, the caller's tenancy (domain and workspace),
 // the stored shapes of collectors, jobs, job tasks and collected
-// resources, and the clients of identity (trusted accounts and their
-// secret data) and repository (plugins).
+// resources, and the clients of identity (workspaces; trusted accounts and
+// their secret data through pkg/trusted) and repository (plugins).
 //
 // It holds no operation of its own and never imports echo or nats.
 package inv
@@ -21,6 +21,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/pluginref"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/trusted"
 	"github.com/nubes-io/nubes/pkg/wire"
 )
 
@@ -165,27 +166,6 @@ type Schedule struct {
 	Hours []int  `bson:"hours" json:"hours" v:"max=24" doc:"hours of the day (UTC), 0 to 23"`
 }
 
-// SecretFilter narrows the secrets a collector collects with.
-type SecretFilter struct {
-	State                  string   `bson:"state" json:"state" v:"enum=ENABLED|DISABLED"`
-	Secrets                []string `bson:"secrets" json:"secrets" v:"max=1000"`
-	ServiceAccounts        []string `bson:"service_accounts" json:"service_accounts" v:"max=1000"`
-	Schemas                []string `bson:"schemas" json:"schemas" v:"max=1000"`
-	ExcludeSecrets         []string `bson:"exclude_secrets" json:"exclude_secrets" v:"max=1000"`
-	ExcludeServiceAccounts []string `bson:"exclude_service_accounts" json:"exclude_service_accounts" v:"max=1000"`
-	ExcludeSchemas         []string `bson:"exclude_schemas" json:"exclude_schemas" v:"max=1000"`
-}
-
-// Normalized has every list non-nil and a state.
-func (f SecretFilter) Normalized() SecretFilter {
-	if f.State == "" {
-		f.State = Disabled
-	}
-	f.Secrets, f.ServiceAccounts, f.Schemas = wire.List(f.Secrets), wire.List(f.ServiceAccounts), wire.List(f.Schemas)
-	f.ExcludeSecrets, f.ExcludeServiceAccounts, f.ExcludeSchemas = wire.List(f.ExcludeSecrets), wire.List(f.ExcludeServiceAccounts), wire.List(f.ExcludeSchemas)
-	return f
-}
-
 // Collector is a collector as stored and sent (CollectorInfo).
 type Collector struct {
 	ID              string         `bson:"_id" json:"-"`
@@ -193,7 +173,7 @@ type Collector struct {
 	Name            string         `bson:"name" json:"name"`
 	Provider        string         `bson:"provider" json:"provider"`
 	Capability      map[string]any `bson:"capability" json:"capability"`
-	SecretFilter    SecretFilter   `bson:"secret_filter" json:"secret_filter"`
+	SecretFilter    trusted.Filter `bson:"secret_filter" json:"secret_filter"`
 	PluginInfo      PluginInfo     `bson:"plugin_info" json:"plugin_info"`
 	Schedule        Schedule       `bson:"schedule" json:"schedule"`
 	Tags            map[string]any `bson:"tags" json:"tags"`

@@ -2,54 +2,21 @@ package inv
 
 import (
 	"fmt"
-	"strings"
 	"testing"
+
+	"github.com/nubes-io/nubes/pkg/trusted"
 )
 
-func TestSecrets(t *testing.T) {
-	accounts := []Account{
-		{TrustedAccountID: "ta-dom", DomainID: "d", WorkspaceID: "*", SecretSchemaID: "key", TrustedSecretID: "s-dom"},
-		{TrustedAccountID: "ta-w1", DomainID: "d", WorkspaceID: "w1", SecretSchemaID: "role", TrustedSecretID: "s-w1"},
-		{TrustedAccountID: "ta-w2", DomainID: "d", WorkspaceID: "w2", SecretSchemaID: "key", TrustedSecretID: "s-w2"},
-		{TrustedAccountID: "ta-other", DomainID: "e", WorkspaceID: "*", SecretSchemaID: "key", TrustedSecretID: "s-other"},
-		{TrustedAccountID: "ta-nosecret", DomainID: "d", WorkspaceID: "*", SecretSchemaID: "key"},
+// Owner is the collector's tenancy: which trusted accounts it reaches
+// (trusted.Select has the table of what is picked).
+func TestOwner(t *testing.T) {
+	c := &Collector{DomainID: "d", ResourceGroup: GroupWorkspace, WorkspaceID: "w1"}
+	if o := Owner(c); o.DomainID != "d" || o.ResourceGroup != GroupWorkspace || o.WorkspaceID != "w1" {
+		t.Fatalf("Owner = %+v", o)
 	}
-	dom := Collector{DomainID: "d", ResourceGroup: GroupDomain, WorkspaceID: "*"}
-	ws1 := Collector{DomainID: "d", ResourceGroup: GroupWorkspace, WorkspaceID: "w1"}
-	with := func(c Collector, f SecretFilter) *Collector { c.SecretFilter = f; return &c }
-	for _, tt := range []struct {
-		name     string
-		c        *Collector
-		secretID string
-		want     string
-	}{
-		{"domain collector takes the domain's", &dom, "", "s-dom s-w1 s-w2"},
-		{"workspace collector: its workspace and the domain-wide", &ws1, "", "s-dom s-w1"},
-		{"secret_id narrows", &dom, "s-w2", "s-w2"},
-		{"secret_id out of the workspace", &ws1, "s-w2", ""},
-		{"another domain's secret", &dom, "s-other", ""},
-		{"filter DISABLED is ignored", with(dom, SecretFilter{State: Disabled, Secrets: []string{"s-w1"}}), "", "s-dom s-w1 s-w2"},
-		{"secrets in", with(dom, SecretFilter{State: Enabled, Secrets: []string{"s-w1", "s-w2"}}), "", "s-w1 s-w2"},
-		{"service_accounts in", with(dom, SecretFilter{State: Enabled, ServiceAccounts: []string{"ta-dom"}}), "", "s-dom"},
-		{"schemas in", with(dom, SecretFilter{State: Enabled, Schemas: []string{"key"}}), "", "s-dom s-w2"},
-		{"exclude secrets", with(dom, SecretFilter{State: Enabled, ExcludeSecrets: []string{"s-dom"}}), "", "s-w1 s-w2"},
-		{"exclude service accounts", with(dom, SecretFilter{State: Enabled, ExcludeServiceAccounts: []string{"ta-w1"}}), "", "s-dom s-w2"},
-		{"exclude schemas", with(dom, SecretFilter{State: Enabled, ExcludeSchemas: []string{"key"}}), "", "s-w1"},
-		{"in and not in together", with(dom, SecretFilter{State: Enabled, Schemas: []string{"key"}, ExcludeSecrets: []string{"s-w2"}}), "", "s-dom"},
-		{"filter and secret_id", with(dom, SecretFilter{State: Enabled, Schemas: []string{"key"}}), "s-w1", ""},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			var got []string
-			for _, a := range Secrets(accounts, tt.c, tt.secretID) {
-				got = append(got, a.TrustedSecretID)
-			}
-			if strings.Join(got, " ") != tt.want {
-				t.Fatalf("got %v, want %q", got, tt.want)
-			}
-		})
-	}
-	if TaskWorkspace(accounts[0], &ws1) != "w1" || TaskWorkspace(accounts[0], &dom) != "*" || TaskWorkspace(accounts[1], &dom) != "w1" {
-		t.Fatal("TaskWorkspace")
+	if !Owner(c).Reaches(trusted.Account{DomainID: "d", WorkspaceID: Global, TrustedSecretID: "s"}) ||
+		Owner(c).Reaches(trusted.Account{DomainID: "d", WorkspaceID: "w2", TrustedSecretID: "s"}) {
+		t.Fatal("a WORKSPACE collector reaches its workspace's and the domain-wide accounts only")
 	}
 }
 
