@@ -22,7 +22,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -33,6 +32,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/plugin"
+	"github.com/nubes-io/nubes/pkg/schedule"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
 )
@@ -40,49 +40,19 @@ import (
 // JobSuccess is the status of a sync that finished.
 const JobSuccess = "SUCCESS"
 
-// runSyncJobs consumes sync job events until ctx is done.
+// runSyncJobs consumes sync job events until ctx is done, one at a time.
 func (s *Service) runSyncJobs(ctx context.Context) error {
 	if s.cfg.Plugins == nil || s.bus == nil {
 		return nil
 	}
-	var cons jetstream.Consumer
-	for {
-		var err error
-		if err = s.bus.EnsureStreams(ctx); err == nil {
-			cons, err = s.bus.JS.CreateOrUpdateConsumer(ctx, events.JobStream, jetstream.ConsumerConfig{
-				Durable:       events.IdentitySyncConsumer,
-				FilterSubject: events.IdentityJobSubject,
-				DeliverPolicy: jetstream.DeliverAllPolicy,
-				AckPolicy:     jetstream.AckExplicitPolicy,
-				AckWait:       s.cfg.SyncAckWait,
-				MaxDeliver:    20,
-			})
-		}
-		if err == nil {
-			break
-		}
-		s.log.Warn("trusted-account sync consumer not ready; retrying", "error", err.Error())
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-s.bus.Reconnected():
-		case <-time.After(2 * time.Second):
-		}
-	}
-	for ctx.Err() == nil {
-		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(2*time.Second))
-		if err != nil {
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
-			}
-			continue
-		}
-		for msg := range batch.Messages() {
-			s.handleSync(ctx, msg)
-		}
-	}
-	return nil
+	return events.Consume(ctx, s.bus, events.ConsumerSpec{Stream: events.JobStream, Consumer: jetstream.ConsumerConfig{
+		Durable:       events.IdentitySyncConsumer,
+		FilterSubject: events.IdentityJobSubject,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       s.cfg.SyncAckWait,
+		MaxDeliver:    20,
+	}}, 1, s.handleSync)
 }
 
 func (s *Service) handleSync(ctx context.Context, msg jetstream.Msg) {
@@ -223,58 +193,31 @@ func (s *Service) finishSync(ctx context.Context, job *IdentityJob, code, messag
 }
 
 // runSyncSchedule records a sync of each account whose schedule is
-// ENABLED at each of its hours (UTC), once across replicas: the replica
-// that inserts the lease sync#<trusted_account_id>#<hour> does.
+// ENABLED at each of its hours (UTC), once across replicas (pkg/schedule):
+// the replica that inserts the lease sync#<trusted_account_id>#<hour>
+// does.
 func (s *Service) runSyncSchedule(ctx context.Context) error {
 	if s.cfg.Plugins == nil {
 		return nil
 	}
-	tick := time.NewTicker(s.cfg.SyncScheduleTick)
-	defer tick.Stop()
-	for {
-		if err := s.FireSyncSchedules(ctx, time.Now()); err != nil && ctx.Err() == nil {
-			s.log.Warn("trusted-account sync schedule", "error", err.Error())
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
-	}
+	return s.syncSchedule().Run(ctx)
 }
 
-type syncLease struct {
-	ID   string    `bson:"_id"`
-	Kind string    `bson:"kind"`
-	At   time.Time `bson:"at"`
+// syncSchedule is the scheduler of trusted-account syncs.
+func (s *Service) syncSchedule() *schedule.Scheduler[TrustedAccount] {
+	return schedule.New(schedule.Config[TrustedAccount]{
+		Records: s.trusted, Leases: s.db.Collection(CountersCollection), Kind: "sync-schedule", LeasePrefix: "sync#",
+		ID: func(t *TrustedAccount) string { return t.TrustedAccountID },
+		Fire: func(ctx context.Context, t *TrustedAccount) error {
+			_, err := s.startSync(ctx, t, "schedule")
+			return err
+		},
+		Every: s.cfg.SyncScheduleTick, Log: s.log,
+	})
 }
 
 // FireSyncSchedules records the syncs due in the hour of now that no
 // replica recorded yet.
 func (s *Service) FireSyncSchedules(ctx context.Context, now time.Time) error {
-	hour := now.UTC().Truncate(time.Hour)
-	cur, err := s.trusted.Find(ctx, bson.D{{Key: "schedule.state", Value: Enabled}, {Key: "schedule.hours", Value: hour.Hour()}})
-	if err != nil {
-		return store.Wrap(err)
-	}
-	var due []TrustedAccount
-	if err := cur.All(ctx, &due); err != nil {
-		return store.Wrap(err)
-	}
-	leases := s.db.Collection(CountersCollection)
-	for i := range due {
-		t := &due[i]
-		lease := syncLease{ID: fmt.Sprintf("sync#%s#%s", t.TrustedAccountID, hour.Format("2006-01-02T15")), Kind: "sync-schedule", At: hour}
-		if _, err := leases.InsertOne(ctx, lease); err != nil {
-			if mongo.IsDuplicateKeyError(err) {
-				continue
-			}
-			return store.Wrap(err)
-		}
-		if _, err := s.startSync(ctx, t, "schedule"); err != nil {
-			s.log.Warn("scheduled sync not recorded", "trusted_account_id", t.TrustedAccountID, "error", err.Error())
-		}
-	}
-	_, err = leases.DeleteMany(ctx, bson.D{{Key: "kind", Value: "sync-schedule"}, {Key: "at", Value: bson.D{{Key: "$lt", Value: hour.Add(-48 * time.Hour)}}}})
-	return store.Wrap(err)
+	return s.syncSchedule().FireAt(ctx, now)
 }
