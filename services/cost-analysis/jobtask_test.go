@@ -41,9 +41,6 @@ func (e *env) jobTasks(t *testing.T, c *testkit.Client, body M) taskList {
 	t.Helper()
 	var l taskList
 	c.Call(taskBase+"list", body).OK(&l)
-	if len(l.Results) != l.TotalCount {
-		t.Fatalf("job-task list %v: %d results of %d", body, len(l.Results), l.TotalCount)
-	}
 	return l
 }
 
@@ -116,7 +113,7 @@ func TestJobTaskReads(t *testing.T) {
 		{e.ownerA1, M{"workspace_id": "workspace-2"}, 0},
 		{e.adminA, M{"query": M{"filter": []M{{"k": "options.account_id", "v": "acct-1", "o": "eq"}}}}, 3},
 	} {
-		if l := e.jobTasks(t, f.c, f.body); l.TotalCount != f.want {
+		if l := e.jobTasks(t, f.c, f.body); l.TotalCount != f.want || len(l.Results) != f.want {
 			t.Errorf("list %v: %d tasks, want %d", f.body, l.TotalCount, f.want)
 		}
 	}

@@ -164,12 +164,36 @@ func TestCostSync(t *testing.T) {
 		"interval": "2s", "hang": true}
 	setScript(script(map[string]any{"stream": []any{costChunk(7, "fast")}}, slow))
 	ca.call(costDataSource+"sync", map[string]any{"data_source_id": ds.DataSourceID}).OK(&j)
+	// Wait for the fast task to finish and the slow one to store a chunk,
+	// which is not shown while its task runs.
+	progressed := func() bool {
+		var l struct {
+			Results []struct {
+				Status       string `json:"status"`
+				CreatedCount int    `json:"created_count"`
+			} `json:"results"`
+		}
+		ca.call("/cost-analysis/v1/job-task/list", map[string]any{"job_id": j.JobID}).OK(&l)
+		done, held := 0, 0
+		for _, x := range l.Results {
+			if x.Status == "SUCCESS" {
+				done++
+			} else if x.Status == "IN_PROGRESS" && x.CreatedCount >= 2 {
+				held++
+			}
+		}
+		return done == 1 && held == 1
+	}
 	deadline := time.Now().Add(time.Minute)
-	for n, _ := costs(); n < 20+7+2; n, _ = costs() { // the fast task, and a chunk of the slow one
+	for !progressed() {
 		if time.Now().After(deadline) {
+			n, _ := costs()
 			t.Fatalf("the second sync did not progress: %d costs", n)
 		}
 		time.Sleep(250 * time.Millisecond)
+	}
+	if n, _ := costs(); n != 20+7 {
+		t.Fatalf("%d costs while a task runs, want 27: the running task's rows are not shown", n)
 	}
 	var c costJob
 	ca.call("/cost-analysis/v1/job/cancel", map[string]any{"job_id": j.JobID}).OK(&c)
