@@ -1,7 +1,9 @@
 // Package costanalysis is the cost-analysis service (spec part 2,
 // /cost-analysis/v1): data sources (Nubes' addition, upstream's shapes),
-// their rules, cost jobs run by workers from a JetStream work queue, the
-// costs they store (read-only, Nubes' addition) and exchange rates.
+// their rules, cost jobs (started by sync or, once across replicas, at the
+// hours of a data source's schedule: schedule.go) run by workers from a
+// JetStream work queue, the costs they store (read-only, Nubes' addition)
+// and exchange rates.
 //
 // New, Build, FromEnv and the reseal entry points are its public surface;
 // everything else is internal. It calls repository (plugins, versions)
@@ -54,14 +56,18 @@ type Config struct {
 	ExchangeRates map[string]float64
 	Jobs          job.Config
 	Workers       worker.Config
-	// NoWorkers serves the API without running tasks (an API-only replica).
+	// NoWorkers serves the API without running tasks (an API-only replica)
+	// or firing schedules.
 	NoWorkers bool
+	// SyncSchedule times the data sources' scheduled syncs.
+	SyncSchedule SyncSchedule
 }
 
 // DefaultConfig is the configuration of New.
 func DefaultConfig(keys *seal.Keyring) Config {
 	rates, _ := ParseRates(DefaultExchangeRates)
-	return Config{Keys: keys, ExchangeRates: rates, Jobs: job.DefaultConfig(), Workers: worker.DefaultConfig()}
+	return Config{Keys: keys, ExchangeRates: rates, Jobs: job.DefaultConfig(), Workers: worker.DefaultConfig(),
+		SyncSchedule: SyncSchedule{Tick: DefaultSyncScheduleTick}}
 }
 
 // New returns the constructor of the service sealing with keys and the
@@ -111,6 +117,7 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	workers = append(workers, jobs.Sweep)
 	if d.Events != nil && !cfg.NoWorkers {
 		workers = append(workers, worker.New(d.DB, d.Events, jobs, rules, plugins, cfg.Keys, cfg.Workers, log).Run)
+		workers = append(workers, syncScheduler(d.DB, jobs, cfg.SyncSchedule, log).Run)
 	}
 	var routes []api.Route
 	routes = append(routes, sources.Routes()...)
@@ -161,6 +168,7 @@ type Settings struct {
 	TaskMaxDeliver    int               `mapstructure:"task_max_deliver"`
 	TaskBackoff       time.Duration     `mapstructure:"task_backoff"`
 	NoWorkers         bool              `mapstructure:"no_workers"`
+	SyncScheduleTick  time.Duration     `mapstructure:"sync_schedule_tick"`
 }
 
 // Defaults are the defaults of Settings.
@@ -170,7 +178,7 @@ func Defaults() map[string]any {
 	w := worker.DefaultConfig()
 	maps.Copy(d, map[string]any{"exchange_rates": DefaultExchangeRates, "job_timeout": job.DefaultConfig().Timeout.String(),
 		"worker_concurrency": w.Concurrency, "task_ack_wait": w.AckWait.String(), "task_max_deliver": w.MaxDeliver,
-		"task_backoff": w.Backoff.String(), "no_workers": false})
+		"task_backoff": w.Backoff.String(), "no_workers": false, "sync_schedule_tick": DefaultSyncScheduleTick.String()})
 	return d
 }
 
@@ -202,6 +210,10 @@ func FromEnv(ctx context.Context, d app.Deps) (*app.Service, error) {
 	cfg.Workers = worker.Config{Concurrency: st.WorkerConcurrency, AckWait: st.TaskAckWait, MaxDeliver: st.TaskMaxDeliver,
 		Backoff: st.TaskBackoff, Poll: time.Second}
 	cfg.NoWorkers = st.NoWorkers
+	if st.SyncScheduleTick <= 0 {
+		return nil, fmt.Errorf("sync_schedule_tick must be above 0")
+	}
+	cfg.SyncSchedule.Tick = st.SyncScheduleTick
 	return Build(ctx, d, cfg)
 }
 
