@@ -95,9 +95,10 @@ func New(ctx context.Context, db *mongo.Database, bus *events.Bus, plugins *plug
 	return d, store.EnsureIndexes(ctx, d.records, store.Index{Keys: bson.D{{Key: "protocol_id", Value: 1}, {Key: "at", Value: -1}}})
 }
 
-// Run consumes until ctx is done.
+// Run consumes until ctx is done, one event at a time. NATS being down,
+// at start or later, only pauses it.
 func (d *Dispatcher) Run(ctx context.Context) error {
-	cons, err := d.bus.JS.CreateOrUpdateConsumer(ctx, events.NotificationStream, jetstream.ConsumerConfig{
+	return events.Consume(ctx, d.bus, events.ConsumerSpec{Stream: events.NotificationStream, Consumer: jetstream.ConsumerConfig{
 		Durable:       events.NotificationConsumer,
 		FilterSubject: events.NotificationDispatchSubject,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
@@ -106,21 +107,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		// One more than ours: the last delivery is ours to dead-letter.
 		MaxDeliver:    d.cfg.MaxDeliver + 1,
 		MaxAckPending: 256,
-	})
-	if err != nil {
-		return fmt.Errorf("consumer %s: %w", events.NotificationConsumer, err)
-	}
-	cc, err := cons.Consume(func(msg jetstream.Msg) { d.handle(ctx, msg) },
-		jetstream.PullMaxMessages(16),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			d.log.Warn("notification consumer", "error", err.Error())
-		}))
-	if err != nil {
-		return err
-	}
-	<-ctx.Done()
-	cc.Stop()
-	return nil
+	}}, 1, d.handle)
 }
 
 // handle decides one message: ack (an outcome is recorded), or nak with a
