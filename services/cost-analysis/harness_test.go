@@ -65,10 +65,12 @@ var knownPlugins = map[string]string{
 }
 
 // fakeServices answers repository's plugin/get and plugin/get-versions
-// and identity's project/list for a verified bearer.
+// and identity's project/list for a verified bearer, and identity's
+// trusted accounts (fakeTrusted).
 type fakeServices struct {
 	mu       sync.Mutex
 	projects map[string][]M // domain -> projects
+	trusted  fakeTrusted
 }
 
 func (f *fakeServices) serve(t *testing.T) *httptest.Server {
@@ -83,14 +85,17 @@ func (f *fakeServices) serve(t *testing.T) *httptest.Server {
 			PluginID string `json:"plugin_id"`
 		}
 		_ = json.Unmarshal(body, &req)
+		if f.trusted.serve(w, r.URL.Path, p, body) {
+			return
+		}
 		switch r.URL.Path {
 		case "/identity/v2/project/list":
 			f.mu.Lock()
-			ps := f.projects[p.DomainID]
-			f.mu.Unlock()
-			if ps == nil {
-				ps = []M{}
+			ps := []M{}
+			for _, pr := range f.projects[p.DomainID] { // as identity answers them: with their domain
+				ps = append(ps, M{"project_id": pr["project_id"], "name": pr["name"], "workspace_id": pr["workspace_id"], "domain_id": p.DomainID})
 			}
+			f.mu.Unlock()
 			_ = json.NewEncoder(w).Encode(M{"results": ps, "total_count": len(ps)})
 			return
 		}
@@ -124,6 +129,7 @@ type env struct {
 	stopWorkers                                              func()
 	deps                                                     app.Deps
 	cfg                                                      costanalysis.Config
+	logs                                                     *logBuffer
 }
 
 // start builds an instance of the service on the env's store and bus and
@@ -154,6 +160,7 @@ func (e *env) start(t *testing.T) *app.Service {
 
 type options struct {
 	bus        bool // a NATS of the test's own, the outbox and the workers
+	logs       bool // the service's log lines kept in env.logs
 	noWorkers  bool // the bus without workers (tasks wait in the queue)
 	jobTimeout time.Duration
 	workers    func(*worker.Config)
@@ -186,12 +193,18 @@ func setupWith(t *testing.T, o options) *env {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
+	logs := &logBuffer{}
+	if o.logs {
+		log = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	if os.Getenv("COST_TEST_LOG") != "" { // the service's log on stderr, for debugging a test
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
+	// The service credential: a SYSTEM token of the root domain, as deployed.
+	svcToken := tk.Token(t, auth.Principal{TokenType: auth.SystemToken, DomainID: "domain-root", UserID: "cost-analysis", Role: auth.SystemAdmin})
 	deps := app.Deps{DB: db, Log: log, Plugins: plugins,
-		Services: call.NewServices(map[string]string{"repository": svcSrv.URL, "identity": svcSrv.URL}, "", nil)}
-	e := &env{db: db, plugin: fp, services: fs}
+		Services: call.NewServices(map[string]string{"repository": svcSrv.URL, "identity": svcSrv.URL}, svcToken, nil)}
+	e := &env{db: db, plugin: fp, services: fs, logs: logs}
 	if o.bus {
 		e.nats = testkit.StartNATS(t)
 		bus, err := events.Connect(context.Background(), e.nats.URL(), "cost-analysis-test", slog.New(slog.DiscardHandler))

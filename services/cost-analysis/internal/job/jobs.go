@@ -34,6 +34,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/trusted"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/model"
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/rule"
@@ -91,6 +92,7 @@ type Jobs struct {
 	keys                              *seal.Keyring
 	rules                             *rule.Rules
 	identity                          *call.Client
+	trusted                           trusted.Identity
 	outbox                            *events.Outbox
 	cfg                               Config
 	log                               *slog.Logger
@@ -109,7 +111,7 @@ func New(ctx context.Context, db *mongo.Database, plugins *plugin.Client, keys *
 	js := &Jobs{db: db, jobs: db.Collection(model.JobsCollection), tasks: db.Collection(model.TasksCollection),
 		costs: db.Collection(model.CostsCollection), sources: db.Collection(model.DataSourcesCollection),
 		dirs: db.Collection(model.DirectoriesCollection), plugins: plugins, keys: keys, rules: rules,
-		identity: identity, outbox: outbox, cfg: cfg, log: log}
+		identity: identity, trusted: trusted.Identity{Client: identity}, outbox: outbox, cfg: cfg, log: log}
 	if err := store.EnsureIndexes(ctx, js.jobs,
 		store.Index{Keys: bson.D{{Key: "data_source_id", Value: 1}, {Key: "status", Value: 1}}},
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "created_at", Value: -1}}},

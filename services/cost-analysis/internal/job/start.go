@@ -71,8 +71,9 @@ func (js *Jobs) Start(ctx context.Context, p *auth.Principal, ds *model.DataSour
 		return nil, err
 	}
 	if dir != nil {
-		if _, err := js.dirs.InsertOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "projects", Value: dir.Projects}}); err != nil {
-			return js.failed(ctx, j, GetJobTasksFailed, "The projects for the rules could not be kept: "+err.Error())
+		if _, err := js.dirs.InsertOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "projects", Value: dir.Projects},
+			{Key: "service_accounts", Value: dir.ServiceAccounts}}); err != nil {
+			return js.failed(ctx, j, GetJobTasksFailed, "The projects and service accounts for the rules could not be kept: "+err.Error())
 		}
 	}
 	last := ""
@@ -175,21 +176,55 @@ func changed(c map[string]any) model.Changed {
 // ProjectListPath is identity's operation the rules' projects come from.
 const ProjectListPath = "/identity/v2/project/list"
 
-// directory reads the domain's projects from identity, on the caller's
-// behalf, when a rule of ds maps costs to projects; nil otherwise.
+// directory reads from identity what the rules of ds look up, nil when
+// none needs anything: the domain's projects (change_project,
+// match_project) and its trusted service accounts (match_service_account).
+// Whatever identity answers, only what belongs to the data source's
+// domain is kept.
+//
+// Trusted service accounts are read with the service credential, naming
+// the domain (identity takes domain_id from SYSTEM callers). Projects are
+// read on the caller's behalf when there is a caller: identity's
+// project/list takes no domain_id and answers a SYSTEM caller the projects
+// of its own token's domain, so with no caller (a scheduled sync) the
+// service credential reaches the data source's projects only if identity
+// answers them for that domain.
 func (js *Jobs) directory(ctx context.Context, ds *model.DataSource) (*rule.Directory, error) {
 	rules, err := js.rules.Of(ctx, ds.DataSourceID)
 	if err != nil {
 		return nil, err
 	}
-	need := false
+	projects, accounts := false, false
 	for _, r := range rules {
-		need = need || r.Actions.ChangeProject != "" || r.Actions.MatchProject != nil
+		projects = projects || r.Actions.ChangeProject != "" || r.Actions.MatchProject != nil
+		accounts = accounts || r.Actions.MatchServiceAccount != nil
 	}
-	if !need {
+	if !projects && !accounts {
 		return nil, nil
 	}
-	dir := &rule.Directory{Projects: []rule.Project{}}
+	dir := &rule.Directory{Projects: []rule.Project{}, ServiceAccounts: []rule.ServiceAccount{}}
+	if projects {
+		if dir.Projects, err = js.projects(ctx, ds.DomainID); err != nil {
+			return nil, err
+		}
+	}
+	if accounts {
+		sas, err := js.trusted.ServiceAccounts(ctx, ds.DomainID)
+		if err != nil {
+			return nil, err
+		}
+		for _, sa := range sas {
+			dir.ServiceAccounts = append(dir.ServiceAccounts, rule.ServiceAccount{ServiceAccountID: sa.TrustedServiceAccountID,
+				Name: sa.Name, WorkspaceID: sa.WorkspaceID, Data: model.Object(sa.Data)})
+		}
+	}
+	return dir, nil
+}
+
+// projects lists the projects of domainID that identity answers (see
+// directory for whose behalf).
+func (js *Jobs) projects(ctx context.Context, domainID string) ([]rule.Project, error) {
+	out := []rule.Project{}
 	const limit = 1000
 	for start := 1; ; start += limit {
 		var page struct {
@@ -199,23 +234,28 @@ func (js *Jobs) directory(ctx context.Context, ds *model.DataSource) (*rule.Dire
 		if err := js.identity.Call(ctx, ProjectListPath, req, &page); err != nil {
 			return nil, err
 		}
-		dir.Projects = append(dir.Projects, page.Results...)
+		for _, p := range page.Results {
+			if p.DomainID == domainID {
+				out = append(out, p)
+			}
+		}
 		if len(page.Results) < limit {
-			return dir, nil
+			return out, nil
 		}
 	}
 }
 
-// Directory returns the projects kept for a job (empty when none).
+// Directory returns what was kept for a job's rules (empty when nothing).
 func (js *Jobs) Directory(ctx context.Context, jobID string) (rule.Directory, error) {
 	var doc struct {
-		Projects []rule.Project `bson:"projects"`
+		Projects        []rule.Project        `bson:"projects"`
+		ServiceAccounts []rule.ServiceAccount `bson:"service_accounts"`
 	}
 	err := js.dirs.FindOne(ctx, bson.D{{Key: "_id", Value: jobID}}).Decode(&doc)
 	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
 		return rule.Directory{}, store.Wrap(err)
 	}
-	return rule.Directory{Projects: doc.Projects}, nil
+	return rule.Directory{Projects: doc.Projects, ServiceAccounts: doc.ServiceAccounts}, nil
 }
 
 // Forget deletes every job, task, kept directory and cost of a data

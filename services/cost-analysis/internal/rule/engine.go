@@ -15,15 +15,17 @@ type Project struct {
 	ProjectID   string `json:"project_id"`
 	Name        string `json:"name"`
 	WorkspaceID string `json:"workspace_id"`
+	DomainID    string `json:"domain_id"`
 }
 
-// ServiceAccount is what the engine knows of a service account.
+// ServiceAccount is what the engine knows of a service account: one of
+// identity's trusted service accounts (read when the job starts). It has
+// no project; a domain-wide one has workspace "*".
 type ServiceAccount struct {
-	ServiceAccountID string         `json:"service_account_id"`
-	Name             string         `json:"name"`
-	ProjectID        string         `json:"project_id"`
-	WorkspaceID      string         `json:"workspace_id"`
-	Data             map[string]any `json:"data"`
+	ServiceAccountID string       `bson:"service_account_id" json:"service_account_id"`
+	Name             string       `bson:"name" json:"name"`
+	WorkspaceID      string       `bson:"workspace_id" json:"workspace_id"`
+	Data             model.Object `bson:"data" json:"data"`
 }
 
 // Directory is the projects and service accounts match actions look up.
@@ -165,7 +167,13 @@ func (e *Engine) act(a model.Actions, row map[string]any) {
 	if m := a.MatchServiceAccount; m != nil {
 		if v, ok := Lookup(row, m.Source); ok {
 			if sa, ok := e.serviceAccount(m.Target, text(v), m.AllWorkspaces); ok {
-				row["service_account_id"], row["project_id"], row["workspace_id"] = sa.ServiceAccountID, sa.ProjectID, sa.WorkspaceID
+				// A trusted service account has no project: the row keeps
+				// its own. Its workspace counts for a domain data source
+				// only (a workspace one keeps its costs in its workspace).
+				row["service_account_id"] = sa.ServiceAccountID
+				if sa.WorkspaceID != "" && sa.WorkspaceID != model.Global && e.domainWide() {
+					row["workspace_id"] = sa.WorkspaceID
+				}
 			}
 		}
 	}
@@ -181,8 +189,14 @@ func (e *Engine) act(a model.Actions, row map[string]any) {
 	}
 }
 
+// domainWide reports whether the engine runs for a DOMAIN data source.
+func (e *Engine) domainWide() bool { return e.workspace == "" || e.workspace == model.Global }
+
+// inScope reports whether a project or service account of workspaceID may
+// match: any for a domain data source or with all_workspaces; else one of
+// the data source's workspace or a domain-wide one.
 func (e *Engine) inScope(workspaceID string, all bool) bool {
-	return all || e.workspace == "" || e.workspace == model.Global || workspaceID == e.workspace
+	return all || e.domainWide() || workspaceID == e.workspace || workspaceID == model.Global
 }
 
 // project finds the project whose field (project_id or name) is value.
@@ -205,7 +219,7 @@ func (e *Engine) project(field, value string, all bool) (Project, bool) {
 }
 
 // serviceAccount finds the service account whose field (service_account_id,
-// name, or data.<key>) is value.
+// name, or data.<key>, a dotted path into its data) is value.
 func (e *Engine) serviceAccount(field, value string, all bool) (ServiceAccount, bool) {
 	for _, sa := range e.dir.ServiceAccounts {
 		var v string

@@ -66,8 +66,7 @@ func TestApplyRowByRow(t *testing.T) {
 	dir := Directory{
 		Projects: []Project{{ProjectID: "project-web", Name: "web", WorkspaceID: "workspace-1"},
 			{ProjectID: "project-db", Name: "db", WorkspaceID: "workspace-2"}},
-		ServiceAccounts: []ServiceAccount{{ServiceAccountID: "sa-1", Name: "prod", ProjectID: "project-web", WorkspaceID: "workspace-1",
-			Data: M{"account_id": "111"}}},
+		ServiceAccounts: []ServiceAccount{{ServiceAccountID: "sa-1", Name: "prod", WorkspaceID: "workspace-1", Data: M{"account_id": "111"}}},
 	}
 	rules := []model.Rule{
 		// listed out of order on purpose
@@ -90,7 +89,7 @@ func TestApplyRowByRow(t *testing.T) {
 		info    M
 	}{
 		{"service account matched, then c2", M{"provider": "aws", "additional_info": M{"Account ID": "111"}},
-			[]string{"m1", "c2"}, "project-web", "workspace-1", "sa-1", M{"Account ID": "111", "seen": "c2"}},
+			[]string{"m1", "c2"}, "", "workspace-1", "sa-1", M{"Account ID": "111", "seen": "c2"}},
 		{"c1 stops the rules", M{"provider": "aws", "tags": M{"team": "db"}},
 			[]string{"m1", "c1"}, "project-db", "workspace-2", "", nil},
 		{"c3 changes the project", M{"provider": "gcp", "additional_info": M{"Account ID": "999"}},
@@ -136,5 +135,70 @@ func TestMatchInWorkspace(t *testing.T) {
 	NewEngine([]model.Rule{r}, Directory{Projects: dir.Projects[:1]}, "workspace-1").Apply(row)
 	if row["project_id"] != nil {
 		t.Fatalf("row %v: a project of another workspace matched", row)
+	}
+}
+
+// match_service_account, row by row: the target is service_account_id,
+// name or data.<path>; a matched row gets the account's id, and its
+// workspace when the account has one and the data source is domain-wide;
+// the row's project is never changed (trusted service accounts have none).
+func TestMatchServiceAccount(t *testing.T) {
+	dir := Directory{ServiceAccounts: []ServiceAccount{
+		{ServiceAccountID: "tsa-dom", Name: "shared", WorkspaceID: model.Global, Data: M{"account_id": "100", "org": M{"id": "o-1"}}},
+		{ServiceAccountID: "tsa-w1", Name: "prod", WorkspaceID: "workspace-1", Data: M{"account_id": "111", "n": 7.0}},
+		{ServiceAccountID: "tsa-w2", Name: "dev", WorkspaceID: "workspace-2", Data: M{"account_id": "222"}},
+		{ServiceAccountID: "tsa-nows", Name: "loose", Data: M{"account_id": "333"}},
+	}}
+	match := func(source, target string, all bool) []model.Rule {
+		return []model.Rule{rule("m", model.Managed, 1, "ALWAYS", nil,
+			model.Actions{MatchServiceAccount: &model.MatchRule{Source: source, Target: target, AllWorkspaces: all}}, false)}
+	}
+	cases := []struct {
+		name      string
+		rules     []model.Rule
+		dsWS      string // the data source's workspace ("*": DOMAIN)
+		row       M
+		sa, ws    string // "" ws: the row's workspace_id unset
+		projectID string
+	}{
+		{"data.account_id", match("additional_info.Account ID", "data.account_id", false), model.Global,
+			M{"additional_info": M{"Account ID": "111"}}, "tsa-w1", "workspace-1", ""},
+		{"the row keeps its project", match("account", "data.account_id", false), model.Global,
+			M{"account": "111", "project_id": "project-x"}, "tsa-w1", "workspace-1", "project-x"},
+		{"by id", match("tags.sa", "service_account_id", false), model.Global,
+			M{"tags": M{"sa": "tsa-w2"}}, "tsa-w2", "workspace-2", ""},
+		{"by name", match("tags.name", "name", false), model.Global,
+			M{"tags": M{"name": "prod"}}, "tsa-w1", "workspace-1", ""},
+		{"nested data path", match("tags.org", "data.org.id", false), model.Global,
+			M{"tags": M{"org": "o-1"}}, "tsa-dom", "", ""},
+		{"number in data", match("tags.n", "data.n", false), model.Global,
+			M{"tags": M{"n": "7"}}, "tsa-w1", "workspace-1", ""},
+		{"domain-wide account: no workspace", match("account", "data.account_id", false), model.Global,
+			M{"account": "100"}, "tsa-dom", "", ""},
+		{"account without workspace", match("account", "data.account_id", false), model.Global,
+			M{"account": "333"}, "tsa-nows", "", ""},
+		{"no such account", match("account", "data.account_id", false), model.Global,
+			M{"account": "999"}, "", "", ""},
+		{"source missing", match("account", "data.account_id", false), model.Global,
+			M{"product": "x"}, "", "", ""},
+		{"unknown target", match("account", "project_id", false), model.Global,
+			M{"account": "111"}, "", "", ""},
+		{"workspace data source: its workspace's account", match("account", "data.account_id", false), "workspace-1",
+			M{"account": "111", "workspace_id": "workspace-1"}, "tsa-w1", "workspace-1", ""},
+		{"workspace data source: another workspace's account does not match", match("account", "data.account_id", false), "workspace-1",
+			M{"account": "222", "workspace_id": "workspace-1"}, "", "workspace-1", ""},
+		{"workspace data source: all_workspaces matches, the workspace stays", match("account", "data.account_id", true), "workspace-1",
+			M{"account": "222", "workspace_id": "workspace-1"}, "tsa-w2", "workspace-1", ""},
+		{"workspace data source: a domain-wide account matches", match("account", "data.account_id", false), "workspace-1",
+			M{"account": "100", "workspace_id": "workspace-1"}, "tsa-dom", "workspace-1", ""},
+	}
+	for _, tc := range cases {
+		row := tc.row
+		NewEngine(tc.rules, dir, tc.dsWS).Apply(row)
+		str := func(k string) string { s, _ := row[k].(string); return s }
+		if str("service_account_id") != tc.sa || str("workspace_id") != tc.ws || str("project_id") != tc.projectID {
+			t.Errorf("%s: service account %q workspace %q project %q, want %q %q %q", tc.name,
+				str("service_account_id"), str("workspace_id"), str("project_id"), tc.sa, tc.ws, tc.projectID)
+		}
 	}
 }
