@@ -3,13 +3,21 @@ package costanalysis_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"google.golang.org/grpc/codes"
 
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
 )
 
@@ -136,6 +144,398 @@ func (f *fakeTrusted) callsOf(path string) []trustedCall {
 		}
 	}
 	return out
+}
+
+func trustedAccount(id, provider, domain, workspace, schema string) M {
+	group := "WORKSPACE"
+	if workspace == "*" {
+		group = "DOMAIN"
+	}
+	return M{"trusted_account_id": id, "name": "account " + id, "data": M{"account_id": "acct-" + id}, "provider": provider,
+		"resource_group": group, "domain_id": domain, "workspace_id": workspace, "secret_schema_id": schema,
+		"trusted_secret_id": "trusted-secret-" + id, "schedule": M{"state": "DISABLED", "hours": []int{}}, "tags": M{}}
+}
+
+// trust gives the fake identity its trusted accounts, each with secret
+// data holding stamp (so a leak is found by it).
+func (e *env) trust(stamp string) {
+	e.services.trusted.set(func(f *fakeTrusted) {
+		f.accounts = []M{
+			trustedAccount("ta-dom", "aws", "domain-a", "*", "aws_access_key"),
+			trustedAccount("ta-w1", "aws", "domain-a", "workspace-1", "aws_assume_role"),
+			trustedAccount("ta-w2", "aws", "domain-a", "workspace-2", "aws_access_key"),
+			trustedAccount("ta-gcp", "google_cloud", "domain-a", "*", "google_oauth_client_id"),
+			trustedAccount("ta-b", "aws", "domain-b", "*", "aws_access_key"),
+		}
+		f.secrets = map[string]M{}
+		for _, a := range f.accounts {
+			id := a["trusted_account_id"].(string)
+			f.secrets[id] = secretOf(stamp, id)
+		}
+	})
+}
+
+func secretOf(stamp, id string) M {
+	return M{"aws_access_key_id": "AK-" + id, "aws_secret_access_key": "S3CR3T-" + stamp + "-" + id}
+}
+
+// saSource is the register body of a DOMAIN data source syncing with the
+// aws trusted accounts (filter omitted when nil).
+func saSource(name string, filter M) M {
+	b := M{"name": name, "resource_group": "DOMAIN", "secret_type": "USE_SERVICE_ACCOUNT_SECRET", "provider": "aws",
+		"plugin_info": M{"plugin_id": awsCE, "options": M{"region": "us-east-1"}}}
+	if filter != nil {
+		b["secret_filter"] = filter
+	}
+	return b
+}
+
+// secretKeys are the aws_secret_access_key values of the requests.
+func secretKeys(calls []fakeplugin.Call) []string {
+	var out []string
+	for _, c := range calls {
+		sd, _ := c.Request["secret_data"].(map[string]any)
+		out = append(out, fmt.Sprint(sd["aws_secret_access_key"]))
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestServiceAccountSecretRegister(t *testing.T) {
+	e := setup(t)
+	d := e.register(t, e.adminA, saSource("trusted", M{"state": "ENABLED", "exclude_service_accounts": []string{"ta-w2"}}))
+	if d.SecretType != "USE_SERVICE_ACCOUNT_SECRET" || d.Provider != "aws" || d.PluginInfo.SecretID != "" || d.WorkspaceID != "*" {
+		t.Fatalf("data source %+v", d)
+	}
+	got := e.adminA.Call(dsBase+"get", M{"data_source_id": d.DataSourceID}).OK(nil).JSON()["secret_filter"]
+	want := map[string]any{"state": "ENABLED", "secrets": []any{}, "service_accounts": []any{}, "schemas": []any{},
+		"exclude_secrets": []any{}, "exclude_service_accounts": []any{"ta-w2"}, "exclude_schemas": []any{}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("secret_filter %v, want %v", got, want)
+	}
+	if raw := e.raw(t, dataSources, d.DataSourceID); raw["sealed"] != nil {
+		t.Fatal("a USE_SERVICE_ACCOUNT_SECRET data source keeps secret data")
+	}
+	if n := len(e.plugin.Calls(verifyMethod)); n != 0 {
+		t.Fatalf("%d verify calls: nothing to verify at register", n)
+	}
+	if n := e.count(t, rules, bson.E{Key: "data_source_id", Value: d.DataSourceID}); n != 2 {
+		t.Fatalf("%d MANAGED rules", n)
+	}
+	plain := e.register(t, e.adminA, saSource("no filter", nil))
+	if f := e.adminA.Call(dsBase+"get", M{"data_source_id": plain.DataSourceID}).OK(nil).JSON()["secret_filter"].(map[string]any); f["state"] != "DISABLED" {
+		t.Fatalf("default secret_filter %v", f)
+	}
+	manual := e.register(t, e.adminA, domainSource("manual"))
+	if f := e.adminA.Call(dsBase+"get", M{"data_source_id": manual.DataSourceID}).OK(nil).JSON()["secret_filter"].(map[string]any); f["state"] != "DISABLED" {
+		t.Fatalf("MANUAL secret_filter %v", f)
+	}
+
+	before, beforeRules := e.count(t, dataSources), e.count(t, rules)
+	with := func(mod func(M)) M { b := saSource("bad", nil); mod(b); return b }
+	filter := func(f M) M { return with(func(b M) { b["secret_filter"] = f }) }
+	many := make([]string, 1001)
+	for i := range many {
+		many[i] = fmt.Sprintf("ta-%d", i)
+	}
+	for _, tc := range []struct {
+		name   string
+		body   M
+		status int
+		code   string
+	}{
+		{"filter state", filter(M{"state": "ON"}), 400, errs.InvalidParameter},
+		{"filter list a string", filter(M{"secrets": "trusted-secret-ta-dom"}), 400, errs.InvalidParameterType},
+		{"filter list of numbers", filter(M{"schemas": []int{1}}), 400, errs.InvalidParameterType},
+		{"filter empty id", filter(M{"service_accounts": []string{"ta-dom", " "}}), 400, errs.InvalidParameter},
+		{"filter long id", filter(M{"exclude_secrets": []string{strings.Repeat("s", 256)}}), 400, errs.InvalidParameter},
+		{"filter too many ids", filter(M{"exclude_schemas": many}), 400, errs.InvalidParameter},
+		{"filter unknown key", filter(M{"state": "ENABLED", "accounts": []string{"ta-dom"}}), 400, errs.InvalidParameter},
+		{"filter not an object", filter(M{"state": []string{"ENABLED"}}), 400, errs.InvalidParameterType},
+		{"no provider", with(func(b M) { delete(b, "provider") }), 400, errs.RequiredParameter},
+		{"own secret data", with(func(b M) { b["plugin_info"].(M)["secret_data"] = M{"k": "v"} }), 400, errs.InvalidParameter},
+		{"unknown secret type", with(func(b M) { b["secret_type"] = "SHARED" }), 400, errs.InvalidParameter},
+		{"MANUAL with a filter", with(func(b M) { b["secret_type"] = "MANUAL"; b["secret_filter"] = M{"state": "ENABLED"} }), 400, errs.InvalidParameter},
+		{"default MANUAL with a filter", func() M { b := domainSource("x"); b["secret_filter"] = M{"state": "DISABLED"}; return b }(), 400, errs.InvalidParameter},
+	} {
+		e.adminA.Call(dsBase+"register", tc.body).Fails(tc.status, tc.code)
+		if e.count(t, dataSources) != before || e.count(t, rules) != beforeRules {
+			t.Fatalf("%s: a refused register stored something", tc.name)
+		}
+	}
+
+	// update takes a secret filter (upstream), for such a data source only.
+	var u DataSource
+	e.adminA.Call(dsBase+"update", M{"data_source_id": d.DataSourceID, "secret_filter": M{"state": "ENABLED", "service_accounts": []string{"ta-dom"}}}).OK(&u)
+	got = e.adminA.Call(dsBase+"get", M{"data_source_id": d.DataSourceID}).OK(nil).JSON()["secret_filter"]
+	if f := got.(map[string]any); f["state"] != "ENABLED" || !reflect.DeepEqual(f["service_accounts"], []any{"ta-dom"}) ||
+		!reflect.DeepEqual(f["exclude_service_accounts"], []any{}) {
+		t.Fatalf("updated secret_filter %v", got)
+	}
+	snap, snapManual := e.raw(t, dataSources, d.DataSourceID), e.raw(t, dataSources, manual.DataSourceID)
+	for _, tc := range []struct {
+		name string
+		body M
+		code string
+	}{
+		{"bad state", M{"data_source_id": d.DataSourceID, "name": "renamed", "secret_filter": M{"state": "YES"}}, errs.InvalidParameter},
+		{"empty id", M{"data_source_id": d.DataSourceID, "name": "renamed", "secret_filter": M{"secrets": []string{""}}}, errs.InvalidParameter},
+		{"a string", M{"data_source_id": d.DataSourceID, "name": "renamed", "secret_filter": "ENABLED"}, errs.InvalidParameterType},
+		{"MANUAL data source", M{"data_source_id": manual.DataSourceID, "name": "renamed", "secret_filter": M{"state": "ENABLED"}}, errs.InvalidParameter},
+	} {
+		e.adminA.Call(dsBase+"update", tc.body).Fails(400, tc.code)
+		if !reflect.DeepEqual(e.raw(t, dataSources, d.DataSourceID), snap) || !reflect.DeepEqual(e.raw(t, dataSources, manual.DataSourceID), snapManual) {
+			t.Fatalf("%s: a refused update changed the data source", tc.name)
+		}
+	}
+}
+
+// A sync of a USE_SERVICE_ACCOUNT_SECRET data source asks the plugin for
+// tasks once per trusted account its filter selects, with that account's
+// secret data; each task reads it again when it runs and stamps its costs
+// with the account. A failing account does not fail the job. The secret
+// data is never stored, logged or answered.
+func TestSyncWithTrustedAccounts(t *testing.T) {
+	e := setupWith(t, options{bus: true, logs: true})
+	stamp := time.Now().Format("150405.000000")
+	e.trust(stamp)
+	var answers [][]byte
+	call := func(c *testkit.Client, path string, body M) *testkit.Response {
+		r := c.Call(path, body)
+		answers = append(answers, r.Body)
+		return r
+	}
+	var d DataSource
+	call(e.adminA, dsBase+"register", saSource("trusted", M{"state": "ENABLED", "exclude_service_accounts": []string{"ta-w2"}})).OK(&d)
+	e.plugin.Script(getTasksMethod, fakeplugin.Reply{Result: M{"tasks": []any{M{"task_options": M{"start": "2024-01-01"}}},
+		"changed": []any{M{"start": "2024-01"}}, "synced_accounts": []any{M{"account_id": "111"}}}})
+	e.plugin.Script(getDataMethod, fakeplugin.Reply{Stream: []M{rows(2, "2024-01", "x")}})
+	var j Job
+	call(e.adminA, dsBase+"sync", M{"data_source_id": d.DataSourceID}).OK(&j)
+	if j.TotalTasks != 2 || len(j.Changed) != 2 || len(j.SyncedAccounts) != 2 {
+		t.Fatalf("job %+v: a task, a window and an account per trusted account", j)
+	}
+	var windowed []string
+	for _, c := range j.Changed {
+		f, _ := c["filter"].(map[string]any)
+		windowed = append(windowed, fmt.Sprint(f["service_account_id"]))
+	}
+	slices.Sort(windowed)
+	if !slices.Equal(windowed, []string{"ta-dom", "ta-w1"}) {
+		t.Fatalf("changed %v: each account's window names the account", j.Changed)
+	}
+	j = e.waitJob(t, e.adminA, j.JobID, finished)
+	if j.Status != "SUCCESS" || j.ErrorCode != "" {
+		t.Fatalf("job %+v", j)
+	}
+	wantKeys := []string{"S3CR3T-" + stamp + "-ta-dom", "S3CR3T-" + stamp + "-ta-w1"}
+	gt := e.plugin.Calls(getTasksMethod)
+	if got := secretKeys(gt); !slices.Equal(got, wantKeys) {
+		t.Fatalf("get_tasks secret data %v, want %v", got, wantKeys)
+	}
+	for _, c := range gt {
+		if !reflect.DeepEqual(c.Request["options"], M{"region": "us-east-1", "secret_type": "USE_SERVICE_ACCOUNT_SECRET"}) || c.Request["domain_id"] != "domain-a" {
+			t.Fatalf("get_tasks request %v", c.Request)
+		}
+	}
+	if got := secretKeys(e.plugin.Calls(getDataMethod)); !slices.Equal(got, wantKeys) {
+		t.Fatalf("get_data secret data %v, want %v", got, wantKeys)
+	}
+	// Identity was asked with the service credential for domain-a; each
+	// secret read twice: for get_tasks, and again by the task's run.
+	reads := e.services.trusted.callsOf(secretDataPath)
+	if len(reads) != 4 {
+		t.Fatalf("%d secret data reads, want 4", len(reads))
+	}
+	for _, c := range append(reads, e.services.trusted.callsOf(trustedListPath)...) {
+		if !c.system || c.req["domain_id"] != "domain-a" {
+			t.Fatalf("identity call %+v: want the service credential naming domain-a", c)
+		}
+	}
+	// Costs carry their account: the domain-wide one stays the domain's,
+	// workspace-1's goes to workspace-1.
+	l := e.costs(t, e.adminA, M{"query": M{"page": M{"limit": 100}}})
+	byAccount := map[string][]string{}
+	for _, c := range l.Results {
+		byAccount[c.ServiceAccountID] = append(byAccount[c.ServiceAccountID], c.WorkspaceID)
+	}
+	if l.TotalCount != 4 || !slices.Equal(byAccount["ta-dom"], []string{"*", "*"}) || !slices.Equal(byAccount["ta-w1"], []string{"workspace-1", "workspace-1"}) {
+		t.Fatalf("costs by account %v", byAccount)
+	}
+	if l := e.costs(t, e.ownerA1, M{}); l.TotalCount != 2 || l.Results[0].ServiceAccountID != "ta-w1" {
+		t.Fatalf("workspace-1 sees %+v", l)
+	}
+	cur, err := e.db.Collection(tasks).Find(t.Context(), bson.D{{Key: "job_id", Value: j.JobID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored []bson.M
+	if err := cur.All(t.Context(), &stored); err != nil {
+		t.Fatal(err)
+	}
+	var taskAccounts []string
+	for _, s := range stored {
+		taskAccounts = append(taskAccounts, fmt.Sprint(s["trusted_account_id"]))
+	}
+	slices.Sort(taskAccounts)
+	if !slices.Equal(taskAccounts, []string{"ta-dom", "ta-w1"}) {
+		t.Fatalf("tasks keep the accounts %v", taskAccounts)
+	}
+
+	// get_tasks failing for one account (ta-dom, asked first): the other
+	// account's task runs, the job succeeds, ta-dom's costs stay.
+	first := j.JobID
+	e.plugin.Script(getTasksMethod, fakeplugin.Reply{Err: fakeplugin.Fail(codes.Internal, "ERROR_AWS", "throttled")},
+		fakeplugin.Reply{Result: M{"tasks": []any{M{"task_options": M{"start": "2024-01-01"}}}, "changed": []any{M{"start": "2024-01"}}}})
+	call(e.adminA, dsBase+"sync", M{"data_source_id": d.DataSourceID}).OK(&j)
+	if j.TotalTasks != 1 {
+		t.Fatalf("job %+v: one account had no task", j)
+	}
+	j = e.waitJob(t, e.adminA, j.JobID, finished)
+	if j.Status != "SUCCESS" {
+		t.Fatalf("job %+v", j)
+	}
+	jobOf := func() map[string][]string {
+		out := map[string][]string{}
+		for _, c := range e.costs(t, e.adminA, M{"query": M{"page": M{"limit": 100}}}).Results {
+			out[c.ServiceAccountID] = append(out[c.ServiceAccountID], c.JobID)
+		}
+		return out
+	}
+	if got := jobOf(); !slices.Equal(got["ta-dom"], []string{first, first}) || !slices.Equal(got["ta-w1"], []string{j.JobID, j.JobID}) {
+		t.Fatalf("costs by account and job %v (first job %s, second %s)", got, first, j.JobID)
+	}
+
+	// A task failing: the job still succeeds (not ERROR_JOB_TASK); the
+	// failed account keeps its earlier costs, the other's are replaced.
+	e.plugin.Script(getTasksMethod, fakeplugin.Reply{Result: M{"tasks": []any{M{"task_options": M{"start": "2024-01-01"}}}, "changed": []any{M{"start": "2024-01"}}}})
+	e.plugin.Script(getDataMethod, fakeplugin.Reply{Err: fakeplugin.Fail(codes.PermissionDenied, "ERROR_AWS_ACCESS", "denied")},
+		fakeplugin.Reply{Stream: []M{rows(2, "2024-01", "y")}})
+	before := jobOf()
+	call(e.adminA, dsBase+"sync", M{"data_source_id": d.DataSourceID}).OK(&j)
+	j = e.waitJob(t, e.adminA, j.JobID, finished)
+	if j.Status != "SUCCESS" || j.ErrorCode != "" || j.TotalTasks != 2 {
+		t.Fatalf("job %+v: a failed task of a USE_SERVICE_ACCOUNT_SECRET job does not fail it", j)
+	}
+	var failed struct {
+		Status           string `bson:"status"`
+		ErrorCode        string `bson:"error_code"`
+		TrustedAccountID string `bson:"trusted_account_id"`
+	}
+	if err := e.db.Collection(tasks).FindOne(t.Context(), bson.D{{Key: "job_id", Value: j.JobID}, {Key: "status", Value: "FAILURE"}}).Decode(&failed); err != nil ||
+		failed.ErrorCode != "ERROR_AWS_ACCESS" {
+		t.Fatalf("failed task %+v %v", failed, err)
+	}
+	other := map[string]string{"ta-dom": "ta-w1", "ta-w1": "ta-dom"}[failed.TrustedAccountID]
+	if got := jobOf(); !slices.Equal(got[failed.TrustedAccountID], before[failed.TrustedAccountID]) || !slices.Equal(got[other], []string{j.JobID, j.JobID}) {
+		t.Fatalf("costs by account and job %v (before %v, failed %s, job %s)", got, before, failed.TrustedAccountID, j.JobID)
+	}
+
+	// Nothing held the secret data but the plugin's requests.
+	call(e.adminA, jobBase+"list", M{})
+	call(e.adminA, dsBase+"list", M{})
+	call(e.adminA, costBase+"list", M{})
+	secrets := []string{"S3CR3T-" + stamp}
+	for _, b := range answers {
+		for _, s := range secrets {
+			if strings.Contains(string(b), s) {
+				t.Fatalf("an answer holds secret data: %s", b)
+			}
+		}
+	}
+	names, err := e.db.ListCollectionNames(t.Context(), bson.D{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		cur, err := e.db.Collection(name).Find(t.Context(), bson.D{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for cur.Next(t.Context()) {
+			for _, s := range secrets {
+				if strings.Contains(cur.Current.String(), s) || bytes.Contains(cur.Current, []byte(s)) {
+					t.Fatalf("%s holds secret data: %s", name, cur.Current)
+				}
+			}
+		}
+		_ = cur.Close(t.Context())
+	}
+	logs := e.logs.String()
+	if !strings.Contains(logs, "ta-dom") || !strings.Contains(logs, "get_tasks failed") {
+		t.Fatalf("the log lines were not captured: the leak check would prove nothing: %.500s", logs)
+	}
+	for _, s := range secrets {
+		if strings.Contains(logs, s) {
+			t.Fatalf("the logs hold secret data: %s", logs)
+		}
+	}
+}
+
+// No trusted account: the job is SUCCESS at once, without asking the
+// plugin. A WORKSPACE data source uses its workspace's and the domain-wide
+// accounts and keeps every cost in its workspace. Identity down at sync:
+// 503 and no job.
+func TestSyncTrustedAccountsScope(t *testing.T) {
+	e := setupWith(t, options{bus: true})
+	e.trust("x")
+	none := e.register(t, e.adminA, saSource("none", M{"state": "ENABLED", "service_accounts": []string{"ta-gcp", "ta-b"}}))
+	j := e.sync(t, e.adminA, none.DataSourceID, "")
+	if j.Status != "SUCCESS" || j.TotalTasks != 0 || len(e.plugin.Calls(getTasksMethod)) != 0 {
+		t.Fatalf("job %+v, %d get_tasks", j, len(e.plugin.Calls(getTasksMethod)))
+	}
+	var got DataSource
+	e.adminA.Call(dsBase+"get", M{"data_source_id": none.DataSourceID}).OK(&got)
+	if got.LastSynchronizedAt == nil {
+		t.Fatal("a sync without tasks is a sync: last_synchronized_at")
+	}
+
+	b := saSource("mine", nil)
+	b["resource_group"] = "WORKSPACE"
+	ws := e.register(t, e.ownerA1, b)
+	e.plugin.Script(getTasksMethod, fakeplugin.Reply{Result: M{"tasks": []any{M{"task_options": M{"start": "2024-02-01"}}}}})
+	e.plugin.Script(getDataMethod, fakeplugin.Reply{Stream: []M{rows(1, "2024-02", "w")}})
+	j = e.waitJob(t, e.ownerA1, e.sync(t, e.ownerA1, ws.DataSourceID, "").JobID, finished)
+	if j.Status != "SUCCESS" || j.TotalTasks != 2 {
+		t.Fatalf("job %+v", j)
+	}
+	if got := secretKeys(e.plugin.Calls(getTasksMethod)); !slices.Equal(got, []string{"S3CR3T-x-ta-dom", "S3CR3T-x-ta-w1"}) {
+		t.Fatalf("a WORKSPACE data source synced with %v", got)
+	}
+	l := e.costs(t, e.ownerA1, M{})
+	var accounts []string
+	for _, c := range l.Results {
+		accounts = append(accounts, c.ServiceAccountID)
+		if c.WorkspaceID != "workspace-1" {
+			t.Fatalf("cost %+v left its data source's workspace", c)
+		}
+	}
+	slices.Sort(accounts)
+	if !slices.Equal(accounts, []string{"ta-dom", "ta-w1"}) {
+		t.Fatalf("costs of %v", accounts)
+	}
+	// verify-plugin verifies with the first account.
+	e.ownerA1.Call(dsBase+"verify-plugin", M{"data_source_id": ws.DataSourceID}).OK(nil)
+	if v := e.plugin.Calls(verifyMethod); len(v) != 1 || secretKeys(v)[0] != "S3CR3T-x-ta-dom" {
+		t.Fatalf("verify calls %+v", v)
+	}
+	e.adminA.Call(dsBase+"verify-plugin", M{"data_source_id": none.DataSourceID}).Fails(404, errs.NotFoundCode)
+
+	// Identity down: 503 and no job; a MANUAL data source whose MANAGED
+	// rule matches service accounts cannot read them either.
+	manual := e.register(t, e.adminA, domainSource("manual"))
+	jobsBefore := e.count(t, jobs)
+	e.services.trusted.set(func(f *fakeTrusted) { f.down = true })
+	e.adminA.Call(dsBase+"sync", M{"data_source_id": none.DataSourceID}).Fails(503, errs.Unavailable)
+	e.ownerA1.Call(dsBase+"sync", M{"data_source_id": ws.DataSourceID}).Fails(503, errs.Unavailable)
+	e.adminA.Call(dsBase+"sync", M{"data_source_id": manual.DataSourceID}).Fails(503, errs.Unavailable)
+	if e.count(t, jobs) != jobsBefore || e.count(t, jobs, bson.E{Key: "status", Value: "IN_PROGRESS"}) != 0 {
+		t.Fatal("a sync refused for identity left a job")
+	}
+	e.services.trusted.set(func(f *fakeTrusted) { f.down = false })
+	if j := e.sync(t, e.adminA, none.DataSourceID, ""); j.Status != "SUCCESS" {
+		t.Fatalf("job after identity came back %+v", j)
+	}
 }
 
 // match_service_account: the rule's trusted service accounts come from

@@ -3,11 +3,14 @@
 // with upstream's names and shapes under /cost-analysis/v1/data-source. A
 // data source is an instance of a repository plugin of resource_type
 // cost_analysis.DataSource, initialised on register and on update_plugin
-// (its metadata's data_source_rules become its MANAGED rules), with its
-// secret data sealed at rest; sync starts a cost job.
+// (its metadata's data_source_rules become its MANAGED rules). A MANUAL
+// data source has its own secret data, sealed at rest; a
+// USE_SERVICE_ACCOUNT_SECRET one syncs with identity's trusted accounts of
+// its provider (narrowed by its secret_filter), whose secret data is read
+// from identity when needed and never kept. sync starts a cost job.
 //
 // It must not read other services' data except through their APIs
-// (repository for plugins and versions).
+// (repository for plugins and versions, identity for trusted accounts).
 package datasource
 
 import (
@@ -29,6 +32,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/trusted"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/job"
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/model"
@@ -60,21 +64,23 @@ type (
 		Hours []int  `json:"hours" v:"max=24"`
 	}
 	register struct {
-		Name           string         `json:"name" v:"required,max=255"`
-		DataSourceType string         `json:"data_source_type" v:"enum=EXTERNAL"`
-		Provider       string         `json:"provider" v:"max=255"`
-		SecretType     string         `json:"secret_type" v:"enum=MANUAL"`
-		PluginInfo     *pluginRequest `json:"plugin_info" v:"required"`
-		Schedule       *schedule      `json:"schedule"`
-		Tags           map[string]any `json:"tags"`
-		ResourceGroup  string         `json:"resource_group" v:"required,enum=DOMAIN|WORKSPACE"`
-		WorkspaceID    string         `json:"workspace_id" v:"max=64"`
+		Name           string          `json:"name" v:"required,max=255"`
+		DataSourceType string          `json:"data_source_type" v:"enum=EXTERNAL"`
+		Provider       string          `json:"provider" v:"max=255"`
+		SecretType     string          `json:"secret_type" v:"enum=MANUAL|USE_SERVICE_ACCOUNT_SECRET"`
+		SecretFilter   *trusted.Filter `json:"secret_filter"`
+		PluginInfo     *pluginRequest  `json:"plugin_info" v:"required"`
+		Schedule       *schedule       `json:"schedule"`
+		Tags           map[string]any  `json:"tags"`
+		ResourceGroup  string          `json:"resource_group" v:"required,enum=DOMAIN|WORKSPACE"`
+		WorkspaceID    string          `json:"workspace_id" v:"max=64"`
 	}
 	update struct {
-		DataSourceID string         `json:"data_source_id" v:"required,max=64"`
-		Name         string         `json:"name" v:"max=255"`
-		Schedule     *schedule      `json:"schedule"`
-		Tags         map[string]any `json:"tags"`
+		DataSourceID string          `json:"data_source_id" v:"required,max=64"`
+		Name         string          `json:"name" v:"max=255"`
+		SecretFilter *trusted.Filter `json:"secret_filter"`
+		Schedule     *schedule       `json:"schedule"`
+		Tags         map[string]any  `json:"tags"`
 	}
 	updatePlugin struct {
 		DataSourceID string         `json:"data_source_id" v:"required,max=64"`
@@ -116,10 +122,25 @@ func (s *schedule) Validate() error {
 	return nil
 }
 
-// Validate: a MANUAL plugin names its version.
+// Validate: a MANUAL plugin names its version. A data source that uses
+// its provider's trusted accounts (USE_SERVICE_ACCOUNT_SECRET) names the
+// provider (upstream) and brings no secret data of its own; only such a
+// data source takes a secret_filter.
 func (r *register) Validate() error {
 	if r.PluginInfo.UpgradeMode == "MANUAL" && r.PluginInfo.Version == "" {
 		return errs.Required("plugin_info.version")
+	}
+	if r.SecretType != model.UseServiceAccountSecret {
+		if r.SecretFilter != nil {
+			return errs.Invalid("secret_filter", "only a USE_SERVICE_ACCOUNT_SECRET data source selects trusted accounts")
+		}
+		return nil
+	}
+	if len(r.PluginInfo.SecretData) > 0 {
+		return errs.Invalid("plugin_info.secret_data", "a USE_SERVICE_ACCOUNT_SECRET data source syncs with its trusted accounts' secret data")
+	}
+	if r.Provider == "" {
+		return errs.Required("provider")
 	}
 	return nil
 }
@@ -162,9 +183,9 @@ func (ds *DataSources) Routes() []api.Route {
 	const base = "/cost-analysis/v1/data-source/"
 	return []api.Route{
 		api.Op[register, DataSource]{Path: base + "register", Access: model.Writers, Summary: "Register a data source from a cost_analysis.DataSource plugin; the plugin is initialised and its MANAGED rules created.", Handle: ds.register},
-		api.Op[update, DataSource]{Path: base + "update", Access: model.Writers, Summary: "Change a data source's name, schedule or tags.", Handle: ds.update},
+		api.Op[update, DataSource]{Path: base + "update", Access: model.Writers, Summary: "Change a data source's name, secret filter (USE_SERVICE_ACCOUNT_SECRET only), schedule or tags.", Handle: ds.update},
 		api.Op[updatePlugin, DataSource]{Path: base + "update-plugin", Access: model.Writers, Summary: "Change the plugin's version or options and initialise it again; the MANAGED rules follow its metadata.", Handle: ds.updatePlugin},
-		api.Op[dsRequest, api.Empty]{Path: base + "verify-plugin", Access: model.Writers, Summary: "Ask the plugin to verify the data source's options and secret data (DataSource.verify).", Handle: ds.verifyPlugin},
+		api.Op[dsRequest, api.Empty]{Path: base + "verify-plugin", Access: model.Writers, Summary: "Ask the plugin to verify the data source's options and secret data (DataSource.verify); a USE_SERVICE_ACCOUNT_SECRET data source verifies with the first trusted account it syncs with.", Handle: ds.verifyPlugin},
 		api.Op[dsRequest, DataSource]{Path: base + "enable", Access: model.Writers, Summary: "Enable the data source: it syncs.", Handle: ds.enable},
 		api.Op[dsRequest, DataSource]{Path: base + "disable", Access: model.Writers, Summary: "Disable the data source: sync is refused.", Handle: ds.disable},
 		api.Op[dsRequest, api.Empty]{Path: base + "deregister", Access: model.Writers, Summary: "Deregister the data source with its rules, jobs and costs.", Handle: ds.deregister},
@@ -228,7 +249,14 @@ func (ds *DataSources) register(ctx context.Context, p *auth.Principal, r *regis
 		return nil, err
 	}
 	info := model.PluginInfo{Info: pi, SchemaID: r.PluginInfo.SchemaID}
-	if r.PluginInfo.SecretData != nil {
+	secretType, filter := model.Manual, trusted.Filter{}
+	if r.SecretType == model.UseServiceAccountSecret {
+		secretType = model.UseServiceAccountSecret
+		if r.SecretFilter != nil {
+			filter = *r.SecretFilter
+		}
+	}
+	if secretType == model.Manual && r.PluginInfo.SecretData != nil {
 		if err := ds.target(info).Verify(ctx, info.Options, r.PluginInfo.SecretData, "", p.DomainID); err != nil {
 			return nil, err
 		}
@@ -249,10 +277,10 @@ func (ds *DataSources) register(ctx context.Context, p *auth.Principal, r *regis
 		}
 	}
 	doc := &DataSource{ID: id, DataSourceID: id, Name: r.Name, State: model.Enabled, DataSourceType: "EXTERNAL", Provider: provider,
-		SecretType: "MANUAL", PluginInfo: info, Schedule: sched, Tags: wire.Object(r.Tags), CostTagKeys: []string{},
+		SecretType: secretType, SecretFilter: filter.Normalized(), PluginInfo: info, Schedule: sched, Tags: wire.Object(r.Tags), CostTagKeys: []string{},
 		CostAdditionalInfoKeys: []string{}, CostDataKeys: []string{}, ResourceGroup: r.ResourceGroup, WorkspaceID: ws,
 		DomainID: p.DomainID, CreatedAt: wire.T(wire.Now())}
-	if r.PluginInfo.SecretData != nil {
+	if secretType == model.Manual && r.PluginInfo.SecretData != nil {
 		sealed, err := ds.keys.SealJSON(r.PluginInfo.SecretData, model.AD(id, p.DomainID))
 		if err != nil {
 			return nil, err
@@ -310,6 +338,12 @@ func (ds *DataSources) update(ctx context.Context, p *auth.Principal, r *update)
 		if r.Name != "" {
 			set = append(set, bson.E{Key: "name", Value: r.Name})
 		}
+		if r.SecretFilter != nil {
+			if doc.SecretType != model.UseServiceAccountSecret {
+				return nil, errs.Invalid("secret_filter", "only a USE_SERVICE_ACCOUNT_SECRET data source selects trusted accounts")
+			}
+			set = append(set, bson.E{Key: "secret_filter", Value: r.SecretFilter.Normalized()})
+		}
 		if r.Schedule != nil {
 			s := model.Schedule{State: r.Schedule.State, Hours: wire.List(r.Schedule.Hours)}
 			if s.State == "" {
@@ -352,7 +386,7 @@ func (ds *DataSources) verifyPlugin(ctx context.Context, p *auth.Principal, r *d
 	if err := model.Writable(p, doc.WorkspaceID); err != nil {
 		return nil, err
 	}
-	secret, err := job.OpenSecret(ds.keys, doc)
+	secret, err := ds.jobs.VerifySecret(ctx, doc)
 	if err != nil {
 		return nil, err
 	}

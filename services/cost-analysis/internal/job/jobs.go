@@ -240,6 +240,18 @@ func (js *Jobs) Fail(ctx context.Context, jobID, code, message string) error {
 	}, nil)
 }
 
+// TaskFailed is what a failed task does to its running job
+// (plugin-protocols.md 5: "job → ERROR_JOB_TASK unless
+// USE_SERVICE_ACCOUNT_SECRET"): a MANUAL job fails at once, so its other
+// tasks stop; a USE_SERVICE_ACCOUNT_SECRET job goes on with its other
+// accounts and the task alone is FAILURE (Settle).
+func (js *Jobs) TaskFailed(ctx context.Context, j *Job, message string) error {
+	if j.SecretType == model.UseServiceAccountSecret {
+		return nil
+	}
+	return js.Fail(ctx, j.JobID, JobTaskFailed, message)
+}
+
 // Expire makes a running job past its timeout TIMEOUT; it reports whether
 // the job is (now) finished.
 func (js *Jobs) Expire(ctx context.Context, jobID string) (bool, error) {
@@ -291,7 +303,9 @@ func (js *Jobs) Sweep(ctx context.Context) error {
 // Settle recounts a job's remaining tasks from its tasks' records and
 // finishes a running job whose tasks are all done: SUCCESS (old costs of
 // its changed windows replaced, the data source's last sync and cost keys
-// updated) or FAILURE when a task failed.
+// updated) or FAILURE when a task failed. A USE_SERVICE_ACCOUNT_SECRET job
+// is SUCCESS even then (TaskFailed), and the windows of an account whose
+// task failed are not replaced: nothing came to replace its old costs.
 func (js *Jobs) Settle(ctx context.Context, jobID string) error {
 	var succeeded *Job
 	var keys [3][]string
@@ -301,12 +315,16 @@ func (js *Jobs) Settle(ctx context.Context, jobID string) error {
 			return nil, err
 		}
 		remained, failed := 0, 0
+		failedAccounts := map[string]bool{}
 		for _, t := range tasks {
 			switch t.Status {
 			case model.Pending, model.InProgress:
 				remained++
 			case model.Failure:
 				failed++
+				if t.TrustedAccountID != "" {
+					failedAccounts[t.TrustedAccountID] = true
+				}
 			}
 			keys[0], keys[1], keys[2] = union(keys[0], t.TagKeys), union(keys[1], t.AdditionalInfoKeys), union(keys[2], t.DataKeys)
 		}
@@ -317,8 +335,11 @@ func (js *Jobs) Settle(ctx context.Context, jobID string) error {
 			j.UpdatedAt = now
 			return append(set, bson.E{Key: "updated_at", Value: now}), nil
 		}
-		if failed > 0 {
+		if failed > 0 && j.SecretType != model.UseServiceAccountSecret {
 			return append(set, finish(j, model.Failure, JobTaskFailed, "A task of the job failed.")...), nil
+		}
+		if failed > 0 {
+			js.log.Info("cost job succeeded with failed tasks (USE_SERVICE_ACCOUNT_SECRET)", "job_id", j.JobID, "failed_tasks", failed)
 		}
 		// The old costs of the changed windows go before the job says
 		// SUCCESS, so a reader who sees SUCCESS sees the new costs only.
@@ -326,6 +347,9 @@ func (js *Jobs) Settle(ctx context.Context, jobID string) error {
 		// two workers settling the last two tasks at once each saw the
 		// other's task unfinished when this was checked outside it.
 		for _, c := range j.Changed {
+			if a, _ := c.Filter["service_account_id"].(string); a != "" && failedAccounts[a] {
+				continue
+			}
 			if err := js.ReplaceWindow(ctx, j, c); err != nil {
 				return nil, err
 			}

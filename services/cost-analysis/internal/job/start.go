@@ -19,9 +19,17 @@ import (
 
 // Start runs a sync of ds as plugin-protocols.md section 5 says: refuse a
 // second running job (a job past its timeout becomes TIMEOUT first),
-// create the job, ask the plugin for its tasks (Job.get_tasks), store them
-// and queue them. A plugin that fails get_tasks leaves the job FAILURE
-// with ERROR_GET_JOB_TASKS; no task makes it SUCCESS at once.
+// create the job, ask the plugin for its tasks (Job.get_tasks) once per
+// secret, store them and queue them. No task makes the job SUCCESS at
+// once.
+//
+// A MANUAL data source has one secret, its own; a plugin that fails
+// get_tasks leaves the job FAILURE with ERROR_GET_JOB_TASKS. A
+// USE_SERVICE_ACCOUNT_SECRET one has a secret per trusted account it
+// selects (Accounts); a get_tasks failing for one account is logged and
+// that account has no task. Everything read from identity (accounts,
+// their secret data, the rules' directory) is read before the job is
+// created: identity unreachable answers 503 and leaves no job.
 func (js *Jobs) Start(ctx context.Context, p *auth.Principal, ds *model.DataSource, start string) (*Job, error) {
 	if ds.State != model.Enabled {
 		return nil, errs.New(errs.DataSourceState, "The data source is %s: it does not sync. (data_source_id = %s)", ds.State, ds.DataSourceID)
@@ -29,7 +37,7 @@ func (js *Jobs) Start(ctx context.Context, p *auth.Principal, ds *model.DataSour
 	if js.outbox == nil {
 		return nil, errs.Down("The event bus", errors.New("cost-analysis runs without NATS: jobs cannot be queued"))
 	}
-	secret, err := OpenSecret(js.keys, ds)
+	secrets, err := js.secrets(ctx, ds)
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +53,7 @@ func (js *Jobs) Start(ctx context.Context, p *auth.Principal, ds *model.DataSour
 	}
 	j := &Job{ID: id, JobID: id, Status: model.InProgress, Options: opts, Changed: []model.Changed{}, SyncedAccounts: []model.SyncedAccount{},
 		ResourceGroup: ds.ResourceGroup, DomainID: ds.DomainID, WorkspaceID: ds.WorkspaceID, DataSourceID: ds.DataSourceID,
-		TaskIDs: []string{}, CreatedAt: now, UpdatedAt: now}
+		SecretType: ds.SecretType, TaskIDs: []string{}, CreatedAt: now, UpdatedAt: now}
 	err = model.Lock(ctx, js.db, model.SyncLock(ds.DataSourceID), func() error {
 		cur, err := js.jobs.Find(ctx, bson.D{{Key: "data_source_id", Value: ds.DataSourceID}, {Key: "status", Value: model.InProgress}})
 		if err != nil {
@@ -80,32 +88,45 @@ func (js *Jobs) Start(ctx context.Context, p *auth.Principal, ds *model.DataSour
 	if ds.LastSynchronizedAt != nil {
 		last = wire.FormatTime(ds.LastSynchronizedAt.Time)
 	}
-	reply, err := plugin.CostDataSource{Target: js.plugins.Plugin(ds.PluginInfo.PluginID, ds.PluginInfo.Version)}.GetTasks(ctx, plugin.CostTasksRequest{
-		Options: PluginOptions(ds), SecretData: secret, Start: start, LastSynchronizedAt: last, DomainID: ds.DomainID})
-	if err != nil {
-		js.log.Info("cost job get_tasks failed", "job_id", id, "data_source_id", ds.DataSourceID, "error", err.Error())
-		return js.failed(ctx, j, GetJobTasksFailed, err.Error())
-	}
+	// The secret data goes to the plugin and nowhere else: from here on
+	// only sec.data holds it, until Start returns.
 	tasks := make([]model.Task, 0)
-	for _, t := range list(reply, "tasks") {
-		tid := wire.NewID("job-task")
-		to, _ := t["task_options"].(map[string]any)
-		task := model.Task{ID: tid, JobTaskID: tid, Status: model.Pending, Options: wire.Object(to), JobID: id,
-			DataSourceID: ds.DataSourceID, DomainID: ds.DomainID, WorkspaceID: ds.WorkspaceID, CreatedAt: now}
-		if c, ok := t["task_changed"].(map[string]any); ok && len(c) > 0 {
-			ch := changed(c)
-			task.Changed = &ch
-		}
-		tasks = append(tasks, task)
-	}
 	chg := []model.Changed{}
-	for _, c := range list(reply, "changed") {
-		chg = append(chg, changed(c))
-	}
 	accounts := []model.SyncedAccount{}
-	for _, a := range list(reply, "synced_accounts") {
-		if s, _ := a["account_id"].(string); s != "" {
-			accounts = append(accounts, model.SyncedAccount{AccountID: s})
+	for _, sec := range secrets {
+		reply, err := plugin.CostDataSource{Target: js.plugins.Plugin(ds.PluginInfo.PluginID, ds.PluginInfo.Version)}.GetTasks(ctx, plugin.CostTasksRequest{
+			Options: PluginOptions(ds), SecretData: sec.data, Start: start, LastSynchronizedAt: last, DomainID: ds.DomainID})
+		if err != nil {
+			if sec.account == nil {
+				js.log.Info("cost job get_tasks failed", "job_id", id, "data_source_id", ds.DataSourceID, "error", err.Error())
+				return js.failed(ctx, j, GetJobTasksFailed, err.Error())
+			}
+			// Upstream logs it and goes on with the other accounts.
+			js.log.Warn("cost job get_tasks failed for a trusted account: it has no task", "job_id", id, "data_source_id", ds.DataSourceID,
+				"trusted_account_id", sec.account.TrustedAccountID, "error", err.Error())
+			continue
+		}
+		for _, t := range list(reply, "tasks") {
+			tid := wire.NewID("job-task")
+			to, _ := t["task_options"].(map[string]any)
+			task := model.Task{ID: tid, JobTaskID: tid, Status: model.Pending, Options: wire.Object(to), JobID: id,
+				DataSourceID: ds.DataSourceID, DomainID: ds.DomainID, WorkspaceID: ds.WorkspaceID, CreatedAt: now}
+			if c, ok := t["task_changed"].(map[string]any); ok && len(c) > 0 {
+				ch := sec.window(changed(c))
+				task.Changed = &ch
+			}
+			if sec.account != nil {
+				task.TrustedAccountID, task.AccountWorkspaceID = sec.account.TrustedAccountID, sec.account.WorkspaceID
+			}
+			tasks = append(tasks, task)
+		}
+		for _, c := range list(reply, "changed") {
+			chg = append(chg, sec.window(changed(c)))
+		}
+		for _, a := range list(reply, "synced_accounts") {
+			if s, _ := a["account_id"].(string); s != "" {
+				accounts = append(accounts, model.SyncedAccount{AccountID: s})
+			}
 		}
 	}
 	ids := make([]string, len(tasks))

@@ -20,6 +20,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/pluginref"
 	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/trusted"
 	"github.com/nubes-io/nubes/pkg/wire"
 )
 
@@ -53,6 +54,13 @@ const (
 	Workspace = "WORKSPACE"
 	Managed   = "MANAGED"
 	Custom    = "CUSTOM"
+)
+
+// Secret types of a data source: its own secret data (MANUAL) or its
+// provider's trusted accounts in identity (USE_SERVICE_ACCOUNT_SECRET).
+const (
+	Manual                  = "MANUAL"
+	UseServiceAccountSecret = "USE_SERVICE_ACCOUNT_SECRET"
 )
 
 // Job and task statuses (semantics.md section 5).
@@ -163,29 +171,32 @@ type Schedule struct {
 	Hours []int  `bson:"hours" json:"hours"`
 }
 
-// DataSource is a data source as stored and sent (DataSourceInfo). Its
-// secret data is sealed in Sealed (bound to its id and domain) and never
-// sent.
+// DataSource is a data source as stored and sent (DataSourceInfo). A
+// MANUAL data source's secret data is sealed in Sealed (bound to its id
+// and domain) and never sent; a USE_SERVICE_ACCOUNT_SECRET one has none:
+// it syncs with the trusted accounts of its provider that SecretFilter
+// lets through.
 type DataSource struct {
-	ID                     string       `bson:"_id" json:"-"`
-	DataSourceID           string       `bson:"data_source_id" json:"data_source_id"`
-	Name                   string       `bson:"name" json:"name"`
-	State                  string       `bson:"state" json:"state"`
-	DataSourceType         string       `bson:"data_source_type" json:"data_source_type"`
-	Provider               string       `bson:"provider" json:"provider"`
-	SecretType             string       `bson:"secret_type" json:"secret_type"`
-	PluginInfo             PluginInfo   `bson:"plugin_info" json:"plugin_info"`
-	Sealed                 *seal.Sealed `bson:"sealed,omitempty" json:"-"`
-	Schedule               Schedule     `bson:"schedule" json:"schedule"`
-	Tags                   Object       `bson:"tags" json:"tags"`
-	CostTagKeys            []string     `bson:"cost_tag_keys" json:"cost_tag_keys"`
-	CostAdditionalInfoKeys []string     `bson:"cost_additional_info_keys" json:"cost_additional_info_keys"`
-	CostDataKeys           []string     `bson:"cost_data_keys" json:"cost_data_keys"`
-	ResourceGroup          string       `bson:"resource_group" json:"resource_group"`
-	WorkspaceID            string       `bson:"workspace_id" json:"workspace_id"`
-	DomainID               string       `bson:"domain_id" json:"domain_id"`
-	CreatedAt              wire.Time    `bson:"created_at" json:"created_at"`
-	LastSynchronizedAt     *wire.Time   `bson:"last_synchronized_at" json:"last_synchronized_at"`
+	ID                     string         `bson:"_id" json:"-"`
+	DataSourceID           string         `bson:"data_source_id" json:"data_source_id"`
+	Name                   string         `bson:"name" json:"name"`
+	State                  string         `bson:"state" json:"state"`
+	DataSourceType         string         `bson:"data_source_type" json:"data_source_type"`
+	Provider               string         `bson:"provider" json:"provider"`
+	SecretType             string         `bson:"secret_type" json:"secret_type"`
+	SecretFilter           trusted.Filter `bson:"secret_filter" json:"secret_filter"`
+	PluginInfo             PluginInfo     `bson:"plugin_info" json:"plugin_info"`
+	Sealed                 *seal.Sealed   `bson:"sealed,omitempty" json:"-"`
+	Schedule               Schedule       `bson:"schedule" json:"schedule"`
+	Tags                   Object         `bson:"tags" json:"tags"`
+	CostTagKeys            []string       `bson:"cost_tag_keys" json:"cost_tag_keys"`
+	CostAdditionalInfoKeys []string       `bson:"cost_additional_info_keys" json:"cost_additional_info_keys"`
+	CostDataKeys           []string       `bson:"cost_data_keys" json:"cost_data_keys"`
+	ResourceGroup          string         `bson:"resource_group" json:"resource_group"`
+	WorkspaceID            string         `bson:"workspace_id" json:"workspace_id"`
+	DomainID               string         `bson:"domain_id" json:"domain_id"`
+	CreatedAt              wire.Time      `bson:"created_at" json:"created_at"`
+	LastSynchronizedAt     *wire.Time     `bson:"last_synchronized_at" json:"last_synchronized_at"`
 }
 
 // AD binds a data source's sealed secret data to its record.
@@ -269,6 +280,9 @@ type Job struct {
 	DomainID       string          `bson:"domain_id" json:"domain_id"`
 	WorkspaceID    string          `bson:"workspace_id" json:"workspace_id"`
 	DataSourceID   string          `bson:"data_source_id" json:"data_source_id"`
+	// SecretType is the data source's when the job started: a failed task
+	// of a USE_SERVICE_ACCOUNT_SECRET job does not fail the job.
+	SecretType string `bson:"secret_type,omitempty" json:"-"`
 	// TaskIDs are the job's tasks, so they are read by _id.
 	TaskIDs    []string   `bson:"task_ids" json:"-"`
 	CreatedAt  wire.Time  `bson:"created_at" json:"created_at"`
@@ -296,9 +310,15 @@ type Task struct {
 	Attempt int `bson:"attempt" json:"attempt"`
 	// The keys seen in the task's costs, merged into the data source's
 	// cost_*_keys when the job succeeds.
-	TagKeys            []string   `bson:"tag_keys,omitempty" json:"-"`
-	AdditionalInfoKeys []string   `bson:"additional_info_keys,omitempty" json:"-"`
-	DataKeys           []string   `bson:"data_keys,omitempty" json:"-"`
+	TagKeys            []string `bson:"tag_keys,omitempty" json:"-"`
+	AdditionalInfoKeys []string `bson:"additional_info_keys,omitempty" json:"-"`
+	DataKeys           []string `bson:"data_keys,omitempty" json:"-"`
+	// TrustedAccountID is the trusted account a USE_SERVICE_ACCOUNT_SECRET
+	// task syncs with (its secret data is read from identity at each run,
+	// never kept), AccountWorkspaceID that account's workspace ("*" for a
+	// domain-wide one): its costs are stamped with them.
+	TrustedAccountID   string     `bson:"trusted_account_id,omitempty" json:"-"`
+	AccountWorkspaceID string     `bson:"account_workspace_id,omitempty" json:"-"`
 	JobID              string     `bson:"job_id" json:"job_id"`
 	DataSourceID       string     `bson:"data_source_id" json:"data_source_id"`
 	DomainID           string     `bson:"domain_id" json:"domain_id"`

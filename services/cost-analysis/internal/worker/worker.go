@@ -242,11 +242,12 @@ func (w *Worker) run(ctx context.Context, msg jetstream.Msg, m events.CostTask, 
 			return err
 		}
 		// The task's rows go first, so a job seen FAILURE shows none; then
-		// the job fails at once, naming the task: its other tasks stop.
+		// a MANUAL job fails at once, naming the task: its other tasks
+		// stop (a USE_SERVICE_ACCOUNT_SECRET job goes on: job.TaskFailed).
 		if _, err := w.costs.DeleteMany(context.WithoutCancel(ctx), bson.D{{Key: "job_task_id", Value: task.ID}}); err != nil {
 			return store.Wrap(err)
 		}
-		if err := w.jobs.Fail(ctx, j.JobID, job.JobTaskFailed, "Task "+task.ID+" failed: "+code+": "+message); err != nil {
+		if err := w.jobs.TaskFailed(ctx, j, "Task "+task.ID+" failed: "+code+": "+message); err != nil {
 			return err
 		}
 		return w.abandon(ctx, task, model.Failure, code, message)
@@ -338,7 +339,7 @@ func (w *Worker) stream(ctx context.Context, msg jetstream.Msg, task *model.Task
 		}
 		return 0, keys, err
 	}
-	secret, err := job.OpenSecret(w.keys, ds)
+	secret, err := w.jobs.TaskSecret(ctx, ds, task) // read again at each run, never kept
 	if err != nil {
 		return 0, keys, err
 	}
@@ -482,9 +483,9 @@ func CostID(taskID string, index int) string {
 }
 
 // Build turns one streamed CostInfo into the cost row stored: defaults
-// filled, stamped with the task's job, data source and tenancy, then
-// changed by the rules. A row without billed_date (YYYY-MM-DD) fails the
-// task.
+// filled, stamped with the task's job, data source, tenancy and trusted
+// account (USE_SERVICE_ACCOUNT_SECRET), then changed by the rules. A row
+// without billed_date (YYYY-MM-DD) fails the task.
 func Build(row map[string]any, engine *rule.Engine, ds *model.DataSource, j *model.Job, task *model.Task, index int, currency string) (*model.Cost, error) {
 	bd, _ := row["billed_date"].(string)
 	if bd == "" {
@@ -499,6 +500,15 @@ func Build(row map[string]any, engine *rule.Engine, ds *model.DataSource, j *mod
 		r[k] = v
 	}
 	r["workspace_id"] = ds.WorkspaceID
+	if task.TrustedAccountID != "" {
+		// The trusted account the task synced with, before the rules (as
+		// upstream stamps the secret's service account); its workspace
+		// when it has one and the data source is domain-wide.
+		r["service_account_id"] = task.TrustedAccountID
+		if ds.WorkspaceID == model.Global && task.AccountWorkspaceID != "" && task.AccountWorkspaceID != model.Global {
+			r["workspace_id"] = task.AccountWorkspaceID
+		}
+	}
 	engine.Apply(r)
 	str := func(k string) string { s, _ := r[k].(string); return s }
 	num := func(k string) float64 { f, _ := r[k].(float64); return f }
