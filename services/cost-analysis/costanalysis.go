@@ -7,7 +7,8 @@
 //
 // New, Build, FromEnv and the reseal entry points are its public surface;
 // everything else is internal. It calls repository (plugins, versions)
-// and identity (projects for the rules) through service_urls and never
+// and identity (projects and trusted service accounts for the rules,
+// trusted accounts and their secret data) through service_urls and never
 // reads other services' collections.
 package costanalysis
 
