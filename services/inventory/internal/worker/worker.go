@@ -30,7 +30,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -127,40 +126,12 @@ func New(db *mongo.Database, bus *events.Bus, identity inv.Identity, plugins *pl
 		holder: holderName()}
 }
 
-// Run consumes task messages until ctx is done. NATS being down at start
-// or later only pauses it.
+// Run consumes task messages until ctx is done, Workers at once, each
+// taking one message at a time so that a busy replica leaves the next
+// message to an idle one. NATS being down at start or later only pauses
+// it.
 func (w *Worker) Run(ctx context.Context) error {
-	var cons jetstream.Consumer
-	for {
-		var err error
-		if cons, err = w.consumer(ctx); err == nil {
-			break
-		}
-		w.log.Warn("inventory task consumer not ready; retrying", "error", err.Error())
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-w.bus.Reconnected():
-		case <-time.After(2 * time.Second):
-		}
-	}
-	var wg sync.WaitGroup
-	for range w.cfg.Workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w.loop(ctx, cons)
-		}()
-	}
-	wg.Wait()
-	return nil
-}
-
-func (w *Worker) consumer(ctx context.Context) (jetstream.Consumer, error) {
-	if err := w.bus.EnsureStreams(ctx); err != nil {
-		return nil, err
-	}
-	return w.bus.JS.CreateOrUpdateConsumer(ctx, events.InventoryTaskStream, jetstream.ConsumerConfig{
+	return events.Consume(ctx, w.bus, events.ConsumerSpec{Stream: events.InventoryTaskStream, Consumer: jetstream.ConsumerConfig{
 		Durable:       events.InventoryTaskConsumer,
 		FilterSubject: events.InventoryTaskSubject,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
@@ -170,28 +141,7 @@ func (w *Worker) consumer(ctx context.Context) (jetstream.Consumer, error) {
 		// comes back many times, and the job's timeout ends every task.
 		MaxDeliver:    -1,
 		MaxAckPending: 10000,
-	})
-}
-
-// loop takes one message at a time, so a busy replica leaves the next
-// message to an idle one.
-func (w *Worker) loop(ctx context.Context, cons jetstream.Consumer) {
-	for ctx.Err() == nil {
-		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(2*time.Second))
-		if err != nil {
-			if ctx.Err() == nil {
-				w.log.Debug("inventory task fetch", "error", err.Error())
-				select {
-				case <-ctx.Done():
-				case <-time.After(time.Second):
-				}
-			}
-			continue
-		}
-		for msg := range batch.Messages() {
-			w.handle(ctx, msg)
-		}
-	}
+	}}, w.cfg.Workers, w.handle)
 }
 
 // errWait: the sub-task waits for a concurrency slot of its job.
@@ -206,21 +156,9 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 	// The message stays this worker's while it runs, however long the
 	// plugin streams or a task takes to finish.
-	alive := make(chan struct{})
-	go func() {
-		tick := time.NewTicker(max(w.cfg.AckWait/3, 10*time.Millisecond))
-		defer tick.Stop()
-		for {
-			select {
-			case <-alive:
-				return
-			case <-tick.C:
-				_ = msg.InProgress()
-			}
-		}
-	}()
+	stop := events.Heartbeat(ctx, msg, w.cfg.AckWait/3)
 	err := w.run(ctx, msg, t)
-	close(alive)
+	stop()
 	switch {
 	case err == nil:
 		_ = msg.Ack()
