@@ -41,8 +41,6 @@ import (
 	"net/mail"
 	"os"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -66,135 +64,44 @@ type worker struct {
 	log    *slog.Logger
 }
 
-// Run consumes mail events until ctx is done. While NATS is down it waits
-// for it; it returns nil on cancellation, after the messages in hand are
-// finished.
+// Run consumes mail events until ctx is done, Concurrency at once. While
+// NATS is down it waits for it; it returns nil on cancellation, after the
+// sends in flight are finished.
 func (w *worker) Run(ctx context.Context) error {
-	const minWait, maxWait = 200 * time.Millisecond, 5 * time.Second
-	wait := minWait
-	warned := false
-	for {
-		cons, kv, err := w.setup(ctx)
-		if err == nil {
-			if warned {
-				w.log.Info("mailer consuming again")
-				warned = false
-			}
-			wait = minWait
-			err = w.consume(ctx, cons, kv)
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err != nil && !warned {
-			w.log.Warn("mailer cannot consume; retrying", "error", err.Error())
-			warned = true
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-w.bus.Reconnected():
-		case <-t.C:
-		}
-		t.Stop()
-		wait = min(2*wait, maxWait)
-	}
-}
-
-// setup creates (idempotently) the streams, the sent bucket and the
-// durable consumer.
-func (w *worker) setup(ctx context.Context) (jetstream.Consumer, jetstream.KeyValue, error) {
-	if !w.bus.Connected() {
-		return nil, nil, errors.New("nats not connected")
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := w.bus.EnsureStreams(ctx); err != nil {
-		return nil, nil, err
-	}
-	kv, err := w.bus.JS.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: events.MailSentBucket, Description: "mail ids the mailer sent (exactly-once record)",
-		History: 1, TTL: sentTTL, Storage: jetstream.FileStorage,
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("bucket %s: %w", events.MailSentBucket, err)
-	}
-	cons, err := w.bus.JS.CreateOrUpdateConsumer(ctx, events.MailStream, jetstream.ConsumerConfig{
-		Durable:       events.MailConsumer,
-		Description:   "mailer: renders and sends mail events",
-		FilterSubject: events.MailSubject,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       w.cfg.AckWait,
-		MaxDeliver:    w.cfg.MaxDeliver,
-		MaxAckPending: max(256, 4*w.cfg.Concurrency),
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("consumer %s: %w", events.MailConsumer, err)
-	}
-	return cons, kv, nil
-}
-
-// consume runs until ctx is done (nil) or the consumer is lost (error).
-// On the way out it stops pulling, hands back the messages it had not
-// started (Nak, so they are redelivered at once, to this or another
-// replica), and waits for the sends in flight to finish.
-func (w *worker) consume(ctx context.Context, cons jetstream.Consumer, kv jetstream.KeyValue) error {
-	var stopping atomic.Bool
-	var inflight sync.WaitGroup
-	slots := make(chan struct{}, w.cfg.Concurrency)
-	lost := make(chan error, 1)
+	var kv jetstream.KeyValue // set by Setup before any handler runs
 	// Sends in flight finish even after ctx is cancelled: an accepted mail
 	// must still be recorded and acked. They are bounded by their timeouts.
 	hctx := context.WithoutCancel(ctx)
-	cc, err := cons.Consume(func(msg jetstream.Msg) {
-		if stopping.Load() {
-			_ = msg.Nak()
-			return
-		}
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			_ = msg.Nak()
-			return
-		}
-		inflight.Add(1)
-		go func() {
-			defer inflight.Done()
-			defer func() { <-slots }()
-			w.handle(hctx, ctx, msg, kv)
-		}()
-	},
-		jetstream.PullMaxMessages(w.cfg.Concurrency),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
-				select {
-				case lost <- err:
-				default:
-				}
-				return
+	return events.Consume(ctx, w.bus, events.ConsumerSpec{
+		Stream: events.MailStream,
+		Consumer: jetstream.ConsumerConfig{
+			Durable:       events.MailConsumer,
+			Description:   "mailer: renders and sends mail events",
+			FilterSubject: events.MailSubject,
+			DeliverPolicy: jetstream.DeliverAllPolicy,
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       w.cfg.AckWait,
+			MaxDeliver:    w.cfg.MaxDeliver,
+			MaxAckPending: max(256, 4*w.cfg.Concurrency),
+		},
+		Setup: func(ctx context.Context) error {
+			var err error
+			kv, err = w.bus.JS.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+				Bucket: events.MailSentBucket, Description: "mail ids the mailer sent (exactly-once record)",
+				History: 1, TTL: sentTTL, Storage: jetstream.FileStorage,
+			})
+			if err != nil {
+				return fmt.Errorf("bucket %s: %w", events.MailSentBucket, err)
 			}
-			w.log.Debug("mailer consume", "error", err.Error())
-		}))
-	if err != nil {
-		return fmt.Errorf("consume: %w", err)
-	}
-	var result error
-	select {
-	case <-ctx.Done():
-	case result = <-lost:
-	}
-	stopping.Store(true)
-	cc.Drain()
-	select {
-	case <-cc.Closed():
-	case <-time.After(5 * time.Second):
-		cc.Stop()
-	}
-	inflight.Wait()
-	return result
+			return nil
+		},
+	}, w.cfg.Concurrency, func(runCtx context.Context, msg jetstream.Msg) {
+		if runCtx.Err() != nil {
+			_ = msg.Nak() // not started: redelivered at once, to this or another replica
+			return
+		}
+		w.handle(hctx, runCtx, msg, kv)
+	})
 }
 
 // claim states.
