@@ -26,7 +26,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -107,57 +106,18 @@ func New(db *mongo.Database, bus *events.Bus, jobs *job.Jobs, rules *rule.Rules,
 		sources: db.Collection(model.DataSourcesCollection), jobs: jobs, rules: rules, plugins: plugins, keys: keys, cfg: cfg, log: log}
 }
 
-// Run consumes until ctx is done. It waits for NATS when it is down.
+// Run consumes until ctx is done, Concurrency tasks at once. It waits for
+// NATS when it is down.
 func (w *Worker) Run(ctx context.Context) error {
-	var cons jetstream.Consumer
-	for {
-		err := w.bus.EnsureStreams(ctx)
-		if err == nil {
-			cons, err = w.bus.JS.CreateOrUpdateConsumer(ctx, events.JobStream, jetstream.ConsumerConfig{
-				Durable:       events.CostTaskConsumer,
-				FilterSubject: events.CostTaskSubject,
-				DeliverPolicy: jetstream.DeliverAllPolicy,
-				AckPolicy:     jetstream.AckExplicitPolicy,
-				AckWait:       w.cfg.AckWait,
-				MaxDeliver:    -1, // the worker decides when a task has had enough tries
-				MaxAckPending: 1024,
-			})
-		}
-		if err == nil {
-			break
-		}
-		w.log.Warn("cost task consumer not ready; retrying", "error", err.Error())
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-w.bus.Reconnected():
-		case <-time.After(2 * time.Second):
-		}
-	}
-	var wg sync.WaitGroup
-	for range w.cfg.Concurrency {
-		wg.Go(func() { w.loop(ctx, cons) })
-	}
-	wg.Wait()
-	return nil
-}
-
-func (w *Worker) loop(ctx context.Context, cons jetstream.Consumer) {
-	for ctx.Err() == nil {
-		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(2*time.Second))
-		if err != nil {
-			if ctx.Err() == nil && !errors.Is(err, jetstream.ErrNoMessages) {
-				select {
-				case <-ctx.Done():
-				case <-time.After(time.Second):
-				}
-			}
-			continue
-		}
-		for msg := range batch.Messages() {
-			w.Handle(ctx, msg)
-		}
-	}
+	return events.Consume(ctx, w.bus, events.ConsumerSpec{Stream: events.JobStream, Consumer: jetstream.ConsumerConfig{
+		Durable:       events.CostTaskConsumer,
+		FilterSubject: events.CostTaskSubject,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       w.cfg.AckWait,
+		MaxDeliver:    -1, // the worker decides when a task has had enough tries
+		MaxAckPending: 1024,
+	}}, w.cfg.Concurrency, w.Handle)
 }
 
 // errStop ends a stream whose task must stop: the job no longer runs, or
