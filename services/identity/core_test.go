@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/testkit"
 )
 
 func TestBootstrapAndLogin(t *testing.T) {
@@ -100,4 +101,44 @@ func TestWorkspacesProjectsBindings(t *testing.T) {
 		t.Fatalf("other domain lists %d workspaces", wl.TotalCount)
 	}
 	other.Call("/identity/v2/workspace/delete", map[string]any{"workspace_id": ws.WorkspaceID}).Fails(http.StatusNotFound, errs.NotFoundCode)
+}
+
+// A SYSTEM caller (another service's schedule) lists the projects of the
+// domain it names; anyone else names only their own domain.
+func TestProjectListForDomain(t *testing.T) {
+	h := newHarness(t)
+	otherID, other := h.newDomain("projects-other")
+	var ws struct {
+		WorkspaceID string `json:"workspace_id"`
+	}
+	other.Call("/identity/v2/workspace/create", map[string]any{"name": "Prod"}).OK(&ws)
+	other.Call("/identity/v2/project/create", map[string]any{"name": "Web", "workspace_id": ws.WorkspaceID, "project_type": "PUBLIC"}).OK(nil)
+	h.admin.Call("/identity/v2/workspace/create", map[string]any{"name": "Root"}).OK(&ws)
+	h.admin.Call("/identity/v2/project/create", map[string]any{"name": "Root web", "workspace_id": ws.WorkspaceID, "project_type": "PUBLIC"}).OK(nil)
+
+	names := func(c *testkit.Client, body map[string]any) []string {
+		var l struct {
+			Results []struct {
+				Name     string `json:"name"`
+				DomainID string `json:"domain_id"`
+			} `json:"results"`
+		}
+		c.Call("/identity/v2/project/list", body).OK(&l)
+		var out []string
+		for _, p := range l.Results {
+			out = append(out, p.Name+"@"+p.DomainID)
+		}
+		return out
+	}
+	if got := names(h.system, map[string]any{"domain_id": otherID}); len(got) != 1 || got[0] != "Web@"+otherID {
+		t.Fatalf("SYSTEM lists %v for %s", got, otherID)
+	}
+	if got := names(h.system, map[string]any{}); len(got) != 1 || got[0] != "Root web@"+h.domain {
+		t.Fatalf("SYSTEM without domain_id lists %v", got)
+	}
+	h.admin.Call("/identity/v2/project/list", map[string]any{"domain_id": otherID}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	h.system.Call("/identity/v2/project/list", map[string]any{"domain_id": "domain-000000000000"}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	if got := names(other, map[string]any{"domain_id": otherID}); len(got) != 1 {
+		t.Fatalf("a domain naming itself lists %v", got)
+	}
 }

@@ -57,6 +57,9 @@ type (
 		ProjectID   string       `json:"project_id"`
 		Name        string       `json:"name"`
 		WorkspaceID string       `json:"workspace_id"`
+		// DomainID: a SYSTEM caller (another service's schedule or worker)
+		// names the domain it lists for; anyone else only their own.
+		DomainID string `json:"domain_id" v:"max=64"`
 	}
 	roleRequest struct {
 		RoleID string `json:"role_id" v:"required"`
@@ -91,10 +94,14 @@ var (
 )
 
 // workspaceScope confines workspace-scoped callers to their workspace.
-func workspaceScope(p *auth.Principal) bson.D {
-	s := store.TenantScope(p.DomainID)
-	if p.WorkspaceID != "" {
-		s = append(s, bson.E{Key: "workspace_id", Value: p.WorkspaceID})
+func workspaceScope(p *auth.Principal) bson.D { return scopeIn(p.DomainID, p.WorkspaceID) }
+
+// scopeIn is the records of a domain, of one workspace when workspaceID
+// is set.
+func scopeIn(domainID, workspaceID string) bson.D {
+	s := store.TenantScope(domainID)
+	if workspaceID != "" {
+		s = append(s, bson.E{Key: "workspace_id", Value: workspaceID})
 	}
 	return s
 }
@@ -260,7 +267,15 @@ func (s *Service) getProject(ctx context.Context, p *auth.Principal, r *projectR
 
 func (s *Service) listProjects(ctx context.Context, p *auth.Principal, r *projectQuery) (*api.List[Project], error) {
 	q := query.With(r.Query, query.Params("project_id", r.ProjectID, "name", r.Name, "workspace_id", r.WorkspaceID)...)
-	scope := workspaceScope(p)
+	domainID := p.DomainID
+	if r.DomainID != "" {
+		d, err := s.domainOfRequest(ctx, p, r.DomainID)
+		if err != nil {
+			return nil, err
+		}
+		domainID = d
+	}
+	scope := scopeIn(domainID, p.WorkspaceID)
 	if p.Role == auth.WorkspaceMember { // members see public projects and their own
 		q.Filter = append(q.Filter, query.Condition{Key: "project_id", Operator: "in", Value: anyList(p.Projects)})
 	}
