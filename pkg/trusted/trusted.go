@@ -71,47 +71,16 @@ type ServiceAccount struct {
 // Identity calls identity's trusted-account operations.
 type Identity struct{ Client *call.Client }
 
-// pageSize and maxPages bound one listing: pages of 1,000, at most 100 of
-// them (an identity that ignored the page would otherwise be read forever).
-const (
-	pageSize = 1000
-	maxPages = 100
-)
-
-// list reads every page of a list operation, with the service credential,
-// keeping the rows keep accepts.
-func list[T any](ctx context.Context, c *call.Client, path string, req map[string]any, keep func(T) bool) ([]T, error) {
-	out := []T{}
-	for page := range maxPages {
-		var l struct {
-			Results []T `json:"results"`
-		}
-		req["query"] = map[string]any{"page": map[string]any{"start": page*pageSize + 1, "limit": pageSize}}
-		if err := c.CallAsService(ctx, path, req, &l); err != nil {
-			return nil, err
-		}
-		for _, r := range l.Results {
-			if keep(r) {
-				out = append(out, r)
-			}
-		}
-		if len(l.Results) < pageSize {
-			break
-		}
-	}
-	return out, nil
-}
-
 // Accounts lists the trusted accounts of a provider in a domain (identity
 // takes domain_id from SYSTEM callers), in identity's order.
 func (i Identity) Accounts(ctx context.Context, domainID, provider string) ([]Account, error) {
-	return list(ctx, i.Client, AccountListPath, map[string]any{"domain_id": domainID, "provider": provider},
+	return call.ListAll(ctx, i.Client, AccountListPath, map[string]any{"domain_id": domainID, "provider": provider},
 		func(a Account) bool { return a.DomainID == domainID && a.Provider == provider })
 }
 
 // ServiceAccounts lists the trusted service accounts of a domain.
 func (i Identity) ServiceAccounts(ctx context.Context, domainID string) ([]ServiceAccount, error) {
-	return list(ctx, i.Client, ServiceAccountListPath, map[string]any{"domain_id": domainID},
+	return call.ListAll(ctx, i.Client, ServiceAccountListPath, map[string]any{"domain_id": domainID},
 		func(a ServiceAccount) bool { return a.DomainID == domainID })
 }
 

@@ -176,10 +176,10 @@ func (f *fakeIdentity) serve(w http.ResponseWriter, r *http.Request) {
 // belongs to the domain asked for whatever identity answers, and reads
 // secret data of the account asked for only.
 func TestIdentity(t *testing.T) {
-	// No pageSize-sized test data is needed to see paging: a caller
+	// No ListPageSize-sized test data is needed to see paging: a caller
 	// reads a second page only after a full one.
 	f := &fakeIdentity{}
-	for i := range pageSize + 3 {
+	for i := range call.ListPageSize + 3 {
 		f.accounts = append(f.accounts, Account{TrustedAccountID: fmt.Sprintf("ta-%d", i), DomainID: "d", Provider: "aws", TrustedSecretID: "s"})
 	}
 	f.accounts = append(f.accounts, Account{TrustedAccountID: "ta-e", DomainID: "e", Provider: "aws"},
@@ -192,7 +192,7 @@ func TestIdentity(t *testing.T) {
 	ctx := context.Background()
 
 	as, err := id.Accounts(ctx, "d", "aws")
-	if err != nil || len(as) != pageSize+3 || as[0].TrustedAccountID != "ta-0" || as[pageSize+2].TrustedAccountID != fmt.Sprintf("ta-%d", pageSize+2) {
+	if err != nil || len(as) != call.ListPageSize+3 || as[0].TrustedAccountID != "ta-0" || as[call.ListPageSize+2].TrustedAccountID != fmt.Sprintf("ta-%d", call.ListPageSize+2) {
 		t.Fatalf("Accounts = %d accounts, %v", len(as), err)
 	}
 	if len(f.requests) != 2 || f.requests[1]["domain_id"] != "d" || f.requests[1]["provider"] != "aws" {
@@ -204,7 +204,7 @@ func TestIdentity(t *testing.T) {
 		}
 	}
 	f.sloppy = true // identity answering every domain and provider: only d's aws ones are kept
-	if as, err = id.Accounts(ctx, "d", "aws"); err != nil || len(as) != pageSize+3 {
+	if as, err = id.Accounts(ctx, "d", "aws"); err != nil || len(as) != call.ListPageSize+3 {
 		t.Fatalf("sloppy Accounts = %d, %v", len(as), err)
 	}
 	sas, err := id.ServiceAccounts(ctx, "d")

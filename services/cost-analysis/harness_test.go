@@ -90,10 +90,24 @@ func (f *fakeServices) serve(t *testing.T) *httptest.Server {
 		}
 		switch r.URL.Path {
 		case "/identity/v2/project/list":
+			// As identity: a SYSTEM caller names the domain, anyone else
+			// gets their own.
+			var q struct {
+				DomainID string `json:"domain_id"`
+			}
+			_ = json.Unmarshal(body, &q)
+			domain := p.DomainID
+			if q.DomainID != "" && q.DomainID != domain {
+				if !p.IsSystem() {
+					writeError(w, http.StatusNotFound, errs.NotFoundCode)
+					return
+				}
+				domain = q.DomainID
+			}
 			f.mu.Lock()
 			ps := []M{}
-			for _, pr := range f.projects[p.DomainID] { // as identity answers them: with their domain
-				ps = append(ps, M{"project_id": pr["project_id"], "name": pr["name"], "workspace_id": pr["workspace_id"], "domain_id": p.DomainID})
+			for _, pr := range f.projects[domain] { // as identity answers them: with their domain
+				ps = append(ps, M{"project_id": pr["project_id"], "name": pr["name"], "workspace_id": pr["workspace_id"], "domain_id": domain})
 			}
 			f.mu.Unlock()
 			_ = json.NewEncoder(w).Encode(M{"results": ps, "total_count": len(ps)})
@@ -216,6 +230,10 @@ func setupWith(t *testing.T, o options) *env {
 	}
 	cfg := costanalysis.DefaultConfig(keys)
 	cfg.Jobs = job.Config{Timeout: 30 * time.Second, SweepEvery: 200 * time.Millisecond}
+	// Schedules are looked at once an hour: a test whose data source's
+	// schedule holds the current hour gets no job it did not ask for
+	// (TestScheduledSync drives its own clock).
+	cfg.SyncSchedule.Tick = time.Hour
 	if o.jobTimeout > 0 {
 		cfg.Jobs.Timeout = o.jobTimeout
 	}

@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/call"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/plugin"
@@ -203,13 +204,8 @@ const ProjectListPath = "/identity/v2/project/list"
 // Whatever identity answers, only what belongs to the data source's
 // domain is kept.
 //
-// Trusted service accounts are read with the service credential, naming
-// the domain (identity takes domain_id from SYSTEM callers). Projects are
-// read on the caller's behalf when there is a caller: identity's
-// project/list takes no domain_id and answers a SYSTEM caller the projects
-// of its own token's domain, so with no caller (a scheduled sync) the
-// service credential reaches the data source's projects only if identity
-// answers them for that domain.
+// Both are read with the service credential, naming the domain: a
+// scheduled sync has no caller.
 func (js *Jobs) directory(ctx context.Context, ds *model.DataSource) (*rule.Directory, error) {
 	rules, err := js.rules.Of(ctx, ds.DataSourceID)
 	if err != nil {
@@ -242,28 +238,12 @@ func (js *Jobs) directory(ctx context.Context, ds *model.DataSource) (*rule.Dire
 	return dir, nil
 }
 
-// projects lists the projects of domainID that identity answers (see
-// directory for whose behalf).
+// projects lists the projects of domainID, with the service credential
+// naming the domain (identity takes domain_id from SYSTEM callers), so a
+// scheduled sync reads them as one a user started does.
 func (js *Jobs) projects(ctx context.Context, domainID string) ([]rule.Project, error) {
-	out := []rule.Project{}
-	const limit = 1000
-	for start := 1; ; start += limit {
-		var page struct {
-			Results []rule.Project `json:"results"`
-		}
-		req := map[string]any{"query": map[string]any{"page": map[string]any{"start": start, "limit": limit}}}
-		if err := js.identity.Call(ctx, ProjectListPath, req, &page); err != nil {
-			return nil, err
-		}
-		for _, p := range page.Results {
-			if p.DomainID == domainID {
-				out = append(out, p)
-			}
-		}
-		if len(page.Results) < limit {
-			return out, nil
-		}
-	}
+	return call.ListAll(ctx, js.identity, ProjectListPath, map[string]any{"domain_id": domainID},
+		func(p rule.Project) bool { return p.DomainID == domainID })
 }
 
 // Directory returns what was kept for a job's rules (empty when nothing).
