@@ -19,6 +19,7 @@ import (
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/testcontainers/testcontainers-go"
+	tcexec "github.com/testcontainers/testcontainers-go/exec"
 	"github.com/testcontainers/testcontainers-go/network"
 	"github.com/testcontainers/testcontainers-go/wait"
 
@@ -96,22 +97,22 @@ var services = []service{
 	// sources' plugin is the test plugin TestCostSync starts (alias
 	// cost-plugin). A task without a sign of life for 5 s (its worker
 	// killed) is delivered again.
-	{Name: "cost-analysis", Env: func(*stack) map[string]string {
+	{Name: "cost-analysis", Env: func(s *stack) map[string]string {
 		return map[string]string{"NUBES_ENCRYPTION_KEYS": "c1:" + base64.StdEncoding.EncodeToString([]byte(strings.Repeat("c", 32))),
 			"NUBES_SERVICE_URLS":     "identity=http://identity:8080,repository=http://repository:8080",
+			"NUBES_SERVICE_TOKEN":    s.serviceToken,
 			"NUBES_PLUGIN_ENDPOINTS": testCostPlugin + "=grpc://cost-plugin:50051",
 			"NUBES_TASK_ACK_WAIT":    "5s", "NUBES_TASK_BACKOFF": "1s", "NUBES_JOB_TIMEOUT": "300s"}
 	}},
 	// Inventory asks the repository for plugins and identity for trusted
-	// accounts and their secret data (with a SYSTEM token the suite
-	// mints); its collectors' plugin is the test plugin
+	// accounts and their secret data (with the SYSTEM token identity's
+	// system-token command printed); its collectors' plugin is the test plugin
 	// TestInventoryCollect starts (alias inv-plugin). Each replica runs
 	// one task message at a time, and a task of a killed replica goes to
 	// another after 5 s.
 	{Name: "inventory", Env: func(s *stack) map[string]string {
-		tok, _ := s.signer.Issue(auth.Principal{TokenType: auth.SystemToken, Role: auth.SystemAdmin, DomainID: "root", UserID: "inventory"}, 0)
 		return map[string]string{"NUBES_SERVICE_URLS": "identity=http://identity:8080,repository=http://repository:8080",
-			"NUBES_SERVICE_TOKEN":     tok,
+			"NUBES_SERVICE_TOKEN":     s.serviceToken,
 			"NUBES_PLUGIN_ENDPOINTS":  testCollectorPlugin + "=grpc://inv-plugin:50051",
 			"NUBES_INVENTORY_WORKERS": "1", "NUBES_INVENTORY_ACK_WAIT": "5s", "NUBES_INVENTORY_SLOT_RETRY": "1s",
 			"NUBES_INVENTORY_JOB_TIMEOUT": "300s"}
@@ -149,18 +150,22 @@ func (s *stack) commonEnv() map[string]string {
 
 // stack is everything the suite started.
 type stack struct {
-	run      string // id of this run, in container names
-	net      *testcontainers.DockerNetwork
-	mongo    testcontainers.Container // FerretDB 1.24 on SQLite, alias mongo
-	nats     testcontainers.Container // nats-server with JetStream, alias nats
-	fixture  testcontainers.Container // SMTP sink and plugin, aliases smtp, plugin, fixture
-	control  string                   // the fixture's control API, from the host
-	signer   *auth.Signer
-	jwks     string
-	mu       sync.Mutex
-	replicas map[string][]*replica
-	seq      map[string]int
-	all      []named
+	run     string // id of this run, in container names
+	net     *testcontainers.DockerNetwork
+	mongo   testcontainers.Container // FerretDB 1.24 on SQLite, alias mongo
+	nats    testcontainers.Container // nats-server with JetStream, alias nats
+	fixture testcontainers.Container // SMTP sink and plugin, aliases smtp, plugin, fixture
+	control string                   // the fixture's control API, from the host
+	signer  *auth.Signer
+	jwks    string
+	// serviceToken is what `identity system-token` printed in the identity
+	// container once it started: the service_token of inventory and cost
+	// analysis, obtained as an operator does (docs/operations.md).
+	serviceToken string
+	mu           sync.Mutex
+	replicas     map[string][]*replica
+	seq          map[string]int
+	all          []named
 }
 
 type named struct {
@@ -281,11 +286,31 @@ func startStack(ctx context.Context) (*stack, error) {
 		return s, err
 	}
 	for _, svc := range services {
-		if _, err := s.startReplica(ctx, svc.Name); err != nil {
+		r, err := s.startReplica(ctx, svc.Name)
+		if err != nil {
 			return s, err
+		}
+		if svc.Name == "identity" {
+			if s.serviceToken, err = systemToken(ctx, r); err != nil {
+				return s, err
+			}
 		}
 	}
 	return s, nil
+}
+
+// systemToken runs `/service system-token` in an identity container.
+func systemToken(ctx context.Context, identity *replica) (string, error) {
+	code, out, err := identity.c.Exec(ctx, []string{"/service", "system-token"}, tcexec.Multiplexed())
+	if err != nil {
+		return "", fmt.Errorf("identity system-token: %w", err)
+	}
+	b, _ := io.ReadAll(out)
+	tok := strings.TrimSpace(string(b))
+	if code != 0 || tok == "" || strings.ContainsAny(tok, " \n") {
+		return "", fmt.Errorf("identity system-token exited %d: %q", code, b)
+	}
+	return tok, nil
 }
 
 // start runs one container of the suite on its network.
