@@ -318,7 +318,7 @@ func TestSyncWithTrustedAccounts(t *testing.T) {
 	var windowed []string
 	for _, c := range j.Changed {
 		f, _ := c["filter"].(map[string]any)
-		windowed = append(windowed, fmt.Sprint(f["service_account_id"]))
+		windowed = append(windowed, fmt.Sprint(f["trusted_account_id"]))
 	}
 	slices.Sort(windowed)
 	if !slices.Equal(windowed, []string{"ta-dom", "ta-w1"}) {
@@ -583,5 +583,41 @@ func TestMatchServiceAccountSync(t *testing.T) {
 	dir := e.raw(t, "cost_job_directories", j.JobID)
 	if s := toString(t, dir); !strings.Contains(s, "tsa-1") || strings.Contains(s, "tsa-b") {
 		t.Fatalf("directory %s", s)
+	}
+}
+
+// A trusted account's rows matched by match_service_account (the aws
+// plugin's MANAGED rule) carry the matched service account, not the
+// trusted account: the account's window must still replace them, so a
+// second sync of the same month leaves that sync's rows only.
+func TestTrustedAccountWindowAfterMatchServiceAccount(t *testing.T) {
+	e := setupWith(t, options{bus: true})
+	e.trust("w")
+	e.services.trusted.set(func(f *fakeTrusted) {
+		f.serviceAccounts = []M{{"trusted_service_account_id": "tsa-1", "name": "prod", "data": M{"account_id": "111"}, "provider": "aws",
+			"scope": "WORKSPACE", "domain_id": "domain-a", "workspace_id": "workspace-1"}}
+	})
+	d := e.register(t, e.adminA, saSource("matched", M{"state": "ENABLED", "service_accounts": []string{"ta-dom"}}))
+	var last Job
+	for _, tag := range []string{"first", "second"} {
+		e.plugin.Script(getTasksMethod, fakeplugin.Reply{Result: M{"tasks": []any{M{"task_options": M{"start": "2024-01-01"}}},
+			"changed": []any{M{"start": "2024-01"}}}})
+		e.plugin.Script(getDataMethod, fakeplugin.Reply{Stream: []M{rows(2, "2024-01", tag)}})
+		last = e.waitJob(t, e.adminA, e.sync(t, e.adminA, d.DataSourceID, "").JobID, finished)
+		if last.Status != "SUCCESS" {
+			t.Fatalf("%s job %+v", tag, last)
+		}
+	}
+	l := e.costs(t, e.adminA, M{"query": M{"page": M{"limit": 100}}})
+	for _, c := range l.Results {
+		if c.ServiceAccountID != "tsa-1" {
+			t.Fatalf("cost %+v: the MANAGED rule did not match", c)
+		}
+		if c.JobID != last.JobID {
+			t.Fatalf("cost %+v of an earlier job stayed in the replaced window (%d rows)", c, l.TotalCount)
+		}
+	}
+	if l.TotalCount != 2 {
+		t.Fatalf("%d costs, want the second sync's 2", l.TotalCount)
 	}
 }

@@ -347,7 +347,7 @@ func (js *Jobs) Settle(ctx context.Context, jobID string) error {
 		// two workers settling the last two tasks at once each saw the
 		// other's task unfinished when this was checked outside it.
 		for _, c := range j.Changed {
-			if a, _ := c.Filter["service_account_id"].(string); a != "" && failedAccounts[a] {
+			if a, _ := c.Filter[WindowAccountKey].(string); a != "" && failedAccounts[a] {
 				continue
 			}
 			if err := js.ReplaceWindow(ctx, j, c); err != nil {

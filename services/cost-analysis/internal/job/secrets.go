@@ -17,10 +17,17 @@ type secret struct {
 	data    map[string]any
 }
 
+// WindowAccountKey is the filter key of a trusted account's changed
+// windows: the cost field that keeps the account a row was synced with
+// (model.Cost.TrustedAccountID). Not service_account_id, which the rules
+// may change (match_service_account): the window would then miss the
+// account's old rows and a sync would store them twice.
+const WindowAccountKey = "trusted_account_id"
+
 // window is a changed window of what this secret brings: a trusted
-// account's replaces the costs of that account only (its service account
-// id), so an account whose task fails, or that the data source no longer
-// syncs with, keeps its costs.
+// account's replaces the costs of that account only, so an account whose
+// task fails, or that the data source no longer syncs with, keeps its
+// costs.
 func (s secret) window(c model.Changed) model.Changed {
 	if s.account == nil {
 		return c
@@ -29,7 +36,7 @@ func (s secret) window(c model.Changed) model.Changed {
 	if f == nil {
 		f = model.Object{}
 	}
-	f["service_account_id"] = s.account.TrustedAccountID
+	f[WindowAccountKey] = s.account.TrustedAccountID
 	c.Filter = f
 	return c
 }

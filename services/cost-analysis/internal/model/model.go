@@ -357,6 +357,11 @@ type Cost struct {
 	WorkspaceID      string    `bson:"workspace_id" json:"workspace_id"`
 	DomainID         string    `bson:"domain_id" json:"domain_id"`
 	CreatedAt        wire.Time `bson:"created_at" json:"created_at"`
+	// TrustedAccountID is the trusted account a USE_SERVICE_ACCOUNT_SECRET
+	// task synced the row with. The account's changed windows select its
+	// rows by it: service_account_id is the rules' to change
+	// (match_service_account). Neither sent nor queryable.
+	TrustedAccountID string `bson:"trusted_account_id,omitempty" json:"-"`
 }
 
 // Lock runs fn holding the lease key (store.Lock in LocksCollection).

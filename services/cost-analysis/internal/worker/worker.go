@@ -485,6 +485,6 @@ func Build(row map[string]any, engine *rule.Engine, ds *model.DataSource, j *mod
 		Provider: str("provider"), RegionCode: str("region_code"), Product: str("product"), UsageType: str("usage_type"),
 		Resource: str("resource"), Tags: obj("tags"), AdditionalInfo: obj("additional_info"), Data: obj("data"),
 		Currency: currency, BilledDate: bd, BilledMonth: bd[:7], BilledYear: bd[:4], ProjectID: str("project_id"),
-		ServiceAccountID: str("service_account_id"), DataSourceID: ds.DataSourceID, JobID: j.JobID, JobTaskID: task.ID,
+		ServiceAccountID: str("service_account_id"), TrustedAccountID: task.TrustedAccountID, DataSourceID: ds.DataSourceID, JobID: j.JobID, JobTaskID: task.ID,
 		WorkspaceID: ws, DomainID: ds.DomainID, CreatedAt: wire.T(wire.Now())}, nil
 }
