@@ -93,15 +93,17 @@ var services = []service{
 			"NUBES_DISPATCH_BACKOFF": "1s", "NUBES_DISPATCH_MAX_BACKOFF": "2s", "NUBES_DISPATCH_TIMEOUT": "20s"}
 	}},
 	// Cost analysis seals data sources' secret data with a key of its own,
-	// asks the repository for plugins and identity for projects; its data
-	// sources' plugin is the test plugin TestCostSync starts (alias
-	// cost-plugin). A task without a sign of life for 5 s (its worker
-	// killed) is delivered again.
+	// asks the repository for plugins and identity for projects and
+	// trusted accounts (with the SYSTEM token identity's system-token
+	// command printed); its data sources' plugin is the test plugin
+	// TestCostSync starts (alias cost-plugin), or the one
+	// TestCostTrustedAccounts starts (alias cost-acct-plugin). A task
+	// without a sign of life for 5 s (its worker killed) is delivered again.
 	{Name: "cost-analysis", Env: func(s *stack) map[string]string {
 		return map[string]string{"NUBES_ENCRYPTION_KEYS": "c1:" + base64.StdEncoding.EncodeToString([]byte(strings.Repeat("c", 32))),
 			"NUBES_SERVICE_URLS":     "identity=http://identity:8080,repository=http://repository:8080",
 			"NUBES_SERVICE_TOKEN":    s.serviceToken,
-			"NUBES_PLUGIN_ENDPOINTS": testCostPlugin + "=grpc://cost-plugin:50051",
+			"NUBES_PLUGIN_ENDPOINTS": testCostPlugin + "=grpc://cost-plugin:50051," + testCostAccountsPlugin + "=grpc://cost-acct-plugin:50051",
 			"NUBES_TASK_ACK_WAIT":    "5s", "NUBES_TASK_BACKOFF": "1s", "NUBES_JOB_TIMEOUT": "300s"}
 	}},
 	// Inventory asks the repository for plugins and identity for trusted
