@@ -15,6 +15,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/worker"
 )
 
 // rows is a chunk of n cost rows of a month, labelled tag so a test can
@@ -424,4 +425,37 @@ func TestJobRefused(t *testing.T) {
 	e.adminA.Call(costBase+"stat", M{}).Fails(http.StatusBadRequest, errs.RequiredParameter)
 	e.adminA.Call(costBase+"get", M{}).Fails(http.StatusBadRequest, errs.RequiredParameter)
 	e.adminA.Call(costBase+"get", M{"cost_id": "cost-x"}).Fails(http.StatusNotFound, errs.NotFoundCode)
+}
+
+// Deregister while a task streams: the worker notices the job is gone at
+// its next look (every Poll), and the chunks it stored in between, after
+// deregister deleted the costs, must go too: nothing of the data source
+// is left.
+func TestDeregisterWhileStreaming(t *testing.T) {
+	e := setupWith(t, options{bus: true, workers: func(c *worker.Config) { c.Poll = 2 * time.Second }})
+	ds := e.register(t, e.adminA, domainSource("aws"))
+	chunks := make([]M, 400)
+	for i := range chunks {
+		chunks[i] = rows(1, "2024-01", fmt.Sprint(i))
+	}
+	e.plugin.Script(getTasksMethod, tasksReply(1))
+	e.plugin.Script(getDataMethod, fakeplugin.Reply{Stream: chunks, Interval: 5 * time.Millisecond})
+	e.sync(t, e.adminA, ds.DataSourceID, "")
+	mine := bson.E{Key: "data_source_id", Value: ds.DataSourceID}
+	for deadline := time.Now().Add(20 * time.Second); e.count(t, costs, mine) == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the task stored no chunk")
+		}
+	}
+	e.adminA.Call(dsBase+"deregister", M{"data_source_id": ds.DataSourceID}).OK(nil)
+	for deadline := time.Now().Add(20 * time.Second); e.count(t, costs, mine) != 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d costs of the deregistered data source left", e.count(t, costs, mine))
+		}
+	}
+	for _, c := range []string{jobs, tasks} {
+		if n := e.count(t, c, mine); n != 0 {
+			t.Errorf("%s: %d left after deregister", c, n)
+		}
+	}
 }

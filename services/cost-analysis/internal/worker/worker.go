@@ -235,11 +235,14 @@ func (w *Worker) run(ctx context.Context, msg jetstream.Msg, m events.CostTask, 
 
 // stopped ends a task that must stop: if a newer attempt owns it, that
 // attempt's rows are not ours to touch; else its rows go and it is
-// CANCELED.
+// CANCELED. A task gone with its data source (deregister) has its rows
+// deleted too: the chunks stored between deregister's delete of the costs
+// and the worker noticing would otherwise stay, shown, for good.
 func (w *Worker) stopped(ctx context.Context, task *model.Task) error {
 	cur, err := store.Get[model.Task](ctx, w.tasks, "job_task_id", task.ID)
 	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
-		return nil
+		_, err := w.costs.DeleteMany(context.WithoutCancel(ctx), bson.D{{Key: "job_task_id", Value: task.ID}})
+		return store.Wrap(err)
 	}
 	if err != nil {
 		return err
