@@ -10,6 +10,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -466,7 +468,12 @@ func (b *bench) measureOp(ctx context.Context, op operation) (result, error) {
 	}{{"nubes", op.nubes, &res.nubes}, {"raw", op.raw, &res.raw}} {
 		busy := !b.settle()
 		progress("%d posts: %s %s, %d callers ...", b.have, op.name, side.name, op.callers(b.cfg))
+		stopProfile, err := b.startProfile(op.name, side.name)
+		if err != nil {
+			return res, err
+		}
 		p := b.run(ctx, op.callers(b.cfg), side.fn)
+		stopProfile()
 		p.busy = busy
 		progress("  %d ops in %.1fs: %.1f ops/s, p50 %.1f ms, p99 %.1f ms, %d errors, %d cancelled",
 			len(p.lat), p.elapsed.Seconds(), p.opsPerSec(), p.percentile(.5), p.percentile(.99), p.errors, p.cut)
@@ -476,6 +483,32 @@ func (b *bench) measureOp(ctx context.Context, op operation) (result, error) {
 		*side.into = p
 	}
 	return res, ctx.Err()
+}
+
+// startProfile starts a CPU profile of one phase when -cpuprofile asks
+// for them, and returns what stops it.
+func (b *bench) startProfile(op, side string) (func(), error) {
+	if b.cfg.cpuProfile == "" {
+		return func() {}, nil
+	}
+	name := fmt.Sprintf("%s-%s-%s.prof", b.cfg.cpuProfile, op, side)
+	if slices.Contains([]string{"create", "get", "list", "stat"}, op) { // the board's, once per store size
+		name = fmt.Sprintf("%s-%d-%s-%s.prof", b.cfg.cpuProfile, b.have, op, side)
+	}
+	f, err := os.Create(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			progress("  profile %s: %v", name, err)
+		}
+	}, nil
 }
 
 // check makes sure both sides see the same data before measuring: the

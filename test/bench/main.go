@@ -127,6 +127,7 @@ type config struct {
 	storeTimeout time.Duration
 	verbose      bool
 	ops          []string // operations to measure; empty: all
+	cpuProfile   string   // path prefix of per-phase CPU profiles; empty: none
 }
 
 func parseFlags(args []string) (config, error) {
@@ -144,6 +145,7 @@ func parseFlags(args []string) (config, error) {
 	var ops string
 	fs.StringVar(&ops, "ops", "", "operations to measure, comma separated (create,get,list,stat); empty: all")
 	fs.BoolVar(&c.verbose, "v", false, "print the service's warnings and errors to stderr")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of each measured phase to `prefix`-<op>-<side>.prof (the whole process: service, driver and an embedded store)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
