@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -208,5 +209,52 @@ func TestJobTaskReads(t *testing.T) {
 	// Reads change nothing: the same eight tasks, all still waiting.
 	if n, p := e.count(t, tasks), e.count(t, tasks, bson.E{Key: "status", Value: "PENDING"}); n != 8 || p != 8 {
 		t.Fatalf("%d tasks, %d PENDING after the reads", n, p)
+	}
+}
+
+// A job cancelled while the plugin splits it (get_tasks) never queues its
+// tasks: they are CANCELED with it, not PENDING for good.
+func TestCancelWhileGetTasks(t *testing.T) {
+	e := setupWith(t, options{bus: true})
+	ds := e.register(t, e.adminA, domainSource("aws"))
+	reply := tasksReply(2)
+	reply.Delay = time.Second
+	e.plugin.Script(getTasksMethod, reply)
+	done := make(chan *testkit.Response, 1)
+	go func() { done <- e.adminA.Call(dsBase+"sync", M{"data_source_id": ds.DataSourceID}) }()
+	var running struct {
+		Results []Job `json:"results"`
+	}
+	for deadline := time.Now().Add(20 * time.Second); len(running.Results) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no running job")
+		}
+		e.adminA.Call(jobBase+"list", M{"data_source_id": ds.DataSourceID, "status": "IN_PROGRESS"}).OK(&running)
+	}
+	id := running.Results[0].JobID
+	e.adminA.Call(jobBase+"cancel", M{"job_id": id}).OK(nil)
+	var r *testkit.Response
+	select {
+	case r = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("sync did not answer")
+	}
+	var j Job
+	r.OK(&j)
+	if j.JobID != id || j.Status != "CANCELED" || j.TotalTasks != 2 {
+		t.Fatalf("sync answered %+v", j)
+	}
+	l := e.jobTasks(t, e.adminA, M{"job_id": id})
+	if l.TotalCount != 2 {
+		t.Fatalf("%d tasks", l.TotalCount)
+	}
+	for _, x := range l.Results {
+		if x.Status != "CANCELED" || x.FinishedAt == nil {
+			t.Fatalf("task %+v of a job cancelled before its tasks were queued", x)
+		}
+	}
+	e.adminA.Call(jobBase+"get", M{"job_id": id}).OK(&j)
+	if j.RemainedTasks != 0 {
+		t.Fatalf("job %+v: no task remains", j)
 	}
 }

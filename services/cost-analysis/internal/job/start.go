@@ -134,6 +134,7 @@ func (js *Jobs) Start(ctx context.Context, p *auth.Principal, ds *model.DataSour
 	for i := range tasks {
 		ids[i] = tasks[i].ID
 		if _, err := js.tasks.InsertOne(ctx, tasks[i]); err != nil {
+			js.unqueued(ctx, ids[:i], "The tasks could not be stored.")
 			return js.failed(ctx, j, GetJobTasksFailed, "The tasks could not be stored: "+err.Error())
 		}
 	}
@@ -148,6 +149,13 @@ func (js *Jobs) Start(ctx context.Context, p *auth.Principal, ds *model.DataSour
 		return nil, err
 	}
 	if j.Status != model.InProgress { // cancelled while get_tasks ran
+		js.unqueued(ctx, ids, "The job is "+j.Status+".")
+		// Recounts remained_tasks; the job is answered as it is either way.
+		if err := js.Settle(ctx, id); err == nil {
+			if cur, err := js.Load(ctx, id); err == nil && cur != nil {
+				j = cur
+			}
+		}
 		return j, nil
 	}
 	if len(tasks) == 0 {
@@ -156,13 +164,31 @@ func (js *Jobs) Start(ctx context.Context, p *auth.Principal, ds *model.DataSour
 		}
 		return js.Load(ctx, id)
 	}
-	for _, t := range tasks {
+	for i, t := range tasks {
 		if err := js.outbox.Add(ctx, events.CostTaskSubject, t.JobTaskID, events.CostTask{JobTaskID: t.JobTaskID, JobID: id,
 			DataSourceID: ds.DataSourceID, DomainID: ds.DomainID}); err != nil {
+			js.unqueued(ctx, ids[i:], "The tasks could not be queued.")
 			return js.failed(ctx, j, GetJobTasksFailed, "The tasks could not be queued: "+err.Error())
 		}
 	}
 	return j, nil
+}
+
+// unqueued ends the tasks of ids that no worker will ever receive (their
+// job stopped, or failed, before they were queued): CANCELED, as a worker
+// leaves the task of a stopped job. They would otherwise stay PENDING for
+// good. Best effort: the caller is answering a failure already.
+func (js *Jobs) unqueued(ctx context.Context, ids []string, message string) {
+	if len(ids) == 0 {
+		return
+	}
+	now := wire.T(wire.Now())
+	if _, err := js.tasks.UpdateMany(context.WithoutCancel(ctx),
+		bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}, {Key: "status", Value: model.Pending}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "status", Value: model.Canceled}, {Key: "error_message", Value: message},
+			{Key: "finished_at", Value: now}}}}); err != nil {
+		js.log.Warn("cost tasks not queued stay PENDING", "tasks", len(ids), "error", err.Error())
+	}
 }
 
 // failed makes the job FAILURE with code and returns it.
