@@ -6,9 +6,10 @@
 // A task answers what JobTaskInfo holds (Info), never the worker's
 // bookkeeping (the delivery attempt, the cost keys seen, the changed
 // window). Its options are the plugin's task_options from Job.get_tasks
-// as stored (what the plugin needs to find the costs: account ids, dates)
-// plus ids the service adds; the service never puts secret data there
-// (the worker opens the data source's sealed secret for each run).
+// as stored (what the plugin needs to find the costs: account ids, dates);
+// the service never puts secret data there (the worker reads the secret
+// data again for each run: the data source's sealed one, or its trusted
+// account's from identity).
 //
 // It must not change tasks (package job and package worker do).
 package jobtask
