@@ -143,7 +143,7 @@ func parseFlags(args []string) (config, error) {
 	fs.Uint64Var(&c.pool, "pool", 16, "driver pool size of both sides (the devstack's setting on FerretDB)")
 	fs.DurationVar(&c.storeTimeout, "store-timeout", 10*time.Second, "driver timeout per store call on both sides (the service's default)")
 	var ops string
-	fs.StringVar(&ops, "ops", "", "operations to measure, comma separated (create,get,list,stat); empty: all")
+	fs.StringVar(&ops, "ops", "", "operations to measure, comma separated (create,get,list,stat, a group's such as secret-get, monitoring); empty: all")
 	fs.BoolVar(&c.verbose, "v", false, "print the service's warnings and errors to stderr")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of each measured phase to `prefix`-<op>-<side>.prof (the whole process: service, driver and an embedded store)")
 	if err := fs.Parse(args); err != nil {
@@ -317,8 +317,10 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("monitoring: %w", err)
 	}
-	printMonitoringTable(os.Stdout, mres)
-	all["monitoring"] = summary(mres)
+	if mres != nil {
+		printMonitoringTable(os.Stdout, mres)
+		all["monitoring"] = summary(mres)
+	}
 	cres, csync, err := b.measureCost(ctx, svcClient.Database(dbName), rawClient.Database(dbName))
 	if err != nil {
 		return fmt.Errorf("cost-analysis: %w", err)

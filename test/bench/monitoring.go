@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -40,7 +41,13 @@ const monitoringScript = 60000
 // for JetStream through the outbox) and note create beside it, each at
 // -concurrency callers for -duration. There is no raw side: the figures
 // are ops/s, p50 and p99.
+//
+// -ops selects both by the name "monitoring"; nil when -ops names other
+// operations only.
 func (b *bench) measureMonitoring(ctx context.Context, db *mongo.Database) ([]result, error) {
+	if len(b.cfg.ops) > 0 && !slices.Contains(b.cfg.ops, "monitoring") {
+		return nil, nil
+	}
 	log := slog.New(slog.DiscardHandler)
 	if b.cfg.verbose {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
