@@ -2,6 +2,8 @@ package auth
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -99,5 +101,78 @@ func TestAccess(t *testing.T) {
 	}
 	if Public().Check(nil) != nil {
 		t.Fatal("public refused")
+	}
+}
+
+// A token that verified is taken again without the RSA check only until
+// it expires: then it is refused as a first look refuses it.
+func TestVerifiedTokenStillExpires(t *testing.T) {
+	s := mustSigner(t)
+	v := verifierFor(t, s)
+	// Expired 3 s ago: the 5 s leeway lets it in for about 2 s more.
+	tok, err := s.IssueAt(Principal{DomainID: "domain-a", UserID: "alice", Role: DomainAdmin}, time.Now().Add(-time.Hour), time.Hour-3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !accepts(v, tok) || !accepts(v, tok) {
+		t.Fatal("a token within the leeway is refused")
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for accepts(v, tok) {
+		if time.Now().After(deadline) {
+			t.Fatal("a remembered token is still accepted 15 s after its expiry passed")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_, err = v.Authenticate(context.Background(), tok)
+	if e, ok := errs.As(err); !ok || e.Status() != 401 {
+		t.Fatalf("expired: %v, want a 401", err)
+	}
+}
+
+// The principal of a remembered token is the caller's own: changing it
+// changes nothing for the next request with the same token.
+func TestVerifiedTokenPrincipalIsACopy(t *testing.T) {
+	s := mustSigner(t)
+	v := verifierFor(t, s)
+	tok, err := s.Issue(Principal{DomainID: "domain-a", UserID: "alice", Role: WorkspaceMember, Projects: []string{"project-1"},
+		Permissions: []string{"/identity/v2/user-profile/"}}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		p, err := v.Authenticate(context.Background(), tok)
+		if err != nil || len(p.Projects) != 1 || p.Projects[0] != "project-1" || p.DomainID != "domain-a" ||
+			len(p.Permissions) != 1 || p.Permissions[0] != "/identity/v2/user-profile/" {
+			t.Fatalf("%+v %v", p, err)
+		}
+		p.Projects[0], p.Permissions[0], p.DomainID = "project-x", "/", "domain-x"
+		c, err := v.Parse(tok)
+		if err != nil || c.ExpiresAt == nil || len(c.Audience) != 1 || c.Audience[0] != "alice" {
+			t.Fatalf("%+v %v", c, err)
+		}
+		c.ExpiresAt.Time, c.Audience[0] = time.Time{}, "mallory"
+	}
+}
+
+// The same token checked from many goroutines at once.
+func TestVerifiedTokenConcurrent(t *testing.T) {
+	s := mustSigner(t)
+	v := verifierFor(t, s)
+	good, forged := tokenOf(t, s), tokenOf(t, mustSigner(t))
+	var wg sync.WaitGroup
+	var wrong atomic.Int32
+	for range 16 {
+		wg.Go(func() {
+			for range 20 {
+				if !accepts(v, good) || accepts(v, forged) {
+					wrong.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if wrong.Load() != 0 {
+		t.Fatalf("%d wrong answers", wrong.Load())
 	}
 }
