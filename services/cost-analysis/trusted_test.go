@@ -66,11 +66,21 @@ type fakeTrusted struct {
 	serviceAccounts []M
 	down, sloppy    bool
 	calls           []trustedCall
+	// gate, when set, holds trusted-account/list until it is closed;
+	// held gets a value when a list is held.
+	gate, held chan struct{}
 }
 
 func (f *fakeTrusted) serve(w http.ResponseWriter, path string, p *auth.Principal, body []byte) bool {
 	if !strings.HasPrefix(path, "/identity/") {
 		return false
+	}
+	f.mu.Lock()
+	gate, held := f.gate, f.held
+	f.mu.Unlock()
+	if gate != nil && path == trustedListPath {
+		held <- struct{}{}
+		<-gate
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -619,5 +629,46 @@ func TestTrustedAccountWindowAfterMatchServiceAccount(t *testing.T) {
 	}
 	if l.TotalCount != 2 {
 		t.Fatalf("%d costs, want the second sync's 2", l.TotalCount)
+	}
+}
+
+// Deregister while a sync reads the trusted accounts (before its job
+// exists): the sync must not then create a job of the deregistered data
+// source, which nothing would ever delete.
+func TestDeregisterDuringSyncStart(t *testing.T) {
+	e := setupWith(t, options{bus: true})
+	e.trust("g")
+	d := e.register(t, e.adminA, saSource("gone", nil))
+	gate, held := make(chan struct{}), make(chan struct{}, 1)
+	e.services.trusted.set(func(f *fakeTrusted) { f.gate, f.held = gate, held })
+	defer func() {
+		select {
+		case <-gate:
+		default:
+			close(gate) // never leave the fake identity held
+		}
+	}()
+	e.plugin.Script(getTasksMethod, tasksReply(1))
+	done := make(chan *testkit.Response, 1)
+	go func() { done <- e.adminA.Call(dsBase+"sync", M{"data_source_id": d.DataSourceID}) }()
+	select {
+	case <-held:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the sync did not list the trusted accounts")
+	}
+	e.adminA.Call(dsBase+"deregister", M{"data_source_id": d.DataSourceID}).OK(nil)
+	close(gate)
+	var r *testkit.Response
+	select {
+	case r = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("sync did not answer")
+	}
+	r.Fails(404, errs.NotFoundCode)
+	mine := bson.E{Key: "data_source_id", Value: d.DataSourceID}
+	for _, c := range []string{jobs, tasks} {
+		if n := e.count(t, c, mine); n != 0 {
+			t.Fatalf("%s: %d of the deregistered data source", c, n)
+		}
 	}
 }

@@ -56,6 +56,13 @@ func (js *Jobs) Start(ctx context.Context, p *auth.Principal, ds *model.DataSour
 		ResourceGroup: ds.ResourceGroup, DomainID: ds.DomainID, WorkspaceID: ds.WorkspaceID, DataSourceID: ds.DataSourceID,
 		SecretType: ds.SecretType, TaskIDs: []string{}, CreatedAt: now, UpdatedAt: now}
 	err = model.Lock(ctx, js.db, model.SyncLock(ds.DataSourceID), func() error {
+		// ds was read before identity and the plugin were asked (a
+		// scheduled sync read it before the syncs ahead of it): deregister
+		// may have forgotten its jobs since, and would never delete this
+		// one. It looks for jobs under this lease too (Forget).
+		if _, err := store.Get[model.DataSource](ctx, js.sources, "data_source_id", ds.DataSourceID); err != nil {
+			return err
+		}
 		cur, err := js.jobs.Find(ctx, bson.D{{Key: "data_source_id", Value: ds.DataSourceID}, {Key: "status", Value: model.InProgress}})
 		if err != nil {
 			return store.Wrap(err)
@@ -289,13 +296,17 @@ func (js *Jobs) Directory(ctx context.Context, jobID string) (rule.Directory, er
 // source (deregister). Running jobs are cancelled first, so their workers
 // stop.
 func (js *Jobs) Forget(ctx context.Context, dataSourceID string) error {
-	cur, err := js.jobs.Find(ctx, bson.D{{Key: "data_source_id", Value: dataSourceID}})
-	if err != nil {
-		return store.Wrap(err)
-	}
+	// Under the lease Start creates a job under, after the data source
+	// record is gone: a job is either found here or never created.
 	var jobs []Job
-	if err := cur.All(ctx, &jobs); err != nil {
-		return store.Wrap(err)
+	if err := model.Lock(ctx, js.db, model.SyncLock(dataSourceID), func() error {
+		cur, err := js.jobs.Find(ctx, bson.D{{Key: "data_source_id", Value: dataSourceID}})
+		if err != nil {
+			return store.Wrap(err)
+		}
+		return store.Wrap(cur.All(ctx, &jobs))
+	}); err != nil {
+		return err
 	}
 	ids := bson.A{}
 	for _, j := range jobs {
@@ -322,6 +333,6 @@ func (js *Jobs) Forget(ctx context.Context, dataSourceID string) error {
 			return store.Wrap(err)
 		}
 	}
-	_, err = js.jobs.DeleteMany(ctx, bson.D{{Key: "data_source_id", Value: dataSourceID}})
+	_, err := js.jobs.DeleteMany(ctx, bson.D{{Key: "data_source_id", Value: dataSourceID}})
 	return store.Wrap(err)
 }
