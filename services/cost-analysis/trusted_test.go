@@ -672,3 +672,48 @@ func TestDeregisterDuringSyncStart(t *testing.T) {
 		}
 	}
 }
+
+// A deregister that lands while get_tasks runs (the job exists, its tasks
+// do not yet) leaves nothing behind either: the tasks the sync stores
+// after it, and the job's kept directory, go when the sync finds its job
+// gone.
+func TestDeregisterDuringGetTasks(t *testing.T) {
+	e := setupWith(t, options{bus: true})
+	d := e.register(t, e.adminA, domainSource("aws"))
+	gate := make(chan struct{})
+	defer func() {
+		select {
+		case <-gate:
+		default:
+			close(gate)
+		}
+	}()
+	reply := tasksReply(2)
+	reply.Gate = gate // get_tasks answers once the data source is deregistered
+	e.plugin.Script(getTasksMethod, reply)
+	done := make(chan *testkit.Response, 1)
+	go func() { done <- e.adminA.Call(dsBase+"sync", M{"data_source_id": d.DataSourceID}) }()
+	mine := bson.E{Key: "data_source_id", Value: d.DataSourceID}
+	for deadline := time.Now().Add(20 * time.Second); e.count(t, jobs, mine) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the sync created no job")
+		}
+	}
+	e.adminA.Call(dsBase+"deregister", M{"data_source_id": d.DataSourceID}).OK(nil)
+	close(gate)
+	var r *testkit.Response
+	select {
+	case r = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("sync did not answer")
+	}
+	r.Fails(404, errs.NotFoundCode)
+	for _, c := range []string{jobs, tasks} {
+		if n := e.count(t, c, mine); n != 0 {
+			t.Fatalf("%s: %d of the deregistered data source", c, n)
+		}
+	}
+	if n := e.count(t, "cost_job_directories"); n != 0 {
+		t.Fatalf("%d job directories left", n)
+	}
+}

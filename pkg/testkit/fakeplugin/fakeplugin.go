@@ -67,6 +67,9 @@ type Reply struct {
 	Err error `json:"-"`
 	// Delay is waited before answering (before the first message).
 	Delay time.Duration `json:"-"`
+	// Gate, when set, is waited on after Delay before a unary answer: the
+	// test decides when the plugin answers.
+	Gate <-chan struct{} `json:"-"`
 	// Interval is waited between stream messages.
 	Interval time.Duration `json:"-"`
 	// Hang never answers (after the Stream messages) until the caller
@@ -275,7 +278,7 @@ func (s *Server) serveUnary(ctx context.Context, full string, md protoreflect.Me
 	if err != nil {
 		return nil, err
 	}
-	if !wait(ctx, r.Delay) || (r.Hang && !wait(ctx, -1)) {
+	if !wait(ctx, r.Delay) || !opened(ctx, r.Gate) || (r.Hang && !wait(ctx, -1)) {
 		s.cancelled(idx)
 		return nil, status.FromContextError(ctx.Err()).Err()
 	}
@@ -400,4 +403,18 @@ func (l *trackingListener) closeAll() {
 func incomingMetadata(ctx context.Context) map[string][]string {
 	md, _ := metadata.FromIncomingContext(ctx)
 	return md
+}
+
+// opened waits until gate is closed (at once when nil); false when ctx
+// ends first.
+func opened(ctx context.Context, gate <-chan struct{}) bool {
+	if gate == nil {
+		return ctx.Err() == nil
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-gate:
+		return true
+	}
 }

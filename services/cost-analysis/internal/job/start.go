@@ -153,7 +153,7 @@ func (js *Jobs) Start(ctx context.Context, p *auth.Principal, ds *model.DataSour
 			{Key: "changed", Value: chg}, {Key: "synced_accounts", Value: accounts}}, nil
 	}, &j)
 	if err != nil {
-		return nil, err
+		return nil, js.gone(ctx, id, err)
 	}
 	if j.Status != model.InProgress { // cancelled while get_tasks ran
 		js.unqueued(ctx, ids, "The job is "+j.Status+".")
@@ -179,6 +179,24 @@ func (js *Jobs) Start(ctx context.Context, p *auth.Principal, ds *model.DataSour
 		}
 	}
 	return j, nil
+}
+
+// gone passes err on; when it says the job is not found (deregister
+// forgot it while it started), it first deletes what Start stored for the
+// job after that: its tasks and its directory, which nothing else would
+// ever delete.
+func (js *Jobs) gone(ctx context.Context, jobID string, err error) error {
+	if e, ok := errs.As(err); !ok || e.Code != errs.NotFoundCode {
+		return err
+	}
+	ctx = context.WithoutCancel(ctx)
+	if _, derr := js.tasks.DeleteMany(ctx, bson.D{{Key: "job_id", Value: jobID}}); derr != nil {
+		js.log.Warn("tasks of a deregistered data source's job stay", "job_id", jobID, "error", derr.Error())
+	}
+	if _, derr := js.dirs.DeleteOne(ctx, bson.D{{Key: "_id", Value: jobID}}); derr != nil {
+		js.log.Warn("directory of a deregistered data source's job stays", "job_id", jobID, "error", derr.Error())
+	}
+	return err
 }
 
 // unqueued ends the tasks of ids that no worker will ever receive (their
@@ -207,7 +225,7 @@ func (js *Jobs) failed(ctx context.Context, j *Job, code, message string) (*Job,
 		}
 		return finish(cur, model.Failure, code, message), nil
 	}, &out)
-	return out, err
+	return out, js.gone(ctx, j.JobID, err)
 }
 
 func list(reply map[string]any, key string) []map[string]any {
