@@ -8,9 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/testcontainers/testcontainers-go"
-	"github.com/testcontainers/testcontainers-go/wait"
 )
 
 // testCostAccountsPlugin is the plugin id the cost-analysis container maps
@@ -30,18 +27,7 @@ func TestCostTrustedAccounts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
-	reg, err := st.start(ctx, "registry", "cost-acct-registry", []string{"cost-acct-registry"}, testcontainers.ContainerRequest{
-		ExposedPorts: []string{"5000/tcp"},
-		WaitingFor:   wait.ForHTTP("/healthz").WithPort("5000/tcp").WithStartupTimeout(time.Minute),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	regURL, err := endpoint(ctx, reg, "5000/tcp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pushImage(t, regURL, "nubes/test-plugin", "1.0.0")
+	startRegistry(ctx, t, "cost-acct-registry", "1.0.0")
 
 	admin := rootAdmin(t, identityAt(t))
 	var ws struct {
@@ -113,18 +99,7 @@ func TestCostTrustedAccounts(t *testing.T) {
 		costGetTasksMethod: []any{tasksReply("part-1"), tasksReply("part-2"), tasksReply("part-3")},
 		costGetDataMethod:  []any{map[string]any{"stream": []any{map[string]any{"results": rows}}}},
 	})
-	pl, err := st.start(ctx, "test-plugin", "cost-acct-plugin", []string{"cost-acct-plugin"}, testcontainers.ContainerRequest{
-		Env:          map[string]string{"PLUGIN_ADDR": ":50051", "PLUGIN_CONTROL_ADDR": ":8080", "PLUGIN_SCRIPT": string(script)},
-		ExposedPorts: []string{"50051/tcp", "8080/tcp"},
-		WaitingFor:   wait.ForHTTP("/healthz").WithPort("8080/tcp").WithStartupTimeout(time.Minute),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	control, err := endpoint(ctx, pl, "8080/tcp")
-	if err != nil {
-		t.Fatal(err)
-	}
+	control := startTestPlugin(ctx, t, "cost-acct-plugin", string(script))
 
 	admin.with(direct(st.first(t, "repository").url)).call("/repository/v1/plugin/register", map[string]any{
 		"name": "Test cost accounts", "plugin_id": testCostAccountsPlugin, "image": "nubes/test-plugin", "provider": provider,

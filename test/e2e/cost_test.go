@@ -8,9 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/testcontainers/testcontainers-go"
-	"github.com/testcontainers/testcontainers-go/wait"
 )
 
 // testCostPlugin is the plugin id the cost-analysis container maps to the
@@ -51,18 +48,7 @@ func TestCostSync(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
-	reg, err := st.start(ctx, "registry", "cost-registry", []string{"cost-registry"}, testcontainers.ContainerRequest{
-		ExposedPorts: []string{"5000/tcp"},
-		WaitingFor:   wait.ForHTTP("/healthz").WithPort("5000/tcp").WithStartupTimeout(time.Minute),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	regURL, err := endpoint(ctx, reg, "5000/tcp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pushImage(t, regURL, "nubes/test-plugin", "1.0.0")
+	startRegistry(ctx, t, "cost-registry", "1.0.0")
 
 	script := func(getData ...map[string]any) string {
 		b, _ := json.Marshal(map[string]any{
@@ -76,18 +62,7 @@ func TestCostSync(t *testing.T) {
 		return string(b)
 	}
 	fast := map[string]any{"stream": []any{costChunk(5, "fast"), costChunk(5, "fast")}}
-	pl, err := st.start(ctx, "test-plugin", "cost-plugin", []string{"cost-plugin"}, testcontainers.ContainerRequest{
-		Env:          map[string]string{"PLUGIN_ADDR": ":50051", "PLUGIN_CONTROL_ADDR": ":8080", "PLUGIN_SCRIPT": script(fast)},
-		ExposedPorts: []string{"50051/tcp", "8080/tcp"},
-		WaitingFor:   wait.ForHTTP("/healthz").WithPort("8080/tcp").WithStartupTimeout(time.Minute),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	control, err := endpoint(ctx, pl, "8080/tcp")
-	if err != nil {
-		t.Fatal(err)
-	}
+	control := startTestPlugin(ctx, t, "cost-plugin", script(fast))
 	setScript := func(s string) {
 		t.Helper()
 		send(t, http.MethodPut, control+"/script", "application/json", []byte(s), http.StatusNoContent)

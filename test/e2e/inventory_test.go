@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/testcontainers/testcontainers-go"
-	"github.com/testcontainers/testcontainers-go/wait"
 )
 
 // testCollectorPlugin is the plugin id the inventory containers map to
@@ -51,18 +50,7 @@ func TestInventoryCollect(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 
-	reg, err := st.start(ctx, "registry", "inv-registry", []string{"inv-registry"}, testcontainers.ContainerRequest{
-		ExposedPorts: []string{"5000/tcp"},
-		WaitingFor:   wait.ForHTTP("/healthz").WithPort("5000/tcp").WithStartupTimeout(time.Minute),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	regURL, err := endpoint(ctx, reg, "5000/tcp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pushImage(t, regURL, "nubes/test-plugin", "1.0.0")
+	startRegistry(ctx, t, "inv-registry", "1.0.0")
 
 	// Every sub-task streams the same ten resources, slowly: the first to
 	// write one creates it, the others update it, so a job of six
@@ -81,18 +69,7 @@ func TestInventoryCollect(t *testing.T) {
 		invGetTasksMethod: []any{map[string]any{"result": map[string]any{"tasks": tasks}}},
 		invCollectMethod:  []any{map[string]any{"stream": stream, "interval": "400ms"}},
 	})
-	pl, err := st.start(ctx, "test-plugin", "inv-plugin", []string{"inv-plugin"}, testcontainers.ContainerRequest{
-		Env:          map[string]string{"PLUGIN_ADDR": ":50051", "PLUGIN_CONTROL_ADDR": ":8080", "PLUGIN_SCRIPT": string(script)},
-		ExposedPorts: []string{"50051/tcp", "8080/tcp"},
-		WaitingFor:   wait.ForHTTP("/healthz").WithPort("8080/tcp").WithStartupTimeout(time.Minute),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	control, err := endpoint(ctx, pl, "8080/tcp")
-	if err != nil {
-		t.Fatal(err)
-	}
+	control := startTestPlugin(ctx, t, "inv-plugin", string(script))
 
 	admin := rootAdmin(t, identityAt(t))
 	admin.with(direct(st.first(t, "repository").url)).call("/repository/v1/plugin/register", map[string]any{

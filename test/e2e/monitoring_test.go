@@ -7,9 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/testcontainers/testcontainers-go"
-	"github.com/testcontainers/testcontainers-go/wait"
 )
 
 // testWebhookPlugin is the plugin id the monitoring container maps to the
@@ -35,13 +32,7 @@ func TestMonitoringWebhook(t *testing.T) {
 	})
 	// The monitoring container dials grpc://test-plugin:50051 when it
 	// first calls the plugin, so the plugin may start after it.
-	if _, err := st.start(ctx, "test-plugin", "test-plugin", []string{"test-plugin"}, testcontainers.ContainerRequest{
-		Env:          map[string]string{"PLUGIN_ADDR": ":50051", "PLUGIN_CONTROL_ADDR": ":8080", "PLUGIN_SCRIPT": string(script)},
-		ExposedPorts: []string{"50051/tcp", "8080/tcp"},
-		WaitingFor:   wait.ForHTTP("/healthz").WithPort("8080/tcp").WithStartupTimeout(time.Minute),
-	}); err != nil {
-		t.Fatal(err)
-	}
+	startTestPlugin(ctx, t, "test-plugin", string(script))
 
 	admin := rootAdmin(t, identityAt(t))
 	var ws struct {

@@ -14,9 +14,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/testcontainers/testcontainers-go"
-	"github.com/testcontainers/testcontainers-go/wait"
 )
 
 // testNotificationPlugin is the plugin id the notification container maps
@@ -47,18 +44,7 @@ func TestNotificationDispatch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	reg, err := st.start(ctx, "registry", "noti-registry", []string{"noti-registry"}, testcontainers.ContainerRequest{
-		ExposedPorts: []string{"5000/tcp"},
-		WaitingFor:   wait.ForHTTP("/healthz").WithPort("5000/tcp").WithStartupTimeout(time.Minute),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	regURL, err := endpoint(ctx, reg, "5000/tcp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pushImage(t, regURL, "nubes/test-plugin", "1.0.0", "1.1.0")
+	startRegistry(ctx, t, "noti-registry", "1.0.0", "1.1.0")
 
 	script, _ := json.Marshal(map[string]any{
 		protocolInitMethod: []any{map[string]any{"result": map[string]any{"metadata": map[string]any{
@@ -66,18 +52,7 @@ func TestNotificationDispatch(t *testing.T) {
 	})
 	// The notification container dials grpc://noti-plugin:50051 when it
 	// first calls the plugin, so the plugin may start after it.
-	pl, err := st.start(ctx, "test-plugin", "noti-plugin", []string{"noti-plugin"}, testcontainers.ContainerRequest{
-		Env:          map[string]string{"PLUGIN_ADDR": ":50051", "PLUGIN_CONTROL_ADDR": ":8080", "PLUGIN_SCRIPT": string(script)},
-		ExposedPorts: []string{"50051/tcp", "8080/tcp"},
-		WaitingFor:   wait.ForHTTP("/healthz").WithPort("8080/tcp").WithStartupTimeout(time.Minute),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	control, err := endpoint(ctx, pl, "8080/tcp")
-	if err != nil {
-		t.Fatal(err)
-	}
+	control := startTestPlugin(ctx, t, "noti-plugin", string(script))
 	natsURL, err := endpoint(ctx, st.nats, "4222/tcp")
 	if err != nil {
 		t.Fatal(err)

@@ -27,18 +27,7 @@ func TestRepositoryPluginVersions(t *testing.T) {
 	needs(t, "repository")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	reg, err := st.start(ctx, "registry", "registry", []string{"registry"}, testcontainers.ContainerRequest{
-		ExposedPorts: []string{"5000/tcp"},
-		WaitingFor:   wait.ForHTTP("/healthz").WithPort("5000/tcp").WithStartupTimeout(time.Minute),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	regURL, err := endpoint(ctx, reg, "5000/tcp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pushImage(t, regURL, "nubes/test-plugin", "1.0.0", "latest", "1.10.0", "1.2.0", "1.2.0-rc.1")
+	reg := startRegistry(ctx, t, "registry", "1.0.0", "latest", "1.10.0", "1.2.0", "1.2.0-rc.1")
 	want := []string{"1.10.0", "1.2.0", "1.2.0-rc.1", "1.0.0", "latest"}
 
 	admin := rootAdmin(t, identityAt(t)).with(direct(st.first(t, "repository").url))
@@ -94,6 +83,45 @@ func TestRepositoryPluginVersions(t *testing.T) {
 		t.Fatal(err)
 	}
 	admin.call("/repository/plugin/get-versions", map[string]any{"plugin_id": p.PluginID}).Fails(http.StatusServiceUnavailable, "ERROR_REGISTRY_UNAVAILABLE")
+}
+
+// startRegistry starts a registry container (network alias alias, for
+// the repository's registry_url http://<alias>:5000) and pushes the test
+// plugin's image to it under tags. It returns the container.
+func startRegistry(ctx context.Context, t *testing.T, alias string, tags ...string) testcontainers.Container {
+	t.Helper()
+	reg, err := st.start(ctx, "registry", alias, []string{alias}, testcontainers.ContainerRequest{
+		ExposedPorts: []string{"5000/tcp"},
+		WaitingFor:   wait.ForHTTP("/healthz").WithPort("5000/tcp").WithStartupTimeout(time.Minute),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	regURL, err := endpoint(ctx, reg, "5000/tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pushImage(t, regURL, "nubes/test-plugin", tags...)
+	return reg
+}
+
+// startTestPlugin starts the test plugin (gRPC on <alias>:50051) with its
+// scripted replies and returns its control API's URL from the host.
+func startTestPlugin(ctx context.Context, t *testing.T, alias, script string) string {
+	t.Helper()
+	pl, err := st.start(ctx, "test-plugin", alias, []string{alias}, testcontainers.ContainerRequest{
+		Env:          map[string]string{"PLUGIN_ADDR": ":50051", "PLUGIN_CONTROL_ADDR": ":8080", "PLUGIN_SCRIPT": script},
+		ExposedPorts: []string{"50051/tcp", "8080/tcp"},
+		WaitingFor:   wait.ForHTTP("/healthz").WithPort("8080/tcp").WithStartupTimeout(time.Minute),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	control, err := endpoint(ctx, pl, "8080/tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return control
 }
 
 // pushImage uploads one small image to the registry at base and tags it.
