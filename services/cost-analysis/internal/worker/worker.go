@@ -322,6 +322,7 @@ func (w *Worker) stream(ctx context.Context, msg jetstream.Msg, task *model.Task
 
 	sctx, cancel := context.WithDeadline(ctx, j.CreatedAt.Add(w.jobs.Timeout()))
 	defer cancel()
+	wctx := context.WithoutCancel(sctx) // the chunk writes (see below)
 	stopped := make(chan struct{})
 	var watchErr error
 	var halt atomic.Bool // set by the watcher; read between two chunks
@@ -368,13 +369,17 @@ func (w *Worker) stream(ctx context.Context, msg jetstream.Msg, task *model.Task
 			docs = append(docs, c)
 		}
 		if len(docs) > 0 {
-			if _, err := w.costs.InsertMany(sctx, docs, options.InsertMany().SetOrdered(false)); err != nil && !onlyDuplicates(err) {
+			// Not cancelled with the stream: a write whose connection is
+			// cut may still land after the cleanup that follows a stop
+			// and leave its rows for good. It ends within the store's
+			// operation timeout, and the next chunk sees halt.
+			if _, err := w.costs.InsertMany(wctx, docs, options.InsertMany().SetOrdered(false)); err != nil && !onlyDuplicates(err) {
 				return store.Wrap(err)
 			}
 		}
 		n += len(docs)
 		_ = msg.InProgress()
-		return w.set(sctx, task.ID, bson.D{{Key: "created_count", Value: n}})
+		return w.set(wctx, task.ID, bson.D{{Key: "created_count", Value: n}})
 	})
 	cancel()
 	<-stopped
