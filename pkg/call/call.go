@@ -4,7 +4,10 @@
 // the configured service credential.
 //
 // The callee's error passes through with its status and code; a callee
-// that cannot be reached, or answers 5xx without a code, is a 503. It holds
+// that cannot be reached, or answers 5xx without a code, is a 503. A 401 or
+// 403 answered to the service credential is a 503 too: the deployment's
+// credential is wrong, which is not the caller's session ending (a console
+// logs its user out on 401). It holds
 // no business rule and knows no service's types.
 package call
 
@@ -86,20 +89,20 @@ func NewClient(service, baseURL, token string, client *http.Client) *Client {
 // answer into resp (nil to ignore it). The bearer is the caller's from ctx
 // when there is one, else the service credential.
 func (c *Client) Call(ctx context.Context, path string, req, resp any) error {
-	bearer := auth.BearerFromContext(ctx)
-	if bearer == "" {
-		bearer = c.token
+	if bearer := auth.BearerFromContext(ctx); bearer != "" {
+		return c.do(ctx, bearer, false, path, req, resp)
 	}
-	return c.do(ctx, bearer, path, req, resp)
+	return c.do(ctx, c.token, true, path, req, resp)
 }
 
 // CallAsService is Call with the service credential whoever the caller is:
 // for operations only a SYSTEM caller may use.
 func (c *Client) CallAsService(ctx context.Context, path string, req, resp any) error {
-	return c.do(ctx, c.token, path, req, resp)
+	return c.do(ctx, c.token, true, path, req, resp)
 }
 
-func (c *Client) do(ctx context.Context, bearer, path string, req, resp any) error {
+// do sends the call; asService says the bearer is the service credential.
+func (c *Client) do(ctx context.Context, bearer string, asService bool, path string, req, resp any) error {
 	what := "The " + c.service + " service"
 	if c.base == "" {
 		return errs.Down(what, fmt.Errorf("no URL configured for service %q (service_urls)", c.service))
@@ -131,6 +134,9 @@ func (c *Client) do(ctx context.Context, bearer, path string, req, resp any) err
 	if hresp.StatusCode != http.StatusOK {
 		var e struct {
 			Detail struct{ Code, Message string } `json:"detail"`
+		}
+		if asService && (hresp.StatusCode == http.StatusUnauthorized || hresp.StatusCode == http.StatusForbidden) {
+			return errs.Down(what, fmt.Errorf("%s refused the service credential (%d): check service_token", path, hresp.StatusCode))
 		}
 		if json.Unmarshal(raw, &e) == nil && e.Detail.Code != "" && hresp.StatusCode != http.StatusServiceUnavailable && hresp.StatusCode < 500 {
 			return errs.Passthrough(hresp.StatusCode, e.Detail.Code, e.Detail.Message)

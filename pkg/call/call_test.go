@@ -87,3 +87,51 @@ func TestCall(t *testing.T) {
 		}
 	}
 }
+
+// A 401 or 403 answered to the service credential is the deployment's
+// fault (a wrong service_token): the caller sees 503, never the 401 that
+// would log a console user out. Answered to the caller's own bearer, it
+// passes through.
+func TestServiceCredentialRefusedIs503(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/401":
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = w.Write([]byte(`{"detail": {"code": "ERROR_AUTHENTICATE_FAILURE", "message": "token expired"}}`))
+		case "/403":
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = w.Write([]byte(`{"detail": {"code": "ERROR_PERMISSION_DENIED", "message": "denied"}}`))
+		}
+	}))
+	defer srv.Close()
+	c := NewServices(map[string]string{"identity": srv.URL}, "wrong-service-token", nil).Client("identity")
+	caller := auth.WithBearer(context.Background(), "caller-token")
+	for _, tc := range []struct {
+		name   string
+		call   func(path string) error
+		status int
+	}{
+		{"CallAsService with a caller", func(p string) error { return c.CallAsService(caller, p, nil, nil) }, 0},
+		{"CallAsService without a caller", func(p string) error { return c.CallAsService(context.Background(), p, nil, nil) }, 0},
+		{"Call without a caller (service token)", func(p string) error { return c.Call(context.Background(), p, nil, nil) }, 0},
+		{"Call on the caller's behalf", func(p string) error { return c.Call(caller, p, nil, nil) }, -1},
+	} {
+		for _, path := range []string{"/401", "/403"} {
+			e, ok := errs.As(tc.call(path))
+			if !ok {
+				t.Fatalf("%s %s: not an errs.Error", tc.name, path)
+			}
+			want, code := 503, errs.Unavailable
+			if tc.status < 0 { // the caller's own bearer: the answer is theirs
+				want = 401
+				code = "ERROR_AUTHENTICATE_FAILURE"
+				if path == "/403" {
+					want, code = 403, "ERROR_PERMISSION_DENIED"
+				}
+			}
+			if e.Status() != want || e.Code != code {
+				t.Errorf("%s %s: got %d %s, want %d %s", tc.name, path, e.Status(), e.Code, want, code)
+			}
+		}
+	}
+}
