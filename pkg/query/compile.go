@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/freeform"
 )
 
 // Resource describes what a list may do on one collection.
@@ -23,6 +24,10 @@ type Resource struct {
 	// Fields, when set, are the only top-level fields a query may read
 	// (filter, sort, only, stat stages): the fields of the resource's Info.
 	Fields []string
+	// Maps are the free-form fields of the resource's Info
+	// (freeform.FieldsOf): a path into one reads its keys as stored
+	// (escaped), so `tags.kubernetes.io/cluster/prod` names that tag.
+	Maps freeform.Fields
 }
 
 // Plan is a compiled list: what store.List sends to MongoDB.
@@ -48,6 +53,7 @@ func Compile(q *Query, r Resource, scope bson.D) (*Plan, error) {
 	if err := q.Validate(); err != nil {
 		return nil, err
 	}
+	q = q.stored(r.Maps)
 	filter, err := Filter(scope, q.Filter, q.FilterOr, q.Keyword, r.KeywordFields)
 	if err != nil {
 		return nil, err
@@ -97,6 +103,19 @@ func Compile(q *Query, r Resource, scope bson.D) (*Plan, error) {
 		p.Projection, p.Fields = projection(keep)
 	}
 	return p, nil
+}
+
+// stored is q with its paths as stored (see Resource.Maps): a copy, so a
+// query compiled twice is escaped once.
+func (q *Query) stored(maps freeform.Fields) *Query {
+	if len(maps) == 0 {
+		return q
+	}
+	c := *q
+	c.Filter, c.FilterOr = slices.Clone(q.Filter), slices.Clone(q.FilterOr)
+	c.Sort, c.Only = slices.Clone(q.Sort), slices.Clone(q.Only)
+	_ = c.Paths(maps.Rewrite) // Rewrite never fails
+	return &c
 }
 
 func sortKeysOf(ks []SortKey) []string {

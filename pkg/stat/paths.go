@@ -1,6 +1,10 @@
 package stat
 
-import "github.com/nubes-io/nubes/pkg/query"
+import (
+	"slices"
+
+	"github.com/nubes-io/nubes/pkg/query"
+)
 
 // Paths calls fn with every stored path the query reads: filters,
 // distinct, and the stages up to the first that builds new rows (group,
@@ -84,4 +88,46 @@ func operandPaths(ops []Operand, paths []*string) []*string {
 		paths = operandPaths(ops[i].Fields, paths)
 	}
 	return paths
+}
+
+// clone copies q deep enough that Paths may rewrite the copy.
+func (q *Query) clone() *Query {
+	c := *q
+	c.Filter, c.FilterOr = slices.Clone(q.Filter), slices.Clone(q.FilterOr)
+	c.Aggregate = make([]Stage, len(q.Aggregate))
+	for i, st := range q.Aggregate {
+		if st.Group != nil {
+			g := Group{Keys: slices.Clone(st.Group.Keys), Fields: slices.Clone(st.Group.Fields)}
+			for j := range g.Fields {
+				g.Fields[j].Fields = slices.Clone(g.Fields[j].Fields)
+				g.Fields[j].Conditions = slices.Clone(g.Fields[j].Conditions)
+			}
+			st.Group = &g
+		}
+		if st.Project != nil {
+			p := Project{Fields: slices.Clone(st.Project.Fields), ExcludeKeys: st.Project.ExcludeKeys}
+			for j := range p.Fields {
+				p.Fields[j].Fields = cloneOperands(p.Fields[j].Fields)
+			}
+			st.Project = &p
+		}
+		if st.Unwind != nil {
+			u := Unwind{Path: st.Unwind.Path, Filter: slices.Clone(st.Unwind.Filter)}
+			st.Unwind = &u
+		}
+		if st.Sort != nil {
+			s := slices.Clone(*st.Sort)
+			st.Sort = &s
+		}
+		c.Aggregate[i] = st
+	}
+	return &c
+}
+
+func cloneOperands(ops []Operand) []Operand {
+	out := slices.Clone(ops)
+	for i := range out {
+		out[i].Fields = cloneOperands(out[i].Fields)
+	}
+	return out
 }

@@ -23,6 +23,13 @@ func Run(ctx context.Context, c *mongo.Collection, scope bson.D, r query.Resourc
 	if q == nil {
 		q = &Query{}
 	}
+	if len(r.Maps) > 0 {
+		// On a copy, so a query run twice is escaped once.
+		q = q.clone()
+		if _, err := q.Paths(r.Maps.Rewrite); err != nil {
+			return nil, err
+		}
+	}
 	if r.Fields != nil {
 		reshaped, err := q.Paths(query.Readable(r.Fields))
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/wire"
 )
 
@@ -69,13 +70,14 @@ func normalize(v any) any {
 }
 
 // render turns a row value into its JSON form: times as ISO strings with
-// milliseconds, documents as maps, NaN and infinities as null.
+// milliseconds, documents as maps with their keys as written (a free-form
+// map's are stored escaped, see pkg/freeform), NaN and infinities as null.
 func render(v any) any {
 	switch x := v.(type) {
 	case bson.D:
 		m := make(map[string]any, len(x))
 		for _, e := range x {
-			m[e.Key] = render(e.Value)
+			m[freeform.UnescapeKey(e.Key)] = render(e.Value)
 		}
 		return m
 	case []any:
