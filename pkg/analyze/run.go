@@ -8,8 +8,10 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
+	"github.com/nubes-io/nubes/pkg/store"
 )
 
 // Run answers q over c: {"results": [...]}, plus "more" (whether rows
@@ -111,4 +113,22 @@ func readable(r query.Resource, q *Query, dateKey string) error {
 		}
 	}
 	return nil
+}
+
+// RunFor is Run inside what p reaches of resource r (r.Tenancy).
+func RunFor(ctx context.Context, c *mongo.Collection, p *auth.Principal, r query.Resource, q *Query) (map[string]any, error) {
+	scope, err := store.Scope(p, r)
+	if err != nil {
+		return nil, err
+	}
+	return Run(ctx, c, scope, r, q)
+}
+
+// RunTimeSeriesFor is RunTimeSeries inside what p reaches of resource r.
+func RunTimeSeriesFor(ctx context.Context, c *mongo.Collection, p *auth.Principal, r query.Resource, q *TimeSeriesQuery, df DateField) (map[string]any, error) {
+	scope, err := store.Scope(p, r)
+	if err != nil {
+		return nil, err
+	}
+	return RunTimeSeries(ctx, c, scope, r, q, df)
 }

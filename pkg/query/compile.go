@@ -13,6 +13,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/freeform"
+	"github.com/nubes-io/nubes/pkg/tenancy"
 )
 
 // Resource describes what a list may do on one collection.
@@ -28,6 +29,11 @@ type Resource struct {
 	// (freeform.FieldsOf): a path into one reads its keys as stored
 	// (escaped), so `tags.kubernetes.io/cluster/prod` names that tag.
 	Maps freeform.Fields
+	// Tenancy names the fields that hold a record's domain, workspace,
+	// project and owner: the kit's *For calls (store.GetFor, SearchFor,
+	// stat.RunFor, analyze.RunFor) confine every read and write to the
+	// caller's reach with it (package tenancy).
+	Tenancy tenancy.Fields
 }
 
 // Plan is a compiled list: what store.List sends to MongoDB.

@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/store"
 )
@@ -186,4 +187,13 @@ func respond(r *runner, vals iter.Seq[any], page *query.Page, show func(any) any
 		res["total_count"] = n
 	}
 	return res, nil
+}
+
+// RunFor is Run inside what p reaches of resource r (r.Tenancy).
+func RunFor(ctx context.Context, c *mongo.Collection, p *auth.Principal, r query.Resource, q *Query) (map[string]any, error) {
+	scope, err := store.Scope(p, r)
+	if err != nil {
+		return nil, err
+	}
+	return Run(ctx, c, scope, r, q)
 }

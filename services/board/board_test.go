@@ -27,6 +27,7 @@ func TestMain(m *testing.M) { testkit.Main(m) }
 type callers struct {
 	anon, system, adminA, adminB, memberA, userA *testkit.Client
 	db                                           *mongo.Database
+	h                                            http.Handler
 }
 
 func setup(t *testing.T) *callers {
@@ -55,6 +56,7 @@ func setup(t *testing.T) *callers {
 		memberA: tok(auth.Principal{DomainID: "domain-a", UserID: "mia", Role: auth.WorkspaceMember, WorkspaceID: "workspace-1"}),
 		userA:   tok(auth.Principal{DomainID: "domain-a", UserID: "ulla", Role: auth.User}),
 		db:      db,
+		h:       srv.Handler(),
 	}
 }
 
@@ -539,4 +541,25 @@ func TestConcurrentViewsAllCount(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// TestPostTenancy runs the tenancy matrix over a post: no caller outside
+// its domain reads or changes it.
+func TestPostTenancy(t *testing.T) {
+	c := setup(t)
+	b := c.board(t, "notices")
+	p := c.post(t, c.adminA, b.BoardID, "", "for domain a")
+	id := map[string]any{"post_id": p.PostID}
+	testkit.Tenancy{
+		Handler: c.h, Coll: c.db.Collection(boardapi.PostsCollection), ID: p.PostID, Domain: "domain-a",
+		Insider: auth.Principal{DomainID: "domain-a", UserID: "mia", Role: auth.WorkspaceMember, WorkspaceID: "workspace-1"},
+		Get:     testkit.Req{Path: "/board/v1/post/get", Body: id},
+		List:    testkit.Req{Path: "/board/v1/post/list", Body: id},
+		Stat:    &testkit.Req{Path: "/board/v1/post/stat", Body: map[string]any{"query": map[string]any{"distinct": "post_id"}}},
+		Changes: []testkit.Req{
+			{Path: "/board/v1/post/update", Body: map[string]any{"post_id": p.PostID, "title": "taken"}},
+			{Path: "/board/v1/post/send-notification", Body: id},
+			{Path: "/board/v1/post/delete", Body: id},
+		},
+	}.Run(t)
 }

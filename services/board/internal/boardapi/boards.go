@@ -19,6 +19,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
 )
 
@@ -43,6 +44,7 @@ var boardResource = query.Resource{
 	DefaultSort:   []query.SortKey{{Key: "name"}},
 	MinimalFields: []string{"board_id", "name"},
 	Fields:        query.FieldsOf[Board](),
+	Tenancy:       tenancy.OfPlatform, // boards are the platform's; only SYSTEM writes them
 }
 
 type (
@@ -148,16 +150,16 @@ func (b boards) delete(ctx context.Context, _ *auth.Principal, r *boardRequest) 
 	return &api.Empty{}, nil
 }
 
-func (b boards) get(ctx context.Context, _ *auth.Principal, r *boardRequest) (*Board, error) {
-	return store.Get[Board](ctx, b.c, "board_id", r.BoardID)
+func (b boards) get(ctx context.Context, p *auth.Principal, r *boardRequest) (*Board, error) {
+	return store.GetFor[Board](ctx, b.c, boardResource, p, "board_id", r.BoardID)
 }
 
-func (b boards) list(ctx context.Context, _ *auth.Principal, r *boardQuery) (*api.List[Board], error) {
+func (b boards) list(ctx context.Context, p *auth.Principal, r *boardQuery) (*api.List[Board], error) {
 	q := query.With(r.Query, query.Params("board_id", r.BoardID, "name", r.Name)...)
-	return store.Search[Board](ctx, b.c, q, boardResource, nil)
+	return store.SearchFor[Board](ctx, b.c, q, boardResource, p)
 }
 
-func (b boards) stat(ctx context.Context, _ *auth.Principal, r *statQuery) (*map[string]any, error) {
-	res, err := stat.Run(ctx, b.c, nil, boardResource, r.Query)
+func (b boards) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*map[string]any, error) {
+	res, err := stat.RunFor(ctx, b.c, p, boardResource, r.Query)
 	return &res, err
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
 )
 
@@ -40,14 +41,12 @@ type Post struct {
 	UpdatedAt     wire.Time       `bson:"updated_at" json:"updated_at"`
 }
 
-// Domain implements store.Owned.
-func (p *Post) Domain() string { return p.DomainID }
-
 var postResource = query.Resource{
 	KeywordFields: []string{"title", "contents", "writer"},
 	DefaultSort:   []query.SortKey{{Key: "created_at", Desc: true}},
 	MinimalFields: []string{"post_id", "board_id", "board_type", "category", "title", "writer", "created_at"},
 	Fields:        query.FieldsOf[Post](),
+	Tenancy:       tenancy.InDomain,
 }
 
 // optionKeys are the only keys a post's options may hold.
@@ -150,11 +149,15 @@ func (ps posts) create(ctx context.Context, p *auth.Principal, r *createPost) (*
 	if writer == "" {
 		writer = p.UserID
 	}
+	rule, err := tenancy.For(p, postResource.Tenancy)
+	if err != nil {
+		return nil, err
+	}
 	id, now := wire.NewID("post"), wire.T(wire.Now())
 	doc := &Post{
 		ID: id, PostID: id, BoardID: r.BoardID, BoardType: r.BoardType, Category: r.Category,
 		Title: r.Title, Contents: r.Contents, Options: opts, Writer: writer, Files: wire.List(r.Files),
-		ResourceGroup: r.ResourceGroup, DomainID: p.DomainID, UserID: p.UserID, CreatedAt: now, UpdatedAt: now,
+		ResourceGroup: r.ResourceGroup, DomainID: rule.Stamp().Domain, UserID: p.UserID, CreatedAt: now, UpdatedAt: now,
 	}
 	if _, err := ps.c.InsertOne(ctx, doc); err != nil {
 		return nil, store.Wrap(err)
@@ -176,7 +179,7 @@ func (ps posts) checkCategory(ctx context.Context, boardID, category string) err
 }
 
 func (ps posts) update(ctx context.Context, p *auth.Principal, r *updatePost) (*Post, error) {
-	cur, err := store.GetOwned[Post](ctx, ps.c, "post_id", r.PostID, p.DomainID)
+	cur, err := store.GetToChange[Post](ctx, ps.c, postResource, p, "post_id", r.PostID)
 	if err != nil {
 		return nil, err
 	}
@@ -210,20 +213,20 @@ func (ps posts) update(ctx context.Context, p *auth.Principal, r *updatePost) (*
 		opts, _ := mergeOptions(cur.Options, r.Options)
 		add("options", opts)
 	}
-	// _id alone is the filter FerretDB pushes down; the domain was checked
+	// _id alone is the filter FerretDB pushes down; the tenancy was checked
 	// above and never changes, so the update cannot reach another tenant.
 	return store.SetByID[Post](ctx, ps.c, "post_id", r.PostID, set) // 404 if deleted meanwhile
 }
 
 func (ps posts) sendNotification(ctx context.Context, p *auth.Principal, r *postRequest) (*api.Empty, error) {
-	if _, err := store.GetOwned[Post](ctx, ps.c, "post_id", r.PostID, p.DomainID); err != nil {
+	if _, err := store.GetToChange[Post](ctx, ps.c, postResource, p, "post_id", r.PostID); err != nil {
 		return nil, err
 	}
 	return nil, errs.New(errs.NotImplemented, "Post.send_notification is not implemented.")
 }
 
 func (ps posts) delete(ctx context.Context, p *auth.Principal, r *postRequest) (*api.Empty, error) {
-	if _, err := store.GetOwned[Post](ctx, ps.c, "post_id", r.PostID, p.DomainID); err != nil {
+	if _, err := store.GetToChange[Post](ctx, ps.c, postResource, p, "post_id", r.PostID); err != nil {
 		return nil, err
 	}
 	if _, err := ps.c.DeleteOne(ctx, bson.D{{Key: "_id", Value: r.PostID}}); err != nil {
@@ -239,7 +242,7 @@ func (ps posts) delete(ctx context.Context, p *auth.Principal, r *postRequest) (
 // concurrent $inc). The answer is the stored count plus this replica's
 // pending views, so it already includes this view.
 func (ps posts) get(ctx context.Context, p *auth.Principal, r *postRequest) (*Post, error) {
-	post, err := store.GetOwned[Post](ctx, ps.c, "post_id", r.PostID, p.DomainID)
+	post, err := store.GetFor[Post](ctx, ps.c, postResource, p, "post_id", r.PostID)
 	if err != nil {
 		return nil, err
 	}
@@ -305,10 +308,10 @@ func (ps posts) list(ctx context.Context, p *auth.Principal, r *postQuery) (*api
 	q := query.With(r.Query, query.Params(
 		"board_id", r.BoardID, "board_type", r.BoardType, "post_id", r.PostID, "category", r.Category,
 		"writer", r.Writer, "options.is_pinned", r.IsPinned, "options.is_popup", r.IsPopup, "domain_id", r.DomainID)...)
-	return store.Search[Post](ctx, ps.c, q, postResource, store.TenantScope(p.DomainID))
+	return store.SearchFor[Post](ctx, ps.c, q, postResource, p)
 }
 
 func (ps posts) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*map[string]any, error) {
-	res, err := stat.Run(ctx, ps.c, store.TenantScope(p.DomainID), postResource, r.Query)
+	res, err := stat.RunFor(ctx, ps.c, p, postResource, r.Query)
 	return &res, err
 }

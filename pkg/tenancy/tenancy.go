@@ -1,0 +1,265 @@
+// Package tenancy is the one rule of who reaches which record. A resource
+// declares once which of its fields hold the domain, workspace, project
+// and owner (Fields); For turns the caller's token into a Rule that gives
+// the filter of every read and the stamp of every write, and decides
+// whether a loaded record may be seen or changed.
+//
+// The rule, after the mutation handler of upstream's core (semantics.md
+// 1.4 and 4.4):
+//   - the domain is always the token's;
+//   - a workspace role (WORKSPACE_OWNER, WORKSPACE_MEMBER) reaches its
+//     workspace and the records of the whole domain (workspace "*"); it
+//     reads those but changes only its workspace's; without a workspace it
+//     reaches nothing;
+//   - a WORKSPACE_MEMBER reaches only its token's projects and the records
+//     of the whole workspace (project "*"), which it reads but never
+//     changes;
+//   - a user-owned record (owner field) is its owner's alone;
+//   - a domain admin or a SYSTEM token reaches the whole domain; a plain
+//     USER reaches no workspace record (unless the resource is user-owned).
+//
+// A record the caller does not reach answers 404, as if it did not exist;
+// one it reaches but may not change answers 403.
+package tenancy
+
+import (
+	"errors"
+	"slices"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/errs"
+)
+
+// All is the workspace_id of a record of the whole domain, and the
+// project_id of a record of the whole workspace, as upstream stores them.
+const All = "*"
+
+// Fields names the stored fields (dotted paths) that hold a resource's
+// tenancy; an empty name means the resource has no such field.
+type Fields struct {
+	Domain    string
+	Workspace string
+	Project   string
+	// Owner holds the user a record belongs to (user secrets, private
+	// dashboards): only that user reaches it.
+	Owner string
+	// PrivateAll makes the domain's records (workspace "*") the domain
+	// admin's alone: workspace callers do not read them either (costs no
+	// rule mapped to a workspace).
+	PrivateAll bool
+	// Platform marks a resource of the whole platform, with no tenancy
+	// field (boards): every caller reaches every record, and only Access
+	// decides who may call.
+	Platform bool
+}
+
+// The usual declarations.
+var (
+	InDomain    = Fields{Domain: "domain_id"}
+	InWorkspace = Fields{Domain: "domain_id", Workspace: "workspace_id"}
+	InProject   = Fields{Domain: "domain_id", Workspace: "workspace_id", Project: "project_id"}
+	OfPlatform  = Fields{Platform: true}
+)
+
+// ErrUndeclared is a resource without tenancy fields: a bug of the
+// service (500), never an open door.
+var ErrUndeclared = errors.New("tenancy: the resource declares no tenancy fields")
+
+// Declared reports whether the resource says where its tenancy is.
+func (f Fields) Declared() bool {
+	return f.Platform || f.Domain != "" || f.Owner != ""
+}
+
+// Record is the tenancy of one record.
+type Record struct {
+	Domain, Workspace, Project, Owner string
+}
+
+// Of reads the tenancy fields of a stored document.
+func (f Fields) Of(doc bson.Raw) Record {
+	get := func(path string) string {
+		if path == "" {
+			return ""
+		}
+		v, err := doc.LookupErr(strings.Split(path, ".")...)
+		if err != nil {
+			return ""
+		}
+		s, _ := v.StringValueOK()
+		return s
+	}
+	return Record{Domain: get(f.Domain), Workspace: get(f.Workspace), Project: get(f.Project), Owner: get(f.Owner)}
+}
+
+// OfDoc reads the tenancy fields of a document about to be stored (or
+// loaded into a Go value): it is marshalled as the store would.
+func (f Fields) OfDoc(doc any) (Record, error) {
+	raw, err := bson.Marshal(doc)
+	if err != nil {
+		return Record{}, err
+	}
+	return f.Of(raw), nil
+}
+
+// Rule is what one caller reaches of one resource.
+type Rule struct {
+	f          Fields
+	domain     string
+	workspaces []string // nil: every workspace of the domain
+	projects   []string // nil: every project
+	owner      string   // "": every owner
+	// allWorkspaces: may change the domain's records (workspace "*");
+	// allProjects: may change the workspace's records (project "*").
+	allWorkspaces, allProjects bool
+	workspace                  string // the stamp
+}
+
+// DomainWide reports whether p acts for the whole domain: a domain admin
+// or a SYSTEM token.
+func DomainWide(p *auth.Principal) bool {
+	return p.IsSystem() || p.Role == auth.DomainAdmin
+}
+
+// WorkspaceRole reports whether p holds a workspace role (owner or member).
+func WorkspaceRole(p *auth.Principal) bool {
+	return !p.IsSystem() && (p.Role == auth.WorkspaceOwner || p.Role == auth.WorkspaceMember)
+}
+
+// For is the rule of p over a resource with fields f. A workspace role
+// without a workspace, and a plain user on a workspace resource that is
+// not user-owned, are refused (403): they reach nothing.
+func For(p *auth.Principal, f Fields) (*Rule, error) {
+	if !f.Declared() {
+		return nil, ErrUndeclared
+	}
+	if p == nil {
+		return nil, errs.Unauthenticated("empty token provided.")
+	}
+	r := &Rule{f: f, domain: p.DomainID, allWorkspaces: true, allProjects: true}
+	if f.Platform {
+		return r, nil
+	}
+	if f.Owner != "" {
+		r.owner = p.UserID
+	}
+	ws := WorkspaceRole(p)
+	if ws && p.WorkspaceID == "" {
+		return nil, errs.Forbidden()
+	}
+	if f.Workspace != "" {
+		switch {
+		case DomainWide(p):
+		case ws:
+			r.workspace = p.WorkspaceID
+			r.workspaces = []string{p.WorkspaceID}
+			if !f.PrivateAll {
+				r.workspaces = append(r.workspaces, All)
+			}
+			r.allWorkspaces = false
+		case f.Owner != "": // a user's own records, wherever they are
+			r.allWorkspaces = false
+		default:
+			return nil, errs.Forbidden()
+		}
+	}
+	if f.Project != "" && ws && p.Role == auth.WorkspaceMember {
+		r.projects = append(slices.Clone(p.Projects), All)
+		r.allProjects = false
+	}
+	return r, nil
+}
+
+// Filter is the condition every row of a read must meet; services AND it
+// into their lists, stats and analyses (store.SearchFor, stat.RunFor and
+// analyze.RunFor do).
+func (r *Rule) Filter() bson.D {
+	var d bson.D
+	if r.f.Platform {
+		return d
+	}
+	if r.f.Domain != "" {
+		d = append(d, bson.E{Key: r.f.Domain, Value: r.domain})
+	}
+	if r.workspaces != nil {
+		d = append(d, bson.E{Key: r.f.Workspace, Value: in(r.workspaces)})
+	}
+	if r.projects != nil {
+		d = append(d, bson.E{Key: r.f.Project, Value: in(r.projects)})
+	}
+	if r.owner != "" {
+		d = append(d, bson.E{Key: r.f.Owner, Value: r.owner})
+	}
+	return d
+}
+
+func in(vals []string) any {
+	if len(vals) == 1 {
+		return vals[0]
+	}
+	a := make(bson.A, len(vals))
+	for i, v := range vals {
+		a[i] = v
+	}
+	return bson.D{{Key: "$in", Value: a}}
+}
+
+// Sees reports whether the caller reaches a record: the Go side of Filter,
+// for a record loaded by _id.
+func (r *Rule) Sees(rec Record) bool {
+	if r.f.Platform {
+		return true
+	}
+	if r.f.Domain != "" && rec.Domain != r.domain {
+		return false
+	}
+	if r.workspaces != nil && !slices.Contains(r.workspaces, rec.Workspace) {
+		return false
+	}
+	if r.projects != nil && !slices.Contains(r.projects, rec.Project) {
+		return false
+	}
+	return r.owner == "" || rec.Owner == r.owner
+}
+
+// Writable says whether the caller may change a record: 404 for one it
+// does not reach, 403 for one of the whole domain (or the whole
+// workspace) that only a wider caller may change.
+func (r *Rule) Writable(rec Record, key, id string) error {
+	if !r.Sees(rec) {
+		return errs.NotFound(key, id)
+	}
+	return r.sharedWrite(rec)
+}
+
+func (r *Rule) sharedWrite(rec Record) error {
+	if r.f.Workspace != "" && rec.Workspace == All && !r.allWorkspaces {
+		return errs.Forbidden()
+	}
+	if r.f.Project != "" && rec.Project == All && !r.allProjects {
+		return errs.Forbidden()
+	}
+	return nil
+}
+
+// Admits says whether the caller may create a record placed at rec
+// (403 otherwise): what it would reach and may change.
+func (r *Rule) Admits(rec Record) error {
+	if !r.Sees(rec) {
+		return errs.Forbidden()
+	}
+	return r.sharedWrite(rec)
+}
+
+// Stamp is the tenancy of a record the caller creates: the token's
+// domain, its workspace for a workspace role ("" for a domain-wide
+// caller, who names one), and the caller as owner.
+func (r *Rule) Stamp() Record {
+	rec := Record{Domain: r.domain, Workspace: r.workspace}
+	if r.f.Owner != "" {
+		rec.Owner = r.owner
+	}
+	return rec
+}
