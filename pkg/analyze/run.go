@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -75,13 +77,36 @@ func run(ctx context.Context, c *mongo.Collection, scope bson.D, r query.Resourc
 	return out, nil
 }
 
-// readable names, in the query's own terms, a read of a field the
-// resource does not show; stat checks again, in its terms.
+// readable names, in the query's own terms, a read of a secret field
+// (first: the answer depends on nothing else) or of a field the resource
+// does not show; stat checks again, in its terms.
 func readable(r query.Resource, q *Query, dateKey string) error {
+	if err := r.CheckDeclaration(); err != nil {
+		return err
+	}
+	if err := paths(q, query.NoSecret(r.Secret)); err != nil {
+		return err
+	}
+	if dateKey != "" && query.IsSecret(r.Secret, dateKey) {
+		return fmt.Errorf("analyze: the date field %q is a secret", dateKey) // a service bug
+	}
 	if r.Fields == nil {
 		return nil
 	}
-	check := query.Readable(r.Fields)
+	if err := paths(q, query.Readable(r.Fields)); err != nil {
+		return err
+	}
+	if dateKey != "" {
+		if err := query.Readable(r.Fields)("date field", &dateKey); err != nil {
+			return fmt.Errorf("analyze: the date field %q is not among the resource's fields", dateKey) // a service bug
+		}
+	}
+	return nil
+}
+
+// paths calls check with every stored path q reads: filter, filter_or,
+// group_by and fields.
+func paths(q *Query, check func(at string, p *string) error) error {
 	for _, g := range []struct {
 		at   string
 		list []query.Condition
@@ -97,19 +122,16 @@ func readable(r query.Resource, q *Query, dateKey string) error {
 			return err
 		}
 	}
-	for name, f := range q.Fields {
+	for _, name := range slices.Sorted(maps.Keys(q.Fields)) { // the same path named every time
+		f := q.Fields[name]
 		if err := check("query.fields."+name+".key", &f.Key); err != nil {
 			return err
 		}
-		for _, src := range f.Fields {
+		for _, out := range slices.Sorted(maps.Keys(f.Fields)) {
+			src := f.Fields[out]
 			if err := check("query.fields."+name+".fields", &src); err != nil {
 				return err
 			}
-		}
-	}
-	if dateKey != "" {
-		if err := check("date field", &dateKey); err != nil {
-			return fmt.Errorf("analyze: the date field %q is not among the resource's fields", dateKey) // a service bug
 		}
 	}
 	return nil

@@ -34,6 +34,11 @@ type Resource struct {
 	// stat.RunFor, analyze.RunFor) confine every read and write to the
 	// caller's reach with it (package tenancy).
 	Tenancy tenancy.Fields
+	// Secret are the stored paths that hold a credential, key or sealed
+	// value: no query of any caller reads them, a path under them or above
+	// them, in any slot (filter, filter_or, sort, only, keyword, and stat's
+	// and analyze's distinct, group and fields). See NoSecret.
+	Secret []string
 }
 
 // Plan is a compiled list: what store.List sends to MongoDB.
@@ -55,6 +60,9 @@ const DefaultMaxLimit = 1000
 func Compile(q *Query, r Resource, scope bson.D) (*Plan, error) {
 	if q == nil {
 		q = &Query{}
+	}
+	if err := r.CheckSecret(q); err != nil { // first: the answer depends on nothing else
+		return nil, err
 	}
 	if err := q.Validate(); err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package stat
 
 import (
 	"context"
+	"errors"
 	"iter"
 	"slices"
 
@@ -24,6 +25,17 @@ func Run(ctx context.Context, c *mongo.Collection, scope bson.D, r query.Resourc
 	if q == nil {
 		q = &Query{}
 	}
+	if err := r.CheckDeclaration(); err != nil {
+		return nil, err
+	}
+	// Secrets first: the answer to a query naming one depends on nothing else.
+	reshaped, err := q.Paths(query.NoSecret(r.Secret))
+	if err != nil {
+		return nil, err
+	}
+	if !reshaped && len(q.Aggregate) > 0 && len(r.Secret) > 0 && r.Fields == nil {
+		return nil, errors.New("stat: a resource with secret fields must declare its Fields") // rows would be whole documents
+	}
 	if len(r.Maps) > 0 {
 		// On a copy, so a query run twice is escaped once.
 		q = q.clone()
@@ -32,14 +44,15 @@ func Run(ctx context.Context, c *mongo.Collection, scope bson.D, r query.Resourc
 		}
 	}
 	if r.Fields != nil {
-		reshaped, err := q.Paths(query.Readable(r.Fields))
-		if err != nil {
+		if _, err := q.Paths(query.Readable(r.Fields)); err != nil {
 			return nil, err
 		}
 		if !reshaped && len(q.Aggregate) > 0 {
-			fields := make([]ProjectField, len(r.Fields))
-			for i, f := range r.Fields {
-				fields[i] = ProjectField{Key: f, Name: f}
+			fields := make([]ProjectField, 0, len(r.Fields))
+			for _, f := range r.Fields {
+				if !query.IsSecret(r.Secret, f) { // a top-level field holding a secret is left out whole
+					fields = append(fields, ProjectField{Key: f, Name: f})
+				}
 			}
 			q.Aggregate = append(q.Aggregate, Stage{Project: &Project{Fields: fields, ExcludeKeys: true}})
 		}

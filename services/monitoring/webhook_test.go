@@ -316,11 +316,29 @@ func TestWebhookRules(t *testing.T) {
 		})
 	}
 	var l list[webhookInfo]
-	for _, body := range []map[string]any{{}, {"webhook_id": w.WebhookID}, {"access_key": w.AccessKey},
+	// access_key is a secret field: not even its parameter lists by it.
+	c.adminA.Call(wp+"list", map[string]any{"access_key": w.AccessKey}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	for _, body := range []map[string]any{{}, {"webhook_id": w.WebhookID},
 		{"query": map[string]any{"filter": []any{map[string]any{"k": "domain_id", "v": "domain-a", "o": "eq"}}}}} {
 		c.adminB.Call(wp+"list", body).OK(&l)
 		if l.TotalCount != 0 {
 			t.Fatalf("list %v crossed domains: %+v", body, l)
 		}
+	}
+}
+
+// A webhook's access_key (whoever holds it posts events) is a secret
+// field: no list or stat query reads it, whatever the caller.
+func TestWebhookAccessKeyIsNoQueryOracle(t *testing.T) {
+	c := setup(t)
+	w := c.webhook(t, c.adminA, "grafana")
+	if w.AccessKey == "" {
+		t.Fatal("no access_key")
+	}
+	for _, as := range []*testkit.Client{c.adminA, c.memberA1, c.system} {
+		testkit.SecretOracle(t, as, testkit.Oracle{List: wp + "list", Stat: wp + "stat", Secret: "access_key",
+			Right: w.AccessKey, Wrong: "not-the-key"})
+		testkit.SecretOracle(t, as, testkit.Oracle{List: wp + "list", Stat: wp + "stat", Secret: "webhook_url",
+			Right: w.AccessKey, Wrong: "not-the-key"})
 	}
 }

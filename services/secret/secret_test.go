@@ -592,3 +592,12 @@ func TestResealCommand(t *testing.T) {
 		t.Fatalf("an unknown active key exits %d", code)
 	}
 }
+
+// The sealed record of a user secret is a secret field: no query reads
+// it or a path under it, whatever the caller.
+func TestSealedIsNoQueryOracle(t *testing.T) {
+	h := newHarness(t)
+	h.alice.Call(p+"create", map[string]any{"name": "first", "data": map[string]any{"password": "hunter2"}}).OK(nil)
+	testkit.SecretOracle(t, h.alice, testkit.Oracle{List: p + "list", Stat: p + "stat", Secret: "sealed",
+		Probe: "sealed.key_id", Right: "hunter2", Wrong: "nope"})
+}

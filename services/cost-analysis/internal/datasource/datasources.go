@@ -47,6 +47,7 @@ var resource = query.Resource{
 	DefaultSort:   []query.SortKey{{Key: "name"}},
 	MinimalFields: []string{"data_source_id", "name", "state", "data_source_type", "provider", "workspace_id"},
 	Fields:        query.FieldsOf[DataSource](),
+	Secret:        []string{"sealed"},
 }
 
 type (

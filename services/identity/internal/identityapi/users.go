@@ -936,6 +936,9 @@ var userFields = []string{"user_id", "name", "state", "email", "email_verified",
 
 var userKeywords = []string{"user_id", "name", "email"}
 
+// userSecret are the stored fields of a user holding a credential.
+var userSecret = []string{"password_hash", "otp_secret", "otp_pending"}
+
 // checkReadable refuses paths outside userFields.
 var checkReadable = query.Readable(userFields)
 
@@ -959,7 +962,7 @@ func (s *Service) userStat(ctx context.Context, domainID string, q *stat.Query, 
 		}
 		q.Aggregate = append(q.Aggregate, stat.Stage{Project: &stat.Project{Fields: fields, ExcludeKeys: true}})
 	}
-	return statOf(ctx, s.users, bson.D{{Key: "domain_id", Value: domainID}}, query.Resource{KeywordFields: userKeywords}, q)
+	return statOf(ctx, s.users, bson.D{{Key: "domain_id", Value: domainID}}, query.Resource{KeywordFields: userKeywords, Secret: userSecret}, q)
 }
 
 func noRename(string, *string) error { return nil }

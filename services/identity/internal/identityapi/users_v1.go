@@ -113,7 +113,7 @@ const findLimit = 100
 
 var (
 	userResourceV1 = query.Resource{KeywordFields: userKeywords, DefaultSort: []query.SortKey{{Key: "name"}, {Key: "user_id"}},
-		MinimalFields: []string{"user_id", "name", "state", "auth_type", "user_type"}}
+		MinimalFields: []string{"user_id", "name", "state", "auth_type", "user_type"}, Secret: userSecret}
 	// infoFieldsV1 are the stored fields of the v1 UserInfo; namesV1 their wire names where they differ.
 	infoFieldsV1 = []string{"user_id", "name", "state", "email", "user_type", "auth_type", "language", "timezone",
 		"required_actions", "tags", "last_accessed_at", "created_at", "domain_id", "email_verified", "mfa"}

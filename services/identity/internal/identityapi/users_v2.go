@@ -57,7 +57,7 @@ type (
 
 var (
 	userResourceV2 = query.Resource{KeywordFields: userKeywords, DefaultSort: []query.SortKey{{Key: "name"}, {Key: "user_id"}},
-		MinimalFields: []string{"user_id", "name", "state", "auth_type", "role_type"}}
+		MinimalFields: []string{"user_id", "name", "state", "auth_type", "role_type"}, Secret: userSecret}
 	infoFieldsV2 = []string{"user_id", "name", "state", "email", "email_verified", "auth_type", "role_id", "role_type", "mfa",
 		"language", "timezone", "required_actions", "tags", "domain_id", "created_at", "last_accessed_at"}
 )

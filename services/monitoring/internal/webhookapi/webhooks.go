@@ -39,6 +39,9 @@ var resource = query.Resource{
 	MinimalFields: []string{"webhook_id", "name", "state", "plugin_info", "project_id"},
 	// requests are kept apart (mon.Counters): not a field a query reads.
 	Fields: query.Without(query.FieldsOf[Webhook](), "requests"),
+	// access_key lets its holder post events through the webhook, and
+	// webhook_url holds it.
+	Secret: []string{"access_key", "webhook_url"},
 }
 
 type (

@@ -40,6 +40,7 @@ var resource = query.Resource{
 	DefaultSort:   []query.SortKey{{Key: "name"}},
 	MinimalFields: []string{"protocol_id", "name", "state", "protocol_type", "resource_type"},
 	Fields:        query.Without(query.FieldsOf[Protocol](), "usage"),
+	Secret:        []string{"sealed"},
 }
 
 type (

@@ -14,7 +14,6 @@ package pluginapi
 import (
 	"context"
 	"fmt"
-	"maps"
 	"regexp"
 	"strings"
 
@@ -74,6 +73,9 @@ var pluginResource = query.Resource{
 	DefaultSort:   []query.SortKey{{Key: "name"}},
 	MinimalFields: []string{"plugin_id", "name", "state", "resource_type", "image", "provider", "registry_type", "repository_info"},
 	Fields:        query.FieldsOf[Plugin](),
+	// registry_config holds the registry credentials (sealed in
+	// registry_sealed, masked in registry_config).
+	Secret: []string{"registry_config", "registry_sealed"},
 }
 
 var (
@@ -529,19 +531,48 @@ type RegistryConfig map[string]any
 // Masked is the value sent instead of a secret of registry_config.
 const Masked = "********"
 
-// MarshalJSON masks the secrets.
+// MarshalJSON masks the secrets, at any depth.
 func (rc RegistryConfig) MarshalJSON() ([]byte, error) {
-	out := make(map[string]any, len(rc))
-	maps.Copy(out, rc)
-	for k := range out {
-		if isSecretKey(k) {
-			out[k] = Masked
+	return jsonMarshal(mask(map[string]any(rc)))
+}
+
+// mask copies v with every value under a secret-looking key (password,
+// token, secret, in any case, at any depth, inside lists too) replaced by
+// Masked.
+func mask(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, x := range t {
+			if isSecretKey(k) {
+				out[k] = Masked
+			} else {
+				out[k] = mask(x)
+			}
 		}
+		return out
+	case bson.M:
+		return mask(map[string]any(t))
+	case bson.D:
+		out := make(map[string]any, len(t))
+		for _, e := range t {
+			out[e.Key] = e.Value
+		}
+		return mask(out)
+	case []any:
+		out := make([]any, len(t))
+		for i, x := range t {
+			out[i] = mask(x)
+		}
+		return out
+	case bson.A:
+		return mask([]any(t))
 	}
-	return jsonMarshal(out)
+	return v
 }
 
 func isSecretKey(k string) bool {
 	k = strings.ToLower(k)
-	return strings.Contains(k, "password") || strings.Contains(k, "token") || strings.Contains(k, "secret")
+	return strings.Contains(k, "password") || strings.Contains(k, "token") || strings.Contains(k, "secret") ||
+		strings.Contains(k, "auth") || strings.Contains(k, "credential") || strings.Contains(k, "key")
 }

@@ -89,6 +89,7 @@ var resource = query.Resource{
 	DefaultSort:   []query.SortKey{{Key: "created_at", Desc: true}},
 	MinimalFields: []string{"user_secret_id", "name", "schema_id", "provider"},
 	Fields:        query.FieldsOf[UserSecret](), // never sealed, encrypted or encrypt_options
+	Secret:        []string{"sealed"},
 }
 
 type (
