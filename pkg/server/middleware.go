@@ -23,7 +23,9 @@ func Logger(ctx context.Context) *slog.Logger {
 }
 
 // requestContext gives each request an id (kept from X-Request-Id when the
-// caller sent a sane one) and a logger carrying it.
+// caller sent a sane one) and a logger carrying it and the route: the
+// route as declared, never the path, which may carry a secret (a
+// webhook's ingest URL holds its access key).
 func (s *Server) requestContext(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c *echo.Context) error {
 		req := c.Request()
@@ -34,7 +36,11 @@ func (s *Server) requestContext(next echo.HandlerFunc) echo.HandlerFunc {
 			id = hex.EncodeToString(b[:])
 		}
 		c.Response().Header().Set(echo.HeaderXRequestID, id)
-		log := s.log.With("request_id", id, "path", req.URL.Path)
+		route := c.Path()
+		if route == "" {
+			route = "(unrouted)"
+		}
+		log := s.log.With("request_id", id, "route", route)
 		c.SetRequest(req.WithContext(context.WithValue(req.Context(), loggerKey{}, log)))
 		return next(c)
 	}

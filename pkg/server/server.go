@@ -309,10 +309,12 @@ func (s *Server) handleError(c *echo.Context, err error) {
 	}
 	status := s.status(err)
 	e, ok := errs.As(err)
+	logged := ""
 	switch {
 	case ok:
 	case status == http.StatusNotFound:
 		e = errs.New(errs.UnsupportedAPI, "Call Unsupported API. (reason = method: %s, path: %s)", c.Request().Method, c.Request().URL.Path)
+		logged = "Call Unsupported API." // the path may carry a secret: the caller sees it, the log does not
 	case status == http.StatusMethodNotAllowed:
 		e = &errs.Error{Code: errs.UnsupportedAPI, Message: "Only POST is supported."}
 	default:
@@ -322,7 +324,10 @@ func (s *Server) handleError(c *echo.Context, err error) {
 	if status >= 500 && status != http.StatusNotImplemented {
 		log.Error("request failed", "status", status, "code", e.Code, "error", err.Error())
 	} else {
-		log.Info("request refused", "status", status, "code", e.Code, "message", e.Message)
+		if logged == "" {
+			logged = e.Message
+		}
+		log.Info("request refused", "status", status, "code", e.Code, "message", logged)
 	}
 	body := map[string]any{"detail": map[string]string{"code": e.Code, "message": e.Message}}
 	if werr := c.JSON(status, body); werr != nil {
