@@ -12,8 +12,8 @@
 //     reads those but changes only its workspace's; without a workspace it
 //     reaches nothing;
 //   - a WORKSPACE_MEMBER reaches only its token's projects and the records
-//     of the whole workspace (project "*"), which it reads but never
-//     changes;
+//     of the whole workspace (project "*", or none), which it reads but
+//     never changes;
 //   - a user-owned record (owner field) is its owner's alone;
 //   - a domain admin or a SYSTEM token reaches the whole domain; a plain
 //     USER reaches no workspace record (unless the resource is user-owned).
@@ -35,6 +35,8 @@ import (
 
 // All is the workspace_id of a record of the whole domain, and the
 // project_id of a record of the whole workspace, as upstream stores them.
+// A record with no project (project_id "" or absent) is the whole
+// workspace's too: Nubes stores many records in no project.
 const All = "*"
 
 // Fields names the stored fields (dotted paths) that hold a resource's
@@ -166,7 +168,7 @@ func For(p *auth.Principal, f Fields) (*Rule, error) {
 		}
 	}
 	if f.Project != "" && ws && p.Role == auth.WorkspaceMember {
-		r.projects = append(slices.Clone(p.Projects), All)
+		r.projects = append(slices.Clone(p.Projects), All, "")
 		r.allProjects = false
 	}
 	return r, nil
@@ -187,7 +189,8 @@ func (r *Rule) Filter() bson.D {
 		d = append(d, bson.E{Key: r.f.Workspace, Value: in(r.workspaces)})
 	}
 	if r.projects != nil {
-		d = append(d, bson.E{Key: r.f.Project, Value: in(r.projects)})
+		// nil: a document without the field is in no project, as "" is.
+		d = append(d, bson.E{Key: r.f.Project, Value: bson.D{{Key: "$in", Value: append(list(r.projects), nil)}}})
 	}
 	if r.owner != "" {
 		d = append(d, bson.E{Key: r.f.Owner, Value: r.owner})
@@ -199,11 +202,15 @@ func in(vals []string) any {
 	if len(vals) == 1 {
 		return vals[0]
 	}
+	return bson.D{{Key: "$in", Value: list(vals)}}
+}
+
+func list(vals []string) bson.A {
 	a := make(bson.A, len(vals))
 	for i, v := range vals {
 		a[i] = v
 	}
-	return bson.D{{Key: "$in", Value: a}}
+	return a
 }
 
 // Sees reports whether the caller reaches a record: the Go side of Filter,
@@ -238,7 +245,7 @@ func (r *Rule) sharedWrite(rec Record) error {
 	if r.f.Workspace != "" && rec.Workspace == All && !r.allWorkspaces {
 		return errs.Forbidden()
 	}
-	if r.f.Project != "" && rec.Project == All && !r.allProjects {
+	if r.f.Project != "" && (rec.Project == All || rec.Project == "") && !r.allProjects {
 		return errs.Forbidden()
 	}
 	return nil

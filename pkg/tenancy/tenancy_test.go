@@ -37,7 +37,8 @@ func matches(t *testing.T, f bson.D, f2 Fields, rec Record) bool {
 				return false
 			}
 		case bson.D:
-			if c[0].Key != "$in" || !slices.Contains(c[0].Value.(bson.A), any(v)) {
+			vals := c[0].Value.(bson.A)
+			if c[0].Key != "$in" || !slices.Contains(vals, any(v)) && !(v == "" && slices.Contains(vals, nil)) {
 				return false
 			}
 		default:
@@ -83,7 +84,7 @@ func TestRule(t *testing.T) {
 		{"member reads the workspace's records", member1, InProject, pr("w1", All), true, 403, 403},
 		{"member outside the project", member1, InProject, pr("w1", "p2"), false, 404, 403},
 		{"member without projects", memberNo, InProject, pr("w1", "p1"), false, 404, 403},
-		{"member, record without a project", member1, InProject, pr("w1", ""), false, 404, 403},
+		{"member reads a record in no project", member1, InProject, pr("w1", ""), true, 403, 403},
 		{"member, resource without projects", memberNo, InWorkspace, pr("w1", "p9"), true, 200, 200},
 		{"member of the workspace's records, another workspace", member1, InProject, pr("w2", All), false, 404, 403},
 		{"owner ignores projects", owner1, InProject, pr("w1", "p2"), true, 200, 200},

@@ -188,6 +188,7 @@ type stack struct {
 	svcToken string
 
 	anon, system, adminA, adminB, ownerA1, ownerA2, memberA1, userA *testkit.Client
+	h                                                               http.Handler
 }
 
 type options struct {
@@ -220,7 +221,8 @@ func setupWith(t *testing.T, o options) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := testkit.NewClient(t, srv.Handler())
+	s.h = srv.Handler()
+	c := testkit.NewClient(t, s.h)
 	s.anon = c
 	s.system = c.For(auth.Principal{TokenType: auth.SystemToken, DomainID: "domain-a", UserID: "root", Role: auth.SystemAdmin})
 	s.adminA = c.For(auth.Principal{DomainID: "domain-a", UserID: "alice", Role: auth.DomainAdmin})

@@ -15,6 +15,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/services/inventory/internal/inv"
 )
 
@@ -26,6 +27,7 @@ var resource = query.Resource{
 	DefaultSort:   []query.SortKey{{Key: "created_at", Desc: true}},
 	MinimalFields: []string{"cloud_service_id", "name", "state", "provider", "cloud_service_group", "cloud_service_type", "region_code", "account"},
 	Fields:        query.FieldsOf[CloudService](),
+	Tenancy:       tenancy.InProject,
 }
 
 type (
@@ -76,26 +78,17 @@ func (s *Service) Routes() []api.Route {
 }
 
 func (s *Service) get(ctx context.Context, p *auth.Principal, r *request) (*CloudService, error) {
-	if err := inv.CheckReach(p); err != nil {
-		return nil, err
-	}
-	return store.GetIf(ctx, s.c, "cloud_service_id", r.CloudServiceID, func(doc *CloudService) bool { return inv.Visible(p, doc.DomainID, doc.WorkspaceID) })
+	return store.GetFor[CloudService](ctx, s.c, resource, p, "cloud_service_id", r.CloudServiceID)
 }
 
 func (s *Service) list(ctx context.Context, p *auth.Principal, r *listQuery) (*api.List[CloudService], error) {
-	if err := inv.CheckReach(p); err != nil {
-		return nil, err
-	}
 	q := query.With(r.Query, query.Params("cloud_service_id", r.CloudServiceID, "name", r.Name, "state", r.State, "account", r.Account,
 		"instance_type", r.InstanceType, "cloud_service_type", r.CloudServiceType, "cloud_service_group", r.CloudServiceGroup,
 		"provider", r.Provider, "region_code", r.RegionCode, "project_id", r.ProjectID, "workspace_id", r.WorkspaceID)...)
-	return store.Search[CloudService](ctx, s.c, q, resource, inv.Scope(p))
+	return store.SearchFor[CloudService](ctx, s.c, q, resource, p)
 }
 
 func (s *Service) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*map[string]any, error) {
-	if err := inv.CheckReach(p); err != nil {
-		return nil, err
-	}
-	res, err := stat.Run(ctx, s.c, inv.Scope(p), resource, r.Query)
+	res, err := stat.RunFor(ctx, s.c, p, resource, r.Query)
 	return &res, err
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/inventory/internal/inv"
 )
@@ -34,6 +35,7 @@ var resource = query.Resource{
 	DefaultSort:   []query.SortKey{{Key: "provider"}, {Key: "group"}, {Key: "name"}},
 	MinimalFields: []string{"cloud_service_type_id", "name", "provider", "group", "cloud_service_type_key", "workspace_id"},
 	Fields:        query.FieldsOf[Type](),
+	Tenancy:       tenancy.InWorkspace,
 }
 
 type (
@@ -211,35 +213,29 @@ func Find(ctx context.Context, c, keys *mongo.Collection, domainID, workspaceID,
 }
 
 func (s *Service) create(ctx context.Context, p *auth.Principal, r *createType) (*Type, error) {
-	if err := inv.CheckReach(p); err != nil {
-		return nil, err
-	}
 	// A workspace caller makes its workspace's type; a domain-wide one a
 	// type of the whole domain.
-	ws := p.WorkspaceID
-	if ws == "" {
-		ws = inv.Global
-	}
-	if err := inv.Writable(p, ws); err != nil {
+	rule, err := tenancy.For(p, resource.Tenancy)
+	if err != nil {
 		return nil, err
 	}
-	return Create(ctx, s.c, s.keys, p.DomainID, ws, Fields{Name: r.Name, Provider: r.Provider, Group: r.Group, ServiceCode: r.ServiceCode,
+	at := rule.Stamp()
+	if at.Workspace == "" {
+		at.Workspace = inv.Global
+	}
+	if err := rule.Admits(at); err != nil {
+		return nil, err
+	}
+	return Create(ctx, s.c, s.keys, at.Domain, at.Workspace, Fields{Name: r.Name, Provider: r.Provider, Group: r.Group, ServiceCode: r.ServiceCode,
 		ResourceType: r.ResourceType, IsPrimary: r.IsPrimary, IsMajor: r.IsMajor, Metadata: r.Metadata, Tags: r.Tags, Labels: r.Labels})
 }
 
 func (s *Service) load(ctx context.Context, p *auth.Principal, id string) (*Type, error) {
-	if err := inv.CheckReach(p); err != nil {
-		return nil, err
-	}
-	return store.GetIf(ctx, s.c, "cloud_service_type_id", id, func(doc *Type) bool { return inv.Visible(p, doc.DomainID, doc.WorkspaceID) })
+	return store.GetFor[Type](ctx, s.c, resource, p, "cloud_service_type_id", id)
 }
 
 func (s *Service) writable(ctx context.Context, p *auth.Principal, id string) (*Type, error) {
-	doc, err := s.load(ctx, p, id)
-	if err != nil {
-		return nil, err
-	}
-	return doc, inv.Writable(p, doc.WorkspaceID)
+	return store.GetToChange[Type](ctx, s.c, resource, p, "cloud_service_type_id", id)
 }
 
 func (s *Service) update(ctx context.Context, p *auth.Principal, r *updateType) (*Type, error) {
@@ -309,19 +305,13 @@ func (s *Service) get(ctx context.Context, p *auth.Principal, r *typeRequest) (*
 }
 
 func (s *Service) list(ctx context.Context, p *auth.Principal, r *typeQuery) (*api.List[Type], error) {
-	if err := inv.CheckReach(p); err != nil {
-		return nil, err
-	}
 	q := query.With(r.Query, query.Params("cloud_service_type_id", r.CloudServiceTypeID, "name", r.Name, "provider", r.Provider,
 		"group", r.Group, "cloud_service_type_key", r.CloudServiceTypeKey, "service_code", r.ServiceCode, "is_primary", r.IsPrimary,
 		"is_major", r.IsMajor, "resource_type", r.ResourceType, "workspace_id", r.WorkspaceID)...)
-	return store.Search[Type](ctx, s.c, q, resource, inv.Scope(p))
+	return store.SearchFor[Type](ctx, s.c, q, resource, p)
 }
 
 func (s *Service) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*map[string]any, error) {
-	if err := inv.CheckReach(p); err != nil {
-		return nil, err
-	}
-	res, err := stat.Run(ctx, s.c, inv.Scope(p), resource, r.Query)
+	res, err := stat.RunFor(ctx, s.c, p, resource, r.Query)
 	return &res, err
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/trusted"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/inventory/internal/inv"
@@ -38,6 +39,7 @@ var resource = query.Resource{
 	DefaultSort:   []query.SortKey{{Key: "name"}},
 	MinimalFields: []string{"collector_id", "name", "provider", "plugin_info", "resource_group", "workspace_id"},
 	Fields:        query.FieldsOf[Collector](),
+	Tenancy:       tenancy.InWorkspace,
 }
 
 type (
@@ -169,7 +171,7 @@ func (s *Service) init(ctx context.Context, info inv.PluginInfo) (map[string]any
 // workspace of the domain named in the request.
 func (s *Service) placement(ctx context.Context, p *auth.Principal, group, workspaceID string) (string, error) {
 	switch {
-	case group == inv.GroupDomain && !inv.DomainWide(p):
+	case group == inv.GroupDomain && !tenancy.DomainWide(p):
 		return "", errs.Forbidden()
 	case group == inv.GroupDomain && workspaceID != "" && workspaceID != inv.Global:
 		return "", errs.Invalid("workspace_id", "a DOMAIN collector belongs to no workspace")
@@ -216,7 +218,8 @@ func provider(asked string, rp *pluginref.Plugin) (string, error) {
 }
 
 func (s *Service) create(ctx context.Context, p *auth.Principal, r *createCollector) (*Collector, error) {
-	if err := inv.CheckReach(p); err != nil {
+	rule, err := tenancy.For(p, resource.Tenancy)
+	if err != nil {
 		return nil, err
 	}
 	sched, err := inv.CheckSchedule(r.Schedule)
@@ -225,6 +228,10 @@ func (s *Service) create(ctx context.Context, p *auth.Principal, r *createCollec
 	}
 	ws, err := s.placement(ctx, p, r.ResourceGroup, r.WorkspaceID)
 	if err != nil {
+		return nil, err
+	}
+	at := tenancy.Record{Domain: rule.Stamp().Domain, Workspace: ws}
+	if err := rule.Admits(at); err != nil {
 		return nil, err
 	}
 	rp, err := s.repo.Get(ctx, r.PluginInfo.PluginID)
@@ -247,7 +254,7 @@ func (s *Service) create(ctx context.Context, p *auth.Principal, r *createCollec
 	id := wire.NewID("collector")
 	doc := &Collector{ID: id, CollectorID: id, Name: r.Name, Provider: pr, Capability: wire.Object(rp.Capability),
 		SecretFilter: filter.Normalized(), PluginInfo: info, Schedule: sched, Tags: wire.Object(r.Tags),
-		ResourceGroup: r.ResourceGroup, DomainID: p.DomainID, WorkspaceID: ws, CreatedAt: wire.T(wire.Now())}
+		ResourceGroup: r.ResourceGroup, DomainID: at.Domain, WorkspaceID: ws, CreatedAt: wire.T(wire.Now())}
 	if _, err := s.c.InsertOne(ctx, doc); err != nil {
 		return nil, store.Wrap(err)
 	}
@@ -256,22 +263,12 @@ func (s *Service) create(ctx context.Context, p *auth.Principal, r *createCollec
 
 // Load returns a collector the caller may see (404 otherwise).
 func (s *Service) Load(ctx context.Context, p *auth.Principal, id string) (*Collector, error) {
-	return store.GetIf(ctx, s.c, "collector_id", id, func(doc *Collector) bool { return inv.Visible(p, doc.DomainID, doc.WorkspaceID) })
+	return store.GetFor[Collector](ctx, s.c, resource, p, "collector_id", id)
 }
 
 // writable loads a collector the caller may change.
 func (s *Service) writable(ctx context.Context, p *auth.Principal, id string) (*Collector, error) {
-	if err := inv.CheckReach(p); err != nil {
-		return nil, err
-	}
-	doc, err := s.Load(ctx, p, id)
-	if err != nil {
-		return nil, err
-	}
-	if err := inv.Writable(p, doc.WorkspaceID); err != nil {
-		return nil, err
-	}
-	return doc, nil
+	return store.GetToChange[Collector](ctx, s.c, resource, p, "collector_id", id)
 }
 
 func (s *Service) update(ctx context.Context, p *auth.Principal, r *updateCollector) (*Collector, error) {
@@ -380,19 +377,13 @@ func (s *Service) get(ctx context.Context, p *auth.Principal, r *collectorReques
 }
 
 func (s *Service) list(ctx context.Context, p *auth.Principal, r *collectorQuery) (*api.List[Collector], error) {
-	if err := inv.CheckReach(p); err != nil {
-		return nil, err
-	}
 	q := query.With(r.Query, query.Params("collector_id", r.CollectorID, "name", r.Name, "provider", r.Provider,
 		"secret_filter.state", r.SecretFilterState, "schedule.state", r.ScheduleState, "workspace_id", r.WorkspaceID,
 		"plugin_info.plugin_id", r.PluginID)...)
-	return store.Search[Collector](ctx, s.c, q, resource, inv.Scope(p))
+	return store.SearchFor[Collector](ctx, s.c, q, resource, p)
 }
 
 func (s *Service) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*map[string]any, error) {
-	if err := inv.CheckReach(p); err != nil {
-		return nil, err
-	}
-	res, err := stat.Run(ctx, s.c, inv.Scope(p), resource, r.Query)
+	res, err := stat.RunFor(ctx, s.c, p, resource, r.Query)
 	return &res, err
 }

@@ -18,9 +18,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/nubes-io/nubes/pkg/auth"
-	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/pluginref"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/trusted"
 	"github.com/nubes-io/nubes/pkg/wire"
 )
@@ -55,7 +55,7 @@ const (
 
 // Global is the workspace_id of a record that belongs to the whole
 // domain, as upstream stores it.
-const Global = "*"
+const Global = tenancy.All
 
 // Resource groups.
 const (
@@ -109,52 +109,6 @@ var (
 	// Writers may change them (DOMAIN-level records need a domain admin).
 	Writers = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner)
 )
-
-// DomainWide reports whether p acts for the whole domain.
-func DomainWide(p *auth.Principal) bool {
-	return p.IsSystem() || p.Role == auth.DomainAdmin
-}
-
-// CheckReach refuses workspace roles without a workspace: they reach
-// nothing.
-func CheckReach(p *auth.Principal) error {
-	if !DomainWide(p) && p.WorkspaceID == "" {
-		return errs.Forbidden()
-	}
-	return nil
-}
-
-// Scope is the tenancy condition of a list or stat: the caller's domain,
-// and for a workspace-scoped caller that workspace plus the domain's
-// global records.
-func Scope(p *auth.Principal) bson.D {
-	s := bson.D{{Key: "domain_id", Value: p.DomainID}}
-	if p.WorkspaceID != "" {
-		s = append(s, bson.E{Key: "workspace_id", Value: bson.D{{Key: "$in", Value: bson.A{p.WorkspaceID, Global}}}})
-	}
-	return s
-}
-
-// Visible reports whether a record of domain and workspace is the
-// caller's to see; other records answer 404 as if they did not exist.
-func Visible(p *auth.Principal, domainID, workspaceID string) bool {
-	if domainID != p.DomainID {
-		return false
-	}
-	return p.WorkspaceID == "" || workspaceID == p.WorkspaceID || workspaceID == Global
-}
-
-// Writable reports whether the caller may change a record it can see:
-// the domain's global records only by a domain admin.
-func Writable(p *auth.Principal, workspaceID string) error {
-	if p.Role == auth.WorkspaceMember && !p.IsSystem() {
-		return errs.Forbidden()
-	}
-	if workspaceID == Global && !DomainWide(p) {
-		return errs.Forbidden()
-	}
-	return nil
-}
 
 // PluginInfo is a collector's plugin: which one, its options and the
 // metadata its init answered.

@@ -19,6 +19,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/services/inventory/internal/inv"
 )
 
@@ -31,6 +32,7 @@ var Resource = query.Resource{
 	DefaultSort:   []query.SortKey{{Key: "created_at", Desc: true}},
 	MinimalFields: []string{"job_id", "status", "total_tasks", "remained_tasks", "collector_id", "created_at", "finished_at"},
 	Fields:        query.FieldsOf[Job](),
+	Tenancy:       tenancy.InWorkspace,
 }
 
 type (
@@ -82,18 +84,12 @@ func (s *Service) Routes() []api.Route {
 }
 
 func (s *Service) load(ctx context.Context, p *auth.Principal, id string) (*Job, error) {
-	if err := inv.CheckReach(p); err != nil {
-		return nil, err
-	}
-	return store.GetIf(ctx, s.c, "job_id", id, func(doc *Job) bool { return inv.Visible(p, doc.DomainID, doc.WorkspaceID) })
+	return store.GetFor[Job](ctx, s.c, Resource, p, "job_id", id)
 }
 
 func (s *Service) delete(ctx context.Context, p *auth.Principal, r *jobRequest) (*api.Empty, error) {
-	doc, err := s.load(ctx, p, r.JobID)
+	doc, err := store.GetToChange[Job](ctx, s.c, Resource, p, "job_id", r.JobID)
 	if err != nil {
-		return nil, err
-	}
-	if err := inv.Writable(p, doc.WorkspaceID); err != nil {
 		return nil, err
 	}
 	res, err := s.c.DeleteOne(ctx, bson.D{{Key: "_id", Value: doc.ID}})
@@ -116,26 +112,17 @@ func (s *Service) get(ctx context.Context, p *auth.Principal, r *jobRequest) (*J
 }
 
 func (s *Service) list(ctx context.Context, p *auth.Principal, r *jobQuery) (*api.List[Job], error) {
-	if err := inv.CheckReach(p); err != nil {
-		return nil, err
-	}
 	q := query.With(r.Query, query.Params("job_id", r.JobID, "status", r.Status, "workspace_id", r.WorkspaceID,
 		"collector_id", r.CollectorID, "plugin_id", r.PluginID)...)
-	return store.Search[Job](ctx, s.c, q, Resource, inv.Scope(p))
+	return store.SearchFor[Job](ctx, s.c, q, Resource, p)
 }
 
 func (s *Service) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*map[string]any, error) {
-	if err := inv.CheckReach(p); err != nil {
-		return nil, err
-	}
-	res, err := stat.Run(ctx, s.c, inv.Scope(p), Resource, r.Query)
+	res, err := stat.RunFor(ctx, s.c, p, Resource, r.Query)
 	return &res, err
 }
 
 func (s *Service) analyze(ctx context.Context, p *auth.Principal, r *analyzeQuery) (*map[string]any, error) {
-	if err := inv.CheckReach(p); err != nil {
-		return nil, err
-	}
-	res, err := analyze.Run(ctx, s.c, inv.Scope(p), Resource, r.Query)
+	res, err := analyze.RunFor(ctx, s.c, p, Resource, r.Query)
 	return &res, err
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/services/inventory/internal/inv"
 )
 
@@ -28,6 +29,7 @@ var resource = query.Resource{
 	DefaultSort:   []query.SortKey{{Key: "created_at", Desc: true}},
 	MinimalFields: []string{"job_task_id", "status", "job_id", "secret_id", "created_count", "updated_count", "failure_count"},
 	Fields:        query.FieldsOf[Task](),
+	Tenancy:       tenancy.InProject,
 }
 
 type (
@@ -75,18 +77,12 @@ func (s *Service) Routes() []api.Route {
 }
 
 func (s *Service) load(ctx context.Context, p *auth.Principal, id string) (*Task, error) {
-	if err := inv.CheckReach(p); err != nil {
-		return nil, err
-	}
-	return store.GetIf(ctx, s.c, "job_task_id", id, func(doc *Task) bool { return inv.Visible(p, doc.DomainID, doc.WorkspaceID) })
+	return store.GetFor[Task](ctx, s.c, resource, p, "job_task_id", id)
 }
 
 func (s *Service) delete(ctx context.Context, p *auth.Principal, r *taskRequest) (*api.Empty, error) {
-	doc, err := s.load(ctx, p, r.JobTaskID)
+	doc, err := store.GetToChange[Task](ctx, s.c, resource, p, "job_task_id", r.JobTaskID)
 	if err != nil {
-		return nil, err
-	}
-	if err := inv.Writable(p, doc.WorkspaceID); err != nil {
 		return nil, err
 	}
 	res, err := s.c.DeleteOne(ctx, bson.D{{Key: "_id", Value: doc.ID}})
@@ -104,19 +100,13 @@ func (s *Service) get(ctx context.Context, p *auth.Principal, r *taskRequest) (*
 }
 
 func (s *Service) list(ctx context.Context, p *auth.Principal, r *taskQuery) (*api.List[Task], error) {
-	if err := inv.CheckReach(p); err != nil {
-		return nil, err
-	}
 	q := query.With(r.Query, query.Params("job_task_id", r.JobTaskID, "status", r.Status, "provider", r.Provider,
 		"workspace_id", r.WorkspaceID, "project_id", r.ProjectID, "service_account_id", r.ServiceAccountID, "job_id", r.JobID,
 		"secret_id", r.SecretID)...)
-	return store.Search[Task](ctx, s.c, q, resource, inv.Scope(p))
+	return store.SearchFor[Task](ctx, s.c, q, resource, p)
 }
 
 func (s *Service) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*map[string]any, error) {
-	if err := inv.CheckReach(p); err != nil {
-		return nil, err
-	}
-	res, err := stat.Run(ctx, s.c, inv.Scope(p), resource, r.Query)
+	res, err := stat.RunFor(ctx, s.c, p, resource, r.Query)
 	return &res, err
 }
