@@ -26,6 +26,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/monitoring/internal/mon"
 )
@@ -217,14 +218,12 @@ func payload(e *Event) events.MonitoringEvent {
 		WorkspaceID: e.WorkspaceID, DomainID: e.DomainID, ReceivedAt: wire.FormatTime(e.UpdatedAt.Time)}
 }
 
-// Domain implements store.Owned.
-func (e *Event) Domain() string { return e.DomainID }
-
 var resource = query.Resource{
 	KeywordFields: []string{"event_id", "event_key", "title", "description"},
 	DefaultSort:   []query.SortKey{{Key: "created_at", Desc: true}},
 	MinimalFields: []string{"event_id", "event_key", "event_type", "title", "severity", "webhook_id", "created_at"},
 	Fields:        query.FieldsOf[Event](),
+	Tenancy:       tenancy.InProject,
 }
 
 type (
@@ -252,18 +251,11 @@ func (s *Store) Routes() []api.Route {
 }
 
 func (s *Store) get(ctx context.Context, p *auth.Principal, r *eventRequest) (*Event, error) {
-	e, err := store.Get[Event](ctx, s.c, "event_id", r.EventID)
-	if err != nil {
-		return nil, err
-	}
-	if !mon.Visible(p, e.DomainID, e.WorkspaceID) {
-		return nil, errs.NotFound("event_id", r.EventID)
-	}
-	return e, nil
+	return store.GetFor[Event](ctx, s.c, resource, p, "event_id", r.EventID)
 }
 
 func (s *Store) list(ctx context.Context, p *auth.Principal, r *eventQuery) (*api.List[Event], error) {
 	q := query.With(r.Query, query.Params("event_id", r.EventID, "event_key", r.EventKey, "event_type", r.EventType,
 		"severity", r.Severity, "webhook_id", r.WebhookID, "project_id", r.ProjectID)...)
-	return store.Search[Event](ctx, s.c, q, resource, mon.Scope(p))
+	return store.SearchFor[Event](ctx, s.c, q, resource, p)
 }

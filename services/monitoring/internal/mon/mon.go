@@ -10,11 +10,10 @@ import (
 	"context"
 	"slices"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/call"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/tenancy"
 )
 
 // Collections owned by the monitoring service.
@@ -38,7 +37,7 @@ const (
 
 // Global is the workspace_id (and project_id) of a record that belongs to
 // the whole domain, as upstream stores it.
-const Global = "*"
+const Global = tenancy.All
 
 var (
 	// Readers may read every monitoring resource of their domain.
@@ -46,40 +45,6 @@ var (
 	// Writers may change them (DOMAIN-level records need a domain admin).
 	Writers = Readers
 )
-
-// DomainWide reports whether p may change records of the whole domain.
-func DomainWide(p *auth.Principal) bool {
-	return p.IsSystem() || p.Role == auth.DomainAdmin
-}
-
-// Scope is the tenancy condition of a list or stat: the caller's domain,
-// and for a workspace-scoped caller that workspace plus the domain's
-// global records.
-func Scope(p *auth.Principal) bson.D {
-	s := bson.D{{Key: "domain_id", Value: p.DomainID}}
-	if p.WorkspaceID != "" {
-		s = append(s, bson.E{Key: "workspace_id", Value: bson.D{{Key: "$in", Value: bson.A{p.WorkspaceID, Global}}}})
-	}
-	return s
-}
-
-// Visible reports whether a record of domain and workspace is the
-// caller's to see; other records answer 404 as if they did not exist.
-func Visible(p *auth.Principal, domainID, workspaceID string) bool {
-	if domainID != p.DomainID {
-		return false
-	}
-	return p.WorkspaceID == "" || workspaceID == p.WorkspaceID || workspaceID == Global
-}
-
-// Writable reports whether the caller may change a record it can see:
-// the domain's global records only by a domain admin.
-func Writable(p *auth.Principal, workspaceID string) error {
-	if workspaceID == Global && !DomainWide(p) {
-		return errs.Forbidden()
-	}
-	return nil
-}
 
 // ProjectGetPath is identity's operation answering a project the caller
 // may see (404 for an unknown one or another domain's).
@@ -103,8 +68,12 @@ func (ps Projects) Get(ctx context.Context, p *auth.Principal, id string) (*Proj
 		return nil, err
 	}
 	// identity confines the lookup already; checking again keeps tenancy
-	// true whatever it answers.
-	if pr.ProjectID != id || !Visible(p, pr.DomainID, pr.WorkspaceID) || pr.WorkspaceID == "" {
+	// true whatever it answers (a member reaches only its projects).
+	rule, err := tenancy.For(p, tenancy.InProject)
+	if err != nil {
+		return nil, err
+	}
+	if pr.ProjectID != id || pr.WorkspaceID == "" || !rule.Sees(tenancy.Record{Domain: pr.DomainID, Workspace: pr.WorkspaceID, Project: pr.ProjectID}) {
 		return nil, errs.NotFound("project_id", id)
 	}
 	return &pr, nil

@@ -18,6 +18,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/monitoring/internal/mon"
 )
@@ -40,6 +41,9 @@ var resource = query.Resource{
 	DefaultSort:   []query.SortKey{{Key: "created_at", Desc: true}},
 	MinimalFields: []string{"note_id", "alert_id", "note", "created_by", "created_at"},
 	Fields:        query.FieldsOf[Note](),
+	// Notes carry no project yet (nothing sets one): a project filter
+	// would keep members from the notes they write.
+	Tenancy: tenancy.InWorkspace,
 }
 
 type (
@@ -93,13 +97,17 @@ func (ns *Notes) Routes() []api.Route {
 }
 
 func (ns *Notes) create(ctx context.Context, p *auth.Principal, r *createNote) (*Note, error) {
-	id := wire.NewID("note")
-	ws := p.WorkspaceID
-	if ws == "" {
-		ws = mon.Global
+	rule, err := tenancy.For(p, resource.Tenancy)
+	if err != nil {
+		return nil, err
 	}
-	doc := &Note{ID: id, NoteID: id, AlertID: r.AlertID, Note: r.Note, CreatedBy: p.UserID, DomainID: p.DomainID,
-		WorkspaceID: ws, CreatedAt: wire.T(wire.Now())}
+	at := rule.Stamp()
+	if at.Workspace == "" { // a domain-wide caller's note is the domain's
+		at.Workspace = mon.Global
+	}
+	id := wire.NewID("note")
+	doc := &Note{ID: id, NoteID: id, AlertID: r.AlertID, Note: r.Note, CreatedBy: p.UserID, DomainID: at.Domain,
+		WorkspaceID: at.Workspace, CreatedAt: wire.T(wire.Now())}
 	if _, err := ns.c.InsertOne(ctx, doc); err != nil {
 		return nil, store.Wrap(err)
 	}
@@ -107,15 +115,11 @@ func (ns *Notes) create(ctx context.Context, p *auth.Principal, r *createNote) (
 }
 
 func (ns *Notes) load(ctx context.Context, p *auth.Principal, id string) (*Note, error) {
-	return store.GetIf(ctx, ns.c, "note_id", id, func(doc *Note) bool { return mon.Visible(p, doc.DomainID, doc.WorkspaceID) })
+	return store.GetFor[Note](ctx, ns.c, resource, p, "note_id", id)
 }
 
 func (ns *Notes) writable(ctx context.Context, p *auth.Principal, id string) (*Note, error) {
-	doc, err := ns.load(ctx, p, id)
-	if err != nil {
-		return nil, err
-	}
-	return doc, mon.Writable(p, doc.WorkspaceID)
+	return store.GetToChange[Note](ctx, ns.c, resource, p, "note_id", id)
 }
 
 func (ns *Notes) update(ctx context.Context, p *auth.Principal, r *updateNote) (*Note, error) {
@@ -148,10 +152,10 @@ func (ns *Notes) get(ctx context.Context, p *auth.Principal, r *noteRequest) (*N
 func (ns *Notes) list(ctx context.Context, p *auth.Principal, r *noteQuery) (*api.List[Note], error) {
 	q := query.With(r.Query, query.Params("note_id", r.NoteID, "alert_id", r.AlertID, "created_by", r.CreatedBy,
 		"workspace_id", r.WorkspaceID, "project_id", r.ProjectID)...)
-	return store.Search[Note](ctx, ns.c, q, resource, mon.Scope(p))
+	return store.SearchFor[Note](ctx, ns.c, q, resource, p)
 }
 
 func (ns *Notes) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*map[string]any, error) {
-	res, err := stat.Run(ctx, ns.c, mon.Scope(p), resource, r.Query)
+	res, err := stat.RunFor(ctx, ns.c, p, resource, r.Query)
 	return &res, err
 }

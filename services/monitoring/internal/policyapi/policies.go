@@ -21,6 +21,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/monitoring/internal/mon"
 )
@@ -62,9 +63,6 @@ type Policy struct {
 	CreatedAt          wire.Time      `bson:"created_at" json:"created_at"`
 }
 
-// Domain implements store.Owned.
-func (p *Policy) Domain() string { return p.DomainID }
-
 func (p *Policy) global() bool { return p.ResourceGroup != Project }
 
 var resource = query.Resource{
@@ -72,6 +70,7 @@ var resource = query.Resource{
 	DefaultSort:   []query.SortKey{{Key: "created_at", Desc: true}},
 	MinimalFields: []string{"escalation_policy_id", "name", "is_default", "resource_group", "project_id"},
 	Fields:        query.FieldsOf[Policy](),
+	Tenancy:       tenancy.InProject,
 }
 
 // MaxRepeat bounds repeat_count.
@@ -180,6 +179,10 @@ func (ps *Policies) exists(ctx context.Context, id string) (bool, error) {
 }
 
 func (ps *Policies) create(ctx context.Context, p *auth.Principal, r *createPolicy) (*Policy, error) {
+	rule, err := tenancy.For(p, resource.Tenancy)
+	if err != nil {
+		return nil, err
+	}
 	id := wire.NewID("ep")
 	doc := &Policy{ID: id, EscalationPolicyID: id, Name: r.Name, Rules: withDefaults(r.Rules), RepeatCount: r.RepeatCount,
 		FinishCondition: r.FinishCondition, ResourceGroup: r.ResourceGroup, Scope: r.ResourceGroup, ProjectID: mon.Global,
@@ -189,7 +192,7 @@ func (ps *Policies) create(ctx context.Context, p *auth.Principal, r *createPoli
 	}
 	switch r.ResourceGroup {
 	case Domain:
-		if !mon.DomainWide(p) {
+		if !tenancy.DomainWide(p) {
 			return nil, errs.Forbidden()
 		}
 		doc.WorkspaceID = mon.Global
@@ -204,6 +207,9 @@ func (ps *Policies) create(ctx context.Context, p *auth.Principal, r *createPoli
 			return nil, err
 		}
 		doc.ProjectID, doc.WorkspaceID = pr.ProjectID, pr.WorkspaceID
+	}
+	if err := rule.Admits(tenancy.Record{Domain: doc.DomainID, Workspace: doc.WorkspaceID, Project: doc.ProjectID}); err != nil {
+		return nil, err
 	}
 	ok, err := ps.claims.Take(ctx, nameKey(p.DomainID, r.Name), id, ps.exists)
 	if err != nil {
@@ -255,18 +261,11 @@ func withDefaults(rules []Rule) []Rule { return wire.List(rules) }
 
 // load returns a policy the caller may see.
 func (ps *Policies) load(ctx context.Context, p *auth.Principal, id string) (*Policy, error) {
-	return store.GetIf(ctx, ps.c, "escalation_policy_id", id, func(doc *Policy) bool { return mon.Visible(p, doc.DomainID, doc.WorkspaceID) })
+	return store.GetFor[Policy](ctx, ps.c, resource, p, "escalation_policy_id", id)
 }
 
 func (ps *Policies) writable(ctx context.Context, p *auth.Principal, id string) (*Policy, error) {
-	doc, err := ps.load(ctx, p, id)
-	if err != nil {
-		return nil, err
-	}
-	if err := mon.Writable(p, doc.WorkspaceID); err != nil {
-		return nil, err
-	}
-	return doc, nil
+	return store.GetToChange[Policy](ctx, ps.c, resource, p, "escalation_policy_id", id)
 }
 
 func (ps *Policies) update(ctx context.Context, p *auth.Principal, r *updatePolicy) (*Policy, error) {
@@ -403,10 +402,10 @@ func (ps *Policies) get(ctx context.Context, p *auth.Principal, r *policyRequest
 func (ps *Policies) list(ctx context.Context, p *auth.Principal, r *policyQuery) (*api.List[Policy], error) {
 	q := query.With(r.Query, query.Params("resource_group", r.ResourceGroup, "escalation_policy_id", r.EscalationPolicyID,
 		"name", r.Name, "is_default", r.IsDefault, "finish_condition", r.FinishCondition, "project_id", r.ProjectID)...)
-	return store.Search[Policy](ctx, ps.c, q, resource, mon.Scope(p))
+	return store.SearchFor[Policy](ctx, ps.c, q, resource, p)
 }
 
 func (ps *Policies) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*map[string]any, error) {
-	res, err := stat.Run(ctx, ps.c, mon.Scope(p), resource, r.Query)
+	res, err := stat.RunFor(ctx, ps.c, p, resource, r.Query)
 	return &res, err
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/monitoring/internal/mon"
 )
@@ -41,7 +42,8 @@ var resource = query.Resource{
 	Fields: query.Without(query.FieldsOf[Webhook](), "requests"),
 	// access_key lets its holder post events through the webhook, and
 	// webhook_url holds it.
-	Secret: []string{"access_key", "webhook_url"},
+	Secret:  []string{"access_key", "webhook_url"},
+	Tenancy: tenancy.InProject,
 }
 
 type (
@@ -151,8 +153,15 @@ func (ws *Webhooks) init(ctx context.Context, info mon.PluginInfo) (map[string]a
 }
 
 func (ws *Webhooks) create(ctx context.Context, p *auth.Principal, r *createWebhook) (*Webhook, error) {
+	rule, err := tenancy.For(p, resource.Tenancy)
+	if err != nil {
+		return nil, err
+	}
 	pr, err := ws.projects.Get(ctx, p, r.ProjectID)
 	if err != nil {
+		return nil, err
+	}
+	if err := rule.Admits(tenancy.Record{Domain: p.DomainID, Workspace: pr.WorkspaceID, Project: pr.ProjectID}); err != nil {
 		return nil, err
 	}
 	rp, err := ws.repo.Get(ctx, r.PluginInfo.PluginID)
@@ -174,9 +183,14 @@ func (ws *Webhooks) create(ctx context.Context, p *auth.Principal, r *createWebh
 	return doc, nil
 }
 
-// load returns a webhook the caller may see, with its counters.
+// load returns a webhook the caller may see.
 func (ws *Webhooks) load(ctx context.Context, p *auth.Principal, id string) (*Webhook, error) {
-	return store.GetIf(ctx, ws.c, "webhook_id", id, func(doc *Webhook) bool { return mon.Visible(p, doc.DomainID, doc.WorkspaceID) })
+	return store.GetFor[Webhook](ctx, ws.c, resource, p, "webhook_id", id)
+}
+
+// writable returns a webhook the caller may change.
+func (ws *Webhooks) writable(ctx context.Context, p *auth.Principal, id string) (*Webhook, error) {
+	return store.GetToChange[Webhook](ctx, ws.c, resource, p, "webhook_id", id)
 }
 
 // out fills in what is not stored with the webhook: its counters, and
@@ -200,7 +214,7 @@ func (ws *Webhooks) out(ctx context.Context, docs ...*Webhook) error {
 }
 
 func (ws *Webhooks) set(ctx context.Context, p *auth.Principal, id string, set func(doc *Webhook) (bson.D, error)) (*Webhook, error) {
-	doc, err := ws.load(ctx, p, id)
+	doc, err := ws.writable(ctx, p, id)
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +256,7 @@ func (ws *Webhooks) updatePlugin(ctx context.Context, p *auth.Principal, r *upda
 }
 
 func (ws *Webhooks) verifyPlugin(ctx context.Context, p *auth.Principal, r *webhookRequest) (*api.Empty, error) {
-	doc, err := ws.load(ctx, p, r.WebhookID)
+	doc, err := ws.writable(ctx, p, r.WebhookID)
 	if err != nil {
 		return nil, err
 	}
@@ -272,7 +286,7 @@ func (ws *Webhooks) disable(ctx context.Context, p *auth.Principal, r *webhookRe
 }
 
 func (ws *Webhooks) delete(ctx context.Context, p *auth.Principal, r *webhookRequest) (*api.Empty, error) {
-	doc, err := ws.load(ctx, p, r.WebhookID)
+	doc, err := ws.writable(ctx, p, r.WebhookID)
 	if err != nil {
 		return nil, err
 	}
@@ -309,7 +323,7 @@ func (ws *Webhooks) list(ctx context.Context, p *auth.Principal, r *webhookQuery
 		// The counters are found by webhook id, read even if not asked for.
 		q.Only = append(q.Only, "webhook_id")
 	}
-	l, err := store.Search[Webhook](ctx, ws.c, q, resource, mon.Scope(p))
+	l, err := store.SearchFor[Webhook](ctx, ws.c, q, resource, p)
 	if err != nil {
 		return nil, err
 	}
@@ -324,6 +338,6 @@ func (ws *Webhooks) list(ctx context.Context, p *auth.Principal, r *webhookQuery
 }
 
 func (ws *Webhooks) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*map[string]any, error) {
-	res, err := stat.Run(ctx, ws.c, mon.Scope(p), resource, r.Query)
+	res, err := stat.RunFor(ctx, ws.c, p, resource, r.Query)
 	return &res, err
 }
