@@ -40,6 +40,9 @@ func syncScheduler(db *mongo.Database, jobs *job.Jobs, cfg SyncSchedule, log *sl
 		Leases:  db.Collection(model.LocksCollection), Kind: "sync-schedule", LeasePrefix: "schedule#",
 		ID: func(ds *model.DataSource) string { return ds.DataSourceID },
 		Fire: func(ctx context.Context, ds *model.DataSource) error {
+			if ds.Deleting {
+				return nil // being deregistered
+			}
 			// No caller: Start takes no principal for anything, and calls
 			// to identity go with the service credential.
 			_, err := jobs.Start(ctx, nil, ds, "")

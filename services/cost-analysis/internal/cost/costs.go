@@ -3,12 +3,12 @@
 // confined to the caller's domain, and for a workspace caller to the
 // costs mapped to its workspace.
 //
-// The rows of a task that has not finished (PENDING, IN_PROGRESS) are
-// left out: a worker stores them chunk by chunk and keeps them only if
-// the task succeeds, so a reader sees a task's rows all at once or not at
-// all. The rows are not rewritten when the task ends; each read leaves out
-// the rows of the domain's unfinished tasks by id (few: the tasks of the
-// running jobs).
+// A job's rows show only once the job succeeded, all at once, and the
+// rows it replaces (its changed windows) stop showing at that same moment;
+// the rows of a data source being deregistered show no more. The rows are
+// not rewritten for it: each read leaves out what the domain's marks say
+// (visibility.go; few: the jobs not yet settled, the data sources being
+// deleted).
 //
 // It must not write costs (package worker does) nor tasks.
 package cost
@@ -19,7 +19,6 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/nubes-io/nubes/pkg/analyze"
 	"github.com/nubes-io/nubes/pkg/api"
@@ -70,11 +69,12 @@ type (
 )
 
 // Costs serves the cost reads.
-type Costs struct{ c, tasks *mongo.Collection }
+type Costs struct{ c, jobs, sources *mongo.Collection }
 
 // New serves the costs of db.
 func New(db *mongo.Database) *Costs {
-	return &Costs{c: db.Collection(model.CostsCollection), tasks: db.Collection(model.TasksCollection)}
+	return &Costs{c: db.Collection(model.CostsCollection), jobs: db.Collection(model.JobsCollection),
+		sources: db.Collection(model.DataSourcesCollection)}
 }
 
 // Resource is the list and stat description of costs.
@@ -91,26 +91,30 @@ func (cs *Costs) Routes() []api.Route {
 	}
 }
 
+// get reads the row between two reads of the marks (visibleOnly) and
+// applies them in Go: FerretDB scans the whole collection for _id plus
+// any other condition.
 func (cs *Costs) get(ctx context.Context, p *auth.Principal, r *costRequest) (*Cost, error) {
-	c, err := store.GetIf(ctx, cs.c, "cost_id", r.CostID, func(c *Cost) bool {
-		return c.DomainID == p.DomainID && (model.DomainWide(p) || p.WorkspaceID == "" || c.WorkspaceID == p.WorkspaceID)
-	})
-	if err != nil || c.JobTaskID == "" {
-		return c, err
-	}
-	// The task is read after the row: if it has finished now, the row
-	// is one it kept.
-	t, err := store.Get[model.Task](ctx, cs.tasks, "job_task_id", c.JobTaskID)
-	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+	return visibleOnly(ctx, cs, p.DomainID, func(m *marks) (*Cost, error) {
+		c, err := store.GetIf(ctx, cs.c, "cost_id", r.CostID, func(c *Cost) bool {
+			return c.DomainID == p.DomainID && (model.DomainWide(p) || p.WorkspaceID == "" || c.WorkspaceID == p.WorkspaceID)
+		})
+		if err != nil {
+			return nil, err
+		}
+		raw, err := bson.Marshal(c)
+		if err != nil {
+			return nil, err
+		}
+		var doc bson.M
+		if err := bson.Unmarshal(raw, &doc); err != nil {
+			return nil, err
+		}
+		if m.hides(doc) {
+			return nil, errs.NotFound("cost_id", r.CostID)
+		}
 		return c, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if unfinished(t.Status) {
-		return nil, errs.NotFound("cost_id", r.CostID)
-	}
-	return c, nil
+	})
 }
 
 func (cs *Costs) list(ctx context.Context, p *auth.Principal, r *costQuery) (*api.List[Cost], error) {
@@ -118,13 +122,14 @@ func (cs *Costs) list(ctx context.Context, p *auth.Principal, r *costQuery) (*ap
 		"product", r.Product, "usage_type", r.UsageType, "billed_date", r.BilledDate, "billed_month", r.BilledMonth,
 		"project_id", r.ProjectID, "workspace_id", r.WorkspaceID, "data_source_id", r.DataSourceID, "job_id", r.JobID,
 		"job_task_id", r.JobTaskID, "service_account_id", r.ServiceAccount)...)
-	return finishedOnly(ctx, cs, p, func(scope bson.D) (*api.List[Cost], error) {
-		return store.Search[Cost](ctx, cs.c, q, resource, scope)
+	return visibleOnly(ctx, cs, p.DomainID, func(m *marks) (*api.List[Cost], error) {
+		return store.Search[Cost](ctx, cs.c, q, resource, m.scoped(model.StrictScope(p)))
 	})
 }
 
 func (cs *Costs) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*map[string]any, error) {
-	return finishedOnly(ctx, cs, p, func(scope bson.D) (*map[string]any, error) {
+	return visibleOnly(ctx, cs, p.DomainID, func(m *marks) (*map[string]any, error) {
+		scope := m.scoped(model.StrictScope(p))
 		// stat.Run appends a projection to the query: each attempt runs
 		// on a copy.
 		q := *r.Query
@@ -132,71 +137,6 @@ func (cs *Costs) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*ma
 		res, err := stat.Run(ctx, cs.c, scope, resource, &q)
 		return &res, err
 	})
-}
-
-func unfinished(status string) bool { return status == model.Pending || status == model.InProgress }
-
-// unfinishedTasks are the ids of a domain's tasks that have not finished.
-// One equality query per status: FerretDB runs a flat filter's plain
-// equalities in its backend, not an $in.
-func (cs *Costs) unfinishedTasks(ctx context.Context, domainID string) ([]string, error) {
-	var ids []string
-	for _, status := range []string{model.Pending, model.InProgress} {
-		cur, err := cs.tasks.Find(ctx, bson.D{{Key: "domain_id", Value: domainID}, {Key: "status", Value: status}},
-			options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}}))
-		if err != nil {
-			return nil, store.Wrap(err)
-		}
-		var docs []struct {
-			ID string `bson:"_id"`
-		}
-		if err := cur.All(ctx, &docs); err != nil {
-			return nil, store.Wrap(err)
-		}
-		for _, d := range docs {
-			ids = append(ids, d.ID)
-		}
-	}
-	return ids, nil
-}
-
-// finishedOnly runs read in the caller's scope without the rows of the
-// domain's unfinished tasks. A task created after their ids were read
-// could store rows before read ran: the ids are read again after it, and
-// when a new one is among them read runs again without its rows too
-// (a few times at most; tasks are created a job at a time).
-func finishedOnly[T any](ctx context.Context, cs *Costs, p *auth.Principal, read func(scope bson.D) (T, error)) (T, error) {
-	var zero T
-	hidden, err := cs.unfinishedTasks(ctx, p.DomainID)
-	if err != nil {
-		return zero, err
-	}
-	for attempt := 0; ; attempt++ {
-		scope := model.StrictScope(p)
-		if len(hidden) > 0 {
-			// Under $nor, not as a job_task_id condition: with the caller's
-			// own job_task_id filter the key would repeat, and query.Filter
-			// would make an $and of it, which FerretDB scans in Go.
-			scope = append(scope, bson.E{Key: "$nor", Value: bson.A{bson.D{{Key: "job_task_id", Value: bson.D{{Key: "$in", Value: hidden}}}}}})
-		}
-		out, err := read(scope)
-		if err != nil || attempt == 3 {
-			return out, err
-		}
-		now, err := cs.unfinishedTasks(ctx, p.DomainID)
-		if err != nil {
-			return zero, err
-		}
-		added := false
-		for _, id := range now {
-			if !slices.Contains(hidden, id) {
-				hidden, added = append(hidden, id), true
-			}
-		}
-		if !added {
-			return out, nil
-		}
-	}
 }
 
 // dateFields are the stored date field a granularity groups by.
@@ -212,7 +152,8 @@ func (cs *Costs) analyze(ctx context.Context, p *auth.Principal, r *analyzeQuery
 	if !ok {
 		df = dateFields[""] // the engine names the bad granularity
 	}
-	return finishedOnly(ctx, cs, p, func(scope bson.D) (*map[string]any, error) {
+	return visibleOnly(ctx, cs, p.DomainID, func(m *marks) (*map[string]any, error) {
+		scope := m.scoped(model.StrictScope(p))
 		res, err := analyze.RunTimeSeries(ctx, cs.c, scope, resource, r.Query, df)
 		return &res, err
 	})

@@ -1,49 +1,58 @@
 package cost
 
 import (
-	"fmt"
+	"net/http"
 	"slices"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/model"
 )
 
 func TestMain(m *testing.M) { testkit.Main(m) }
 
-// A task that starts while a read runs (between the read of the unfinished
-// tasks and the query) is caught by the second read of them: the query
-// runs again without its rows. The race is staged by the read itself.
-func TestFinishedOnlyReadsTheTasksAgain(t *testing.T) {
+// What the marks leave out, and a mark that changes while a read runs
+// (staged by the read itself): the read runs again with the new marks,
+// and answers 503 when they change during every attempt.
+func TestVisibleOnlyReadsTheMarksAgain(t *testing.T) {
 	ctx := t.Context()
 	db := testkit.Get().Database(t)
 	cs := New(db)
-	p := &auth.Principal{DomainID: "domain-a", UserID: "alice", Role: auth.DomainAdmin}
-	n := 0
-	addTask := func(status string) string {
-		n++
-		id := fmt.Sprintf("job-task-%d", n)
-		if _, err := cs.tasks.InsertOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "job_task_id", Value: id},
-			{Key: "domain_id", Value: "domain-a"}, {Key: "status", Value: status}}); err != nil {
+	set := func(coll string, id string, fields bson.D) {
+		t.Helper()
+		c := db.Collection(coll)
+		if _, err := c.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := cs.c.InsertOne(ctx, bson.D{{Key: "_id", Value: "cost-" + id}, {Key: "cost_id", Value: "cost-" + id},
-			{Key: "job_task_id", Value: id}, {Key: "domain_id", Value: "domain-a"}, {Key: "workspace_id", Value: "*"}}); err != nil {
-			t.Fatal(err)
+		if fields != nil {
+			if _, err := c.InsertOne(ctx, append(bson.D{{Key: "_id", Value: id}}, fields...)); err != nil {
+				t.Fatal(err)
+			}
 		}
-		return id
 	}
-	addTask(model.Success)
-	addTask(model.InProgress)
-	addTask(model.Pending)
-	// Another domain's running task is no business of domain-a's reads.
-	if _, err := cs.tasks.InsertOne(ctx, bson.D{{Key: "_id", Value: "job-task-b"}, {Key: "domain_id", Value: "domain-b"},
-		{Key: "status", Value: model.InProgress}}); err != nil {
-		t.Fatal(err)
+	job := func(id, status string, pending bool, swap ...model.Changed) {
+		set(model.JobsCollection, id, bson.D{{Key: "job_id", Value: id}, {Key: "status", Value: status}, {Key: "pending", Value: pending},
+			{Key: "data_source_id", Value: "ds-1"}, {Key: "domain_id", Value: "domain-a"}, {Key: "swap", Value: swap}})
 	}
+	row := func(id, jobID, dsID, month string) {
+		set(model.CostsCollection, id, bson.D{{Key: "cost_id", Value: id}, {Key: "job_id", Value: jobID}, {Key: "data_source_id", Value: dsID},
+			{Key: "billed_month", Value: month}, {Key: "billed_date", Value: month + "-01"}, {Key: "provider", Value: "aws"},
+			{Key: "domain_id", Value: "domain-a"}, {Key: "workspace_id", Value: "*"}})
+	}
+	// job-old (settled) stored Jan and Feb; job-new is running and has
+	// stored its Jan; ds-2 has a row too.
+	job("job-old", model.Success, false)
+	row("old-jan", "job-old", "ds-1", "2024-01")
+	row("old-feb", "job-old", "ds-1", "2024-02")
+	job("job-new", model.InProgress, true)
+	row("new-jan", "job-new", "ds-1", "2024-01")
+	row("other", "job-x", "ds-2", "2024-01")
+	// Another domain's running job is no business of domain-a's reads.
+	set(model.JobsCollection, "job-b", bson.D{{Key: "job_id", Value: "job-b"}, {Key: "status", Value: model.InProgress},
+		{Key: "pending", Value: true}, {Key: "domain_id", Value: "domain-b"}})
 
 	shown := func(scope bson.D) []string {
 		cur, err := cs.c.Find(ctx, scope)
@@ -61,33 +70,61 @@ func TestFinishedOnlyReadsTheTasksAgain(t *testing.T) {
 		slices.Sort(ids)
 		return ids
 	}
+	jan := model.Changed{Start: "2024-01", End: "2024-01", Filter: model.Object{"provider": "aws"}}
 	for _, c := range []struct {
-		name     string
-		starting int // tasks that start during each of the first reads
-		reads    int
-		want     []string
+		name   string
+		during []func() // what happens during each read
+		reads  int
+		want   []string
+		fails  bool
 	}{
-		{"nothing starts", 0, 1, []string{"cost-job-task-1"}},
-		{"a task starts during the first read", 1, 2, []string{"cost-job-task-1"}},
-		// A task starting during every read: the fourth answers, with
-		// the rows of the task that started during it.
-		{"tasks keep starting", 10, 4, []string{"cost-job-task-1", "cost-job-task-7"}},
+		{"running job", nil, 1, []string{"old-feb", "old-jan", "other"}, false},
+		{"the job swaps January during the read", []func(){func() { job("job-new", model.Success, true, jan) }}, 2,
+			[]string{"new-jan", "old-feb", "other"}, false},
+		{"swap settled: old January deleted", []func(){func() { set(model.CostsCollection, "old-jan", nil); job("job-new", model.Success, false) }}, 2,
+			[]string{"new-jan", "old-feb", "other"}, false},
+		{"a deregister of ds-2 begins during the read", []func(){func() {
+			set(model.DataSourcesCollection, "ds-2", bson.D{{Key: "domain_id", Value: "domain-a"}, {Key: "deleting", Value: true}})
+		}}, 2, []string{"new-jan", "old-feb"}, false},
+		{"jobs keep starting", []func(){
+			func() { job("job-1", model.InProgress, true) }, func() { job("job-2", model.InProgress, true) },
+			func() { job("job-3", model.InProgress, true) }, func() { job("job-4", model.InProgress, true) },
+			func() { job("job-5", model.InProgress, true) },
+		}, readAttempts, nil, true},
+		{"a job fails: its rows stay left out until tidied", []func(){func() { job("job-5", model.Failure, true); row("five", "job-5", "ds-1", "2024-03") }}, 2,
+			[]string{"new-jan", "old-feb"}, false},
 	} {
-		if _, err := cs.tasks.DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$nin", Value: bson.A{"job-task-1", "job-task-2", "job-task-3", "job-task-b"}}}}}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := cs.c.DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$nin", Value: bson.A{"cost-job-task-1", "cost-job-task-2", "cost-job-task-3"}}}}}); err != nil {
-			t.Fatal(err)
-		}
-		n = 3
 		reads := 0
-		got, err := finishedOnly(ctx, cs, p, func(scope bson.D) ([]string, error) {
-			if reads < c.starting {
-				addTask(model.InProgress)
+		got, err := visibleOnly(ctx, cs, "domain-a", func(m *marks) ([]string, error) {
+			if reads < len(c.during) {
+				c.during[reads]()
 			}
 			reads++
-			return shown(scope), nil
+			ids := shown(m.scoped(bson.D{{Key: "domain_id", Value: "domain-a"}}))
+			// The Go reading of the marks (get) agrees with the query's.
+			var all []bson.M
+			cur, err := cs.c.Find(ctx, bson.D{{Key: "domain_id", Value: "domain-a"}})
+			if err != nil || cur.All(ctx, &all) != nil {
+				t.Fatal(err)
+			}
+			var byGo []string
+			for _, d := range all {
+				if !m.hides(d) {
+					byGo = append(byGo, d["_id"].(string))
+				}
+			}
+			slices.Sort(byGo)
+			if !slices.Equal(ids, byGo) {
+				t.Errorf("%s: the query shows %v, the Go reading %v", c.name, ids, byGo)
+			}
+			return ids, nil
 		})
+		if c.fails {
+			if e, ok := errs.As(err); !ok || e.Status() != http.StatusServiceUnavailable || reads != c.reads {
+				t.Errorf("%s: %v after %d reads, want 503 after %d", c.name, err, reads, c.reads)
+			}
+			continue
+		}
 		if err != nil || reads != c.reads || !slices.Equal(got, c.want) {
 			t.Errorf("%s: %v after %d reads (%v), want %v after %d", c.name, got, reads, err, c.want, c.reads)
 		}

@@ -416,28 +416,38 @@ func (ds *DataSources) disable(ctx context.Context, p *auth.Principal, r *dsRequ
 	return ds.state(model.Disabled)(ctx, p, r)
 }
 
-// deregister removes the data source first (no new sync can start), then
-// its jobs (running ones cancelled), costs and rules.
+// deregister marks the data source first (from then on it and its costs
+// are left out of every read, and it no longer syncs), then deletes its
+// jobs (running ones cancelled), tasks, costs and rules, and its record
+// last. A deregister that fails half-way leaves the mark: a retry finds
+// the marked data source and finishes the work.
 func (ds *DataSources) deregister(ctx context.Context, p *auth.Principal, r *dsRequest) (*api.Empty, error) {
-	doc, err := ds.load(ctx, p, r.DataSourceID)
+	doc, err := store.GetIf(ctx, ds.c, "data_source_id", r.DataSourceID,
+		func(doc *DataSource) bool { return model.Visible(p, doc.DomainID, doc.WorkspaceID) })
 	if err != nil {
 		return nil, err
 	}
 	if err := model.Writable(p, doc.WorkspaceID); err != nil {
 		return nil, err
 	}
-	res, err := ds.c.DeleteOne(ctx, bson.D{{Key: "_id", Value: doc.ID}})
-	if err != nil {
-		return nil, store.Wrap(err)
-	}
-	if res.DeletedCount == 0 {
-		return nil, errs.NotFound("data_source_id", doc.ID)
+	if !doc.Deleting {
+		// Under the record's lease: FerretDB writes an update back whole,
+		// and a concurrent one (synced) would drop the mark.
+		if err := model.Lock(ctx, ds.db, model.DataSourceLock(doc.ID), func() error {
+			_, err := ds.c.UpdateOne(ctx, bson.D{{Key: "_id", Value: doc.ID}}, bson.D{{Key: "$set", Value: bson.D{{Key: "deleting", Value: true}}}})
+			return store.Wrap(err)
+		}); err != nil {
+			return nil, err
+		}
 	}
 	if err := ds.jobs.Forget(ctx, doc.ID); err != nil {
 		return nil, err
 	}
 	if err := ds.rules.DeleteAll(ctx, doc.ID); err != nil {
 		return nil, err
+	}
+	if _, err := ds.c.DeleteOne(ctx, bson.D{{Key: "_id", Value: doc.ID}}); err != nil {
+		return nil, store.Wrap(err)
 	}
 	return &api.Empty{}, nil
 }
@@ -449,11 +459,16 @@ func (ds *DataSources) get(ctx context.Context, p *auth.Principal, r *dsRequest)
 func (ds *DataSources) list(ctx context.Context, p *auth.Principal, r *dsQuery) (*api.List[DataSource], error) {
 	q := query.With(r.Query, query.Params("data_source_id", r.DataSourceID, "name", r.Name, "state", r.State,
 		"data_source_type", r.DataSourceType, "provider", r.Provider, "workspace_id", r.WorkspaceID)...)
-	return store.Search[DataSource](ctx, ds.c, q, resource, model.Scope(p))
+	return store.Search[DataSource](ctx, ds.c, q, resource, live(model.Scope(p)))
+}
+
+// live leaves out the data sources being deregistered.
+func live(scope bson.D) bson.D {
+	return append(scope, bson.E{Key: "deleting", Value: bson.D{{Key: "$ne", Value: true}}})
 }
 
 func (ds *DataSources) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*map[string]any, error) {
-	res, err := stat.Run(ctx, ds.c, model.Scope(p), resource, r.Query)
+	res, err := stat.Run(ctx, ds.c, live(model.Scope(p)), resource, r.Query)
 	return &res, err
 }
 

@@ -17,7 +17,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"regexp"
 	"slices"
 	"time"
 
@@ -116,6 +115,8 @@ func New(ctx context.Context, db *mongo.Database, plugins *plugin.Client, keys *
 		store.Index{Keys: bson.D{{Key: "data_source_id", Value: 1}, {Key: "status", Value: 1}}},
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "created_at", Value: -1}}},
 		store.Index{Keys: bson.D{{Key: "status", Value: 1}, {Key: "created_at", Value: 1}}},
+		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "pending", Value: 1}}},
+		store.Index{Keys: bson.D{{Key: "pending", Value: 1}}},
 	); err != nil {
 		return nil, err
 	}
@@ -137,7 +138,7 @@ func (js *Jobs) Timeout() time.Duration { return js.cfg.Timeout }
 func (js *Jobs) Routes() []api.Route {
 	const base = "/cost-analysis/v1/job/"
 	return []api.Route{
-		api.Op[jobRequest, Job]{Path: base + "cancel", Access: model.Writers, Summary: "Cancel a running job: it is CANCELED at once; its workers stop between two chunks and keep nothing of an unfinished task.", Handle: js.cancel},
+		api.Op[jobRequest, Job]{Path: base + "cancel", Access: model.Writers, Summary: "Cancel a running job: it is CANCELED at once; its workers stop between two chunks; none of its rows shows, and they are deleted.", Handle: js.cancel},
 		api.Op[jobRequest, Job]{Path: base + "get", Access: model.Readers, Summary: "Get a cost job.", Handle: js.get},
 		api.Op[jobQuery, api.List[Job]]{Path: base + "list", Access: model.Readers, Summary: "List the cost jobs the caller may see.", Handle: js.list},
 		api.Op[statQuery, map[string]any]{Path: base + "stat", Access: model.Readers, Summary: "Statistics over the cost jobs the caller may see.", Handle: js.stat},
@@ -270,8 +271,9 @@ func (js *Jobs) Expire(ctx context.Context, jobID string) (bool, error) {
 	return done, err
 }
 
-// Sweep makes running jobs past their timeout TIMEOUT, every SweepEvery,
-// until ctx is done (a worker of every replica; each change is idempotent).
+// Sweep makes running jobs past their timeout TIMEOUT and tidies finished
+// jobs whose rows are not settled (Tidy), every SweepEvery, until ctx is
+// done (a worker of every replica; each change is idempotent).
 func (js *Jobs) Sweep(ctx context.Context) error {
 	t := time.NewTicker(js.cfg.SweepEvery)
 	defer t.Stop()
@@ -297,18 +299,22 @@ func (js *Jobs) Sweep(ctx context.Context) error {
 				js.log.Warn("cost job not expired", "job_id", j.JobID, "error", err.Error())
 			}
 		}
+		js.tidyAll(ctx)
 	}
 }
 
 // Settle recounts a job's remaining tasks from its tasks' records and
-// finishes a running job whose tasks are all done: SUCCESS (old costs of
-// its changed windows replaced, the data source's last sync and cost keys
-// updated) or FAILURE when a task failed. A USE_SERVICE_ACCOUNT_SECRET job
-// is SUCCESS even then (TaskFailed), and the windows of an account whose
-// task failed are not replaced: nothing came to replace its old costs.
+// finishes a running job whose tasks are all done: SUCCESS (the data
+// source's last sync and cost keys updated) or FAILURE when a task
+// failed. A USE_SERVICE_ACCOUNT_SECRET job is SUCCESS even then
+// (TaskFailed), and the windows of an account whose task failed are not
+// swapped: nothing came to replace its old costs. The write that makes
+// the job SUCCESS swaps its windows (rows.go); a finished job whose tasks
+// are all done is then tidied.
 func (js *Jobs) Settle(ctx context.Context, jobID string) error {
-	var succeeded *Job
+	succeeded := false
 	var keys [3][]string
+	var after *Job
 	err := js.change(ctx, jobID, func(j *Job) (bson.D, error) {
 		tasks, err := js.TasksOf(ctx, j)
 		if err != nil {
@@ -341,26 +347,24 @@ func (js *Jobs) Settle(ctx context.Context, jobID string) error {
 		if failed > 0 {
 			js.log.Info("cost job succeeded with failed tasks (USE_SERVICE_ACCOUNT_SECRET)", "job_id", j.JobID, "failed_tasks", failed)
 		}
-		// The old costs of the changed windows go before the job says
-		// SUCCESS, so a reader who sees SUCCESS sees the new costs only.
-		// It happens under the job's lock, where the finish is decided:
-		// two workers settling the last two tasks at once each saw the
-		// other's task unfinished when this was checked outside it.
-		for _, c := range j.Changed {
-			if a, _ := c.Filter[WindowAccountKey].(string); a != "" && failedAccounts[a] {
-				continue
-			}
-			if err := js.ReplaceWindow(ctx, j, c); err != nil {
-				return nil, err
-			}
-		}
-		succeeded = j
-		return append(set, finish(j, model.Success, "", "")...), nil
-	}, nil)
-	if err != nil || succeeded == nil {
+		// Decided under the job's lock: two workers settling the last two
+		// tasks at once each saw the other's task unfinished outside it.
+		succeeded = true
+		j.Swap = swapWindows(j, tasks, failedAccounts)
+		return append(append(set, finish(j, model.Success, "", "")...), bson.E{Key: "swap", Value: j.Swap}), nil
+	}, &after)
+	if err != nil {
 		return err
 	}
-	return js.synced(ctx, succeeded.DataSourceID, keys)
+	if succeeded {
+		if err := js.synced(ctx, after.DataSourceID, keys); err != nil {
+			return err
+		}
+	}
+	if after.Pending && after.Status != model.InProgress && after.RemainedTasks == 0 {
+		return js.Tidy(ctx, after)
+	}
+	return nil
 }
 
 func union(a, b []string) []string {
@@ -411,36 +415,6 @@ func (js *Jobs) TasksOf(ctx context.Context, j *Job) ([]model.Task, error) {
 	}
 	var out []model.Task
 	return out, store.Wrap(cur.All(ctx, &out))
-}
-
-var monthOrDay = regexp.MustCompile(`^\d{4}-\d{2}(-\d{2})?$`)
-
-// ReplaceWindow deletes the costs of the job's data source in window c
-// that other jobs stored: the new sync replaces them. start and end are
-// YYYY-MM (compared with billed_month) or YYYY-MM-DD (billed_date); a
-// filter narrows the window by equality on cost fields.
-func (js *Jobs) ReplaceWindow(ctx context.Context, j *Job, c model.Changed) error {
-	if !monthOrDay.MatchString(c.Start) || (c.End != "" && !monthOrDay.MatchString(c.End)) {
-		js.log.Warn("changed window ignored", "job_id", j.JobID, "start", c.Start, "end", c.End)
-		return nil
-	}
-	f := bson.D{{Key: "data_source_id", Value: j.DataSourceID}, {Key: "domain_id", Value: j.DomainID}}
-	field := func(s string) string {
-		if len(s) == 7 {
-			return "billed_month"
-		}
-		return "billed_date"
-	}
-	f = append(f, bson.E{Key: field(c.Start), Value: bson.D{{Key: "$gte", Value: c.Start}}})
-	if c.End != "" {
-		f = append(f, bson.E{Key: field(c.End), Value: bson.D{{Key: "$lte", Value: c.End}}})
-	}
-	for k, v := range c.Filter {
-		f = append(f, bson.E{Key: k, Value: v})
-	}
-	f = append(f, bson.E{Key: "job_id", Value: bson.D{{Key: "$ne", Value: j.JobID}}})
-	_, err := js.costs.DeleteMany(ctx, f)
-	return store.Wrap(err)
 }
 
 // OpenSecret unseals a data source's secret data ({} when it has none).

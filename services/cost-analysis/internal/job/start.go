@@ -3,6 +3,7 @@ package job
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -54,14 +55,22 @@ func (js *Jobs) Start(ctx context.Context, p *auth.Principal, ds *model.DataSour
 	}
 	j := &Job{ID: id, JobID: id, Status: model.InProgress, Options: opts, Changed: []model.Changed{}, SyncedAccounts: []model.SyncedAccount{},
 		ResourceGroup: ds.ResourceGroup, DomainID: ds.DomainID, WorkspaceID: ds.WorkspaceID, DataSourceID: ds.DataSourceID,
-		SecretType: ds.SecretType, TaskIDs: []string{}, CreatedAt: now, UpdatedAt: now}
+		SecretType: ds.SecretType, TaskIDs: []string{}, Pending: true, CreatedAt: now, UpdatedAt: now}
+	// The swapped-out rows of the data source's last job go first: its
+	// swap leaves out every row of its windows but its own, this job's
+	// rows too.
+	if err := js.tidySource(ctx, ds.DataSourceID); err != nil {
+		return nil, err
+	}
 	err = model.Lock(ctx, js.db, model.SyncLock(ds.DataSourceID), func() error {
 		// ds was read before identity and the plugin were asked (a
 		// scheduled sync read it before the syncs ahead of it): deregister
 		// may have forgotten its jobs since, and would never delete this
 		// one. It looks for jobs under this lease too (Forget).
-		if _, err := store.Get[model.DataSource](ctx, js.sources, "data_source_id", ds.DataSourceID); err != nil {
+		if cur, err := store.Get[model.DataSource](ctx, js.sources, "data_source_id", ds.DataSourceID); err != nil {
 			return err
+		} else if cur.Deleting {
+			return errs.NotFound("data_source_id", ds.DataSourceID)
 		}
 		cur, err := js.jobs.Find(ctx, bson.D{{Key: "data_source_id", Value: ds.DataSourceID}, {Key: "status", Value: model.InProgress}})
 		if err != nil {
@@ -79,6 +88,20 @@ func (js *Jobs) Start(ctx context.Context, p *auth.Principal, ds *model.DataSour
 			if !done {
 				return errs.New(errs.DuplicateJob, "A job of the data source is running. (data_source_id = %s, job_id = %s)", ds.DataSourceID, r.JobID)
 			}
+		}
+		// A job that succeeded since tidySource ran is tidied here; one
+		// whose deletes fail keeps the sync refused until it is tidied.
+		busy, err := js.swapPending(ctx, ds.DataSourceID)
+		if err == nil && busy {
+			if err = js.tidySource(ctx, ds.DataSourceID); err == nil {
+				busy, err = js.swapPending(ctx, ds.DataSourceID)
+			}
+		}
+		if err != nil {
+			return err
+		}
+		if busy {
+			return errs.Down("The data source's last sync", errors.New("its replaced costs are still being deleted"))
 		}
 		_, err = js.jobs.InsertOne(ctx, j)
 		return store.Wrap(err)
@@ -104,6 +127,9 @@ func (js *Jobs) Start(ctx context.Context, p *auth.Principal, ds *model.DataSour
 	for _, sec := range secrets {
 		reply, err := plugin.CostDataSource{Target: js.plugins.Plugin(ds.PluginInfo.PluginID, ds.PluginInfo.Version)}.GetTasks(ctx, plugin.CostTasksRequest{
 			Options: PluginOptions(ds), SecretData: sec.data, Start: start, LastSynchronizedAt: last, DomainID: ds.DomainID})
+		if err == nil {
+			err = checkWindows(reply)
+		}
 		if err != nil {
 			if sec.account == nil {
 				js.log.Info("cost job get_tasks failed", "job_id", id, "data_source_id", ds.DataSourceID, "error", err.Error())
@@ -237,6 +263,33 @@ func list(reply map[string]any, key string) []map[string]any {
 		}
 	}
 	return out
+}
+
+// checkWindows refuses a get_tasks reply with a changed window (the job's
+// or a task's) that names no month or day, or whose filter is not one
+// CheckWindowFilter takes: its rows would be deleted by it.
+func checkWindows(reply map[string]any) error {
+	windows := list(reply, "changed")
+	for _, t := range list(reply, "tasks") {
+		if c, ok := t["task_changed"].(map[string]any); ok && len(c) > 0 {
+			windows = append(windows, c)
+		}
+	}
+	for _, c := range windows {
+		w := changed(c)
+		if f, ok := c["filter"]; ok && f != nil {
+			if _, isMap := f.(map[string]any); !isMap {
+				return errs.Invalid("changed.filter", "an object of cost fields")
+			}
+		}
+		if err := model.CheckWindowFilter(w.Filter); err != nil {
+			return err
+		}
+		if _, ok := model.WindowFilter("", "", "", w); !ok {
+			return errs.Invalid("changed", fmt.Sprintf("start %q and end %q must be YYYY-MM or YYYY-MM-DD", w.Start, w.End))
+		}
+	}
+	return nil
 }
 
 func changed(c map[string]any) model.Changed {

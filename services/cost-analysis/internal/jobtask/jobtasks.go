@@ -77,8 +77,7 @@ type (
 type Tasks struct{ c *mongo.Collection }
 
 // New serves the tasks of db, creating the indexes of their reads: a
-// domain's tasks newest first (list), and a domain's tasks by status
-// (the unfinished tasks whose costs package cost leaves out).
+// domain's tasks newest first (list), and a domain's tasks by status.
 func New(ctx context.Context, db *mongo.Database) (*Tasks, error) {
 	ts := &Tasks{c: db.Collection(model.TasksCollection)}
 	return ts, store.EnsureIndexes(ctx, ts.c,

@@ -9,7 +9,11 @@ package model
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -197,6 +201,10 @@ type DataSource struct {
 	DomainID               string         `bson:"domain_id" json:"domain_id"`
 	CreatedAt              wire.Time      `bson:"created_at" json:"created_at"`
 	LastSynchronizedAt     *wire.Time     `bson:"last_synchronized_at" json:"last_synchronized_at"`
+	// Deleting marks a data source whose deregister has begun: it and its
+	// costs are left out of every read, it no longer syncs, and a
+	// deregister finds it to finish the work.
+	Deleting bool `bson:"deleting,omitempty" json:"-"`
 }
 
 // AD binds a data source's sealed secret data to its record.
@@ -284,7 +292,15 @@ type Job struct {
 	// of a USE_SERVICE_ACCOUNT_SECRET job does not fail the job.
 	SecretType string `bson:"secret_type,omitempty" json:"-"`
 	// TaskIDs are the job's tasks, so they are read by _id.
-	TaskIDs    []string   `bson:"task_ids" json:"-"`
+	TaskIDs []string `bson:"task_ids" json:"-"`
+	// Pending marks a job whose rows cost reads must still account for:
+	// from its creation until its rows are settled. While it is not
+	// SUCCESS its rows are left out; once SUCCESS, the rows of other jobs
+	// of its data source in its Swap windows are left out, until they are
+	// deleted. The status write that makes it SUCCESS (with Swap) is the
+	// one write that swaps the windows for every reader.
+	Pending    bool       `bson:"pending,omitempty" json:"-"`
+	Swap       []Changed  `bson:"swap,omitempty" json:"-"`
 	CreatedAt  wire.Time  `bson:"created_at" json:"created_at"`
 	UpdatedAt  wire.Time  `bson:"updated_at" json:"updated_at"`
 	FinishedAt *wire.Time `bson:"finished_at" json:"finished_at"`
@@ -391,8 +407,65 @@ func DataSourceLock(dataSourceID string) string { return "ds:" + dataSourceID }
 // JobLock is the lease under which a job's status changes.
 func JobLock(jobID string) string { return "job:" + jobID }
 
-// LoadDataSource returns a data source the caller may see (404 otherwise).
+// LoadDataSource returns a data source the caller may see (404 otherwise,
+// and for one being deregistered).
 func LoadDataSource(ctx context.Context, db *mongo.Database, p *auth.Principal, id string) (*DataSource, error) {
 	return store.GetIf(ctx, db.Collection(DataSourcesCollection), "data_source_id", id,
-		func(doc *DataSource) bool { return Visible(p, doc.DomainID, doc.WorkspaceID) })
+		func(doc *DataSource) bool { return !doc.Deleting && Visible(p, doc.DomainID, doc.WorkspaceID) })
+}
+
+var monthOrDay = regexp.MustCompile(`^\d{4}-\d{2}(-\d{2})?$`)
+
+// WindowFilter selects the costs of a data source in window c that jobs
+// other than jobID stored: the rows a sync with that window replaces.
+// start and end are YYYY-MM (compared with billed_month) or YYYY-MM-DD
+// (billed_date); the filter narrows the window by equality on cost fields
+// (CheckWindowFilter). A window with a malformed start or end selects
+// nothing (false).
+func WindowFilter(dataSourceID, domainID, jobID string, c Changed) (bson.D, bool) {
+	if !monthOrDay.MatchString(c.Start) || (c.End != "" && !monthOrDay.MatchString(c.End)) {
+		return nil, false
+	}
+	if CheckWindowFilter(c.Filter) != nil {
+		return nil, false
+	}
+	field := func(s string) string {
+		if len(s) == 7 {
+			return "billed_month"
+		}
+		return "billed_date"
+	}
+	f := bson.D{{Key: "data_source_id", Value: dataSourceID}, {Key: "domain_id", Value: domainID},
+		{Key: field(c.Start), Value: bson.D{{Key: "$gte", Value: c.Start}}}}
+	if c.End != "" {
+		f = append(f, bson.E{Key: field(c.End), Value: bson.D{{Key: "$lte", Value: c.End}}})
+	}
+	keys := slices.Sorted(maps.Keys(c.Filter))
+	for _, k := range keys {
+		f = append(f, bson.E{Key: k, Value: c.Filter[k]})
+	}
+	return append(f, bson.E{Key: "job_id", Value: bson.D{{Key: "$ne", Value: jobID}}}), true
+}
+
+// WindowFields are the cost fields a changed window's filter may name:
+// the row's scalar fields a plugin or the service sets, not its ids,
+// tenancy or dates (the window's start and end are the dates).
+var WindowFields = []string{"provider", "region_code", "product", "usage_type", "usage_unit", "resource", "currency",
+	"project_id", "service_account_id", "trusted_account_id"}
+
+// CheckWindowFilter refuses a changed window's filter that names a field
+// outside WindowFields or a value that is not a string, number or bool:
+// the filter goes into a delete of costs.
+func CheckWindowFilter(f Object) error {
+	for k, v := range f {
+		if !slices.Contains(WindowFields, k) {
+			return errs.Invalid("changed.filter", fmt.Sprintf("%q is not a cost field a window may filter on (%s)", k, strings.Join(WindowFields, ", ")))
+		}
+		switch v.(type) {
+		case string, bool, int, int32, int64, float64:
+		default:
+			return errs.Invalid("changed.filter", fmt.Sprintf("%q: only a string, number or bool is compared", k))
+		}
+	}
+	return nil
 }

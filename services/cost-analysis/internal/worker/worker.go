@@ -5,9 +5,11 @@
 // stamped with its job, task, data source and tenancy after the data
 // source's rules changed it.
 //
-// What a task stores is kept only when the task completes: a task that is
-// cancelled, timed out, superseded or failed deletes its rows, and every
-// attempt starts by deleting what an earlier attempt of the task stored.
+// What a task stores shows only once its job succeeds (package job,
+// rows.go): a task that is cancelled, timed out, superseded or failed
+// deletes its rows, a job that ends otherwise than SUCCESS has all its
+// rows deleted, and every attempt starts by deleting what an earlier
+// attempt of the task stored.
 // Row ids are derived from the task and the row's position, so even two
 // attempts running at once (a worker presumed dead that was only slow)
 // never store a row twice. A watcher checks every second (Poll) that the
@@ -218,11 +220,6 @@ func (w *Worker) run(ctx context.Context, msg jetstream.Msg, m events.CostTask, 
 		return err
 	} else if !ok {
 		return w.stopped(ctx, task)
-	}
-	if task.Changed != nil {
-		if err := w.jobs.ReplaceWindow(ctx, j, *task.Changed); err != nil {
-			return err
-		}
 	}
 	done := wire.T(wire.Now())
 	if err := w.set(ctx, task.ID, bson.D{{Key: "status", Value: model.Success}, {Key: "created_count", Value: n},
