@@ -29,6 +29,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/config"
 	"github.com/nubes-io/nubes/pkg/devinfra"
 	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/outward"
 	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/server"
 	"github.com/nubes-io/nubes/pkg/store"
@@ -192,7 +193,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, started func(addr st
 	}
 	deps.Services = call.NewServices(self, boot.SystemToken, nil)
 	// The secret, notification and cost-analysis services seal with the same keys as identity (.data/encryption-keys).
-	for _, build := range []app.Constructor{board.New, mailer.New(mcfg), dashboard.New, secret.New(cipher), repository.New(repository.Config{}), monitoringAt("http://" + ln.Addr().String()), notification.New(cipher), costanalysis.New(cipher), inventory.New} {
+	for _, build := range []app.Constructor{board.New, mailer.New(mcfg), dashboard.New, secret.New(cipher), repository.New(repository.Config{Outward: outward.Allow{Loopback: true}}), monitoringAt("http://" + ln.Addr().String()), notification.New(cipher), costanalysis.New(cipher), inventory.New} {
 		svc, err := build(ctx, deps)
 		if err != nil {
 			return err

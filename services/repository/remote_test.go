@@ -26,7 +26,7 @@ func setupRemotes(t *testing.T, extra ...repository.Remote) *remotes {
 	t.Helper()
 	r := &remotes{reg: startRegistry(t, "")}
 	r.reg.pushTags(t, "partner/plugin-remote", "0.1.0", "0.2.0", "latest")
-	r.b = setup(t, repository.Config{})
+	r.b = setup(t, repository.Config{Outward: loopback})
 	r.bURL, r.bID = r.b.serve(t), r.b.local
 	// b holds: a global plugin, one of the partner domain, one of a domain
 	// a's credential does not reach, and one whose id a also uses.
@@ -36,7 +36,7 @@ func setupRemotes(t *testing.T, extra ...repository.Remote) *remotes {
 	r.b.register(t, r.b.system, map[string]any{"name": "Shared (remote)", "resource_type": "inventory.Collector", "image": "partner/plugin-shared"})
 	// a reaches b as b's domain-a admin.
 	token := testkit.Get().Token(t, auth.Principal{DomainID: "domain-a", UserID: "a-service", Role: auth.DomainAdmin})
-	cfg := repository.Config{Remotes: append(extra, repository.Remote{Name: "partner", URL: r.bURL, Token: token})}
+	cfg := repository.Config{Outward: loopback, Remotes: append(extra, repository.Remote{Name: "partner", URL: r.bURL, Token: token})}
 	r.a = setup(t, cfg)
 	r.a.register(t, r.a.adminA, map[string]any{"name": "Local one", "resource_type": "inventory.Collector", "image": "own/plugin-local", "provider": "aws"})
 	r.a.register(t, r.a.adminA, map[string]any{"name": "Shared (local)", "resource_type": "inventory.Collector", "image": "own/plugin-shared"})
@@ -195,7 +195,7 @@ func TestRemoteRepositoryDown(t *testing.T) {
 func TestRemoteConfiguration(t *testing.T) {
 	r := setupRemotes(t)
 	// A pinned repository_id is used as given, without asking.
-	pinned := setup(t, repository.Config{Remotes: []repository.Remote{{Name: "pinned", URL: r.bURL, RepositoryID: "repo-0123456789ab",
+	pinned := setup(t, repository.Config{Outward: loopback, Remotes: []repository.Remote{{Name: "pinned", URL: r.bURL, RepositoryID: "repo-0123456789ab",
 		Token: testkit.Get().Token(t, adminOf("domain-a"))}}})
 	var repos list[repoInfo]
 	pinned.userA.Call("/repository/repository/list", map[string]any{"repository_type": "remote"}).OK(&repos)
@@ -209,7 +209,7 @@ func TestRemoteConfiguration(t *testing.T) {
 		{{Name: "x", URL: r.bURL}, {Name: "x", URL: r.bURL}},
 		{{Name: "local", URL: r.bURL}},
 	} {
-		if _, err := repository.New(repository.Config{Remotes: bad})(t.Context(), appDeps(t)); err == nil {
+		if _, err := repository.New(repository.Config{Outward: loopback, Remotes: bad})(t.Context(), appDeps(t)); err == nil {
 			t.Errorf("remotes %+v accepted", bad)
 		}
 	}

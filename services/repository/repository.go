@@ -19,6 +19,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/app"
 	"github.com/nubes-io/nubes/pkg/config"
+	"github.com/nubes-io/nubes/pkg/outward"
 	"github.com/nubes-io/nubes/services/repository/internal/pluginapi"
 	"github.com/nubes-io/nubes/services/repository/internal/policyapi"
 	"github.com/nubes-io/nubes/services/repository/internal/registry"
@@ -50,9 +51,13 @@ type Config struct {
 	PublicHubURL string
 	// Remotes are consulted in order after the local repository.
 	Remotes []Remote
-	// HTTPClient calls registries and remote repositories (nil: a client
-	// with the default timeouts).
+	// HTTPClient calls remote repositories (nil: a client with the default
+	// timeouts).
 	HTTPClient *http.Client
+	// Outward names the inward addresses (loopback, private, link-local)
+	// a plugin's registry_url and its token realm may reach: none by
+	// default (pkg/outward).
+	Outward outward.Allow
 	// RegistryPageSize is the number of tags asked per page (0: 100).
 	RegistryPageSize int
 }
@@ -72,7 +77,7 @@ func New(cfg Config) app.Constructor {
 			return nil, err
 		}
 		plugins, err := pluginapi.Routes(ctx, d.DB, repos, pluginapi.Config{PublicHubURL: cfg.PublicHubURL,
-			Registry: registry.New(cfg.HTTPClient, cfg.RegistryPageSize)})
+			Registry: registry.New(cfg.Outward, cfg.RegistryPageSize)})
 		if err != nil {
 			return nil, err
 		}
@@ -98,6 +103,9 @@ type Settings struct {
 	// as an environment variable, the same list in JSON:
 	// NUBES_REMOTE_REPOSITORIES='[{"name":"hub","url":"https://repo.example.com","token":"..."}]'
 	RemoteRepositories any `mapstructure:"remote_repositories" secret:"true"`
+	// outward_allow_loopback, outward_allow_private,
+	// outward_allow_link_local: what registry_url may reach inside.
+	outward.Allow `mapstructure:",squash"`
 }
 
 // Defaults are the defaults of Settings.
@@ -105,6 +113,9 @@ func Defaults() map[string]any {
 	d := config.BaseDefaults()
 	d["public_hub_url"] = DefaultPublicHub
 	d["remote_repositories"] = []any{}
+	d["outward_allow_loopback"] = false
+	d["outward_allow_private"] = false
+	d["outward_allow_link_local"] = false
 	return d
 }
 
@@ -114,7 +125,7 @@ func (st *Settings) Config() (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
-	return Config{PublicHubURL: st.PublicHubURL, Remotes: remotes}, nil
+	return Config{PublicHubURL: st.PublicHubURL, Remotes: remotes, Outward: st.Allow}, nil
 }
 
 // ParseRemotes reads remote_repositories: a list from a config file, or

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/outward"
 	"github.com/nubes-io/nubes/services/repository"
 )
 
@@ -38,7 +39,7 @@ func TestGetVersionsFromARegistry(t *testing.T) {
 	open := startRegistry(t, "")
 	open.pushTags(t, "cloudforet/plugin-open", pushed...)
 	// Two tags a page: the list takes several pages (Link headers).
-	h := setup(t, repository.Config{RegistryPageSize: 2, PublicHubURL: open.URL})
+	h := setup(t, repository.Config{Outward: loopback, RegistryPageSize: 2, PublicHubURL: open.URL})
 
 	p := h.register(t, h.adminA, private(open.URL, "cloudforet/plugin-open", nil))
 	v := versions(t, h, p.PluginID)
@@ -77,7 +78,7 @@ func TestGetVersionsWithCredentials(t *testing.T) {
 	basicReg.pushTags(t, "team/plugin-basic", "0.9.0", "1.0.0")
 	bearerReg := startRegistry(t, "bearer")
 	bearerReg.pushTags(t, "team/plugin-bearer", "3.0.0", "3.1.0")
-	h := setup(t, repository.Config{})
+	h := setup(t, repository.Config{Outward: loopback})
 
 	good := map[string]any{"username": regUser, "password": regPassword}
 	bad := map[string]any{"username": regUser, "password": "wrong"}
@@ -139,7 +140,7 @@ func TestGetVersionsRegistryFailures(t *testing.T) {
 	}))
 	t.Cleanup(escaping.Close)
 
-	h := setup(t, repository.Config{PublicHubURL: downURL})
+	h := setup(t, repository.Config{Outward: loopback, PublicHubURL: downURL})
 	for _, tc := range []struct {
 		name string
 		body map[string]any
@@ -155,5 +156,42 @@ func TestGetVersionsRegistryFailures(t *testing.T) {
 			p := h.register(t, h.adminA, tc.body)
 			h.memberA.Call("/repository/v1/plugin/get-versions", map[string]any{"plugin_id": p.PluginID}).Fails(http.StatusServiceUnavailable, errs.RegistryUnavailable)
 		})
+	}
+}
+
+// loopback lets the registry_url of a test reach its 127.0.0.1 registry.
+var loopback = outward.Allow{Loopback: true}
+
+// A registry_url is user input: by default it may not reach inside the
+// deployment (loopback, private, link-local, by name or by address), and
+// a refusal or a failure never carries what the other side answered.
+func TestRegistryURLCannotReachInside(t *testing.T) {
+	reg := startRegistry(t, "")
+	reg.pushTags(t, "team/plugin-inside", "1.0.0")
+	const marker = "internal-admin-page-content"
+	inside := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("WWW-Authenticate", `Weird realm="`+marker+`"`)
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = w.Write([]byte(marker))
+	}))
+	t.Cleanup(inside.Close)
+	port := reg.URL[strings.LastIndex(reg.URL, ":"):]
+	h := setup(t, repository.Config{})
+	for _, u := range []string{reg.URL, "http://localhost" + port, "http://169.254.169.254", "http://10.0.0.1:5000"} {
+		p := h.register(t, h.adminA, merge(private(u, "team/plugin-inside", nil), map[string]any{"plugin_id": "p" + strings.NewReplacer(":", "", "/", "", ".", "").Replace(u)}))
+		r := h.memberA.Call("/repository/v1/plugin/get-versions", map[string]any{"plugin_id": p.PluginID})
+		r.Fails(http.StatusServiceUnavailable, errs.RegistryUnavailable)
+		if !strings.Contains(string(r.Body), "inside the deployment") {
+			t.Errorf("%s: %s, want the outward rule named", u, r.Body)
+		}
+	}
+	// Allowed to reach loopback, a server that is no registry: its answer
+	// is not echoed.
+	lo := setup(t, repository.Config{Outward: loopback})
+	p := lo.register(t, lo.adminA, private(inside.URL, "team/x", nil))
+	r := lo.memberA.Call("/repository/v1/plugin/get-versions", map[string]any{"plugin_id": p.PluginID})
+	r.Fails(http.StatusServiceUnavailable, errs.RegistryUnavailable)
+	if strings.Contains(string(r.Body), marker) {
+		t.Fatalf("the failure echoes what the other side answered: %s", r.Body)
 	}
 }

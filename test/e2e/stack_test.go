@@ -72,7 +72,8 @@ var services = []service{
 	// The repository reads plugin versions from the registry container
 	// TestRepositoryPluginVersions starts (alias registry).
 	{Name: "repository", Env: func(*stack) map[string]string {
-		return map[string]string{"NUBES_PUBLIC_HUB_URL": "http://registry:5000"}
+		// The registry container is on the compose network: a private address.
+		return map[string]string{"NUBES_PUBLIC_HUB_URL": "http://registry:5000", "NUBES_OUTWARD_ALLOW_PRIVATE": "true"}
 	}},
 	// Monitoring asks identity for projects and the repository for
 	// plugins; its webhooks' plugin is the test plugin, which

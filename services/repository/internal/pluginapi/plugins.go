@@ -24,6 +24,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/jsonschema"
+	"github.com/nubes-io/nubes/pkg/outward"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
@@ -272,7 +273,7 @@ type plugins struct {
 // Routes creates the plugin indexes and returns the plugin operations.
 func Routes(ctx context.Context, db *mongo.Database, repos *repoapi.Repos, cfg Config) ([]api.Route, error) {
 	if cfg.Registry == nil {
-		cfg.Registry = registry.New(nil, 0)
+		cfg.Registry = registry.New(outward.Allow{}, 0)
 	}
 	hub, err := registry.BaseURL(cfg.PublicHubURL)
 	if err != nil {

@@ -6,14 +6,19 @@
 //
 // It answers with errs codes: a registry that fails, refuses the
 // credentials or cannot be reached is 503 ERROR_REGISTRY_UNAVAILABLE, an
-// image the registry does not know is 404 ERROR_NO_IMAGE_IN_REGISTRY. It
-// knows no plugin and stores nothing.
+// image the registry does not know is 404 ERROR_NO_IMAGE_IN_REGISTRY. Its
+// errors never carry what the registry answered (a body, a header): a
+// registry_url pointed at some other server must not turn into a reader
+// of that server. Its requests go through pkg/outward (the registry_url
+// and the token realm are user input). It knows no plugin and stores
+// nothing.
 package registry
 
 import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -26,6 +31,7 @@ import (
 	"golang.org/x/mod/semver"
 
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/outward"
 )
 
 // Credentials are a plugin's registry_config credentials: a user name and
@@ -46,16 +52,13 @@ type Client struct {
 // Timeout bounds one registry request.
 const Timeout = 20 * time.Second
 
-// New returns a client; hc may be nil. pageSize is the n asked per page
-// (0: 100).
-func New(hc *http.Client, pageSize int) *Client {
-	if hc == nil {
-		hc = &http.Client{Timeout: Timeout}
-	}
+// New returns a client reaching the inward addresses allow lets it reach.
+// pageSize is the n asked per page (0: 100).
+func New(allow outward.Allow, pageSize int) *Client {
 	if pageSize <= 0 {
 		pageSize = 100
 	}
-	return &Client{http: hc, pageSize: pageSize, maxPages: 1000}
+	return &Client{http: outward.Client(allow, Timeout), pageSize: pageSize, maxPages: 1000}
 }
 
 // maxBody bounds one page of tags.
@@ -171,7 +174,7 @@ func (s *session) page(ctx context.Context, u string) ([]string, string, error) 
 		Tags []string `json:"tags"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxBody)).Decode(&body); err != nil {
-		return nil, "", unavailable(s.base, fmt.Errorf("undecodable tag list: %v", err))
+		return nil, "", unavailable(s.base, errors.New("undecodable tag list"))
 	}
 	next, err := nextLink(u, resp.Header.Values("Link"))
 	if err != nil {
@@ -209,14 +212,14 @@ func (s *session) authorize(ctx context.Context, challenge string) (string, erro
 	case "bearer":
 		return s.token(ctx, params)
 	}
-	return "", unavailable(s.base, fmt.Errorf("the registry answered 401 with an unknown challenge %q", challenge))
+	return "", unavailable(s.base, errors.New("the registry answered 401 with an unknown authentication challenge"))
 }
 
 // token fetches a bearer token from the realm of the challenge.
 func (s *session) token(ctx context.Context, params map[string]string) (string, error) {
 	realm, err := url.Parse(params["realm"])
 	if err != nil || (realm.Scheme != "http" && realm.Scheme != "https") || realm.Host == "" {
-		return "", unavailable(s.base, fmt.Errorf("the registry's token realm %q is not an http(s) URL", params["realm"]))
+		return "", unavailable(s.base, errors.New("the registry's token realm is not an http(s) URL"))
 	}
 	q := realm.Query()
 	if v := params["service"]; v != "" {
@@ -248,7 +251,7 @@ func (s *session) token(ctx context.Context, params map[string]string) (string, 
 		AccessToken string `json:"access_token"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&body); err != nil {
-		return "", unavailable(s.base, fmt.Errorf("token service: undecodable answer: %v", err))
+		return "", unavailable(s.base, errors.New("token service: undecodable answer"))
 	}
 	tok := body.Token
 	if tok == "" {
@@ -307,11 +310,11 @@ func nextLink(current string, links []string) (string, error) {
 			}
 			ref, err := url.Parse(target)
 			if err != nil {
-				return "", fmt.Errorf("bad Link header %q", h)
+				return "", errors.New("bad Link header")
 			}
 			next := cur.ResolveReference(ref)
 			if next.Host != cur.Host {
-				return "", fmt.Errorf("the Link header leaves the registry: %q", h)
+				return "", errors.New("the Link header leaves the registry")
 			}
 			return next.String(), nil
 		}

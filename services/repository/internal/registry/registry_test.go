@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/outward"
 )
 
 func TestSort(t *testing.T) {
@@ -95,14 +96,14 @@ func TestPages(t *testing.T) {
 		_ = json.NewEncoder(w).Encode(map[string]any{"name": "a", "tags": tags})
 	}))
 	defer srv.Close()
-	tags, err := New(nil, 10).Tags(context.Background(), srv.URL, "a", Credentials{})
+	tags, err := New(outward.Allow{Loopback: true}, 10).Tags(context.Background(), srv.URL, "a", Credentials{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(tags) != 25 || tags[0] != "1.24.0" || tags[24] != "1.0.0" || requests != 3 {
 		t.Fatalf("%d tags in %d requests: %v", len(tags), requests, tags)
 	}
-	c := New(nil, 10)
+	c := New(outward.Allow{Loopback: true}, 10)
 	c.maxPages = 2
 	_, err = c.Tags(context.Background(), srv.URL, "a", Credentials{})
 	if e, ok := errs.As(err); !ok || e.Code != errs.RegistryUnavailable {
