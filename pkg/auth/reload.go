@@ -33,6 +33,8 @@ type reloader struct {
 	mu      sync.Mutex
 	tried   time.Time     // last read started, good or bad
 	reading chan struct{} // closed when the read under way ends; nil when none
+
+	beforeLock func() // tests: runs between key's first look-up and mu
 }
 
 // key returns the public key kid names, reading the set again as Reload
@@ -45,7 +47,18 @@ func (v *Verifier) key(kid string) *rsa.PublicKey {
 	if r == nil || (k != nil && now.Sub(time.Unix(0, r.loaded.Load())) < r.maxAge) {
 		return k
 	}
+	if r.beforeLock != nil {
+		r.beforeLock()
+	}
 	r.mu.Lock()
+	// A read that ended between the look-up above and this lock may have
+	// brought kid (readKeys stores under mu): look again, or a caller
+	// that came just as a rotation's read finished is refused the new key
+	// until minInterval has passed.
+	if k = (*v.keys.Load())[kid]; k != nil && now.Sub(time.Unix(0, r.loaded.Load())) < r.maxAge {
+		r.mu.Unlock()
+		return k
+	}
 	wait := r.reading
 	if wait == nil && now.Sub(r.tried) >= r.minInterval {
 		wait = make(chan struct{})

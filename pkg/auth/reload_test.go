@@ -109,6 +109,33 @@ func TestReloadConcurrentUnknownKeysReadOnce(t *testing.T) {
 	}
 }
 
+// A caller that looked the kid up just before another caller's read
+// brought it, and takes the reload lock just after that read ended, is
+// given the key: the hook orders the steps so that this interleaving
+// happens on every run.
+func TestReloadReadEndingBeforeLockIsSeen(t *testing.T) {
+	known, rotated := mustSigner(t), mustSigner(t)
+	src := &jwksSource{body: JWKSOf(known, rotated)}
+	v := verifierFor(t, known)
+	v.Reload(src.read, time.Hour, time.Hour, nil)
+	tok := tokenOf(t, rotated)
+	var first atomic.Bool
+	otherAccepted := false
+	v.reload.beforeLock = func() {
+		if first.CompareAndSwap(false, true) {
+			// This caller looked the kid up and missed; another caller
+			// reads the set in full before this one takes the lock.
+			otherAccepted = accepts(v, tok)
+		}
+	}
+	if !accepts(v, tok) {
+		t.Fatal("a token whose key a concurrent read just fetched is refused")
+	}
+	if !otherAccepted || src.reads.Load() != 1 {
+		t.Fatalf("the other caller accepted: %v, %d reads, want true and 1", otherAccepted, src.reads.Load())
+	}
+}
+
 func TestReloadDropsRemovedKeyAfterMaxAge(t *testing.T) {
 	leaked, kept := mustSigner(t), mustSigner(t)
 	src := &jwksSource{body: JWKSOf(leaked, kept)}
