@@ -52,7 +52,8 @@ func TestRuleCreateAndManaged(t *testing.T) {
 	b := e.createRule(t, e.adminA, customRule(ds.DataSourceID, "b"))
 	w := customRule(ds.DataSourceID, "w1")
 	w["resource_group"], w["conditions_policy"], w["conditions"] = "WORKSPACE", "ALWAYS", []M{{"key": "provider", "value": "x", "operator": "eq"}}
-	c := e.createRule(t, e.ownerA1, w)
+	w["workspace_id"] = "workspace-1" // a DOMAIN data source's rules are the admin's alone
+	c := e.createRule(t, e.adminA, w)
 	if b.Order != 2 || c.Order != 3 || c.IsDefault || c.WorkspaceID != "workspace-1" || len(c.Conditions) != 0 {
 		t.Errorf("orders %d %d, workspace rule %+v", b.Order, c.Order, c)
 	}
@@ -272,11 +273,11 @@ func TestRuleIsolation(t *testing.T) {
 	e := setup(t)
 	ds := e.register(t, e.adminA, domainSource("aws"))
 	w1 := customRule(ds.DataSourceID, "w1")
-	w1["resource_group"] = "WORKSPACE"
-	r1 := e.createRule(t, e.ownerA1, w1)
+	w1["resource_group"], w1["workspace_id"] = "WORKSPACE", "workspace-1" // a DOMAIN data source's rules are the admin's alone
+	r1 := e.createRule(t, e.adminA, w1)
 	w2 := customRule(ds.DataSourceID, "w2")
-	w2["resource_group"] = "WORKSPACE"
-	r2 := e.createRule(t, e.ownerA2, w2)
+	w2["resource_group"], w2["workspace_id"] = "WORKSPACE", "workspace-2"
+	r2 := e.createRule(t, e.adminA, w2)
 	dflt := e.createRule(t, e.adminA, customRule(ds.DataSourceID, "domain"))
 	names := func(c *testkit.Client) []string {
 		var l ruleList
@@ -303,9 +304,11 @@ func TestRuleIsolation(t *testing.T) {
 	e.ownerA2.Call(ruleBase+"get", M{"data_source_rule_id": r1.DataSourceRuleID}).Fails(http.StatusNotFound, errs.NotFoundCode)
 	e.ownerA2.Call(ruleBase+"update", M{"data_source_rule_id": r1.DataSourceRuleID, "name": "x"}).Fails(http.StatusNotFound, errs.NotFoundCode)
 	e.ownerA2.Call(ruleBase+"delete", M{"data_source_rule_id": r1.DataSourceRuleID}).Fails(http.StatusNotFound, errs.NotFoundCode)
-	// An owner changes its own rules; a domain admin changes the default.
-	e.ownerA2.Call(ruleBase+"change-order", M{"data_source_rule_id": r2.DataSourceRuleID, "order": 1}).OK(nil)
-	e.ownerA2.Call(ruleBase+"delete", M{"data_source_rule_id": r2.DataSourceRuleID}).OK(nil)
+	// An owner reads its workspace's rules of a DOMAIN data source but
+	// changes none (TestDomainDataSourceRules); a domain admin does.
+	e.ownerA2.Call(ruleBase+"change-order", M{"data_source_rule_id": r2.DataSourceRuleID, "order": 1}).Fails(http.StatusForbidden, errs.PermissionDenied)
+	e.adminA.Call(ruleBase+"change-order", M{"data_source_rule_id": r2.DataSourceRuleID, "order": 1}).OK(nil)
+	e.adminA.Call(ruleBase+"delete", M{"data_source_rule_id": r2.DataSourceRuleID}).OK(nil)
 	e.adminA.Call(ruleBase+"update", M{"data_source_rule_id": dflt.DataSourceRuleID, "name": "domain2"}).OK(nil)
 	e.adminA.Call(ruleBase+"delete", M{"data_source_rule_id": dflt.DataSourceRuleID}).OK(nil)
 	if got := e.orders(t, ds.DataSourceID, "CUSTOM"); !slices.Equal(got, []string{"w1"}) {

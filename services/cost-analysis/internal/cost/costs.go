@@ -27,6 +27,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/model"
 )
 
@@ -38,6 +39,9 @@ var resource = query.Resource{
 	DefaultSort:   []query.SortKey{{Key: "billed_date", Desc: true}},
 	MinimalFields: []string{"cost_id", "cost", "provider", "product", "billed_date", "project_id", "data_source_id"},
 	Fields:        query.FieldsOf[Cost](),
+	// Rows of a DOMAIN data source that no rule mapped to a workspace
+	// ("*") are the domain's alone.
+	Tenancy: tenancy.Fields{Domain: "domain_id", Workspace: "workspace_id", Project: "project_id", PrivateAll: true},
 }
 
 type (
@@ -96,9 +100,7 @@ func (cs *Costs) Routes() []api.Route {
 // any other condition.
 func (cs *Costs) get(ctx context.Context, p *auth.Principal, r *costRequest) (*Cost, error) {
 	return visibleOnly(ctx, cs, p.DomainID, func(m *marks) (*Cost, error) {
-		c, err := store.GetIf(ctx, cs.c, "cost_id", r.CostID, func(c *Cost) bool {
-			return c.DomainID == p.DomainID && (model.DomainWide(p) || p.WorkspaceID == "" || c.WorkspaceID == p.WorkspaceID)
-		})
+		c, err := store.GetFor[Cost](ctx, cs.c, resource, p, "cost_id", r.CostID)
 		if err != nil {
 			return nil, err
 		}
@@ -122,14 +124,22 @@ func (cs *Costs) list(ctx context.Context, p *auth.Principal, r *costQuery) (*ap
 		"product", r.Product, "usage_type", r.UsageType, "billed_date", r.BilledDate, "billed_month", r.BilledMonth,
 		"project_id", r.ProjectID, "workspace_id", r.WorkspaceID, "data_source_id", r.DataSourceID, "job_id", r.JobID,
 		"job_task_id", r.JobTaskID, "service_account_id", r.ServiceAccount)...)
+	own, err := store.Scope(p, resource)
+	if err != nil {
+		return nil, err
+	}
 	return visibleOnly(ctx, cs, p.DomainID, func(m *marks) (*api.List[Cost], error) {
-		return store.Search[Cost](ctx, cs.c, q, resource, m.scoped(model.StrictScope(p)))
+		return store.Search[Cost](ctx, cs.c, q, resource, m.scoped(slices.Clone(own)))
 	})
 }
 
 func (cs *Costs) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*map[string]any, error) {
+	own, err := store.Scope(p, resource)
+	if err != nil {
+		return nil, err
+	}
 	return visibleOnly(ctx, cs, p.DomainID, func(m *marks) (*map[string]any, error) {
-		scope := m.scoped(model.StrictScope(p))
+		scope := m.scoped(slices.Clone(own))
 		// stat.Run appends a projection to the query: each attempt runs
 		// on a copy.
 		q := *r.Query
@@ -152,8 +162,12 @@ func (cs *Costs) analyze(ctx context.Context, p *auth.Principal, r *analyzeQuery
 	if !ok {
 		df = dateFields[""] // the engine names the bad granularity
 	}
+	own, err := store.Scope(p, resource)
+	if err != nil {
+		return nil, err
+	}
 	return visibleOnly(ctx, cs, p.DomainID, func(m *marks) (*map[string]any, error) {
-		scope := m.scoped(model.StrictScope(p))
+		scope := m.scoped(slices.Clone(own))
 		res, err := analyze.RunTimeSeries(ctx, cs.c, scope, resource, r.Query, df)
 		return &res, err
 	})

@@ -48,6 +48,7 @@ var resource = query.Resource{
 	MinimalFields: []string{"data_source_id", "name", "state", "data_source_type", "provider", "workspace_id"},
 	Fields:        query.FieldsOf[DataSource](),
 	Secret:        []string{"sealed"},
+	Tenancy:       model.DataSourceTenancy,
 }
 
 type (
@@ -309,11 +310,8 @@ func (ds *DataSources) load(ctx context.Context, p *auth.Principal, id string) (
 // change loads a data source the caller may change and writes the fields
 // set returns, under the data source's lease.
 func (ds *DataSources) change(ctx context.Context, p *auth.Principal, id string, set func(doc *DataSource) (bson.D, error)) (*DataSource, error) {
-	doc, err := ds.load(ctx, p, id)
+	doc, err := model.ChangeDataSource(ctx, ds.db, p, id)
 	if err != nil {
-		return nil, err
-	}
-	if err := model.Writable(p, doc.WorkspaceID); err != nil {
 		return nil, err
 	}
 	err = model.Lock(ctx, ds.db, model.DataSourceLock(id), func() error {
@@ -380,11 +378,8 @@ func (ds *DataSources) updatePlugin(ctx context.Context, p *auth.Principal, r *u
 }
 
 func (ds *DataSources) verifyPlugin(ctx context.Context, p *auth.Principal, r *dsRequest) (*api.Empty, error) {
-	doc, err := ds.load(ctx, p, r.DataSourceID)
+	doc, err := model.ChangeDataSource(ctx, ds.db, p, r.DataSourceID)
 	if err != nil {
-		return nil, err
-	}
-	if err := model.Writable(p, doc.WorkspaceID); err != nil {
 		return nil, err
 	}
 	secret, err := ds.jobs.VerifySecret(ctx, doc)
@@ -422,12 +417,9 @@ func (ds *DataSources) disable(ctx context.Context, p *auth.Principal, r *dsRequ
 // last. A deregister that fails half-way leaves the mark: a retry finds
 // the marked data source and finishes the work.
 func (ds *DataSources) deregister(ctx context.Context, p *auth.Principal, r *dsRequest) (*api.Empty, error) {
-	doc, err := store.GetIf(ctx, ds.c, "data_source_id", r.DataSourceID,
-		func(doc *DataSource) bool { return model.Visible(p, doc.DomainID, doc.WorkspaceID) })
+	// One being deregistered is found too: a retry finishes the work.
+	doc, err := store.GetToChange[DataSource](ctx, ds.c, resource, p, "data_source_id", r.DataSourceID)
 	if err != nil {
-		return nil, err
-	}
-	if err := model.Writable(p, doc.WorkspaceID); err != nil {
 		return nil, err
 	}
 	if !doc.Deleting {
@@ -459,7 +451,11 @@ func (ds *DataSources) get(ctx context.Context, p *auth.Principal, r *dsRequest)
 func (ds *DataSources) list(ctx context.Context, p *auth.Principal, r *dsQuery) (*api.List[DataSource], error) {
 	q := query.With(r.Query, query.Params("data_source_id", r.DataSourceID, "name", r.Name, "state", r.State,
 		"data_source_type", r.DataSourceType, "provider", r.Provider, "workspace_id", r.WorkspaceID)...)
-	return store.Search[DataSource](ctx, ds.c, q, resource, live(model.Scope(p)))
+	scope, err := store.Scope(p, resource)
+	if err != nil {
+		return nil, err
+	}
+	return store.Search[DataSource](ctx, ds.c, q, resource, live(scope))
 }
 
 // live leaves out the data sources being deregistered.
@@ -468,16 +464,17 @@ func live(scope bson.D) bson.D {
 }
 
 func (ds *DataSources) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*map[string]any, error) {
-	res, err := stat.Run(ctx, ds.c, live(model.Scope(p)), resource, r.Query)
+	scope, err := store.Scope(p, resource)
+	if err != nil {
+		return nil, err
+	}
+	res, err := stat.Run(ctx, ds.c, live(scope), resource, r.Query)
 	return &res, err
 }
 
 func (ds *DataSources) sync(ctx context.Context, p *auth.Principal, r *syncRequest) (*job.Job, error) {
-	doc, err := ds.load(ctx, p, r.DataSourceID)
+	doc, err := model.ChangeDataSource(ctx, ds.db, p, r.DataSourceID)
 	if err != nil {
-		return nil, err
-	}
-	if err := model.Writable(p, doc.WorkspaceID); err != nil {
 		return nil, err
 	}
 	return ds.jobs.Start(ctx, p, doc, r.Start)

@@ -54,6 +54,7 @@ var resource = query.Resource{
 	DefaultSort:   []query.SortKey{{Key: "created_at", Desc: true}},
 	MinimalFields: []string{"job_id", "status", "total_tasks", "remained_tasks", "data_source_id", "created_at", "finished_at"},
 	Fields:        query.FieldsOf[Job](),
+	Tenancy:       model.DataSourceTenancy,
 }
 
 type (
@@ -155,14 +156,7 @@ func (js *Jobs) Load(ctx context.Context, id string) (*Job, error) {
 }
 
 func (js *Jobs) load(ctx context.Context, p *auth.Principal, id string) (*Job, error) {
-	j, err := store.Get[Job](ctx, js.jobs, "job_id", id)
-	if err != nil {
-		return nil, err
-	}
-	if !model.Visible(p, j.DomainID, j.WorkspaceID) {
-		return nil, errs.NotFound("job_id", id)
-	}
-	return j, nil
+	return store.GetFor[Job](ctx, js.jobs, resource, p, "job_id", id)
 }
 
 func (js *Jobs) get(ctx context.Context, p *auth.Principal, r *jobRequest) (*Job, error) {
@@ -171,21 +165,18 @@ func (js *Jobs) get(ctx context.Context, p *auth.Principal, r *jobRequest) (*Job
 
 func (js *Jobs) list(ctx context.Context, p *auth.Principal, r *jobQuery) (*api.List[Job], error) {
 	q := query.With(r.Query, query.Params("job_id", r.JobID, "status", r.Status, "workspace_id", r.WorkspaceID, "data_source_id", r.DataSourceID)...)
-	return store.Search[Job](ctx, js.jobs, q, resource, model.Scope(p))
+	return store.SearchFor[Job](ctx, js.jobs, q, resource, p)
 }
 
 func (js *Jobs) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*map[string]any, error) {
-	res, err := stat.Run(ctx, js.jobs, model.Scope(p), resource, r.Query)
+	res, err := stat.RunFor(ctx, js.jobs, p, resource, r.Query)
 	return &res, err
 }
 
 // cancel: only an IN_PROGRESS job (409 ERROR_JOB_STATE otherwise).
 func (js *Jobs) cancel(ctx context.Context, p *auth.Principal, r *jobRequest) (*Job, error) {
-	j, err := js.load(ctx, p, r.JobID)
+	j, err := store.GetToChange[Job](ctx, js.jobs, resource, p, "job_id", r.JobID)
 	if err != nil {
-		return nil, err
-	}
-	if err := model.Writable(p, j.WorkspaceID); err != nil {
 		return nil, err
 	}
 	var out *Job

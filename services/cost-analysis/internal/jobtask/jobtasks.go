@@ -54,6 +54,7 @@ var resource = query.Resource{
 	DefaultSort:   []query.SortKey{{Key: "created_at", Desc: true}},
 	MinimalFields: []string{"job_task_id", "status", "created_count", "job_id", "data_source_id", "created_at", "started_at", "finished_at"},
 	Fields:        query.FieldsOf[Info](),
+	Tenancy:       model.DataSourceTenancy,
 }
 
 type (
@@ -97,16 +98,16 @@ func (ts *Tasks) Routes() []api.Route {
 }
 
 func (ts *Tasks) get(ctx context.Context, p *auth.Principal, r *taskRequest) (*Info, error) {
-	return store.GetIf(ctx, ts.c, "job_task_id", r.JobTaskID, func(t *Info) bool { return model.Visible(p, t.DomainID, t.WorkspaceID) })
+	return store.GetFor[Info](ctx, ts.c, resource, p, "job_task_id", r.JobTaskID)
 }
 
 func (ts *Tasks) list(ctx context.Context, p *auth.Principal, r *taskQuery) (*api.List[Info], error) {
 	q := query.With(r.Query, query.Params("job_task_id", r.JobTaskID, "status", r.Status, "job_id", r.JobID,
 		"data_source_id", r.DataSourceID, "workspace_id", r.WorkspaceID)...)
-	return store.Search[Info](ctx, ts.c, q, resource, model.Scope(p))
+	return store.SearchFor[Info](ctx, ts.c, q, resource, p)
 }
 
 func (ts *Tasks) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*map[string]any, error) {
-	res, err := stat.Run(ctx, ts.c, model.Scope(p), resource, r.Query)
+	res, err := stat.RunFor(ctx, ts.c, p, resource, r.Query)
 	return &res, err
 }

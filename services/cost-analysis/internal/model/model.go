@@ -22,8 +22,10 @@ import (
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/pluginref"
+	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/trusted"
 	"github.com/nubes-io/nubes/pkg/wire"
 )
@@ -48,7 +50,7 @@ const (
 
 // Global is the workspace_id of a record that belongs to the whole
 // domain, as upstream stores it.
-const Global = "*"
+const Global = tenancy.All
 
 // States, resource groups and rule types.
 const (
@@ -92,49 +94,9 @@ var (
 	Admins = auth.Roles(auth.SystemAdmin, auth.DomainAdmin)
 )
 
-// DomainWide reports whether p acts for the whole domain.
-func DomainWide(p *auth.Principal) bool {
-	return p.IsSystem() || p.Role == auth.DomainAdmin
-}
-
-// Scope is the tenancy condition of a list or stat over records that may
-// belong to the whole domain: the caller's domain, and for a
-// workspace-scoped caller that workspace plus the domain's global records.
-func Scope(p *auth.Principal) bson.D {
-	s := bson.D{{Key: "domain_id", Value: p.DomainID}}
-	if p.WorkspaceID != "" && !DomainWide(p) {
-		s = append(s, bson.E{Key: "workspace_id", Value: bson.D{{Key: "$in", Value: bson.A{p.WorkspaceID, Global}}}})
-	}
-	return s
-}
-
-// StrictScope is Scope without the global records: costs of a domain data
-// source that no rule mapped to a workspace are the domain's only.
-func StrictScope(p *auth.Principal) bson.D {
-	s := bson.D{{Key: "domain_id", Value: p.DomainID}}
-	if p.WorkspaceID != "" && !DomainWide(p) {
-		s = append(s, bson.E{Key: "workspace_id", Value: p.WorkspaceID})
-	}
-	return s
-}
-
-// Visible reports whether a record of domain and workspace is the
-// caller's to see; other records answer 404 as if they did not exist.
-func Visible(p *auth.Principal, domainID, workspaceID string) bool {
-	if domainID != p.DomainID {
-		return false
-	}
-	return DomainWide(p) || p.WorkspaceID == "" || workspaceID == p.WorkspaceID || workspaceID == Global
-}
-
-// Writable reports whether the caller may change a record it can see:
-// the domain's global records only by a domain admin.
-func Writable(p *auth.Principal, workspaceID string) error {
-	if workspaceID == Global && !DomainWide(p) {
-		return errs.Forbidden()
-	}
-	return nil
-}
+// DataSourceTenancy is where a data source's tenancy lives, and that of
+// its jobs and tasks.
+var DataSourceTenancy = tenancy.InWorkspace
 
 // Placement decides the workspace_id of a new record from its
 // resource_group and the workspace_id asked for: DOMAIN is "*" and needs
@@ -143,12 +105,12 @@ func Writable(p *auth.Principal, workspaceID string) error {
 func Placement(p *auth.Principal, resourceGroup, workspaceID string) (string, error) {
 	switch resourceGroup {
 	case Domain:
-		if !DomainWide(p) {
+		if !tenancy.DomainWide(p) {
 			return "", errs.Forbidden()
 		}
 		return Global, nil
 	case Workspace:
-		if !DomainWide(p) {
+		if !tenancy.DomainWide(p) {
 			if workspaceID != "" && workspaceID != p.WorkspaceID {
 				return "", errs.Forbidden()
 			}
@@ -410,8 +372,23 @@ func JobLock(jobID string) string { return "job:" + jobID }
 // LoadDataSource returns a data source the caller may see (404 otherwise,
 // and for one being deregistered).
 func LoadDataSource(ctx context.Context, db *mongo.Database, p *auth.Principal, id string) (*DataSource, error) {
-	return store.GetIf(ctx, db.Collection(DataSourcesCollection), "data_source_id", id,
-		func(doc *DataSource) bool { return !doc.Deleting && Visible(p, doc.DomainID, doc.WorkspaceID) })
+	return live(store.GetFor[DataSource](ctx, db.Collection(DataSourcesCollection), query.Resource{Tenancy: DataSourceTenancy}, p, "data_source_id", id))
+}
+
+// ChangeDataSource returns a data source the caller may change: 404 for
+// one it does not see (or being deregistered), 403 for the domain's
+// (workspace "*") unless it is a domain admin. Its rules are changed under
+// the same rule: the rules of a DOMAIN data source re-route the whole
+// domain's costs.
+func ChangeDataSource(ctx context.Context, db *mongo.Database, p *auth.Principal, id string) (*DataSource, error) {
+	return live(store.GetToChange[DataSource](ctx, db.Collection(DataSourcesCollection), query.Resource{Tenancy: DataSourceTenancy}, p, "data_source_id", id))
+}
+
+func live(doc *DataSource, err error) (*DataSource, error) {
+	if err == nil && doc.Deleting {
+		return nil, errs.NotFound("data_source_id", doc.DataSourceID)
+	}
+	return doc, err
 }
 
 var monthOrDay = regexp.MustCompile(`^\d{4}-\d{2}(-\d{2})?$`)

@@ -28,6 +28,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/model"
 )
@@ -46,6 +47,7 @@ var resource = query.Resource{
 	DefaultSort:   []query.SortKey{{Key: "data_source_id"}, {Key: "rule_type"}, {Key: "order"}},
 	MinimalFields: []string{"data_source_rule_id", "name", "rule_type", "order", "data_source_id"},
 	Fields:        query.FieldsOf[Rule](),
+	Tenancy:       tenancy.InWorkspace,
 }
 
 type (
@@ -171,19 +173,28 @@ func (rs *Rules) Routes() []api.Route {
 
 // load returns a rule the caller may see (404 otherwise).
 func (rs *Rules) load(ctx context.Context, p *auth.Principal, id string) (*Rule, error) {
-	return store.GetIf(ctx, rs.c, "data_source_rule_id", id, func(doc *Rule) bool { return model.Visible(p, doc.DomainID, doc.WorkspaceID) })
+	return store.GetFor[Rule](ctx, rs.c, resource, p, "data_source_rule_id", id)
 }
 
-// changeable checks that the caller may change r: never a MANAGED rule
-// (code says which change), a default (domain) rule only by a domain admin.
-func changeable(p *auth.Principal, r *Rule, managedCode string) error {
+// writable returns a rule the caller may change: never a MANAGED rule
+// (code says which change), a default (domain) rule only by a domain
+// admin, and a rule of a data source only by who may change the data
+// source (a DOMAIN data source's rules are the domain admin's alone).
+func (rs *Rules) writable(ctx context.Context, p *auth.Principal, id, managedCode string) (*Rule, error) {
+	r, err := store.GetToChange[Rule](ctx, rs.c, resource, p, "data_source_rule_id", id)
+	if err != nil {
+		return nil, err
+	}
 	if r.RuleType == model.Managed {
-		return errs.New(managedCode, "A MANAGED rule cannot be changed; it follows the data source's plugin. (data_source_rule_id = %s)", r.DataSourceRuleID)
+		return nil, errs.New(managedCode, "A MANAGED rule cannot be changed; it follows the data source's plugin. (data_source_rule_id = %s)", r.DataSourceRuleID)
 	}
-	if r.IsDefault && !model.DomainWide(p) {
-		return errs.Forbidden()
+	if r.IsDefault && !tenancy.DomainWide(p) {
+		return nil, errs.Forbidden()
 	}
-	return model.Writable(p, r.WorkspaceID)
+	if _, err := model.ChangeDataSource(ctx, rs.db, p, r.DataSourceID); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // siblings are the rules of a data source and type, in order (ties by
@@ -219,7 +230,9 @@ func (rs *Rules) renumber(ctx context.Context, rules []Rule) error {
 }
 
 func (rs *Rules) create(ctx context.Context, p *auth.Principal, r *createRule) (*Rule, error) {
-	ds, err := model.LoadDataSource(ctx, rs.db, p, r.DataSourceID)
+	// A rule changes its data source's costs: the caller must be one who
+	// may change the data source (a DOMAIN one: a domain admin).
+	ds, err := model.ChangeDataSource(ctx, rs.db, p, r.DataSourceID)
 	if err != nil {
 		return nil, err
 	}
@@ -262,11 +275,8 @@ func (rs *Rules) create(ctx context.Context, p *auth.Principal, r *createRule) (
 }
 
 func (rs *Rules) update(ctx context.Context, p *auth.Principal, r *updateRule) (*Rule, error) {
-	doc, err := rs.load(ctx, p, r.DataSourceRuleID)
+	doc, err := rs.writable(ctx, p, r.DataSourceRuleID, NotAllowedToChangeManaged)
 	if err != nil {
-		return nil, err
-	}
-	if err := changeable(p, doc, NotAllowedToChangeManaged); err != nil {
 		return nil, err
 	}
 	policy, conds := doc.ConditionsPolicy, doc.Conditions
@@ -312,11 +322,8 @@ func (rs *Rules) update(ctx context.Context, p *auth.Principal, r *updateRule) (
 // changeOrder moves the rule to position order among its data source's
 // rules of its type and renumbers them 1..n, under the data source's lease.
 func (rs *Rules) changeOrder(ctx context.Context, p *auth.Principal, r *changeOrder) (*Rule, error) {
-	doc, err := rs.load(ctx, p, r.DataSourceRuleID)
+	doc, err := rs.writable(ctx, p, r.DataSourceRuleID, NotAllowedToChangeOrder)
 	if err != nil {
-		return nil, err
-	}
-	if err := changeable(p, doc, NotAllowedToChangeOrder); err != nil {
 		return nil, err
 	}
 	var out *Rule
@@ -348,11 +355,8 @@ func (rs *Rules) changeOrder(ctx context.Context, p *auth.Principal, r *changeOr
 }
 
 func (rs *Rules) delete(ctx context.Context, p *auth.Principal, r *ruleRequest) (*api.Empty, error) {
-	doc, err := rs.load(ctx, p, r.DataSourceRuleID)
+	doc, err := rs.writable(ctx, p, r.DataSourceRuleID, NotAllowedToChangeManaged)
 	if err != nil {
-		return nil, err
-	}
-	if err := changeable(p, doc, NotAllowedToChangeManaged); err != nil {
 		return nil, err
 	}
 	err = model.Lock(ctx, rs.db, model.RulesLock(doc.DataSourceID), func() error {
@@ -382,11 +386,11 @@ func (rs *Rules) get(ctx context.Context, p *auth.Principal, r *ruleRequest) (*R
 func (rs *Rules) list(ctx context.Context, p *auth.Principal, r *ruleQuery) (*api.List[Rule], error) {
 	q := query.With(r.Query, query.Params("data_source_rule_id", r.DataSourceRuleID, "name", r.Name, "rule_type", r.RuleType,
 		"workspace_id", r.WorkspaceID, "data_source_id", r.DataSourceID)...)
-	return store.Search[Rule](ctx, rs.c, q, resource, model.Scope(p))
+	return store.SearchFor[Rule](ctx, rs.c, q, resource, p)
 }
 
 func (rs *Rules) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*map[string]any, error) {
-	res, err := stat.Run(ctx, rs.c, model.Scope(p), resource, r.Query)
+	res, err := stat.RunFor(ctx, rs.c, p, resource, r.Query)
 	return &res, err
 }
 
