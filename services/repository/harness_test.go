@@ -13,6 +13,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/app"
 	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/server"
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/services/repository"
@@ -28,8 +29,20 @@ type harness struct {
 	anon, system, sysAdmin, adminA, adminB, ownerA, memberA, userA *testkit.Client
 }
 
+// testKeys seal registry_config in tests.
+var testKeys = func() *seal.Keyring {
+	k, err := seal.Parse(seal.RandomSpec("t1"), "")
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
+
 func build(t *testing.T, db *mongo.Database, cfg repository.Config) (*app.Service, http.Handler) {
 	t.Helper()
+	if cfg.Keys == nil {
+		cfg.Keys = testKeys
+	}
 	svc, err := repository.New(cfg)(context.Background(), app.Deps{DB: db, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

@@ -13,13 +13,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 
 	"github.com/go-viper/mapstructure/v2"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/nubes-io/nubes/pkg/app"
 	"github.com/nubes-io/nubes/pkg/config"
 	"github.com/nubes-io/nubes/pkg/outward"
+	"github.com/nubes-io/nubes/pkg/seal"
+	"github.com/nubes-io/nubes/pkg/seal/sealcmd"
 	"github.com/nubes-io/nubes/services/repository/internal/pluginapi"
 	"github.com/nubes-io/nubes/services/repository/internal/policyapi"
 	"github.com/nubes-io/nubes/services/repository/internal/registry"
@@ -60,6 +64,8 @@ type Config struct {
 	Outward outward.Allow
 	// RegistryPageSize is the number of tags asked per page (0: 100).
 	RegistryPageSize int
+	// Keys seal plugins' registry_config (required).
+	Keys *seal.Keyring
 }
 
 // New returns the constructor for cfg.
@@ -77,7 +83,7 @@ func New(cfg Config) app.Constructor {
 			return nil, err
 		}
 		plugins, err := pluginapi.Routes(ctx, d.DB, repos, pluginapi.Config{PublicHubURL: cfg.PublicHubURL,
-			Registry: registry.New(cfg.Outward, cfg.RegistryPageSize)})
+			Registry: registry.New(cfg.Outward, cfg.RegistryPageSize), Keys: cfg.Keys})
 		if err != nil {
 			return nil, err
 		}
@@ -106,6 +112,9 @@ type Settings struct {
 	// outward_allow_loopback, outward_allow_private,
 	// outward_allow_link_local: what registry_url may reach inside.
 	outward.Allow `mapstructure:",squash"`
+	// encryption_keys, encryption_keys_file, encryption_active_key: the
+	// keys sealing plugins' registry_config.
+	sealcmd.Keys `mapstructure:",squash"`
 }
 
 // Defaults are the defaults of Settings.
@@ -116,6 +125,7 @@ func Defaults() map[string]any {
 	d["outward_allow_loopback"] = false
 	d["outward_allow_private"] = false
 	d["outward_allow_link_local"] = false
+	maps.Copy(d, sealcmd.KeyDefaults())
 	return d
 }
 
@@ -125,7 +135,11 @@ func (st *Settings) Config() (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
-	return Config{PublicHubURL: st.PublicHubURL, Remotes: remotes, Outward: st.Allow}, nil
+	keys, err := st.Keyring()
+	if err != nil {
+		return Config{}, err
+	}
+	return Config{PublicHubURL: st.PublicHubURL, Remotes: remotes, Outward: st.Allow, Keys: keys}, nil
 }
 
 // ParseRemotes reads remote_repositories: a list from a config file, or
@@ -166,4 +180,28 @@ func FromEnv(ctx context.Context, d app.Deps) (*app.Service, error) {
 		return nil, err
 	}
 	return New(cfg)(ctx, d)
+}
+
+func load() (Settings, *seal.Keyring, error) {
+	var st Settings
+	if err := config.Load(&st, Defaults()); err != nil {
+		return st, nil, err
+	}
+	k, err := st.Keyring()
+	return st, k, err
+}
+
+// ResealTargets are the sealed fields of the service.
+func ResealTargets(db *mongo.Database) []seal.Target {
+	return []seal.Target{pluginapi.ResealTarget(db)}
+}
+
+// ResealMain is `repository reseal`: it re-seals every plugin's
+// registry_config with the active key, reading the same configuration as
+// the service.
+func ResealMain(args []string) int {
+	return sealcmd.Main(Name, args, func() (config.Base, *seal.Keyring, error) {
+		st, k, err := load()
+		return st.Base, k, err
+	}, ResealTargets)
 }

@@ -1,12 +1,18 @@
 package repository_test
 
 import (
+	"bytes"
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/services/repository"
 )
@@ -52,5 +58,33 @@ func TestRegistryCredentialsAreNoQueryOracle(t *testing.T) {
 		if r.Status != http.StatusOK || strings.Contains(string(r.Body), password) {
 			t.Fatalf("%s: %d %s: the registry secret must never be sent back", path, r.Status, r.Body)
 		}
+	}
+}
+
+// Registry credentials stored in clear before sealing are sealed when the
+// service starts, and still reach the registry.
+func TestPlaintextRegistryCredentialsAreSealedAtStart(t *testing.T) {
+	reg := startRegistry(t, "basic")
+	reg.pushTags(t, "team/plugin-old", "1.0.0")
+	db := testkit.Get().Database(t)
+	now := time.Now().UTC()
+	if _, err := db.Collection(repository.PluginsCollection).InsertOne(context.Background(), bson.D{
+		{Key: "_id", Value: "plugin-old"}, {Key: "plugin_id", Value: "plugin-old"}, {Key: "name", Value: "Old"}, {Key: "state", Value: "ENABLED"},
+		{Key: "resource_type", Value: "inventory.Collector"}, {Key: "image", Value: "team/plugin-old"}, {Key: "registry_type", Value: "PRIVATE_REGISTRY"},
+		{Key: "registry_url", Value: reg.URL}, {Key: "registry_config", Value: bson.D{{Key: "username", Value: regUser}, {Key: "password", Value: regPassword}}},
+		{Key: "domain_id", Value: "domain-a"}, {Key: "created_at", Value: now}, {Key: "updated_at", Value: now},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_, handler := build(t, db, repository.Config{Outward: loopback})
+	raw, err := db.Collection(repository.PluginsCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: "plugin-old"}}).Raw()
+	if err != nil || bytes.Contains(raw, []byte(regPassword)) || raw.Lookup("registry_sealed", "data").Type == 0 {
+		t.Fatalf("the old record is not sealed: %v (%v)", raw, err)
+	}
+	member := testkit.NewClient(t, handler).For(auth.Principal{DomainID: "domain-a", UserID: "mia", Role: auth.WorkspaceMember, WorkspaceID: "workspace-1"})
+	var v versionsInfo
+	member.Call("/repository/v1/plugin/get-versions", map[string]any{"plugin_id": "plugin-old"}).OK(&v)
+	if len(v.Results) != 1 || v.Results[0] != "1.0.0" {
+		t.Fatalf("versions with the sealed credentials = %+v", v)
 	}
 }

@@ -360,7 +360,7 @@ func startService(ctx context.Context, db *mongo.Database, verbose bool) (base, 
 	if err != nil {
 		return "", "", nil, err
 	}
-	repo, err := repository.New(repository.Config{})(ctx, app.Deps{DB: db}) // get and list need no registry
+	repo, err := repository.New(repository.Config{Keys: benchKeys})(ctx, app.Deps{DB: db}) // get and list need no registry
 	if err != nil {
 		return "", "", nil, err
 	}

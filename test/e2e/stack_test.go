@@ -73,7 +73,8 @@ var services = []service{
 	// TestRepositoryPluginVersions starts (alias registry).
 	{Name: "repository", Env: func(*stack) map[string]string {
 		// The registry container is on the compose network: a private address.
-		return map[string]string{"NUBES_PUBLIC_HUB_URL": "http://registry:5000", "NUBES_OUTWARD_ALLOW_PRIVATE": "true"}
+		return map[string]string{"NUBES_PUBLIC_HUB_URL": "http://registry:5000", "NUBES_OUTWARD_ALLOW_PRIVATE": "true",
+			"NUBES_ENCRYPTION_KEYS": "r1:" + base64.StdEncoding.EncodeToString([]byte(strings.Repeat("r", 32)))}
 	}},
 	// Monitoring asks identity for projects and the repository for
 	// plugins; its webhooks' plugin is the test plugin, which

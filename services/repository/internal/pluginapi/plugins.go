@@ -26,6 +26,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/jsonschema"
 	"github.com/nubes-io/nubes/pkg/outward"
 	"github.com/nubes-io/nubes/pkg/query"
+	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/repository/internal/registry"
@@ -56,6 +57,10 @@ type Plugin struct {
 	RegistryType   string         `bson:"registry_type" json:"registry_type"`
 	RegistryURL    string         `bson:"registry_url" json:"registry_url"`
 	RegistryConfig RegistryConfig `bson:"registry_config" json:"registry_config"`
+	// RegistrySealed is registry_config as given, sealed (registry_config
+	// keeps it with its secrets masked). Absent on a record stored before
+	// sealing, until Routes seals it.
+	RegistrySealed *seal.Sealed   `bson:"registry_sealed,omitempty" json:"-"`
 	Capability     map[string]any `bson:"capability" json:"capability"`
 	Template       repoapi.Doc    `bson:"template" json:"template"`
 	Labels         []any          `bson:"labels" json:"labels"`
@@ -261,6 +266,8 @@ type Config struct {
 	PublicHubURL string
 	// Registry reads image tags.
 	Registry *registry.Client
+	// Keys seal registry_config (required).
+	Keys *seal.Keyring
 }
 
 type plugins struct {
@@ -268,6 +275,77 @@ type plugins struct {
 	repos    *repoapi.Repos
 	registry *registry.Client
 	hub      string
+	keys     *seal.Keyring
+}
+
+// SealedAD binds a plugin's sealed registry_config to its record: copied
+// onto another plugin or domain, it does not open.
+func SealedAD(pluginID, domainID string) []byte {
+	return seal.AD(Collection, "registry_config", pluginID, domainID)
+}
+
+// ResealTarget is the sealed field of plugins, for key rotation.
+func ResealTarget(db *mongo.Database) seal.Target {
+	return seal.Target{Coll: db.Collection(Collection), Field: seal.Field{Path: "registry_sealed", AD: func(doc bson.Raw) ([]byte, error) {
+		id, _ := doc.Lookup("_id").StringValueOK()
+		domain, _ := doc.Lookup("domain_id").StringValueOK()
+		if id == "" || domain == "" {
+			return nil, fmt.Errorf("plugin %q lacks its id or domain", id)
+		}
+		return SealedAD(id, domain), nil
+	}}}
+}
+
+// sealConfig seals rc for the plugin and returns what is stored beside it:
+// the masked copy.
+func (ps *plugins) sealConfig(pluginID, domainID string, rc map[string]any) (RegistryConfig, *seal.Sealed, error) {
+	s, err := ps.keys.SealJSON(rc, SealedAD(pluginID, domainID))
+	if err != nil {
+		return nil, nil, err
+	}
+	masked, _ := mask(rc).(map[string]any)
+	return RegistryConfig(masked), &s, nil
+}
+
+// credentials opens a plugin's registry_config (a record stored before
+// sealing has it in clear until Routes seals it).
+func (ps *plugins) credentials(doc *Plugin) (map[string]any, error) {
+	if doc.RegistrySealed == nil {
+		return doc.RegistryConfig, nil
+	}
+	var rc map[string]any
+	if err := ps.keys.OpenJSON(*doc.RegistrySealed, SealedAD(doc.ID, doc.DomainID), &rc); err != nil {
+		return nil, err
+	}
+	return rc, nil
+}
+
+// sealOld seals the registry_config of records stored before sealing. A
+// record is replaced only if it still holds the plaintext read (a
+// concurrent write wins).
+func (ps *plugins) sealOld(ctx context.Context) error {
+	cur, err := ps.c.Find(ctx, bson.D{{Key: "registry_sealed", Value: bson.D{{Key: "$exists", Value: false}}}})
+	if err != nil {
+		return store.Wrap(err)
+	}
+	var old []Plugin
+	if err := cur.All(ctx, &old); err != nil {
+		return store.Wrap(err)
+	}
+	for _, doc := range old {
+		rc := map[string]any(wire.Object(doc.RegistryConfig))
+		masked, sealed, err := ps.sealConfig(doc.ID, doc.DomainID, rc)
+		if err != nil {
+			return err
+		}
+		_, err = ps.c.UpdateOne(ctx,
+			bson.D{{Key: "_id", Value: doc.ID}, {Key: "registry_sealed", Value: bson.D{{Key: "$exists", Value: false}}}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: "registry_config", Value: masked}, {Key: "registry_sealed", Value: sealed}}}})
+		if err != nil {
+			return store.Wrap(err)
+		}
+	}
+	return nil
 }
 
 // Routes creates the plugin indexes and returns the plugin operations.
@@ -279,12 +357,18 @@ func Routes(ctx context.Context, db *mongo.Database, repos *repoapi.Repos, cfg C
 	if err != nil {
 		return nil, fmt.Errorf("public_hub_url %q: %v", cfg.PublicHubURL, err)
 	}
-	ps := &plugins{c: db.Collection(Collection), repos: repos, registry: cfg.Registry, hub: hub}
+	if cfg.Keys == nil {
+		return nil, fmt.Errorf("repository: no encryption keys (encryption_keys) to seal registry credentials")
+	}
+	ps := &plugins{c: db.Collection(Collection), repos: repos, registry: cfg.Registry, hub: hub, keys: cfg.Keys}
 	if err := store.EnsureIndexes(ctx, ps.c,
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "name", Value: 1}}},
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "resource_type", Value: 1}, {Key: "provider", Value: 1}}},
 	); err != nil {
 		return nil, err
+	}
+	if err := ps.sealOld(ctx); err != nil {
+		return nil, fmt.Errorf("seal the registry_config of plugins stored before sealing: %w", err)
 	}
 	return []api.Route{
 		api.Op[registerPlugin, Plugin]{Path: "/repository/v1/plugin/register", Access: writers, Summary: "Register a plugin in the local repository.", Handle: ps.register},
@@ -308,10 +392,14 @@ func (ps *plugins) register(ctx context.Context, p *auth.Principal, r *registerP
 		url = ps.hub
 	}
 	now := wire.T(wire.Now())
+	masked, sealed, err := ps.sealConfig(r.PluginID, owner, wire.Object(r.RegistryConfig))
+	if err != nil {
+		return nil, err
+	}
 	doc := &Plugin{
 		ID: r.PluginID, PluginID: r.PluginID, Name: r.Name, State: "ENABLED", ResourceType: r.ResourceType,
 		Image: r.Image, Provider: r.Provider, RegistryType: r.RegistryType, RegistryURL: url,
-		RegistryConfig: wire.Object(r.RegistryConfig), Capability: wire.Object(r.Capability), Template: repoapi.Doc(wire.Object(r.Template)),
+		RegistryConfig: masked, RegistrySealed: sealed, Capability: wire.Object(r.Capability), Template: repoapi.Doc(wire.Object(r.Template)),
 		Labels: wire.List(r.Labels), Tags: wire.Object(r.Tags), DomainID: owner, RepositoryInfo: ps.repos.Local(),
 		CreatedAt: now, UpdatedAt: now,
 	}
@@ -513,10 +601,14 @@ func (ps *plugins) localVersions(ctx context.Context, doc *Plugin) (*Versions, e
 			return nil, errs.New(errs.RegistryUnavailable, "The plugin's registry_url %q is unusable: %s.", doc.RegistryURL, err.Error())
 		}
 	}
+	rc, err := ps.credentials(doc)
+	if err != nil {
+		return nil, err // a key missing from the ring: a 500, logged
+	}
 	cred := registry.Credentials{}
-	cred.Username, _ = doc.RegistryConfig["username"].(string)
-	cred.Password, _ = doc.RegistryConfig["password"].(string)
-	cred.Token, _ = doc.RegistryConfig["token"].(string)
+	cred.Username, _ = rc["username"].(string)
+	cred.Password, _ = rc["password"].(string)
+	cred.Token, _ = rc["token"].(string)
 	tags, err := ps.registry.Tags(ctx, base, doc.Image, cred)
 	if err != nil {
 		return nil, err
