@@ -199,6 +199,10 @@ func ByIDs[T any](ctx context.Context, c *mongo.Collection, ids []string) (map[s
 
 // GetOwned loads a document by _id and answers not found when it belongs
 // to another domain, so other tenants' records are never revealed.
+//
+// Deprecated: declare the resource's tenancy (query.Resource.Tenancy) and
+// use GetFor / GetToChange, which apply the whole rule (package tenancy);
+// kept until every service has moved.
 func GetOwned[T any, PT interface {
 	*T
 	Owned
@@ -380,4 +384,7 @@ func SetByID[T any](ctx context.Context, c *mongo.Collection, key, id string, se
 }
 
 // TenantScope is the condition confining a list or stat to one domain.
+//
+// Deprecated: use SearchFor, stat.RunFor, analyze.RunFor or Scope, which
+// apply the whole tenancy rule; kept until every service has moved.
 func TenantScope(domainID string) bson.D { return bson.D{{Key: "domain_id", Value: domainID}} }
