@@ -109,7 +109,8 @@ func run(ctx context.Context, name string, needsEvents bool, build Constructor, 
 	defer plugins.Close()
 	deps := Deps{DB: client.Database(cfg.MongoDatabase), Log: log, Services: call.NewServices(cfg.ServiceURLs, cfg.ServiceToken, nil), Plugins: plugins}
 	if needsEvents {
-		bus, err := events.Connect(ctx, cfg.NATSURL, name, log, events.WithReplicas(cfg.NATSReplicas))
+		bus, err := events.Connect(ctx, cfg.NATSURL, name, log, events.WithReplicas(cfg.NATSReplicas),
+			events.WithUser(cfg.NATSUser, cfg.NATSPassword))
 		if err != nil {
 			return err
 		}
@@ -130,6 +131,8 @@ func run(ctx context.Context, name string, needsEvents bool, build Constructor, 
 		Name: name, Logger: log, Auth: authn,
 		Ready:      func(ctx context.Context) error { return store.Ping(ctx, deps.DB) },
 		DrainDelay: cfg.DrainDelay, ShutdownTimeout: cfg.ShutdownTimeout, Documents: svc.Documents,
+		ReadHeaderTimeout: cfg.HTTPReadHeaderTimeout, ReadTimeout: cfg.HTTPReadTimeout,
+		WriteTimeout: cfg.HTTPWriteTimeout, IdleTimeout: cfg.HTTPIdleTimeout,
 		Reflection: svc.Reflection, Raw: svc.Raw,
 	}, svc.Routes...)
 	if err != nil {

@@ -1,7 +1,9 @@
 // Package config loads a service's typed configuration with viper:
 // defaults set in one place, then an optional file (NUBES_CONFIG), then
 // NUBES_* environment variables. Unknown keys in the file are refused, and
-// String prints the result with secrets masked.
+// String prints the result with secrets masked. Any key k may instead be
+// read from a file named by k_file (NUBES_K_FILE), so credentials can be
+// mounted read-only rather than passed as environment variables.
 package config
 
 import (
@@ -16,6 +18,8 @@ import (
 
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/viper"
+
+	"github.com/nubes-io/nubes/pkg/server"
 )
 
 // Base is the configuration every Nubes binary shares. Services embed it
@@ -28,10 +32,14 @@ type Base struct {
 	MongoTimeout  time.Duration `mapstructure:"mongo_timeout"`
 	NATSURL       string        `mapstructure:"nats_url" secret:"true"`
 	NATSReplicas  int           `mapstructure:"nats_stream_replicas"`
-	JWKSFile      string        `mapstructure:"jwks_file"`
-	JWKS          string        `mapstructure:"jwks"`
-	JWKSURL       string        `mapstructure:"jwks_url"`
-	IdentityURL   string        `mapstructure:"identity_url"`
+	// NATSUser and NATSPassword are this service's NATS user (the Helm
+	// chart's NATS authorization gives each its own subjects).
+	NATSUser     string `mapstructure:"nats_user"`
+	NATSPassword string `mapstructure:"nats_password" secret:"true"`
+	JWKSFile     string `mapstructure:"jwks_file"`
+	JWKS         string `mapstructure:"jwks"`
+	JWKSURL      string `mapstructure:"jwks_url"`
+	IdentityURL  string `mapstructure:"identity_url"`
 	// ServiceURLs maps a service name of the suite (identity, repository,
 	// ...) to its base URL, for calls between services (pkg/call) and
 	// identity's endpoint/list. As an environment variable:
@@ -48,29 +56,40 @@ type Base struct {
 	LogLevel        string            `mapstructure:"log_level"`
 	DrainDelay      time.Duration     `mapstructure:"drain_delay"`
 	ShutdownTimeout time.Duration     `mapstructure:"shutdown_timeout"`
+	// The HTTP server's connection timeouts (pkg/server.Options).
+	HTTPReadHeaderTimeout time.Duration `mapstructure:"http_read_header_timeout"`
+	HTTPReadTimeout       time.Duration `mapstructure:"http_read_timeout"`
+	HTTPWriteTimeout      time.Duration `mapstructure:"http_write_timeout"`
+	HTTPIdleTimeout       time.Duration `mapstructure:"http_idle_timeout"`
 }
 
 // BaseDefaults are the defaults of Base.
 func BaseDefaults() map[string]any {
 	return map[string]any{
-		"http_addr":            ":8080",
-		"mongo_uri":            "mongodb://127.0.0.1:27017/",
-		"mongo_database":       "nubes",
-		"mongo_pool_size":      64,
-		"mongo_timeout":        "10s",
-		"nats_url":             "nats://127.0.0.1:4222",
-		"nats_stream_replicas": 1,
-		"jwks_file":            "",
-		"jwks":                 "",
-		"jwks_url":             "",
-		"identity_url":         "",
-		"service_urls":         map[string]string{},
-		"service_token":        "",
-		"plugin_endpoints":     map[string]string{},
-		"log_format":           "auto",
-		"log_level":            "info",
-		"drain_delay":          "5s",
-		"shutdown_timeout":     "20s",
+		"http_addr":                ":8080",
+		"mongo_uri":                "mongodb://127.0.0.1:27017/",
+		"mongo_database":           "nubes",
+		"mongo_pool_size":          64,
+		"mongo_timeout":            "10s",
+		"nats_url":                 "nats://127.0.0.1:4222",
+		"nats_stream_replicas":     1,
+		"nats_user":                "",
+		"nats_password":            "",
+		"jwks_file":                "",
+		"jwks":                     "",
+		"jwks_url":                 "",
+		"identity_url":             "",
+		"service_urls":             map[string]string{},
+		"service_token":            "",
+		"plugin_endpoints":         map[string]string{},
+		"log_format":               "auto",
+		"log_level":                "info",
+		"drain_delay":              "5s",
+		"shutdown_timeout":         "20s",
+		"http_read_header_timeout": server.DefaultReadHeaderTimeout.String(),
+		"http_read_timeout":        server.DefaultReadTimeout.String(),
+		"http_write_timeout":       server.DefaultWriteTimeout.String(),
+		"http_idle_timeout":        server.DefaultIdleTimeout.String(),
 	}
 }
 
@@ -158,14 +177,64 @@ func Load(out any, defaults map[string]any) error {
 			return fmt.Errorf("read config %s: %w", f, err)
 		}
 		for _, k := range v.AllKeys() {
-			if _, ok := defaults[k]; !ok {
+			if _, ok := defaults[k]; !ok && fileOf(k, defaults) == "" {
 				return fmt.Errorf("config %s: unknown key %q", f, k)
 			}
 		}
 	}
+	if err := readFiles(v, defaults); err != nil {
+		return err
+	}
 	return v.Unmarshal(out, func(c *mapstructure.DecoderConfig) {
 		c.DecodeHook = mapstructure.ComposeDecodeHookFunc(mapstructure.StringToTimeDurationHookFunc(), stringToMap, mapstructure.StringToSliceHookFunc(","))
 	})
+}
+
+// FileSuffix names the key that reads key k from a file: k + FileSuffix.
+const FileSuffix = "_file"
+
+// fileOf returns the key read from the file that key names (mongo_uri for
+// mongo_uri_file), or "" when key is not such a name. A key whose _file
+// name is itself a default (jwks_file, signing_key_file) is the binary's
+// own: it reads that file itself (again, on rotation), so it has no
+// generic one.
+func fileOf(key string, defaults map[string]any) string {
+	k, ok := strings.CutSuffix(key, FileSuffix)
+	if !ok || k == "" {
+		return ""
+	}
+	if _, known := defaults[k]; !known {
+		return ""
+	}
+	if _, own := defaults[key]; own {
+		return ""
+	}
+	return k
+}
+
+// readFiles sets every key k whose k_file is given (config file or
+// NUBES_K_FILE) to that file's content, without its trailing line break.
+// k given as well is refused: which one wins would be a guess.
+func readFiles(v *viper.Viper, defaults map[string]any) error {
+	for k := range defaults {
+		fk := k + FileSuffix
+		if fileOf(fk, defaults) == "" {
+			continue
+		}
+		path := v.GetString(fk)
+		if path == "" {
+			continue
+		}
+		if _, inEnv := os.LookupEnv("NUBES_" + strings.ToUpper(k)); inEnv || v.InConfig(k) {
+			return fmt.Errorf("config: %s and %s are both set; set one", k, fk)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("config: %s: %w", fk, err)
+		}
+		v.Set(k, strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r"))
+	}
+	return nil
 }
 
 // stringToMap reads a map[string]string given as one string,

@@ -122,3 +122,70 @@ func TestLoadMapFromEnv(t *testing.T) {
 		t.Errorf("service_urls = %v", b.ServiceURLs)
 	}
 }
+
+// TestLoadFromFile: k_file (NUBES_K_FILE or a config file key) reads k
+// from a file, without its trailing line break; both given is refused;
+// keys that are the binary's own (jwks_file) keep their meaning.
+func TestLoadFromFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o400); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	uri := write("mongo-uri", "mongodb://u:pw@db:27017/\n")
+	secret := write("secret", "s3cret\r\n")
+	token := write("token", "tok en  ")
+
+	t.Run("env", func(t *testing.T) {
+		t.Setenv("NUBES_MONGO_URI_FILE", uri)
+		t.Setenv("NUBES_SECRET_FILE", secret)
+		t.Setenv("NUBES_SERVICE_TOKEN_FILE", token)
+		t.Setenv("NUBES_JWKS_FILE", "/nonexistent/jwks.json")
+		var c svcConfig
+		if err := Load(&c, defaults()); err != nil {
+			t.Fatal(err)
+		}
+		if c.MongoURI != "mongodb://u:pw@db:27017/" || c.Secret != "s3cret" || c.ServiceToken != "tok en  " {
+			t.Fatalf("got mongo_uri %q secret %q service_token %q", c.MongoURI, c.Secret, c.ServiceToken)
+		}
+		if c.JWKSFile != "/nonexistent/jwks.json" || c.JWKS != "" {
+			t.Fatalf("jwks_file is the binary's own key: jwks_file %q jwks %q", c.JWKSFile, c.JWKS)
+		}
+	})
+	t.Run("config file", func(t *testing.T) {
+		t.Setenv("NUBES_CONFIG", write("c.yaml", "secret_file: "+secret+"\n"))
+		var c svcConfig
+		if err := Load(&c, defaults()); err != nil {
+			t.Fatal(err)
+		}
+		if c.Secret != "s3cret" {
+			t.Fatalf("secret %q", c.Secret)
+		}
+	})
+	for name, set := range map[string]map[string]string{
+		"both in env":           {"NUBES_SECRET_FILE": secret, "NUBES_SECRET": "other"},
+		"file missing":          {"NUBES_SECRET_FILE": filepath.Join(dir, "nope")},
+		"value in config, file": {"NUBES_SECRET_FILE": secret, "NUBES_CONFIG": write("both.yaml", "secret: other\n")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			for k, v := range set {
+				t.Setenv(k, v)
+			}
+			var c svcConfig
+			if err := Load(&c, defaults()); err == nil {
+				t.Fatalf("accepted %v: secret %q", set, c.Secret)
+			}
+		})
+	}
+	// A _file key for no known key is still unknown.
+	t.Run("unknown _file", func(t *testing.T) {
+		t.Setenv("NUBES_CONFIG", write("u.yaml", "nothing_file: /x\n"))
+		var c svcConfig
+		if err := Load(&c, defaults()); err == nil || !strings.Contains(err.Error(), "nothing_file") {
+			t.Fatalf("want unknown key nothing_file, got %v", err)
+		}
+	})
+}

@@ -258,12 +258,20 @@ type Option func(*Bus)
 // what a cluster that must survive the loss of one server wants).
 func WithReplicas(n int) Option { return func(b *Bus) { b.replicas = n } }
 
+// WithUser connects as a NATS user (the server's authorization block);
+// an empty user connects without one, or with the URL's user info.
+func WithUser(user, password string) Option {
+	return func(b *Bus) { b.user, b.password = user, password }
+}
+
 // Bus is a JetStream connection with the Nubes streams in place.
 type Bus struct {
 	NC       *nats.Conn
 	JS       jetstream.JetStream
 	log      *slog.Logger
 	replicas int
+
+	user, password string
 
 	streamsOK atomic.Bool // streams ensured since the last (re)connect
 	ensureMu  sync.Mutex  // one EnsureStreams at a time
@@ -283,7 +291,11 @@ func Connect(ctx context.Context, url, name string, log *slog.Logger, opts ...Op
 	for _, o := range opts {
 		o(b)
 	}
-	nc, err := nats.Connect(url, nats.Name("nubes-"+name),
+	auth := func(*nats.Options) error { return nil }
+	if b.user != "" {
+		auth = nats.UserInfo(b.user, b.password)
+	}
+	nc, err := nats.Connect(url, nats.Name("nubes-"+name), auth,
 		nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1), nats.ReconnectWait(time.Second),
 		nats.ReconnectBufSize(-1),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {

@@ -35,6 +35,17 @@ import (
 // MaxBody is the largest request body accepted.
 const MaxBody = 1 << 20
 
+// The default connection timeouts (Options). The write timeout leaves
+// room for the slowest synchronous operation (a plugin call, a merged
+// list from every service) and is the same as the chart's Ingress read
+// timeout.
+const (
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultReadTimeout       = 30 * time.Second
+	DefaultWriteTimeout      = 60 * time.Second
+	DefaultIdleTimeout       = 2 * time.Minute
+)
+
 // Options configure a Server.
 type Options struct {
 	Name            string             // service name, for logs and the OpenAPI title
@@ -43,6 +54,13 @@ type Options struct {
 	Ready           func(context.Context) error
 	DrainDelay      time.Duration // readiness fails this long before the listener closes
 	ShutdownTimeout time.Duration // in-flight requests get this long to finish (default 20s)
+	// Timeouts of the connection (zero: the Default* below). No response
+	// streams, so one write timeout bounds every answer; a slow client
+	// cannot hold a connection open by sending or reading slowly.
+	ReadHeaderTimeout time.Duration // the request line and headers
+	ReadTimeout       time.Duration // the whole request, body included
+	WriteTimeout      time.Duration // from the end of the headers to the end of the answer
+	IdleTimeout       time.Duration // a kept-alive connection between requests
 	// OpenAPI, when set, replaces the document built from the routes (the
 	// devstack serves the merged document of every service).
 	OpenAPI map[string]any
@@ -88,6 +106,15 @@ func New(opts Options, routes ...api.Route) (*Server, error) {
 	}
 	if opts.ShutdownTimeout == 0 {
 		opts.ShutdownTimeout = 20 * time.Second
+	}
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&opts.ReadHeaderTimeout, DefaultReadHeaderTimeout}, {&opts.ReadTimeout, DefaultReadTimeout},
+		{&opts.WriteTimeout, DefaultWriteTimeout}, {&opts.IdleTimeout, DefaultIdleTimeout}} {
+		if *d.v <= 0 {
+			*d.v = d.def
+		}
 	}
 	if opts.Ready == nil {
 		opts.Ready = func(context.Context) error { return nil }
@@ -172,8 +199,10 @@ func (s *Server) Handler() http.Handler { return s.echo }
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{
 		Handler:           s.echo,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
+		ReadTimeout:       s.opts.ReadTimeout,
+		WriteTimeout:      s.opts.WriteTimeout,
+		IdleTimeout:       s.opts.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -264,5 +265,82 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("Run returned %v", err)
+	}
+}
+
+// TestConnectionTimeouts: a client that never finishes its headers, one
+// that never finishes its body, and an answer that takes longer than the
+// write timeout all lose the connection; none holds it open. The 10 s
+// read deadline only bounds a failing test.
+func TestConnectionTimeouts(t *testing.T) {
+	f := newFixture(t)
+	f.srv.opts.ReadHeaderTimeout = 100 * time.Millisecond
+	f.srv.opts.ReadTimeout = 200 * time.Millisecond
+	f.srv.opts.WriteTimeout = 300 * time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.srv.Run(ctx, ln) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	closed := func(t *testing.T, send string) string {
+		t.Helper()
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := io.WriteString(c, send); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(c)
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Fatalf("the server kept the connection open after %q", send)
+		}
+		return string(got)
+	}
+	t.Run("headers never end", func(t *testing.T) {
+		closed(t, "POST /svc/v1/thing/open HTTP/1.1\r\nHost: x\r\n")
+	})
+	t.Run("body never ends", func(t *testing.T) {
+		got := closed(t, "POST /svc/v1/thing/open HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"text\":")
+		if strings.Contains(got, " 200 ") {
+			t.Fatalf("a request with a cut body was answered: %s", got)
+		}
+	})
+	t.Run("answer slower than the write timeout", func(t *testing.T) {
+		body := `{"text":"x","sleep_ms":1000}`
+		got := closed(t, "POST /svc/v1/thing/open HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: "+
+			strconv.Itoa(len(body))+"\r\n\r\n"+body)
+		if got != "" {
+			t.Fatalf("an answer past the write timeout reached the client: %s", got)
+		}
+	})
+	t.Run("a quick answer", func(t *testing.T) {
+		body := `{"text":"x"}`
+		got := closed(t, "POST /svc/v1/thing/open HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: "+
+			strconv.Itoa(len(body))+"\r\n\r\n"+body)
+		if !strings.HasPrefix(got, "HTTP/1.1 200 ") {
+			t.Fatalf("got %q", got)
+		}
+	})
+}
+
+func TestDefaultTimeouts(t *testing.T) {
+	s, err := New(Options{Name: "t", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := s.opts
+	if o.ReadHeaderTimeout != DefaultReadHeaderTimeout || o.ReadTimeout != DefaultReadTimeout ||
+		o.WriteTimeout != DefaultWriteTimeout || o.IdleTimeout != DefaultIdleTimeout {
+		t.Fatalf("defaults not applied: %+v", o)
 	}
 }

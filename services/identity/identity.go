@@ -93,9 +93,13 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*Built, error) {
 	}
 	if b.Created {
 		d.Log.Info("bootstrap created the root domain and its admin", "domain_id", b.DomainID, "admin_user_id", b.AdminUserID)
-		if cfg.AdminPassword == "" { // generated: this is the only place it is ever shown
-			d.Log.Warn("generated admin password, shown once: change it or set admin_password",
-				"admin_user_id", b.AdminUserID, "admin_password", b.AdminPassword)
+		if cfg.AdminPassword == "" {
+			// Never logged: logs outlive and travel further than the
+			// password should. The caller gets it in Built.Bootstrap (the
+			// devstack writes it to its bootstrap file); a cluster sets
+			// admin_password (the chart's Secret) before the first start.
+			d.Log.Warn("the admin password was generated and is not shown: set admin_password before the first start, or reset the admin's password with the SYSTEM token",
+				"admin_user_id", b.AdminUserID)
 		}
 	}
 	tok, err := s.SystemToken(b)
