@@ -20,6 +20,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/call"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/wire"
 )
 
@@ -41,11 +42,11 @@ const (
 // its options, the metadata its init answered and the upgrade mode. A kind
 // that keeps more (a secret's id) embeds it with `bson:",inline"`.
 type Info struct {
-	PluginID    string         `bson:"plugin_id" json:"plugin_id"`
-	Version     string         `bson:"version" json:"version"`
-	Options     map[string]any `bson:"options" json:"options"`
-	Metadata    map[string]any `bson:"metadata" json:"metadata"`
-	UpgradeMode string         `bson:"upgrade_mode" json:"upgrade_mode"`
+	PluginID    string       `bson:"plugin_id" json:"plugin_id"`
+	Version     string       `bson:"version" json:"version"`
+	Options     freeform.Map `bson:"options" json:"options"`
+	Metadata    freeform.Map `bson:"metadata" json:"metadata"`
+	UpgradeMode string       `bson:"upgrade_mode" json:"upgrade_mode"`
 }
 
 // Plugin is what the services need of the repository's PluginInfo.

@@ -66,7 +66,7 @@ func TestCloudServiceType(t *testing.T) {
 			{"a dot in the name", s.adminA, with("name", "a.b"), http.StatusBadRequest, errs.InvalidParameter},
 			{"is_major not a bool", s.adminA, with("is_major", "yes"), http.StatusBadRequest, errs.InvalidParameterType},
 			{"labels not a list", s.adminA, with("labels", "x"), http.StatusBadRequest, errs.InvalidParameterType},
-			{"metadata key", s.adminA, with("metadata", map[string]any{"$x": 1}), http.StatusBadRequest, errs.InvalidParameter},
+			{"metadata key", s.adminA, with("metadata", map[string]any{"": 1}), http.StatusBadRequest, errs.InvalidParameter},
 			{"unknown field", s.adminA, with("cloud_service_type_key", "x.y.z"), http.StatusBadRequest, errs.InvalidParameter},
 			{"member", s.memberA1, with("name", "Other"), http.StatusForbidden, errs.PermissionDenied},
 			{"anonymous", s.anon, with("name", "Other"), http.StatusUnauthorized, errs.AuthenticateFailure},

@@ -16,6 +16,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
@@ -45,6 +46,7 @@ var boardResource = query.Resource{
 	MinimalFields: []string{"board_id", "name"},
 	Fields:        query.FieldsOf[Board](),
 	Tenancy:       tenancy.OfPlatform, // boards are the platform's; only SYSTEM writes them
+	Maps:          freeform.FieldsOf[Board](),
 }
 
 type (

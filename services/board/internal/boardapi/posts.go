@@ -14,6 +14,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
@@ -47,6 +48,7 @@ var postResource = query.Resource{
 	MinimalFields: []string{"post_id", "board_id", "board_type", "category", "title", "writer", "created_at"},
 	Fields:        query.FieldsOf[Post](),
 	Tenancy:       tenancy.InDomain,
+	Maps:          freeform.FieldsOf[Post](),
 }
 
 // optionKeys are the only keys a post's options may hold.

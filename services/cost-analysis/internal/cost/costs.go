@@ -24,6 +24,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
@@ -42,6 +43,7 @@ var resource = query.Resource{
 	// Rows of a DOMAIN data source that no rule mapped to a workspace
 	// ("*") are the domain's alone.
 	Tenancy: tenancy.Fields{Domain: "domain_id", Workspace: "workspace_id", Project: "project_id", PrivateAll: true},
+	Maps:    freeform.FieldsOf[Cost](),
 }
 
 type (

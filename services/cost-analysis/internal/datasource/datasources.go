@@ -26,6 +26,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/pluginref"
 	"github.com/nubes-io/nubes/pkg/query"
@@ -49,6 +50,7 @@ var resource = query.Resource{
 	Fields:        query.FieldsOf[DataSource](),
 	Secret:        []string{"sealed"},
 	Tenancy:       model.DataSourceTenancy,
+	Maps:          freeform.FieldsOf[DataSource](),
 }
 
 type (

@@ -28,6 +28,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/call"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/seal"
@@ -55,6 +56,7 @@ var resource = query.Resource{
 	MinimalFields: []string{"job_id", "status", "total_tasks", "remained_tasks", "data_source_id", "created_at", "finished_at"},
 	Fields:        query.FieldsOf[Job](),
 	Tenancy:       model.DataSourceTenancy,
+	Maps:          freeform.FieldsOf[Job](),
 }
 
 type (

@@ -22,6 +22,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
@@ -55,6 +56,7 @@ var resource = query.Resource{
 	MinimalFields: []string{"job_task_id", "status", "created_count", "job_id", "data_source_id", "created_at", "started_at", "finished_at"},
 	Fields:        query.FieldsOf[Info](),
 	Tenancy:       model.DataSourceTenancy,
+	Maps:          freeform.FieldsOf[Info](),
 }
 
 type (

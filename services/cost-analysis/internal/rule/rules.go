@@ -25,6 +25,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
@@ -48,6 +49,7 @@ var resource = query.Resource{
 	MinimalFields: []string{"data_source_rule_id", "name", "rule_type", "order", "data_source_id"},
 	Fields:        query.FieldsOf[Rule](),
 	Tenancy:       tenancy.InWorkspace,
+	Maps:          freeform.FieldsOf[Rule](),
 }
 
 type (

@@ -36,6 +36,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
@@ -124,6 +125,7 @@ var apiKeyResource = query.Resource{
 	DefaultSort:   []query.SortKey{{Key: "created_at", Desc: true}},
 	MinimalFields: []string{"api_key_id", "name", "state", "user_id", "expired_at"},
 	Fields:        query.FieldsOf[APIKey](),
+	Maps:          freeform.FieldsOf[APIKey](),
 }
 
 func (s *Service) apiKeyRoutes() []api.Route {

@@ -12,6 +12,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
@@ -71,7 +72,7 @@ type (
 	}
 )
 
-var domainResource = query.Resource{KeywordFields: []string{"domain_id", "name"}, DefaultSort: []query.SortKey{{Key: "name"}}, Fields: query.FieldsOf[Domain]()}
+var domainResource = query.Resource{KeywordFields: []string{"domain_id", "name"}, DefaultSort: []query.SortKey{{Key: "name"}}, Fields: query.FieldsOf[Domain](), Maps: freeform.FieldsOf[Domain]()}
 
 func (s *Service) domainRoutes() []api.Route {
 	return []api.Route{

@@ -48,6 +48,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
@@ -272,12 +273,14 @@ var (
 		DefaultSort:   []query.SortKey{{Key: "name"}},
 		MinimalFields: []string{"trusted_account_id", "name", "provider", "resource_group", "workspace_id"},
 		Fields:        query.FieldsOf[TrustedAccount](),
+		Maps:          freeform.FieldsOf[TrustedAccount](),
 	}
 	trustedSAResource = query.Resource{
 		KeywordFields: []string{"trusted_service_account_id", "name", "provider"},
 		DefaultSort:   []query.SortKey{{Key: "name"}},
 		MinimalFields: []string{"trusted_service_account_id", "name", "provider", "scope", "workspace_id"},
 		Fields:        query.FieldsOf[TrustedServiceAccount](),
+		Maps:          freeform.FieldsOf[TrustedServiceAccount](),
 	}
 )
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
@@ -28,6 +29,7 @@ var resource = query.Resource{
 	MinimalFields: []string{"cloud_service_id", "name", "state", "provider", "cloud_service_group", "cloud_service_type", "region_code", "account"},
 	Fields:        query.FieldsOf[CloudService](),
 	Tenancy:       tenancy.InProject,
+	Maps:          freeform.FieldsOf[CloudService](),
 }
 
 type (

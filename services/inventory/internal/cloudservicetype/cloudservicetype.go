@@ -19,6 +19,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
@@ -36,30 +37,31 @@ var resource = query.Resource{
 	MinimalFields: []string{"cloud_service_type_id", "name", "provider", "group", "cloud_service_type_key", "workspace_id"},
 	Fields:        query.FieldsOf[Type](),
 	Tenancy:       tenancy.InWorkspace,
+	Maps:          freeform.FieldsOf[Type](),
 }
 
 type (
 	createType struct {
-		Name         string         `json:"name" v:"required,max=255"`
-		Provider     string         `json:"provider" v:"required,max=255"`
-		Group        string         `json:"group" v:"required,max=255"`
-		ServiceCode  string         `json:"service_code" v:"max=255"`
-		IsPrimary    bool           `json:"is_primary"`
-		IsMajor      bool           `json:"is_major"`
-		ResourceType string         `json:"resource_type" v:"max=255"`
-		Metadata     map[string]any `json:"metadata"`
-		Labels       []any          `json:"labels" v:"max=100"`
-		Tags         map[string]any `json:"tags"`
+		Name         string        `json:"name" v:"required,max=255"`
+		Provider     string        `json:"provider" v:"required,max=255"`
+		Group        string        `json:"group" v:"required,max=255"`
+		ServiceCode  string        `json:"service_code" v:"max=255"`
+		IsPrimary    bool          `json:"is_primary"`
+		IsMajor      bool          `json:"is_major"`
+		ResourceType string        `json:"resource_type" v:"max=255"`
+		Metadata     freeform.Map  `json:"metadata"`
+		Labels       freeform.List `json:"labels" v:"max=100"`
+		Tags         freeform.Flat `json:"tags"`
 	}
 	updateType struct {
-		CloudServiceTypeID string         `json:"cloud_service_type_id" v:"required,max=64"`
-		ServiceCode        *string        `json:"service_code" v:"max=255"`
-		IsPrimary          *bool          `json:"is_primary"`
-		IsMajor            *bool          `json:"is_major"`
-		ResourceType       string         `json:"resource_type" v:"max=255"`
-		Metadata           map[string]any `json:"metadata"`
-		Labels             []any          `json:"labels" v:"max=100"`
-		Tags               map[string]any `json:"tags"`
+		CloudServiceTypeID string        `json:"cloud_service_type_id" v:"required,max=64"`
+		ServiceCode        *string       `json:"service_code" v:"max=255"`
+		IsPrimary          *bool         `json:"is_primary"`
+		IsMajor            *bool         `json:"is_major"`
+		ResourceType       string        `json:"resource_type" v:"max=255"`
+		Metadata           freeform.Map  `json:"metadata"`
+		Labels             freeform.List `json:"labels" v:"max=100"`
+		Tags               freeform.Flat `json:"tags"`
 		// Name, Provider and Group are declared to refuse a change with a
 		// clear message (the same value echoed back is accepted).
 		Name     string `json:"name" v:"max=255"`
@@ -148,8 +150,9 @@ func (s *Service) Routes() []api.Route {
 type Fields struct {
 	Name, Provider, Group, ServiceCode, ResourceType string
 	IsPrimary, IsMajor                               bool
-	Metadata, Tags                                   map[string]any
-	Labels                                           []any
+	Metadata                                         freeform.Map
+	Tags                                             freeform.Flat
+	Labels                                           freeform.List
 	UpdatedBy                                        string
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/trusted"
 	"github.com/nubes-io/nubes/pkg/wire"
@@ -64,7 +65,7 @@ func (s *Service) Collect(ctx context.Context, c *Collector, secretID, requestWo
 		job.TaskIDs = append(job.TaskIDs, tid)
 		tasks[i] = &inv.JobTask{ID: tid, JobTaskID: tid, Status: inv.TaskPending, Provider: c.Provider, Errors: []inv.ErrorInfo{},
 			DomainID: c.DomainID, WorkspaceID: trusted.Workspace(a, c.WorkspaceID), ServiceAccountID: a.TrustedAccountID, JobID: id,
-			SecretID: a.TrustedSecretID, CollectorID: c.CollectorID, CreatedAt: now, SubTasks: []map[string]any{}}
+			SecretID: a.TrustedSecretID, CollectorID: c.CollectorID, CreatedAt: now, SubTasks: []freeform.Map{}}
 	}
 	if _, err := s.jobs.InsertOne(ctx, job); err != nil {
 		return nil, store.Wrap(err)

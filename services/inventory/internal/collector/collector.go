@@ -20,6 +20,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/pluginref"
 	"github.com/nubes-io/nubes/pkg/query"
@@ -40,15 +41,16 @@ var resource = query.Resource{
 	MinimalFields: []string{"collector_id", "name", "provider", "plugin_info", "resource_group", "workspace_id"},
 	Fields:        query.FieldsOf[Collector](),
 	Tenancy:       tenancy.InWorkspace,
+	Maps:          freeform.FieldsOf[Collector](),
 }
 
 type (
 	pluginInfo struct {
-		PluginID    string         `json:"plugin_id" v:"required,max=255"`
-		Version     string         `json:"version" v:"max=255"`
-		Options     map[string]any `json:"options"`
-		Metadata    map[string]any `json:"metadata"` // echoed back by clients; the plugin's init decides it
-		UpgradeMode string         `json:"upgrade_mode" v:"enum=AUTO|MANUAL|NONE"`
+		PluginID    string       `json:"plugin_id" v:"required,max=255"`
+		Version     string       `json:"version" v:"max=255"`
+		Options     freeform.Map `json:"options"`
+		Metadata    freeform.Map `json:"metadata"` // echoed back by clients; the plugin's init decides it
+		UpgradeMode string       `json:"upgrade_mode" v:"enum=AUTO|MANUAL|NONE"`
 	}
 	createCollector struct {
 		Name          string          `json:"name" v:"required,max=255"`
@@ -57,7 +59,7 @@ type (
 		Schedule      *inv.Schedule   `json:"schedule"`
 		Provider      string          `json:"provider" v:"max=255"`
 		SecretFilter  *trusted.Filter `json:"secret_filter"`
-		Tags          map[string]any  `json:"tags"`
+		Tags          freeform.Flat   `json:"tags"`
 		WorkspaceID   string          `json:"workspace_id" v:"max=64"`
 	}
 	updateCollector struct {
@@ -65,16 +67,16 @@ type (
 		Name         string          `json:"name" v:"max=255"`
 		Schedule     *inv.Schedule   `json:"schedule"`
 		SecretFilter *trusted.Filter `json:"secret_filter"`
-		Tags         map[string]any  `json:"tags"`
+		Tags         freeform.Flat   `json:"tags"`
 		// PluginInfo is what clients echo back; plugin changes go through
 		// update_plugin, so it is accepted and not applied.
 		PluginInfo map[string]any `json:"plugin_info"`
 	}
 	updatePlugin struct {
-		CollectorID string         `json:"collector_id" v:"required,max=64"`
-		Version     string         `json:"version" v:"max=255"`
-		Options     map[string]any `json:"options"`
-		UpgradeMode string         `json:"upgrade_mode" v:"enum=AUTO|MANUAL|NONE"`
+		CollectorID string       `json:"collector_id" v:"required,max=64"`
+		Version     string       `json:"version" v:"max=255"`
+		Options     freeform.Map `json:"options"`
+		UpgradeMode string       `json:"upgrade_mode" v:"enum=AUTO|MANUAL|NONE"`
 	}
 	verifyPlugin struct {
 		CollectorID string `json:"collector_id" v:"required,max=64"`

@@ -5,7 +5,7 @@ import (
 	"slices"
 
 	"github.com/nubes-io/nubes/pkg/errs"
-	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/freeform"
 )
 
 // MaxScheduleHours is how many hours a collector schedule may hold
@@ -37,9 +37,9 @@ func CheckSchedule(sc *Schedule) (Schedule, error) {
 	return out, nil
 }
 
-// CheckKeys and CheckAllKeys refuse free-form objects whose keys the
-// store cannot keep or query safely (the kit's store.CheckKeys).
+// CheckKeys and CheckAllKeys refuse free-form objects no store can keep
+// (freeform.Check); dots, slashes, colons and a leading $ are kept.
 var (
-	CheckKeys    = store.CheckKeys
-	CheckAllKeys = store.CheckAllKeys
+	CheckKeys    = freeform.Check
+	CheckAllKeys = freeform.CheckAll
 )

@@ -18,6 +18,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/pluginref"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/tenancy"
@@ -126,11 +127,11 @@ type Collector struct {
 	CollectorID     string         `bson:"collector_id" json:"collector_id"`
 	Name            string         `bson:"name" json:"name"`
 	Provider        string         `bson:"provider" json:"provider"`
-	Capability      map[string]any `bson:"capability" json:"capability"`
+	Capability      freeform.Map   `bson:"capability" json:"capability"`
 	SecretFilter    trusted.Filter `bson:"secret_filter" json:"secret_filter"`
 	PluginInfo      PluginInfo     `bson:"plugin_info" json:"plugin_info"`
 	Schedule        Schedule       `bson:"schedule" json:"schedule"`
-	Tags            map[string]any `bson:"tags" json:"tags"`
+	Tags            freeform.Flat  `bson:"tags" json:"tags"`
 	ResourceGroup   string         `bson:"resource_group" json:"resource_group"`
 	DomainID        string         `bson:"domain_id" json:"domain_id"`
 	WorkspaceID     string         `bson:"workspace_id" json:"workspace_id"`
@@ -142,25 +143,25 @@ type Collector struct {
 // RequestSecretID: the console reads secret_id to tell a one-secret job
 // from an all-secrets one.
 type Job struct {
-	ID                 string         `bson:"_id" json:"-"`
-	JobID              string         `bson:"job_id" json:"job_id"`
-	Status             string         `bson:"status" json:"status"`
-	TotalTasks         int32          `bson:"total_tasks" json:"total_tasks"`
-	RemainedTasks      int32          `bson:"remained_tasks" json:"remained_tasks"`
-	SuccessTasks       int32          `bson:"success_tasks" json:"success_tasks"`
-	FailureTasks       int32          `bson:"failure_tasks" json:"failure_tasks"`
-	RequestSecretID    string         `bson:"request_secret_id" json:"request_secret_id"`
-	RequestWorkspaceID string         `bson:"request_workspace_id" json:"request_workspace_id"`
-	SecretID           string         `bson:"secret_id" json:"secret_id"`
-	Filter             map[string]any `bson:"filter" json:"filter"`
-	ResourceGroup      string         `bson:"resource_group" json:"resource_group"`
-	DomainID           string         `bson:"domain_id" json:"domain_id"`
-	WorkspaceID        string         `bson:"workspace_id" json:"workspace_id"`
-	CollectorID        string         `bson:"collector_id" json:"collector_id"`
-	PluginID           string         `bson:"plugin_id" json:"plugin_id"`
-	CreatedAt          wire.Time      `bson:"created_at" json:"created_at"`
-	UpdatedAt          wire.Time      `bson:"updated_at" json:"updated_at"`
-	FinishedAt         wire.Time      `bson:"finished_at" json:"finished_at"`
+	ID                 string       `bson:"_id" json:"-"`
+	JobID              string       `bson:"job_id" json:"job_id"`
+	Status             string       `bson:"status" json:"status"`
+	TotalTasks         int32        `bson:"total_tasks" json:"total_tasks"`
+	RemainedTasks      int32        `bson:"remained_tasks" json:"remained_tasks"`
+	SuccessTasks       int32        `bson:"success_tasks" json:"success_tasks"`
+	FailureTasks       int32        `bson:"failure_tasks" json:"failure_tasks"`
+	RequestSecretID    string       `bson:"request_secret_id" json:"request_secret_id"`
+	RequestWorkspaceID string       `bson:"request_workspace_id" json:"request_workspace_id"`
+	SecretID           string       `bson:"secret_id" json:"secret_id"`
+	Filter             freeform.Map `bson:"filter" json:"filter"`
+	ResourceGroup      string       `bson:"resource_group" json:"resource_group"`
+	DomainID           string       `bson:"domain_id" json:"domain_id"`
+	WorkspaceID        string       `bson:"workspace_id" json:"workspace_id"`
+	CollectorID        string       `bson:"collector_id" json:"collector_id"`
+	PluginID           string       `bson:"plugin_id" json:"plugin_id"`
+	CreatedAt          wire.Time    `bson:"created_at" json:"created_at"`
+	UpdatedAt          wire.Time    `bson:"updated_at" json:"updated_at"`
+	FinishedAt         wire.Time    `bson:"finished_at" json:"finished_at"`
 
 	// TaskIDs are the job's tasks, read by _id when the job is counted.
 	TaskIDs []string `bson:"task_ids" json:"-"`
@@ -171,9 +172,9 @@ type Job struct {
 
 // ErrorInfo is one error of a job task.
 type ErrorInfo struct {
-	ErrorCode  string         `bson:"error_code" json:"error_code"`
-	Message    string         `bson:"message" json:"message"`
-	Additional map[string]any `bson:"additional" json:"additional"`
+	ErrorCode  string       `bson:"error_code" json:"error_code"`
+	Message    string       `bson:"message" json:"message"`
+	Additional freeform.Map `bson:"additional" json:"additional"`
 }
 
 // JobTask is a job task as stored and sent (JobTaskInfo): the collection
@@ -204,8 +205,8 @@ type JobTask struct {
 
 	// SubTasks are the task_options of each sub-task Job.get_tasks
 	// answered (nil for one without); set once the task is split.
-	SubTasks []map[string]any `bson:"sub_tasks" json:"-"`
-	Split    bool             `bson:"split" json:"-"`
+	SubTasks []freeform.Map `bson:"sub_tasks" json:"-"`
+	Split    bool           `bson:"split" json:"-"`
 	// DoomedIDs are the cloud services its garbage collection deletes
 	// (emptied once they are gone).
 	DoomedIDs []string `bson:"doomed_ids" json:"-"`
@@ -246,10 +247,10 @@ type CloudService struct {
 	CloudServiceType    string         `bson:"cloud_service_type" json:"cloud_service_type"`
 	CloudServiceGroup   string         `bson:"cloud_service_group" json:"cloud_service_group"`
 	Provider            string         `bson:"provider" json:"provider"`
-	Data                map[string]any `bson:"data" json:"data"`
-	Metadata            map[string]any `bson:"metadata" json:"metadata"`
-	Reference           map[string]any `bson:"reference" json:"reference"`
-	Tags                map[string]any `bson:"tags" json:"tags"`
+	Data                freeform.Map   `bson:"data" json:"data"`
+	Metadata            freeform.Map   `bson:"metadata" json:"metadata"`
+	Reference           freeform.Map   `bson:"reference" json:"reference"`
+	Tags                freeform.Flat  `bson:"tags" json:"tags"`
 	RegionCode          string         `bson:"region_code" json:"region_code"`
 	RefCloudServiceType string         `bson:"ref_cloud_service_type" json:"ref_cloud_service_type"`
 	RefRegion           string         `bson:"ref_region" json:"ref_region"`
@@ -277,25 +278,25 @@ type CloudService struct {
 
 // CloudServiceType is a type of cloud service as stored and sent.
 type CloudServiceType struct {
-	ID                  string         `bson:"_id" json:"-"`
-	CloudServiceTypeID  string         `bson:"cloud_service_type_id" json:"cloud_service_type_id"`
-	Name                string         `bson:"name" json:"name"`
-	Provider            string         `bson:"provider" json:"provider"`
-	Group               string         `bson:"group" json:"group"`
-	CloudServiceTypeKey string         `bson:"cloud_service_type_key" json:"cloud_service_type_key"`
-	RefCloudServiceType string         `bson:"ref_cloud_service_type" json:"ref_cloud_service_type"`
-	ServiceCode         string         `bson:"service_code" json:"service_code"`
-	IsPrimary           bool           `bson:"is_primary" json:"is_primary"`
-	IsMajor             bool           `bson:"is_major" json:"is_major"`
-	ResourceType        string         `bson:"resource_type" json:"resource_type"`
-	Metadata            map[string]any `bson:"metadata" json:"metadata"`
-	Tags                map[string]any `bson:"tags" json:"tags"`
-	Labels              []any          `bson:"labels" json:"labels"`
-	UpdatedBy           string         `bson:"updated_by" json:"updated_by"`
-	DomainID            string         `bson:"domain_id" json:"domain_id"`
-	WorkspaceID         string         `bson:"workspace_id" json:"workspace_id"`
-	CreatedAt           wire.Time      `bson:"created_at" json:"created_at"`
-	UpdatedAt           wire.Time      `bson:"updated_at" json:"updated_at"`
+	ID                  string        `bson:"_id" json:"-"`
+	CloudServiceTypeID  string        `bson:"cloud_service_type_id" json:"cloud_service_type_id"`
+	Name                string        `bson:"name" json:"name"`
+	Provider            string        `bson:"provider" json:"provider"`
+	Group               string        `bson:"group" json:"group"`
+	CloudServiceTypeKey string        `bson:"cloud_service_type_key" json:"cloud_service_type_key"`
+	RefCloudServiceType string        `bson:"ref_cloud_service_type" json:"ref_cloud_service_type"`
+	ServiceCode         string        `bson:"service_code" json:"service_code"`
+	IsPrimary           bool          `bson:"is_primary" json:"is_primary"`
+	IsMajor             bool          `bson:"is_major" json:"is_major"`
+	ResourceType        string        `bson:"resource_type" json:"resource_type"`
+	Metadata            freeform.Map  `bson:"metadata" json:"metadata"`
+	Tags                freeform.Flat `bson:"tags" json:"tags"`
+	Labels              freeform.List `bson:"labels" json:"labels"`
+	UpdatedBy           string        `bson:"updated_by" json:"updated_by"`
+	DomainID            string        `bson:"domain_id" json:"domain_id"`
+	WorkspaceID         string        `bson:"workspace_id" json:"workspace_id"`
+	CreatedAt           wire.Time     `bson:"created_at" json:"created_at"`
+	UpdatedAt           wire.Time     `bson:"updated_at" json:"updated_at"`
 }
 
 // TypeKey is the KeysCollection _id that makes a cloud service type key
@@ -306,17 +307,17 @@ func TypeKey(domainID, workspaceID, key string) string {
 
 // Region is a region a collector reported.
 type Region struct {
-	ID          string         `bson:"_id" json:"-"`
-	RegionID    string         `bson:"region_id" json:"region_id"`
-	Name        string         `bson:"name" json:"name"`
-	RegionKey   string         `bson:"region_key" json:"region_key"`
-	RegionCode  string         `bson:"region_code" json:"region_code"`
-	Provider    string         `bson:"provider" json:"provider"`
-	Tags        map[string]any `bson:"tags" json:"tags"`
-	DomainID    string         `bson:"domain_id" json:"domain_id"`
-	WorkspaceID string         `bson:"workspace_id" json:"workspace_id"`
-	CreatedAt   wire.Time      `bson:"created_at" json:"created_at"`
-	UpdatedAt   wire.Time      `bson:"updated_at" json:"updated_at"`
+	ID          string        `bson:"_id" json:"-"`
+	RegionID    string        `bson:"region_id" json:"region_id"`
+	Name        string        `bson:"name" json:"name"`
+	RegionKey   string        `bson:"region_key" json:"region_key"`
+	RegionCode  string        `bson:"region_code" json:"region_code"`
+	Provider    string        `bson:"provider" json:"provider"`
+	Tags        freeform.Flat `bson:"tags" json:"tags"`
+	DomainID    string        `bson:"domain_id" json:"domain_id"`
+	WorkspaceID string        `bson:"workspace_id" json:"workspace_id"`
+	CreatedAt   wire.Time     `bson:"created_at" json:"created_at"`
+	UpdatedAt   wire.Time     `bson:"updated_at" json:"updated_at"`
 }
 
 // RegionKeyOf is the KeysCollection _id of a region code.

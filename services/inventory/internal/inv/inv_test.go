@@ -51,10 +51,11 @@ func TestCheckKeys(t *testing.T) {
 		bad bool
 	}{
 		{map[string]any{"a": map[string]any{"b": []any{map[string]any{"c": 1}}}}, false},
-		{map[string]any{"$a": 1}, true},
-		{map[string]any{"a.b": 1}, true},
+		{map[string]any{"$a": 1}, false}, // kept, escaped in the store (pkg/freeform)
+		{map[string]any{"a.b": 1}, false},
 		{map[string]any{"": 1}, true},
-		{map[string]any{"a": []any{map[string]any{"x.y": 1}}}, true},
+		{map[string]any{"a": []any{map[string]any{"": 1}}}, true},
+		{map[string]any{"a\x00b": 1}, true},
 	} {
 		if err := CheckKeys("f", tt.v); (err != nil) != tt.bad {
 			t.Fatalf("%v: %v", tt.v, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
@@ -33,6 +34,7 @@ var Resource = query.Resource{
 	MinimalFields: []string{"job_id", "status", "total_tasks", "remained_tasks", "collector_id", "created_at", "finished_at"},
 	Fields:        query.FieldsOf[Job](),
 	Tenancy:       tenancy.InWorkspace,
+	Maps:          freeform.FieldsOf[Job](),
 }
 
 type (

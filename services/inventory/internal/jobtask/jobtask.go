@@ -14,6 +14,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
@@ -30,6 +31,7 @@ var resource = query.Resource{
 	MinimalFields: []string{"job_task_id", "status", "job_id", "secret_id", "created_count", "updated_count", "failure_count"},
 	Fields:        query.FieldsOf[Task](),
 	Tenancy:       tenancy.InProject,
+	Maps:          freeform.FieldsOf[Task](),
 }
 
 type (

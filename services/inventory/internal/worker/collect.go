@@ -15,6 +15,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
@@ -621,18 +622,18 @@ func strList(v any) []string {
 	return out
 }
 
-func obj(v any) map[string]any {
+func obj(v any) freeform.Map {
 	m, _ := v.(map[string]any)
 	return wire.Object(m)
 }
 
 // tags takes a map, or the list of {key, value} newer plugins send.
-func tags(v any) map[string]any {
+func tags(v any) freeform.Flat {
 	switch x := v.(type) {
 	case map[string]any:
 		return x
 	case []any:
-		out := map[string]any{}
+		out := freeform.Flat{}
 		for _, e := range x {
 			if m, ok := e.(map[string]any); ok {
 				if k := str(m["key"]); k != "" {
@@ -642,7 +643,7 @@ func tags(v any) map[string]any {
 		}
 		return out
 	}
-	return map[string]any{}
+	return freeform.Flat{}
 }
 
 // yield gives the keys lost to another run (lost indexes newKeys) to

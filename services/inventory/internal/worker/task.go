@@ -14,6 +14,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
@@ -155,7 +156,7 @@ func (w *Worker) split(ctx context.Context, job *inv.Job, task *inv.JobTask) err
 		if err != nil || c == nil {
 			return err
 		}
-		subs := []map[string]any{nil}
+		subs := []freeform.Map{nil}
 		secret, err := w.identity.SecretData(ctx, task.DomainID, task.ServiceAccountID)
 		switch {
 		case err != nil && permanent(err):
@@ -166,7 +167,10 @@ func (w *Worker) split(ctx context.Context, job *inv.Job, task *inv.JobTask) err
 			return err
 		}
 		if got, err := w.target(c).GetTasks(ctx, c.PluginInfo.Options, secret); err == nil && len(got) > 0 {
-			subs = got
+			subs = subs[:0]
+			for _, o := range got {
+				subs = append(subs, o)
+			}
 		} else if err != nil {
 			w.log.Info("Job.get_tasks failed; the task runs as one", "job_task_id", task.ID, "error", err.Error())
 		}

@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/inventory/internal/cloudservicetype"
@@ -56,7 +57,7 @@ func (h *handler) upsertType(ctx context.Context, res map[string]any) error {
 				add(k, v)
 			}
 		}
-		for k, v := range map[string]any{"is_primary": f.IsPrimary, "is_major": f.IsMajor, "metadata": f.Metadata, "tags": f.Tags, "labels": wire.List(f.Labels)} {
+		for k, v := range map[string]any{"is_primary": f.IsPrimary, "is_major": f.IsMajor, "metadata": f.Metadata, "tags": f.Tags, "labels": freeform.List(wire.List(f.Labels))} {
 			if _, ok := res[k]; ok {
 				add(k, v)
 			}

@@ -24,6 +24,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/tenancy"
@@ -224,6 +225,7 @@ var resource = query.Resource{
 	MinimalFields: []string{"event_id", "event_key", "event_type", "title", "severity", "webhook_id", "created_at"},
 	Fields:        query.FieldsOf[Event](),
 	Tenancy:       tenancy.InProject,
+	Maps:          freeform.FieldsOf[Event](),
 }
 
 type (

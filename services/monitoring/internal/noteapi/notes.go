@@ -15,6 +15,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
@@ -44,6 +45,7 @@ var resource = query.Resource{
 	// Notes carry no project yet (nothing sets one): a project filter
 	// would keep members from the notes they write.
 	Tenancy: tenancy.InWorkspace,
+	Maps:          freeform.FieldsOf[Note](),
 }
 
 type (

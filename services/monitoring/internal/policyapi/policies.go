@@ -18,6 +18,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
@@ -71,6 +72,7 @@ var resource = query.Resource{
 	MinimalFields: []string{"escalation_policy_id", "name", "is_default", "resource_group", "project_id"},
 	Fields:        query.FieldsOf[Policy](),
 	Tenancy:       tenancy.InProject,
+	Maps:          freeform.FieldsOf[Policy](),
 }
 
 // MaxRepeat bounds repeat_count.

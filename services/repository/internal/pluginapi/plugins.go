@@ -23,6 +23,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/jsonschema"
 	"github.com/nubes-io/nubes/pkg/outward"
 	"github.com/nubes-io/nubes/pkg/query"
@@ -82,6 +83,7 @@ var pluginResource = query.Resource{
 	// registry_config holds the registry credentials (sealed in
 	// registry_sealed, masked in registry_config).
 	Secret: []string{"registry_config", "registry_sealed"},
+	Maps:   freeform.FieldsOf[Plugin](),
 }
 
 var (

@@ -19,6 +19,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
@@ -62,6 +63,7 @@ var policyResource = query.Resource{
 	DefaultSort:   []query.SortKey{{Key: "policy_id"}},
 	MinimalFields: []string{"policy_id", "name", "state", "project_id"},
 	Fields:        query.FieldsOf[Policy](),
+	Maps:          freeform.FieldsOf[Policy](),
 }
 
 var writers, readers = repoapi.Writers, repoapi.Readers

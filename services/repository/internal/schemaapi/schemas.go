@@ -18,6 +18,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/jsonschema"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
@@ -66,6 +67,7 @@ var schemaResource = query.Resource{
 	DefaultSort:   []query.SortKey{{Key: "name"}},
 	MinimalFields: []string{"name", "service_type", "schema_id", "project_id"},
 	Fields:        query.FieldsOf[Schema](),
+	Maps:          freeform.FieldsOf[Schema](),
 }
 
 var writers, readers = repoapi.Writers, repoapi.Readers
