@@ -45,7 +45,7 @@ var resource = query.Resource{
 	// Notes carry no project yet (nothing sets one): a project filter
 	// would keep members from the notes they write.
 	Tenancy: tenancy.InWorkspace,
-	Maps:          freeform.FieldsOf[Note](),
+	Maps:    freeform.FieldsOf[Note](),
 }
 
 type (
