@@ -43,7 +43,8 @@ func TestFakes(t *testing.T) {
 			M{"project_id": "project-1", "name": "P", "workspace_id": "workspace-1", "domain_id": "domain-a"}, 0, ""},
 		{"another workspace's project", mia, ic, testkit.ProjectGetPath, M{"project_id": "project-1"}, nil, 404, errs.NotFoundCode},
 		{"an unknown project", alice, ic, testkit.ProjectGetPath, M{"project_id": "project-2"}, nil, 404, errs.NotFoundCode},
-		{"no bearer", context.Background(), ic, testkit.ProjectGetPath, M{"project_id": "project-1"}, nil, 401, errs.AuthenticateFailure},
+		// Without a caller the service credential is sent (empty here): its refusal is the deployment's fault, a 503.
+		{"no bearer, no service credential", context.Background(), ic, testkit.ProjectGetPath, M{"project_id": "project-1"}, nil, 503, errs.Unavailable},
 		{"a path not handled", alice, ic, "/identity/v2/workspace/get", M{}, nil, 404, errs.UnsupportedAPI},
 		{"a known plugin", alice, rc, testkit.PluginGetPath, M{"plugin_id": "plugin-x"},
 			M{"plugin_id": "plugin-x", "name": "plugin-x", "resource_type": "monitoring.Webhook", "provider": "", "capability": M{}, "state": "ENABLED"}, 0, ""},
