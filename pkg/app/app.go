@@ -28,7 +28,9 @@ import (
 	"github.com/nubes-io/nubes/pkg/config"
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/plugin"
+	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/server"
+	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
 )
 
@@ -96,6 +98,8 @@ func run(ctx context.Context, name string, needsEvents bool, build Constructor, 
 	log := NewLogger(cfg.LogFormat, cfg.LogLevel, os.Stderr).With("service", name)
 	slog.SetDefault(log)
 	log.Info("config", "values", config.String(&cfg))
+	query.SetMaxPageSize(cfg.MaxPageSize)
+	stat.SetLimits(stat.Limits{MaxGroups: cfg.StatMaxGroups, MaxPushed: cfg.StatMaxPushed})
 
 	client, err := store.Connect(ctx, cfg.MongoURI, store.Options{MaxPoolSize: cfg.MongoPoolSize, OpTimeout: cfg.MongoTimeout})
 	if err != nil {

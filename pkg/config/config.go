@@ -61,6 +61,10 @@ type Base struct {
 	HTTPReadTimeout       time.Duration `mapstructure:"http_read_timeout"`
 	HTTPWriteTimeout      time.Duration `mapstructure:"http_write_timeout"`
 	HTTPIdleTimeout       time.Duration `mapstructure:"http_idle_timeout"`
+	// Bounds of list, stat and analyze (pkg/query, pkg/stat).
+	MaxPageSize   int `mapstructure:"max_page_size"`
+	StatMaxGroups int `mapstructure:"stat_max_groups"`
+	StatMaxPushed int `mapstructure:"stat_max_pushed"`
 }
 
 // BaseDefaults are the defaults of Base.
@@ -90,6 +94,9 @@ func BaseDefaults() map[string]any {
 		"http_read_timeout":        server.DefaultReadTimeout.String(),
 		"http_write_timeout":       server.DefaultWriteTimeout.String(),
 		"http_idle_timeout":        server.DefaultIdleTimeout.String(),
+		"max_page_size":            1000,
+		"stat_max_groups":          10000,
+		"stat_max_pushed":          100000,
 	}
 }
 
@@ -97,6 +104,9 @@ func BaseDefaults() map[string]any {
 func (b *Base) Validate() error {
 	if b.MongoURI == "" || b.MongoDatabase == "" {
 		return fmt.Errorf("mongo_uri and mongo_database are required")
+	}
+	if b.MaxPageSize <= 0 || b.StatMaxGroups <= 0 || b.StatMaxPushed <= 0 {
+		return fmt.Errorf("max_page_size, stat_max_groups and stat_max_pushed must be above 0")
 	}
 	return nil
 }

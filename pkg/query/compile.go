@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -21,7 +22,7 @@ type Resource struct {
 	KeywordFields []string  // searched by keyword
 	DefaultSort   []SortKey // used when the query has no sort
 	MinimalFields []string  // returned with minimal: true
-	MaxLimit      int       // rows returned at most per call (default 1000)
+	MaxLimit      int       // rows returned at most per call (default MaxPageSize)
 	// Fields, when set, are the only top-level fields a query may read
 	// (filter, sort, only, stat stages): the fields of the resource's Info.
 	Fields []string
@@ -52,8 +53,25 @@ type Plan struct {
 	CountOnly  bool
 }
 
-// DefaultMaxLimit caps a list that asks for no page or a larger one.
+// DefaultMaxLimit caps a list that asks for no page or a larger one,
+// unless SetMaxPageSize changed it.
 const DefaultMaxLimit = 1000
+
+var maxPageSize atomic.Int64
+
+// SetMaxPageSize sets the rows a list answers at most per call (config
+// max_page_size; upstream's set_query_page_limit): a list asking for no
+// page or a larger one gets that many, and total_count still counts every
+// row. n <= 0 restores DefaultMaxLimit.
+func SetMaxPageSize(n int) { maxPageSize.Store(int64(max(n, 0))) }
+
+// MaxPageSize is the rows a list answers at most per call.
+func MaxPageSize() int {
+	if n := maxPageSize.Load(); n > 0 {
+		return int(n)
+	}
+	return DefaultMaxLimit
+}
 
 // Compile turns q into a plan. scope holds the tenancy conditions (domain,
 // workspace) that every row must meet; they are ANDed first.
@@ -96,7 +114,7 @@ func Compile(q *Query, r Resource, scope bson.D) (*Plan, error) {
 
 	maxLimit := r.MaxLimit
 	if maxLimit <= 0 {
-		maxLimit = DefaultMaxLimit
+		maxLimit = MaxPageSize()
 	}
 	p.Limit = int64(maxLimit)
 	if q.Page != nil {

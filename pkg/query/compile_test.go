@@ -216,6 +216,31 @@ func TestCompileCountOnly(t *testing.T) {
 	}
 }
 
+// max_page_size caps what a list answers per call, asked for or not; a
+// resource's own MaxLimit wins.
+func TestMaxPageSize(t *testing.T) {
+	t.Cleanup(func() { SetMaxPageSize(0) })
+	SetMaxPageSize(5)
+	for _, c := range []struct {
+		q    *Query
+		r    Resource
+		want int64
+	}{
+		{nil, Resource{}, 5},
+		{&Query{Page: &Page{Limit: 10}}, Resource{}, 5},
+		{&Query{Page: &Page{Limit: 3}}, Resource{}, 3},
+		{&Query{Page: &Page{Limit: 10}}, Resource{MaxLimit: 8}, 8},
+	} {
+		if p, err := Compile(c.q, c.r, nil); err != nil || p.Limit != c.want {
+			t.Errorf("%+v: limit %d (%v), want %d", c.q, p.Limit, err, c.want)
+		}
+	}
+	SetMaxPageSize(0)
+	if p, _ := Compile(nil, Resource{}, nil); p.Limit != DefaultMaxLimit {
+		t.Errorf("default limit %d", p.Limit)
+	}
+}
+
 // re renders the extended JSON of a case-insensitive regex.
 func re(pattern string) string {
 	b, _ := json.Marshal(pattern)

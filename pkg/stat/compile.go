@@ -32,7 +32,11 @@ type step struct {
 
 // runner keeps the first error of a run; a failing stage records it and
 // stops, and the caller checks it after draining the rows.
-type runner struct{ err error }
+type runner struct {
+	err    error
+	lim    Limits
+	pushed int // values held by push and add_to_set fields
+}
 
 func (r *runner) fail(err error) {
 	if r.err == nil {

@@ -79,8 +79,10 @@ func run(ctx context.Context, c *mongo.Collection, scope bson.D, keywordFields [
 	}
 	pipeline := mongo.Pipeline{{{Key: "$match", Value: filter}}}
 	steps := p.steps
+	lim := CurrentLimits()
 	if g := firstGroup(steps); pushDown && g != nil && g.pushable() {
-		pipeline = append(pipeline, g.storeStage())
+		// One group past the limit is enough to refuse the query.
+		pipeline = append(pipeline, g.storeStage(), bson.D{{Key: "$limit", Value: int64(lim.MaxGroups) + 1}})
 		steps = append([]step{{run: g.fromStore}}, steps[1:]...)
 	} else if p.project != nil {
 		pipeline = append(pipeline, bson.D{{Key: "$project", Value: p.project}})
@@ -91,7 +93,7 @@ func run(ctx context.Context, c *mongo.Collection, scope bson.D, keywordFields [
 	}
 	defer func() { _ = cur.Close(context.WithoutCancel(ctx)) }()
 
-	r := &runner{}
+	r := &runner{lim: lim}
 	if p.distinct != nil {
 		return respond(r, distinctValues(r, source(ctx, r, cur), p.distinct), q.Page, render)
 	}
@@ -144,6 +146,10 @@ func distinctValues(r *runner, in rows, p path) iter.Seq[any] {
 			}
 		}
 		for d := range in {
+			if len(vals) > r.lim.MaxGroups {
+				r.fail(tooManyGroups(r.lim.MaxGroups))
+				return
+			}
 			leaves(d, p, func(v any) {
 				if arr, ok := v.([]any); ok {
 					for _, e := range arr {
@@ -189,6 +195,10 @@ func respond(r *runner, vals iter.Seq[any], page *query.Page, show func(any) any
 		n++
 		if limit > 0 && (n <= start || n > start+limit) {
 			continue
+		}
+		if len(results) == r.lim.MaxGroups {
+			r.fail(tooManyGroups(r.lim.MaxGroups))
+			break
 		}
 		results = append(results, show(v))
 	}

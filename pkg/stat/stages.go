@@ -83,12 +83,21 @@ func (g *groupStage) run(r *runner, in rows) rows {
 			k := keyOf(id)
 			b := buckets[k]
 			if b == nil {
+				if len(buckets) == r.lim.MaxGroups {
+					r.fail(tooManyGroups(r.lim.MaxGroups))
+					return
+				}
 				b = &bucket{id: id, accs: make([]accumulator, len(g.fields))}
 				buckets[k] = b
 			}
 			for i := range g.fields {
+				held := len(b.accs[i].list)
 				if err := b.accs[i].add(g.fields[i].op, g.fields[i].input(d)); err != nil {
 					r.fail(err)
+					return
+				}
+				if r.pushed += len(b.accs[i].list) - held; r.pushed > r.lim.MaxPushed {
+					r.fail(tooManyPushed(r.lim.MaxPushed))
 					return
 				}
 			}
@@ -240,6 +249,10 @@ func (g *groupStage) fromStore(r *runner, in rows) rows {
 	return func(yield func(bson.D) bool) {
 		var out []bson.D
 		for d := range in {
+			if len(out) == r.lim.MaxGroups {
+				r.fail(tooManyGroups(r.lim.MaxGroups))
+				return
+			}
 			if id, _ := get(d, "_id"); id == nil {
 				d = set(d, "_id", bson.D{})
 			}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/stat"
 )
 
 // seedCosts stores cost rows directly (what a job would have stored).
@@ -69,4 +70,36 @@ func TestCostAnalyze(t *testing.T) {
 	e.ownerA2.Call(costBase+"get", M{"cost_id": "cost-1"}).Fails(http.StatusNotFound, errs.NotFoundCode)
 	e.ownerA2.Call(costBase+"get", M{"cost_id": "cost-4"}).Fails(http.StatusNotFound, errs.NotFoundCode)
 	e.adminA.Call(costBase+"get", M{"cost_id": "cost-4"}).OK(nil)
+}
+
+// A member's analyze grouped by cost_id with push over more rows than the
+// stat limits allow answers 400 (the rows past the limit are not read);
+// within the limits it answers in full.
+func TestCostAnalyzeBounded(t *testing.T) {
+	e := setup(t)
+	var docs []any
+	for i := range 30 {
+		id := fmt.Sprintf("cost-%02d", i)
+		docs = append(docs, M{"_id": id, "cost_id": id, "cost": 1.0, "provider": "aws", "billed_date": "2024-01-05", "billed_month": "2024-01",
+			"billed_year": "2024", "domain_id": "domain-a", "workspace_id": "workspace-1", "data_source_id": "ds-1", "tags": M{}, "additional_info": M{}, "data": M{}})
+	}
+	if _, err := e.db.Collection(costs).InsertMany(t.Context(), docs); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stat.SetLimits(stat.Limits{}) })
+	byCost := M{"query": M{"granularity": "MONTHLY", "group_by": []string{"cost_id"},
+		"fields": M{"costs": M{"key": "cost", "operator": "push"}}}}
+	byProvider := M{"query": M{"granularity": "MONTHLY", "group_by": []string{"provider"},
+		"fields": M{"costs": M{"key": "cost", "operator": "push"}}}}
+	stat.SetLimits(stat.Limits{MaxGroups: 20, MaxPushed: 1000})
+	e.memberA1.Call(costBase+"analyze", byCost).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	e.memberA1.Call(costBase+"analyze", byProvider).OK(nil)
+	stat.SetLimits(stat.Limits{MaxGroups: 1000, MaxPushed: 20})
+	e.memberA1.Call(costBase+"analyze", byProvider).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	e.memberA1.Call(costBase+"stat", M{"query": M{"aggregate": []M{{"group": M{"fields": []M{{"key": "cost", "name": "c", "operator": "push"}}}}}}}).
+		Fails(http.StatusBadRequest, errs.InvalidParameter)
+	stat.SetLimits(stat.Limits{MaxGroups: 1000, MaxPushed: 1000})
+	if got := e.memberA1.Call(costBase+"analyze", byCost).OK(nil).JSON()["results"].([]any); len(got) != 30 {
+		t.Errorf("%d groups", len(got))
+	}
 }

@@ -57,10 +57,10 @@ func (ps *plugins) list(ctx context.Context, p *auth.Principal, r *pluginQuery) 
 		names = append(names, rm.Name)
 	}
 	// The window of the whole sequence: skip rows, then take at most limit.
-	skip, limit := int64(0), int64(query.DefaultMaxLimit)
+	skip, limit := int64(0), int64(query.MaxPageSize())
 	if pg := pageOf(r.Query); pg != nil {
 		skip = int64(max(pg.Start, 1) - 1)
-		if pg.Limit > 0 && pg.Limit < query.DefaultMaxLimit {
+		if pg.Limit > 0 && pg.Limit < query.MaxPageSize() {
 			limit = int64(pg.Limit)
 		}
 	}
