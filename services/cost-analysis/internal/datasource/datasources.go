@@ -75,7 +75,7 @@ type (
 		SecretFilter   *trusted.Filter `json:"secret_filter"`
 		PluginInfo     *pluginRequest  `json:"plugin_info" v:"required"`
 		Schedule       *schedule       `json:"schedule"`
-		Tags           map[string]any  `json:"tags"`
+		Tags           freeform.Flat   `json:"tags"`
 		ResourceGroup  string          `json:"resource_group" v:"required,enum=DOMAIN|WORKSPACE"`
 		WorkspaceID    string          `json:"workspace_id" v:"max=64"`
 	}
@@ -84,7 +84,7 @@ type (
 		Name         string          `json:"name" v:"max=255"`
 		SecretFilter *trusted.Filter `json:"secret_filter"`
 		Schedule     *schedule       `json:"schedule"`
-		Tags         map[string]any  `json:"tags"`
+		Tags         freeform.Flat   `json:"tags"`
 	}
 	updatePlugin struct {
 		DataSourceID string         `json:"data_source_id" v:"required,max=64"`
@@ -226,7 +226,7 @@ func (ds *DataSources) managedSpecs(md map[string]any) []rule.ManagedSpec {
 			ConditionsPolicy string            `json:"conditions_policy"`
 			Actions          model.Actions     `json:"actions"`
 			Options          model.RuleOptions `json:"options"`
-			Tags             map[string]any    `json:"tags"`
+			Tags             freeform.Flat     `json:"tags"`
 		}
 		if err := json.Unmarshal(r, &s); err != nil || !slices.Contains([]string{"ALL", "ANY", "ALWAYS"}, s.ConditionsPolicy) {
 			ds.log.Warn("a MANAGED rule of the plugin's metadata skipped", "index", i)

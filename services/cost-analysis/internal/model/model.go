@@ -21,6 +21,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/pluginref"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/seal"
@@ -154,7 +155,7 @@ type DataSource struct {
 	PluginInfo             PluginInfo     `bson:"plugin_info" json:"plugin_info"`
 	Sealed                 *seal.Sealed   `bson:"sealed,omitempty" json:"-"`
 	Schedule               Schedule       `bson:"schedule" json:"schedule"`
-	Tags                   Object         `bson:"tags" json:"tags"`
+	Tags                   freeform.Flat  `bson:"tags" json:"tags"`
 	CostTagKeys            []string       `bson:"cost_tag_keys" json:"cost_tag_keys"`
 	CostAdditionalInfoKeys []string       `bson:"cost_additional_info_keys" json:"cost_additional_info_keys"`
 	CostDataKeys           []string       `bson:"cost_data_keys" json:"cost_data_keys"`
@@ -191,10 +192,10 @@ type MatchRule struct {
 
 // Actions are what a rule does to the costs it matches.
 type Actions struct {
-	ChangeProject       string     `bson:"change_project,omitempty" json:"change_project,omitempty" v:"max=255"`
-	MatchProject        *MatchRule `bson:"match_project,omitempty" json:"match_project,omitempty"`
-	MatchServiceAccount *MatchRule `bson:"match_service_account,omitempty" json:"match_service_account,omitempty"`
-	AddAdditionalInfo   Object     `bson:"add_additional_info,omitempty" json:"add_additional_info,omitempty"`
+	ChangeProject       string        `bson:"change_project,omitempty" json:"change_project,omitempty" v:"max=255"`
+	MatchProject        *MatchRule    `bson:"match_project,omitempty" json:"match_project,omitempty"`
+	MatchServiceAccount *MatchRule    `bson:"match_service_account,omitempty" json:"match_service_account,omitempty"`
+	AddAdditionalInfo   freeform.Flat `bson:"add_additional_info,omitempty" json:"add_additional_info,omitempty"`
 }
 
 // RuleOptions: stop_processing ends the rules for a cost the rule matched.
@@ -204,22 +205,22 @@ type RuleOptions struct {
 
 // Rule is a data source rule as stored and sent (DataSourceRuleInfo).
 type Rule struct {
-	ID               string      `bson:"_id" json:"-"`
-	DataSourceRuleID string      `bson:"data_source_rule_id" json:"data_source_rule_id"`
-	Name             string      `bson:"name" json:"name"`
-	RuleType         string      `bson:"rule_type" json:"rule_type"`
-	Order            int         `bson:"order" json:"order"`
-	Conditions       []Condition `bson:"conditions" json:"conditions"`
-	ConditionsPolicy string      `bson:"conditions_policy" json:"conditions_policy"`
-	Actions          Actions     `bson:"actions" json:"actions"`
-	Options          RuleOptions `bson:"options" json:"options"`
-	Tags             Object      `bson:"tags" json:"tags"`
-	IsDefault        bool        `bson:"is_default" json:"is_default"`
-	ResourceGroup    string      `bson:"resource_group" json:"resource_group"`
-	WorkspaceID      string      `bson:"workspace_id" json:"workspace_id"`
-	DomainID         string      `bson:"domain_id" json:"domain_id"`
-	DataSourceID     string      `bson:"data_source_id" json:"data_source_id"`
-	CreatedAt        wire.Time   `bson:"created_at" json:"created_at"`
+	ID               string        `bson:"_id" json:"-"`
+	DataSourceRuleID string        `bson:"data_source_rule_id" json:"data_source_rule_id"`
+	Name             string        `bson:"name" json:"name"`
+	RuleType         string        `bson:"rule_type" json:"rule_type"`
+	Order            int           `bson:"order" json:"order"`
+	Conditions       []Condition   `bson:"conditions" json:"conditions"`
+	ConditionsPolicy string        `bson:"conditions_policy" json:"conditions_policy"`
+	Actions          Actions       `bson:"actions" json:"actions"`
+	Options          RuleOptions   `bson:"options" json:"options"`
+	Tags             freeform.Flat `bson:"tags" json:"tags"`
+	IsDefault        bool          `bson:"is_default" json:"is_default"`
+	ResourceGroup    string        `bson:"resource_group" json:"resource_group"`
+	WorkspaceID      string        `bson:"workspace_id" json:"workspace_id"`
+	DomainID         string        `bson:"domain_id" json:"domain_id"`
+	DataSourceID     string        `bson:"data_source_id" json:"data_source_id"`
+	CreatedAt        wire.Time     `bson:"created_at" json:"created_at"`
 }
 
 // Changed is a window whose old costs a sync replaces.
@@ -310,31 +311,31 @@ type Task struct {
 // changed by the rules, stamped with its job, task, data source and
 // tenancy.
 type Cost struct {
-	ID               string    `bson:"_id" json:"-"`
-	CostID           string    `bson:"cost_id" json:"cost_id"`
-	Cost             float64   `bson:"cost" json:"cost"`
-	UsageQuantity    float64   `bson:"usage_quantity" json:"usage_quantity"`
-	UsageUnit        string    `bson:"usage_unit" json:"usage_unit"`
-	Provider         string    `bson:"provider" json:"provider"`
-	RegionCode       string    `bson:"region_code" json:"region_code"`
-	Product          string    `bson:"product" json:"product"`
-	UsageType        string    `bson:"usage_type" json:"usage_type"`
-	Resource         string    `bson:"resource" json:"resource"`
-	Tags             Object    `bson:"tags" json:"tags"`
-	AdditionalInfo   Object    `bson:"additional_info" json:"additional_info"`
-	Data             Object    `bson:"data" json:"data"`
-	Currency         string    `bson:"currency" json:"currency"`
-	BilledDate       string    `bson:"billed_date" json:"billed_date"`
-	BilledMonth      string    `bson:"billed_month" json:"billed_month"`
-	BilledYear       string    `bson:"billed_year" json:"billed_year"`
-	ProjectID        string    `bson:"project_id" json:"project_id"`
-	ServiceAccountID string    `bson:"service_account_id" json:"service_account_id"`
-	DataSourceID     string    `bson:"data_source_id" json:"data_source_id"`
-	JobID            string    `bson:"job_id" json:"job_id"`
-	JobTaskID        string    `bson:"job_task_id" json:"job_task_id"`
-	WorkspaceID      string    `bson:"workspace_id" json:"workspace_id"`
-	DomainID         string    `bson:"domain_id" json:"domain_id"`
-	CreatedAt        wire.Time `bson:"created_at" json:"created_at"`
+	ID               string        `bson:"_id" json:"-"`
+	CostID           string        `bson:"cost_id" json:"cost_id"`
+	Cost             float64       `bson:"cost" json:"cost"`
+	UsageQuantity    float64       `bson:"usage_quantity" json:"usage_quantity"`
+	UsageUnit        string        `bson:"usage_unit" json:"usage_unit"`
+	Provider         string        `bson:"provider" json:"provider"`
+	RegionCode       string        `bson:"region_code" json:"region_code"`
+	Product          string        `bson:"product" json:"product"`
+	UsageType        string        `bson:"usage_type" json:"usage_type"`
+	Resource         string        `bson:"resource" json:"resource"`
+	Tags             freeform.Flat `bson:"tags" json:"tags"`
+	AdditionalInfo   freeform.Flat `bson:"additional_info" json:"additional_info"`
+	Data             Object        `bson:"data" json:"data"`
+	Currency         string        `bson:"currency" json:"currency"`
+	BilledDate       string        `bson:"billed_date" json:"billed_date"`
+	BilledMonth      string        `bson:"billed_month" json:"billed_month"`
+	BilledYear       string        `bson:"billed_year" json:"billed_year"`
+	ProjectID        string        `bson:"project_id" json:"project_id"`
+	ServiceAccountID string        `bson:"service_account_id" json:"service_account_id"`
+	DataSourceID     string        `bson:"data_source_id" json:"data_source_id"`
+	JobID            string        `bson:"job_id" json:"job_id"`
+	JobTaskID        string        `bson:"job_task_id" json:"job_task_id"`
+	WorkspaceID      string        `bson:"workspace_id" json:"workspace_id"`
+	DomainID         string        `bson:"domain_id" json:"domain_id"`
+	CreatedAt        wire.Time     `bson:"created_at" json:"created_at"`
 	// TrustedAccountID is the trusted account a USE_SERVICE_ACCOUNT_SECRET
 	// task synced the row with. The account's changed windows select its
 	// rows by it: service_account_id is the rules' to change

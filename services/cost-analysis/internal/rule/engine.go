@@ -123,7 +123,17 @@ func holds(c model.Condition, row map[string]any) bool {
 }
 
 // Lookup reads a dotted path (tags.env, additional_info.Account) of row.
+// After tags. or additional_info. the rest is first tried as one key,
+// as a query reads them (pkg/freeform Flat), so a condition on
+// tags.kubernetes.io/cluster/prod finds that tag.
 func Lookup(row map[string]any, path string) (any, bool) {
+	for _, field := range []string{"tags", "additional_info"} {
+		if key, ok := strings.CutPrefix(path, field+"."); ok {
+			if m, _ := row[field].(map[string]any); m != nil && m[key] != nil {
+				return m[key], true
+			}
+		}
+	}
 	var cur any = row
 	for part := range strings.SplitSeq(path, ".") {
 		m, ok := cur.(map[string]any)

@@ -60,7 +60,7 @@ type (
 		ConditionsPolicy string             `json:"conditions_policy" v:"required,enum=ALL|ANY|ALWAYS"`
 		Actions          *model.Actions     `json:"actions" v:"required"`
 		Options          *model.RuleOptions `json:"options"`
-		Tags             map[string]any     `json:"tags"`
+		Tags             freeform.Flat      `json:"tags"`
 		ResourceGroup    string             `json:"resource_group" v:"required,enum=DOMAIN|WORKSPACE"`
 		WorkspaceID      string             `json:"workspace_id" v:"max=64"`
 	}
@@ -71,7 +71,7 @@ type (
 		ConditionsPolicy string             `json:"conditions_policy" v:"enum=ALL|ANY|ALWAYS"`
 		Actions          *model.Actions     `json:"actions"`
 		Options          *model.RuleOptions `json:"options"`
-		Tags             map[string]any     `json:"tags"`
+		Tags             freeform.Flat      `json:"tags"`
 	}
 	changeOrder struct {
 		DataSourceRuleID string `json:"data_source_rule_id" v:"required,max=64"`
