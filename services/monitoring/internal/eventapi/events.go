@@ -36,28 +36,28 @@ import (
 // shape except raw_data, stored as the JSON text of the body (a body's
 // keys may hold characters a document key may not).
 type Event struct {
-	ID             string         `bson:"_id" json:"-"`
-	EventID        string         `bson:"event_id" json:"event_id"`
-	EventKey       string         `bson:"event_key" json:"event_key"`
-	EventType      string         `bson:"event_type" json:"event_type"`
-	Title          string         `bson:"title" json:"title"`
-	Description    string         `bson:"description" json:"description"`
-	Severity       string         `bson:"severity" json:"severity"`
-	Resource       map[string]any `bson:"resource" json:"resource"`
-	Resources      []string       `bson:"resources" json:"resources"`
-	Rule           string         `bson:"rule" json:"rule"`
-	ImageURL       string         `bson:"image_url" json:"image_url"`
-	Provider       string         `bson:"provider" json:"provider"`
-	Account        string         `bson:"account" json:"account"`
-	AdditionalInfo map[string]any `bson:"additional_info" json:"additional_info"`
-	RawData        rawJSON        `bson:"raw_data" json:"raw_data"`
-	OccurredAt     wire.Time      `bson:"occurred_at" json:"occurred_at"`
-	WebhookID      string         `bson:"webhook_id" json:"webhook_id"`
-	ProjectID      string         `bson:"project_id" json:"project_id"`
-	WorkspaceID    string         `bson:"workspace_id" json:"workspace_id"`
-	DomainID       string         `bson:"domain_id" json:"domain_id"`
-	CreatedAt      wire.Time      `bson:"created_at" json:"created_at"`
-	UpdatedAt      wire.Time      `bson:"updated_at" json:"updated_at"`
+	ID             string        `bson:"_id" json:"-"`
+	EventID        string        `bson:"event_id" json:"event_id"`
+	EventKey       string        `bson:"event_key" json:"event_key"`
+	EventType      string        `bson:"event_type" json:"event_type"`
+	Title          string        `bson:"title" json:"title"`
+	Description    string        `bson:"description" json:"description"`
+	Severity       string        `bson:"severity" json:"severity"`
+	Resource       freeform.Map  `bson:"resource" json:"resource"`
+	Resources      []string      `bson:"resources" json:"resources"`
+	Rule           string        `bson:"rule" json:"rule"`
+	ImageURL       string        `bson:"image_url" json:"image_url"`
+	Provider       string        `bson:"provider" json:"provider"`
+	Account        string        `bson:"account" json:"account"`
+	AdditionalInfo freeform.Flat `bson:"additional_info" json:"additional_info"`
+	RawData        rawJSON       `bson:"raw_data" json:"raw_data"`
+	OccurredAt     wire.Time     `bson:"occurred_at" json:"occurred_at"`
+	WebhookID      string        `bson:"webhook_id" json:"webhook_id"`
+	ProjectID      string        `bson:"project_id" json:"project_id"`
+	WorkspaceID    string        `bson:"workspace_id" json:"workspace_id"`
+	DomainID       string        `bson:"domain_id" json:"domain_id"`
+	CreatedAt      wire.Time     `bson:"created_at" json:"created_at"`
+	UpdatedAt      wire.Time     `bson:"updated_at" json:"updated_at"`
 }
 
 // rawJSON is JSON text stored as a string and sent as JSON.

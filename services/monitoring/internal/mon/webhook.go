@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/pluginref"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
@@ -34,20 +35,20 @@ type Requests struct {
 // Webhook is a webhook as stored. Requests live in RequestsCollection and
 // are filled in when it is read.
 type Webhook struct {
-	ID          string         `bson:"_id" json:"-"`
-	WebhookID   string         `bson:"webhook_id" json:"webhook_id"`
-	Name        string         `bson:"name" json:"name"`
-	State       string         `bson:"state" json:"state"`
-	AccessKey   string         `bson:"access_key" json:"access_key"`
-	WebhookURL  string         `bson:"webhook_url" json:"webhook_url"`
-	Capability  map[string]any `bson:"capability" json:"capability"`
-	PluginInfo  PluginInfo     `bson:"plugin_info" json:"plugin_info"`
-	Requests    Requests       `bson:"-" json:"requests"`
-	Tags        map[string]any `bson:"tags" json:"tags"`
-	DomainID    string         `bson:"domain_id" json:"domain_id"`
-	WorkspaceID string         `bson:"workspace_id" json:"workspace_id"`
-	ProjectID   string         `bson:"project_id" json:"project_id"`
-	CreatedAt   wire.Time      `bson:"created_at" json:"created_at"`
+	ID          string        `bson:"_id" json:"-"`
+	WebhookID   string        `bson:"webhook_id" json:"webhook_id"`
+	Name        string        `bson:"name" json:"name"`
+	State       string        `bson:"state" json:"state"`
+	AccessKey   string        `bson:"access_key" json:"access_key"`
+	WebhookURL  string        `bson:"webhook_url" json:"webhook_url"`
+	Capability  freeform.Map  `bson:"capability" json:"capability"`
+	PluginInfo  PluginInfo    `bson:"plugin_info" json:"plugin_info"`
+	Requests    Requests      `bson:"-" json:"requests"`
+	Tags        freeform.Flat `bson:"tags" json:"tags"`
+	DomainID    string        `bson:"domain_id" json:"domain_id"`
+	WorkspaceID string        `bson:"workspace_id" json:"workspace_id"`
+	ProjectID   string        `bson:"project_id" json:"project_id"`
+	CreatedAt   wire.Time     `bson:"created_at" json:"created_at"`
 }
 
 // IngestPath is the ingest URL's path of a webhook.

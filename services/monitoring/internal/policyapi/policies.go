@@ -48,20 +48,20 @@ type Rule struct {
 
 // Policy is an escalation policy, stored and sent in the same shape.
 type Policy struct {
-	ID                 string         `bson:"_id" json:"-"`
-	EscalationPolicyID string         `bson:"escalation_policy_id" json:"escalation_policy_id"`
-	Name               string         `bson:"name" json:"name"`
-	IsDefault          bool           `bson:"is_default" json:"is_default"`
-	Rules              []Rule         `bson:"rules" json:"rules"`
-	RepeatCount        int32          `bson:"repeat_count" json:"repeat_count"`
-	FinishCondition    string         `bson:"finish_condition" json:"finish_condition"`
-	ResourceGroup      string         `bson:"resource_group" json:"resource_group"`
-	Scope              string         `bson:"scope" json:"scope"`
-	ProjectID          string         `bson:"project_id" json:"project_id"`
-	Tags               map[string]any `bson:"tags" json:"tags"`
-	WorkspaceID        string         `bson:"workspace_id" json:"workspace_id"`
-	DomainID           string         `bson:"domain_id" json:"domain_id"`
-	CreatedAt          wire.Time      `bson:"created_at" json:"created_at"`
+	ID                 string        `bson:"_id" json:"-"`
+	EscalationPolicyID string        `bson:"escalation_policy_id" json:"escalation_policy_id"`
+	Name               string        `bson:"name" json:"name"`
+	IsDefault          bool          `bson:"is_default" json:"is_default"`
+	Rules              []Rule        `bson:"rules" json:"rules"`
+	RepeatCount        int32         `bson:"repeat_count" json:"repeat_count"`
+	FinishCondition    string        `bson:"finish_condition" json:"finish_condition"`
+	ResourceGroup      string        `bson:"resource_group" json:"resource_group"`
+	Scope              string        `bson:"scope" json:"scope"`
+	ProjectID          string        `bson:"project_id" json:"project_id"`
+	Tags               freeform.Flat `bson:"tags" json:"tags"`
+	WorkspaceID        string        `bson:"workspace_id" json:"workspace_id"`
+	DomainID           string        `bson:"domain_id" json:"domain_id"`
+	CreatedAt          wire.Time     `bson:"created_at" json:"created_at"`
 }
 
 func (p *Policy) global() bool { return p.ResourceGroup != Project }
@@ -80,21 +80,21 @@ const MaxRepeat = 100
 
 type (
 	createPolicy struct {
-		Name            string         `json:"name" v:"required,max=255"`
-		Rules           []Rule         `json:"rules" v:"required,max=11"`
-		ResourceGroup   string         `json:"resource_group" v:"required,enum=DOMAIN|WORKSPACE|PROJECT"`
-		RepeatCount     int32          `json:"repeat_count" v:"min=0"`
-		FinishCondition string         `json:"finish_condition" v:"enum=ACKNOWLEDGED|RESOLVED"`
-		Tags            map[string]any `json:"tags"`
-		ProjectID       string         `json:"project_id" v:"max=255"`
+		Name            string        `json:"name" v:"required,max=255"`
+		Rules           []Rule        `json:"rules" v:"required,max=11"`
+		ResourceGroup   string        `json:"resource_group" v:"required,enum=DOMAIN|WORKSPACE|PROJECT"`
+		RepeatCount     int32         `json:"repeat_count" v:"min=0"`
+		FinishCondition string        `json:"finish_condition" v:"enum=ACKNOWLEDGED|RESOLVED"`
+		Tags            freeform.Flat `json:"tags"`
+		ProjectID       string        `json:"project_id" v:"max=255"`
 	}
 	updatePolicy struct {
-		EscalationPolicyID string         `json:"escalation_policy_id" v:"required"`
-		Name               string         `json:"name" v:"max=255"`
-		Rules              []Rule         `json:"rules" v:"max=11"`
-		RepeatCount        *int32         `json:"repeat_count" v:"min=0"`
-		FinishCondition    string         `json:"finish_condition" v:"enum=ACKNOWLEDGED|RESOLVED"`
-		Tags               map[string]any `json:"tags"`
+		EscalationPolicyID string        `json:"escalation_policy_id" v:"required"`
+		Name               string        `json:"name" v:"max=255"`
+		Rules              []Rule        `json:"rules" v:"max=11"`
+		RepeatCount        *int32        `json:"repeat_count" v:"min=0"`
+		FinishCondition    string        `json:"finish_condition" v:"enum=ACKNOWLEDGED|RESOLVED"`
+		Tags               freeform.Flat `json:"tags"`
 	}
 	policyRequest struct {
 		EscalationPolicyID string `json:"escalation_policy_id" v:"required"`

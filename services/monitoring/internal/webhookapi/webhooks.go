@@ -21,6 +21,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/pluginref"
 	"github.com/nubes-io/nubes/pkg/query"
@@ -40,6 +41,7 @@ var resource = query.Resource{
 	MinimalFields: []string{"webhook_id", "name", "state", "plugin_info", "project_id"},
 	// requests are kept apart (mon.Counters): not a field a query reads.
 	Fields: query.Without(query.FieldsOf[Webhook](), "requests"),
+	Maps:   freeform.FieldsOf[Webhook](),
 	// access_key lets its holder post events through the webhook, and
 	// webhook_url holds it.
 	Secret:  []string{"access_key", "webhook_url"},
@@ -50,26 +52,26 @@ type (
 	pluginInfo struct {
 		PluginID    string         `json:"plugin_id" v:"required,max=255"`
 		Version     string         `json:"version" v:"max=255"`
-		Options     map[string]any `json:"options"`
+		Options     freeform.Map   `json:"options"`
 		Metadata    map[string]any `json:"metadata"` // echoed back by clients; the plugin's init decides it
 		UpgradeMode string         `json:"upgrade_mode" v:"enum=AUTO|MANUAL|NONE"`
 	}
 	createWebhook struct {
-		Name       string         `json:"name" v:"required,max=255"`
-		PluginInfo *pluginInfo    `json:"plugin_info" v:"required"`
-		ProjectID  string         `json:"project_id" v:"required,max=255"`
-		Tags       map[string]any `json:"tags"`
+		Name       string        `json:"name" v:"required,max=255"`
+		PluginInfo *pluginInfo   `json:"plugin_info" v:"required"`
+		ProjectID  string        `json:"project_id" v:"required,max=255"`
+		Tags       freeform.Flat `json:"tags"`
 	}
 	updateWebhook struct {
-		WebhookID string         `json:"webhook_id" v:"required"`
-		Name      string         `json:"name" v:"max=255"`
-		Tags      map[string]any `json:"tags"`
+		WebhookID string        `json:"webhook_id" v:"required"`
+		Name      string        `json:"name" v:"max=255"`
+		Tags      freeform.Flat `json:"tags"`
 	}
 	updatePlugin struct {
-		WebhookID   string         `json:"webhook_id" v:"required"`
-		Version     string         `json:"version" v:"max=255"`
-		Options     map[string]any `json:"options"`
-		UpgradeMode string         `json:"upgrade_mode" v:"enum=AUTO|MANUAL|NONE"`
+		WebhookID   string       `json:"webhook_id" v:"required"`
+		Version     string       `json:"version" v:"max=255"`
+		Options     freeform.Map `json:"options"`
+		UpgradeMode string       `json:"upgrade_mode" v:"enum=AUTO|MANUAL|NONE"`
 	}
 	webhookRequest struct {
 		WebhookID string `json:"webhook_id" v:"required"`
