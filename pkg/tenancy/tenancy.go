@@ -15,6 +15,8 @@
 //     of the whole workspace (project "*", or none), which it reads but
 //     never changes;
 //   - a user-owned record (owner field) is its owner's alone;
+//   - where a resource says so (SharedAll), records of domain "*" are read
+//     in every domain and changed by SYSTEM only;
 //   - a domain admin or a SYSTEM token reaches the whole domain; a plain
 //     USER reaches no workspace record (unless the resource is user-owned).
 //
@@ -52,6 +54,10 @@ type Fields struct {
 	// admin's alone: workspace callers do not read them either (costs no
 	// rule mapped to a workspace).
 	PrivateAll bool
+	// SharedAll makes the records of domain "*" (plugins a SYSTEM caller
+	// registered, as upstream stores them) readable in every domain and
+	// changeable by SYSTEM only.
+	SharedAll bool
 	// Platform marks a resource of the whole platform, with no tenancy
 	// field (boards): every caller reaches every record, and only Access
 	// decides who may call.
@@ -96,16 +102,6 @@ func (f Fields) Of(doc bson.Raw) Record {
 	return Record{Domain: get(f.Domain), Workspace: get(f.Workspace), Project: get(f.Project), Owner: get(f.Owner)}
 }
 
-// OfDoc reads the tenancy fields of a document about to be stored (or
-// loaded into a Go value): it is marshalled as the store would.
-func (f Fields) OfDoc(doc any) (Record, error) {
-	raw, err := bson.Marshal(doc)
-	if err != nil {
-		return Record{}, err
-	}
-	return f.Of(raw), nil
-}
-
 // Rule is what one caller reaches of one resource.
 type Rule struct {
 	f          Fields
@@ -117,6 +113,7 @@ type Rule struct {
 	// allProjects: may change the workspace's records (project "*").
 	allWorkspaces, allProjects bool
 	workspace                  string // the stamp
+	system                     bool
 }
 
 // DomainWide reports whether p acts for the whole domain: a domain admin
@@ -140,7 +137,7 @@ func For(p *auth.Principal, f Fields) (*Rule, error) {
 	if p == nil {
 		return nil, errs.Unauthenticated("empty token provided.")
 	}
-	r := &Rule{f: f, domain: p.DomainID, allWorkspaces: true, allProjects: true}
+	r := &Rule{f: f, domain: p.DomainID, allWorkspaces: true, allProjects: true, system: p.IsSystem()}
 	if f.Platform {
 		return r, nil
 	}
@@ -182,7 +179,9 @@ func (r *Rule) Filter() bson.D {
 	if r.f.Platform {
 		return d
 	}
-	if r.f.Domain != "" {
+	if r.f.Domain != "" && r.f.SharedAll {
+		d = append(d, bson.E{Key: r.f.Domain, Value: in([]string{r.domain, All})})
+	} else if r.f.Domain != "" {
 		d = append(d, bson.E{Key: r.f.Domain, Value: r.domain})
 	}
 	if r.workspaces != nil {
@@ -219,7 +218,7 @@ func (r *Rule) Sees(rec Record) bool {
 	if r.f.Platform {
 		return true
 	}
-	if r.f.Domain != "" && rec.Domain != r.domain {
+	if r.f.Domain != "" && rec.Domain != r.domain && !(r.f.SharedAll && rec.Domain == All) {
 		return false
 	}
 	if r.workspaces != nil && !slices.Contains(r.workspaces, rec.Workspace) {
@@ -242,6 +241,9 @@ func (r *Rule) Writable(rec Record, key, id string) error {
 }
 
 func (r *Rule) sharedWrite(rec Record) error {
+	if r.f.SharedAll && rec.Domain == All && !r.system {
+		return errs.Forbidden()
+	}
 	if r.f.Workspace != "" && rec.Workspace == All && !r.allWorkspaces {
 		return errs.Forbidden()
 	}

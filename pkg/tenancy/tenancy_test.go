@@ -93,6 +93,9 @@ func TestRule(t *testing.T) {
 		{"user, owned workspace record", user, Fields{Domain: "domain_id", Workspace: "workspace_id", Owner: "user_id"}, Record{Domain: "d1", Workspace: "w1", Owner: "ulla"}, true, 200, 200},
 		{"user, domain resource", user, InDomain, ws(""), true, 200, 200},
 		{"platform resource", adminB, OfPlatform, Record{}, true, 200, 200},
+		{"shared record read in every domain", adminB, Fields{Domain: "domain_id", SharedAll: true}, Record{Domain: All}, true, 403, 403},
+		{"shared record changed by SYSTEM", system, Fields{Domain: "domain_id", SharedAll: true}, Record{Domain: All}, true, 200, 200},
+		{"another domain's record stays hidden when sharing", adminB, Fields{Domain: "domain_id", SharedAll: true}, Record{Domain: "d1"}, false, 404, 403},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r, err := For(c.p, c.f)
