@@ -390,7 +390,8 @@ func TestJobRefused(t *testing.T) {
 	}{
 		{"cancel without id", e.adminA, "cancel", M{}, 400, errs.RequiredParameter},
 		{"cancel unknown", e.adminA, "cancel", M{"job_id": "job-000000000000"}, 404, errs.NotFoundCode},
-		{"cancel by member", e.memberA1, "cancel", M{"job_id": wj.JobID}, 403, errs.PermissionDenied},
+		{"member cancels the domain's", e.memberA1, "cancel", M{"job_id": j.JobID}, 403, errs.PermissionDenied},
+		{"owner cancels the domain's", e.ownerA1, "cancel", M{"job_id": j.JobID}, 403, errs.PermissionDenied},
 		{"cancel other workspace's", e.ownerA2, "cancel", M{"job_id": wj.JobID}, 404, errs.NotFoundCode},
 		{"cancel other domain's", e.adminB, "cancel", M{"job_id": j.JobID}, 404, errs.NotFoundCode},
 		{"cancel unknown field", e.adminA, "cancel", M{"job_id": j.JobID, "force": true}, 400, errs.InvalidParameter},
@@ -411,7 +412,8 @@ func TestJobRefused(t *testing.T) {
 			t.Fatalf("a refused call changed job %+v", got)
 		}
 	}
-	// The owner sees its workspace's job and the domain's; cancels its own.
+	// The owner sees its workspace's job and the domain's; a member of the
+	// workspace cancels its job (semantics.md §4.4: Job.cancel DA, WO, WM).
 	var l struct {
 		TotalCount int `json:"total_count"`
 	}
@@ -419,7 +421,11 @@ func TestJobRefused(t *testing.T) {
 	if l.TotalCount != 1 {
 		t.Fatalf("workspace-2 sees %d jobs", l.TotalCount)
 	}
-	e.ownerA1.Call(jobBase+"cancel", M{"job_id": wj.JobID}).OK(nil)
+	var canceled Job
+	e.memberA1.Call(jobBase+"cancel", M{"job_id": wj.JobID}).OK(&canceled)
+	if canceled.Status != "CANCELED" {
+		t.Fatalf("member's cancel answered %+v", canceled)
+	}
 	// cost reads refuse bad input too.
 	e.adminA.Call(costBase+"list", M{"bogus": 1}).Fails(http.StatusBadRequest, errs.InvalidParameter)
 	e.adminA.Call(costBase+"list", M{"query": M{"filter": []M{{"k": "secret", "v": 1, "o": "eq"}}}}).Fails(http.StatusBadRequest, errs.InvalidParameter)

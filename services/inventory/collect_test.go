@@ -393,6 +393,7 @@ func TestCollectSecrets(t *testing.T) {
 	}
 	dom := s.createCollector(s.adminA, domainCollector())
 	w1 := s.createCollector(s.ownerA1, map[string]any{"name": "W1", "resource_group": "WORKSPACE", "plugin_info": map[string]any{"plugin_id": collectorPlugin}})
+	w2 := s.createCollector(s.ownerA2, map[string]any{"name": "W2", "resource_group": "WORKSPACE", "plugin_info": map[string]any{"plugin_id": collectorPlugin}})
 	filtered := s.createCollector(s.adminA, domainCollector(map[string]any{"secret_filter": map[string]any{"state": "ENABLED",
 		"schemas": []string{"aws_access_key"}, "exclude_service_accounts": []string{"ta-a-w2"}}}))
 	gcp := s.createCollector(s.adminA, domainCollector(map[string]any{"provider": "google_cloud", "plugin_info": map[string]any{"plugin_id": "plugin-multi-provider"}}))
@@ -407,6 +408,8 @@ func TestCollectSecrets(t *testing.T) {
 			"trusted-secret-adom@*/ta-a-dom trusted-secret-aw1@workspace-1/ta-a-w1 trusted-secret-aw2@workspace-2/ta-a-w2"},
 		{"one secret", s.adminA, dom.CollectorID, "trusted-secret-aw1", "trusted-secret-aw1@workspace-1/ta-a-w1"},
 		{"workspace collector: its workspace's and the domain's, in its workspace", s.ownerA1, w1.CollectorID, "",
+			"trusted-secret-adom@workspace-1/ta-a-dom trusted-secret-aw1@workspace-1/ta-a-w1"},
+		{"a member collects too (semantics.md §4.4)", s.memberA1, w1.CollectorID, "",
 			"trusted-secret-adom@workspace-1/ta-a-dom trusted-secret-aw1@workspace-1/ta-a-w1"},
 		{"secret filter", s.adminA, filtered.CollectorID, "", "trusted-secret-adom@*/ta-a-dom"},
 		{"another provider", s.adminA, gcp.CollectorID, "", "trusted-secret-agcp@*/ta-a-gcp"},
@@ -444,7 +447,9 @@ func TestCollectSecrets(t *testing.T) {
 			{"another domain", s.adminB, map[string]any{"collector_id": dom.CollectorID}, http.StatusNotFound, errs.NotFoundCode},
 			{"another workspace", s.ownerA2, map[string]any{"collector_id": w1.CollectorID}, http.StatusNotFound, errs.NotFoundCode},
 			{"domain collector by an owner", s.ownerA1, map[string]any{"collector_id": dom.CollectorID}, http.StatusForbidden, errs.PermissionDenied},
-			{"member", s.memberA1, map[string]any{"collector_id": w1.CollectorID}, http.StatusForbidden, errs.PermissionDenied},
+			{"domain collector by a member", s.memberA1, map[string]any{"collector_id": dom.CollectorID}, http.StatusForbidden, errs.PermissionDenied},
+			{"another workspace's by a member", s.memberA1, map[string]any{"collector_id": w2.CollectorID}, http.StatusNotFound, errs.NotFoundCode},
+			{"a plain user", s.userA, map[string]any{"collector_id": w1.CollectorID}, http.StatusForbidden, errs.PermissionDenied},
 			{"anonymous", s.anon, map[string]any{"collector_id": w1.CollectorID}, http.StatusUnauthorized, errs.AuthenticateFailure},
 		} {
 			t.Run(tt.name, func(t *testing.T) {

@@ -141,7 +141,7 @@ func (js *Jobs) Timeout() time.Duration { return js.cfg.Timeout }
 func (js *Jobs) Routes() []api.Route {
 	const base = "/cost-analysis/v1/job/"
 	return []api.Route{
-		api.Op[jobRequest, Job]{Path: base + "cancel", Access: model.Writers, Summary: "Cancel a running job: it is CANCELED at once; its workers stop between two chunks; none of its rows shows, and they are deleted.", Handle: js.cancel},
+		api.Op[jobRequest, Job]{Path: base + "cancel", Access: model.Readers, Summary: "Cancel a running job: it is CANCELED at once; its workers stop between two chunks; none of its rows shows, and they are deleted.", Handle: js.cancel},
 		api.Op[jobRequest, Job]{Path: base + "get", Access: model.Readers, Summary: "Get a cost job.", Handle: js.get},
 		api.Op[jobQuery, api.List[Job]]{Path: base + "list", Access: model.Readers, Summary: "List the cost jobs the caller may see.", Handle: js.list},
 		api.Op[statQuery, map[string]any]{Path: base + "stat", Access: model.Readers, Summary: "Statistics over the cost jobs the caller may see.", Handle: js.stat},
@@ -176,6 +176,8 @@ func (js *Jobs) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*map
 }
 
 // cancel: only an IN_PROGRESS job (409 ERROR_JOB_STATE otherwise).
+// Workspace members may cancel (semantics.md §4.4); a job of a DOMAIN
+// data source stays the domain admin's (model.Writable).
 func (js *Jobs) cancel(ctx context.Context, p *auth.Principal, r *jobRequest) (*Job, error) {
 	j, err := store.GetToChange[Job](ctx, js.jobs, resource, p, "job_id", r.JobID)
 	if err != nil {

@@ -3,6 +3,7 @@ package identityapi
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -192,8 +193,9 @@ func (s *Service) projectRoutes() []api.Route {
 	}
 }
 
-// ownProject loads a project the caller may see: its domain, and its
-// workspace for workspace-scoped callers.
+// ownProject loads a project the caller may see: its domain, its
+// workspace for workspace-scoped callers, and for a workspace member one
+// of its projects (404 otherwise, as for an unknown id).
 func (s *Service) ownProject(ctx context.Context, p *auth.Principal, id string) (*Project, error) {
 	pr, err := store.GetOwned[Project](ctx, s.projects, "project_id", id, p.DomainID)
 	if err != nil {
@@ -202,7 +204,21 @@ func (s *Service) ownProject(ctx context.Context, p *auth.Principal, id string) 
 	if p.WorkspaceID != "" && pr.WorkspaceID != p.WorkspaceID {
 		return nil, errs.NotFound("project_id", id)
 	}
+	if only, ok := memberReach(p); ok && !slices.Contains(only, pr.ProjectID) {
+		return nil, errs.NotFound("project_id", id)
+	}
 	return pr, nil
+}
+
+// memberReach: a workspace member reaches only the projects its token
+// names (semantics.md §4.4 `user_projects`: the workspace's PUBLIC
+// projects and the PRIVATE ones it is in); ok is false for the other
+// roles, which reach every project of their workspace or domain.
+func memberReach(p *auth.Principal) (only []string, ok bool) {
+	if p.Role != auth.WorkspaceMember || p.IsSystem() {
+		return nil, false
+	}
+	return p.Projects, true
 }
 
 func (s *Service) createProject(ctx context.Context, p *auth.Principal, r *createProject) (*Project, error) {
@@ -277,8 +293,8 @@ func (s *Service) listProjects(ctx context.Context, p *auth.Principal, r *projec
 		domainID = d
 	}
 	scope := scopeIn(domainID, p.WorkspaceID)
-	if p.Role == auth.WorkspaceMember { // members see public projects and their own
-		q.Filter = append(q.Filter, query.Condition{Key: "project_id", Operator: "in", Value: anyList(p.Projects)})
+	if only, ok := memberReach(p); ok {
+		q.Filter = append(q.Filter, query.Condition{Key: "project_id", Operator: "in", Value: anyList(only)})
 	}
 	return store.Search[Project](ctx, s.projects, q, projectResource, scope)
 }
@@ -320,14 +336,30 @@ func (s *Service) roleRoutes() []api.Route {
 			}
 			return &api.List[Role]{Results: out, TotalCount: int64(len(out))}, nil
 		}},
-		api.Op[createBinding, RoleBinding]{Path: "/identity/v2/role-binding/create", Access: domainAdmin, Summary: "Give a user a role in the domain or in a workspace.", Handle: s.createBinding},
-		api.Op[bindingRequest, api.Empty]{Path: "/identity/v2/role-binding/delete", Access: domainAdmin, Summary: "Take a role binding away.", Handle: s.deleteBinding},
+		api.Op[createBinding, RoleBinding]{Path: "/identity/v2/role-binding/create", Access: workspaceWriters, Summary: "Give a user a role in the domain or in a workspace.", Handle: s.createBinding},
+		api.Op[bindingRequest, api.Empty]{Path: "/identity/v2/role-binding/delete", Access: workspaceWriters, Summary: "Take a role binding away.", Handle: s.deleteBinding},
 		api.Op[bindingRequest, RoleBinding]{Path: "/identity/v2/role-binding/get", Access: readers, Summary: "Get a role binding.", Handle: s.getBinding},
 		api.Op[bindingQuery, api.List[RoleBinding]]{Path: "/identity/v2/role-binding/list", Access: readers, Summary: "List role bindings.", Handle: s.listBindings},
 	}
 }
 
+// ownsWorkspace reports whether p is a workspace owner acting in its own
+// workspace: it manages that workspace's bindings and no other.
+func ownsWorkspace(p *auth.Principal) bool {
+	return p.Role == auth.WorkspaceOwner && !p.IsSystem()
+}
+
 func (s *Service) createBinding(ctx context.Context, p *auth.Principal, r *createBinding) (*RoleBinding, error) {
+	if ownsWorkspace(p) {
+		// A workspace owner binds users into its own workspace with
+		// workspace roles only (upstream: resource_group WORKSPACE for
+		// the role, workspace_id from the token): never the domain, never
+		// another workspace.
+		if r.ResourceGroup != "WORKSPACE" || p.WorkspaceID == "" || (r.WorkspaceID != "" && r.WorkspaceID != p.WorkspaceID) {
+			return nil, errs.Forbidden()
+		}
+		r.WorkspaceID = p.WorkspaceID
+	}
 	role, ok := managedRole(r.RoleID)
 	if !ok {
 		return nil, errs.NotFound("role_id", r.RoleID)
@@ -367,9 +399,14 @@ func (s *Service) createBinding(ctx context.Context, p *auth.Principal, r *creat
 }
 
 func (s *Service) deleteBinding(ctx context.Context, p *auth.Principal, r *bindingRequest) (*api.Empty, error) {
-	b, err := store.GetOwned[RoleBinding](ctx, s.bindings, "role_binding_id", r.RoleBindingID, p.DomainID)
+	b, err := s.getBinding(ctx, p, r)
 	if err != nil {
 		return nil, err
+	}
+	if ownsWorkspace(p) && (p.WorkspaceID == "" || b.WorkspaceID == "" || b.UserID == p.UserID) {
+		// A domain binding is the domain admin's; and, as upstream, an
+		// owner never removes itself (so a workspace keeps its owner).
+		return nil, errs.Forbidden()
 	}
 	unbind := func() error {
 		if _, err := s.bindings.DeleteOne(ctx, bson.D{{Key: "_id", Value: b.ID}}); err != nil {

@@ -156,7 +156,7 @@ func (s *Service) Routes() []api.Route {
 		api.Op[collectorRequest, Collector]{Path: base + "get", Access: inv.Readers, Summary: "Get a collector.", Handle: s.get},
 		api.Op[collectorQuery, api.List[Collector]]{Path: base + "list", Access: inv.Readers, Summary: "List the collectors the caller may see.", Handle: s.list},
 		api.Op[statQuery, map[string]any]{Path: base + "stat", Access: inv.Readers, Summary: "Statistics over the collectors the caller may see.", Handle: s.stat},
-		api.Op[collectRequest, inv.Job]{Path: base + "collect", Access: inv.Writers, Summary: "Collect now: one job, one task per secret (trusted account) of the collector's provider in its scope.", Handle: s.collect},
+		api.Op[collectRequest, inv.Job]{Path: base + "collect", Access: inv.Readers, Summary: "Collect now: one job, one task per secret (trusted account) of the collector's provider in its scope.", Handle: s.collect},
 	}
 }
 
