@@ -177,7 +177,7 @@ func (js *Jobs) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*map
 
 // cancel: only an IN_PROGRESS job (409 ERROR_JOB_STATE otherwise).
 // Workspace members may cancel (semantics.md §4.4); a job of a DOMAIN
-// data source stays the domain admin's (model.Writable).
+// data source stays the domain admin's (store.GetToChange: 403).
 func (js *Jobs) cancel(ctx context.Context, p *auth.Principal, r *jobRequest) (*Job, error) {
 	j, err := store.GetToChange[Job](ctx, js.jobs, resource, p, "job_id", r.JobID)
 	if err != nil {
