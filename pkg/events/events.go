@@ -259,10 +259,16 @@ type Option func(*Bus)
 func WithReplicas(n int) Option { return func(b *Bus) { b.replicas = n } }
 
 // WithUser connects as a NATS user (the server's authorization block);
-// an empty user connects without one, or with the URL's user info.
+// an empty user connects without one, or with the URL's user info. Its
+// replies, fetched messages included, come to the inbox prefix
+// InboxPrefix(user), so a user allowed only its own prefix reads no other
+// user's.
 func WithUser(user, password string) Option {
 	return func(b *Bus) { b.user, b.password = user, password }
 }
+
+// InboxPrefix is where a NATS user's replies come: _INBOX.<user>.
+func InboxPrefix(user string) string { return "_INBOX." + user }
 
 // Bus is a JetStream connection with the Nubes streams in place.
 type Bus struct {
@@ -291,11 +297,11 @@ func Connect(ctx context.Context, url, name string, log *slog.Logger, opts ...Op
 	for _, o := range opts {
 		o(b)
 	}
-	auth := func(*nats.Options) error { return nil }
+	auth := []nats.Option{nats.Name("nubes-" + name)}
 	if b.user != "" {
-		auth = nats.UserInfo(b.user, b.password)
+		auth = append(auth, nats.UserInfo(b.user, b.password), nats.CustomInboxPrefix(InboxPrefix(b.user)))
 	}
-	nc, err := nats.Connect(url, nats.Name("nubes-"+name), auth,
+	nc, err := nats.Connect(url, append(auth,
 		nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1), nats.ReconnectWait(time.Second),
 		nats.ReconnectBufSize(-1),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
@@ -304,7 +310,7 @@ func Connect(ctx context.Context, url, name string, log *slog.Logger, opts ...Op
 			}
 		}),
 		nats.ConnectHandler(func(*nats.Conn) { log.Info("nats connected"); b.onConnect() }),
-		nats.ReconnectHandler(func(*nats.Conn) { log.Info("nats reconnected"); b.onConnect() }))
+		nats.ReconnectHandler(func(*nats.Conn) { log.Info("nats reconnected"); b.onConnect() }))...)
 	if err != nil {
 		return nil, fmt.Errorf("nats connect: %w", err)
 	}

@@ -12,13 +12,19 @@ import (
 )
 
 // TestWithUser: against a NATS server that requires a user, the bus
-// connects and creates its streams with the right password, and is
+// connects and creates its streams with the right password (their
+// answers reach it although the user may subscribe only to its own
+// inbox prefix), and is
 // refused with a wrong one or none (Connect's bus then stays
 // disconnected, retrying, as when NATS is down).
 func TestWithUser(t *testing.T) {
 	srv, err := natsserver.NewServer(&natsserver.Options{
 		Host: "127.0.0.1", Port: natsserver.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
-		Users: []*natsserver.User{{Username: "nubes-test", Password: "right"}},
+		// Replies only under the user's own inbox prefix.
+		Users: []*natsserver.User{{Username: "nubes-test", Password: "right", Permissions: &natsserver.Permissions{
+			Publish:   &natsserver.SubjectPermission{Allow: []string{"$JS.API.STREAM.>"}},
+			Subscribe: &natsserver.SubjectPermission{Allow: []string{events.InboxPrefix("nubes-test") + ".>"}},
+		}}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -63,6 +63,8 @@ func newObject(apiVersion, kind string) (any, bool) {
 		return &policyv1.PodDisruptionBudget{}, true
 	case "networking.k8s.io/v1 Ingress":
 		return &networkingv1.Ingress{}, true
+	case "networking.k8s.io/v1 NetworkPolicy":
+		return &networkingv1.NetworkPolicy{}, true
 	}
 	return nil, false
 }
@@ -115,6 +117,7 @@ type manifests struct {
 	secrets     map[string]*corev1.Secret
 	accounts    map[string]*corev1.ServiceAccount
 	ingresses   map[string]*networkingv1.Ingress
+	policies    map[string]*networkingv1.NetworkPolicy
 }
 
 var docSep = regexp.MustCompile(`(?m)^---\s*$`)
@@ -128,6 +131,7 @@ func decode(t *testing.T, out string) *manifests {
 		pdbs: map[string]*policyv1.PodDisruptionBudget{}, hpas: map[string]*autoscalingv2.HorizontalPodAutoscaler{},
 		configMaps: map[string]*corev1.ConfigMap{}, secrets: map[string]*corev1.Secret{},
 		accounts: map[string]*corev1.ServiceAccount{}, ingresses: map[string]*networkingv1.Ingress{},
+		policies: map[string]*networkingv1.NetworkPolicy{},
 	}
 	n := 0
 	for _, doc := range docSep.Split(out, -1) {
@@ -167,6 +171,8 @@ func decode(t *testing.T, out string) *manifests {
 			put(t, m.accounts, o.Name, o)
 		case *networkingv1.Ingress:
 			put(t, m.ingresses, o.Name, o)
+		case *networkingv1.NetworkPolicy:
+			put(t, m.policies, o.Name, o)
 		}
 	}
 	if n == 0 {
@@ -230,8 +236,22 @@ func (w want) check(t *testing.T, m *manifests) {
 	if got := slices.Sorted(maps.Keys(m.deployments)); !slices.Equal(got, names) {
 		t.Fatalf("Deployments %v, want %v", got, names)
 	}
-	if got := slices.Sorted(maps.Keys(m.services)); !slices.Equal(got, names) {
-		t.Fatalf("Services %v, want %v", got, names)
+	var svcNames []string
+	for n, svc := range m.services {
+		if n == internalOnly {
+			// The Ingress's backend for internalPaths: it must reach no pod.
+			if len(svc.Spec.Selector) != 0 {
+				t.Fatalf("Service %s selects pods %v", n, svc.Spec.Selector)
+			}
+			continue
+		}
+		if !strings.Contains(n, "-plugin-") {
+			svcNames = append(svcNames, n)
+		}
+	}
+	slices.Sort(svcNames)
+	if !slices.Equal(svcNames, names) {
+		t.Fatalf("Services %v, want %v", svcNames, names)
 	}
 	if got := slices.Sorted(maps.Keys(m.pdbs)); !slices.Equal(got, names) {
 		t.Fatalf("PodDisruptionBudgets %v, want %v", got, names)
@@ -249,6 +269,9 @@ func (w want) check(t *testing.T, m *manifests) {
 	}
 
 	for name, d := range m.deployments {
+		if strings.Contains(name, "-plugin-") {
+			continue
+		}
 		checkDeployment(t, m, w, name, d)
 		svc := m.services[name]
 		if !maps.Equal(svc.Spec.Selector, d.Spec.Selector.MatchLabels) || svc.Spec.Ports[0].TargetPort.StrVal != "http" {
@@ -277,16 +300,17 @@ func (w want) check(t *testing.T, m *manifests) {
 		}
 		return
 	}
+	checkNoInternalPathReachesAPod(t, m)
 	ing, ok := m.ingresses["nubes"]
 	if !ok || len(m.ingresses) != 1 || len(ing.Spec.Rules) != 1 {
 		t.Fatalf("want one Ingress nubes with one rule, got %v", m.ingresses)
 	}
 	got := map[string]string{}
 	for _, p := range ing.Spec.Rules[0].HTTP.Paths {
-		// The console's reflection list is one exact path; services own
-		// their prefixes.
+		// The console's reflection list and the internal paths are exact
+		// paths; services own their prefixes.
 		wantType := networkingv1.PathTypePrefix
-		if p.Path == reflectionPath {
+		if p.Path == reflectionPath || slices.Contains(internalPaths, p.Path) {
 			wantType = networkingv1.PathTypeExact
 		}
 		if p.PathType == nil || *p.PathType != wantType {
@@ -347,13 +371,22 @@ func checkDeployment(t *testing.T, m *manifests, w want, name string, d *appsv1.
 			t.Fatalf("%s: env %s twice", name, e.Name)
 		}
 		env[e.Name] = e
-		if ref := e.ValueFrom; ref != nil && ref.SecretKeyRef != nil && ref.SecretKeyRef.Name != w.secret {
-			t.Fatalf("%s: %s from Secret %s, want %s", name, e.Name, ref.SecretKeyRef.Name, w.secret)
+		// No credential is an environment variable: not from a Secret,
+		// not inline.
+		if e.ValueFrom != nil {
+			t.Fatalf("%s: %s comes from %+v; credentials are mounted files", name, e.Name, e.ValueFrom)
+		}
+		if credentialName.MatchString(e.Name) && !strings.HasSuffix(e.Name, "_FILE") {
+			t.Fatalf("%s: %s is a credential in the environment", name, e.Name)
 		}
 	}
-	for _, k := range []string{"NUBES_MONGO_URI", "NUBES_NATS_URL"} {
-		if e, ok := env[k]; !ok || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
-			t.Fatalf("%s: %s must come from the Secret", name, k)
+	files := secretFiles(t, name, pod, c, w.secret)
+	if files["NUBES_MONGO_URI"] != "mongo-uri" {
+		t.Fatalf("%s: NUBES_MONGO_URI_FILE does not read the Secret's mongo-uri: %v", name, files)
+	}
+	for k := range files {
+		if _, inline := env[k]; inline {
+			t.Fatalf("%s: %s set both inline and from a file", name, k)
 		}
 	}
 	if len(c.EnvFrom) != 1 || c.EnvFrom[0].ConfigMapRef == nil {
@@ -377,6 +410,12 @@ func checkDeployment(t *testing.T, m *manifests, w want, name string, d *appsv1.
 	mounts := map[string]string{}
 	for _, vm := range c.VolumeMounts {
 		mounts[vm.Name] = vm.MountPath
+		if vm.MountPath != "/tmp" && !vm.ReadOnly {
+			t.Fatalf("%s: %s is mounted writable", name, vm.MountPath)
+		}
+	}
+	if pod.SecurityContext.SeccompProfile == nil || pod.SecurityContext.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Fatalf("%s: seccomp %+v", name, pod.SecurityContext.SeccompProfile)
 	}
 	for _, v := range pod.Volumes {
 		if _, ok := mounts[v.Name]; !ok {
@@ -395,6 +434,123 @@ func checkDeployment(t *testing.T, m *manifests, w want, name string, d *appsv1.
 	if g := pod.TerminationGracePeriodSeconds; g == nil || *g < 10 {
 		t.Fatalf("%s: terminationGracePeriodSeconds %v is shorter than a drain", name, g)
 	}
+}
+
+// internalPaths are the chart's default ingress.internalPaths: the
+// SYSTEM-only operations (services/identity checks the list against
+// identity's declarations).
+var internalPaths = func() []string {
+	raw, err := os.ReadFile(chart + "/values.yaml")
+	if err != nil {
+		panic(err)
+	}
+	var v struct {
+		Ingress struct {
+			InternalPaths []string `json:"internalPaths"`
+		} `json:"ingress"`
+	}
+	if err := yaml.Unmarshal(raw, &v); err != nil {
+		panic(err)
+	}
+	return v.Ingress.InternalPaths
+}()
+
+// withInternal adds the internal paths to the routes a render must have.
+func withInternal(routes map[string]string) map[string]string {
+	for _, p := range internalPaths {
+		routes[p] = "internal-only"
+	}
+	return routes
+}
+
+// internalOnly is the Service the Ingress sends internalPaths to.
+const internalOnly = "nubes-internal-only"
+
+// credentialName matches settings that hold credentials.
+var credentialName = regexp.MustCompile(`^NUBES_(MONGO_URI|NATS_URL|NATS_PASSWORD|SIGNING_KEY|ENCRYPTION_KEYS|ADMIN_PASSWORD|SMTP_USERNAME|SMTP_PASSWORD|SERVICE_TOKEN|REMOTE_REPOSITORIES)$`)
+
+// secretFiles returns the settings a container reads from the Secret's
+// files (NUBES_X_FILE -> NUBES_X: key), checking that each file is a key
+// of the Secret volume, mounted read-only, readable by the pod's group
+// only.
+func secretFiles(t *testing.T, name string, pod corev1.PodSpec, c corev1.Container, secret string) map[string]string {
+	t.Helper()
+	var vol *corev1.SecretVolumeSource
+	for _, v := range pod.Volumes {
+		if v.Secret != nil {
+			if vol != nil {
+				t.Fatalf("%s: two Secret volumes", name)
+			}
+			vol = v.Secret
+			for _, vm := range c.VolumeMounts {
+				if vm.Name == v.Name && (vm.MountPath != "/etc/nubes/secrets" || !vm.ReadOnly) {
+					t.Fatalf("%s: Secret mounted at %s read-only %v", name, vm.MountPath, vm.ReadOnly)
+				}
+			}
+		}
+	}
+	if vol == nil || vol.SecretName != secret || vol.DefaultMode == nil || *vol.DefaultMode != 0o440 || (vol.Optional != nil && *vol.Optional) {
+		t.Fatalf("%s: Secret volume %+v, want %s, mode 0440, not optional", name, vol, secret)
+	}
+	items := map[string]bool{}
+	for _, it := range vol.Items {
+		if it.Path != it.Key {
+			t.Fatalf("%s: Secret key %s at %s", name, it.Key, it.Path)
+		}
+		items[it.Key] = true
+	}
+	out := map[string]string{}
+	for _, e := range c.Env {
+		k, ok := strings.CutSuffix(e.Name, "_FILE")
+		if !ok || k == "NUBES_JWKS" {
+			continue
+		}
+		key, ok := strings.CutPrefix(e.Value, "/etc/nubes/secrets/")
+		if !ok || !items[key] {
+			t.Fatalf("%s: %s = %s is not a key of the mounted Secret %v", name, e.Name, e.Value, items)
+		}
+		out[k] = key
+		delete(items, key)
+	}
+	if len(items) != 0 {
+		t.Fatalf("%s: Secret keys mounted but not read: %v", name, items)
+	}
+	return out
+}
+
+// checkNoInternalPathReachesAPod resolves every internalPath as the
+// Ingress does (an Exact path before the longest Prefix) and fails when it
+// reaches a Service with pods.
+func checkNoInternalPathReachesAPod(t *testing.T, m *manifests) {
+	t.Helper()
+	for _, p := range internalPaths {
+		for _, ing := range m.ingresses {
+			for _, r := range ing.Spec.Rules {
+				if b := resolve(r, p); b != "" && b != internalOnly {
+					t.Fatalf("the Ingress sends SYSTEM-only %s to %s", p, b)
+				}
+			}
+		}
+	}
+}
+
+// resolve returns the backend Service the rule sends path to ("" none).
+func resolve(r networkingv1.IngressRule, path string) string {
+	best, bestLen := "", -1
+	for _, p := range r.HTTP.Paths {
+		switch *p.PathType {
+		case networkingv1.PathTypeExact:
+			if p.Path == path {
+				return p.Backend.Service.Name
+			}
+		default:
+			prefix := strings.TrimSuffix(p.Path, "/")
+			if (path == prefix || strings.HasPrefix(path, prefix+"/")) && len(prefix) > bestLen {
+				best, bestLen = p.Backend.Service.Name, len(prefix)
+			}
+		}
+	}
+	return best
 }
 
 func mountPaths(c corev1.Container) map[string]bool {
@@ -421,7 +577,7 @@ func TestDefaultValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := decode(t, out)
-	want{services: []string{"board"}, routes: map[string]string{"/board": "board"},
+	want{services: []string{"board"}, routes: withInternal(map[string]string{"/board": "board"}),
 		secret: "nubes-secrets", secretRendered: true}.check(t, m)
 	s := m.secrets["nubes-secrets"]
 	if s.StringData["mongo-uri"] == "" || s.StringData["nats-url"] == "" || len(s.StringData) != 2 {
@@ -437,9 +593,9 @@ func TestProductionValues(t *testing.T) {
 	m := decode(t, out)
 	svcs := []string{"board", "cost-analysis", "dashboard", "identity", "inventory", "mailer", "monitoring", "notification", "repository", "secret"}
 	want{services: svcs, autoscaled: svcs,
-		routes: map[string]string{"/board": "board", "/identity": "identity", reflectionPath: "identity",
+		routes: withInternal(map[string]string{"/board": "board", "/identity": "identity", reflectionPath: "identity",
 			"/dashboard": "dashboard", "/monitoring": "monitoring", "/notification": "notification",
-			"/repository": "repository", "/secret": "secret", "/inventory": "inventory", "/cost-analysis": "cost-analysis"},
+			"/repository": "repository", "/secret": "secret", "/inventory": "inventory", "/cost-analysis": "cost-analysis"}),
 		secret: "nubes-credentials"}.check(t, m)
 	ing := m.ingresses["nubes"]
 	if ing.Spec.IngressClassName == nil || *ing.Spec.IngressClassName != "nginx" || len(ing.Spec.TLS) != 1 ||
@@ -454,10 +610,19 @@ func TestProductionValues(t *testing.T) {
 	for _, e := range id.Env {
 		env[e.Name] = e
 	}
-	for k, key := range map[string]string{"NUBES_SIGNING_KEY": "signing-key", "NUBES_ENCRYPTION_KEYS": "encryption-keys", "NUBES_ADMIN_PASSWORD": "admin-password"} {
-		if e := env[k]; e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil || e.ValueFrom.SecretKeyRef.Key != key {
-			t.Fatalf("identity: %s not from Secret key %s: %+v", k, key, e)
+	files := secretFiles(t, "identity", m.deployments["nubes-identity"].Spec.Template.Spec, id, "nubes-credentials")
+	for k, key := range map[string]string{"NUBES_SIGNING_KEY": "signing-key", "NUBES_ENCRYPTION_KEYS": "encryption-keys",
+		"NUBES_ADMIN_PASSWORD": "admin-password", "NUBES_MONGO_URI": "mongo-uri", "NUBES_NATS_URL": "nats-url", "NUBES_NATS_PASSWORD": "nats-password-identity"} {
+		if files[k] != key {
+			t.Fatalf("identity: %s not read from the Secret's %s: %v", k, key, files)
 		}
+	}
+	if env["NUBES_NATS_USER"].Value != "nubes-identity" {
+		t.Fatalf("identity NATS user %+v", env["NUBES_NATS_USER"])
+	}
+	// endpoint/list answers the public URL.
+	if env["NUBES_ENDPOINT_URL"].Value != "https://api.nubes.example.com" {
+		t.Fatalf("identity endpoint_url %+v", env["NUBES_ENDPOINT_URL"])
 	}
 	if env["NUBES_ADMIN_USER_ID"].Value != "admin@example.com" {
 		t.Fatalf("identity env %+v", env["NUBES_ADMIN_USER_ID"])
@@ -498,7 +663,7 @@ func TestEveryServiceRouted(t *testing.T) {
 	for s, p := range specPrefixes {
 		routes[p] = s
 	}
-	want{services: all, routes: routes, secret: "nubes-secrets", secretRendered: true}.check(t, decode(t, out))
+	want{services: all, routes: withInternal(routes), secret: "nubes-secrets", secretRendered: true}.check(t, decode(t, out))
 }
 
 // Per-service switches: autoscaling for one, replicas for another, no PDB

@@ -15,7 +15,7 @@ services:
   repository: {enabled: true}
 plugins:
   - pluginId: plugin-aws-ec2
-    image: cloudforet/plugin-aws-ec2:1.2.3
+    image: docker.io/cloudforet/plugin-aws-ec2:1.2.3
   - pluginId: Plugin-Mail
     version: 1.0.0
     image: registry.example.com/mail:1.0.0
@@ -35,7 +35,7 @@ pluginEndpoints:
 		port     int32
 		replicas int32
 	}{
-		"nubes-plugin-plugin-aws-ec2":    {"cloudforet/plugin-aws-ec2:1.2.3", 50051, 1},
+		"nubes-plugin-plugin-aws-ec2":    {"docker.io/cloudforet/plugin-aws-ec2:1.2.3", 50051, 1},
 		"nubes-plugin-plugin-mail-1-0-0": {"registry.example.com/mail:1.0.0", 6000, 2},
 	} {
 		d, ok := m.deployments[name]

@@ -81,12 +81,100 @@ Call with (dict "root" $ "svc" $svc) and read with fromYaml.
 {{- toYaml $out -}}
 {{- end -}}
 
+{{/* A service's image: always from the named registry (no implicit Docker Hub). */}}
 {{- define "nubes.image" -}}
-{{- $img := printf "%s%s:%s" .root.Values.image.repositoryPrefix .name (default .root.Chart.AppVersion .root.Values.image.tag) -}}
-{{- if .root.Values.image.registry -}}
-{{- printf "%s/%s" (trimSuffix "/" .root.Values.image.registry) $img -}}
-{{- else -}}
-{{- $img -}}
+{{- $registry := required "image.registry is required: the registry your images are pushed to (no implicit registry)" .root.Values.image.registry -}}
+{{- printf "%s/%s%s:%s" (trimSuffix "/" $registry) .root.Values.image.repositoryPrefix .name (default .root.Chart.AppVersion .root.Values.image.tag) -}}
+{{- end -}}
+
+{{/*
+The Secret keys one service mounts, as a YAML map NUBES_<SETTING> ->
+key: mongo-uri and (for NATS users) nats-url and its NATS password, then
+services.<name>.secretFiles. A chart-made Secret mounts only the keys it
+holds (an optional credential left empty stays unset); an existing
+Secret must hold them all. Call with (dict "root" $ "name" $name "cfg" $cfg).
+*/}}
+{{- define "nubes.secretFiles" -}}
+{{- $root := .root -}}
+{{- $out := dict "NUBES_MONGO_URI" "mongo-uri" -}}
+{{- if include "nubes.usesNATS" . -}}
+{{- $_ := set $out "NUBES_NATS_URL" "nats-url" -}}
+{{- if $root.Values.nats.auth.enabled -}}
+{{- $_ := set $out "NUBES_NATS_PASSWORD" (include "nubes.natsPasswordKey" .) -}}
+{{- end -}}
+{{- end -}}
+{{- $held := include "nubes.secretData" $root | fromYaml -}}
+{{- range $k, $key := .cfg.secretFiles -}}
+{{- if or $root.Values.secrets.existingSecret (hasKey $held $key) -}}
+{{- $_ := set $out $k $key -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $out -}}
+{{- end -}}
+
+{{/*
+The data of the chart-made Secret, as YAML. A generated password (the
+admin's, the NATS users') is kept across upgrades by reading the Secret
+back (lookup); helm template, which cannot, makes a new one each time.
+*/}}
+{{- define "nubes.secretData" -}}
+{{- if not .Values.secrets.existingSecret -}}
+{{- $s := .Values.secrets -}}
+{{- $old := dict -}}
+{{- with lookup "v1" "Secret" .Release.Namespace (include "nubes.secretName" .) -}}
+{{- $old = .data | default dict -}}
+{{- end -}}
+{{- $out := dict "mongo-uri" (required "secrets.mongoURI (or secrets.existingSecret) is required" $s.mongoURI) "nats-url" (required "secrets.natsURL (or secrets.existingSecret) is required" $s.natsURL) -}}
+{{- range $key, $value := dict "signing-key" $s.signingKey "encryption-keys" $s.encryptionKeys "smtp-username" $s.smtpUsername "smtp-password" $s.smtpPassword "service-token" $s.serviceToken -}}
+{{- if $value -}}
+{{- $_ := set $out $key $value -}}
+{{- end -}}
+{{- end -}}
+{{- $generated := dict -}}
+{{- if include "nubes.identityEnabled" . -}}
+{{- $_ := set $generated "admin-password" $s.adminPassword -}}
+{{- end -}}
+{{- if .Values.nats.auth.enabled -}}
+{{- range $name, $svc := .Values.services -}}
+{{- if and $svc.enabled (include "nubes.usesNATS" (dict "root" $ "name" $name)) -}}
+{{- $_ := set $generated (include "nubes.natsPasswordKey" (dict "name" $name)) (get ($s.natsPasswords | default dict) $name | default "") -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- range $key, $value := $generated -}}
+{{- if not $value -}}
+{{- $value = get $old $key | default "" | b64dec | default (randAlphaNum 32) -}}
+{{- end -}}
+{{- $_ := set $out $key $value -}}
+{{- end -}}
+{{- toYaml $out -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The public base URL of the Ingress, when it has a host. */}}
+{{- define "nubes.publicURL" -}}
+{{- if and .Values.ingress.enabled .Values.ingress.host -}}
+{{- printf "%s://%s" (ternary "https" "http" (not (empty .Values.ingress.tls))) .Values.ingress.host -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+production: true refuses what a production deployment must not run
+without. Included by the templates that need it (NOTES too).
+*/}}
+{{- define "nubes.checkProduction" -}}
+{{- if .Values.production -}}
+{{- $ing := .Values.ingress -}}
+{{- if not $ing.enabled -}}{{- fail "production: ingress.enabled must be true (the Ingress is the one way in)" -}}{{- end -}}
+{{- $_ := required "production: ingress.host is required (an Ingress without a host serves any host)" $ing.host -}}
+{{- $covered := false -}}
+{{- range $ing.tls -}}{{- if and .secretName (has $ing.host (.hosts | default list)) -}}{{- $covered = true -}}{{- end -}}{{- end -}}
+{{- if not $covered -}}{{- fail (printf "production: ingress.tls must hold a secretName for the host %s" $ing.host) -}}{{- end -}}
+{{- if not .Values.nats.auth.enabled -}}{{- fail "production: nats.auth.enabled must be true (each service its own NATS user)" -}}{{- end -}}
+{{- if not .Values.networkPolicy.enabled -}}{{- fail "production: networkPolicy.enabled must be true" -}}{{- end -}}
+{{- if not .Values.secrets.existingSecret -}}
+{{- if not (regexMatch `^mongodb(\+srv)?://[^/@]+:[^/@]+@` .Values.secrets.mongoURI) -}}{{- fail "production: secrets.mongoURI must hold a user and password (or use secrets.existingSecret)" -}}{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 

@@ -1,0 +1,125 @@
+{{/*
+What each service of the suite talks to, read from its code: the
+services it calls (service_urls; identity too, for token keys and
+checks, is added for every service), whether it calls plugins, and its
+NATS subjects. The NetworkPolicy and the NATS authorization are built
+from this one table; a service that starts calling another, or uses a
+new subject, changes it here (test/helm checks both renders).
+
+NATS, per service (see pkg/events):
+  publish:   subjects it publishes on (outbox relay or bus.Publish);
+  consumers: "<stream>.<durable>" of the durable consumers it pulls from
+             (pkg/events.Consume creates them with their filter subject);
+  kv:        key-value buckets it uses.
+Every NATS user may also create, update and read the Nubes streams
+(each service ensures all of them at start, pkg/events.EnsureStreams).
+*/}}
+{{- define "nubes.flows" -}}
+identity:
+  calls: ["*"]            # the console's reflection list merges every service's
+  plugins: true           # account collectors (trusted-account sync)
+  nats:
+    publish: [nubes.mail.send, nubes.job.identity]
+    consumers: [{stream: NUBES_JOBS, durable: identity-sync, filter: nubes.job.identity}]
+inventory:
+  calls: [repository]
+  plugins: true
+  nats:
+    publish: [nubes.inventory.task]
+    consumers: [{stream: NUBES_INVENTORY_TASKS, durable: inventory, filter: nubes.inventory.task}]
+cost-analysis:
+  calls: [repository]
+  plugins: true
+  nats:
+    publish: [nubes.job.cost-analysis]
+    consumers: [{stream: NUBES_JOBS, durable: cost-analysis, filter: nubes.job.cost-analysis}]
+monitoring:
+  calls: [repository]
+  plugins: true
+  nats:
+    publish: [nubes.monitoring.event]
+notification:
+  calls: [repository]
+  plugins: true
+  nats:
+    publish: [nubes.notification.dead]
+    consumers: [{stream: NUBES_NOTIFICATION, durable: notification, filter: nubes.notification.dispatch}]
+mailer:
+  calls: []
+  nats:
+    publish: [nubes.mail.dead]
+    consumers: [{stream: NUBES_MAIL, durable: mailer, filter: nubes.mail.send}]
+    kv: [mail_sent]
+secret:
+  calls: [repository]
+repository:
+  calls: []
+dashboard:
+  calls: []
+board:
+  calls: []
+{{- end -}}
+
+{{/* The Nubes JetStream streams (pkg/events.StreamConfigs). */}}
+{{- define "nubes.natsStreams" -}}
+[NUBES_MAIL, NUBES_MAIL_DEAD, NUBES_JOBS, NUBES_MONITORING, NUBES_NOTIFICATION, NUBES_NOTIFICATION_DEAD, NUBES_INVENTORY_TASKS]
+{{- end -}}
+
+{{/* The flows of one service (an unknown one: identity only); call with (dict "root" $ "name" $name). */}}
+{{- define "nubes.flowsOf" -}}
+{{- $all := include "nubes.flows" .root | fromYaml -}}
+{{- toYaml (get $all .name | default (dict "calls" list)) -}}
+{{- end -}}
+
+{{/* Whether a service connects to NATS. */}}
+{{- define "nubes.usesNATS" -}}
+{{- $f := include "nubes.flowsOf" . | fromYaml -}}
+{{- if $f.nats }}true{{ end -}}
+{{- end -}}
+
+{{/* The NATS user of a service: nubes-<name>. */}}
+{{- define "nubes.natsUser" -}}
+nubes-{{ .name }}
+{{- end -}}
+
+{{/* The Secret key of a service's NATS password: nats-password-<name>. */}}
+{{- define "nubes.natsPasswordKey" -}}
+nats-password-{{ .name }}
+{{- end -}}
+
+{{/* The NATS server variable holding a service's password. */}}
+{{- define "nubes.natsPasswordVar" -}}
+NUBES_NATS_PASSWORD_{{ .name | upper | replace "-" "_" }}
+{{- end -}}
+
+{{/*
+The NATS permissions of one service, as YAML {publish: [...], subscribe:
+[...]}. Replies come to the service's own inbox prefix
+(_INBOX.<user>., pkg/events.WithUser), so no user reads another's
+replies, fetched messages included.
+*/}}
+{{- define "nubes.natsPermissions" -}}
+{{- $f := include "nubes.flowsOf" . | fromYaml -}}
+{{- $user := include "nubes.natsUser" . -}}
+{{- $pub := list -}}
+{{- range $s := include "nubes.natsStreams" .root | fromYamlArray -}}
+{{- $pub = concat $pub (list (printf "$JS.API.STREAM.CREATE.%s" $s) (printf "$JS.API.STREAM.UPDATE.%s" $s) (printf "$JS.API.STREAM.INFO.%s" $s)) -}}
+{{- end -}}
+{{- range $f.nats.publish -}}
+{{- $pub = append $pub . -}}
+{{- end -}}
+{{- range $c := $f.nats.consumers -}}
+{{- $pub = concat $pub (list
+      (printf "$JS.API.CONSUMER.CREATE.%s.%s.%s" $c.stream $c.durable $c.filter)
+      (printf "$JS.API.CONSUMER.INFO.%s.%s" $c.stream $c.durable)
+      (printf "$JS.API.CONSUMER.MSG.NEXT.%s.%s" $c.stream $c.durable)
+      (printf "$JS.ACK.%s.%s.>" $c.stream $c.durable)) -}}
+{{- end -}}
+{{- range $b := $f.nats.kv -}}
+{{- $pub = concat $pub (list
+      (printf "$JS.API.STREAM.CREATE.KV_%s" $b) (printf "$JS.API.STREAM.UPDATE.KV_%s" $b) (printf "$JS.API.STREAM.INFO.KV_%s" $b)
+      (printf "$JS.API.DIRECT.GET.KV_%s.>" $b) (printf "$JS.API.STREAM.MSG.GET.KV_%s" $b)
+      (printf "$KV.%s.>" $b)) -}}
+{{- end -}}
+{{- toYaml (dict "publish" $pub "subscribe" (list (printf "_INBOX.%s.>" $user))) -}}
+{{- end -}}
