@@ -293,8 +293,8 @@ func TestNATSUsers(t *testing.T) {
 		"nubes.job.cost-analysis": "nubes-cost-analysis", "nubes.monitoring.event": "nubes-monitoring",
 		"nubes.notification.dead": "nubes-notification", "nubes.mail.dead": "nubes-mailer",
 		"$JS.API.CONSUMER.MSG.NEXT.NUBES_MAIL.mailer": "nubes-mailer", "$KV.mail_sent.>": "nubes-mailer",
-		"$JS.API.CONSUMER.MSG.NEXT.NUBES_JOBS.identity-sync": "nubes-identity",
-		"$JS.API.CONSUMER.MSG.NEXT.NUBES_JOBS.cost-analysis": "nubes-cost-analysis",
+		"$JS.API.CONSUMER.MSG.NEXT.NUBES_JOBS.identity-sync":        "nubes-identity",
+		"$JS.API.CONSUMER.MSG.NEXT.NUBES_JOBS.cost-analysis":        "nubes-cost-analysis",
 		"$JS.API.CONSUMER.MSG.NEXT.NUBES_INVENTORY_TASKS.inventory": "nubes-inventory",
 		"$JS.API.CONSUMER.MSG.NEXT.NUBES_NOTIFICATION.notification": "nubes-notification",
 	}
@@ -349,8 +349,8 @@ func parseUsers(t *testing.T, conf string) map[string]natsUser {
 // (https with TLS, http without), unless set; none without a host.
 func TestEndpointURL(t *testing.T) {
 	for values, want := range map[string]string{
-		"ingress: {host: api.example.com, tls: [{secretName: t, hosts: [api.example.com]}]}\n": "https://api.example.com",
-		"ingress: {host: api.example.com}\n": "http://api.example.com",
+		"ingress: {host: api.example.com, tls: [{secretName: t, hosts: [api.example.com]}]}\n":                                             "https://api.example.com",
+		"ingress: {host: api.example.com}\n":                                                                                               "http://api.example.com",
 		"ingress: {host: api.example.com}\nservices:\n  identity: {enabled: true, env: {NUBES_ENDPOINT_URL: https://other.example.com}}\n": "https://other.example.com",
 		"ingress: {host: \"\"}\n": "",
 	} {
@@ -408,7 +408,7 @@ func TestProductionRefuses(t *testing.T) {
 // identity pod reads as a file.
 func TestAdminPasswordInSecret(t *testing.T) {
 	for values, want := range map[string]string{
-		"services:\n  identity: {enabled: true}\n":                               "",
+		"services:\n  identity: {enabled: true}\n":                                "",
 		"services:\n  identity: {enabled: true}\nsecrets: {adminPassword: s3t}\n": "s3t",
 	} {
 		out, err := render(t, values)
