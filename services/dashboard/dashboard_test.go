@@ -76,14 +76,19 @@ func setupWith(t *testing.T, identityURL *string) *callers {
 		system:   c.For(auth.Principal{TokenType: auth.SystemToken, DomainID: "domain-a", UserID: "root", Role: auth.SystemAdmin}),
 		adminA:   c.For(auth.Principal{DomainID: "domain-a", UserID: "alice", Role: auth.DomainAdmin}),
 		adminB:   c.For(auth.Principal{DomainID: "domain-b", UserID: "bob", Role: auth.DomainAdmin}),
-		mia:      c.For(auth.Principal{DomainID: "domain-a", UserID: "mia", Role: auth.WorkspaceMember, WorkspaceID: "workspace-1"}),
-		max:      c.For(auth.Principal{DomainID: "domain-a", UserID: "max", Role: auth.WorkspaceMember, WorkspaceID: "workspace-1"}),
+		mia:      c.For(memberOf("mia", "project-a1", "project-a2")),
+		max:      c.For(memberOf("max", "project-a1", "project-a2")),
 		otherWS:  c.For(auth.Principal{DomainID: "domain-a", UserID: "olga", Role: auth.WorkspaceOwner, WorkspaceID: "workspace-2"}),
 		userA:    c.For(auth.Principal{DomainID: "domain-a", UserID: "ulla", Role: auth.User}),
 		db:       db,
 		identity: fake,
 		handler:  srv.Handler(),
 	}
+}
+
+// memberOf is a member of workspace-1 whose token names projects.
+func memberOf(user string, projects ...string) auth.Principal {
+	return auth.Principal{DomainID: "domain-a", UserID: user, Role: auth.WorkspaceMember, WorkspaceID: "workspace-1", Projects: projects}
 }
 
 type dashInfo struct {

@@ -14,6 +14,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
 )
 
@@ -26,16 +27,13 @@ func checkDomain(p *auth.Principal, domainID string) error {
 	return nil
 }
 
-// visible loads a dashboard the caller may use: another domain's (or,
-// for a workspace-scoped caller, another workspace's) is 404; a PRIVATE
-// one of another user is 403.
+// visible loads a dashboard the caller may use: one it does not reach
+// (pkg/tenancy: another domain, another workspace, for a member a project
+// not in its token) is 404; a PRIVATE one of another user is 403.
 func (s *service) visible(ctx context.Context, p *auth.Principal, id string) (*Dashboard, error) {
-	d, err := store.GetOwned[Dashboard](ctx, s.dashboards, "project_dashboard_id", id, p.DomainID)
+	d, err := store.GetFor[Dashboard](ctx, s.dashboards, dashboardResource, p, "project_dashboard_id", id)
 	if err != nil {
 		return nil, err
-	}
-	if p.WorkspaceID != "" && d.WorkspaceID != p.WorkspaceID {
-		return nil, errs.NotFound("project_dashboard_id", id)
 	}
 	if d.Viewers == Private && d.UserID != p.UserID {
 		return nil, errs.New(errs.PermissionDenied, "Permission denied. (reason = the dashboard is private to its owner)")
@@ -43,17 +41,17 @@ func (s *service) visible(ctx context.Context, p *auth.Principal, id string) (*D
 	return d, nil
 }
 
-// scope confines a list or stat to what the caller may see: its domain
-// (and workspace), public dashboards and its own private ones.
-func scope(p *auth.Principal) bson.D {
-	sc := store.TenantScope(p.DomainID)
-	if p.WorkspaceID != "" {
-		sc = append(sc, bson.E{Key: "workspace_id", Value: p.WorkspaceID})
+// scope confines a list or stat to what the caller may see: what it
+// reaches (pkg/tenancy), public dashboards and its own private ones.
+func scope(p *auth.Principal) (bson.D, error) {
+	sc, err := store.Scope(p, dashboardResource)
+	if err != nil {
+		return nil, err
 	}
 	return append(sc, bson.E{Key: "$or", Value: bson.A{
 		bson.D{{Key: "viewers", Value: Public}},
 		bson.D{{Key: "viewers", Value: Private}, {Key: "user_id", Value: p.UserID}},
-	}})
+	}}), nil
 }
 
 // notUnique turns the unique index's conflict into the upstream code.
@@ -82,6 +80,15 @@ func (s *service) create(ctx context.Context, p *auth.Principal, r *createReq) (
 		Layouts: wire.List(r.Layouts), Variables: wire.Object(r.Variables), Settings: wire.Object(r.Settings),
 		VariablesSchema: wire.Object(r.VariablesSchema), Labels: wire.List(r.Labels), Tags: wire.Object(r.Tags),
 		UserID: owner, DomainID: p.DomainID, WorkspaceID: pr.WorkspaceID, CreatedAt: now, UpdatedAt: now,
+	}
+	// identity answered the project on the caller's behalf; the kit's
+	// rule still decides whether the caller may place a dashboard there.
+	rule, err := tenancy.For(p, dashboardResource.Tenancy)
+	if err != nil {
+		return nil, err
+	}
+	if err := rule.Admits(tenancy.Record{Domain: d.DomainID, Workspace: d.WorkspaceID, Project: d.ProjectID}); err != nil {
+		return nil, err
 	}
 	if _, err := s.dashboards.InsertOne(ctx, d); err != nil {
 		return nil, notUnique(store.Wrap(err), r.Name)
@@ -297,13 +304,21 @@ func (s *service) list(ctx context.Context, p *auth.Principal, r *dashboardQuery
 	}
 	q := query.With(r.Query, query.Params("project_dashboard_id", r.ProjectDashboardID, "project_id", r.ProjectID,
 		"name", r.Name, "viewers", r.Viewers, "user_id", r.UserID)...)
-	return store.Search[Dashboard](ctx, s.dashboards, q, dashboardResource, scope(p))
+	sc, err := scope(p)
+	if err != nil {
+		return nil, err
+	}
+	return store.Search[Dashboard](ctx, s.dashboards, q, dashboardResource, sc)
 }
 
 func (s *service) stat(ctx context.Context, p *auth.Principal, r *statReq) (*map[string]any, error) {
 	if err := checkDomain(p, r.DomainID); err != nil {
 		return nil, err
 	}
-	res, err := stat.Run(ctx, s.dashboards, scope(p), dashboardResource, r.Query)
+	sc, err := scope(p)
+	if err != nil {
+		return nil, err
+	}
+	res, err := stat.Run(ctx, s.dashboards, sc, dashboardResource, r.Query)
 	return &res, err
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/query"
+	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
 )
 
@@ -150,6 +151,7 @@ var dashboardResource = query.Resource{
 	DefaultSort:   []query.SortKey{{Key: "name"}},
 	MinimalFields: []string{"project_dashboard_id", "project_id", "name", "viewers", "version"},
 	Fields:        dashboardFields,
+	Tenancy:       tenancy.InProject,
 }
 
 var versionResource = query.Resource{

@@ -99,7 +99,9 @@ func (s *service) listVersions(ctx context.Context, p *auth.Principal, r *versio
 		return nil, err
 	}
 	q := query.With(r.Query, query.Params("version", r.Version)...)
-	sc := append(store.TenantScope(p.DomainID), bson.E{Key: "project_dashboard_id", Value: d.ID})
+	// Versions are the dashboard's children: reaching d (visible) is
+	// reaching them.
+	sc := bson.D{{Key: "domain_id", Value: d.DomainID}, {Key: "project_dashboard_id", Value: d.ID}}
 	out, err := store.Search[Version](ctx, s.versions, q, versionResource, sc)
 	if err != nil {
 		return nil, err
