@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"google.golang.org/grpc/codes"
 
 	"github.com/nubes-io/nubes/pkg/errs"
@@ -206,4 +207,44 @@ func TestIngestPluginFailures(t *testing.T) {
 		t.Fatalf("given-up body: %+v", l.Results)
 	}
 	eventually(t, "counters", func() bool { n, e := c.requests(t, w.WebhookID); return n == 3 && e == 3 })
+}
+
+// A webhook keeps at most MaxKept bodies for its plugin: one more is
+// dropped (503, counted as a failed request) and nothing more is stored.
+// A plugin with no endpoint configured is a final failure: an error
+// event, nothing kept for retry.
+func TestIngestBounds(t *testing.T) {
+	c := setupWith(t, options{settings: func(cfg *monitoring.Config) {
+		cfg.ParseTimeout, cfg.RetryInterval, cfg.MaxKept = 400*time.Millisecond, time.Hour, 2
+	}})
+	w := c.webhook(t, c.memberA1, "Bounded")
+	other := c.webhook(t, c.memberA1, "Other")
+	c.plugin.Stop()
+	c.post(w, `{"n": 1}`).Fails(http.StatusBadGateway, errs.WebhookPluginUnavailable)
+	c.post(w, `{"n": 2}`).Fails(http.StatusBadGateway, errs.WebhookPluginUnavailable)
+	for range 2 {
+		c.post(w, `{"n": 3}`).Fails(http.StatusServiceUnavailable, errs.Unavailable)
+	}
+	if ev, kept := c.stored(t); ev != 0 || kept != 2 {
+		t.Fatalf("%d events, %d kept", ev, kept)
+	}
+	// The bound is the webhook's: another one keeps its own.
+	c.post(other, `{"n": 1}`).Fails(http.StatusBadGateway, errs.WebhookPluginUnavailable)
+	if _, kept := c.stored(t); kept != 3 {
+		t.Fatalf("%d kept", kept)
+	}
+	eventually(t, "counters", func() bool { n, e := c.requests(t, w.WebhookID); return n == 4 && e == 4 })
+
+	// The webhook's plugin has no endpoint (plugin_endpoints lacks it).
+	if _, err := c.db.Collection(mon.WebhooksCollection).UpdateOne(t.Context(), bson.D{{Key: "_id", Value: other.WebhookID}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "plugin_info.plugin_id", Value: "plugin-without-endpoint"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Error string `json:"error"`
+	}
+	c.post(other, `{"n": 2}`).OK(&res)
+	if ev, kept := c.stored(t); ev != 1 || kept != 3 || res.Error == "" {
+		t.Fatalf("no endpoint: %d events, %d kept, %+v", ev, kept, res)
+	}
 }

@@ -47,6 +47,8 @@ type Config struct {
 	// kept after a plugin failure; MaxAttempts bounds the tries of one.
 	RetryInterval time.Duration
 	MaxAttempts   int
+	// MaxKept is how many bodies one webhook keeps for retry.
+	MaxKept int
 	// CounterFlush is how often request counters are written.
 	CounterFlush time.Duration
 }
@@ -54,7 +56,7 @@ type Config struct {
 // DefaultConfig is the configuration with every default.
 func DefaultConfig() Config {
 	return Config{IngestRate: 50, IngestBurst: 100, ParseTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second,
-		RetryInterval: 30 * time.Second, MaxAttempts: 10, CounterFlush: 250 * time.Millisecond}
+		RetryInterval: 30 * time.Second, MaxAttempts: 10, MaxKept: ingest.DefaultMaxKept, CounterFlush: 250 * time.Millisecond}
 }
 
 // Settings are monitoring's keys on top of config.Base.
@@ -67,6 +69,7 @@ type Settings struct {
 	ReadTimeout    time.Duration `mapstructure:"webhook_read_timeout"`
 	RetryInterval  time.Duration `mapstructure:"webhook_retry_interval"`
 	MaxAttempts    int           `mapstructure:"webhook_retry_attempts"`
+	MaxKept        int           `mapstructure:"webhook_max_kept_bodies"`
 }
 
 // Defaults are the defaults of Settings.
@@ -77,6 +80,7 @@ func Defaults() map[string]any {
 		"webhook_base_url": "", "webhook_rate_limit": c.IngestRate, "webhook_rate_burst": c.IngestBurst,
 		"webhook_parse_timeout": c.ParseTimeout.String(), "webhook_read_timeout": c.ReadTimeout.String(),
 		"webhook_retry_interval": c.RetryInterval.String(), "webhook_retry_attempts": c.MaxAttempts,
+		"webhook_max_kept_bodies": c.MaxKept,
 	} {
 		d[k] = v
 	}
@@ -93,6 +97,7 @@ func FromEnv(ctx context.Context, d app.Deps) (*app.Service, error) {
 	cfg := DefaultConfig()
 	cfg.WebhookBaseURL, cfg.IngestRate, cfg.IngestBurst = st.WebhookBaseURL, st.IngestRate, st.IngestBurst
 	cfg.ParseTimeout, cfg.ReadTimeout, cfg.RetryInterval, cfg.MaxAttempts = st.ParseTimeout, st.ReadTimeout, st.RetryInterval, st.MaxAttempts
+	cfg.MaxKept = st.MaxKept
 	return Build(ctx, d, cfg)
 }
 
@@ -145,7 +150,7 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 		return nil, err
 	}
 	in, err := ingest.New(ctx, d.DB, evs, counters, plugins, ingest.Config{Rate: cfg.IngestRate, Burst: cfg.IngestBurst,
-		ParseTimeout: cfg.ParseTimeout, ReadTimeout: cfg.ReadTimeout, RetryInterval: cfg.RetryInterval, MaxAttempts: cfg.MaxAttempts}, log)
+		ParseTimeout: cfg.ParseTimeout, ReadTimeout: cfg.ReadTimeout, RetryInterval: cfg.RetryInterval, MaxAttempts: cfg.MaxAttempts, MaxKept: cfg.MaxKept}, log)
 	if err != nil {
 		return nil, err
 	}

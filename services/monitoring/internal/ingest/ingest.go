@@ -55,6 +55,7 @@ type Config struct {
 	ReadTimeout   time.Duration // body read deadline
 	RetryInterval time.Duration // retry worker period
 	MaxAttempts   int           // tries of a kept body before it becomes an error event
+	MaxKept       int           // bodies kept per webhook; one past it is dropped (503); <= 0: 1000
 }
 
 // Ingest serves the ingest URL and retries kept bodies.
@@ -255,7 +256,8 @@ func transient(err error) (string, bool) {
 	switch e.Code {
 	case errs.GRPCTimeout:
 		return errs.WebhookPluginTimeout, true
-	case errs.PluginFailed:
+	case errs.PluginFailed, errs.NoPluginEndpoint:
+		// No endpoint is configured for the plugin: no retry would find one.
 		return "", false
 	}
 	return errs.WebhookPluginUnavailable, true // connection, endpoint, store of the client

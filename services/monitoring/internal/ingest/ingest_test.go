@@ -62,7 +62,7 @@ func TestTransient(t *testing.T) {
 	}{
 		{errs.New(errs.GRPCTimeout, "x"), errs.WebhookPluginTimeout, true},
 		{errs.New(errs.GRPCConnection, "x"), errs.WebhookPluginUnavailable, true},
-		{errs.New(errs.NoPluginEndpoint, "x"), errs.WebhookPluginUnavailable, true},
+		{errs.New(errs.NoPluginEndpoint, "x"), "", false}, // no retry finds an endpoint
 		{errs.New(errs.PluginFailed, "x"), "", false},
 		{errors.New("odd"), errs.WebhookPluginUnavailable, true},
 	} {

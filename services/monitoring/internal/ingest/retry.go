@@ -35,13 +35,33 @@ type kept struct {
 }
 
 func (in *Ingest) ensurePending(ctx context.Context) error {
-	return store.EnsureIndexes(ctx, in.pending, store.Index{Keys: bson.D{{Key: "next_at", Value: 1}}})
+	return store.EnsureIndexes(ctx, in.pending, store.Index{Keys: bson.D{{Key: "next_at", Value: 1}}},
+		store.Index{Keys: bson.D{{Key: "webhook_id", Value: 1}}})
 }
 
-// keep stores a body for retry.
+// DefaultMaxKept is how many bodies a webhook keeps for retry by default.
+const DefaultMaxKept = 1000
+
+// keep stores a body for retry, unless the webhook keeps MaxKept already:
+// then the body is dropped (the sender gets 503 and sends it again
+// later) and counted among the webhook's failed requests. Two replicas
+// keeping at once may pass the bound by one each.
 func (in *Ingest) keep(ctx context.Context, wh *mon.Webhook, raw string, cause error) error {
+	maxKept := in.cfg.MaxKept
+	if maxKept <= 0 {
+		maxKept = DefaultMaxKept
+	}
+	n, err := in.pending.CountDocuments(ctx, bson.D{{Key: "webhook_id", Value: wh.WebhookID}})
+	if err != nil {
+		return errs.Down("The store", err)
+	}
+	if n >= int64(maxKept) {
+		in.log.Warn("webhook body dropped: the webhook keeps as many as webhook_max_kept_bodies for its plugin", "webhook_id", wh.WebhookID,
+			"kept", n, "error", reason(cause))
+		return errs.Down("The webhook's plugin", fmt.Errorf("%d bodies wait for it already (webhook_max_kept_bodies); this one is not kept: send it again later", n))
+	}
 	now := time.Now().UTC()
-	_, err := in.pending.InsertOne(ctx, kept{ID: wire.NewID("pending"), WebhookID: wh.WebhookID, Body: raw, Attempts: 1,
+	_, err = in.pending.InsertOne(ctx, kept{ID: wire.NewID("pending"), WebhookID: wh.WebhookID, Body: raw, Attempts: 1,
 		LastError: reason(cause), NextAt: now.Add(in.cfg.RetryInterval), CreatedAt: now})
 	if err != nil {
 		// Not kept: the sender must send it again, so this is not a 502.
