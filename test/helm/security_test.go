@@ -2,6 +2,7 @@ package helm_test
 
 import (
 	"maps"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -424,5 +425,34 @@ func TestAdminPasswordInSecret(t *testing.T) {
 		if f := secretFiles(t, "identity", id, id.Containers[0], "nubes-secrets"); f["NUBES_ADMIN_PASSWORD"] != "admin-password" {
 			t.Fatalf("identity does not read admin-password: %v", f)
 		}
+	}
+}
+
+// TestNATSUsersGolden: pkg/events runs every service's NATS work under
+// the users of pkg/events/testdata/chart-nats-users.conf (a live NATS
+// server); this keeps that file equal to what the chart renders. After a
+// change to templates/_flows.tpl, render it again (the values below) and
+// copy users.conf there.
+func TestNATSUsersGolden(t *testing.T) {
+	out, err := render(t, `
+nats: {auth: {enabled: true}}
+services:
+  identity: {enabled: true}
+  inventory: {enabled: true}
+  monitoring: {enabled: true}
+  cost-analysis: {enabled: true}
+  notification: {enabled: true}
+  mailer: {enabled: true}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := decode(t, out).configMaps["nubes-nats-authorization"].Data["users.conf"]
+	want, err := os.ReadFile("../../pkg/events/testdata/chart-nats-users.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Fatalf("the chart's NATS users differ from pkg/events/testdata/chart-nats-users.conf; rendered:\n%s", got)
 	}
 }

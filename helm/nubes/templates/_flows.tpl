@@ -115,6 +115,10 @@ replies, fetched messages included.
       (printf "$JS.API.CONSUMER.MSG.NEXT.%s.%s" $c.stream $c.durable)
       (printf "$JS.ACK.%s.%s.>" $c.stream $c.durable)) -}}
 {{- end -}}
+{{- if $f.nats.kv -}}
+{{- /* Creating a bucket reads the account's JetStream info first. */ -}}
+{{- $pub = append $pub "$JS.API.INFO" -}}
+{{- end -}}
 {{- range $b := $f.nats.kv -}}
 {{- $pub = concat $pub (list
       (printf "$JS.API.STREAM.CREATE.KV_%s" $b) (printf "$JS.API.STREAM.UPDATE.KV_%s" $b) (printf "$JS.API.STREAM.INFO.KV_%s" $b)
