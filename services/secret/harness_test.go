@@ -110,6 +110,8 @@ type harness struct {
 	system *testkit.Client // SYSTEM token (root domain)
 	sysAdm *testkit.Client // SYSTEM_ADMIN role token
 	ws     *testkit.Client // WORKSPACE_MEMBER of domain-a
+	// handler serves the API (the tenancy matrix makes its own callers).
+	handler http.Handler
 }
 
 var keySpec = seal.RandomSpec("1")
@@ -141,6 +143,7 @@ func (h *harness) serve(keys *seal.Keyring, repoURL string) {
 		h.t.Fatal(err)
 	}
 	c := testkit.NewClient(h.t, srv.Handler())
+	h.handler = srv.Handler()
 	h.anon = c
 	h.alice = c.For(auth.Principal{DomainID: "domain-a", UserID: "alice", Role: auth.User})
 	h.amy = c.For(auth.Principal{DomainID: "domain-a", UserID: "amy", Role: auth.User})

@@ -26,6 +26,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
 )
 
@@ -90,6 +91,8 @@ var resource = query.Resource{
 	MinimalFields: []string{"user_secret_id", "name", "schema_id", "provider"},
 	Fields:        query.FieldsOf[UserSecret](), // never sealed, encrypted or encrypt_options
 	Secret:        []string{"sealed"},
+	// A user secret is its owner's alone, whatever the role (pkg/tenancy).
+	Tenancy: tenancy.Fields{Domain: "domain_id", Owner: "user_id"},
 }
 
 type (
@@ -217,14 +220,7 @@ func (s *Secrets) create(ctx context.Context, p *auth.Principal, r *createReq) (
 // own loads a secret of the caller: another user's or domain's is 404,
 // exactly as a missing one.
 func (s *Secrets) own(ctx context.Context, p *auth.Principal, id string) (*UserSecret, error) {
-	doc, err := store.Get[UserSecret](ctx, s.c, "user_secret_id", id)
-	if err != nil {
-		return nil, err
-	}
-	if doc.DomainID != p.DomainID || doc.UserID != p.UserID {
-		return nil, errs.NotFound("user_secret_id", id)
-	}
-	return doc, nil
+	return store.GetFor[UserSecret](ctx, s.c, resource, p, "user_secret_id", id)
 }
 
 func (s *Secrets) update(ctx context.Context, p *auth.Principal, r *updateReq) (*UserSecret, error) {
@@ -304,16 +300,12 @@ func (s *Secrets) get(ctx context.Context, p *auth.Principal, r *secretReq) (*Us
 	return s.own(ctx, p, r.UserSecretID)
 }
 
-func scope(p *auth.Principal) bson.D {
-	return bson.D{{Key: "domain_id", Value: p.DomainID}, {Key: "user_id", Value: p.UserID}}
-}
-
 func (s *Secrets) list(ctx context.Context, p *auth.Principal, r *listReq) (*api.List[UserSecret], error) {
 	q := query.With(r.Query, query.Params("user_secret_id", r.UserSecretID, "name", r.Name, "schema_id", r.SchemaID, "provider", r.Provider)...)
-	return store.Search[UserSecret](ctx, s.c, q, resource, scope(p))
+	return store.SearchFor[UserSecret](ctx, s.c, q, resource, p)
 }
 
 func (s *Secrets) stat(ctx context.Context, p *auth.Principal, r *statReq) (*map[string]any, error) {
-	res, err := stat.Run(ctx, s.c, scope(p), resource, r.Query)
+	res, err := stat.RunFor(ctx, s.c, p, resource, r.Query)
 	return &res, err
 }
