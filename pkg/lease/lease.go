@@ -1,0 +1,319 @@
+// Package lease is the one lock of the kit: a lease on a key, held by one
+// owner across replicas, that expires when its holder stops renewing it
+// and carries a fencing token (its epoch) that grows with every take.
+//
+// It is safe on MongoDB and on FerretDB 1.24, whose conditional updates
+// and filtered deletes read, then write by _id, and so can overwrite or
+// delete a record someone else just wrote. Only the insert of a new _id
+// is atomic on both, so that is what decides:
+//
+//   - a take inserts the claim <key>#<epoch+1> after reading the latest
+//     claim <key>#<epoch> and finding it expired or released: of any
+//     number of takers of the same epoch, the unique _id lets one win;
+//   - a claim is written afterwards only by its owner (renew, release),
+//     so a read-then-write update never meets another writer;
+//   - a release marks the owner's own claim; nothing ever deletes the
+//     latest claim of a key, so epochs never go back, and only claims
+//     older than a live one are purged;
+//   - a taker that read a purged epoch and re-inserted it sees, when it
+//     reads again after its insert, a later claim, and does not hold.
+//
+// A holder holds while its clock is before the expiry it wrote; a renew
+// counts only if its answer came back before the expiry it extends (so
+// it was applied before any taker could find the claim expired). Work
+// under a lease renews it (Run does) or is bounded well below its TTL,
+// and a final write whose loss to a later holder would be wrong is
+// preceded by Check. Replicas' clocks are assumed to agree well within
+// a TTL.
+package lease
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/store"
+)
+
+// ErrLost is the cause of a Run context that ended because the lease
+// expired or was taken over, and the error of Renew and Check then.
+var ErrLost = errors.New("lease lost")
+
+// claim is one take of a key: <key>#<epoch>, written by its owner only.
+// Other documents may share the collection: claims carry the field lease.
+type claim struct {
+	ID        string    `bson:"_id"`
+	Key       string    `bson:"lease"`
+	Epoch     int64     `bson:"epoch"`
+	Owner     string    `bson:"owner"`
+	ExpiresAt time.Time `bson:"expires_at"`
+	Released  bool      `bson:"released,omitempty"`
+}
+
+// epochDigits pads epochs in _id so that _id order is epoch order.
+const epochDigits = 19
+
+func claimID(key string, epoch int64) string { return fmt.Sprintf("%s#%0*d", key, epochDigits, epoch) }
+
+// ofKey selects the claims of key: the _id range keeps the query on the
+// _id index, the lease field drops the keys that merely start with key.
+func ofKey(key string) bson.D {
+	return bson.D{{Key: "_id", Value: bson.D{{Key: "$gt", Value: key + "#"}, {Key: "$lt", Value: key + "#:"}}}, {Key: "lease", Value: key}}
+}
+
+// Lease is a held lease. Its methods are safe for concurrent use.
+type Lease struct {
+	c     *mongo.Collection
+	ttl   time.Duration
+	key   string
+	epoch int64
+	owner string
+
+	mu      sync.Mutex // serialises the owner's writes to its claim
+	expires time.Time  // by this process's clock
+	lost    bool
+}
+
+// Key is the key held.
+func (l *Lease) Key() string { return l.key }
+
+// Epoch is the fencing token: every take of the key has a larger one.
+func (l *Lease) Epoch() int64 { return l.epoch }
+
+// Deadline is when the lease ends unless renewed.
+func (l *Lease) Deadline() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.expires
+}
+
+// Check returns ErrLost unless the lease is held for at least margin
+// more: call it right before a write that a later holder must not see
+// land after its own, with a margin above that write's timeout.
+func (l *Lease) Check(margin time.Duration) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lost || time.Until(l.expires) < margin {
+		return ErrLost
+	}
+	return nil
+}
+
+// latest returns the claim of key with the largest epoch, nil for none.
+func latest(ctx context.Context, c *mongo.Collection, key string) (*claim, error) {
+	var cl claim
+	err := c.FindOne(ctx, ofKey(key), options.FindOne().SetSort(bson.D{{Key: "_id", Value: -1}})).Decode(&cl)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, store.Wrap(err)
+	}
+	return &cl, nil
+}
+
+func newOwner() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// TryTake takes key in c for ttl, or returns nil when another holds it.
+func TryTake(ctx context.Context, c *mongo.Collection, key string, ttl time.Duration) (*Lease, error) {
+	cur, err := latest(ctx, c, key)
+	if err != nil {
+		return nil, err
+	}
+	return takeAfter(ctx, c, key, ttl, cur)
+}
+
+// expiry is now+ttl as the store keeps it (milliseconds), so that holder
+// and takers compare the same instant.
+func expiry(now time.Time, ttl time.Duration) time.Time {
+	return now.Add(ttl).Truncate(time.Millisecond)
+}
+
+// takeAfter takes key when cur, the latest claim read, is free.
+func takeAfter(ctx context.Context, c *mongo.Collection, key string, ttl time.Duration, cur *claim) (*Lease, error) {
+	now := time.Now()
+	var epoch int64 = 1
+	if cur != nil {
+		if !cur.Released && now.Before(cur.ExpiresAt) {
+			return nil, nil
+		}
+		epoch = cur.Epoch + 1
+	}
+	l := &Lease{c: c, ttl: ttl, key: key, epoch: epoch, owner: newOwner(), expires: expiry(now, ttl)}
+	// The expiry stored is the one this process holds by: a taker that
+	// finds it passed finds it passed here too.
+	_, err := c.InsertOne(ctx, claim{ID: claimID(key, epoch), Key: key, Epoch: epoch, Owner: l.owner, ExpiresAt: l.expires.UTC()})
+	if mongo.IsDuplicateKeyError(err) {
+		return nil, nil // another taker won this epoch
+	}
+	if err != nil {
+		return nil, store.Wrap(err)
+	}
+	// A taker that read before a purge may have inserted an epoch that
+	// was purged: a later claim then exists, and this one never held.
+	after, err := latest(ctx, c, key)
+	if err != nil {
+		l.Release(ctx)
+		return nil, err
+	}
+	if after == nil || after.Epoch != epoch || after.Owner != l.owner {
+		return nil, nil
+	}
+	// Earlier claims are no longer needed (never the latest: epochs only
+	// grow). A filtered delete that races a stale re-insert removes at
+	// worst a claim that was never held, as above.
+	purge := append(ofKey(key), bson.E{Key: "epoch", Value: bson.D{{Key: "$lt", Value: epoch}}})
+	_, _ = c.DeleteMany(ctx, purge)
+	return l, nil
+}
+
+// Take takes key, waiting up to wait for its holder to release it or let
+// it expire; past wait it answers 503.
+func Take(ctx context.Context, c *mongo.Collection, key string, ttl, wait time.Duration) (*Lease, error) {
+	deadline := time.Now().Add(wait)
+	pause := time.Millisecond
+	for {
+		l, err := TryTake(ctx, c, key, ttl)
+		if err != nil || l != nil {
+			return l, err
+		}
+		if time.Now().After(deadline) {
+			return nil, errs.Down("the lock "+key, fmt.Errorf("held by another request for %s", wait))
+		}
+		// Jittered, growing pauses: waiting takers do not retry in step.
+		select {
+		case <-ctx.Done():
+			return nil, store.Wrap(ctx.Err())
+		case <-time.After(pause + time.Duration(mrand.Int64N(int64(pause)))):
+		}
+		pause = min(2*pause, 40*time.Millisecond)
+	}
+}
+
+// Renew extends the lease by its TTL from now. It returns ErrLost when
+// the lease expired before the renew was answered, or was released.
+func (l *Lease) Renew(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	sent := time.Now()
+	if l.lost || !sent.Before(l.expires) {
+		l.lost = true
+		return ErrLost
+	}
+	next := expiry(sent, l.ttl)
+	res, err := l.c.UpdateOne(ctx, bson.D{{Key: "_id", Value: claimID(l.key, l.epoch)}, {Key: "owner", Value: l.owner}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "expires_at", Value: next.UTC()}}}})
+	if err != nil {
+		return store.Wrap(err) // held until l.expires all the same
+	}
+	// Answered after the old expiry: a taker may have found the claim
+	// expired before this write landed.
+	if res.MatchedCount == 0 || !time.Now().Before(l.expires) {
+		l.lost = true
+		return ErrLost
+	}
+	l.expires = next
+	return nil
+}
+
+// Release gives the lease up if this owner still holds it. It marks the
+// owner's own claim, so it can never free a lease someone else took. It
+// runs even when ctx is cancelled (a deferred release).
+func (l *Lease) Release(ctx context.Context) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lost {
+		return
+	}
+	l.lost = true
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, _ = l.c.UpdateOne(ctx, bson.D{{Key: "_id", Value: claimID(l.key, l.epoch)}, {Key: "owner", Value: l.owner}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "released", Value: true}}}})
+}
+
+type ctxKey struct{}
+
+// FromContext returns the lease Run holds for ctx, nil outside Run.
+func FromContext(ctx context.Context) *Lease {
+	l, _ := ctx.Value(ctxKey{}).(*Lease)
+	return l
+}
+
+// Run takes key (as Take), runs fn while holding it and releases it.
+// The lease is renewed every ttl/3 while fn runs; fn's context ends with
+// cause ErrLost when the lease is lost, so that its writes stop, and
+// carries the lease (FromContext) for a Check before a final write.
+func Run(ctx context.Context, c *mongo.Collection, key string, ttl, wait time.Duration, fn func(ctx context.Context) error) error {
+	l, err := Take(ctx, c, key, ttl, wait)
+	if err != nil {
+		return err
+	}
+	defer l.Release(ctx)
+	runCtx, cancel := context.WithCancelCause(context.WithValue(ctx, ctxKey{}, l))
+	defer cancel(nil)
+	done := make(chan struct{})
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		l.keep(runCtx, cancel, done)
+	}()
+	err = fn(runCtx)
+	close(done)
+	<-renewed
+	return err
+}
+
+// keep renews l every ttl/3 until done, and cancels with ErrLost once
+// the lease is lost or its deadline passes without a renew (the store
+// did not answer).
+func (l *Lease) keep(ctx context.Context, cancel context.CancelCauseFunc, done <-chan struct{}) {
+	every := max(l.ttl/3, time.Millisecond)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	expiry := time.NewTimer(time.Until(l.Deadline()))
+	defer expiry.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+			return
+		case <-expiry.C:
+			cancel(ErrLost)
+			return
+		case <-tick.C:
+		}
+		rctx, rcancel := context.WithTimeout(ctx, every)
+		err := l.Renew(rctx)
+		rcancel()
+		if errors.Is(err, ErrLost) {
+			cancel(ErrLost)
+			return
+		}
+		expiry.Reset(time.Until(l.Deadline()))
+	}
+}
+
+// Check is l.Check for the lease ctx carries (Run): ErrLost when it has
+// less than margin left; nil outside Run.
+func Check(ctx context.Context, margin time.Duration) error {
+	if l := FromContext(ctx); l != nil {
+		return l.Check(margin)
+	}
+	return nil
+}

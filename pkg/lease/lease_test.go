@@ -1,0 +1,268 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/testkit"
+)
+
+func TestMain(m *testing.M) { testkit.Main(m) }
+
+func leases(t *testing.T) *mongo.Collection {
+	return testkit.Get().Database(t).Collection("leases")
+}
+
+// hold is one holder's time with the lease: from its take returning to
+// the earlier of its release being called and its deadline.
+type hold struct {
+	epoch      int64
+	start, end time.Time
+	who        string
+}
+
+// TestRacingHolders: holders on two clients race for one key; some
+// release at once, some renew, some stall past their TTL and release
+// late (after another took the key). In epoch order, every hold starts
+// after the previous one ended: never two holders at once, and a late
+// release never freed the lease of the holder after it.
+func TestRacingHolders(t *testing.T) {
+	db := testkit.Get().Database(t)
+	other, err := store.Connect(context.Background(), testkit.Get().Mongo.URI, store.Options{MaxPoolSize: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Disconnect(context.Background()) }()
+	colls := []*mongo.Collection{db.Collection("leases"), other.Database(db.Name()).Collection("leases")}
+
+	const workers, rounds = 8, 4
+	ttl := 150 * time.Millisecond
+	var mu sync.Mutex
+	var holds []hold
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			c := colls[w%2]
+			for r := range rounds {
+				l, err := Take(context.Background(), c, "k", ttl, time.Minute)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				start := time.Now()
+				switch {
+				case w < 3 && r == 0:
+					// Stalls past its TTL, and releases late, once
+					// another took the key.
+					time.Sleep(ttl)
+					for {
+						cur, err := latest(context.Background(), c, "k")
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if cur.Epoch > l.Epoch() {
+							break
+						}
+						time.Sleep(time.Millisecond)
+					}
+				case w%3 == 1: // renews once
+					if err := l.Renew(context.Background()); err != nil && !errors.Is(err, ErrLost) {
+						t.Error(err)
+					}
+					fallthrough
+				default:
+					time.Sleep(5 * time.Millisecond)
+				}
+				end := time.Now()
+				if d := l.Deadline(); d.Before(end) {
+					end = d
+				}
+				// While held, no one released or changed this claim.
+				// (A stalled holder's claim may be purged by now.)
+				var mine claim
+				err = c.FindOne(context.Background(), bson.D{{Key: "_id", Value: claimID("k", l.Epoch())}}).Decode(&mine)
+				switch held := l.Check(0) == nil; {
+				case err != nil && (held || !errors.Is(err, mongo.ErrNoDocuments)):
+					t.Errorf("the claim of epoch %d: %v", l.Epoch(), err)
+				case err == nil && mine.Released && held:
+					t.Errorf("epoch %d was released by another holder", l.Epoch())
+				}
+				l.Release(context.Background())
+				mu.Lock()
+				holds = append(holds, hold{l.Epoch(), start, end, fmt.Sprintf("worker %d round %d", w, r)})
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(holds) != workers*rounds {
+		t.Fatalf("%d holds, want %d", len(holds), workers*rounds)
+	}
+	slices.SortFunc(holds, func(a, b hold) int { return int(a.epoch - b.epoch) })
+	for i := 1; i < len(holds); i++ {
+		prev, h := holds[i-1], holds[i]
+		if h.epoch == prev.epoch {
+			t.Fatalf("%s and %s both hold epoch %d", prev.who, h.who, h.epoch)
+		}
+		if h.start.Before(prev.end) {
+			t.Fatalf("%s (epoch %d) took the lease %s before %s (epoch %d) let it go",
+				h.who, h.epoch, prev.end.Sub(h.start), prev.who, prev.epoch)
+		}
+	}
+}
+
+func TestTakeReleaseEpochs(t *testing.T) {
+	c, ctx := leases(t), context.Background()
+	a, err := TryTake(ctx, c, "k", time.Minute)
+	if err != nil || a == nil || a.Epoch() != 1 {
+		t.Fatalf("first take: %v %v", a, err)
+	}
+	if b, err := TryTake(ctx, c, "k", time.Minute); b != nil || err != nil {
+		t.Fatalf("a held key taken again: %v %v", b, err)
+	}
+	// Another key, even one that starts with this one, is its own.
+	for _, k := range []string{"k#1", "k#", "kk", "k:"} {
+		if o, err := TryTake(ctx, c, k, time.Minute); o == nil || err != nil || o.Epoch() != 1 {
+			t.Fatalf("key %q: %v %v", k, o, err)
+		}
+	}
+	if _, err := Take(ctx, c, "k", time.Minute, 30*time.Millisecond); !isDown(err) {
+		t.Fatalf("waiting for a held key: %v, want 503", err)
+	}
+	a.Release(ctx)
+	b, err := TryTake(ctx, c, "k", time.Minute)
+	if err != nil || b == nil || b.Epoch() != 2 {
+		t.Fatalf("after release: %v %v", b, err)
+	}
+	// A second release of the old holder frees nothing.
+	a.Release(ctx)
+	if o, _ := TryTake(ctx, c, "k", time.Minute); o != nil {
+		t.Fatal("the old holder's release freed the new holder's lease")
+	}
+	if err := a.Renew(ctx); !errors.Is(err, ErrLost) {
+		t.Fatalf("renew after release: %v", err)
+	}
+	// Earlier claims are purged; the latest stays, so epochs go on.
+	if n := testkit.Count(t, c, bson.E{Key: "lease", Value: "k"}); n != 1 {
+		t.Fatalf("%d claims of k kept, want 1", n)
+	}
+	b.Release(ctx)
+	if o, _ := TryTake(ctx, c, "k", time.Minute); o == nil || o.Epoch() != 3 {
+		t.Fatalf("third take: %v", o)
+	}
+}
+
+func TestExpiredHolderLosesEverything(t *testing.T) {
+	c, ctx := leases(t), context.Background()
+	a, err := TryTake(ctx, c, "k", 50*time.Millisecond)
+	if err != nil || a == nil {
+		t.Fatal(a, err)
+	}
+	time.Sleep(60 * time.Millisecond)
+	if err := a.Check(0); !errors.Is(err, ErrLost) {
+		t.Fatalf("check past the deadline: %v", err)
+	}
+	b, err := TryTake(ctx, c, "k", time.Minute)
+	if err != nil || b == nil || b.Epoch() != 2 {
+		t.Fatalf("taking an expired lease: %v %v", b, err)
+	}
+	if err := a.Renew(ctx); !errors.Is(err, ErrLost) {
+		t.Fatalf("renew of an expired lease: %v", err)
+	}
+	a.Release(ctx)
+	if o, _ := TryTake(ctx, c, "k", time.Minute); o != nil {
+		t.Fatal("the expired holder's release freed the new holder's lease")
+	}
+	if err := b.Check(time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStaleTakerOfPurgedEpoch: a taker that read the key before a later
+// take purged the epoch it is about to insert succeeds at the insert, and
+// still does not hold.
+func TestStaleTakerOfPurgedEpoch(t *testing.T) {
+	c, ctx := leases(t), context.Background()
+	stale, err := latest(ctx, c, "k") // nothing yet: it will insert epoch 1
+	if err != nil || stale != nil {
+		t.Fatal(stale, err)
+	}
+	a, _ := TryTake(ctx, c, "k", time.Minute)
+	a.Release(ctx)
+	b, _ := TryTake(ctx, c, "k", time.Minute) // purges epoch 1
+	if b == nil || testkit.Count(t, c, bson.E{Key: "epoch", Value: 1}) != 0 {
+		t.Fatal("epoch 1 not purged")
+	}
+	l, err := takeAfter(ctx, c, "k", time.Minute, stale)
+	if err != nil || l != nil {
+		t.Fatalf("a stale taker holds: %v %v", l, err)
+	}
+	if err := b.Check(time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRunRenewsAndReleases(t *testing.T) {
+	c, ctx := leases(t), context.Background()
+	ttl := time.Second
+	err := Run(ctx, c, "k", ttl, time.Second, func(ctx context.Context) error {
+		l := FromContext(ctx)
+		first := l.Deadline()
+		// Past the deadline of the take the lease is still held: Run
+		// renewed it.
+		for !time.Now().After(first) {
+			if err := l.Check(0); err != nil {
+				return err
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err := l.Check(0); err != nil {
+			return err
+		}
+		if o, _ := TryTake(ctx, c, "k", ttl); o != nil {
+			return errors.New("taken while Run holds it")
+		}
+		return Check(ctx, 0)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := TryTake(ctx, c, "k", ttl); o == nil {
+		t.Fatal("not released after Run")
+	}
+}
+
+// TestRunEndsWorkOfALostLease: when another takes the lease over (here
+// by force, as after a stall), fn's context ends with ErrLost.
+func TestRunEndsWorkOfALostLease(t *testing.T) {
+	c, ctx := leases(t), context.Background()
+	ttl := 90 * time.Millisecond
+	err := Run(ctx, c, "k", ttl, time.Second, func(ctx context.Context) error {
+		l := FromContext(ctx)
+		// The claim is gone from under the holder: its next renew fails.
+		if _, err := c.DeleteOne(ctx, bson.D{{Key: "_id", Value: claimID(l.Key(), l.Epoch())}}); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		return context.Cause(ctx)
+	})
+	if !errors.Is(err, ErrLost) {
+		t.Fatalf("fn ended with %v, want ErrLost", err)
+	}
+}
+
+func isDown(err error) bool {
+	e, ok := errs.As(err)
+	return ok && e.Code == errs.Unavailable
+}
