@@ -22,8 +22,8 @@
 // counts only if its answer came back before the expiry it extends (so
 // it was applied before any taker could find the claim expired). Work
 // under a lease renews it (Run does) or is bounded well below its TTL,
-// and a final write whose loss to a later holder would be wrong is
-// preceded by Check. Replicas' clocks are assumed to agree well within
+// and a final write whose loss to a later holder would be wrong goes
+// through Fence. Replicas' clocks are assumed to agree well within
 // a TTL.
 package lease
 
@@ -173,11 +173,14 @@ func takeAfter(ctx context.Context, c *mongo.Collection, key string, ttl time.Du
 	if after == nil || after.Epoch != epoch || after.Owner != l.owner {
 		return nil, nil
 	}
-	// Earlier claims are no longer needed (never the latest: epochs only
-	// grow). A filtered delete that races a stale re-insert removes at
-	// worst a claim that was never held, as above.
-	purge := append(ofKey(key), bson.E{Key: "epoch", Value: bson.D{{Key: "$lt", Value: epoch}}})
-	_, _ = c.DeleteMany(ctx, purge)
+	// The claim before is no longer needed (never the latest: epochs
+	// only grow). By _id alone, which FerretDB looks up rather than
+	// scans; older stragglers (a stale taker's) go with Purge. A delete
+	// that races a stale re-insert removes at worst a claim that was
+	// never held, as above.
+	if epoch > 1 {
+		_, _ = c.DeleteOne(ctx, bson.D{{Key: "_id", Value: claimID(key, epoch-1)}})
+	}
 	return l, nil
 }
 
@@ -200,9 +203,16 @@ func Take(ctx context.Context, c *mongo.Collection, key string, ttl, wait time.D
 			return nil, store.Wrap(ctx.Err())
 		case <-time.After(pause + time.Duration(mrand.Int64N(int64(pause)))):
 		}
-		pause = min(2*pause, 40*time.Millisecond)
+		pause = min(2*pause, 80*time.Millisecond)
 	}
 }
+
+// byID selects the owner's claim. By _id alone: FerretDB scans the
+// collection for _id plus any other condition, and the _id names this
+// owner's take (unique per epoch; a claim purged then re-inserted by a
+// stale taker exists only once a later epoch does, when this lease has
+// expired and Renew refuses before writing).
+func (l *Lease) byID() bson.D { return bson.D{{Key: "_id", Value: claimID(l.key, l.epoch)}} }
 
 // Renew extends the lease by its TTL from now. It returns ErrLost when
 // the lease expired before the renew was answered, or was released.
@@ -215,8 +225,7 @@ func (l *Lease) Renew(ctx context.Context) error {
 		return ErrLost
 	}
 	next := expiry(sent, l.ttl)
-	res, err := l.c.UpdateOne(ctx, bson.D{{Key: "_id", Value: claimID(l.key, l.epoch)}, {Key: "owner", Value: l.owner}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "expires_at", Value: next.UTC()}}}})
+	res, err := l.c.UpdateOne(ctx, l.byID(), bson.D{{Key: "$set", Value: bson.D{{Key: "expires_at", Value: next.UTC()}}}})
 	if err != nil {
 		return store.Wrap(err) // held until l.expires all the same
 	}
@@ -242,8 +251,7 @@ func (l *Lease) Release(ctx context.Context) {
 	l.lost = true
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	_, _ = l.c.UpdateOne(ctx, bson.D{{Key: "_id", Value: claimID(l.key, l.epoch)}, {Key: "owner", Value: l.owner}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "released", Value: true}}}})
+	_, _ = l.c.UpdateOne(ctx, l.byID(), bson.D{{Key: "$set", Value: bson.D{{Key: "released", Value: true}}}})
 }
 
 type ctxKey struct{}
@@ -309,11 +317,43 @@ func (l *Lease) keep(ctx context.Context, cancel context.CancelCauseFunc, done <
 	}
 }
 
-// Check is l.Check for the lease ctx carries (Run): ErrLost when it has
-// less than margin left; nil outside Run.
-func Check(ctx context.Context, margin time.Duration) error {
-	if l := FromContext(ctx); l != nil {
-		return l.Check(margin)
+// Fence guards a final write under Run that a later holder must not see
+// land after its own (a SUCCESS over a CANCELED): it answers 503
+// (wrapping ErrLost) unless the lease ctx carries is held for margin
+// more, and returns a context for the write that ends after margin, so
+// the write lands while the lease is still held or not at all. Outside
+// Run it returns ctx as is.
+func Fence(ctx context.Context, margin time.Duration) (context.Context, context.CancelFunc, error) {
+	l := FromContext(ctx)
+	if l == nil {
+		return ctx, func() {}, nil
 	}
-	return nil
+	if err := l.Check(margin); err != nil {
+		return nil, nil, errs.Down("the lock "+l.key, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, margin)
+	return wctx, cancel, nil
+}
+
+// Held reports whether a live holder holds key in c (for tests and
+// diagnostics: the answer may be stale as soon as it is given).
+func Held(ctx context.Context, c *mongo.Collection, key string) (bool, error) {
+	cur, err := latest(ctx, c, key)
+	if err != nil || cur == nil {
+		return false, err
+	}
+	return !cur.Released && time.Now().Before(cur.ExpiresAt), nil
+}
+
+// Purge deletes the claims of c that ended more than keep ago, so that
+// keys used once (a job, a task) do not stay for ever. A key idle that
+// long starts again at epoch 1: fencing needs epochs to grow only while
+// a holder could still act, and none acts keep after its lease ended
+// (keep is far above any TTL: a day or more). The filtered delete reads,
+// then deletes by _id: a claim it matched was already that old, and a
+// take never reuses an _id while it exists.
+func Purge(ctx context.Context, c *mongo.Collection, keep time.Duration) error {
+	_, err := c.DeleteMany(ctx, bson.D{{Key: "lease", Value: bson.D{{Key: "$exists", Value: true}}},
+		{Key: "expires_at", Value: bson.D{{Key: "$lt", Value: time.Now().Add(-keep).UTC()}}}})
+	return store.Wrap(err)
 }

@@ -233,7 +233,18 @@ func TestRunRenewsAndReleases(t *testing.T) {
 		if o, _ := TryTake(ctx, c, "k", ttl); o != nil {
 			return errors.New("taken while Run holds it")
 		}
-		return Check(ctx, 0)
+		wctx, cancel, err := Fence(ctx, 100*time.Millisecond)
+		if err != nil {
+			return err
+		}
+		defer cancel()
+		if d, ok := wctx.Deadline(); !ok || d.After(time.Now().Add(100*time.Millisecond)) {
+			return errors.New("the fenced write has no deadline within the margin")
+		}
+		if _, _, err := Fence(ctx, time.Hour); !errors.Is(err, ErrLost) || !isDown(err) {
+			return fmt.Errorf("a fence past the lease's deadline: %v", err)
+		}
+		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -247,11 +258,10 @@ func TestRunRenewsAndReleases(t *testing.T) {
 // by force, as after a stall), fn's context ends with ErrLost.
 func TestRunEndsWorkOfALostLease(t *testing.T) {
 	c, ctx := leases(t), context.Background()
-	ttl := 90 * time.Millisecond
-	err := Run(ctx, c, "k", ttl, time.Second, func(ctx context.Context) error {
+	err := Run(ctx, c, "k", time.Second, time.Second, func(ctx context.Context) error {
 		l := FromContext(ctx)
 		// The claim is gone from under the holder: its next renew fails.
-		if _, err := c.DeleteOne(ctx, bson.D{{Key: "_id", Value: claimID(l.Key(), l.Epoch())}}); err != nil {
+		if _, err := c.DeleteOne(context.Background(), bson.D{{Key: "_id", Value: claimID(l.Key(), l.Epoch())}}); err != nil {
 			return err
 		}
 		<-ctx.Done()
@@ -265,4 +275,30 @@ func TestRunEndsWorkOfALostLease(t *testing.T) {
 func isDown(err error) bool {
 	e, ok := errs.As(err)
 	return ok && e.Code == errs.Unavailable
+}
+
+func TestPurgeKeepsLiveAndRecentClaims(t *testing.T) {
+	c, ctx := leases(t), context.Background()
+	old, _ := TryTake(ctx, c, "old", time.Millisecond)
+	recent, _ := TryTake(ctx, c, "recent", time.Millisecond)
+	live, _ := TryTake(ctx, c, "live", time.Hour)
+	if old == nil || recent == nil || live == nil {
+		t.Fatal("take failed")
+	}
+	// Another document of the collection (a schedule's marker) stays.
+	if _, err := c.InsertOne(ctx, bson.M{"_id": "marker", "expires_at": time.Now().Add(-48 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.UpdateOne(ctx, bson.D{{Key: "_id", Value: claimID("old", 1)}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "expires_at", Value: time.Now().Add(-48 * time.Hour)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Purge(ctx, c, 24*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]int64{claimID("old", 1): 0, claimID("recent", 1): 1, claimID("live", 1): 1, "marker": 1} {
+		if n := testkit.Count(t, c, bson.E{Key: "_id", Value: id}); n != want {
+			t.Fatalf("%s: %d left, want %d", id, n, want)
+		}
+	}
 }

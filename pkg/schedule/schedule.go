@@ -22,6 +22,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/nubes-io/nubes/pkg/lease"
 	"github.com/nubes-io/nubes/pkg/store"
 )
 
@@ -91,7 +92,7 @@ func (s skipped) Unwrap() error { return s.err }
 // level, not as a failure.
 func Skip(err error) error { return skipped{err} }
 
-type lease struct {
+type marker struct {
 	ID       string    `bson:"_id"`
 	Kind     string    `bson:"kind"`
 	RecordID string    `bson:"record_id"`
@@ -137,7 +138,7 @@ func (s *Scheduler[T]) FireAt(ctx context.Context, now time.Time) error {
 	for i := range due {
 		rec := &due[i]
 		id := s.cfg.ID(rec)
-		l := lease{ID: s.cfg.LeasePrefix + id + "#" + stamp, Kind: s.cfg.Kind, RecordID: id, At: hour}
+		l := marker{ID: s.cfg.LeasePrefix + id + "#" + stamp, Kind: s.cfg.Kind, RecordID: id, At: hour}
 		if _, err := s.cfg.Leases.InsertOne(ctx, l); err != nil {
 			if mongo.IsDuplicateKeyError(err) {
 				continue // fired by this or another replica
@@ -156,5 +157,10 @@ func (s *Scheduler[T]) FireAt(ctx context.Context, now time.Time) error {
 		}
 	}
 	_, err = s.cfg.Leases.DeleteMany(ctx, bson.D{{Key: "kind", Value: s.cfg.Kind}, {Key: "at", Value: bson.D{{Key: "$lt", Value: hour.Add(-KeepLeases)}}}})
-	return store.Wrap(err)
+	if err != nil {
+		return store.Wrap(err)
+	}
+	// The collection holds the service's other leases (pkg/lease) too:
+	// those of finished jobs and tasks go the same way.
+	return lease.Purge(ctx, s.cfg.Leases, KeepLeases)
 }

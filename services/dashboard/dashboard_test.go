@@ -20,6 +20,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/call"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/lease"
 	"github.com/nubes-io/nubes/pkg/server"
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/services/dashboard"
@@ -754,8 +755,8 @@ func TestConcurrentUpdates(t *testing.T) {
 			t.Fatalf("settings lost a merge: %v", got.Settings)
 		}
 	}
-	if n := c.count(t, projectdash.LocksCollection); n != 0 {
-		t.Fatalf("%d locks left", n)
+	if held, err := lease.Held(context.Background(), c.db.Collection(projectdash.LocksCollection), id); held || err != nil {
+		t.Fatalf("the lock is left held (%v)", err)
 	}
 }
 
@@ -775,9 +776,9 @@ func TestCrashedWriter(t *testing.T) {
 	d := c.create(t, c.adminA, "domain-a", "project-a1", "Fragile", "PUBLIC", "layouts", layout("v1"))
 	id := d.ProjectDashboardID
 	ctx := context.Background()
-	// An expired lock of a dead writer.
-	if _, err := c.db.Collection(projectdash.LocksCollection).InsertOne(ctx, bson.M{"_id": id, "owner": "dead", "expires_at": past()}); err != nil {
-		t.Fatal(err)
+	// The lease of a dead writer, never released, expired.
+	if l, err := lease.TryTake(ctx, c.db.Collection(projectdash.LocksCollection), id, time.Millisecond); l == nil || err != nil {
+		t.Fatal(l, err)
 	}
 	// Version 2, stored by a writer that died before updating the dashboard.
 	if _, err := c.db.Collection(projectdash.VersionsCollection).InsertOne(ctx, bson.M{"_id": id + "#2", "project_dashboard_id": id, "version": int32(2),

@@ -316,7 +316,7 @@ func (ds *DataSources) change(ctx context.Context, p *auth.Principal, id string,
 	if err != nil {
 		return nil, err
 	}
-	err = model.Lock(ctx, ds.db, model.DataSourceLock(id), func() error {
+	err = model.Lock(ctx, ds.db, model.DataSourceLock(id), func(ctx context.Context) error {
 		if doc, err = store.Get[DataSource](ctx, ds.c, "data_source_id", id); err != nil {
 			return err
 		}
@@ -427,7 +427,7 @@ func (ds *DataSources) deregister(ctx context.Context, p *auth.Principal, r *dsR
 	if !doc.Deleting {
 		// Under the record's lease: FerretDB writes an update back whole,
 		// and a concurrent one (synced) would drop the mark.
-		if err := model.Lock(ctx, ds.db, model.DataSourceLock(doc.ID), func() error {
+		if err := model.Lock(ctx, ds.db, model.DataSourceLock(doc.ID), func(ctx context.Context) error {
 			_, err := ds.c.UpdateOne(ctx, bson.D{{Key: "_id", Value: doc.ID}}, bson.D{{Key: "$set", Value: bson.D{{Key: "deleting", Value: true}}}})
 			return store.Wrap(err)
 		}); err != nil {

@@ -204,7 +204,7 @@ func finish(j *Job, status, code, message string) bson.D {
 // change runs fn on the fresh job under its lease and writes the fields
 // fn returns; the job as written goes to out when not nil.
 func (js *Jobs) change(ctx context.Context, jobID string, fn func(j *Job) (bson.D, error), out **Job) error {
-	return model.Lock(ctx, js.db, model.JobLock(jobID), func() error {
+	return model.Lock(ctx, js.db, model.JobLock(jobID), func(ctx context.Context) error {
 		j, err := store.Get[Job](ctx, js.jobs, "job_id", jobID)
 		if err != nil {
 			return err
@@ -214,7 +214,15 @@ func (js *Jobs) change(ctx context.Context, jobID string, fn func(j *Job) (bson.
 			return err
 		}
 		if len(set) > 0 {
-			if _, err := js.jobs.UpdateOne(ctx, bson.D{{Key: "_id", Value: jobID}}, bson.D{{Key: "$set", Value: set}}); err != nil {
+			// Fenced: fn may have run long (a window's deletes), and a
+			// cancel that took a lapsed lease must not see SUCCESS land
+			// over its CANCELED.
+			wctx, cancel, err := model.Fence(ctx)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			if _, err := js.jobs.UpdateOne(wctx, bson.D{{Key: "_id", Value: jobID}}, bson.D{{Key: "$set", Value: set}}); err != nil {
 				return store.Wrap(err)
 			}
 		}
@@ -374,7 +382,7 @@ func union(a, b []string) []string {
 // synced records a finished sync on the data source: last_synchronized_at
 // and the cost keys seen.
 func (js *Jobs) synced(ctx context.Context, dataSourceID string, keys [3][]string) error {
-	return model.Lock(ctx, js.db, model.DataSourceLock(dataSourceID), func() error {
+	return model.Lock(ctx, js.db, model.DataSourceLock(dataSourceID), func(ctx context.Context) error {
 		ds, err := store.Get[model.DataSource](ctx, js.sources, "data_source_id", dataSourceID)
 		if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
 			return nil // deregistered meanwhile

@@ -62,7 +62,7 @@ func (js *Jobs) Start(ctx context.Context, p *auth.Principal, ds *model.DataSour
 	if err := js.tidySource(ctx, ds.DataSourceID); err != nil {
 		return nil, err
 	}
-	err = model.Lock(ctx, js.db, model.SyncLock(ds.DataSourceID), func() error {
+	err = model.Lock(ctx, js.db, model.SyncLock(ds.DataSourceID), func(ctx context.Context) error {
 		// ds was read before identity and the plugin were asked (a
 		// scheduled sync read it before the syncs ahead of it): deregister
 		// may have forgotten its jobs since, and would never delete this
@@ -370,7 +370,7 @@ func (js *Jobs) Forget(ctx context.Context, dataSourceID string) error {
 	// Under the lease Start creates a job under, after the data source
 	// record is gone: a job is either found here or never created.
 	var jobs []Job
-	if err := model.Lock(ctx, js.db, model.SyncLock(dataSourceID), func() error {
+	if err := model.Lock(ctx, js.db, model.SyncLock(dataSourceID), func(ctx context.Context) error {
 		cur, err := js.jobs.Find(ctx, bson.D{{Key: "data_source_id", Value: dataSourceID}})
 		if err != nil {
 			return store.Wrap(err)

@@ -22,6 +22,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/freeform"
+	"github.com/nubes-io/nubes/pkg/lease"
 	"github.com/nubes-io/nubes/pkg/pluginref"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/seal"
@@ -343,14 +344,22 @@ type Cost struct {
 	TrustedAccountID string `bson:"trusted_account_id,omitempty" json:"-"`
 }
 
-// Lock runs fn holding the lease key (store.Lock in LocksCollection).
-// Leases outlive a dead holder by ttl at most.
-func Lock(ctx context.Context, db *mongo.Database, key string, fn func() error) error {
-	return store.Lock(ctx, db.Collection(LocksCollection), key, LockTTL, LockWait, fn)
+// Lock runs fn holding the lease key (lease.Run in LocksCollection): fn's
+// ctx ends when the lease is lost; it is renewed while fn runs, and
+// outlives a dead holder by LockTTL at most. A final write that a later
+// holder must not see land after its own calls Fence first.
+func Lock(ctx context.Context, db *mongo.Database, key string, fn func(ctx context.Context) error) error {
+	return lease.Run(ctx, db.Collection(LocksCollection), key, LockTTL, LockWait, fn)
 }
 
-// Lease bounds: a holder must finish well within LockTTL; a caller waits
-// LockWait for a lease before answering 503.
+// Fence guards the final write under Lock (lease.Fence): 503 unless the
+// lease is held for LockTTL/3 more, and a context for the write that ends
+// before the lease could lapse.
+func Fence(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	return lease.Fence(ctx, LockTTL/3)
+}
+
+// Lease bounds: a caller waits LockWait for a lease before answering 503.
 var (
 	LockTTL  = 30 * time.Second
 	LockWait = 15 * time.Second

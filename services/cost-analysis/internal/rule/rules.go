@@ -258,7 +258,7 @@ func (rs *Rules) create(ctx context.Context, p *auth.Principal, r *createRule) (
 		ConditionsPolicy: r.ConditionsPolicy, Actions: *r.Actions, Options: opts, Tags: wire.Object(r.Tags),
 		IsDefault: r.ResourceGroup == model.Domain, ResourceGroup: r.ResourceGroup, WorkspaceID: ws,
 		DomainID: ds.DomainID, DataSourceID: ds.DataSourceID, CreatedAt: wire.T(wire.Now())}
-	err = model.Lock(ctx, rs.db, model.RulesLock(ds.DataSourceID), func() error {
+	err = model.Lock(ctx, rs.db, model.RulesLock(ds.DataSourceID), func(ctx context.Context) error {
 		sibs, err := rs.siblings(ctx, ds.DataSourceID, model.Custom)
 		if err != nil {
 			return err
@@ -329,7 +329,7 @@ func (rs *Rules) changeOrder(ctx context.Context, p *auth.Principal, r *changeOr
 		return nil, err
 	}
 	var out *Rule
-	err = model.Lock(ctx, rs.db, model.RulesLock(doc.DataSourceID), func() error {
+	err = model.Lock(ctx, rs.db, model.RulesLock(doc.DataSourceID), func(ctx context.Context) error {
 		sibs, err := rs.siblings(ctx, doc.DataSourceID, doc.RuleType)
 		if err != nil {
 			return err
@@ -361,7 +361,7 @@ func (rs *Rules) delete(ctx context.Context, p *auth.Principal, r *ruleRequest) 
 	if err != nil {
 		return nil, err
 	}
-	err = model.Lock(ctx, rs.db, model.RulesLock(doc.DataSourceID), func() error {
+	err = model.Lock(ctx, rs.db, model.RulesLock(doc.DataSourceID), func(ctx context.Context) error {
 		res, err := rs.c.DeleteOne(ctx, bson.D{{Key: "_id", Value: doc.ID}})
 		if err != nil {
 			return store.Wrap(err)
@@ -410,7 +410,7 @@ type ManagedSpec struct {
 // specs as its MANAGED rules, numbered 1..n in their order, under the data
 // source's lease.
 func (rs *Rules) ReplaceManaged(ctx context.Context, ds *model.DataSource, specs []ManagedSpec) error {
-	return model.Lock(ctx, rs.db, model.RulesLock(ds.DataSourceID), func() error {
+	return model.Lock(ctx, rs.db, model.RulesLock(ds.DataSourceID), func(ctx context.Context) error {
 		if _, err := rs.c.DeleteMany(ctx, bson.D{{Key: "data_source_id", Value: ds.DataSourceID}, {Key: "rule_type", Value: model.Managed}}); err != nil {
 			return store.Wrap(err)
 		}
@@ -435,7 +435,7 @@ func (rs *Rules) ReplaceManaged(ctx context.Context, ds *model.DataSource, specs
 
 // DeleteAll deletes every rule of a data source.
 func (rs *Rules) DeleteAll(ctx context.Context, dataSourceID string) error {
-	return model.Lock(ctx, rs.db, model.RulesLock(dataSourceID), func() error {
+	return model.Lock(ctx, rs.db, model.RulesLock(dataSourceID), func(ctx context.Context) error {
 		_, err := rs.c.DeleteMany(ctx, bson.D{{Key: "data_source_id", Value: dataSourceID}})
 		return store.Wrap(err)
 	})

@@ -147,7 +147,7 @@ func (s *service) locked(ctx context.Context, p *auth.Principal, id string, fn f
 	if _, err := s.visible(ctx, p, id); err != nil { // refuse early, without queueing
 		return err
 	}
-	return s.locks.with(ctx, id, func() error {
+	return s.locks.with(ctx, id, func(ctx context.Context) error {
 		for range writeAttempts {
 			d, err := s.visible(ctx, p, id)
 			if err != nil {

@@ -24,8 +24,9 @@ const (
 )
 
 // Lock timing: a writer holds a dashboard for a few store round trips
-// (milliseconds; seconds on a loaded store); a lock older than LockTTL
-// was left by a crashed writer. Writers queue at most LockWait, then 503.
+// (milliseconds; seconds on a loaded store) and renews its lease while it
+// writes; a lease not renewed for LockTTL was left by a crashed writer.
+// Writers queue at most LockWait, then 503.
 const (
 	LockTTL  = 60 * time.Second
 	LockWait = 30 * time.Second

@@ -12,6 +12,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/freeform"
+	"github.com/nubes-io/nubes/pkg/lease"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
@@ -437,7 +438,7 @@ func (s *Service) deleteBinding(ctx context.Context, p *auth.Principal, r *bindi
 // admin of domainID. Check and change hold the domain's admin lock, so two
 // admins removing each other at once cannot leave the domain without one.
 func (s *Service) keepAnAdmin(ctx context.Context, domainID, userID string, take func() error) error {
-	return store.Lock(ctx, s.db.Collection(CountersCollection), "admins:"+domainID, 30*time.Second, 10*time.Second, func() error {
+	return lease.Run(ctx, s.db.Collection(CountersCollection), "admins:"+domainID, 30*time.Second, 10*time.Second, func(ctx context.Context) error {
 		n, err := s.users.CountDocuments(ctx, bson.D{{Key: "domain_id", Value: domainID}, {Key: "role_type", Value: string(auth.DomainAdmin)},
 			{Key: "state", Value: bson.D{{Key: "$ne", Value: Disabled}}}, {Key: "user_id", Value: bson.D{{Key: "$ne", Value: userID}}}})
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/freeform"
+	"github.com/nubes-io/nubes/pkg/lease"
 	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
@@ -49,8 +50,8 @@ type Record struct {
 // RecordID is the id of sub-task n of a task (also its message id).
 func RecordID(taskID string, n int) string { return taskID + "-" + strconv.Itoa(n) }
 
-// Leases of the finishing steps: long enough for a garbage collection of
-// many resources; a holder that dies frees them after the TTL.
+// Leases of the finishing steps, renewed while they run (lease.Run); a
+// holder that dies frees them after the TTL.
 const (
 	leaseTTL  = 5 * time.Minute
 	leaseWait = 30 * time.Second
@@ -196,7 +197,7 @@ func (w *Worker) split(ctx context.Context, job *inv.Job, task *inv.JobTask) err
 
 // failTask ends a task that cannot run at all (FAILURE with err).
 func (w *Worker) failTask(ctx context.Context, job *inv.Job, task *inv.JobTask, e inv.ErrorInfo) error {
-	err := store.Lock(ctx, w.leases, "task-"+task.ID, leaseTTL, leaseWait, func() error {
+	err := lease.Run(ctx, w.leases, "task-"+task.ID, leaseTTL, leaseWait, func(ctx context.Context) error {
 		now := wire.T(wire.Now())
 		set := bson.D{{Key: "status", Value: inv.TaskFailure}, {Key: "errors", Value: []inv.ErrorInfo{e}}, {Key: "failure_count", Value: 1},
 			{Key: "finished_at", Value: now}, {Key: "split", Value: true}, {Key: "remained_sub_tasks", Value: 0}}
@@ -225,15 +226,15 @@ func (w *Worker) subTask(ctx context.Context, msg jetstream.Msg, job *inv.Job, t
 	if done {
 		return w.afterRecord(ctx, job, task)
 	}
-	var slot string
+	var slot *lease.Lease
 	if job.Concurrency > 0 {
 		if slot, err = w.takeSlot(ctx, job.ID, job.Concurrency); err != nil {
 			return err
 		}
-		if slot == "" {
+		if slot == nil {
 			return errWait
 		}
-		defer w.releaseSlot(context.WithoutCancel(ctx), slot)
+		defer slot.Release(ctx)
 	}
 	c, err := w.collector(ctx, job.CollectorID)
 	if err != nil || c == nil {
@@ -278,8 +279,10 @@ func (w *Worker) subTask(ctx context.Context, msg jetstream.Msg, job *inv.Job, t
 
 // heartbeat keeps the slot while the sub-task runs, and stops the run
 // (returning true) when the job is no longer IN_PROGRESS or passed its
-// timeout. (handle keeps the message.)
-func (w *Worker) heartbeat(ctx context.Context, job *inv.Job, slot string, stop func()) bool {
+// timeout (handle keeps the message). A lost slot stops the run too
+// (returning false: the message comes again), so that no more than the
+// job's concurrency ever runs.
+func (w *Worker) heartbeat(ctx context.Context, job *inv.Job, slot *lease.Lease, stop func()) bool {
 	t := time.NewTicker(max(w.cfg.AckWait/3, 10*time.Millisecond))
 	defer t.Stop()
 	for {
@@ -288,8 +291,11 @@ func (w *Worker) heartbeat(ctx context.Context, job *inv.Job, slot string, stop 
 			return false
 		case <-t.C:
 		}
-		if slot != "" {
-			w.refreshSlot(ctx, slot)
+		if slot != nil {
+			if err := slot.Renew(ctx); errors.Is(err, lease.ErrLost) {
+				stop()
+				return false
+			}
 		}
 		j, err := w.job(ctx, job.ID)
 		if err != nil {
@@ -315,7 +321,7 @@ func (w *Worker) recorded(ctx context.Context, id string) (bool, error) {
 // collection when it succeeded) and the job is counted.
 func (w *Worker) afterRecord(ctx context.Context, job *inv.Job, task *inv.JobTask) error {
 	var finished bool
-	err := store.Lock(ctx, w.leases, "task-"+task.ID, leaseTTL, leaseWait, func() error {
+	err := lease.Run(ctx, w.leases, "task-"+task.ID, leaseTTL, leaseWait, func(ctx context.Context) error {
 		cur, err := w.task(ctx, task.ID)
 		if err != nil || cur == nil {
 			return err
@@ -402,7 +408,7 @@ const maxTaskErrors = 1000
 // finishes it once no task remains: FAILURE if a task failed, else
 // SUCCESS. It runs under the job's lease so counts never go backwards.
 func (w *Worker) accountJob(ctx context.Context, job *inv.Job) error {
-	return store.Lock(ctx, w.leases, "job-"+job.ID, leaseTTL, leaseWait, func() error {
+	return lease.Run(ctx, w.leases, "job-"+job.ID, leaseTTL, leaseWait, func(ctx context.Context) error {
 		cur, err := w.job(ctx, job.ID)
 		if err != nil || cur == nil || cur.Status != inv.JobInProgress {
 			return err // deleted, canceled or finished meanwhile
@@ -445,7 +451,7 @@ func (w *Worker) accountJob(ctx context.Context, job *inv.Job) error {
 func (w *Worker) TimeOut(ctx context.Context, job *inv.Job) error {
 	now := wire.T(wire.Now())
 	e := inv.ErrorInfo{ErrorCode: ErrJobTimeout, Message: fmt.Sprintf("The job did not finish within %s.", w.cfg.JobTimeout), Additional: map[string]any{}}
-	return store.Lock(ctx, w.leases, "job-"+job.ID, leaseTTL, leaseWait, func() error {
+	return lease.Run(ctx, w.leases, "job-"+job.ID, leaseTTL, leaseWait, func(ctx context.Context) error {
 		cur, err := w.job(ctx, job.ID)
 		if err != nil || cur == nil || cur.Status != inv.JobInProgress {
 			return err

@@ -16,8 +16,8 @@
 // first insert wins); a cloud service remembers the task that created it,
 // so a run again after a crash still counts it as created; task and job
 // counters are computed from those records and the tasks' statuses, never
-// incremented, and written under leases (insert-only records, atomic on
-// MongoDB and FerretDB alike). At most the plugin's init concurrency of a
+// incremented, and written under leases (pkg/lease, safe on MongoDB and
+// FerretDB alike). At most the plugin's init concurrency of a
 // job's sub-tasks run at once, across replicas (slots in the leases
 // collection). A job past its timeout becomes FAILURE.
 //

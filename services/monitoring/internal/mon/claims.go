@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/nubes-io/nubes/pkg/lease"
 	"github.com/nubes-io/nubes/pkg/store"
 )
 
@@ -18,7 +19,7 @@ import (
 // Only the insert of a new _id and a delete by _id are atomic on both
 // stores (docs/decisions.md "Storage"), so a name is taken by inserting
 // its claim, and a change that must not interleave with another (the
-// default of a scope) runs under a lease (store.Lock) in this collection.
+// default of a scope) runs under a lease (Lock) in this collection.
 type Claims struct{ C *mongo.Collection }
 
 // StaleClaim is how old a claim must be before its owner's absence frees
@@ -109,10 +110,11 @@ func (c Claims) Set(ctx context.Context, key, owner string) error {
 	return store.Wrap(err)
 }
 
-// Lock runs fn holding the lease of key (see store.Lock): at most one
-// holder across replicas; a holder that dies frees it after LockTTL.
-func (c Claims) Lock(ctx context.Context, key string, fn func() error) error {
-	return store.Lock(ctx, c.C, "lock#"+key, LockTTL, LockWait, fn)
+// Lock runs fn holding the lease of key (lease.Run): at most one holder
+// across replicas, renewed while fn runs; a holder that dies frees it
+// after LockTTL.
+func (c Claims) Lock(ctx context.Context, key string, fn func(ctx context.Context) error) error {
+	return lease.Run(ctx, c.C, "lock#"+key, LockTTL, LockWait, fn)
 }
 
 // Lease bounds of Lock.

@@ -228,7 +228,7 @@ func (ps *Policies) create(ctx context.Context, p *auth.Principal, r *createPoli
 		// The first global policy of a scope becomes its default, so a
 		// scope with policies always has exactly one.
 		insert = func() error {
-			return ps.claims.Lock(ctx, defaultKey(doc.DomainID, doc.WorkspaceID), func() error {
+			return ps.claims.Lock(ctx, defaultKey(doc.DomainID, doc.WorkspaceID), func(ctx context.Context) error {
 				cur, err := ps.claims.Owner(ctx, defaultKey(doc.DomainID, doc.WorkspaceID))
 				if err != nil {
 					return err
@@ -336,7 +336,7 @@ func (ps *Policies) setDefault(ctx context.Context, p *auth.Principal, r *policy
 	}
 	key := defaultKey(doc.DomainID, doc.WorkspaceID)
 	var out *Policy
-	err = ps.claims.Lock(ctx, key, func() error {
+	err = ps.claims.Lock(ctx, key, func(ctx context.Context) error {
 		if live, err := ps.exists(ctx, doc.ID); err != nil || !live {
 			return errors.Join(err, errs.NotFound("escalation_policy_id", doc.ID))
 		}
@@ -375,7 +375,7 @@ func (ps *Policies) delete(ctx context.Context, p *auth.Principal, r *policyRequ
 	}
 	if doc.global() {
 		key := defaultKey(doc.DomainID, doc.WorkspaceID)
-		err = ps.claims.Lock(ctx, key, func() error {
+		err = ps.claims.Lock(ctx, key, func(ctx context.Context) error {
 			cur, err := ps.claims.Owner(ctx, key)
 			if err != nil {
 				return err
