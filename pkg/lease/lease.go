@@ -306,7 +306,9 @@ func (l *Lease) keep(ctx context.Context, cancel context.CancelCauseFunc, done <
 			return
 		case <-tick.C:
 		}
-		rctx, rcancel := context.WithTimeout(ctx, every)
+		// A slow store gets until the deadline: a renew cut earlier
+		// would lose a lease that a late answer could still keep.
+		rctx, rcancel := context.WithDeadline(ctx, l.Deadline())
 		err := l.Renew(rctx)
 		rcancel()
 		if errors.Is(err, ErrLost) {

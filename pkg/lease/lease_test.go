@@ -215,7 +215,7 @@ func TestStaleTakerOfPurgedEpoch(t *testing.T) {
 
 func TestRunRenewsAndReleases(t *testing.T) {
 	c, ctx := leases(t), context.Background()
-	ttl := time.Second
+	ttl := 1500 * time.Millisecond
 	err := Run(ctx, c, "k", ttl, time.Second, func(ctx context.Context) error {
 		l := FromContext(ctx)
 		first := l.Deadline()
