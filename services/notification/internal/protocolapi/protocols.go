@@ -28,6 +28,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/notification/internal/noti"
 )
@@ -41,6 +42,7 @@ var resource = query.Resource{
 	MinimalFields: []string{"protocol_id", "name", "state", "protocol_type", "resource_type"},
 	Fields:        query.Without(query.FieldsOf[Protocol](), "usage"),
 	Secret:        []string{"sealed"},
+	Tenancy:       tenancy.InDomain, // protocols belong to the whole domain
 }
 
 type (
@@ -168,8 +170,6 @@ func (ps *Protocols) init(ctx context.Context, info pluginref.Info) (map[string]
 	return plugin.Protocol{Target: ps.plugins.Plugin(info.PluginID, info.Version)}.Init(ctx, info.Options)
 }
 
-func scope(p *auth.Principal) bson.D { return bson.D{{Key: "domain_id", Value: p.DomainID}} }
-
 func (ps *Protocols) create(ctx context.Context, p *auth.Principal, r *createProtocol) (*Protocol, error) {
 	// A taken name is refused before the plugin is called; the unique
 	// index still decides between concurrent creates.
@@ -247,14 +247,7 @@ func (ps *Protocols) ensureInternal(ctx context.Context, domainID string) error 
 
 // load returns a protocol of the caller's domain (404 otherwise).
 func (ps *Protocols) load(ctx context.Context, p *auth.Principal, id string) (*Protocol, error) {
-	doc, err := store.Get[Protocol](ctx, ps.c, "protocol_id", id)
-	if err != nil {
-		return nil, err
-	}
-	if doc.DomainID != p.DomainID {
-		return nil, errs.NotFound("protocol_id", id)
-	}
-	return doc, nil
+	return store.GetFor[Protocol](ctx, ps.c, resource, p, "protocol_id", id)
 }
 
 // external refuses to change the built-in INTERNAL protocol.
@@ -410,7 +403,7 @@ func (ps *Protocols) list(ctx context.Context, p *auth.Principal, r *protocolQue
 	}
 	q := query.With(r.Query, query.Params("protocol_id", r.ProtocolID, "name", r.Name, "state", r.State,
 		"protocol_type", r.ProtocolType, "resource_type", r.ResourceType)...)
-	l, err := store.Search[Protocol](ctx, ps.c, q, resource, scope(p))
+	l, err := store.SearchFor[Protocol](ctx, ps.c, q, resource, p)
 	if err != nil {
 		return nil, err
 	}
@@ -428,6 +421,6 @@ func (ps *Protocols) stat(ctx context.Context, p *auth.Principal, r *statQuery) 
 	if err := ps.ensureInternal(ctx, p.DomainID); err != nil {
 		return nil, err
 	}
-	res, err := stat.Run(ctx, ps.c, scope(p), resource, r.Query)
+	res, err := stat.RunFor(ctx, ps.c, p, resource, r.Query)
 	return &res, err
 }
