@@ -193,7 +193,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, started func(addr st
 	}
 	deps.Services = call.NewServices(self, boot.SystemToken, nil)
 	// The secret, repository, notification and cost-analysis services seal with the same keys as identity (.data/encryption-keys).
-	for _, build := range []app.Constructor{board.New, mailer.New(mcfg), dashboard.New, secret.New(cipher), repository.New(repository.Config{Outward: outward.Allow{Loopback: true}, Keys: cipher}), monitoringAt("http://" + ln.Addr().String()), notification.New(cipher), costanalysis.New(cipher), inventory.New} {
+	for _, build := range []app.Constructor{board.New, mailer.New(mcfg, mailer.WithKeys(cipher)), dashboard.New, secret.New(cipher), repository.New(repository.Config{Outward: outward.Allow{Loopback: true}, Keys: cipher}), monitoringAt("http://" + ln.Addr().String()), notification.New(cipher), costanalysis.New(cipher), inventory.New} {
 		svc, err := build(ctx, deps)
 		if err != nil {
 			return err

@@ -55,6 +55,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nubes-io/nubes/pkg/seal"
 )
 
 // Streams, subjects, consumers and buckets.
@@ -153,7 +155,13 @@ type Mail struct {
 	To       string            `json:"to"`
 	Language string            `json:"language"` // en, ko
 	Template string            `json:"template"`
-	Data     map[string]string `json:"data"`
+	Data     map[string]string `json:"data"` // never a SecretMailKeys key once sealed
+	// Secret holds the SecretMailKeys of Data sealed (SealMail), opened by
+	// the mailer at send time.
+	Secret *seal.Sealed `json:"secret,omitempty"`
+	// TokenID names the token or code the mail carries (a link's token
+	// id, else the mail id): logs name it, never the secret.
+	TokenID string `json:"token_id,omitempty"`
 }
 
 // DeadMail is published on MailDeadSubject when the mailer gives up on a
@@ -241,7 +249,8 @@ type InventoryTask struct {
 func StreamConfigs(replicas int) []jetstream.StreamConfig {
 	replicas = max(replicas, 1)
 	return []jetstream.StreamConfig{
-		{Name: MailStream, Subjects: []string{MailSubject}, Duplicates: DuplicateWindow, MaxAge: 7 * 24 * time.Hour, Replicas: replicas},
+		// Work queue: a mail leaves the stream once the mailer acked it.
+		{Name: MailStream, Subjects: []string{MailSubject}, Retention: jetstream.WorkQueuePolicy, Duplicates: DuplicateWindow, MaxAge: 7 * 24 * time.Hour, Replicas: replicas},
 		{Name: MailDeadStream, Subjects: []string{MailDeadSubject}, Duplicates: DuplicateWindow, MaxAge: 30 * 24 * time.Hour, Replicas: replicas},
 		{Name: JobStream, Subjects: []string{JobSubject}, Duplicates: DuplicateWindow, MaxAge: 7 * 24 * time.Hour, Replicas: replicas},
 		{Name: MonitoringStream, Subjects: []string{MonitoringEventSubject}, Duplicates: DuplicateWindow, MaxAge: 7 * 24 * time.Hour, Replicas: replicas},
@@ -250,6 +259,11 @@ func StreamConfigs(replicas int) []jetstream.StreamConfig {
 		{Name: InventoryTaskStream, Subjects: []string{InventoryTaskSubject}, Retention: jetstream.WorkQueuePolicy, Duplicates: DuplicateWindow, MaxAge: 7 * 24 * time.Hour, Replicas: replicas},
 	}
 }
+
+// errRetentionChange is NATS' answer to an update that would turn a
+// stream into a work queue or back (JSStreamInvalidConfigF, "can not
+// change retention policy to/from workqueue").
+const errRetentionChange jetstream.ErrorCode = 10052
 
 // Option changes how Connect sets the Bus up.
 type Option func(*Bus)
@@ -365,7 +379,17 @@ func (b *Bus) EnsureStreams(ctx context.Context) error {
 		return nil
 	}
 	for _, sc := range StreamConfigs(b.replicas) {
-		if _, err := b.JS.CreateOrUpdateStream(ctx, sc); err != nil {
+		_, err := b.JS.CreateOrUpdateStream(ctx, sc)
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && apiErr.ErrorCode == errRetentionChange && sc.Retention == jetstream.WorkQueuePolicy {
+			// A stream made before it was a work queue: NATS cannot change
+			// its retention in place. It keeps working as it was (the
+			// mailer deletes each mail it is done with); an operator
+			// recreates it when it is empty (docs/operations.md).
+			b.log.Warn("stream keeps its old retention; recreate it when empty to make it a work queue", "stream", sc.Name, "error", err.Error())
+			continue
+		}
+		if err != nil {
 			return fmt.Errorf("stream %s: %w", sc.Name, err)
 		}
 	}

@@ -38,20 +38,25 @@ type harness struct {
 	signer  *auth.Signer
 	// cipherSpec is the encryption key the service seals with ("1:<base64>").
 	cipherSpec string
-
-	mu    sync.Mutex
-	mails []events.Mail
 }
 
 const adminPassword = "Admin-Passw0rd"
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
+	return newHarnessOn(t, testkit.Get().NATS.URL)
+}
+
+// newHarnessOn is newHarness publishing to the NATS at natsURL; only the
+// package's NATS has the mailbox (mailTo), as MailStream is a work queue
+// that one consumer reads.
+func newHarnessOn(t *testing.T, natsURL string) *harness {
+	t.Helper()
 	env := testkit.Get()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	log := slog.New(slog.DiscardHandler)
-	bus, err := events.Connect(ctx, env.NATS.URL, "identity-test", log)
+	bus, err := events.Connect(ctx, natsURL, "identity-test", log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +74,9 @@ func newHarness(t *testing.T) *harness {
 	for _, w := range h.built.Service.Workers {
 		go func() { _ = w(ctx) }()
 	}
-	h.watchMail(ctx, bus)
+	if natsURL == env.NATS.URL {
+		h.watchMail(ctx, bus)
+	}
 	srv, err := server.New(server.Options{Name: "identity", Logger: log, Auth: h.built.Service.Auth, Documents: h.built.Service.Documents}, h.built.Service.Routes...)
 	if err != nil {
 		t.Fatal(err)
@@ -82,27 +89,78 @@ func newHarness(t *testing.T) *harness {
 	return h
 }
 
-// watchMail records every mail event published from now on.
-func (h *harness) watchMail(ctx context.Context, bus *events.Bus) {
+// mailbox records every mail event of the package's NATS. MailStream is
+// a work queue: one consumer for every harness (acking each mail, as the
+// mailer would); a harness finds its mails by address (each test has its
+// own) and opens their sealed secret with its own keys.
+var mailbox struct {
+	once  sync.Once
+	mu    sync.Mutex
+	mails []events.Mail
+	err   error
+}
+
+// watchMail starts the package's mail consumer once.
+func (h *harness) watchMail(_ context.Context, _ *events.Bus) {
 	h.t.Helper()
-	cons, err := bus.JS.OrderedConsumer(ctx, events.MailStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{events.MailSubject}, DeliverPolicy: jetstream.DeliverNewPolicy,
-	})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		var mail events.Mail
-		if json.Unmarshal(m.Data(), &mail) == nil {
-			h.mu.Lock()
-			h.mails = append(h.mails, mail)
-			h.mu.Unlock()
+	mailbox.once.Do(func() {
+		ctx := context.Background() // lives as long as the test binary
+		bus, err := events.Connect(ctx, testkit.Get().NATS.URL, "identity-test-mail", slog.New(slog.DiscardHandler))
+		if err != nil {
+			mailbox.err = err
+			return
 		}
+		if err := bus.EnsureStreams(ctx); err != nil {
+			mailbox.err = err
+			return
+		}
+		cons, err := bus.JS.CreateOrUpdateConsumer(ctx, events.MailStream, jetstream.ConsumerConfig{
+			Durable: "identity-test", FilterSubject: events.MailSubject, AckPolicy: jetstream.AckExplicitPolicy,
+		})
+		if err != nil {
+			mailbox.err = err
+			return
+		}
+		_, mailbox.err = cons.Consume(func(m jetstream.Msg) {
+			var mail events.Mail
+			if json.Unmarshal(m.Data(), &mail) == nil {
+				mailbox.mu.Lock()
+				mailbox.mails = append(mailbox.mails, mail)
+				mailbox.mu.Unlock()
+			}
+			_ = m.Ack()
+		})
 	})
+	if mailbox.err != nil {
+		h.t.Fatal(mailbox.err)
+	}
+}
+
+// sealed asserts that a mail event carries no link or code in clear.
+func (h *harness) sealed(m events.Mail) {
+	h.t.Helper()
+	for _, k := range events.SecretMailKeys {
+		if _, ok := m.Data[k]; ok {
+			h.t.Fatalf("mail %s carries %s in clear: %+v", m.ID, k, m.Data)
+		}
+	}
+	if m.TokenID == "" {
+		h.t.Fatalf("mail %s names no token", m.ID)
+	}
+}
+
+// open opens a mail's sealed secret with the harness' keys.
+func (h *harness) open(m events.Mail) events.Mail {
+	h.t.Helper()
+	cipher, err := identity.NewCipher(h.cipherSpec)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	h.t.Cleanup(cc.Stop)
+	out, err := events.OpenMail(cipher, m)
+	if err != nil {
+		h.t.Fatalf("mail %s does not open: %v", m.ID, err)
+	}
+	return out
 }
 
 // mailTo waits for the next mail to addr with template and returns it.
@@ -111,15 +169,16 @@ func (h *harness) mailTo(addr, template string) events.Mail {
 	h.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		h.mu.Lock()
-		for i, m := range h.mails {
+		mailbox.mu.Lock()
+		for i, m := range mailbox.mails {
 			if m.To == addr && m.Template == template {
-				h.mails = append(h.mails[:i], h.mails[i+1:]...)
-				h.mu.Unlock()
-				return m
+				mailbox.mails = append(mailbox.mails[:i], mailbox.mails[i+1:]...)
+				mailbox.mu.Unlock()
+				h.sealed(m)
+				return h.open(m)
 			}
 		}
-		h.mu.Unlock()
+		mailbox.mu.Unlock()
 		time.Sleep(20 * time.Millisecond)
 	}
 	h.t.Fatalf("no %q mail to %s within 10s", template, addr)
@@ -130,9 +189,9 @@ func (h *harness) mailTo(addr, template string) events.Mail {
 func (h *harness) noMailTo(addr string) {
 	h.t.Helper()
 	time.Sleep(300 * time.Millisecond)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, m := range h.mails {
+	mailbox.mu.Lock()
+	defer mailbox.mu.Unlock()
+	for _, m := range mailbox.mails {
 		if m.To == addr {
 			h.t.Fatalf("unexpected mail to %s: %+v", addr, m)
 		}

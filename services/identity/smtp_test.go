@@ -13,6 +13,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/mailtest"
 	"github.com/nubes-io/nubes/pkg/testkit"
+	"github.com/nubes-io/nubes/services/identity"
 	"github.com/nubes-io/nubes/services/mailer"
 )
 
@@ -40,15 +41,23 @@ func smtpMail(t *testing.T, s *mailtest.Server, addr string, re *regexp.Regexp) 
 // sets its password from the mailed link and logs in; then it turns MFA
 // on with a mailed code and logs in with a second mailed code.
 func TestFlowsThroughSMTP(t *testing.T) {
-	h := newHarness(t)
+	// A NATS of its own: MailStream is a work queue, which the package's
+	// mailbox already consumes on the shared one.
+	n := testkit.StartNATS(t)
+	h := newHarnessOn(t, n.URL())
 	smtp := mailtest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	log := slog.New(slog.DiscardHandler)
-	bus, err := events.Connect(ctx, testkit.Get().NATS.URL, "mailer-test", log)
+	bus, err := events.Connect(ctx, n.URL(), "mailer-test", log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := mailer.New(mailer.Config{SMTPHost: smtp.Host, SMTPPort: smtp.Port, SMTPTLS: "none", SMTPFrom: "noreply@example.com"})(ctx, app.Deps{Events: bus, Log: log})
+	keys, err := identity.NewCipher(h.cipherSpec) // identity's keys open the mails' links and codes
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := mailer.New(mailer.Config{SMTPHost: smtp.Host, SMTPPort: smtp.Port, SMTPTLS: "none", SMTPFrom: "noreply@example.com"},
+		mailer.WithKeys(keys))(ctx, app.Deps{Events: bus, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,8 @@ import (
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/config"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/seal"
+	"github.com/nubes-io/nubes/pkg/seal/sealcmd"
 	"github.com/nubes-io/nubes/services/mailer/internal/mailrender"
 	"github.com/nubes-io/nubes/services/mailer/internal/mailsend"
 )
@@ -55,25 +57,33 @@ type Config struct {
 	AckWait      time.Duration `mapstructure:"mail_ack_wait"`      // redelivery of an unacked message
 	Concurrency  int           `mapstructure:"mail_concurrency"`   // messages sent at once per replica
 	ClaimTimeout time.Duration `mapstructure:"mail_claim_timeout"` // a send claim older than this is abandoned
+
+	// encryption_keys, encryption_keys_file, encryption_active_key:
+	// identity's keys, which seal the link or code a mail carries
+	// (events.SealMail). Without them a mail carrying one is dead-lettered.
+	sealcmd.Keys `mapstructure:",squash"`
 }
 
 // Defaults are the defaults of Config, as config keys.
 func Defaults() map[string]any {
 	return map[string]any{
-		"smtp_host":          "",
-		"smtp_port":          587,
-		"smtp_tls":           mailsend.TLSStartTLS,
-		"smtp_username":      "",
-		"smtp_password":      "",
-		"smtp_from":          "Nubes <noreply@nubes.local>",
-		"smtp_timeout":       "30s",
-		"mail_dir":           "",
-		"mail_max_deliver":   8,
-		"mail_backoff":       "5s",
-		"mail_max_backoff":   "5m",
-		"mail_ack_wait":      "1m",
-		"mail_concurrency":   4,
-		"mail_claim_timeout": "2m",
+		"smtp_host":             "",
+		"smtp_port":             587,
+		"smtp_tls":              mailsend.TLSStartTLS,
+		"smtp_username":         "",
+		"smtp_password":         "",
+		"smtp_from":             "Nubes <noreply@nubes.local>",
+		"smtp_timeout":          "30s",
+		"mail_dir":              "",
+		"mail_max_deliver":      8,
+		"mail_backoff":          "5s",
+		"mail_max_backoff":      "5m",
+		"mail_ack_wait":         "1m",
+		"mail_concurrency":      4,
+		"mail_claim_timeout":    "2m",
+		"encryption_keys":       "",
+		"encryption_keys_file":  "",
+		"encryption_active_key": "",
 	}
 }
 
@@ -154,8 +164,13 @@ func isLocal(host string) bool {
 type Option func(*options)
 
 type options struct {
-	tls *tls.Config
+	tls  *tls.Config
+	keys *seal.Keyring
 }
+
+// WithKeys sets the keys that open the sealed part of mails (the
+// devstack's, identity's own); otherwise they come from Config.
+func WithKeys(k *seal.Keyring) Option { return func(o *options) { o.keys = k } }
 
 // WithTLSConfig sets the TLS client configuration of the SMTP connection
 // (for example a private CA in RootCAs).
@@ -200,7 +215,15 @@ func New(cfg Config, opts ...Option) app.Constructor {
 		}
 		log := d.Log.With("component", Name)
 		log.Info("mailer configured", "sends_to", cfg.Summary(), "config", config.String(&cfg))
-		w := &worker{cfg: cfg, bus: d.Events, sender: sender, render: r, from: from, log: log}
+		if o.keys == nil && (cfg.EncryptionKeys != "" || cfg.EncryptionKeysFile != "") {
+			if o.keys, err = cfg.Keyring(); err != nil {
+				return nil, err
+			}
+		}
+		if o.keys == nil {
+			log.Warn("mailer: no encryption_keys: mails carrying a sealed link or code will be dead-lettered")
+		}
+		w := &worker{cfg: cfg, bus: d.Events, sender: sender, render: r, from: from, log: log, keys: o.keys}
 		// No routes: nothing to authenticate, so the binary needs no JWK set.
 		return &app.Service{Name: Name, Workers: []func(context.Context) error{w.Run}, Auth: noCredentials{}}, nil
 	}

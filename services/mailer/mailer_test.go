@@ -19,6 +19,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/config"
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/mailtest"
+	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/services/mailer"
 )
@@ -90,9 +91,9 @@ func (e *env) config() mailer.Config {
 // startMailer builds the mailer as the devstack does, on its own NATS
 // connection (as its own process would), and runs its worker. The
 // returned stop cancels the worker and waits for it to return.
-func (e *env) startMailer(cfg mailer.Config) (stop func()) {
+func (e *env) startMailer(cfg mailer.Config, opts ...mailer.Option) (stop func()) {
 	e.t.Helper()
-	svc, err := mailer.New(cfg)(context.Background(), app.Deps{Events: e.connect(), Log: e.log})
+	svc, err := mailer.New(cfg, opts...)(context.Background(), app.Deps{Events: e.connect(), Log: e.log})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -533,4 +534,92 @@ func TestConfig(t *testing.T) {
 	if _, err := mailer.New(mailer.Config{MailDir: t.TempDir()})(context.Background(), app.Deps{Log: slog.New(slog.DiscardHandler)}); err == nil {
 		t.Error("built without an event bus")
 	}
+}
+
+// A mail's link or code travels sealed (events.SealMail): the outbox and
+// the stream never hold it in clear, the mailer opens it at send time, the
+// stream is empty once the mail is sent (a work queue), and a mail the
+// mailer cannot open is dead-lettered still sealed.
+func TestSealedMailIsOpenedAtSendTimeAndLeavesNothingInClear(t *testing.T) {
+	keys, err := seal.Parse(seal.RandomSpec("m1"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const link = "https://console.example.org/reset?sso_access_token=live-token-abc"
+	e := newEnv(t)
+	m := events.Mail{ID: "mail-sealed-1", To: "ada@example.org", Language: "en", Template: events.MailResetPassword,
+		Data: map[string]string{"name": "Ada", "user_id": "ada", "link": link}, TokenID: "jti-1"}
+	if err := events.SealMail(keys, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Data["link"] != "" || m.Secret == nil || m.TokenID != "jti-1" {
+		t.Fatalf("sealed mail %+v", m)
+	}
+	e.enqueue(m)
+	waitFor(t, "the mail in the stream", func() bool { return e.streamMsgs() == 1 })
+	if raw := e.streamData(); strings.Contains(raw, "live-token-abc") {
+		t.Fatalf("the stream holds the link in clear: %s", raw)
+	}
+	e.startMailer(e.config(), mailer.WithKeys(keys))
+	got := e.smtp.Wait(t, 1, timeout)
+	if !strings.Contains(got[0].Body, link) {
+		t.Fatalf("the mail does not carry the opened link:\n%s", got[0].Body)
+	}
+	e.waitIdle()
+	waitFor(t, "the stream empty after delivery", func() bool { return e.streamMsgs() == 0 })
+
+	// Keys that do not open it: dead-lettered, still sealed.
+	other, _ := seal.Parse(seal.RandomSpec("x1"), "")
+	m2 := events.Mail{ID: "mail-sealed-2", To: "bob@example.org", Language: "en", Template: events.MailMFACode,
+		Data: map[string]string{"user_id": "bob", "code": "482913"}}
+	if err := events.SealMail(other, &m2); err != nil {
+		t.Fatal(err)
+	}
+	e.enqueue(m2)
+	dead := e.waitDead(1)
+	if dead[0].Mail == nil || dead[0].Mail.Secret == nil || dead[0].Mail.Data["code"] != "" {
+		t.Fatalf("dead letter %+v", dead[0])
+	}
+	b, _ := json.Marshal(dead[0])
+	if strings.Contains(string(b), "482913") {
+		t.Fatalf("the dead letter holds the code in clear: %s", b)
+	}
+	if e.smtp.Count() != 1 {
+		t.Fatalf("%d messages sent, want 1", e.smtp.Count())
+	}
+}
+
+// streamMsgs is how many messages MailStream holds.
+func (e *env) streamMsgs() uint64 {
+	e.t.Helper()
+	s, err := e.bus.JS.Stream(context.Background(), events.MailStream)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	info, err := s.Info(context.Background())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+// streamData is every message MailStream holds, concatenated.
+func (e *env) streamData() string {
+	e.t.Helper()
+	ctx := context.Background()
+	s, err := e.bus.JS.Stream(ctx, events.MailStream)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out strings.Builder
+	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
+		if raw, err := s.GetMsg(ctx, seq); err == nil {
+			out.Write(raw.Data)
+		}
+	}
+	return out.String()
 }

@@ -46,6 +46,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/mailer/internal/mailrender"
 	"github.com/nubes-io/nubes/services/mailer/internal/mailsend"
@@ -62,6 +63,7 @@ type worker struct {
 	render *mailrender.Renderer
 	from   *mail.Address
 	log    *slog.Logger
+	keys   *seal.Keyring // open a mail's sealed link or code; nil: none configured
 }
 
 // Run consumes mail events until ctx is done, Concurrency at once. While
@@ -231,7 +233,14 @@ func (w *worker) handle(ctx, runCtx context.Context, msg jetstream.Msg, kv jetst
 		w.dead(ctx, d, &m, fmt.Sprintf("invalid mail id %q", m.ID))
 		return
 	}
-	out, err := w.compose(m, meta.Timestamp)
+	// m stays sealed (a dead letter keeps it so); the opened copy lives
+	// only here, for the send.
+	opened, err := events.OpenMail(w.keys, m)
+	if err != nil {
+		w.dead(ctx, d, &m, "sealed part does not open: "+err.Error())
+		return
+	}
+	out, err := w.compose(opened, meta.Timestamp)
 	if err != nil {
 		w.dead(ctx, d, &m, "unrenderable: "+err.Error())
 		return
@@ -244,6 +253,7 @@ func (w *worker) handle(ctx, runCtx context.Context, msg jetstream.Msg, kv jetst
 	case state == alreadySent:
 		w.log.Info("mail already sent; duplicate acked", "mail_id", m.ID, "deliveries", meta.NumDelivered)
 		_ = msg.Ack()
+		w.forget(ctx, meta)
 		return
 	case state == busy:
 		if meta.NumDelivered >= uint64(w.cfg.MaxDeliver) {
@@ -266,10 +276,30 @@ func (w *worker) handle(ctx, runCtx context.Context, msg jetstream.Msg, kv jetst
 		w.log.Error("mail sent but not recorded; a redelivery after the claim timeout would send it again",
 			"mail_id", m.ID, "error", err.Error())
 	}
-	if err := msg.Ack(); err != nil {
+	if err := msg.DoubleAck(ctx); err != nil {
 		w.log.Warn("mail sent, ack failed; the redelivery will be acked", "mail_id", m.ID, "error", err.Error())
 	}
-	w.log.Info("mail sent", "mail_id", m.ID, "template", m.Template, "language", out.language, "deliveries", meta.NumDelivered)
+	w.forget(ctx, meta)
+	w.log.Info("mail sent", "mail_id", m.ID, "token_id", m.TokenID, "template", m.Template, "language", out.language, "deliveries", meta.NumDelivered)
+}
+
+// forget deletes a mail the mailer is done with from MailStream. A work
+// queue has dropped it at the ack already; a stream made before the mail
+// stream was one keeps its messages until MaxAge, and a mail must not
+// outlive its delivery there (events.EnsureStreams).
+func (w *worker) forget(ctx context.Context, meta *jetstream.MsgMetadata) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	s, err := w.bus.JS.Stream(ctx, events.MailStream)
+	if err != nil {
+		return
+	}
+	if info := s.CachedInfo(); info != nil && info.Config.Retention == jetstream.WorkQueuePolicy {
+		return
+	}
+	if err := s.DeleteMsg(ctx, meta.Sequence.Stream); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		w.log.Debug("mail: delivered message not deleted from the stream", "stream_seq", meta.Sequence.Stream, "error", err.Error())
+	}
 }
 
 // delivery is one message in hand.
@@ -357,4 +387,5 @@ func (w *worker) dead(ctx context.Context, d delivery, m *events.Mail, reason st
 		reason = reason[:200]
 	}
 	_ = d.msg.TermWithReason(reason)
+	w.forget(ctx, d.meta)
 }

@@ -56,7 +56,9 @@ var services = []service{
 		return map[string]string{"NUBES_SMTP_HOST": "smtp", "NUBES_SMTP_PORT": "2525",
 			"NUBES_SMTP_TLS": "none", "NUBES_SMTP_FROM": "Nubes <nubes@example.com>",
 			"NUBES_SMTP_TIMEOUT": "5s", "NUBES_MAIL_ACK_WAIT": "10s", "NUBES_MAIL_CLAIM_TIMEOUT": "15s",
-			"NUBES_MAIL_BACKOFF": "1s", "NUBES_MAIL_MAX_BACKOFF": "5s"}
+			"NUBES_MAIL_BACKOFF": "1s", "NUBES_MAIL_MAX_BACKOFF": "5s",
+			// identity's key: it opens the link or code a mail carries.
+			"NUBES_ENCRYPTION_KEYS": "1:" + base64.StdEncoding.EncodeToString(make([]byte, 32))}
 	}},
 	{Name: "board"},
 	// The dashboard asks identity whether a dashboard's project exists.

@@ -192,11 +192,18 @@ func isNotFound(err error) bool {
 }
 
 // mail records an e-mail in the outbox: it is sent once even when NATS or
-// the mailer is down right now.
+// the mailer is down right now. Its link or code is sealed
+// (events.SealMail): neither the outbox nor the mail streams hold it in
+// clear. data["token_id"], when set, names the token the mail carries.
 func (s *Service) mail(ctx context.Context, u *User, to, template string, data map[string]string) error {
 	lang := u.Language
 	if lang == "" {
 		lang = "en"
 	}
-	return s.outbox.Enqueue(ctx, events.Mail{To: to, Language: lang, Template: template, Data: data})
+	m := events.Mail{To: to, Language: lang, Template: template, Data: data, TokenID: data["token_id"]}
+	delete(m.Data, "token_id")
+	if err := events.SealMail(s.cfg.Cipher, &m); err != nil {
+		return err
+	}
+	return s.outbox.Enqueue(ctx, m)
 }

@@ -368,7 +368,7 @@ func (s *Service) mailLink(ctx context.Context, u *User, template string, ttl ti
 		return store.Wrap(err)
 	}
 	data := map[string]string{"user_id": u.UserID, "name": u.Name, "link": s.consoleLink(tok),
-		"expires_hours": strconv.Itoa(int(ttl.Hours()))}
+		"expires_hours": strconv.Itoa(int(ttl.Hours())), "token_id": jti}
 	if d, err := store.Get[Domain](ctx, s.domains, "domain_id", u.DomainID); err == nil {
 		data["domain_name"] = d.Name
 	}
