@@ -48,6 +48,10 @@ type Principal struct {
 	// path starts with one of them (a token issued while UPDATE_PASSWORD is
 	// pending reaches only /identity/v2/user-profile/).
 	Permissions []string
+	// Session is the user's session epoch the token was issued in: the
+	// issuer's checker refuses a token whose user has a newer one (a
+	// password, MFA or state change ends every session before it).
+	Session int64
 }
 
 // Allows reports whether the token's permissions reach path.
@@ -109,7 +113,20 @@ type Authenticator interface {
 type (
 	principalKey struct{}
 	bearerKey    struct{}
+	sourceKey    struct{}
 )
+
+// WithSource stores the caller's network address (the server's view of
+// it), which throttles of credential guessing count per.
+func WithSource(ctx context.Context, addr string) context.Context {
+	return context.WithValue(ctx, sourceKey{}, addr)
+}
+
+// SourceFromContext returns the caller's network address, or "".
+func SourceFromContext(ctx context.Context) string {
+	a, _ := ctx.Value(sourceKey{}).(string)
+	return a
+}
 
 // WithBearer stores the caller's raw credential in ctx, so a call to
 // another service of the suite can act on the caller's behalf.

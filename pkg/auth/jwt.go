@@ -33,7 +33,10 @@ type Claims struct {
 	WorkspaceID string   `json:"wid,omitempty"`
 	Projects    []string `json:"projects,omitempty"`
 	Permissions []string `json:"permissions,omitempty"`
-	Version     string   `json:"ver"`
+	// Session is the session epoch of the user when the token was issued
+	// (Principal.Session).
+	Session int64  `json:"ses,omitempty"`
+	Version string `json:"ver"`
 }
 
 const (
@@ -112,7 +115,7 @@ func (s *Signer) IssueAt(p Principal, now time.Time, ttl time.Duration) (string,
 			ID:       jti,
 		},
 		Type: p.TokenType, Owner: "USER", DomainID: p.DomainID, Role: p.Role,
-		WorkspaceID: p.WorkspaceID, Projects: p.Projects, Permissions: p.Permissions, Version: tokenVersion,
+		WorkspaceID: p.WorkspaceID, Projects: p.Projects, Permissions: p.Permissions, Session: p.Session, Version: tokenVersion,
 	}
 	if c.Type == "" {
 		c.Type = AccessToken
@@ -343,6 +346,6 @@ func (c *Claims) clone() *Claims {
 func (c *Claims) Principal() *Principal {
 	return &Principal{
 		TokenType: c.Type, TokenID: c.ID, DomainID: c.DomainID, UserID: c.Subject,
-		WorkspaceID: c.WorkspaceID, Role: c.Role, Projects: c.Projects, Permissions: c.Permissions,
+		WorkspaceID: c.WorkspaceID, Role: c.Role, Projects: c.Projects, Permissions: c.Permissions, Session: c.Session,
 	}
 }

@@ -123,7 +123,10 @@ func New(opts Options, routes ...api.Route) (*Server, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s := &Server{opts: opts, log: opts.Logger, registry: reg, metrics: newMetrics(reg), routes: routes}
 
-	e := echo.NewWithConfig(echo.Config{Logger: opts.Logger, HTTPErrorHandler: s.handleError})
+	// The caller's address (auth.SourceFromContext) is the peer's, or the
+	// X-Forwarded-For entry a proxy on a private network (the Ingress)
+	// appended; entries a caller wrote itself are not believed.
+	e := echo.NewWithConfig(echo.Config{Logger: opts.Logger, HTTPErrorHandler: s.handleError, IPExtractor: echo.ExtractIPFromXFFHeader()})
 	e.Use(s.requestContext)
 	e.GET("/healthz", func(c *echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.ready)
@@ -282,7 +285,7 @@ func (s *Server) serve(c *echo.Context, r api.Route, access auth.Access) error {
 		}
 		return errs.New(errs.JSONFormat, "The request body could not be read.")
 	}
-	ctx := req.Context()
+	ctx := auth.WithSource(req.Context(), c.RealIP())
 	var p *auth.Principal
 	if bearer, ok := bearerToken(req); ok {
 		p, err = s.opts.Auth.Authenticate(ctx, bearer)

@@ -155,7 +155,7 @@ func Defaults() map[string]any {
 	for k, v := range map[string]any{
 		"signing_key_file": "", "signing_key": "", "encryption_keys": "", "encryption_keys_file": "", "encryption_active_key": "", "root_domain": "root",
 		"admin_user_id": "admin", "admin_password": "", "console_url": "http://127.0.0.1:8080/console",
-		"access_token_ttl": "30m", "refresh_token_ttl": "3h", "max_access_token_ttl": "168h", "endpoint_url": "", "max_login_failures": 10, "login_block": "5m",
+		"access_token_ttl": "30m", "refresh_token_ttl": "3h", "max_access_token_ttl": "12h", "endpoint_url": "", "max_login_failures": 10, "login_block": "5m",
 		"account_collector_plugins": map[string]string{},
 	} {
 		d[k] = v

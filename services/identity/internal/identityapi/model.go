@@ -95,7 +95,7 @@ func (c *Config) Defaults() {
 		}
 	}
 	set(&c.AccessTTL, 30*time.Minute)
-	set(&c.MaxAccessTTL, 7*24*time.Hour)
+	set(&c.MaxAccessTTL, 12*time.Hour) // upstream allows 7 days; see docs/decisions.md
 	set(&c.RefreshTTL, 3*time.Hour)
 	set(&c.MFACodeTTL, 5*time.Minute)
 	set(&c.EmailCodeTTL, time.Hour)
@@ -164,8 +164,12 @@ type User struct {
 	OTPPending      *Sealed        `bson:"otp_pending,omitempty"` // from enable-mfa (OTP) to confirm-mfa
 	OTPDisableBy    wire.Time      `bson:"otp_disable_by"`        // disable-mfa (OTP): confirm-mfa before this turns it off
 	LoginFailures   LoginFailures  `bson:"login_failures"`
-	CreatedAt       wire.Time      `bson:"created_at"`
-	LastAccessedAt  wire.Time      `bson:"last_accessed_at"`
+	// SessionEpoch is stamped into every access and refresh token issued
+	// to the user; a password, MFA or state change sets a new one, which
+	// ends every token before it (Service.Check, sessions.go).
+	SessionEpoch   int64     `bson:"session_epoch"`
+	CreatedAt      wire.Time `bson:"created_at"`
+	LastAccessedAt wire.Time `bson:"last_accessed_at"`
 }
 
 // Domain implements store.Owned.
@@ -270,21 +274,22 @@ type mongoCollection = mongo.Collection
 
 // Service holds the collections and collaborators of every handler.
 type Service struct {
-	cfg           Config
-	db            *mongo.Database
-	domains       *mongo.Collection
-	users         *mongo.Collection
-	apiKeys       *mongo.Collection
-	workspaces    *mongo.Collection
-	projects      *mongo.Collection
-	bindings      *mongo.Collection
-	trusted       *mongo.Collection
-	trustedSA     *mongo.Collection
-	jobs          *mongo.Collection
-	codes         codes
-	loginFailures store.Slots // failed logins per user in the last LoginBlock
-	outbox        *events.Outbox
-	verifier      *auth.Verifier
-	bus           *events.Bus
-	log           *slog.Logger
+	cfg          Config
+	db           *mongo.Database
+	domains      *mongo.Collection
+	users        *mongo.Collection
+	apiKeys      *mongo.Collection
+	workspaces   *mongo.Collection
+	projects     *mongo.Collection
+	bindings     *mongo.Collection
+	trusted      *mongo.Collection
+	trustedSA    *mongo.Collection
+	jobs         *mongo.Collection
+	codes        codes
+	logins       loginThrottle // password attempts (throttle.go)
+	spentRefresh store.Slots   // refresh tokens token/refresh exchanged (sessions.go)
+	outbox       *events.Outbox
+	verifier     *auth.Verifier
+	bus          *events.Bus
+	log          *slog.Logger
 }

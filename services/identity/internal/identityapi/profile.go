@@ -2,6 +2,7 @@ package identityapi
 
 import (
 	"context"
+	"slices"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -21,7 +22,7 @@ import (
 type (
 	updateProfile struct {
 		Password        string         `json:"password" v:"max=72"`
-		CurrentPassword string         `json:"current_password" v:"max=72" doc:"required to change the password unless UPDATE_PASSWORD is pending or the caller came through its latest mailed link"`
+		CurrentPassword string         `json:"current_password" v:"max=72" doc:"required to change the password (unless UPDATE_PASSWORD is pending) or the e-mail address, unless the caller came through its latest mailed link"`
 		Name            string         `json:"name" v:"max=128"`
 		Email           string         `json:"email" v:"max=255" doc:"a new address is unverified"`
 		Language        string         `json:"language" v:"max=16"`
@@ -29,7 +30,8 @@ type (
 		Tags            map[string]any `json:"tags"`
 	}
 	verifyEmail struct {
-		Email string `json:"email" v:"max=255"`
+		Email           string `json:"email" v:"max=255"`
+		CurrentPassword string `json:"current_password" v:"max=72" doc:"required with an address other than the current one (Nubes: no takeover from a token alone)"`
 	}
 	confirmCode struct {
 		VerifyCode string `json:"verify_code" v:"required,max=16"`
@@ -41,6 +43,8 @@ type (
 	enableMFA struct {
 		MFAType string         `json:"mfa_type" v:"required,enum=EMAIL|OTP" doc:"EMAIL: codes by mail; OTP: an authenticator app (TOTP)"`
 		Options map[string]any `json:"options" doc:"EMAIL: {email}; OTP: none (the answer carries options.otp_qrcode_uri once)"`
+		// Nubes: no takeover from a token alone.
+		CurrentPassword string `json:"current_password" v:"max=72" doc:"required unless ENFORCE_MFA is pending or the caller came through its latest mailed link"`
 	}
 	disableMFA struct {
 		UserID   string `json:"user_id" v:"max=60" doc:"ignored: the user is the caller"`
@@ -130,12 +134,20 @@ func (s *Service) verifyOwnEmail(ctx context.Context, p *auth.Principal, r *veri
 	if err != nil {
 		return nil, err
 	}
+	if r.Email != "" && r.Email != d.Email {
+		if err := s.guardCredentials(ctx, p, &d.User, r.CurrentPassword, false); err != nil {
+			return nil, err
+		}
+	}
 	return &api.Empty{}, s.requestEmailCode(ctx, &d.User, r.Email)
 }
 
 func (s *Service) enableOwnMFA(ctx context.Context, p *auth.Principal, r *enableMFA) (*User, error) {
 	d, err := s.selfDoc(ctx, p, true)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.guardCredentials(ctx, p, &d.User, r.CurrentPassword, slices.Contains(d.RequiredActions, EnforceMFA)); err != nil {
 		return nil, err
 	}
 	return s.enableMFA(ctx, &d.User, r.MFAType, r.Options)

@@ -137,6 +137,10 @@ func (c codes) issue(ctx context.Context, purpose, domainID, userID string, ttl 
 
 var errBadCode error = errs.New(errs.InvalidVerifyCode, "The verification code is invalid or expired.")
 
+// errTooManyTries answers a try that finds the code's tries used up: it
+// was not compared, and the code is void until a new one is asked for.
+var errTooManyTries error = errs.New(errs.TooManyRequests, "Too many tries at this verification code; ask for a new one.")
+
 // verify consumes the code: the right code works once, a wrong one counts
 // an attempt, and too many attempts or an expired code void it.
 func (c codes) verify(ctx context.Context, purpose, domainID, userID, code string) (map[string]string, error) {
@@ -148,22 +152,17 @@ func (c codes) verify(ctx context.Context, purpose, domainID, userID, code strin
 		}
 		return nil, store.Wrap(err)
 	}
-	used, err := c.attempts.Used(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if time.Now().After(doc.ExpiresAt.Time) || used >= maxCodeAttempts {
+	if time.Now().After(doc.ExpiresAt.Time) {
 		_, _ = c.c.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}})
 		return nil, errBadCode
 	}
+	// Each try claims a slot before the comparison; with none left the
+	// code is void, so however many tries run in parallel, at most
+	// maxCodeAttempts are compared.
+	if ok, err := c.attempts.Take(ctx, id); err != nil || !ok {
+		return nil, cmp.Or(err, errTooManyTries)
+	}
 	if subtle.ConstantTimeCompare([]byte(codeHash(id, strings.TrimSpace(code))), []byte(doc.Hash)) != 1 {
-		// Each wrong try takes a slot; with none left the code is void,
-		// however many tries run in parallel.
-		if ok, err := c.attempts.Take(ctx, id); err != nil {
-			return nil, err
-		} else if !ok {
-			_, _ = c.c.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}})
-		}
 		return nil, errBadCode
 	}
 	// Single use even under a race: only the request that deletes it wins.

@@ -43,7 +43,8 @@ func New(ctx context.Context, db *mongo.Database, bus *events.Bus, log *slog.Log
 			attempts: store.Slots{C: db.Collection(CountersCollection), Max: maxCodeAttempts, TTL: 24 * time.Hour},
 			issued:   store.Slots{C: db.Collection(CountersCollection), Max: maxCodesIssued, TTL: codeWindow}},
 	}
-	s.loginFailures = store.Slots{C: db.Collection(CountersCollection), Max: cfg.MaxLoginFailures, TTL: cfg.LoginBlock}
+	s.logins = newLoginThrottle(db.Collection(CountersCollection), cfg)
+	s.spentRefresh = store.Slots{C: db.Collection(CountersCollection), Max: 1, TTL: cfg.RefreshTTL + time.Minute}
 	if s.outbox, err = events.NewOutbox(ctx, db, OutboxCollection, bus, log); err != nil {
 		return nil, err
 	}
@@ -130,6 +131,9 @@ func (s *Service) Check(ctx context.Context, _ string, p *auth.Principal) error 
 	}
 	if u.State == Disabled {
 		return refused("User is disabled.")
+	}
+	if key == nil && p.Session != u.SessionEpoch {
+		return refused("This session has ended (the user's password, MFA or state changed); sign in again.")
 	}
 	// A key acts with the role its user had when it was made: it stops
 	// when that role changes (a demoted admin), and a key older than its

@@ -106,12 +106,10 @@ func (s *Service) issue(ctx context.Context, _ *auth.Principal, r *issueToken) (
 			return nil, errs.Required("verify_code")
 		}
 		if u.MFA.MFAType == mfaOTP {
+			// The attempt's login claim stays taken when the code is
+			// wrong: the password is known, so the login throttle
+			// bounds the guessing.
 			if err := s.checkOTP(ctx, u, u.OTPSecret, strings.TrimSpace(r.VerifyCode)); err != nil {
-				// Each wrong code is a failed login: the password is
-				// known, so the login block bounds the guessing.
-				if _, terr := s.loginFailures.Take(ctx, u.ID); terr != nil {
-					return nil, terr
-				}
 				return nil, err
 			}
 			break
@@ -132,7 +130,7 @@ func (s *Service) issue(ctx context.Context, _ *auth.Principal, r *issueToken) (
 		}
 		return nil, errs.New(errs.MFARequired, "MFA is required: a verification code was sent to %s. Repeat with auth_type MFA and verify_code. (mfa_type = EMAIL)", maskEmail(email))
 	}
-	if err := s.loginFailures.Reset(ctx, u.ID); err != nil {
+	if err := s.logins.succeeded(ctx, u.ID); err != nil {
 		return nil, err
 	}
 	set := bson.D{{Key: "last_accessed_at", Value: wire.T(wire.Now())}}
@@ -145,10 +143,15 @@ func (s *Service) issue(ctx context.Context, _ *auth.Principal, r *issueToken) (
 	return s.pair(u, r.Timeout)
 }
 
-// login checks a password with the brute-force bound: after
-// MaxLoginFailures failures inside LoginBlock, the account is blocked
-// until the window ends, whatever the password.
+// login checks a password under the login throttle (throttle.go): the
+// attempt is claimed first, for the user the request names, known or
+// not, so a blocked unknown user answers as a blocked known one and no
+// burst compares more passwords than the throttle has slots. The claim
+// is given back only by a complete login (logins.succeeded).
 func (s *Service) login(ctx context.Context, domainID, userID, password string) (*User, error) {
+	if err := s.logins.claim(ctx, UserKey(domainID, userID)); err != nil {
+		return nil, err
+	}
 	u, err := store.Get[User](ctx, s.users, "user_id", UserKey(domainID, userID))
 	if err != nil {
 		if isNotFound(err) {
@@ -157,17 +160,7 @@ func (s *Service) login(ctx context.Context, domainID, userID, password string) 
 		}
 		return nil, err
 	}
-	failed, err := s.loginFailures.Used(ctx, u.ID)
-	if err != nil {
-		return nil, err
-	}
-	if failed >= s.cfg.MaxLoginFailures {
-		return nil, errs.New(errs.LoginBlocked, "Too many failed logins; try again later.")
-	}
 	if u.AuthType != "LOCAL" || !PasswordMatches(u.PasswordHash, password) {
-		if _, err := s.loginFailures.Take(ctx, u.ID); err != nil {
-			return nil, err
-		}
 		return nil, errLogin
 	}
 	if u.State == Disabled {
@@ -182,7 +175,7 @@ func (s *Service) pair(u *User, timeout int) (*tokenPair, error) {
 	if timeout > 0 {
 		ttl = min(time.Duration(timeout)*time.Second, s.cfg.MaxAccessTTL)
 	}
-	p := auth.Principal{DomainID: u.DomainID, UserID: u.UserID, Role: auth.User, Permissions: pendingPermissions(u)}
+	p := auth.Principal{DomainID: u.DomainID, UserID: u.UserID, Role: auth.User, Permissions: pendingPermissions(u), Session: u.SessionEpoch}
 	access, err := s.cfg.Signer.Issue(p, ttl)
 	if err != nil {
 		return nil, err
@@ -206,25 +199,31 @@ func pendingPermissions(u *User) []string {
 }
 
 // fromRefresh verifies a refresh token and loads its user, who must still
-// be allowed in.
-func (s *Service) fromRefresh(ctx context.Context, token string) (*User, error) {
+// be allowed in (its session too), and answers the token's id.
+func (s *Service) fromRefresh(ctx context.Context, token string) (*User, string, error) {
 	c, err := s.verifier.Parse(token)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if c.Type != auth.RefreshToken {
-		return nil, errs.New(errs.InvalidGrantType, "The token is not a refresh token.")
+		return nil, "", errs.New(errs.InvalidGrantType, "The token is not a refresh token.")
 	}
 	p := c.Principal()
 	if err := s.Check(ctx, token, p); err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return store.Get[User](ctx, s.users, "user_id", UserKey(p.DomainID, p.UserID))
+	u, err := store.Get[User](ctx, s.users, "user_id", UserKey(p.DomainID, p.UserID))
+	return u, p.TokenID, err
 }
 
+// refresh rotates: the refresh token is spent and a new pair answered;
+// spending it twice ends the user's sessions (sessions.go).
 func (s *Service) refresh(ctx context.Context, _ *auth.Principal, r *refreshToken) (*tokenPair, error) {
-	u, err := s.fromRefresh(ctx, r.RefreshToken)
+	u, jti, err := s.fromRefresh(ctx, r.RefreshToken)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.spendRefresh(ctx, u, jti); err != nil {
 		return nil, err
 	}
 	return s.pair(u, 0)
@@ -245,8 +244,13 @@ func (s *Service) grant(ctx context.Context, _ *auth.Principal, r *grantToken) (
 	if token == "" {
 		return nil, errs.Required("token")
 	}
-	u, err := s.fromRefresh(ctx, token)
+	// grant does not rotate (the console grants with the same refresh
+	// token for hours, spec/clients.md 9.1), but refuses a spent one.
+	u, jti, err := s.fromRefresh(ctx, token)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.refreshSpent(ctx, u, jti); err != nil {
 		return nil, err
 	}
 	if r.DomainID != "" && r.DomainID != u.DomainID {
@@ -256,7 +260,7 @@ func (s *Service) grant(ctx context.Context, _ *auth.Principal, r *grantToken) (
 		return nil, errs.New(errs.UpdatePasswordRequired, "Update the password (or enable MFA) first.")
 	}
 	out := &grantedToken{DomainID: u.DomainID}
-	p := auth.Principal{DomainID: u.DomainID, UserID: u.UserID}
+	p := auth.Principal{DomainID: u.DomainID, UserID: u.UserID, Session: u.SessionEpoch}
 	domainBinding, err := s.binding(ctx, u.DomainID, u.UserID, "")
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ package identityapi
 // convert to their Info shape; every rule lives here once.
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -277,6 +278,9 @@ func (s *Service) createUser(ctx context.Context, n newUser) (*User, error) {
 	if err := checkEmailAddress("email", n.Email); err != nil {
 		return nil, err
 	}
+	if err := checkName(n.Name); err != nil {
+		return nil, err
+	}
 	if err := checkLocale(n.Language, n.Timezone); err != nil {
 		return nil, err
 	}
@@ -311,6 +315,7 @@ func (s *Service) createUser(ctx context.Context, n newUser) (*User, error) {
 		Email: n.Email, AuthType: n.AuthType, UserType: n.UserType, RoleType: string(auth.User),
 		MFA: MFA{State: Disabled, Options: map[string]any{}}, Language: firstNonEmpty(n.Language, "en"), Timezone: firstNonEmpty(n.Timezone, "UTC"),
 		RequiredActions: actions, Tags: wire.Object(n.Tags), PasswordHash: hash, CreatedAt: now,
+		SessionEpoch: newEpoch(), // a token of an earlier user of the same id is not this one's
 	}
 	if _, err := s.users.InsertOne(ctx, u); err != nil {
 		if mongo.IsDuplicateKeyError(err) {
@@ -359,7 +364,7 @@ func (s *Service) mailLink(ctx context.Context, u *User, template string, ttl ti
 	if err != nil {
 		return err
 	}
-	tok, err := s.cfg.Signer.Issue(auth.Principal{TokenID: jti, DomainID: u.DomainID, UserID: u.UserID, Role: auth.User, Permissions: profileOnly}, ttl)
+	tok, err := s.cfg.Signer.Issue(auth.Principal{TokenID: jti, DomainID: u.DomainID, UserID: u.UserID, Role: auth.User, Permissions: profileOnly, Session: u.SessionEpoch}, ttl)
 	if err != nil {
 		return err
 	}
@@ -367,7 +372,7 @@ func (s *Service) mailLink(ctx context.Context, u *User, template string, ttl ti
 	if _, err := s.users.UpdateOne(ctx, bson.D{{Key: "_id", Value: u.ID}}, bson.D{{Key: "$set", Value: set}}); err != nil {
 		return store.Wrap(err)
 	}
-	data := map[string]string{"user_id": u.UserID, "name": u.Name, "link": s.consoleLink(tok),
+	data := map[string]string{"user_id": u.UserID, "name": mailName(u, u.Email), "link": s.consoleLink(tok),
 		"expires_hours": strconv.Itoa(int(ttl.Hours())), "token_id": jti}
 	if d, err := store.Get[Domain](ctx, s.domains, "domain_id", u.DomainID); err == nil {
 		data["domain_name"] = d.Name
@@ -440,6 +445,9 @@ type userChange struct {
 }
 
 func (c userChange) check() error {
+	if err := checkName(c.Name); err != nil {
+		return err
+	}
 	if err := checkEmailAddress("email", c.Email); err != nil {
 		return err
 	}
@@ -492,6 +500,9 @@ func (s *Service) adminUpdate(ctx context.Context, u *User, c userChange, passwo
 	if reset {
 		set = append(set, bson.E{Key: "required_actions", Value: withAction(u.RequiredActions, UpdatePassword)})
 	}
+	if password != "" || reset {
+		set = append(set, endSessions())
+	}
 	if len(set) == 0 {
 		return u, nil
 	}
@@ -499,10 +510,8 @@ func (s *Service) adminUpdate(ctx context.Context, u *User, c userChange, passwo
 	if err != nil {
 		return nil, err
 	}
-	if password != "" { // a new password lifts a login block
-		if err := s.loginFailures.Reset(ctx, u.ID); err != nil {
-			return nil, err
-		}
+	if err := s.changed(ctx, u, c.Email != "" && c.Email != u.Email, password != ""); err != nil {
+		return nil, err
 	}
 	if reset {
 		if err := s.mailLink(ctx, out, "reset_password", resetTTL); err != nil {
@@ -524,6 +533,7 @@ func (s *Service) selfUpdate(ctx context.Context, d *userDoc, p *auth.Principal,
 	}
 	set := c.fields(u)
 	var update bson.D
+	newEmail := c.Email != "" && c.Email != u.Email
 	if password != "" {
 		if u.AuthType != authLocal {
 			return nil, errs.Invalid("password", "only LOCAL users have a password")
@@ -531,17 +541,15 @@ func (s *Service) selfUpdate(ctx context.Context, d *userDoc, p *auth.Principal,
 		if err := CheckPassword(password); err != nil {
 			return nil, err
 		}
-		if !slices.Contains(u.RequiredActions, UpdatePassword) && !d.isLink(p) {
-			if current == "" {
-				return nil, errs.Required("current_password")
-			}
-			if _, err := s.login(ctx, u.DomainID, u.UserID, current); err != nil {
-				if errors.Is(err, errLogin) {
-					return nil, errs.New(errs.PasswordNotMatched, "The current password does not match.")
-				}
-				return nil, err
-			}
+	}
+	if password != "" || newEmail {
+		// UPDATE_PASSWORD pending exempts a password change, not a new address.
+		exempt := !newEmail && slices.Contains(u.RequiredActions, UpdatePassword)
+		if err := s.guardCredentials(ctx, p, u, current, exempt); err != nil {
+			return nil, err
 		}
+	}
+	if password != "" {
 		if PasswordMatches(u.PasswordHash, password) {
 			return nil, errs.New(errs.PasswordNotChanged, "The new password is the same as the current one.")
 		}
@@ -549,7 +557,7 @@ func (s *Service) selfUpdate(ctx context.Context, d *userDoc, p *auth.Principal,
 		if err != nil {
 			return nil, err
 		}
-		set = append(set, bson.E{Key: "password_hash", Value: hash},
+		set = append(set, bson.E{Key: "password_hash", Value: hash}, endSessions(),
 			bson.E{Key: "required_actions", Value: withoutAction(u.RequiredActions, UpdatePassword)})
 		update = bson.D{{Key: "$unset", Value: bson.D{{Key: "link_token_id", Value: ""}, {Key: "link_expires_at", Value: ""}}}}
 	}
@@ -560,10 +568,28 @@ func (s *Service) selfUpdate(ctx context.Context, d *userDoc, p *auth.Principal,
 	if errors.Is(err, errUserChanged) {
 		return nil, errs.NotFound("user_id", u.UserID)
 	}
-	if err == nil && password != "" {
-		err = s.loginFailures.Reset(ctx, u.ID)
+	if err != nil {
+		return nil, err
 	}
-	return out, err
+	return out, s.changed(ctx, u, newEmail, password != "")
+}
+
+// changed follows a change of u (as it was before) to its e-mail address
+// or password: the old address is told, and a new password lifts the
+// login block.
+func (s *Service) changed(ctx context.Context, u *User, email, password bool) error {
+	if email {
+		if err := s.notify(ctx, u, noticeEmail); err != nil {
+			return err
+		}
+	}
+	if !password {
+		return nil
+	}
+	if err := s.notify(ctx, u, noticePassword); err != nil {
+		return err
+	}
+	return s.logins.lift(ctx, u.ID)
 }
 
 func withAction(list []string, a string) []string {
@@ -606,6 +632,9 @@ func (s *Service) addRequiredActions(ctx context.Context, u *User, actions []str
 // auth.CheckTTL everywhere.
 func (s *Service) setState(ctx context.Context, u *User, state string) (*User, error) {
 	set := bson.D{{Key: "state", Value: state}}
+	if state == Disabled {
+		set = append(set, endSessions()) // enabling again revives no token
+	}
 	if state == Disabled && u.State != Disabled && u.RoleType == string(auth.DomainAdmin) {
 		var out *User
 		err := s.keepAnAdmin(ctx, u.DomainID, u.UserID, func() (err error) {
@@ -638,7 +667,7 @@ func (s *Service) removeUser(ctx context.Context, u *User) error {
 	if err := s.dropCodes(ctx, u, purposeMFA, purposeEmail, purposeLogin); err != nil {
 		return err
 	}
-	if err := s.loginFailures.Reset(ctx, u.ID); err != nil {
+	if err := s.logins.lift(ctx, u.ID); err != nil {
 		return err
 	}
 	if _, err := s.users.DeleteOne(ctx, bson.D{{Key: "_id", Value: u.ID}}); err != nil {
@@ -673,11 +702,15 @@ func (s *Service) requestEmailCode(ctx context.Context, u *User, email string) e
 		return err
 	}
 	if to != u.Email {
+		old := u
 		if u, err = s.setUser(ctx, u, bson.D{{Key: "email", Value: to}, {Key: "email_verified", Value: false}}); err != nil {
 			return err
 		}
+		if err := s.notify(ctx, old, noticeEmail); err != nil {
+			return err
+		}
 	}
-	return s.mail(ctx, u, to, "verify_email", map[string]string{"code": code, "user_id": u.UserID, "name": u.Name,
+	return s.mail(ctx, u, to, "verify_email", map[string]string{"code": code, "user_id": u.UserID, "name": mailName(u, to),
 		"expires_minutes": strconv.Itoa(int(s.cfg.EmailCodeTTL.Minutes()))})
 }
 
@@ -767,7 +800,7 @@ func (s *Service) mfaCode(ctx context.Context, u *User, to, action string) (stri
 
 func (s *Service) mailMFACode(ctx context.Context, u *User, to, action, code string) error {
 	return s.mail(ctx, u, to, "mfa_code", map[string]string{"code": code, "purpose": action, "user_id": u.UserID,
-		"name": u.Name, "expires_minutes": strconv.Itoa(int(s.cfg.MFACodeTTL.Minutes()))})
+		"name": mailName(u, to), "expires_minutes": strconv.Itoa(int(s.cfg.MFACodeTTL.Minutes()))})
 }
 
 // enableOTP keeps a new TOTP secret pending (state stays DISABLED) and
@@ -820,18 +853,12 @@ func (s *Service) confirmOTP(ctx context.Context, u *User, code string) (*User, 
 	} else if time.Now().After(u.OTPDisableBy.Time) {
 		return nil, errBadCode
 	}
+	// Claimed before the comparison, as codes.verify does.
 	key := otpConfirmKey(u)
-	used, err := s.codes.attempts.Used(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	if used >= maxCodeAttempts {
-		return nil, errBadCode
+	if ok, err := s.codes.attempts.Take(ctx, key); err != nil || !ok {
+		return nil, cmp.Or(err, errTooManyTries)
 	}
 	if err := s.checkOTP(ctx, u, sealed, strings.TrimSpace(code)); err != nil {
-		if _, terr := s.codes.attempts.Take(ctx, key); terr != nil {
-			return nil, terr
-		}
 		return nil, err
 	}
 	if err := s.codes.attempts.Reset(ctx, key); err != nil {
@@ -839,7 +866,7 @@ func (s *Service) confirmOTP(ctx context.Context, u *User, code string) (*User, 
 	}
 	if enabling {
 		out, err := s.updateUser(ctx, u, bson.D{{Key: "mfa.state", Value: bson.D{{Key: "$ne", Value: Enabled}}}, {Key: "mfa.mfa_type", Value: mfaOTP}},
-			bson.D{{Key: "$set", Value: bson.D{{Key: "mfa", Value: MFA{State: Enabled, MFAType: mfaOTP, Options: map[string]any{}}},
+			bson.D{{Key: "$set", Value: bson.D{endSessions(), {Key: "mfa", Value: MFA{State: Enabled, MFAType: mfaOTP, Options: map[string]any{}}},
 				{Key: "otp_secret", Value: u.OTPPending}, {Key: "required_actions", Value: withoutAction(u.RequiredActions, EnforceMFA)}}},
 				{Key: "$unset", Value: bson.D{{Key: "otp_pending", Value: ""}}}})
 		if errors.Is(err, errUserChanged) {
@@ -848,7 +875,7 @@ func (s *Service) confirmOTP(ctx context.Context, u *User, code string) (*User, 
 		return out, err
 	}
 	out, err := s.updateUser(ctx, u, bson.D{{Key: "mfa.state", Value: Enabled}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "mfa", Value: MFA{State: Disabled, Options: map[string]any{}}}}},
+		bson.D{{Key: "$set", Value: bson.D{endSessions(), {Key: "mfa", Value: MFA{State: Disabled, Options: map[string]any{}}}}},
 			{Key: "$unset", Value: bson.D{{Key: "otp_secret", Value: ""}, {Key: "otp_disable_by", Value: ""}}}})
 	if errors.Is(err, errUserChanged) {
 		return nil, errMFAOff
@@ -882,7 +909,7 @@ func (s *Service) resetMFA(ctx context.Context, u *User) (*User, error) {
 	if u.MFA.State != Enabled {
 		return nil, errMFAOff
 	}
-	out, err := s.updateUser(ctx, u, nil, bson.D{{Key: "$set", Value: bson.D{{Key: "mfa", Value: MFA{State: Disabled, Options: map[string]any{}}}}},
+	out, err := s.updateUser(ctx, u, nil, bson.D{{Key: "$set", Value: bson.D{endSessions(), {Key: "mfa", Value: MFA{State: Disabled, Options: map[string]any{}}}}},
 		{Key: "$unset", Value: bson.D{{Key: "otp_secret", Value: ""}, {Key: "otp_pending", Value: ""}, {Key: "otp_disable_by", Value: ""}}}})
 	if errors.Is(err, errUserChanged) {
 		return nil, errs.NotFound("user_id", u.UserID)
@@ -893,11 +920,23 @@ func (s *Service) resetMFA(ctx context.Context, u *User) (*User, error) {
 	if err := s.codes.attempts.Reset(ctx, otpConfirmKey(u)); err != nil {
 		return nil, err
 	}
+	if err := s.notify(ctx, u, noticeMFA); err != nil {
+		return nil, err
+	}
 	return out, s.dropCodes(ctx, u, purposeMFA, purposeLogin)
 }
 
-// confirmMFA applies the pending enable or disable whose code is given.
+// confirmMFA applies the pending enable or disable whose code is given,
+// and tells the address the user had.
 func (s *Service) confirmMFA(ctx context.Context, u *User, code string) (*User, error) {
+	out, err := s.applyMFA(ctx, u, code)
+	if err != nil {
+		return nil, err
+	}
+	return out, s.notify(ctx, u, noticeMFA)
+}
+
+func (s *Service) applyMFA(ctx context.Context, u *User, code string) (*User, error) {
 	if u.MFA.MFAType == mfaOTP {
 		return s.confirmOTP(ctx, u, code)
 	}
@@ -910,13 +949,13 @@ func (s *Service) confirmMFA(ctx context.Context, u *User, code string) (*User, 
 	case actionEnable:
 		on := MFA{State: Enabled, MFAType: mfaEmail, Options: map[string]any{"email": data["email"]}}
 		out, err = s.updateUser(ctx, u, bson.D{{Key: "mfa.state", Value: bson.D{{Key: "$ne", Value: Enabled}}}},
-			bson.D{{Key: "$set", Value: bson.D{{Key: "mfa", Value: on}, {Key: "required_actions", Value: withoutAction(u.RequiredActions, EnforceMFA)}}}})
+			bson.D{{Key: "$set", Value: bson.D{endSessions(), {Key: "mfa", Value: on}, {Key: "required_actions", Value: withoutAction(u.RequiredActions, EnforceMFA)}}}})
 		if errors.Is(err, errUserChanged) {
 			return nil, errMFAOn
 		}
 	case actionDisable:
 		out, err = s.updateUser(ctx, u, bson.D{{Key: "mfa.state", Value: Enabled}},
-			bson.D{{Key: "$set", Value: bson.D{{Key: "mfa", Value: MFA{State: Disabled, Options: map[string]any{}}}}}})
+			bson.D{{Key: "$set", Value: bson.D{endSessions(), {Key: "mfa", Value: MFA{State: Disabled, Options: map[string]any{}}}}}})
 		if errors.Is(err, errUserChanged) {
 			return nil, errMFAOff
 		}

@@ -2,6 +2,7 @@ package identityapi
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/nubes-io/nubes/pkg/api"
@@ -42,12 +43,16 @@ type (
 		Timezone      string         `json:"timezone" v:"max=64"`
 		Tags          map[string]any `json:"tags"`
 		ResetPassword bool           `json:"reset_password" doc:"a domain admin only"`
+		// Nubes: no takeover from a token alone.
+		CurrentPassword string `json:"current_password" v:"max=72" doc:"one's own password, e-mail or reset only: the current password"`
 	}
 	verifyEmailV1 struct {
 		UserID   string `json:"user_id" v:"required,max=60"`
 		DomainID string `json:"domain_id" v:"required,max=64"`
 		Email    string `json:"email" v:"max=255"`
 		Force    bool   `json:"force" doc:"a domain admin only: mark verified without a code"`
+		// Nubes: no takeover from a token alone.
+		CurrentPassword string `json:"current_password" v:"max=72" doc:"required for one's own new address"`
 	}
 	codeRequestV1 struct {
 		UserID     string `json:"user_id" v:"required,max=60"`
@@ -68,6 +73,8 @@ type (
 		MFAType  string         `json:"mfa_type" v:"required,enum=EMAIL|OTP" doc:"EMAIL: codes by mail; OTP: an authenticator app (TOTP)"`
 		Options  map[string]any `json:"options" doc:"EMAIL: {email}; OTP: none (the answer carries options.otp_qrcode_uri once)"`
 		DomainID string         `json:"domain_id" v:"required,max=64"`
+		// Nubes: no takeover from a token alone.
+		CurrentPassword string `json:"current_password" v:"max=72" doc:"one's own MFA: required unless ENFORCE_MFA is pending"`
 	}
 	disableMFAV1 struct {
 		UserID   string `json:"user_id" v:"required,max=60"`
@@ -209,6 +216,11 @@ func (s *Service) updateUserV1(ctx context.Context, p *auth.Principal, r *update
 	if !admin && (r.Password != "" || r.ResetPassword) {
 		return nil, errs.New(errs.PermissionDenied, "Permission denied. (reason = change your own password with /identity/v2/user-profile/update and current_password)")
 	}
+	if r.Password != "" || r.ResetPassword || (r.Email != "" && r.Email != u.Email) {
+		if err := s.guardCredentials(ctx, p, u, r.CurrentPassword, false); err != nil {
+			return nil, err
+		}
+	}
 	return s.adminUpdate(ctx, u, userChange{Name: r.Name, Email: r.Email, Language: r.Language, Timezone: r.Timezone, Tags: r.Tags}, r.Password, r.ResetPassword)
 }
 
@@ -216,6 +228,11 @@ func (s *Service) verifyEmailV1(ctx context.Context, p *auth.Principal, r *verif
 	u, admin, err := s.v1User(ctx, p, r.DomainID, r.UserID, true)
 	if err != nil {
 		return nil, err
+	}
+	if r.Force || (r.Email != "" && r.Email != u.Email) {
+		if err := s.guardCredentials(ctx, p, u, r.CurrentPassword, false); err != nil {
+			return nil, err
+		}
 	}
 	if r.Force {
 		if !admin {
@@ -248,6 +265,9 @@ func (s *Service) enableMFAV1(ctx context.Context, p *auth.Principal, r *enableM
 	if err != nil {
 		return nil, err
 	}
+	if err := s.guardCredentials(ctx, p, u, r.CurrentPassword, slices.Contains(u.RequiredActions, EnforceMFA)); err != nil {
+		return nil, err
+	}
 	return s.enableMFA(ctx, u, r.MFAType, r.Options)
 }
 
@@ -259,6 +279,9 @@ func (s *Service) disableMFAV1(ctx context.Context, p *auth.Principal, r *disabl
 	if r.Force {
 		if !admin {
 			return nil, adminOnly("force")
+		}
+		if err := s.guardCredentials(ctx, p, u, "", false); err != nil {
+			return nil, err
 		}
 		return s.resetMFA(ctx, u)
 	}

@@ -33,6 +33,8 @@ type (
 		Timezone      string         `json:"timezone" v:"max=64"`
 		Tags          map[string]any `json:"tags"`
 		ResetPassword bool           `json:"reset_password" doc:"true: mail a reset link; UPDATE_PASSWORD becomes pending"`
+		// Nubes: no takeover from a token alone.
+		CurrentPassword string `json:"current_password" v:"max=72" doc:"one's own password, e-mail or reset only: the current password"`
 	}
 	verifyUserEmailV2 struct {
 		UserID string `json:"user_id" v:"required,max=60"`
@@ -67,7 +69,7 @@ func (s *Service) userRoutesV2() []api.Route {
 		api.Op[createUserV2, userInfoV2]{Path: "/identity/v2/user/create", Access: domainAdmin, Summary: "Create a user (PENDING) in the caller's domain; reset_password mails an invitation.", Handle: asInfo(toV2, s.createUserV2)},
 		api.Op[updateUserV2, userInfoV2]{Path: "/identity/v2/user/update", Access: domainAdmin, Summary: "Change a user; a new e-mail is unverified; reset_password mails a reset link.", Handle: asInfo(toV2, s.updateUserV2)},
 		api.Op[verifyUserEmailV2, api.Empty]{Path: "/identity/v2/user/verify-email", Access: domainAdmin, Summary: "Mark a user's e-mail (optionally a new one) verified, without a code.", Handle: s.verifyUserEmailV2},
-		api.Op[userRequestV2, userInfoV2]{Path: "/identity/v2/user/disable-mfa", Access: domainAdmin, Summary: "Turn a user's MFA off without a code.", Handle: asInfo(toV2, s.v2Target(s.resetMFA))},
+		api.Op[userRequestV2, userInfoV2]{Path: "/identity/v2/user/disable-mfa", Access: domainAdmin, Summary: "Turn a user's MFA off without a code (not one's own, not with an API key).", Handle: asInfo(toV2, s.disableMFAV2)},
 		api.Op[setRequiredActionsV2, userInfoV2]{Path: "/identity/v2/user/set-required-actions", Access: domainAdmin, Summary: "Add required actions (UPDATE_PASSWORD, ENFORCE_MFA) to a user.", Handle: asInfo(toV2, s.setRequiredActionsV2)},
 		api.Op[userRequestV2, userInfoV2]{Path: "/identity/v2/user/enable", Access: domainAdmin, Summary: "Enable a user.", Handle: asInfo(toV2, s.v2Target(s.stateTo(Enabled)))},
 		api.Op[userRequestV2, userInfoV2]{Path: "/identity/v2/user/disable", Access: domainAdmin, Summary: "Disable a user: its credentials stop working (not the last domain admin).", Handle: asInfo(toV2, s.v2Target(s.stateTo(Disabled)))},
@@ -106,12 +108,31 @@ func (s *Service) updateUserV2(ctx context.Context, p *auth.Principal, r *update
 	if err != nil {
 		return nil, err
 	}
+	if r.Password != "" || r.ResetPassword || (r.Email != "" && r.Email != u.Email) {
+		if err := s.guardCredentials(ctx, p, u, r.CurrentPassword, false); err != nil {
+			return nil, err
+		}
+	}
 	return s.adminUpdate(ctx, u, userChange{Name: r.Name, Email: r.Email, Language: r.Language, Timezone: r.Timezone, Tags: r.Tags}, r.Password, r.ResetPassword)
+}
+
+func (s *Service) disableMFAV2(ctx context.Context, p *auth.Principal, r *userRequestV2) (*User, error) {
+	u, err := s.domainUser(ctx, p.DomainID, r.UserID)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.guardCredentials(ctx, p, u, "", false); err != nil {
+		return nil, err
+	}
+	return s.resetMFA(ctx, u)
 }
 
 func (s *Service) verifyUserEmailV2(ctx context.Context, p *auth.Principal, r *verifyUserEmailV2) (*api.Empty, error) {
 	u, err := s.domainUser(ctx, p.DomainID, r.UserID)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.guardCredentials(ctx, p, u, "", false); err != nil {
 		return nil, err
 	}
 	if _, err := s.markEmailVerified(ctx, u, r.Email); err != nil {

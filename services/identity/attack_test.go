@@ -1,0 +1,488 @@
+package identity_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/testkit"
+	"github.com/nubes-io/nubes/services/identity/internal/identityapi"
+)
+
+// The attacks of issue 21 through the HTTP API, each as an attacker runs
+// it. Bursts are small (20 requests) and bounded in time by the harness's
+// limits (MaxLoginFailures 3, a 5-try code).
+
+// from is an anonymous client whose requests come from addr (the
+// server's view of the peer), as from another machine.
+func (h *harness) from(addr string) *testkit.Client {
+	return testkit.NewClient(h.t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.RemoteAddr = addr + ":40000"
+		h.handler.ServeHTTP(w, r)
+	}))
+}
+
+// codeOf is the error code of a response ("" for a 200).
+func codeOf(r *testkit.Response) string {
+	if r.Status == http.StatusOK {
+		return ""
+	}
+	var body struct {
+		Detail struct{ Code string } `json:"detail"`
+	}
+	_ = json.Unmarshal(r.Body, &body)
+	return body.Detail.Code
+}
+
+// burst sends n calls at once and counts the answers by error code ("" for
+// a 200).
+func burst(n int, call func(i int) *testkit.Response) map[string]int {
+	var (
+		mu  sync.Mutex
+		wg  sync.WaitGroup
+		out = map[string]int{}
+	)
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			c := codeOf(call(i))
+			mu.Lock()
+			out[c]++
+			mu.Unlock()
+		})
+	}
+	close(start)
+	wg.Wait()
+	return out
+}
+
+func (h *harness) issueFrom(c *testkit.Client, userID, password string) *testkit.Response {
+	return c.Call("/identity/v2/token/issue", map[string]any{
+		"credentials": map[string]any{"user_id": userID, "password": password}, "auth_type": "LOCAL", "domain_id": h.domain,
+	})
+}
+
+// TestLoginBurstJudgesAtMostTheLimit: 20 wrong passwords at once, limit
+// 3: three are compared, the rest are refused unjudged, and the right
+// password from the same source is refused after. An unknown user answers
+// exactly the same. The owner, at another address, still logs in.
+func TestLoginBurstJudgesAtMostTheLimit(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.seedUser(h.domain, "bea")
+	before := h.userDoc(h.domain, "bea")
+	attacker := h.from("203.0.113.7")
+	for _, user := range []string{"bea", "ghost"} {
+		got := burst(20, func(int) *testkit.Response { return h.issueFrom(attacker, user, "Wrong-Passw0rd") })
+		if got[errs.AuthenticationFailure] != 3 || got[errs.LoginBlocked] != 17 {
+			t.Fatalf("%s: 20 wrong passwords at once answered %v, want 3 %s and 17 %s", user, got, errs.AuthenticationFailure, errs.LoginBlocked)
+		}
+	}
+	h.issueFrom(attacker, "bea", userPassword).Fails(http.StatusUnauthorized, errs.LoginBlocked)
+	h.issueFrom(attacker, "ghost", userPassword).Fails(http.StatusUnauthorized, errs.LoginBlocked)
+	h.same(h.domain, "bea", before)
+	// The stranger blocked itself, not the owner.
+	h.issueFrom(h.from("198.51.100.20"), "bea", userPassword).OK(nil)
+}
+
+// TestLoginRightPasswordInsideBurst: a right password sent among wrong
+// ones past the limit does not log in.
+func TestLoginRightPasswordInsideBurst(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.seedUser(h.domain, "cid")
+	attacker := h.from("203.0.113.8")
+	for range 3 {
+		h.issueFrom(attacker, "cid", "Wrong-Passw0rd").Fails(http.StatusUnauthorized, errs.AuthenticationFailure)
+	}
+	got := burst(20, func(i int) *testkit.Response {
+		pw := "Wrong-Passw0rd"
+		if i%5 == 4 {
+			pw = userPassword
+		}
+		return h.issueFrom(attacker, "cid", pw)
+	})
+	if got[errs.LoginBlocked] != 20 {
+		t.Fatalf("a burst past the limit answered %v, want 20 %s", got, errs.LoginBlocked)
+	}
+}
+
+// TestLoginSpreadOverSources: guesses from many addresses are bounded per
+// account too (10 times the limit in the window).
+func TestLoginSpreadOverSources(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.seedUser(h.domain, "dee")
+	judged := 0
+	for i := range 11 {
+		src := h.from(fmt.Sprintf("203.0.113.%d", 100+i))
+		for range 3 {
+			if codeOf(h.issueFrom(src, "dee", "Wrong-Passw0rd")) == errs.AuthenticationFailure {
+				judged++
+			}
+		}
+	}
+	if judged != 30 {
+		t.Fatalf("%d guesses judged from 11 addresses, want 30 (the account bound)", judged)
+	}
+	h.issueFrom(h.from("198.51.100.21"), "dee", userPassword).Fails(http.StatusUnauthorized, errs.LoginBlocked)
+}
+
+// TestCodeBurstJudgesAtMostFive: 20 guesses at an e-mail code at once
+// compare five; the right code after them is refused and nothing is
+// verified.
+func TestCodeBurstJudgesAtMostFive(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.seedUser(h.domain, "eve")
+	eve := h.as("eve")
+	addr := h.email("eve")
+	eve.Call("/identity/v2/user-profile/verify-email", map[string]any{"email": addr}).OK(nil)
+	code := h.mailTo(addr, "verify_email").Data["code"]
+	before := h.userDoc(h.domain, "eve")
+	got := burst(20, func(int) *testkit.Response {
+		return eve.Call("/identity/v2/user-profile/confirm-email", map[string]any{"verify_code": wrongCode(code)})
+	})
+	if got[errs.InvalidVerifyCode] != 5 || got[errs.TooManyRequests] != 15 {
+		t.Fatalf("20 guesses at once answered %v, want 5 %s and 15 %s", got, errs.InvalidVerifyCode, errs.TooManyRequests)
+	}
+	eve.Call("/identity/v2/user-profile/confirm-email", map[string]any{"verify_code": code}).Fails(http.StatusTooManyRequests, errs.TooManyRequests)
+	h.same(h.domain, "eve", before)
+}
+
+// TestOTPBurstAtLogin: with the password known, 20 OTP guesses at once
+// at login compare three (the login throttle), and the right code after
+// them does not log in.
+func TestOTPBurstAtLogin(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.seedUser(h.domain, "ole")
+	ole := h.as("ole")
+	code := h.enableOTP(ole)
+	attacker := h.from("203.0.113.9")
+	mfa := func(c string) *testkit.Response {
+		return attacker.Call("/identity/v2/token/issue", map[string]any{"credentials": map[string]any{"user_id": "ole", "password": userPassword},
+			"auth_type": "MFA", "verify_code": c, "domain_id": h.domain})
+	}
+	got := burst(20, func(int) *testkit.Response { return mfa(wrongCode(code(0))) })
+	if got[errs.InvalidVerifyCode] != 3 || got[errs.LoginBlocked] != 17 {
+		t.Fatalf("20 OTP guesses at login answered %v, want 3 %s and 17 %s", got, errs.InvalidVerifyCode, errs.LoginBlocked)
+	}
+	mfa(code(0)).Fails(http.StatusUnauthorized, errs.LoginBlocked)
+}
+
+// TestOTPConfirmBurst: 20 guesses at once at confirm-mfa (disable)
+// compare five.
+func TestOTPConfirmBurst(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.seedUser(h.domain, "oz")
+	oz := h.as("oz")
+	code := h.enableOTP(oz)
+	oz.Call("/identity/v2/user-profile/disable-mfa", nil).OK(nil)
+	got := burst(20, func(int) *testkit.Response {
+		return oz.Call("/identity/v2/user-profile/confirm-mfa", map[string]any{"verify_code": wrongCode(code(30 * time.Second))})
+	})
+	if got[errs.InvalidVerifyCode] != 5 || got[errs.TooManyRequests] != 15 {
+		t.Fatalf("20 guesses at once answered %v, want 5 %s and 15 %s", got, errs.InvalidVerifyCode, errs.TooManyRequests)
+	}
+	var u map[string]any
+	oz.Call("/identity/v2/user-profile/get", nil).OK(&u)
+	if u["mfa"].(map[string]any)["state"] != "ENABLED" {
+		t.Fatal("MFA turned off by a burst of guesses")
+	}
+}
+
+// enableOTP turns OTP MFA on for c's user and returns its code at an
+// offset from now (the step is fresh for 20 s).
+func (h *harness) enableOTP(c *testkit.Client) func(time.Duration) string {
+	h.t.Helper()
+	var u map[string]any
+	c.Call("/identity/v2/user-profile/enable-mfa", map[string]any{"mfa_type": "OTP"}).OK(&u)
+	code := otpCodes(h.t, u)
+	waitForFreshOTPStep(h.t)
+	c.Call("/identity/v2/user-profile/confirm-mfa", map[string]any{"verify_code": code(0)}).OK(nil)
+	return code
+}
+
+// otpCodes reads the secret of an enable-mfa (OTP) answer: the code an app
+// shows at an offset from now.
+func otpCodes(t *testing.T, enabled map[string]any) func(time.Duration) string {
+	t.Helper()
+	uri, err := url.Parse(fmt.Sprint(enabled["mfa"].(map[string]any)["options"].(map[string]any)["otp_qrcode_uri"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(at time.Duration) string {
+		c, err := identityapi.OTPCode(uri.Query().Get("secret"), time.Now().Add(at))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+}
+
+// TestSessionsEndAtEveryService: a password set by an admin or by the
+// user, MFA turned off, a user disabled (and enabled again) or deleted
+// (and created again) ends every access and refresh token issued before,
+// at board (a service that verifies offline and checks with identity)
+// within the revocation bound; a rotated refresh token used again ends
+// its chain.
+func TestSessionsEndAtEveryService(t *testing.T) {
+	h := newHarness(t)
+	b := boardBehindIdentity(t, h)
+	// admin makes an enabled domain admin and answers a DOMAIN token and
+	// a refresh token of another login.
+	admin := func(userID string) (token, refresh string) {
+		h.directUser(h.domain, userID, "Sess-Passw0rd1")
+		bindRole(h.admin, userID, "managed-domain-admin", "")
+		return h.scoped(userID, "Sess-Passw0rd1", "DOMAIN", ""), h.login(userID, "Sess-Passw0rd1").RefreshToken
+	}
+	grant := func(refresh string) *testkit.Response {
+		return h.anon.Call("/identity/v2/token/grant", map[string]any{"grant_type": "REFRESH_TOKEN", "token": refresh, "scope": "USER"})
+	}
+
+	t.Run("password set by an admin", func(t *testing.T) {
+		token, refresh := admin("rita")
+		revoked(t, b, token, func() {
+			h.admin.Call("/identity/v2/user/update", map[string]any{"user_id": "rita", "password": "Reset-Passw0rd1"}).OK(nil)
+		})
+		grant(refresh).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
+		b.As(h.scoped("rita", "Reset-Passw0rd1", "DOMAIN", "")).Call(boardRead, nil).OK(nil)
+	})
+
+	t.Run("own password changed", func(t *testing.T) {
+		token, refresh := admin("otis")
+		revoked(t, b, token, func() {
+			h.anon.As(h.login("otis", "Sess-Passw0rd1").AccessToken).Call("/identity/v2/user-profile/update",
+				map[string]any{"password": "Other-Passw0rd1", "current_password": "Sess-Passw0rd1"}).OK(nil)
+		})
+		grant(refresh).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
+	})
+
+	t.Run("MFA turned off by an admin", func(t *testing.T) {
+		token, refresh := admin("mona")
+		_, err := h.db.Collection(identityapi.UsersCollection).UpdateOne(context.Background(), bson.D{{Key: "_id", Value: identityapi.UserKey(h.domain, "mona")}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: "mfa", Value: identityapi.MFA{State: identityapi.Enabled, MFAType: "EMAIL", Options: map[string]any{"email": h.email("mona")}}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		revoked(t, b, token, func() { h.admin.Call("/identity/v2/user/disable-mfa", map[string]any{"user_id": "mona"}).OK(nil) })
+		grant(refresh).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
+	})
+
+	t.Run("disabled, then enabled again", func(t *testing.T) {
+		token, refresh := admin("dina")
+		revoked(t, b, token, func() { h.admin.Call("/identity/v2/user/disable", map[string]any{"user_id": "dina"}).OK(nil) })
+		h.admin.Call("/identity/v2/user/enable", map[string]any{"user_id": "dina"}).OK(nil)
+		grant(refresh).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
+	})
+
+	t.Run("deleted, then created again", func(t *testing.T) {
+		token, refresh := admin("remy")
+		revoked(t, b, token, func() {
+			h.admin.Call("/identity/v2/user/delete", map[string]any{"user_id": "remy"}).OK(nil)
+			h.admin.Call("/identity/v2/user/create", map[string]any{"user_id": "remy", "password": "Sess-Passw0rd1", "auth_type": "LOCAL"}).OK(nil)
+			bindRole(h.admin, "remy", "managed-domain-admin", "")
+		})
+		grant(refresh).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
+	})
+
+	t.Run("refresh token used twice", func(t *testing.T) {
+		h.directUser(h.domain, "rudy", "Sess-Passw0rd1")
+		first := h.login("rudy", "Sess-Passw0rd1")
+		var second pair
+		h.anon.Call("/identity/v2/token/refresh", map[string]any{"refresh_token": first.RefreshToken}).OK(&second)
+		// The spent token grants nothing and, used again, ends the chain.
+		h.anon.Call("/identity/v2/token/refresh", map[string]any{"refresh_token": first.RefreshToken}).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
+		grant(second.RefreshToken).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
+		h.anon.Call("/identity/v2/token/refresh", map[string]any{"refresh_token": second.RefreshToken}).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
+		h.anon.As(second.AccessToken).Call("/identity/v2/user-profile/get", nil).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
+		h.login("rudy", "Sess-Passw0rd1") // signing in again works
+	})
+
+	t.Run("a spent refresh token grants nothing", func(t *testing.T) {
+		h.directUser(h.domain, "gus", "Sess-Passw0rd1")
+		first := h.login("gus", "Sess-Passw0rd1")
+		h.anon.Call("/identity/v2/token/refresh", map[string]any{"refresh_token": first.RefreshToken}).OK(nil)
+		grant(first.RefreshToken).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
+	})
+}
+
+// TestGrantTimeoutBounded: a timeout of 7 days gives a token of at most
+// max_access_token_ttl (12 h by default).
+func TestGrantTimeoutBounded(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	p := h.login("admin", adminPassword)
+	var g struct {
+		AccessToken string `json:"access_token"`
+	}
+	h.anon.Call("/identity/v2/token/grant", map[string]any{"grant_type": "REFRESH_TOKEN", "token": p.RefreshToken, "scope": "DOMAIN", "timeout": 7 * 24 * 3600}).OK(&g)
+	var issued pair
+	h.anon.Call("/identity/v2/token/issue", map[string]any{"credentials": map[string]any{"user_id": "admin", "password": adminPassword},
+		"auth_type": "LOCAL", "domain_id": h.domain, "timeout": 7 * 24 * 3600}).OK(&issued)
+	v, err := auth.NewVerifier(auth.JWKSOf(h.signer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range []string{g.AccessToken, issued.AccessToken} {
+		c, err := v.Parse(tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if life := c.ExpiresAt.Sub(c.IssuedAt.Time); life > 12*time.Hour {
+			t.Fatalf("a timeout of 7 days gave a token of %s", life)
+		}
+	}
+}
+
+// TestNoTakeoverFromAToken: with only a user's access token, the e-mail
+// address, the password and MFA stay out of reach; with the current
+// password the address changes and the old address is told.
+func TestNoTakeoverFromAToken(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	old := h.email("tom")
+	h.seedUser(h.domain, "tom", withEmail(old, true))
+	tom := h.as("tom")
+	before := h.userDoc(h.domain, "tom")
+	stolen := h.email("thief")
+	for _, c := range []struct {
+		path string
+		body map[string]any
+		code string
+	}{
+		{"/identity/v2/user-profile/update", map[string]any{"email": stolen}, errs.RequiredParameter},
+		{"/identity/v2/user-profile/update", map[string]any{"email": stolen, "current_password": "Wrong-Passw0rd1"}, errs.PasswordNotMatched},
+		{"/identity/v2/user-profile/verify-email", map[string]any{"email": stolen}, errs.RequiredParameter},
+		{"/identity/v2/user-profile/enable-mfa", map[string]any{"mfa_type": "EMAIL", "options": map[string]any{"email": stolen}}, errs.RequiredParameter},
+		{"/identity/v2/user-profile/enable-mfa", map[string]any{"mfa_type": "OTP"}, errs.RequiredParameter},
+		{"/identity/v1/user/update", map[string]any{"user_id": "tom", "domain_id": h.domain, "email": stolen}, errs.RequiredParameter},
+		{"/identity/v1/user/verify-email", map[string]any{"user_id": "tom", "domain_id": h.domain, "email": stolen}, errs.RequiredParameter},
+		{"/identity/v1/user/enable-mfa", map[string]any{"user_id": "tom", "domain_id": h.domain, "mfa_type": "EMAIL", "options": map[string]any{"email": stolen}}, errs.RequiredParameter},
+	} {
+		tom.Call(c.path, c.body).Fails(http.StatusBadRequest, c.code)
+	}
+	h.same(h.domain, "tom", before)
+	h.noMailTo(stolen)
+
+	// With the current password: changed, and the old address is told.
+	var u map[string]any
+	tom.Call("/identity/v2/user-profile/update", map[string]any{"email": stolen, "current_password": userPassword}).OK(&u)
+	if u["email"] != stolen || u["email_verified"] != false {
+		t.Fatalf("after the change: %v", u)
+	}
+	if m := h.mailTo(old, "generic"); m.Data["subject"] == "" || m.Data["name"] != "" {
+		t.Fatalf("notice to the old address: %+v", m)
+	}
+}
+
+// TestAdminTokenCannotTakeItsOwnAccount: a domain admin's access token
+// does not change its own password, address or MFA through the admin
+// operations without the current password.
+func TestAdminTokenCannotTakeItsOwnAccount(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	before := h.userDoc(h.domain, "admin")
+	h.admin.Call("/identity/v2/user/update", map[string]any{"user_id": "admin", "password": "Taken-Passw0rd1"}).Fails(http.StatusBadRequest, errs.RequiredParameter)
+	h.admin.Call("/identity/v2/user/update", map[string]any{"user_id": "admin", "email": h.email("thief")}).Fails(http.StatusBadRequest, errs.RequiredParameter)
+	h.admin.Call("/identity/v2/user/verify-email", map[string]any{"user_id": "admin", "email": h.email("thief")}).Fails(http.StatusBadRequest, errs.RequiredParameter)
+	h.admin.Call("/identity/v1/user/update", map[string]any{"user_id": "admin", "domain_id": h.domain, "password": "Taken-Passw0rd1"}).Fails(http.StatusBadRequest, errs.RequiredParameter)
+	h.same(h.domain, "admin", before)
+	h.admin.Call("/identity/v2/user/update", map[string]any{"user_id": "admin", "password": "Taken-Passw0rd1", "current_password": adminPassword}).OK(nil)
+}
+
+// TestAPIKeyChangesNoCredentials: an admin's API key sets no password and
+// changes no address or MFA, its own user's or anyone's, on v1 or v2.
+func TestAPIKeyChangesNoCredentials(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.seedUser(h.domain, "kim", withEmail(h.email("kim"), true), func(u *identityapi.User) {
+		u.MFA = identityapi.MFA{State: identityapi.Enabled, MFAType: "EMAIL", Options: map[string]any{"email": h.email("kim")}}
+	})
+	var k map[string]any
+	h.admin.Call("/identity/v2/api-key/create", map[string]any{"name": "ci"}).OK(&k)
+	byKey := h.anon.As(k["api_key"].(string))
+	admin, kim := h.userDoc(h.domain, "admin"), h.userDoc(h.domain, "kim")
+	for _, c := range []struct {
+		path string
+		body map[string]any
+	}{
+		{"/identity/v2/user/update", map[string]any{"user_id": "admin", "password": "Taken-Passw0rd1"}},
+		{"/identity/v2/user/update", map[string]any{"user_id": "admin", "password": "Taken-Passw0rd1", "current_password": adminPassword}},
+		{"/identity/v2/user/update", map[string]any{"user_id": "kim", "password": "Taken-Passw0rd1"}},
+		{"/identity/v2/user/update", map[string]any{"user_id": "kim", "email": h.email("thief")}},
+		{"/identity/v2/user/update", map[string]any{"user_id": "kim", "reset_password": true}},
+		{"/identity/v2/user/verify-email", map[string]any{"user_id": "kim", "email": h.email("thief")}},
+		{"/identity/v2/user/disable-mfa", map[string]any{"user_id": "kim"}},
+		{"/identity/v1/user/update", map[string]any{"user_id": "admin", "domain_id": h.domain, "password": "Taken-Passw0rd1"}},
+		{"/identity/v1/user/update", map[string]any{"user_id": "kim", "domain_id": h.domain, "email": h.email("thief")}},
+		{"/identity/v1/user/verify-email", map[string]any{"user_id": "kim", "domain_id": h.domain, "email": h.email("thief"), "force": true}},
+		{"/identity/v1/user/enable-mfa", map[string]any{"user_id": "admin", "domain_id": h.domain, "mfa_type": "OTP"}},
+		{"/identity/v1/user/disable-mfa", map[string]any{"user_id": "kim", "domain_id": h.domain, "force": true}},
+		{"/identity/v2/user-profile/update", map[string]any{"password": "Taken-Passw0rd1", "current_password": adminPassword}},
+	} {
+		byKey.Call(c.path, c.body).Fails(http.StatusForbidden, errs.PermissionDenied)
+	}
+	h.same(h.domain, "admin", admin)
+	h.same(h.domain, "kim", kim)
+	h.noMailTo(h.email("thief"))
+}
+
+// TestUserTextChecked: a name with control, format or line break
+// characters, or too long, is refused and nothing is stored; a name never
+// reaches a mail to an address the user has not verified.
+func TestUserTextChecked(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.seedUser(h.domain, "nia")
+	nia := h.as("nia")
+	before := h.userDoc(h.domain, "nia")
+	users := h.count(identityapi.UsersCollection, nil)
+	long := ""
+	for range 129 {
+		long += "a"
+	}
+	for _, name := range []string{"Nia\r\nBcc: x@example.com", "Nia\u202egnp.exe", "Nia\x00", "Nia\tTab", long, " Nia"} {
+		nia.Call("/identity/v2/user-profile/update", map[string]any{"name": name}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+		h.admin.Call("/identity/v2/user/update", map[string]any{"user_id": "nia", "name": name}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+		h.admin.Call("/identity/v2/user/create", map[string]any{"user_id": "new-one", "name": name, "password": "New-Passw0rd1", "auth_type": "LOCAL"}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+		h.admin.Call("/identity/v1/user/create", map[string]any{"user_id": "new-one", "domain_id": h.domain, "name": name, "password": "New-Passw0rd1", "backend": "LOCAL"}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	}
+	h.same(h.domain, "nia", before)
+	if n := h.count(identityapi.UsersCollection, nil); n != users {
+		t.Fatalf("%d users after refused creations, want %d", n, users)
+	}
+
+	// A valid name that reads as an instruction goes to no unverified
+	// address: not with an e-mail code, not with an MFA code, not with an
+	// invitation.
+	bait := "Your account is locked, call +1 555 0100"
+	nia.Call("/identity/v2/user-profile/update", map[string]any{"name": bait}).OK(nil)
+	victim := h.email("victim")
+	nia.Call("/identity/v2/user-profile/verify-email", map[string]any{"email": victim, "current_password": userPassword}).OK(nil)
+	if m := h.mailTo(victim, "verify_email"); m.Data["name"] != "" {
+		t.Fatalf("the name went to an unverified address: %+v", m.Data)
+	}
+	other := h.email("victim2")
+	nia.Call("/identity/v2/user-profile/enable-mfa", map[string]any{"mfa_type": "EMAIL", "options": map[string]any{"email": other}, "current_password": userPassword}).OK(nil)
+	if m := h.mailTo(other, "mfa_code"); m.Data["name"] != "" {
+		t.Fatalf("the name went to an unverified MFA address: %+v", m.Data)
+	}
+	invited := h.email("invited")
+	h.admin.Call("/identity/v2/user/create", map[string]any{"user_id": "inv", "name": bait, "email": invited, "reset_password": true, "auth_type": "LOCAL"}).OK(nil)
+	if m := h.mailTo(invited, "invite"); m.Data["name"] != "" {
+		t.Fatalf("the name went to an invited, unverified address: %+v", m.Data)
+	}
+}

@@ -1,0 +1,55 @@
+package identityapi
+
+import (
+	"context"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/store"
+)
+
+// Sessions (docs/decisions.md "Credentials under attack"): every access
+// and refresh token carries its user's session epoch (claim ses), and
+// Check refuses one whose user has moved on to a newer epoch. Check runs
+// at identity for every credential, fresh for token/check, whose answers
+// other services keep for auth.CheckTTL: a session ended here is refused
+// everywhere within that time, as a revoked API key is.
+
+// newEpoch is a session epoch no earlier one equals.
+func newEpoch() int64 { return time.Now().UnixNano() }
+
+// endSessions is the $set field that ends every session of a user.
+func endSessions() bson.E { return bson.E{Key: "session_epoch", Value: newEpoch()} }
+
+// spendRefresh marks a refresh token used (token/refresh rotates it). A
+// token used before is a stolen copy or its owner's, and Nubes cannot
+// tell which: its chain ends with every other session of the user.
+func (s *Service) spendRefresh(ctx context.Context, u *User, jti string) error {
+	first, err := s.spentRefresh.Take(ctx, "refresh:"+jti)
+	if err != nil {
+		return err
+	}
+	if !first {
+		return s.refreshReused(ctx, u)
+	}
+	return nil
+}
+
+// refreshSpent refuses a refresh token that token/refresh already
+// exchanged, ending the user's sessions as spendRefresh does.
+func (s *Service) refreshSpent(ctx context.Context, u *User, jti string) error {
+	n, err := s.spentRefresh.Used(ctx, "refresh:"+jti)
+	if err != nil || n == 0 {
+		return err
+	}
+	return s.refreshReused(ctx, u)
+}
+
+func (s *Service) refreshReused(ctx context.Context, u *User) error {
+	if _, err := s.users.UpdateOne(ctx, bson.D{{Key: "_id", Value: u.ID}}, bson.D{{Key: "$set", Value: bson.D{endSessions()}}}); err != nil {
+		return store.Wrap(err)
+	}
+	return errs.Unauthenticated("This refresh token was used before; every session of the user has ended. Sign in again.")
+}

@@ -1,0 +1,90 @@
+package identityapi
+
+import (
+	"context"
+
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/store"
+)
+
+// The login throttle (docs/decisions.md "Credentials under attack").
+// Every password attempt claims a slot before the password is compared,
+// so a burst judges no more attempts than there are slots, however many
+// run in parallel. Slots are counted:
+//
+//   - per account and source (the caller's address): MaxLoginFailures in
+//     LoginBlock, and 3×MaxLoginFailures in 16×LoginBlock, so a source
+//     that keeps coming back waits longer each time (backoff);
+//   - per account from every source: 10×MaxLoginFailures in LoginBlock,
+//     which bounds guessing spread over many addresses.
+//
+// A stranger at one address therefore blocks only itself; the owner,
+// elsewhere, still logs in. Only many addresses at once block an account,
+// and only while they keep at it: the windows slide, nothing is locked
+// for good. The account is named by the request, known or not, so a
+// blocked unknown user answers as a blocked known one.
+type loginThrottle struct {
+	pair, pairLong, account store.Slots
+}
+
+const (
+	backoffFactor = 3  // pairLong holds this many times the limit...
+	backoffWindow = 16 // ...over this many times LoginBlock
+	accountFactor = 10 // the account-wide bound, in times the limit
+)
+
+func newLoginThrottle(counters *mongoCollection, cfg Config) loginThrottle {
+	return loginThrottle{
+		pair:     store.Slots{C: counters, Max: cfg.MaxLoginFailures, TTL: cfg.LoginBlock},
+		pairLong: store.Slots{C: counters, Max: backoffFactor * cfg.MaxLoginFailures, TTL: backoffWindow * cfg.LoginBlock},
+		account:  store.Slots{C: counters, Max: accountFactor * cfg.MaxLoginFailures, TTL: cfg.LoginBlock},
+	}
+}
+
+var errLoginBlocked = errs.New(errs.LoginBlocked, "Too many failed logins; try again later.")
+
+func loginKeys(ctx context.Context, userKey string) (pair, account string) {
+	return "login:" + userKey + "|" + auth.SourceFromContext(ctx), "login:" + userKey
+}
+
+// claim takes a slot of each counter for one attempt at userKey's
+// password, or answers errLoginBlocked.
+func (t loginThrottle) claim(ctx context.Context, userKey string) error {
+	pair, account := loginKeys(ctx, userKey)
+	for _, c := range []struct {
+		s   store.Slots
+		key string
+	}{{t.pair, pair}, {t.pairLong, pair + "|long"}, {t.account, account}} {
+		ok, err := c.s.Take(ctx, c.key)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errLoginBlocked
+		}
+	}
+	return nil
+}
+
+// succeeded frees the caller's own slots: it knew the password (and the
+// second factor). The account-wide count stays, so an owner logging in
+// does not give strangers elsewhere their guesses back.
+func (t loginThrottle) succeeded(ctx context.Context, userKey string) error {
+	pair, _ := loginKeys(ctx, userKey)
+	if err := t.pair.Reset(ctx, pair); err != nil {
+		return err
+	}
+	return t.pairLong.Reset(ctx, pair+"|long")
+}
+
+// lift is a new password: whatever was guessed at is moot, so the
+// account-wide block and the caller's own ones end (other sources' pair
+// counts end with their window).
+func (t loginThrottle) lift(ctx context.Context, userKey string) error {
+	_, account := loginKeys(ctx, userKey)
+	if err := t.account.Reset(ctx, account); err != nil {
+		return err
+	}
+	return t.succeeded(ctx, userKey)
+}
