@@ -321,7 +321,7 @@ func readBootstrap(path string) (Bootstrap, error) {
 
 // writeBootstrap records what identity's bootstrap made. A second start
 // changes nothing: the system token is kept while it still verifies for
-// the root domain, and the admin password is known only from the first
+// the root domain with half its life left, and the admin password is known only from the first
 // start (or from config).
 func writeBootstrap(path string, old Bootstrap, id *identity.Built, signer *auth.Signer) (*Bootstrap, error) {
 	b := old
@@ -333,7 +333,12 @@ func writeBootstrap(path string, old Bootstrap, id *identity.Built, signer *auth
 	if err != nil {
 		return nil, err
 	}
-	if p, err := v.Authenticate(context.Background(), b.SystemToken); err != nil || p.DomainID != b.DomainID || !p.IsSystem() {
+	// SYSTEM tokens expire (identity's system_token_ttl): one with less
+	// than half its life left is renewed, so a devstack started now and
+	// then never hands out a dead one.
+	c, err := v.Parse(b.SystemToken)
+	if err != nil || c.DomainID != b.DomainID || !c.Principal().IsService() || c.ExpiresAt == nil ||
+		time.Until(c.ExpiresAt.Time) < c.ExpiresAt.Sub(c.IssuedAt.Time)/2 {
 		b.SystemToken = id.SystemToken
 	}
 	if b == old {

@@ -67,19 +67,33 @@ func (p *Principal) Allows(path string) bool {
 	return false
 }
 
-// IsSystem reports whether the caller has SYSTEM permission.
+// IsSystem reports whether the caller has SYSTEM permission: a service
+// credential or a person's SYSTEM_ADMIN grant.
 func (p *Principal) IsSystem() bool {
 	return p != nil && (p.Role == SystemAdmin || p.TokenType == SystemToken)
 }
 
+// IsService reports whether the caller is a service of the suite (a
+// SYSTEM token, what `identity system-token` prints), not a person. Only
+// a service reads secret data or acts inside another domain: a person's
+// SYSTEM_ADMIN grant does neither.
+func (p *Principal) IsService() bool {
+	return p != nil && p.TokenType == SystemToken
+}
+
 // Access says who may call an operation.
 type Access struct {
-	public bool
-	roles  []Role
+	public  bool
+	service bool
+	roles   []Role
 }
 
 // Public operations need no credentials.
 func Public() Access { return Access{public: true} }
+
+// Service lets in only services of the suite (SYSTEM tokens): a person's
+// SYSTEM_ADMIN grant is refused with 403.
+func Service() Access { return Access{service: true} }
 
 // Roles lets callers with one of the roles in; a SYSTEM token always passes.
 func Roles(roles ...Role) Access { return Access{roles: roles} }
@@ -87,8 +101,12 @@ func Roles(roles ...Role) Access { return Access{roles: roles} }
 // IsPublic reports whether no credentials are needed.
 func (a Access) IsPublic() bool { return a.public }
 
-// RoleList returns the allowed roles, for documentation.
+// RoleList returns the allowed roles, for documentation (Service: none
+// but SYSTEM tokens, which every operation lets in).
 func (a Access) RoleList() []Role { return a.roles }
+
+// IsService reports whether only services may call.
+func (a Access) IsService() bool { return a.service }
 
 // Check returns nil when p may call, 401 without a principal, 403 otherwise.
 func (a Access) Check(p *Principal) error {
@@ -98,7 +116,7 @@ func (a Access) Check(p *Principal) error {
 	if p == nil {
 		return errs.Unauthenticated("empty token provided.")
 	}
-	if p.TokenType == SystemToken || slices.Contains(a.roles, p.Role) {
+	if p.TokenType == SystemToken || (!a.service && slices.Contains(a.roles, p.Role)) {
 		return nil
 	}
 	return errs.Forbidden()

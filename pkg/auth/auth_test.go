@@ -39,7 +39,7 @@ func TestVerify(t *testing.T) {
 	v := verifierFor(t, s)
 	p := Principal{DomainID: "domain-a", UserID: "alice", Role: DomainAdmin, WorkspaceID: "workspace-1"}
 	good, _ := s.Issue(p, time.Hour)
-	system, _ := s.Issue(Principal{TokenType: SystemToken, DomainID: "domain-a", UserID: "root", Role: SystemAdmin}, 0)
+	system, _ := s.Issue(Principal{TokenType: SystemToken, DomainID: "domain-a", UserID: "root", Role: SystemAdmin}, time.Hour)
 	forged, _ := other.Issue(p, time.Hour)
 	expired, _ := s.IssueAt(p, time.Now().Add(-time.Hour), time.Minute)
 	base := func() Claims {
@@ -56,14 +56,20 @@ func TestVerify(t *testing.T) {
 	refresh.Type = "REFRESH_TOKEN"
 	wrongIss := base()
 	wrongIss.Issuer = "someone"
+	systemNoExp := base()
+	systemNoExp.Type, systemNoExp.ExpiresAt = SystemToken, nil
 
 	if _, err := s.Issue(p, 0); err == nil {
 		t.Fatal("an access token without expiry was issued")
 	}
+	if _, err := s.Issue(Principal{TokenType: SystemToken, DomainID: "domain-a", Role: SystemAdmin}, 0); err == nil {
+		t.Fatal("a SYSTEM token without expiry was issued")
+	}
 	for name, tok := range map[string]string{
 		"forged": forged, "expired": expired, "access without exp": sign(t, s, noExp), "old version": sign(t, s, oldVer),
 		"no domain": sign(t, s, noDomain), "refresh as access": sign(t, s, refresh), "wrong issuer": sign(t, s, wrongIss),
-		"garbage": "x.y.z", "empty": "",
+		"system without exp": sign(t, s, systemNoExp),
+		"garbage":            "x.y.z", "empty": "",
 	} {
 		if _, err := v.Authenticate(context.Background(), tok); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -101,6 +107,32 @@ func TestAccess(t *testing.T) {
 	}
 	if Public().Check(nil) != nil {
 		t.Fatal("public refused")
+	}
+	// Service: a SYSTEM token only, never a person's SYSTEM_ADMIN grant.
+	person := &Principal{TokenType: AccessToken, Role: SystemAdmin}
+	if Service().Check(system) != nil {
+		t.Fatal("a SYSTEM token refused by Service")
+	}
+	for _, p := range []*Principal{person, admin} {
+		if e, _ := errs.As(Service().Check(p)); e == nil || e.Status() != 403 {
+			t.Fatalf("%+v not refused by Service with 403", p)
+		}
+	}
+	if person.IsService() || !system.IsService() {
+		t.Fatal("IsService")
+	}
+}
+
+// A key set under rotation: every key of the PEM verifies, the first
+// signs.
+func TestParseSignersPEM(t *testing.T) {
+	a, b := mustSigner(t), mustSigner(t)
+	got, err := ParseSignersPEM(append(a.PEM(), b.PEM()...))
+	if err != nil || len(got) != 2 || got[0].KeyID != a.KeyID || got[1].KeyID != b.KeyID {
+		t.Fatalf("%v %v", got, err)
+	}
+	if _, err := ParseSignersPEM([]byte("nothing")); err == nil {
+		t.Fatal("no PEM accepted")
 	}
 }
 

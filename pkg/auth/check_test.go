@@ -34,7 +34,7 @@ func TestCheckedCachesAndExpires(t *testing.T) {
 	fc := &fakeChecker{}
 	a := Checked(v, fc, 100*time.Millisecond)
 	tok, _ := s.Issue(Principal{TokenType: APIKey, TokenID: "api-key-1", DomainID: "d", UserID: "u", Role: User}, 0)
-	sys, _ := s.Issue(Principal{TokenType: SystemToken, DomainID: "d", UserID: "root", Role: SystemAdmin}, 0)
+	sys, _ := s.Issue(Principal{TokenType: SystemToken, DomainID: "d", UserID: "root", Role: SystemAdmin}, time.Hour)
 
 	for range 5 {
 		if p, err := a.Authenticate(context.Background(), tok); err != nil || p.TokenID != "api-key-1" {

@@ -64,12 +64,37 @@ func newSigner(k *rsa.PrivateKey) *Signer {
 	return &Signer{KeyID: "key-" + hex.EncodeToString(sum[:6]), key: k}
 }
 
-// ParseSignerPEM reads a PKCS#8 private key.
+// ParseSignerPEM reads a PKCS#8 private key (the first of data).
 func ParseSignerPEM(data []byte) (*Signer, error) {
 	b, _ := pem.Decode(data)
 	if b == nil {
 		return nil, errors.New("no PEM block in signing key")
 	}
+	return signerOf(b)
+}
+
+// ParseSignersPEM reads every PKCS#8 private key of data, in order: a key
+// set under rotation, the first signing and every one verifying.
+func ParseSignersPEM(data []byte) ([]*Signer, error) {
+	var out []*Signer
+	for {
+		var b *pem.Block
+		if b, data = pem.Decode(data); b == nil {
+			break
+		}
+		s, err := signerOf(b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no PEM block in signing key")
+	}
+	return out, nil
+}
+
+func signerOf(b *pem.Block) (*Signer, error) {
 	k, err := x509.ParsePKCS8PrivateKey(b.Bytes)
 	if err != nil {
 		return nil, err
@@ -91,7 +116,8 @@ func (s *Signer) PEM() []byte {
 }
 
 // Issue signs a token for p. ttl 0 gives a token without expiry, allowed
-// only for SYSTEM tokens.
+// only for API keys (revoked by their record); every other token, SYSTEM
+// tokens included, expires.
 func (s *Signer) Issue(p Principal, ttl time.Duration) (string, error) {
 	return s.IssueAt(p, time.Now(), ttl)
 }
@@ -125,8 +151,8 @@ func (s *Signer) IssueAt(p Principal, now time.Time, ttl time.Duration) (string,
 	}
 	if ttl > 0 {
 		c.ExpiresAt = jwt.NewNumericDate(now.Add(ttl))
-	} else if c.Type != SystemToken && c.Type != APIKey {
-		return "", errors.New("only SYSTEM tokens and API keys may live without expiry")
+	} else if c.Type != APIKey {
+		return "", errors.New("only API keys may live without expiry")
 	}
 	t := jwt.NewWithClaims(jwt.SigningMethodRS256, c)
 	t.Header["kid"] = s.KeyID
@@ -254,8 +280,8 @@ func (v *Verifier) Authenticate(_ context.Context, bearer string) (*Principal, e
 	return c.Principal(), nil
 }
 
-// Parse checks a token's signature, issuer, version and expiry (only
-// SYSTEM tokens and API keys may have none) and returns its claims.
+// Parse checks a token's signature, issuer, version and expiry (only API
+// keys may have none) and returns its claims.
 func (v *Verifier) Parse(token string) (*Claims, error) {
 	if c, ok := v.remembered(token); ok {
 		return c, nil
@@ -279,7 +305,7 @@ func (v *Verifier) Parse(token string) (*Claims, error) {
 		return nil, errs.Unauthenticated("invalid token version.")
 	case c.DomainID == "":
 		return nil, errs.Unauthenticated("empty domain_id provided.")
-	case c.ExpiresAt == nil && c.Type != SystemToken && c.Type != APIKey:
+	case c.ExpiresAt == nil && c.Type != APIKey:
 		return nil, errs.Unauthenticated("Token is invalid or expired.")
 	}
 	v.remember(token, verifiedToken{claims: c, kid: kid, key: used})

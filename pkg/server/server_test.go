@@ -118,7 +118,7 @@ func TestAuthAndErrors(t *testing.T) {
 	f := newFixture(t)
 	admin := f.token(t, auth.Principal{DomainID: "domain-a", UserID: "alice", Role: auth.DomainAdmin}, time.Hour)
 	member := f.token(t, auth.Principal{DomainID: "domain-a", UserID: "mia", Role: auth.WorkspaceMember}, time.Hour)
-	system := f.token(t, auth.Principal{TokenType: auth.SystemToken, DomainID: "domain-a", UserID: "root", Role: auth.SystemAdmin}, 0)
+	system := f.token(t, auth.Principal{TokenType: auth.SystemToken, DomainID: "domain-a", UserID: "root", Role: auth.SystemAdmin}, time.Hour)
 	other, _ := auth.GenerateSigner()
 	forged, _ := other.Issue(auth.Principal{DomainID: "domain-a", UserID: "eve", Role: auth.DomainAdmin}, time.Hour)
 	expired, err := f.signer.IssueAt(auth.Principal{DomainID: "domain-a", UserID: "alice", Role: auth.DomainAdmin}, time.Now().Add(-2*time.Hour), time.Hour)

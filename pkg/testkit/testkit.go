@@ -110,13 +110,9 @@ func (e *Env) Database(t testing.TB) *mongo.Database {
 // JWKS is the JWK set that verifies the kit's tokens.
 func (e *Env) JWKS() []byte { return auth.JWKSOf(e.Signer) }
 
-// Token mints an access token (an hour) for p.
+// Token mints a token (an hour) for p.
 func (e *Env) Token(t testing.TB, p auth.Principal) string {
-	ttl := time.Hour
-	if p.TokenType == auth.SystemToken {
-		ttl = 0
-	}
-	tok, err := e.Signer.Issue(p, ttl)
+	tok, err := e.Signer.Issue(p, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"sync"
@@ -12,9 +13,13 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/nubes-io/nubes/pkg/app"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/server"
 	"github.com/nubes-io/nubes/pkg/testkit"
+	"github.com/nubes-io/nubes/services/identity"
 	"github.com/nubes-io/nubes/services/identity/internal/identityapi"
 )
 
@@ -319,34 +324,6 @@ func TestSessionsEndAtEveryService(t *testing.T) {
 	})
 }
 
-// TestGrantTimeoutBounded: a timeout of 7 days gives a token of at most
-// max_access_token_ttl (12 h by default).
-func TestGrantTimeoutBounded(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t)
-	p := h.login("admin", adminPassword)
-	var g struct {
-		AccessToken string `json:"access_token"`
-	}
-	h.anon.Call("/identity/v2/token/grant", map[string]any{"grant_type": "REFRESH_TOKEN", "token": p.RefreshToken, "scope": "DOMAIN", "timeout": 7 * 24 * 3600}).OK(&g)
-	var issued pair
-	h.anon.Call("/identity/v2/token/issue", map[string]any{"credentials": map[string]any{"user_id": "admin", "password": adminPassword},
-		"auth_type": "LOCAL", "domain_id": h.domain, "timeout": 7 * 24 * 3600}).OK(&issued)
-	v, err := auth.NewVerifier(auth.JWKSOf(h.signer))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tok := range []string{g.AccessToken, issued.AccessToken} {
-		c, err := v.Parse(tok)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if life := c.ExpiresAt.Sub(c.IssuedAt.Time); life > 12*time.Hour {
-			t.Fatalf("a timeout of 7 days gave a token of %s", life)
-		}
-	}
-}
-
 // TestNoTakeoverFromAToken: with only a user's access token, the e-mail
 // address, the password and MFA stay out of reach; with the current
 // password the address changes and the old address is told.
@@ -484,5 +461,132 @@ func TestUserTextChecked(t *testing.T) {
 	h.admin.Call("/identity/v2/user/create", map[string]any{"user_id": "inv", "name": bait, "email": invited, "reset_password": true, "auth_type": "LOCAL"}).OK(nil)
 	if m := h.mailTo(invited, "invite"); m.Data["name"] != "" {
 		t.Fatalf("the name went to an invited, unverified address: %+v", m.Data)
+	}
+}
+
+// TestPersonSystemGrantIsNotAService: the root domain admin's SYSTEM
+// grant reads no secret data and reaches into no other domain; the
+// service credential does both.
+func TestPersonSystemGrantIsNotAService(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	const ta = "/identity/v2/trusted-account/"
+	other, otherAdmin := h.newDomain("tenant")
+	var a map[string]any
+	otherAdmin.Call(ta+"create", map[string]any{"name": "AWS", "data": map[string]any{}, "provider": "aws", "secret_schema_id": "aws-access-key",
+		"secret_data": map[string]any{"aws_secret_access_key": "tenant-s3cr3t"}, "resource_group": "DOMAIN"}).OK(&a)
+	person := h.anon.As(h.scoped("admin", adminPassword, "SYSTEM", ""))
+	keys := h.count(identityapi.APIKeysCollection, nil)
+	read := map[string]any{"trusted_account_id": a["trusted_account_id"], "domain_id": other}
+	person.Call(ta+"get-secret-data", read).Fails(http.StatusForbidden, errs.PermissionDenied)
+	person.Call(ta+"get-secret-data", map[string]any{"trusted_account_id": a["trusted_account_id"], "domain_id": h.domain}).Fails(http.StatusForbidden, errs.PermissionDenied)
+	person.Call("/identity/v1/api-key/create", map[string]any{"user_id": "boss", "domain_id": other}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	person.Call("/identity/v1/user/update", map[string]any{"user_id": "boss", "domain_id": other, "name": "pwned"}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	if n := h.count(identityapi.APIKeysCollection, nil); n != keys {
+		t.Fatalf("%d API keys after refused creations, want %d", n, keys)
+	}
+	h.system.Call(ta+"get-secret-data", read).OK(nil)
+}
+
+// rebuilt is identity built again on the harness's database with cfg
+// changed by edit (a restart with new settings).
+func (h *harness) rebuilt(edit func(*identity.Config)) *testkit.Client {
+	h.t.Helper()
+	cipher, _ := identity.NewCipher(h.cipherSpec)
+	cfg := identity.Config{Signer: h.signer, Cipher: cipher, AdminUserID: "admin", AdminPassword: adminPassword, LoginBlock: time.Minute, MaxLoginFailures: 3}
+	edit(&cfg)
+	log := slog.New(slog.DiscardHandler)
+	bus, err := events.Connect(context.Background(), testkit.Get().NATS.URL, "identity-test", log)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(bus.Close)
+	b, err := identity.Build(context.Background(), app.Deps{DB: h.db, Events: bus, Log: log}, cfg)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	srv, err := server.New(server.Options{Name: "identity", Logger: log, Auth: b.Service.Auth, Documents: b.Service.Documents}, b.Service.Routes...)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return testkit.NewClient(h.t, srv.Handler())
+}
+
+// TestSystemScopeFollowsTheRootDomainID: renaming the root domain in the
+// configuration does not make another domain's admin a SYSTEM admin.
+func TestSystemScopeFollowsTheRootDomainID(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.newDomain("lookalike")
+	again := h.rebuilt(func(c *identity.Config) { c.RootDomain = "lookalike" })
+	var p pair
+	again.Call("/identity/v2/token/issue", map[string]any{"credentials": map[string]any{"user_id": "boss", "password": "Boss-Passw0rd"},
+		"auth_type": "LOCAL", "domain_id": domainNamed(t, h, "lookalike")}).OK(&p)
+	again.Call("/identity/v2/token/grant", map[string]any{"grant_type": "REFRESH_TOKEN", "token": p.RefreshToken, "scope": "SYSTEM"}).Fails(http.StatusForbidden, errs.PermissionDenied)
+	// The root domain's admin still takes it.
+	root := h.login("admin", adminPassword)
+	again.Call("/identity/v2/token/grant", map[string]any{"grant_type": "REFRESH_TOKEN", "token": root.RefreshToken, "scope": "SYSTEM"}).OK(nil)
+}
+
+func domainNamed(t *testing.T, h *harness, name string) string {
+	t.Helper()
+	var d struct {
+		DomainID string `bson:"domain_id"`
+	}
+	if err := h.db.Collection(identityapi.DomainsCollection).FindOne(context.Background(), bson.D{{Key: "name", Value: name}}).Decode(&d); err != nil {
+		t.Fatal(err)
+	}
+	return d.DomainID
+}
+
+// TestSigningKeyRotation: with a new signing key and the old one kept to
+// verify, the JWK set holds both, new tokens are signed with the new key
+// and the old key's API keys and SYSTEM tokens keep working; once the old
+// key is withdrawn they stop. SYSTEM tokens expire.
+func TestSigningKeyRotation(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	oldKey := h.signer
+	var k map[string]any
+	h.admin.Call("/identity/v2/api-key/create", map[string]any{"name": "before"}).OK(&k)
+	oldAPIKey, oldSystem := k["api_key"].(string), h.built.SystemToken
+
+	newKey, err := auth.GenerateSigner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotating := h.rebuilt(func(c *identity.Config) { c.Signer, c.VerifyKeys = newKey, []*auth.Signer{oldKey} })
+	var set auth.JWKS
+	rotating.Call("/identity/v2/token/get-public-keys", nil).OK(&set)
+	if len(set.Keys) != 2 || set.Keys[0].Kid != newKey.KeyID || set.Keys[1].Kid != oldKey.KeyID {
+		t.Fatalf("JWK set during the rotation: %+v", set.Keys)
+	}
+	var p pair
+	rotating.Call("/identity/v2/token/issue", map[string]any{"credentials": map[string]any{"user_id": "admin", "password": adminPassword},
+		"auth_type": "LOCAL", "domain_id": h.domain}).OK(&p)
+	onlyNew, err := auth.NewVerifier(auth.JWKSOf(newKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := onlyNew.Authenticate(context.Background(), p.AccessToken); err != nil {
+		t.Fatalf("a new token is not signed with the new key: %v", err)
+	}
+	rotating.As(oldAPIKey).Call("/identity/v2/api-key/list", nil).OK(nil)
+	rotating.As(oldSystem).Call("/identity/v2/domain/list", nil).OK(nil)
+	rotating.As(p.AccessToken).Call("/identity/v2/user-profile/get", nil).OK(nil)
+
+	withdrawn := h.rebuilt(func(c *identity.Config) { c.Signer = newKey })
+	withdrawn.As(oldAPIKey).Call("/identity/v2/api-key/list", nil).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
+	withdrawn.As(oldSystem).Call("/identity/v2/domain/list", nil).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
+	withdrawn.As(p.AccessToken).Call("/identity/v2/user-profile/get", nil).OK(nil)
+
+	// The service credential expires (30 days by default).
+	old, err := auth.NewVerifier(auth.JWKSOf(oldKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys, err := old.Parse(oldSystem)
+	if err != nil || sys.ExpiresAt == nil || sys.ExpiresAt.Sub(sys.IssuedAt.Time) > 30*24*time.Hour {
+		t.Fatalf("the SYSTEM token does not expire within 30 days: %+v %v", sys, err)
 	}
 }

@@ -128,8 +128,11 @@ func New(cfg Config) app.Constructor {
 
 // Settings are identity's keys on top of config.Base.
 type Settings struct {
-	config.Base      `mapstructure:",squash"`
-	sealcmd.Keys     `mapstructure:",squash"`
+	config.Base  `mapstructure:",squash"`
+	sealcmd.Keys `mapstructure:",squash"`
+	// SigningKeyFile (or SigningKey) holds one PKCS#8 RSA key, or several
+	// during a rotation: the first signs, every one verifies
+	// (docs/operations.md).
 	SigningKeyFile   string        `mapstructure:"signing_key_file"`
 	SigningKey       string        `mapstructure:"signing_key" secret:"true"`
 	RootDomain       string        `mapstructure:"root_domain"`
@@ -142,6 +145,7 @@ type Settings struct {
 	EndpointURL      string        `mapstructure:"endpoint_url"`
 	MaxLoginFailures int           `mapstructure:"max_login_failures"`
 	LoginBlock       time.Duration `mapstructure:"login_block"`
+	SystemTokenTTL   time.Duration `mapstructure:"system_token_ttl"`
 	// AccountCollectors maps a provider to the account collector plugin
 	// (plugin_id or plugin_id@version) that syncs its trusted accounts.
 	// As an environment variable:
@@ -155,7 +159,7 @@ func Defaults() map[string]any {
 	for k, v := range map[string]any{
 		"signing_key_file": "", "signing_key": "", "encryption_keys": "", "encryption_keys_file": "", "encryption_active_key": "", "root_domain": "root",
 		"admin_user_id": "admin", "admin_password": "", "console_url": "http://127.0.0.1:8080/console",
-		"access_token_ttl": "30m", "refresh_token_ttl": "3h", "max_access_token_ttl": "12h", "endpoint_url": "", "max_login_failures": 10, "login_block": "5m",
+		"access_token_ttl": "30m", "refresh_token_ttl": "3h", "max_access_token_ttl": "12h", "endpoint_url": "", "max_login_failures": 10, "login_block": "5m", "system_token_ttl": "720h",
 		"account_collector_plugins": map[string]string{},
 	} {
 		d[k] = v
@@ -190,7 +194,7 @@ func (st *Settings) Config() (Config, error) {
 	if len(pemBytes) == 0 {
 		return Config{}, fmt.Errorf("signing_key or signing_key_file (PKCS#8 RSA PEM) is required")
 	}
-	signer, err := auth.ParseSignerPEM(pemBytes)
+	signers, err := auth.ParseSignersPEM(pemBytes)
 	if err != nil {
 		return Config{}, err
 	}
@@ -198,7 +202,7 @@ func (st *Settings) Config() (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
-	return Config{Signer: signer, Cipher: cipher, RootDomain: st.RootDomain, AdminUserID: st.AdminUserID,
+	return Config{Signer: signers[0], VerifyKeys: signers[1:], SystemTokenTTL: st.SystemTokenTTL, Cipher: cipher, RootDomain: st.RootDomain, AdminUserID: st.AdminUserID,
 		AdminPassword: st.AdminPassword, ConsoleURL: st.ConsoleURL, AccessTTL: st.AccessTTL, RefreshTTL: st.RefreshTTL,
 		MaxLoginFailures: st.MaxLoginFailures, LoginBlock: st.LoginBlock, MaxAccessTTL: st.MaxAccessTTL,
 		ServiceURLs: st.ServiceURLs, EndpointURL: st.EndpointURL, AccountCollectors: st.AccountCollectors}, nil

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -22,7 +23,8 @@ import (
 // SYSTEM token: the service_token of the services that call others on no
 // caller's behalf (inventory, cost analysis). A cluster has no other way
 // to obtain one: identity issues it from the signing key and the root
-// domain its first start recorded.
+// domain its first start recorded. It expires after system_token_ttl
+// (30 days): print a new one before (docs/operations.md).
 const SystemTokenCommand = "system-token"
 
 // SystemTokenRequested reports whether the command line asks for it.
@@ -39,7 +41,7 @@ func SystemTokenMain() int {
 	if err == nil {
 		var cfg Config
 		if cfg, err = st.Config(); err == nil {
-			err = WriteSystemToken(ctx, st.Base, cfg.Signer, os.Stdout)
+			err = WriteSystemToken(ctx, st.Base, cfg.Signer, cfg.SystemTokenTTL, os.Stdout)
 		}
 	}
 	if err != nil {
@@ -51,17 +53,18 @@ func SystemTokenMain() int {
 
 // WriteSystemToken connects to the store of base, reads the root domain
 // the bootstrap recorded and writes a SYSTEM token for it, signed by
-// signer, as one line to out. Identity must have started once.
-func WriteSystemToken(ctx context.Context, base config.Base, signer *auth.Signer, out io.Writer) error {
+// signer and valid for ttl (0: identity's default), as one line to out.
+// Identity must have started once.
+func WriteSystemToken(ctx context.Context, base config.Base, signer *auth.Signer, ttl time.Duration, out io.Writer) error {
 	client, err := store.Connect(ctx, base.MongoURI, store.Options{MaxPoolSize: 1, OpTimeout: base.MongoTimeout})
 	if err != nil {
 		return err
 	}
 	defer func() { _ = client.Disconnect(context.WithoutCancel(ctx)) }()
-	return systemTokenFor(ctx, client.Database(base.MongoDatabase), signer, out)
+	return systemTokenFor(ctx, client.Database(base.MongoDatabase), signer, ttl, out)
 }
 
-func systemTokenFor(ctx context.Context, db *mongo.Database, signer *auth.Signer, out io.Writer) error {
+func systemTokenFor(ctx context.Context, db *mongo.Database, signer *auth.Signer, ttl time.Duration, out io.Writer) error {
 	var b identityapi.Bootstrapped
 	err := db.Collection(identityapi.BootstrapCollection).FindOne(ctx, bson.D{{Key: "_id", Value: "root"}}).Decode(&b)
 	if errors.Is(err, mongo.ErrNoDocuments) {
@@ -70,7 +73,9 @@ func systemTokenFor(ctx context.Context, db *mongo.Database, signer *auth.Signer
 	if err != nil {
 		return store.Wrap(err)
 	}
-	tok, err := signer.Issue(identityapi.SystemPrincipal(b.DomainID), 0)
+	cfg := Config{SystemTokenTTL: ttl}
+	cfg.Defaults()
+	tok, err := signer.Issue(identityapi.SystemPrincipal(b.DomainID), cfg.SystemTokenTTL)
 	if err != nil {
 		return err
 	}

@@ -20,13 +20,13 @@ func TestSystemTokenCommand(t *testing.T) {
 
 	var out bytes.Buffer
 	empty := env.Database(t)
-	err := identity.WriteSystemToken(ctx, config.Base{MongoURI: env.Mongo.URI, MongoDatabase: empty.Name()}, env.Signer, &out)
+	err := identity.WriteSystemToken(ctx, config.Base{MongoURI: env.Mongo.URI, MongoDatabase: empty.Name()}, env.Signer, 0, &out)
 	if err == nil || !strings.Contains(err.Error(), "start identity once") || out.Len() != 0 {
 		t.Fatalf("before bootstrap: err %v, out %q", err, out.String())
 	}
 
 	h := newHarness(t)
-	if err := identity.WriteSystemToken(ctx, config.Base{MongoURI: env.Mongo.URI, MongoDatabase: h.db.Name()}, env.Signer, &out); err != nil {
+	if err := identity.WriteSystemToken(ctx, config.Base{MongoURI: env.Mongo.URI, MongoDatabase: h.db.Name()}, env.Signer, 0, &out); err != nil {
 		t.Fatal(err)
 	}
 	tok := strings.TrimSuffix(out.String(), "\n")

@@ -172,20 +172,22 @@ func TestOwnerOnly(t *testing.T) {
 	fails(t, h.system.Call(p+"get-data", map[string]any{"user_secret_id": s.UserSecretID, "domain_id": "domain-b"}), http.StatusNotFound, errs.NotFoundCode)
 }
 
-// get_data is for SYSTEM callers only: everyone else, the owner included,
-// gets 403 whether the secret exists or not.
+// get_data is for services (SYSTEM tokens) only: everyone else, the owner
+// and a person's SYSTEM_ADMIN grant included, gets 403 whether the secret
+// exists or not.
 func TestGetDataIsSystemOnly(t *testing.T) {
 	h := newHarness(t)
 	s := h.create(h.alice, map[string]any{"name": "n", "data": map[string]any{"k": "v"}})
 	body := map[string]any{"user_secret_id": s.UserSecretID, "domain_id": "domain-a"}
+	// A person's SYSTEM_ADMIN grant is no service credential (issue 21).
 	for name, c := range map[string]*testkit.Client{"owner": h.alice, "domain admin": h.adminA, "same domain user": h.amy,
-		"workspace member": h.ws, "other domain": h.bob} {
+		"workspace member": h.ws, "other domain": h.bob, "a person's SYSTEM_ADMIN grant": h.sysAdm} {
 		fails(t, c.Call(p+"get-data", body), http.StatusForbidden, errs.PermissionDenied, "\"v\"")
 		fails(t, c.Call(p+"get-data", map[string]any{"user_secret_id": "user-secret-000000000000", "domain_id": "domain-a"}), http.StatusForbidden, errs.PermissionDenied)
 		_ = name
 	}
 	fails(t, h.anon.Call(p+"get-data", body), http.StatusUnauthorized, errs.AuthenticateFailure)
-	for _, c := range []*testkit.Client{h.system, h.sysAdm} {
+	for _, c := range []*testkit.Client{h.system} {
 		raw := c.Call(p+"get-data", body).JSON()
 		if got := keysOf(raw); !slices.Equal(got, []string{"data", "encrypt_options", "encrypted"}) {
 			t.Fatalf("get_data fields = %v", got)

@@ -178,7 +178,7 @@ type caller struct {
 	user   string
 }
 
-// as mints a token for p (ttl 0 for a SYSTEM token) the way identity will.
+// as mints a token for p the way identity will.
 func as(t *testing.T, to target, p auth.Principal, ttl time.Duration) *caller {
 	t.Helper()
 	tok, err := st.signer.Issue(p, ttl)
@@ -190,7 +190,7 @@ func as(t *testing.T, to target, p auth.Principal, ttl time.Duration) *caller {
 
 func systemCaller(t *testing.T, to target) *caller {
 	return as(t, to, auth.Principal{TokenType: auth.SystemToken, Role: auth.SystemAdmin,
-		DomainID: "domain-" + randHex(6), UserID: "system"}, 0)
+		DomainID: "domain-" + randHex(6), UserID: "system"}, time.Hour)
 }
 
 func domainAdmin(t *testing.T, to target, domain string) *caller {

@@ -422,13 +422,14 @@ func (s *Service) statKeysV2(ctx context.Context, p *auth.Principal, r *statRequ
 // --- v1 ---
 
 // domainOfRequest is the domain a request that names domain_id acts on:
-// the caller's own, or any existing domain for a SYSTEM caller. Another
+// the caller's own, or any existing domain for a service (a SYSTEM token;
+// a person's SYSTEM_ADMIN grant acts in its own domain only). Another
 // domain is 404, as if it did not exist.
 func (s *Service) domainOfRequest(ctx context.Context, p *auth.Principal, domainID string) (string, error) {
 	if domainID == p.DomainID {
 		return domainID, nil
 	}
-	if !p.IsSystem() {
+	if !p.IsService() {
 		return "", errs.NotFound("domain_id", domainID)
 	}
 	if _, err := store.Get[Domain](ctx, s.domains, "domain_id", domainID); err != nil {

@@ -60,12 +60,25 @@ func (s *Service) Bootstrap(ctx context.Context) (*Bootstrapped, error) {
 	return &got, nil
 }
 
-// SystemToken issues a SYSTEM token (no expiry) for the root domain.
+// SystemToken issues a SYSTEM token (SystemTokenTTL) for the root domain.
 func (s *Service) SystemToken(b *Bootstrapped) (string, error) {
 	if b == nil || b.DomainID == "" {
 		return "", errors.New("not bootstrapped")
 	}
-	return s.cfg.Signer.Issue(SystemPrincipal(b.DomainID), 0)
+	return s.cfg.Signer.Issue(SystemPrincipal(b.DomainID), s.cfg.SystemTokenTTL)
+}
+
+// rootDomainID is the id of the root domain the bootstrap recorded.
+func (s *Service) rootDomainID(ctx context.Context) (string, error) {
+	if id := s.root.Load(); id != nil {
+		return *id, nil
+	}
+	var b Bootstrapped
+	if err := s.db.Collection(BootstrapCollection).FindOne(ctx, bson.D{{Key: "_id", Value: "root"}}).Decode(&b); err != nil {
+		return "", store.Wrap(err)
+	}
+	s.root.Store(&b.DomainID)
+	return b.DomainID, nil
 }
 
 // SystemPrincipal is who a SYSTEM token of a domain speaks for.

@@ -10,6 +10,7 @@ package identityapi
 
 import (
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -53,7 +54,7 @@ const (
 type Config struct {
 	Signer           *auth.Signer
 	Cipher           *Cipher // encrypts trusted account secret data
-	RootDomain       string  // name of the domain whose admins may take SYSTEM scope
+	RootDomain       string  // name of the root domain on first start (SYSTEM scope follows its id)
 	RootDomainID     string  // id for the root domain on first start (default: generated)
 	AdminUserID      string
 	AdminPassword    string // empty: a random one on first start
@@ -85,6 +86,12 @@ type Config struct {
 	// schedules are looked at.
 	SyncAckWait      time.Duration
 	SyncScheduleTick time.Duration
+	// SystemTokenTTL is the lifetime of the SYSTEM tokens (service
+	// credentials) identity issues; VerifyKeys are earlier signing keys
+	// still published and accepted until their tokens expire (rotation,
+	// docs/operations.md).
+	SystemTokenTTL time.Duration
+	VerifyKeys     []*auth.Signer
 }
 
 // Defaults fills unset durations and limits with upstream's values.
@@ -103,6 +110,7 @@ func (c *Config) Defaults() {
 	set(&c.LoginBlock, 5*time.Minute)
 	set(&c.SyncAckWait, 4*time.Minute)
 	set(&c.SyncScheduleTick, 30*time.Second)
+	set(&c.SystemTokenTTL, 30*24*time.Hour)
 	if c.MaxLoginFailures == 0 {
 		c.MaxLoginFailures = 10
 	}
@@ -290,6 +298,7 @@ type Service struct {
 	spentRefresh store.Slots   // refresh tokens token/refresh exchanged (sessions.go)
 	outbox       *events.Outbox
 	verifier     *auth.Verifier
+	root         atomic.Pointer[string] // the root domain's id, once read
 	bus          *events.Bus
 	log          *slog.Logger
 }

@@ -24,7 +24,7 @@ func New(ctx context.Context, db *mongo.Database, bus *events.Bus, log *slog.Log
 	if cfg.Signer == nil || cfg.Cipher == nil {
 		return nil, errors.New("identity needs a signing key and an encryption key")
 	}
-	verifier, err := auth.NewVerifier(auth.JWKSOf(cfg.Signer))
+	verifier, err := auth.NewVerifier(auth.JWKSOf(cfg.keys()...))
 	if err != nil {
 		return nil, err
 	}
@@ -91,8 +91,12 @@ func (s *Service) Workers() []func(context.Context) error {
 	return []func(context.Context) error{s.outbox.Run, s.runSyncJobs, s.runSyncSchedule}
 }
 
-// JWKS is the public key set that verifies identity's tokens.
-func (s *Service) JWKS() []byte { return auth.JWKSOf(s.cfg.Signer) }
+// JWKS is the public key set that verifies identity's tokens: the signing
+// key and the earlier ones kept for rotation.
+func (s *Service) JWKS() []byte { return auth.JWKSOf(s.cfg.keys()...) }
+
+// keys are the signing key and the verify-only ones, in that order.
+func (c Config) keys() []*auth.Signer { return append([]*auth.Signer{c.Signer}, c.VerifyKeys...) }
 
 // Authenticator verifies with identity's own key and checks its own
 // records (cached for auth.CheckTTL), so identity refuses a disabled user

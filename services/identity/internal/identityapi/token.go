@@ -275,11 +275,13 @@ func (s *Service) grant(ctx context.Context, _ *auth.Principal, r *grantToken) (
 		}
 		p.Role, out.RoleID = auth.DomainAdmin, domainBinding.RoleID
 	case "SYSTEM":
-		d, err := store.Get[Domain](ctx, s.domains, "domain_id", u.DomainID)
+		// The root domain is the one the bootstrap recorded, by id: a
+		// domain later named like it is not.
+		root, err := s.rootDomainID(ctx)
 		if err != nil {
 			return nil, err
 		}
-		if !isDomainAdmin || d.Name != s.cfg.RootDomain {
+		if !isDomainAdmin || u.DomainID != root {
 			return nil, errs.Forbidden()
 		}
 		p.Role, out.RoleID = auth.SystemAdmin, domainBinding.RoleID

@@ -293,7 +293,7 @@ func (s *Service) trustedRoutes() []api.Route {
 		api.Op[trustedAccountRequest, api.Empty]{Path: ta + "delete", Access: trustedWriters, Summary: "Delete a trusted account and its secret data.", Handle: s.deleteTrusted},
 		api.Op[trustedAccountRequest, IdentityJob]{Path: ta + "sync", Access: trustedWriters, Summary: "Start a sync job of a trusted account: a worker calls the provider's account collector plugin and upserts the trusted service accounts it reports.", Handle: s.syncTrusted},
 		api.Op[trustedAccountRequest, TrustedAccount]{Path: ta + "get", Access: trustedReaders, Summary: "Get a trusted account (never its secret data).", Handle: s.getTrusted},
-		api.Op[trustedSecretDataRequest, TrustedSecretData]{Path: ta + "get-secret-data", Access: systemOnly, Summary: "Read a trusted account's secret data (SYSTEM callers only: the services that collect with it).", Handle: s.getTrustedSecretData},
+		api.Op[trustedSecretDataRequest, TrustedSecretData]{Path: ta + "get-secret-data", Access: auth.Service(), Summary: "Read a trusted account's secret data (services only: a SYSTEM token, never a person's SYSTEM_ADMIN grant).", Handle: s.getTrustedSecretData},
 		api.Op[trustedAccountQuery, api.List[TrustedAccount]]{Path: ta + "list", Access: trustedReaders, Summary: "List trusted accounts.", Handle: s.listTrusted},
 		api.Op[statRequest, map[string]any]{Path: ta + "stat", Access: trustedReaders, Summary: "Statistics over trusted accounts.", Handle: s.statTrusted},
 

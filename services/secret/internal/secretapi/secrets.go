@@ -82,7 +82,7 @@ func ResealTarget(db *mongo.Database) seal.Target {
 // their data.
 var (
 	users      = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner, auth.WorkspaceMember, auth.User)
-	systemOnly = auth.Roles(auth.SystemAdmin)
+	systemOnly = auth.Service() // services only: never a person's SYSTEM_ADMIN grant (issue 21)
 )
 
 var resource = query.Resource{
@@ -191,7 +191,7 @@ func Routes(ctx context.Context, db *mongo.Database, keys *seal.Keyring, reposit
 		api.Op[updateReq, UserSecret]{Path: p + "update", Access: users, Summary: "Change a secret's name or tags (data changes go through update_data).", Handle: s.update},
 		api.Op[secretReq, api.Empty]{Path: p + "delete", Access: users, Summary: "Delete a secret and its sealed data.", Handle: s.delete},
 		api.Op[updateDataReq, api.Empty]{Path: p + "update-data", Access: users, Summary: "Replace a secret's data (validated against its repository schema).", Handle: s.updateData},
-		api.Op[getDataReq, DataInfo]{Path: p + "get-data", Access: systemOnly, Summary: "Read a secret's data (SYSTEM callers only).", Handle: s.getData},
+		api.Op[getDataReq, DataInfo]{Path: p + "get-data", Access: systemOnly, Summary: "Read a secret's data (services only: a SYSTEM token, never a person's SYSTEM_ADMIN grant).", Handle: s.getData},
 		api.Op[secretReq, UserSecret]{Path: p + "get", Access: users, Summary: "Get one of the caller's secrets (never its data).", Handle: s.get},
 		api.Op[listReq, api.List[UserSecret]]{Path: p + "list", Access: users, Summary: "List the caller's secrets.", Handle: s.list},
 		api.Op[statReq, map[string]any]{Path: p + "stat", Access: users, Summary: "Statistics over the caller's secrets.", Handle: s.stat},
