@@ -152,7 +152,7 @@ func TestCodeBurstJudgesAtMostFive(t *testing.T) {
 	h.seedUser(h.domain, "eve")
 	eve := h.as("eve")
 	addr := h.email("eve")
-	eve.Call("/identity/v2/user-profile/verify-email", map[string]any{"email": addr}).OK(nil)
+	eve.Call("/identity/v2/user-profile/verify-email", map[string]any{"email": addr, "current_password": userPassword}).OK(nil)
 	code := h.mailTo(addr, "verify_email").Data["code"]
 	before := h.userDoc(h.domain, "eve")
 	got := burst(20, func(int) *testkit.Response {
@@ -192,8 +192,8 @@ func TestOTPConfirmBurst(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	h.seedUser(h.domain, "oz")
-	oz := h.as("oz")
-	code := h.enableOTP(oz)
+	code := h.enableOTP(h.as("oz"))
+	oz := h.reissued("oz")
 	oz.Call("/identity/v2/user-profile/disable-mfa", nil).OK(nil)
 	got := burst(20, func(int) *testkit.Response {
 		return oz.Call("/identity/v2/user-profile/confirm-mfa", map[string]any{"verify_code": wrongCode(code(30 * time.Second))})
@@ -209,15 +209,30 @@ func TestOTPConfirmBurst(t *testing.T) {
 }
 
 // enableOTP turns OTP MFA on for c's user and returns its code at an
-// offset from now (the step is fresh for 20 s).
+// offset from now (the step is fresh for 20 s). c's session ends with the
+// change: use reissued for the user afterwards.
 func (h *harness) enableOTP(c *testkit.Client) func(time.Duration) string {
 	h.t.Helper()
 	var u map[string]any
-	c.Call("/identity/v2/user-profile/enable-mfa", map[string]any{"mfa_type": "OTP"}).OK(&u)
+	c.Call("/identity/v2/user-profile/enable-mfa", map[string]any{"mfa_type": "OTP", "current_password": userPassword}).OK(&u)
 	code := otpCodes(h.t, u)
 	waitForFreshOTPStep(h.t)
 	c.Call("/identity/v2/user-profile/confirm-mfa", map[string]any{"verify_code": code(0)}).OK(nil)
 	return code
+}
+
+// reissued is a USER-scope client of a root-domain user in its current
+// session, signed as identity signs: a password or MFA change ended the
+// session a test was using, and signing in again with MFA on takes a
+// fresh code.
+func (h *harness) reissued(userID string) *testkit.Client {
+	h.t.Helper()
+	epoch, _ := h.userDoc(h.domain, userID)["session_epoch"].(int64)
+	tok, err := h.signer.Issue(auth.Principal{DomainID: h.domain, UserID: userID, Role: auth.User, Session: epoch}, time.Hour)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return h.anon.As(tok)
 }
 
 // otpCodes reads the secret of an enable-mfa (OTP) answer: the code an app
@@ -431,7 +446,7 @@ func TestUserTextChecked(t *testing.T) {
 	for range 129 {
 		long += "a"
 	}
-	for _, name := range []string{"Nia\r\nBcc: x@example.com", "Nia\u202egnp.exe", "Nia\x00", "Nia\tTab", long, " Nia"} {
+	for _, name := range []string{"Nia\r\nBcc: x@example.com", "Nia\u202egnp.exe", "Nia\x00", "Nia\tTab", long, "Nia\u200b"} {
 		nia.Call("/identity/v2/user-profile/update", map[string]any{"name": name}).Fails(http.StatusBadRequest, errs.InvalidParameter)
 		h.admin.Call("/identity/v2/user/update", map[string]any{"user_id": "nia", "name": name}).Fails(http.StatusBadRequest, errs.InvalidParameter)
 		h.admin.Call("/identity/v2/user/create", map[string]any{"user_id": "new-one", "name": name, "password": "New-Passw0rd1", "auth_type": "LOCAL"}).Fails(http.StatusBadRequest, errs.InvalidParameter)

@@ -29,7 +29,7 @@ func TestProfileUpdate(t *testing.T) {
 		t.Fatalf("profile = %v", u)
 	}
 	newAddr := h.email("pat2")
-	pat.Call("/identity/v2/user-profile/update", map[string]any{"name": "Pat", "email": newAddr, "language": "ko", "timezone": "Asia/Seoul", "tags": map[string]any{"k": "v"}}).OK(&u)
+	pat.Call("/identity/v2/user-profile/update", map[string]any{"current_password": userPassword, "name": "Pat", "email": newAddr, "language": "ko", "timezone": "Asia/Seoul", "tags": map[string]any{"k": "v"}}).OK(&u)
 	checkV2Info(t, u)
 	if u["name"] != "Pat" || u["email"] != newAddr || u["email_verified"] != false || u["language"] != "ko" || u["timezone"] != "Asia/Seoul" {
 		t.Fatalf("updated profile = %v", u)
@@ -59,7 +59,7 @@ func TestProfileUpdate(t *testing.T) {
 		h.same(h.domain, "pat", before)
 	}
 	pat.Call("/identity/v2/user-profile/update", map[string]any{"password": "New-Passw0rd", "current_password": userPassword}).OK(&u)
-	h.login("pat", "New-Passw0rd")
+	pat = h.anon.As(h.login("pat", "New-Passw0rd").AccessToken) // the change ended the session
 
 	// An API key reads the profile but cannot change it.
 	var key map[string]any
@@ -100,7 +100,7 @@ func TestProfileEmailVerification(t *testing.T) {
 	h.same(h.domain, "vic", before)
 
 	a := h.email("vic-a")
-	vic.Call("/identity/v2/user-profile/verify-email", map[string]any{"email": a}).OK(nil)
+	vic.Call("/identity/v2/user-profile/verify-email", map[string]any{"current_password": userPassword, "email": a}).OK(nil)
 	if d := h.userDoc(h.domain, "vic"); d["email"] != a || d["email_verified"] != false {
 		t.Fatalf("after verify-email: %v", d)
 	}
@@ -123,9 +123,9 @@ func TestProfileEmailVerification(t *testing.T) {
 
 	// A code is for the address it was sent to.
 	b := h.email("vic-b")
-	vic.Call("/identity/v2/user-profile/verify-email", map[string]any{"email": b}).OK(nil)
+	vic.Call("/identity/v2/user-profile/verify-email", map[string]any{"current_password": userPassword, "email": b}).OK(nil)
 	code = h.mailTo(b, "verify_email").Data["code"]
-	vic.Call("/identity/v2/user-profile/update", map[string]any{"email": h.email("vic-c")}).OK(nil)
+	vic.Call("/identity/v2/user-profile/update", map[string]any{"current_password": userPassword, "email": h.email("vic-c")}).OK(nil)
 	vic.Call("/identity/v2/user-profile/confirm-email", map[string]any{"verify_code": code}).Fails(http.StatusBadRequest, errs.InvalidVerifyCode)
 	if d := h.userDoc(h.domain, "vic"); d["email_verified"] != false {
 		t.Fatal("a code of a replaced address verified the new one")
@@ -181,7 +181,7 @@ func TestProfileMFA(t *testing.T) {
 	// enable: options saved, state DISABLED until confirmed; a wrong code
 	// counts, and after 5 wrong ones the code is void.
 	var u map[string]any
-	mia.Call("/identity/v2/user-profile/enable-mfa", map[string]any{"mfa_type": "EMAIL", "options": map[string]any{"email": mfaAddr}}).OK(&u)
+	mia.Call("/identity/v2/user-profile/enable-mfa", map[string]any{"current_password": userPassword, "mfa_type": "EMAIL", "options": map[string]any{"email": mfaAddr}}).OK(&u)
 	if mfa := u["mfa"].(map[string]any); mfa["state"] != "DISABLED" || mfa["mfa_type"] != "EMAIL" || mfa["options"].(map[string]any)["email"] != mfaAddr {
 		t.Fatalf("pending mfa = %v", mfa)
 	}
@@ -193,16 +193,18 @@ func TestProfileMFA(t *testing.T) {
 	for range 5 {
 		mia.Call("/identity/v2/user-profile/confirm-mfa", map[string]any{"verify_code": wrongCode(m.Data["code"])}).Fails(http.StatusBadRequest, errs.InvalidVerifyCode)
 	}
-	mia.Call("/identity/v2/user-profile/confirm-mfa", map[string]any{"verify_code": m.Data["code"]}).Fails(http.StatusBadRequest, errs.InvalidVerifyCode)
+	// Its tries used up, the code is void: the right one is not compared.
+	mia.Call("/identity/v2/user-profile/confirm-mfa", map[string]any{"verify_code": m.Data["code"]}).Fails(http.StatusTooManyRequests, errs.TooManyRequests)
 	h.same(h.domain, "mia", before)
-	mia.Call("/identity/v2/user-profile/enable-mfa", map[string]any{"mfa_type": "EMAIL", "options": map[string]any{"email": mfaAddr}}).OK(nil)
+	mia.Call("/identity/v2/user-profile/enable-mfa", map[string]any{"current_password": userPassword, "mfa_type": "EMAIL", "options": map[string]any{"email": mfaAddr}}).OK(nil)
 	code := h.mailTo(mfaAddr, "mfa_code").Data["code"]
 	mia.Call("/identity/v2/user-profile/confirm-mfa", map[string]any{"verify_code": code}).OK(&u)
+	mia = h.reissued("mia") // the change ended mia's session
 	if mfa := u["mfa"].(map[string]any); mfa["state"] != "ENABLED" {
 		t.Fatalf("confirmed mfa = %v", mfa)
 	}
 	before = h.userDoc(h.domain, "mia")
-	mia.Call("/identity/v2/user-profile/enable-mfa", map[string]any{"mfa_type": "EMAIL", "options": map[string]any{"email": h.email("mia-other")}}).Fails(http.StatusConflict, errs.MFAAlreadyEnabled)
+	mia.Call("/identity/v2/user-profile/enable-mfa", map[string]any{"current_password": userPassword, "mfa_type": "EMAIL", "options": map[string]any{"email": h.email("mia-other")}}).Fails(http.StatusConflict, errs.MFAAlreadyEnabled)
 	mia.Call("/identity/v2/user-profile/confirm-mfa", map[string]any{"verify_code": code}).Fails(http.StatusBadRequest, errs.InvalidVerifyCode)
 	h.same(h.domain, "mia", before)
 
@@ -234,6 +236,7 @@ func TestProfileMFA(t *testing.T) {
 		t.Fatalf("disable mail = %v", m.Data)
 	}
 	mia.Call("/identity/v2/user-profile/confirm-mfa", map[string]any{"verify_code": m.Data["code"]}).OK(&u)
+	mia = h.reissued("mia")
 	if mfa := u["mfa"].(map[string]any); mfa["state"] != "DISABLED" || len(mfa["options"].(map[string]any)) != 0 {
 		t.Fatalf("disabled mfa = %v", mfa)
 	}
@@ -253,7 +256,7 @@ func TestEnforcedMFA(t *testing.T) {
 	ned.Call("/identity/v1/user/get", map[string]any{"user_id": "ned", "domain_id": h.domain}).Fails(http.StatusForbidden, errs.PermissionDenied)
 	ned.Call("/identity/v2/token/check", nil).Fails(http.StatusForbidden, errs.PermissionDenied)
 	h.anon.Call("/identity/v2/token/grant", map[string]any{"grant_type": "REFRESH_TOKEN", "token": p.RefreshToken, "scope": "USER"}).Fails(http.StatusBadRequest, errs.UpdatePasswordRequired)
-	ned.Call("/identity/v2/user-profile/enable-mfa", map[string]any{"mfa_type": "EMAIL", "options": map[string]any{"email": mfaAddr}}).OK(nil)
+	ned.Call("/identity/v2/user-profile/enable-mfa", map[string]any{"current_password": userPassword, "mfa_type": "EMAIL", "options": map[string]any{"email": mfaAddr}}).OK(nil)
 	var u map[string]any
 	ned.Call("/identity/v2/user-profile/confirm-mfa", map[string]any{"verify_code": h.mailTo(mfaAddr, "mfa_code").Data["code"]}).OK(&u)
 	if len(toStrings(u["required_actions"])) != 0 {
@@ -385,25 +388,25 @@ func TestCodeMailsCapped(t *testing.T) {
 	for i := range 10 { // both flows count
 		addr := h.email(fmt.Sprintf("flo-%d", i))
 		if i%2 == 0 {
-			flo.Call("/identity/v2/user-profile/verify-email", map[string]any{"email": addr}).OK(nil)
+			flo.Call("/identity/v2/user-profile/verify-email", map[string]any{"current_password": userPassword, "email": addr}).OK(nil)
 			h.mailTo(addr, "verify_email")
 			continue
 		}
-		flo.Call("/identity/v2/user-profile/enable-mfa", map[string]any{"mfa_type": "EMAIL", "options": map[string]any{"email": addr}}).OK(nil)
+		flo.Call("/identity/v2/user-profile/enable-mfa", map[string]any{"current_password": userPassword, "mfa_type": "EMAIL", "options": map[string]any{"email": addr}}).OK(nil)
 		h.mailTo(addr, "mfa_code")
 	}
 	before := h.userDoc(h.domain, "flo")
 	codes := h.dbFrozen(identityapi.CodesCollection)
 	over := h.email("flo-over")
-	flo.Call("/identity/v2/user-profile/verify-email", map[string]any{"email": over}).Fails(http.StatusTooManyRequests, errs.TooManyRequests)
-	flo.Call("/identity/v2/user-profile/enable-mfa", map[string]any{"mfa_type": "EMAIL", "options": map[string]any{"email": over}}).Fails(http.StatusTooManyRequests, errs.TooManyRequests)
+	flo.Call("/identity/v2/user-profile/verify-email", map[string]any{"current_password": userPassword, "email": over}).Fails(http.StatusTooManyRequests, errs.TooManyRequests)
+	flo.Call("/identity/v2/user-profile/enable-mfa", map[string]any{"current_password": userPassword, "mfa_type": "EMAIL", "options": map[string]any{"email": over}}).Fails(http.StatusTooManyRequests, errs.TooManyRequests)
 	h.same(h.domain, "flo", before)
 	codes()
 	h.noMailTo(over)
 	// Another user is not affected.
 	h.seedUser(h.domain, "gil")
 	gil := h.email("gil")
-	h.as("gil").Call("/identity/v2/user-profile/verify-email", map[string]any{"email": gil}).OK(nil)
+	h.as("gil").Call("/identity/v2/user-profile/verify-email", map[string]any{"current_password": userPassword, "email": gil}).OK(nil)
 	h.mailTo(gil, "verify_email")
 }
 
@@ -422,7 +425,7 @@ func TestProfileOTP(t *testing.T) {
 		return h.anon.Call("/identity/v2/token/issue", body)
 	}
 	var u map[string]any
-	otto.Call("/identity/v2/user-profile/enable-mfa", map[string]any{"mfa_type": "OTP"}).OK(&u)
+	otto.Call("/identity/v2/user-profile/enable-mfa", map[string]any{"current_password": userPassword, "mfa_type": "OTP"}).OK(&u)
 	mfa := u["mfa"].(map[string]any)
 	uri, err := url.Parse(fmt.Sprint(mfa["options"].(map[string]any)["otp_qrcode_uri"]))
 	secret := uri.Query().Get("secret")
@@ -452,6 +455,7 @@ func TestProfileOTP(t *testing.T) {
 	h.same(h.domain, "otto", before)
 	issue(map[string]any{"auth_type": "LOCAL"}).OK(nil) // not on yet
 	otto.Call("/identity/v2/user-profile/confirm-mfa", map[string]any{"verify_code": code(0)}).OK(&u)
+	otto = h.reissued("otto") // the change ended otto's session
 	if mfa := u["mfa"].(map[string]any); mfa["state"] != "ENABLED" || mfa["mfa_type"] != "OTP" || len(mfa["options"].(map[string]any)) != 0 {
 		t.Fatalf("confirmed mfa = %v", mfa)
 	}
@@ -501,7 +505,7 @@ func TestOTPDisableGuessesNotForgiven(t *testing.T) {
 	h.seedUser(h.domain, "oona")
 	oona := h.as("oona")
 	var u map[string]any
-	oona.Call("/identity/v2/user-profile/enable-mfa", map[string]any{"mfa_type": "OTP", "options": map[string]any{}}).OK(&u)
+	oona.Call("/identity/v2/user-profile/enable-mfa", map[string]any{"current_password": userPassword, "mfa_type": "OTP", "options": map[string]any{}}).OK(&u)
 	uri, _ := url.Parse(fmt.Sprint(u["mfa"].(map[string]any)["options"].(map[string]any)["otp_qrcode_uri"]))
 	code := func(at time.Duration) string {
 		c, err := identityapi.OTPCode(uri.Query().Get("secret"), time.Now().Add(at))
@@ -512,13 +516,14 @@ func TestOTPDisableGuessesNotForgiven(t *testing.T) {
 	}
 	waitForFreshOTPStep(t)
 	oona.Call("/identity/v2/user-profile/confirm-mfa", map[string]any{"verify_code": code(0)}).OK(nil)
+	oona = h.reissued("oona") // the change ended oona's session
 
 	oona.Call("/identity/v2/user-profile/disable-mfa", nil).OK(nil)
 	for range 5 {
 		oona.Call("/identity/v2/user-profile/confirm-mfa", map[string]any{"verify_code": wrongCode(code(30 * time.Second))}).Fails(http.StatusBadRequest, errs.InvalidVerifyCode)
 	}
 	oona.Call("/identity/v2/user-profile/disable-mfa", nil).OK(nil)
-	oona.Call("/identity/v2/user-profile/confirm-mfa", map[string]any{"verify_code": code(30 * time.Second)}).Fails(http.StatusBadRequest, errs.InvalidVerifyCode)
+	oona.Call("/identity/v2/user-profile/confirm-mfa", map[string]any{"verify_code": code(30 * time.Second)}).Fails(http.StatusTooManyRequests, errs.TooManyRequests)
 	oona.Call("/identity/v2/user-profile/get", nil).OK(&u)
 	if mfa := u["mfa"].(map[string]any); mfa["state"] != "ENABLED" {
 		t.Fatalf("MFA turned off after the guesses ran out: %v", mfa)

@@ -59,7 +59,7 @@ func TestSealedRecordsAcrossKeyRotation(t *testing.T) {
 
 	// An OTP secret, confirmed, then put back into the legacy form.
 	var u map[string]any
-	rota.Call("/identity/v2/user-profile/enable-mfa", map[string]any{"mfa_type": "OTP"}).OK(&u)
+	rota.Call("/identity/v2/user-profile/enable-mfa", map[string]any{"current_password": userPassword, "mfa_type": "OTP"}).OK(&u)
 	uri, err := url.Parse(fmt.Sprint(u["mfa"].(map[string]any)["options"].(map[string]any)["otp_qrcode_uri"]))
 	if err != nil {
 		t.Fatal(err)

@@ -77,7 +77,7 @@ func TestFlowsThroughSMTP(t *testing.T) {
 	user := h.anon.As(h.login("invitee", "Invitee-Passw0rd").AccessToken)
 
 	mfaAddr := h.email("invitee-mfa")
-	user.Call("/identity/v2/user-profile/enable-mfa", map[string]any{"mfa_type": "EMAIL", "options": map[string]any{"email": mfaAddr}}).OK(nil)
+	user.Call("/identity/v2/user-profile/enable-mfa", map[string]any{"current_password": "Invitee-Passw0rd", "mfa_type": "EMAIL", "options": map[string]any{"email": mfaAddr}}).OK(nil)
 	code := regexp.MustCompile(`(?m)^([1-9][0-9]{5})\r?$`) // alone on its line, never part of an id
 	user.Call("/identity/v2/user-profile/confirm-mfa", map[string]any{"verify_code": smtpMail(t, smtp, mfaAddr, code)}).OK(nil)
 

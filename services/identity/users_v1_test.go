@@ -177,6 +177,7 @@ func TestUserV1SelfService(t *testing.T) {
 	h.seedUser(h.domain, "sam")
 	h.seedUser(h.domain, "kim")
 	sam := h.as("sam")
+	renew := func() { sam = h.reissued("sam") } // after an MFA change ended the session
 	self := func(op string, body map[string]any) *testkit.Response {
 		t.Helper()
 		body["user_id"], body["domain_id"] = "sam", h.domain
@@ -212,7 +213,7 @@ func TestUserV1SelfService(t *testing.T) {
 
 	// e-mail: code to the address, confirmed by the user.
 	addr := h.email("sam")
-	self("verify-email", map[string]any{"email": addr}).OK(nil)
+	self("verify-email", map[string]any{"current_password": userPassword, "email": addr}).OK(nil)
 	self("confirm-email", map[string]any{"verify_code": wrongCode("0")}).Fails(http.StatusBadRequest, errs.InvalidVerifyCode)
 	self("confirm-email", map[string]any{"verify_code": h.mailTo(addr, "verify_email").Data["code"]}).OK(&u)
 	if u["email_verified"] != true {
@@ -220,8 +221,9 @@ func TestUserV1SelfService(t *testing.T) {
 	}
 	// MFA: enable and disable, each confirmed with a mailed code.
 	mfaAddr := h.email("sam-mfa")
-	self("enable-mfa", map[string]any{"mfa_type": "EMAIL", "options": map[string]any{"email": mfaAddr}}).OK(nil)
+	self("enable-mfa", map[string]any{"current_password": userPassword, "mfa_type": "EMAIL", "options": map[string]any{"email": mfaAddr}}).OK(nil)
 	self("confirm-mfa", map[string]any{"verify_code": h.mailTo(mfaAddr, "mfa_code").Data["code"]}).OK(&u)
+	renew()
 	if u["mfa"].(map[string]any)["state"] != "ENABLED" {
 		t.Fatalf("v1 confirm-mfa = %v", u)
 	}
@@ -231,6 +233,7 @@ func TestUserV1SelfService(t *testing.T) {
 		t.Fatalf("v1 disable mail = %v", m.Data)
 	}
 	self("confirm-mfa", map[string]any{"verify_code": m.Data["code"]}).OK(&u)
+	renew()
 	if u["mfa"].(map[string]any)["state"] != "DISABLED" {
 		t.Fatalf("v1 disabled = %v", u)
 	}

@@ -134,6 +134,9 @@ func (s *Service) verifyOwnEmail(ctx context.Context, p *auth.Principal, r *veri
 	if err != nil {
 		return nil, err
 	}
+	if err := checkEmailAddress("email", r.Email); err != nil {
+		return nil, err
+	}
 	if r.Email != "" && r.Email != d.Email {
 		if err := s.guardCredentials(ctx, p, &d.User, r.CurrentPassword, false); err != nil {
 			return nil, err
@@ -147,10 +150,9 @@ func (s *Service) enableOwnMFA(ctx context.Context, p *auth.Principal, r *enable
 	if err != nil {
 		return nil, err
 	}
-	if err := s.guardCredentials(ctx, p, &d.User, r.CurrentPassword, slices.Contains(d.RequiredActions, EnforceMFA)); err != nil {
-		return nil, err
-	}
-	return s.enableMFA(ctx, &d.User, r.MFAType, r.Options)
+	return s.enableMFA(ctx, &d.User, r.MFAType, r.Options, func() error {
+		return s.guardCredentials(ctx, p, &d.User, r.CurrentPassword, slices.Contains(d.RequiredActions, EnforceMFA))
+	})
 }
 
 func (s *Service) disableOwnMFA(ctx context.Context, p *auth.Principal, r *disableMFA) (*User, error) {

@@ -94,6 +94,9 @@ func (s *Service) issue(ctx context.Context, _ *auth.Principal, r *issueToken) (
 	if d.State != Enabled {
 		return nil, errs.New(errs.DomainState, "Domain is disabled. (domain_id = %s)", d.DomainID)
 	}
+	if r.AuthType == "MFA" && r.VerifyCode == "" { // before the attempt is claimed: a malformed request is no guess
+		return nil, errs.Required("verify_code")
+	}
 	u, err := s.login(ctx, d.DomainID, r.Credentials.UserID, r.Credentials.Password)
 	if err != nil {
 		return nil, err

@@ -749,10 +749,11 @@ var (
 )
 
 // enableMFA saves the options (state stays DISABLED) and mails a code to
-// options.email; confirmMFA turns MFA on with that address.
-func (s *Service) enableMFA(ctx context.Context, u *User, mfaType string, opts map[string]any) (*User, error) {
+// options.email; confirmMFA turns MFA on with that address. guard (the
+// takeover rule) runs once the request is known to be valid.
+func (s *Service) enableMFA(ctx context.Context, u *User, mfaType string, opts map[string]any, guard func() error) (*User, error) {
 	if mfaType == mfaOTP {
-		return s.enableOTP(ctx, u, opts)
+		return s.enableOTP(ctx, u, opts, guard)
 	}
 	email, _ := opts["email"].(string)
 	email = strings.TrimSpace(email)
@@ -772,6 +773,9 @@ func (s *Service) enableMFA(ctx context.Context, u *User, mfaType string, opts m
 	}
 	if u.MFA.State == Enabled {
 		return nil, errMFAOn
+	}
+	if err := guard(); err != nil {
+		return nil, err
 	}
 	code, err := s.mfaCode(ctx, u, email, actionEnable) // first: past the cap, nothing changes
 	if err != nil {
@@ -806,7 +810,7 @@ func (s *Service) mailMFACode(ctx context.Context, u *User, to, action, code str
 // enableOTP keeps a new TOTP secret pending (state stays DISABLED) and
 // answers it once, as options.otp_qrcode_uri; confirmMFA with a code of
 // the app turns MFA on.
-func (s *Service) enableOTP(ctx context.Context, u *User, opts map[string]any) (*User, error) {
+func (s *Service) enableOTP(ctx context.Context, u *User, opts map[string]any, guard func() error) (*User, error) {
 	for k := range opts {
 		return nil, errs.New(errs.InvalidKeyInOptions, "Invalid key in options. (key = options.%s, OTP takes none)", k)
 	}
@@ -815,6 +819,9 @@ func (s *Service) enableOTP(ctx context.Context, u *User, opts map[string]any) (
 	}
 	if u.MFA.State == Enabled {
 		return nil, errMFAOn
+	}
+	if err := guard(); err != nil {
+		return nil, err
 	}
 	secret, err := newOTPSecret()
 	if err != nil {

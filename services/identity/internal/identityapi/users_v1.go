@@ -229,15 +229,18 @@ func (s *Service) verifyEmailV1(ctx context.Context, p *auth.Principal, r *verif
 	if err != nil {
 		return nil, err
 	}
+	if r.Force && !admin {
+		return nil, adminOnly("force")
+	}
+	if err := checkEmailAddress("email", r.Email); err != nil {
+		return nil, err
+	}
 	if r.Force || (r.Email != "" && r.Email != u.Email) {
 		if err := s.guardCredentials(ctx, p, u, r.CurrentPassword, false); err != nil {
 			return nil, err
 		}
 	}
 	if r.Force {
-		if !admin {
-			return nil, adminOnly("force")
-		}
 		_, err = s.markEmailVerified(ctx, u, r.Email)
 	} else {
 		err = s.requestEmailCode(ctx, u, r.Email)
@@ -265,10 +268,9 @@ func (s *Service) enableMFAV1(ctx context.Context, p *auth.Principal, r *enableM
 	if err != nil {
 		return nil, err
 	}
-	if err := s.guardCredentials(ctx, p, u, r.CurrentPassword, slices.Contains(u.RequiredActions, EnforceMFA)); err != nil {
-		return nil, err
-	}
-	return s.enableMFA(ctx, u, r.MFAType, r.Options)
+	return s.enableMFA(ctx, u, r.MFAType, r.Options, func() error {
+		return s.guardCredentials(ctx, p, u, r.CurrentPassword, slices.Contains(u.RequiredActions, EnforceMFA))
+	})
 }
 
 func (s *Service) disableMFAV1(ctx context.Context, p *auth.Principal, r *disableMFAV1) (*User, error) {
