@@ -26,12 +26,12 @@ import (
 
 // Board is a bulletin board, stored and sent in the same shape.
 type Board struct {
-	ID         string         `bson:"_id" json:"-"`
-	BoardID    string         `bson:"board_id" json:"board_id"`
-	Name       string         `bson:"name" json:"name"`
-	Categories []string       `bson:"categories" json:"categories"`
-	Tags       map[string]any `bson:"tags" json:"tags"`
-	CreatedAt  wire.Time      `bson:"created_at" json:"created_at"`
+	ID         string        `bson:"_id" json:"-"`
+	BoardID    string        `bson:"board_id" json:"board_id"`
+	Name       string        `bson:"name" json:"name"`
+	Categories []string      `bson:"categories" json:"categories"`
+	Tags       freeform.Flat `bson:"tags" json:"tags"`
+	CreatedAt  wire.Time     `bson:"created_at" json:"created_at"`
 }
 
 var (
@@ -51,14 +51,14 @@ var boardResource = query.Resource{
 
 type (
 	createBoard struct {
-		Name       string         `json:"name" v:"required,max=255"`
-		Categories []string       `json:"categories" v:"max=100"`
-		Tags       map[string]any `json:"tags"`
+		Name       string        `json:"name" v:"required,max=255"`
+		Categories []string      `json:"categories" v:"max=100"`
+		Tags       freeform.Flat `json:"tags"`
 	}
 	updateBoard struct {
-		BoardID string         `json:"board_id" v:"required"`
-		Name    string         `json:"name" v:"max=255"`
-		Tags    map[string]any `json:"tags"`
+		BoardID string        `json:"board_id" v:"required"`
+		Name    string        `json:"name" v:"max=255"`
+		Tags    freeform.Flat `json:"tags"`
 	}
 	setCategories struct {
 		BoardID    string   `json:"board_id" v:"required"`

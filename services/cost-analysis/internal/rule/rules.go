@@ -403,7 +403,7 @@ type ManagedSpec struct {
 	ConditionsPolicy string
 	Actions          model.Actions
 	Options          model.RuleOptions
-	Tags             map[string]any
+	Tags             freeform.Flat
 }
 
 // ReplaceManaged deletes the data source's MANAGED rules and creates

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
@@ -41,7 +42,7 @@ type Dashboard struct {
 	Settings           map[string]any `bson:"settings" json:"settings"`
 	VariablesSchema    map[string]any `bson:"variables_schema" json:"variables_schema"`
 	Labels             []any          `bson:"labels" json:"labels"`
-	Tags               map[string]any `bson:"tags" json:"tags"`
+	Tags               freeform.Flat  `bson:"tags" json:"tags"`
 	// UserID is the owner of a PRIVATE dashboard; "" for PUBLIC ones
 	// (upstream stores null), which keeps names unique among the public
 	// dashboards of a project.
@@ -152,6 +153,7 @@ var dashboardResource = query.Resource{
 	MinimalFields: []string{"project_dashboard_id", "project_id", "name", "viewers", "version"},
 	Fields:        dashboardFields,
 	Tenancy:       tenancy.InProject,
+	Maps:          freeform.FieldsOf[Dashboard](),
 }
 
 var versionResource = query.Resource{

@@ -11,6 +11,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/call"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
@@ -48,7 +49,7 @@ type (
 		Settings        map[string]any `json:"settings"`
 		VariablesSchema map[string]any `json:"variables_schema"`
 		Labels          []any          `json:"labels" v:"max=100"`
-		Tags            map[string]any `json:"tags"`
+		Tags            freeform.Flat  `json:"tags"`
 	}
 	updateReq struct {
 		ProjectDashboardID string         `json:"project_dashboard_id" v:"required,max=64"`
@@ -59,7 +60,7 @@ type (
 		Settings           map[string]any `json:"settings"`
 		VariablesSchema    map[string]any `json:"variables_schema"`
 		Labels             []any          `json:"labels" v:"max=100"`
-		Tags               map[string]any `json:"tags"`
+		Tags               freeform.Flat  `json:"tags"`
 	}
 	dashboardReq struct {
 		ProjectDashboardID string `json:"project_dashboard_id" v:"required,max=64"`

@@ -34,7 +34,7 @@ type (
 	}
 	createDomain struct {
 		Name  string          `json:"name" v:"required,max=40"`
-		Tags  map[string]any  `json:"tags"`
+		Tags  freeform.Flat   `json:"tags"`
 		Admin *domainAdminReq `json:"admin"`
 	}
 	domainRequest struct {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
@@ -127,12 +128,12 @@ func (c *Config) Defaults() {
 
 // Domain is a tenant.
 type Domain struct {
-	ID        string         `bson:"_id" json:"-"`
-	DomainID  string         `bson:"domain_id" json:"domain_id"`
-	Name      string         `bson:"name" json:"name"`
-	State     string         `bson:"state" json:"state"`
-	Tags      map[string]any `bson:"tags" json:"tags"`
-	CreatedAt wire.Time      `bson:"created_at" json:"created_at"`
+	ID        string        `bson:"_id" json:"-"`
+	DomainID  string        `bson:"domain_id" json:"domain_id"`
+	Name      string        `bson:"name" json:"name"`
+	State     string        `bson:"state" json:"state"`
+	Tags      freeform.Flat `bson:"tags" json:"tags"`
+	CreatedAt wire.Time     `bson:"created_at" json:"created_at"`
 }
 
 // MFA is a user's second factor.
@@ -151,27 +152,27 @@ type LoginFailures struct {
 // User is a member of a domain. Its _id is "<domain_id>/<user_id>": user
 // ids are chosen by the caller and unique per domain.
 type User struct {
-	ID              string         `bson:"_id"`
-	UserID          string         `bson:"user_id"`
-	DomainID        string         `bson:"domain_id"`
-	Name            string         `bson:"name"`
-	State           string         `bson:"state"`
-	Email           string         `bson:"email"`
-	EmailVerified   bool           `bson:"email_verified"`
-	AuthType        string         `bson:"auth_type"`
-	UserType        string         `bson:"user_type"` // v1: USER or API_USER
-	RoleType        string         `bson:"role_type"` // DOMAIN_ADMIN or USER
-	RoleID          string         `bson:"role_id"`
-	MFA             MFA            `bson:"mfa"`
-	Language        string         `bson:"language"`
-	Timezone        string         `bson:"timezone"`
-	RequiredActions []string       `bson:"required_actions"`
-	Tags            map[string]any `bson:"tags"`
-	PasswordHash    string         `bson:"password_hash"`
-	OTPSecret       *Sealed        `bson:"otp_secret,omitempty"`  // OTP MFA on: the TOTP secret
-	OTPPending      *Sealed        `bson:"otp_pending,omitempty"` // from enable-mfa (OTP) to confirm-mfa
-	OTPDisableBy    wire.Time      `bson:"otp_disable_by"`        // disable-mfa (OTP): confirm-mfa before this turns it off
-	LoginFailures   LoginFailures  `bson:"login_failures"`
+	ID              string        `bson:"_id"`
+	UserID          string        `bson:"user_id"`
+	DomainID        string        `bson:"domain_id"`
+	Name            string        `bson:"name"`
+	State           string        `bson:"state"`
+	Email           string        `bson:"email"`
+	EmailVerified   bool          `bson:"email_verified"`
+	AuthType        string        `bson:"auth_type"`
+	UserType        string        `bson:"user_type"` // v1: USER or API_USER
+	RoleType        string        `bson:"role_type"` // DOMAIN_ADMIN or USER
+	RoleID          string        `bson:"role_id"`
+	MFA             MFA           `bson:"mfa"`
+	Language        string        `bson:"language"`
+	Timezone        string        `bson:"timezone"`
+	RequiredActions []string      `bson:"required_actions"`
+	Tags            freeform.Flat `bson:"tags"`
+	PasswordHash    string        `bson:"password_hash"`
+	OTPSecret       *Sealed       `bson:"otp_secret,omitempty"`  // OTP MFA on: the TOTP secret
+	OTPPending      *Sealed       `bson:"otp_pending,omitempty"` // from enable-mfa (OTP) to confirm-mfa
+	OTPDisableBy    wire.Time     `bson:"otp_disable_by"`        // disable-mfa (OTP): confirm-mfa before this turns it off
+	LoginFailures   LoginFailures `bson:"login_failures"`
 	// SessionEpoch is stamped into every access and refresh token issued
 	// to the user; a password, MFA or state change sets a new one, which
 	// ends every token before it (Service.Check, sessions.go).
@@ -206,14 +207,14 @@ func (k *APIKey) Domain() string { return k.DomainID }
 
 // Workspace groups projects inside a domain.
 type Workspace struct {
-	ID          string         `bson:"_id" json:"-"`
-	WorkspaceID string         `bson:"workspace_id" json:"workspace_id"`
-	Name        string         `bson:"name" json:"name"`
-	State       string         `bson:"state" json:"state"`
-	Tags        map[string]any `bson:"tags" json:"tags"`
-	DomainID    string         `bson:"domain_id" json:"domain_id"`
-	CreatedBy   string         `bson:"created_by" json:"created_by"`
-	CreatedAt   wire.Time      `bson:"created_at" json:"created_at"`
+	ID          string        `bson:"_id" json:"-"`
+	WorkspaceID string        `bson:"workspace_id" json:"workspace_id"`
+	Name        string        `bson:"name" json:"name"`
+	State       string        `bson:"state" json:"state"`
+	Tags        freeform.Flat `bson:"tags" json:"tags"`
+	DomainID    string        `bson:"domain_id" json:"domain_id"`
+	CreatedBy   string        `bson:"created_by" json:"created_by"`
+	CreatedAt   wire.Time     `bson:"created_at" json:"created_at"`
 }
 
 // Domain implements store.Owned.
@@ -221,16 +222,16 @@ func (w *Workspace) Domain() string { return w.DomainID }
 
 // Project is a unit of resources inside a workspace.
 type Project struct {
-	ID          string         `bson:"_id" json:"-"`
-	ProjectID   string         `bson:"project_id" json:"project_id"`
-	Name        string         `bson:"name" json:"name"`
-	ProjectType string         `bson:"project_type" json:"project_type"`
-	Users       []string       `bson:"users" json:"users"`
-	Tags        map[string]any `bson:"tags" json:"tags"`
-	WorkspaceID string         `bson:"workspace_id" json:"workspace_id"`
-	DomainID    string         `bson:"domain_id" json:"domain_id"`
-	CreatedBy   string         `bson:"created_by" json:"created_by"`
-	CreatedAt   wire.Time      `bson:"created_at" json:"created_at"`
+	ID          string        `bson:"_id" json:"-"`
+	ProjectID   string        `bson:"project_id" json:"project_id"`
+	Name        string        `bson:"name" json:"name"`
+	ProjectType string        `bson:"project_type" json:"project_type"`
+	Users       []string      `bson:"users" json:"users"`
+	Tags        freeform.Flat `bson:"tags" json:"tags"`
+	WorkspaceID string        `bson:"workspace_id" json:"workspace_id"`
+	DomainID    string        `bson:"domain_id" json:"domain_id"`
+	CreatedBy   string        `bson:"created_by" json:"created_by"`
+	CreatedAt   wire.Time     `bson:"created_at" json:"created_at"`
 }
 
 // Domain implements store.Owned.

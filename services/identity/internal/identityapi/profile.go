@@ -10,6 +10,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
 )
@@ -21,13 +22,13 @@ import (
 
 type (
 	updateProfile struct {
-		Password        string         `json:"password" v:"max=72"`
-		CurrentPassword string         `json:"current_password" v:"max=72" doc:"required to change the password (unless UPDATE_PASSWORD is pending) or the e-mail address, unless the caller came through its latest mailed link"`
-		Name            string         `json:"name" v:"max=128"`
-		Email           string         `json:"email" v:"max=255" doc:"a new address is unverified"`
-		Language        string         `json:"language" v:"max=16"`
-		Timezone        string         `json:"timezone" v:"max=64"`
-		Tags            map[string]any `json:"tags"`
+		Password        string        `json:"password" v:"max=72"`
+		CurrentPassword string        `json:"current_password" v:"max=72" doc:"required to change the password (unless UPDATE_PASSWORD is pending) or the e-mail address, unless the caller came through its latest mailed link"`
+		Name            string        `json:"name" v:"max=128"`
+		Email           string        `json:"email" v:"max=255" doc:"a new address is unverified"`
+		Language        string        `json:"language" v:"max=16"`
+		Timezone        string        `json:"timezone" v:"max=64"`
+		Tags            freeform.Flat `json:"tags"`
 	}
 	verifyEmail struct {
 		Email           string `json:"email" v:"max=255"`
@@ -52,19 +53,19 @@ type (
 		DomainID string `json:"domain_id" v:"max=64" doc:"ignored: the domain is the caller's"`
 	}
 	myWorkspace struct {
-		WorkspaceID  string         `json:"workspace_id"`
-		Name         string         `json:"name"`
-		State        string         `json:"state"`
-		RoleName     string         `json:"role_name"`
-		RoleType     string         `json:"role_type"`
-		Tags         map[string]any `json:"tags"`
-		CreatedBy    string         `json:"created_by"`
-		ReferenceID  string         `json:"reference_id"`
-		IsManaged    bool           `json:"is_managed"`
-		DomainID     string         `json:"domain_id"`
-		RoleID       string         `json:"role_id"`
-		CreatedAt    wire.Time      `json:"created_at"`
-		LastSyncedAt wire.Time      `json:"last_synced_at"`
+		WorkspaceID  string        `json:"workspace_id"`
+		Name         string        `json:"name"`
+		State        string        `json:"state"`
+		RoleName     string        `json:"role_name"`
+		RoleType     string        `json:"role_type"`
+		Tags         freeform.Flat `json:"tags"`
+		CreatedBy    string        `json:"created_by"`
+		ReferenceID  string        `json:"reference_id"`
+		IsManaged    bool          `json:"is_managed"`
+		DomainID     string        `json:"domain_id"`
+		RoleID       string        `json:"role_id"`
+		CreatedAt    wire.Time     `json:"created_at"`
+		LastSyncedAt wire.Time     `json:"last_synced_at"`
 	}
 )
 

@@ -94,7 +94,7 @@ type TrustedAccount struct {
 	Schedule         Scheduled      `bson:"schedule" json:"schedule"`
 	SyncOptions      map[string]any `bson:"sync_options" json:"sync_options"`
 	PluginOptions    map[string]any `bson:"plugin_options" json:"plugin_options"`
-	Tags             map[string]any `bson:"tags" json:"tags"`
+	Tags             freeform.Flat  `bson:"tags" json:"tags"`
 	ResourceGroup    string         `bson:"resource_group" json:"resource_group"`
 	DomainID         string         `bson:"domain_id" json:"domain_id"`
 	WorkspaceID      string         `bson:"workspace_id" json:"workspace_id"`
@@ -166,7 +166,7 @@ type TrustedServiceAccount struct {
 	Name                    string         `bson:"name" json:"name"`
 	Data                    map[string]any `bson:"data" json:"data"`
 	Provider                string         `bson:"provider" json:"provider"`
-	Tags                    map[string]any `bson:"tags" json:"tags"`
+	Tags                    freeform.Flat  `bson:"tags" json:"tags"`
 	Scope                   string         `bson:"scope" json:"scope"`
 	DomainID                string         `bson:"domain_id" json:"domain_id"`
 	WorkspaceID             string         `bson:"workspace_id" json:"workspace_id"`
@@ -192,12 +192,12 @@ type (
 		Schedule       *Scheduled     `json:"schedule"`
 		SyncOptions    map[string]any `json:"sync_options"`
 		PluginOptions  map[string]any `json:"plugin_options"`
-		Tags           map[string]any `json:"tags"`
+		Tags           freeform.Flat  `json:"tags"`
 		WorkspaceID    string         `json:"workspace_id" v:"max=64"`
 	}
 	updateTrustedAccount struct {
 		TrustedAccountID string         `json:"trusted_account_id" v:"required,max=64"`
-		Tags             map[string]any `json:"tags" v:"required"`
+		Tags             freeform.Flat  `json:"tags" v:"required"`
 		Name             string         `json:"name" v:"max=255"`
 		Data             map[string]any `json:"data"`
 		Schedule         *Scheduled     `json:"schedule"`
@@ -235,7 +235,7 @@ type (
 		Provider    string         `json:"provider" v:"required,max=64"`
 		Scope       string         `json:"scope" v:"required,enum=DOMAIN|WORKSPACE"`
 		DomainID    string         `json:"domain_id" v:"required,max=64"`
-		Tags        map[string]any `json:"tags"`
+		Tags        freeform.Flat  `json:"tags"`
 		WorkspaceID string         `json:"workspace_id" v:"max=64"`
 	}
 	updateTrustedSA struct {
@@ -243,7 +243,7 @@ type (
 		DomainID                string         `json:"domain_id" v:"required,max=64"`
 		Name                    string         `json:"name" v:"max=255"`
 		Data                    map[string]any `json:"data"`
-		Tags                    map[string]any `json:"tags"`
+		Tags                    freeform.Flat  `json:"tags"`
 		WorkspaceID             string         `json:"workspace_id" v:"max=64"`
 	}
 	trustedSARequest struct {

@@ -27,6 +27,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
@@ -68,42 +69,42 @@ func (d *userDoc) isLink(p *auth.Principal) bool {
 // userInfoV2 is the v2 UserInfo: every field, never the password hash or
 // the login failures.
 type userInfoV2 struct {
-	UserID          string         `json:"user_id"`
-	Name            string         `json:"name"`
-	State           string         `json:"state"`
-	Email           string         `json:"email"`
-	EmailVerified   bool           `json:"email_verified"`
-	AuthType        string         `json:"auth_type"`
-	RoleID          string         `json:"role_id"`
-	RoleType        string         `json:"role_type"`
-	MFA             MFA            `json:"mfa"`
-	Language        string         `json:"language"`
-	Timezone        string         `json:"timezone"`
-	RequiredActions []string       `json:"required_actions"`
-	Tags            map[string]any `json:"tags"`
-	DomainID        string         `json:"domain_id"`
-	CreatedAt       wire.Time      `json:"created_at"`
-	LastAccessedAt  wire.Time      `json:"last_accessed_at"`
+	UserID          string        `json:"user_id"`
+	Name            string        `json:"name"`
+	State           string        `json:"state"`
+	Email           string        `json:"email"`
+	EmailVerified   bool          `json:"email_verified"`
+	AuthType        string        `json:"auth_type"`
+	RoleID          string        `json:"role_id"`
+	RoleType        string        `json:"role_type"`
+	MFA             MFA           `json:"mfa"`
+	Language        string        `json:"language"`
+	Timezone        string        `json:"timezone"`
+	RequiredActions []string      `json:"required_actions"`
+	Tags            freeform.Flat `json:"tags"`
+	DomainID        string        `json:"domain_id"`
+	CreatedAt       wire.Time     `json:"created_at"`
+	LastAccessedAt  wire.Time     `json:"last_accessed_at"`
 }
 
 // userInfoV1 is the v1 UserInfo (backend and user_type instead of
 // auth_type and roles). only, when set, keeps just those top-level fields.
 type userInfoV1 struct {
-	UserID          string         `json:"user_id"`
-	Name            string         `json:"name"`
-	State           string         `json:"state"`
-	Email           string         `json:"email"`
-	UserType        string         `json:"user_type"`
-	Backend         string         `json:"backend"`
-	Language        string         `json:"language"`
-	Timezone        string         `json:"timezone"`
-	RequiredActions []string       `json:"required_actions"`
-	Tags            map[string]any `json:"tags"`
-	LastAccessedAt  wire.Time      `json:"last_accessed_at"`
-	CreatedAt       wire.Time      `json:"created_at"`
-	DomainID        string         `json:"domain_id"`
-	EmailVerified   bool           `json:"email_verified"`
-	MFA             MFA            `json:"mfa"`
+	UserID          string        `json:"user_id"`
+	Name            string        `json:"name"`
+	State           string        `json:"state"`
+	Email           string        `json:"email"`
+	UserType        string        `json:"user_type"`
+	Backend         string        `json:"backend"`
+	Language        string        `json:"language"`
+	Timezone        string        `json:"timezone"`
+	RequiredActions []string      `json:"required_actions"`
+	Tags            freeform.Flat `json:"tags"`
+	LastAccessedAt  wire.Time     `json:"last_accessed_at"`
+	CreatedAt       wire.Time     `json:"created_at"`
+	DomainID        string        `json:"domain_id"`
+	EmailVerified   bool          `json:"email_verified"`
+	MFA             MFA           `json:"mfa"`
 	only            []string
 }
 
@@ -261,7 +262,7 @@ type newUser struct {
 	AuthKey                              string // name of the auth type field: auth_type (v2) or backend (v1)
 	Password, Name, Email                string
 	Language, Timezone                   string
-	Tags                                 map[string]any
+	Tags                                 freeform.Flat
 	ResetPassword                        bool
 }
 
@@ -441,7 +442,7 @@ func (s *Service) requestReset(ctx context.Context, domainID, userID string) err
 // userChange is what update (v1, v2, profile) may change.
 type userChange struct {
 	Name, Email, Language, Timezone string
-	Tags                            map[string]any
+	Tags                            freeform.Flat
 }
 
 func (c userChange) check() error {

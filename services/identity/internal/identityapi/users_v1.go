@@ -8,6 +8,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/wire"
@@ -21,28 +22,28 @@ import (
 
 type (
 	createUserV1 struct {
-		UserID        string         `json:"user_id" v:"required,max=40"`
-		Backend       string         `json:"backend" v:"required,enum=LOCAL|EXTERNAL" doc:"EXTERNAL is refused: Nubes has no external auth plugin"`
-		DomainID      string         `json:"domain_id" v:"required,max=64"`
-		Password      string         `json:"password" v:"max=72" doc:"required for LOCAL unless reset_password is true"`
-		Name          string         `json:"name" v:"max=128"`
-		Email         string         `json:"email" v:"max=255"`
-		UserType      string         `json:"user_type" v:"enum=USER|API_USER"`
-		Language      string         `json:"language" v:"max=16"`
-		Timezone      string         `json:"timezone" v:"max=64"`
-		Tags          map[string]any `json:"tags"`
-		ResetPassword bool           `json:"reset_password"`
+		UserID        string        `json:"user_id" v:"required,max=40"`
+		Backend       string        `json:"backend" v:"required,enum=LOCAL|EXTERNAL" doc:"EXTERNAL is refused: Nubes has no external auth plugin"`
+		DomainID      string        `json:"domain_id" v:"required,max=64"`
+		Password      string        `json:"password" v:"max=72" doc:"required for LOCAL unless reset_password is true"`
+		Name          string        `json:"name" v:"max=128"`
+		Email         string        `json:"email" v:"max=255"`
+		UserType      string        `json:"user_type" v:"enum=USER|API_USER"`
+		Language      string        `json:"language" v:"max=16"`
+		Timezone      string        `json:"timezone" v:"max=64"`
+		Tags          freeform.Flat `json:"tags"`
+		ResetPassword bool          `json:"reset_password"`
 	}
 	updateUserV1 struct {
-		UserID        string         `json:"user_id" v:"required,max=60"`
-		DomainID      string         `json:"domain_id" v:"required,max=64"`
-		Password      string         `json:"password" v:"max=72" doc:"a domain admin only; a user changes its own with /identity/v2/user-profile/update"`
-		Name          string         `json:"name" v:"max=128"`
-		Email         string         `json:"email" v:"max=255"`
-		Language      string         `json:"language" v:"max=16"`
-		Timezone      string         `json:"timezone" v:"max=64"`
-		Tags          map[string]any `json:"tags"`
-		ResetPassword bool           `json:"reset_password" doc:"a domain admin only"`
+		UserID        string        `json:"user_id" v:"required,max=60"`
+		DomainID      string        `json:"domain_id" v:"required,max=64"`
+		Password      string        `json:"password" v:"max=72" doc:"a domain admin only; a user changes its own with /identity/v2/user-profile/update"`
+		Name          string        `json:"name" v:"max=128"`
+		Email         string        `json:"email" v:"max=255"`
+		Language      string        `json:"language" v:"max=16"`
+		Timezone      string        `json:"timezone" v:"max=64"`
+		Tags          freeform.Flat `json:"tags"`
+		ResetPassword bool          `json:"reset_password" doc:"a domain admin only"`
 		// Nubes: no takeover from a token alone.
 		CurrentPassword string `json:"current_password" v:"max=72" doc:"one's own password, e-mail or reset only: the current password"`
 	}
@@ -109,10 +110,10 @@ type (
 		DomainID string          `json:"domain_id" v:"required,max=64"`
 	}
 	findUserInfo struct {
-		UserID string         `json:"user_id"`
-		Name   string         `json:"name"`
-		Email  string         `json:"email"`
-		Tags   map[string]any `json:"tags"`
+		UserID string        `json:"user_id"`
+		Name   string        `json:"name"`
+		Email  string        `json:"email"`
+		Tags   freeform.Flat `json:"tags"`
 	}
 )
 
@@ -120,7 +121,7 @@ const findLimit = 100
 
 var (
 	userResourceV1 = query.Resource{KeywordFields: userKeywords, DefaultSort: []query.SortKey{{Key: "name"}, {Key: "user_id"}},
-		MinimalFields: []string{"user_id", "name", "state", "auth_type", "user_type"}, Secret: userSecret}
+		MinimalFields: []string{"user_id", "name", "state", "auth_type", "user_type"}, Secret: userSecret, Maps: freeform.Fields{"tags": freeform.Whole}}
 	// infoFieldsV1 are the stored fields of the v1 UserInfo; namesV1 their wire names where they differ.
 	infoFieldsV1 = []string{"user_id", "name", "state", "email", "user_type", "auth_type", "language", "timezone",
 		"required_actions", "tags", "last_accessed_at", "created_at", "domain_id", "email_verified", "mfa"}

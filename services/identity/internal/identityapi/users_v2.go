@@ -5,6 +5,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/store"
 )
@@ -14,25 +15,25 @@ import (
 
 type (
 	createUserV2 struct {
-		UserID        string         `json:"user_id" v:"required,max=60"`
-		Password      string         `json:"password" v:"max=72" doc:"required for LOCAL unless reset_password is true"`
-		Name          string         `json:"name" v:"max=128"`
-		Email         string         `json:"email" v:"max=255" doc:"required with reset_password"`
-		AuthType      string         `json:"auth_type" v:"required,enum=LOCAL|EXTERNAL" doc:"EXTERNAL is refused: Nubes has no external auth plugin"`
-		Language      string         `json:"language" v:"max=16"`
-		Timezone      string         `json:"timezone" v:"max=64"`
-		Tags          map[string]any `json:"tags"`
-		ResetPassword bool           `json:"reset_password" doc:"true: mail an invitation link instead of setting a password"`
+		UserID        string        `json:"user_id" v:"required,max=60"`
+		Password      string        `json:"password" v:"max=72" doc:"required for LOCAL unless reset_password is true"`
+		Name          string        `json:"name" v:"max=128"`
+		Email         string        `json:"email" v:"max=255" doc:"required with reset_password"`
+		AuthType      string        `json:"auth_type" v:"required,enum=LOCAL|EXTERNAL" doc:"EXTERNAL is refused: Nubes has no external auth plugin"`
+		Language      string        `json:"language" v:"max=16"`
+		Timezone      string        `json:"timezone" v:"max=64"`
+		Tags          freeform.Flat `json:"tags"`
+		ResetPassword bool          `json:"reset_password" doc:"true: mail an invitation link instead of setting a password"`
 	}
 	updateUserV2 struct {
-		UserID        string         `json:"user_id" v:"required,max=60"`
-		Password      string         `json:"password" v:"max=72"`
-		Name          string         `json:"name" v:"max=128"`
-		Email         string         `json:"email" v:"max=255"`
-		Language      string         `json:"language" v:"max=16"`
-		Timezone      string         `json:"timezone" v:"max=64"`
-		Tags          map[string]any `json:"tags"`
-		ResetPassword bool           `json:"reset_password" doc:"true: mail a reset link; UPDATE_PASSWORD becomes pending"`
+		UserID        string        `json:"user_id" v:"required,max=60"`
+		Password      string        `json:"password" v:"max=72"`
+		Name          string        `json:"name" v:"max=128"`
+		Email         string        `json:"email" v:"max=255"`
+		Language      string        `json:"language" v:"max=16"`
+		Timezone      string        `json:"timezone" v:"max=64"`
+		Tags          freeform.Flat `json:"tags"`
+		ResetPassword bool          `json:"reset_password" doc:"true: mail a reset link; UPDATE_PASSWORD becomes pending"`
 		// Nubes: no takeover from a token alone.
 		CurrentPassword string `json:"current_password" v:"max=72" doc:"one's own password, e-mail or reset only: the current password"`
 	}
@@ -59,7 +60,7 @@ type (
 
 var (
 	userResourceV2 = query.Resource{KeywordFields: userKeywords, DefaultSort: []query.SortKey{{Key: "name"}, {Key: "user_id"}},
-		MinimalFields: []string{"user_id", "name", "state", "auth_type", "role_type"}, Secret: userSecret}
+		MinimalFields: []string{"user_id", "name", "state", "auth_type", "role_type"}, Secret: userSecret, Maps: freeform.Fields{"tags": freeform.Whole}}
 	infoFieldsV2 = []string{"user_id", "name", "state", "email", "email_verified", "auth_type", "role_id", "role_type", "mfa",
 		"language", "timezone", "required_actions", "tags", "domain_id", "created_at", "last_accessed_at"}
 )

@@ -21,13 +21,13 @@ import (
 
 type (
 	createWorkspace struct {
-		Name string         `json:"name" v:"required,max=128"`
-		Tags map[string]any `json:"tags"`
+		Name string        `json:"name" v:"required,max=128"`
+		Tags freeform.Flat `json:"tags"`
 	}
 	updateWorkspace struct {
-		WorkspaceID string         `json:"workspace_id" v:"required"`
-		Name        string         `json:"name" v:"max=128"`
-		Tags        map[string]any `json:"tags"`
+		WorkspaceID string        `json:"workspace_id" v:"required"`
+		Name        string        `json:"name" v:"max=128"`
+		Tags        freeform.Flat `json:"tags"`
 	}
 	workspaceRequest struct {
 		WorkspaceID string `json:"workspace_id" v:"required"`
@@ -39,18 +39,18 @@ type (
 		State       string       `json:"state" v:"enum=ENABLED|DISABLED"`
 	}
 	createProject struct {
-		Name        string         `json:"name" v:"required,max=128"`
-		ProjectType string         `json:"project_type" v:"enum=PRIVATE|PUBLIC"`
-		WorkspaceID string         `json:"workspace_id"`
-		Users       []string       `json:"users" v:"max=1000"`
-		Tags        map[string]any `json:"tags"`
+		Name        string        `json:"name" v:"required,max=128"`
+		ProjectType string        `json:"project_type" v:"enum=PRIVATE|PUBLIC"`
+		WorkspaceID string        `json:"workspace_id"`
+		Users       []string      `json:"users" v:"max=1000"`
+		Tags        freeform.Flat `json:"tags"`
 	}
 	updateProject struct {
-		ProjectID   string         `json:"project_id" v:"required"`
-		Name        string         `json:"name" v:"max=128"`
-		ProjectType string         `json:"project_type" v:"enum=PRIVATE|PUBLIC"`
-		Users       []string       `json:"users" v:"max=1000"`
-		Tags        map[string]any `json:"tags"`
+		ProjectID   string        `json:"project_id" v:"required"`
+		Name        string        `json:"name" v:"max=128"`
+		ProjectType string        `json:"project_type" v:"enum=PRIVATE|PUBLIC"`
+		Users       []string      `json:"users" v:"max=1000"`
+		Tags        freeform.Flat `json:"tags"`
 	}
 	projectRequest struct {
 		ProjectID string `json:"project_id" v:"required"`

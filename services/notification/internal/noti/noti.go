@@ -16,6 +16,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/pluginref"
 	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/store"
@@ -87,7 +88,7 @@ type Protocol struct {
 	PluginInfo   PluginInfo     `bson:"plugin_info" json:"plugin_info"`
 	Sealed       *seal.Sealed   `bson:"sealed,omitempty" json:"-"`
 	Usage        Usage          `bson:"-" json:"usage"`
-	Tags         map[string]any `bson:"tags" json:"tags"`
+	Tags         freeform.Flat  `bson:"tags" json:"tags"`
 	DomainID     string         `bson:"domain_id" json:"domain_id"`
 	CreatedAt    wire.Time      `bson:"created_at" json:"created_at"`
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/pluginref"
 	"github.com/nubes-io/nubes/pkg/query"
@@ -41,6 +42,7 @@ var resource = query.Resource{
 	DefaultSort:   []query.SortKey{{Key: "name"}},
 	MinimalFields: []string{"protocol_id", "name", "state", "protocol_type", "resource_type"},
 	Fields:        query.Without(query.FieldsOf[Protocol](), "usage"),
+	Maps:          freeform.FieldsOf[Protocol](),
 	Secret:        []string{"sealed"},
 	Tenancy:       tenancy.InDomain, // protocols belong to the whole domain
 }
@@ -66,13 +68,13 @@ type (
 	createProtocol struct {
 		Name       string         `json:"name" v:"required,max=255"`
 		PluginInfo *pluginRequest `json:"plugin_info" v:"required"`
-		Tags       map[string]any `json:"tags"`
+		Tags       freeform.Flat  `json:"tags"`
 	}
 	updateProtocol struct {
-		ProtocolID string         `json:"protocol_id" v:"required"`
-		Name       string         `json:"name" v:"max=255"`
-		Tags       map[string]any `json:"tags"`
-		DomainID   string         `json:"domain_id"` // upstream's; must be the caller's
+		ProtocolID string        `json:"protocol_id" v:"required"`
+		Name       string        `json:"name" v:"max=255"`
+		Tags       freeform.Flat `json:"tags"`
+		DomainID   string        `json:"domain_id"` // upstream's; must be the caller's
 	}
 	updatePlugin struct {
 		ProtocolID string         `json:"protocol_id" v:"required"`

@@ -65,7 +65,7 @@ type Plugin struct {
 	Capability     map[string]any `bson:"capability" json:"capability"`
 	Template       repoapi.Doc    `bson:"template" json:"template"`
 	Labels         []any          `bson:"labels" json:"labels"`
-	Tags           map[string]any `bson:"tags" json:"tags"`
+	Tags           freeform.Flat  `bson:"tags" json:"tags"`
 	DomainID       string         `bson:"domain_id" json:"domain_id"`
 	RepositoryInfo repoapi.Info   `bson:"repository_info" json:"repository_info"`
 	CreatedAt      wire.Time      `bson:"created_at" json:"created_at"`
@@ -110,14 +110,14 @@ type (
 		Capability     map[string]any `json:"capability"`
 		Template       map[string]any `json:"template"`
 		Labels         []any          `json:"labels" v:"max=100"`
-		Tags           map[string]any `json:"tags"`
+		Tags           freeform.Flat  `json:"tags"`
 	}
 	updatePlugin struct {
 		PluginID   string         `json:"plugin_id" v:"required"`
 		Name       string         `json:"name" v:"max=255"`
 		Capability map[string]any `json:"capability"`
 		Labels     []any          `json:"labels" v:"max=100"`
-		Tags       map[string]any `json:"tags"`
+		Tags       freeform.Flat  `json:"tags"`
 	}
 	pluginRequest struct {
 		PluginID string `json:"plugin_id" v:"required"`
@@ -214,10 +214,13 @@ func checkFreeForm(registryConfig, capability map[string]any, labels []any, tags
 	for _, f := range []struct {
 		name string
 		v    any
-	}{{"registry_config", registryConfig}, {"capability", capability}, {"labels", labels}, {"tags", tags}} {
+	}{{"registry_config", registryConfig}, {"capability", capability}} {
 		if err := repoapi.CheckKeys(f.name, f.v); err != nil {
 			return err
 		}
+	}
+	if err := repoapi.CheckLabelsTags(labels, tags); err != nil {
+		return err
 	}
 	if s, ok := capability["supported_schema"]; ok {
 		list, isList := s.([]any)

@@ -32,18 +32,18 @@ const Collection = "repository_policies"
 
 // Policy is a policy, stored and sent in the same shape.
 type Policy struct {
-	ID             string         `bson:"_id" json:"-"`
-	PolicyID       string         `bson:"policy_id" json:"policy_id"`
-	Name           string         `bson:"name" json:"name"`
-	State          string         `bson:"state" json:"state"`
-	Permissions    []string       `bson:"permissions" json:"permissions"`
-	Labels         []any          `bson:"labels" json:"labels"`
-	Tags           map[string]any `bson:"tags" json:"tags"`
-	RepositoryInfo repoapi.Info   `bson:"repository_info" json:"repository_info"`
-	ProjectID      string         `bson:"project_id" json:"project_id"`
-	DomainID       string         `bson:"domain_id" json:"domain_id"`
-	CreatedAt      wire.Time      `bson:"created_at" json:"created_at"`
-	UpdatedAt      wire.Time      `bson:"updated_at" json:"updated_at"`
+	ID             string        `bson:"_id" json:"-"`
+	PolicyID       string        `bson:"policy_id" json:"policy_id"`
+	Name           string        `bson:"name" json:"name"`
+	State          string        `bson:"state" json:"state"`
+	Permissions    []string      `bson:"permissions" json:"permissions"`
+	Labels         []any         `bson:"labels" json:"labels"`
+	Tags           freeform.Flat `bson:"tags" json:"tags"`
+	RepositoryInfo repoapi.Info  `bson:"repository_info" json:"repository_info"`
+	ProjectID      string        `bson:"project_id" json:"project_id"`
+	DomainID       string        `bson:"domain_id" json:"domain_id"`
+	CreatedAt      wire.Time     `bson:"created_at" json:"created_at"`
+	UpdatedAt      wire.Time     `bson:"updated_at" json:"updated_at"`
 
 	only []string // get's `only`: the members to send
 }
@@ -72,21 +72,21 @@ var policyIDPattern = regexp.MustCompile(`^[a-z0-9-]+$`)
 
 type (
 	createPolicy struct {
-		Name        string         `json:"name" v:"required,max=255"`
-		Permissions []string       `json:"permissions" v:"required,max=1000"`
-		PolicyID    string         `json:"policy_id" v:"required,max=48"`
-		DomainID    string         `json:"domain_id" v:"required,max=64"`
-		Labels      []any          `json:"labels" v:"max=100"`
-		Tags        map[string]any `json:"tags"`
-		ProjectID   string         `json:"project_id" v:"max=64"`
+		Name        string        `json:"name" v:"required,max=255"`
+		Permissions []string      `json:"permissions" v:"required,max=1000"`
+		PolicyID    string        `json:"policy_id" v:"required,max=48"`
+		DomainID    string        `json:"domain_id" v:"required,max=64"`
+		Labels      []any         `json:"labels" v:"max=100"`
+		Tags        freeform.Flat `json:"tags"`
+		ProjectID   string        `json:"project_id" v:"max=64"`
 	}
 	updatePolicy struct {
-		PolicyID    string         `json:"policy_id" v:"required"`
-		DomainID    string         `json:"domain_id" v:"required,max=64"`
-		Name        string         `json:"name" v:"max=255"`
-		Permissions []string       `json:"permissions" v:"max=1000"`
-		Labels      []any          `json:"labels" v:"max=100"`
-		Tags        map[string]any `json:"tags"`
+		PolicyID    string        `json:"policy_id" v:"required"`
+		DomainID    string        `json:"domain_id" v:"required,max=64"`
+		Name        string        `json:"name" v:"max=255"`
+		Permissions []string      `json:"permissions" v:"max=1000"`
+		Labels      []any         `json:"labels" v:"max=100"`
+		Tags        freeform.Flat `json:"tags"`
 	}
 	policyRequest struct {
 		PolicyID string `json:"policy_id" v:"required"`

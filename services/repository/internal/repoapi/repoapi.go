@@ -27,6 +27,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/call"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
@@ -257,9 +258,13 @@ func DomainOf(p *auth.Principal, domainID string) (string, error) {
 	return "", errs.NotFound("domain_id", domainID)
 }
 
-// CheckLabelsTags checks the free-form labels and tags of a record.
+// CheckLabelsTags checks the free-form labels and tags of a record:
+// tags keep dots and a leading $ (escaped in the store, pkg/freeform).
 func CheckLabelsTags(labels []any, tags map[string]any) error {
-	return store.CheckAllKeys("labels", labels, "tags", tags)
+	if err := store.CheckKeys("labels", labels); err != nil {
+		return err
+	}
+	return freeform.Check("tags", tags)
 }
 
 // NotFound names a record by key and value in a 404 of a lookup by the

@@ -36,18 +36,18 @@ const AllProjects = "*"
 
 // Schema is a schema, stored and sent in the same shape.
 type Schema struct {
-	ID             string         `bson:"_id" json:"-"`
-	Name           string         `bson:"name" json:"name"`
-	ServiceType    string         `bson:"service_type" json:"service_type"`
-	SchemaID       string         `bson:"schema_id" json:"schema_id"`
-	Schema         repoapi.Doc    `bson:"schema" json:"schema"`
-	Labels         []any          `bson:"labels" json:"labels"`
-	Tags           map[string]any `bson:"tags" json:"tags"`
-	RepositoryInfo repoapi.Info   `bson:"repository_info" json:"repository_info"`
-	ProjectID      string         `bson:"project_id" json:"project_id"`
-	DomainID       string         `bson:"domain_id" json:"domain_id"`
-	CreatedAt      wire.Time      `bson:"created_at" json:"created_at"`
-	UpdatedAt      wire.Time      `bson:"updated_at" json:"updated_at"`
+	ID             string        `bson:"_id" json:"-"`
+	Name           string        `bson:"name" json:"name"`
+	ServiceType    string        `bson:"service_type" json:"service_type"`
+	SchemaID       string        `bson:"schema_id" json:"schema_id"`
+	Schema         repoapi.Doc   `bson:"schema" json:"schema"`
+	Labels         []any         `bson:"labels" json:"labels"`
+	Tags           freeform.Flat `bson:"tags" json:"tags"`
+	RepositoryInfo repoapi.Info  `bson:"repository_info" json:"repository_info"`
+	ProjectID      string        `bson:"project_id" json:"project_id"`
+	DomainID       string        `bson:"domain_id" json:"domain_id"`
+	CreatedAt      wire.Time     `bson:"created_at" json:"created_at"`
+	UpdatedAt      wire.Time     `bson:"updated_at" json:"updated_at"`
 
 	only []string // get's `only`: the members to send
 }
@@ -80,7 +80,7 @@ type (
 		Schema      map[string]any `json:"schema" v:"required"`
 		DomainID    string         `json:"domain_id" v:"required,max=64"`
 		Labels      []any          `json:"labels" v:"max=100"`
-		Tags        map[string]any `json:"tags"`
+		Tags        freeform.Flat  `json:"tags"`
 		ProjectID   string         `json:"project_id" v:"max=64"`
 	}
 	updateSchema struct {
@@ -88,7 +88,7 @@ type (
 		DomainID string         `json:"domain_id" v:"required,max=64"`
 		Schema   map[string]any `json:"schema"`
 		Labels   []any          `json:"labels" v:"max=100"`
-		Tags     map[string]any `json:"tags"`
+		Tags     freeform.Flat  `json:"tags"`
 	}
 	schemaRequest struct {
 		Name     string `json:"name" v:"required"`

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/call"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/jsonschema"
 )
 
@@ -19,11 +20,11 @@ type Schemas struct{ repo *call.Client }
 
 // repoSchema is what the secret service reads of a repository SchemaInfo.
 type repoSchema struct {
-	Name     string         `json:"name"`
-	SchemaID string         `json:"schema_id"`
-	Schema   any            `json:"schema"`
-	Provider string         `json:"provider"`
-	Tags     map[string]any `json:"tags"`
+	Name     string        `json:"name"`
+	SchemaID string        `json:"schema_id"`
+	Schema   any           `json:"schema"`
+	Provider string        `json:"provider"`
+	Tags     freeform.Flat `json:"tags"`
 }
 
 // check validates data against the repository schema that schemaID names

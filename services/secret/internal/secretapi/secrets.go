@@ -22,6 +22,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/call"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/stat"
@@ -40,19 +41,19 @@ const IDPrefix = "user-secret"
 // the sealed data, encrypted and encrypt_options never leave but through
 // get_data.
 type UserSecret struct {
-	ID             string         `bson:"_id" json:"-"`
-	UserSecretID   string         `bson:"user_secret_id" json:"user_secret_id"`
-	Name           string         `bson:"name" json:"name"`
-	SchemaID       string         `bson:"schema_id" json:"schema_id"`
-	Provider       string         `bson:"provider" json:"provider"`
-	Tags           map[string]any `bson:"tags" json:"tags"`
-	DomainID       string         `bson:"domain_id" json:"domain_id"`
-	UserID         string         `bson:"user_id" json:"user_id"`
-	CreatedAt      wire.Time      `bson:"created_at" json:"created_at"`
-	UpdatedAt      wire.Time      `bson:"updated_at" json:"-"`
-	Encrypted      bool           `bson:"encrypted" json:"-"`
-	EncryptOptions map[string]any `bson:"encrypt_options" json:"-"`
-	Sealed         seal.Sealed    `bson:"sealed" json:"-"`
+	ID             string        `bson:"_id" json:"-"`
+	UserSecretID   string        `bson:"user_secret_id" json:"user_secret_id"`
+	Name           string        `bson:"name" json:"name"`
+	SchemaID       string        `bson:"schema_id" json:"schema_id"`
+	Provider       string        `bson:"provider" json:"provider"`
+	Tags           freeform.Flat `bson:"tags" json:"tags"`
+	DomainID       string        `bson:"domain_id" json:"domain_id"`
+	UserID         string        `bson:"user_id" json:"user_id"`
+	CreatedAt      wire.Time     `bson:"created_at" json:"created_at"`
+	UpdatedAt      wire.Time     `bson:"updated_at" json:"-"`
+	Encrypted      bool          `bson:"encrypted" json:"-"`
+	EncryptOptions freeform.Map  `bson:"encrypt_options" json:"-"`
+	Sealed         seal.Sealed   `bson:"sealed" json:"-"`
 }
 
 // DataInfo is UserSecretDataInfo, get_data's answer.
@@ -90,6 +91,7 @@ var resource = query.Resource{
 	DefaultSort:   []query.SortKey{{Key: "created_at", Desc: true}},
 	MinimalFields: []string{"user_secret_id", "name", "schema_id", "provider"},
 	Fields:        query.FieldsOf[UserSecret](), // never sealed, encrypted or encrypt_options
+	Maps:          freeform.FieldsOf[UserSecret](),
 	Secret:        []string{"sealed"},
 	// A user secret is its owner's alone, whatever the role (pkg/tenancy).
 	Tenancy: tenancy.Fields{Domain: "domain_id", Owner: "user_id"},
@@ -100,14 +102,14 @@ type (
 		Name           string         `json:"name" v:"required,max=255"`
 		Data           map[string]any `json:"data" v:"required"`
 		SchemaID       string         `json:"schema_id" v:"max=255"`
-		Tags           map[string]any `json:"tags"`
+		Tags           freeform.Flat  `json:"tags"`
 		Encrypted      bool           `json:"encrypted"`
 		EncryptOptions map[string]any `json:"encrypt_options"`
 	}
 	updateReq struct {
-		UserSecretID string         `json:"user_secret_id" v:"required,max=64"`
-		Name         string         `json:"name" v:"max=255"`
-		Tags         map[string]any `json:"tags"`
+		UserSecretID string        `json:"user_secret_id" v:"required,max=64"`
+		Name         string        `json:"name" v:"max=255"`
+		Tags         freeform.Flat `json:"tags"`
 		// Data is declared only to refuse it with a clear message.
 		Data map[string]any `json:"data"`
 	}
@@ -150,7 +152,7 @@ func (r *updateReq) Validate() error {
 	if r.Data != nil {
 		return errs.Invalid("data", "update changes name and tags only; data changes go through update_data")
 	}
-	return store.CheckKeys("tags", r.Tags)
+	return freeform.Check("tags", r.Tags)
 }
 
 // Validate refuses empty data and keys the store cannot hold.
@@ -163,7 +165,8 @@ func checkPayload(data, tags, encryptOptions map[string]any) error {
 		return errs.Invalid("data", "a secret holds at least one member")
 	}
 	// data is exempt: it is stored sealed, as JSON bytes.
-	return store.CheckAllKeys("tags", tags, "encrypt_options", encryptOptions)
+	// tags keep dots and a leading $ (escaped in the store, pkg/freeform).
+	return freeform.CheckAll("tags", tags, "encrypt_options", encryptOptions)
 }
 
 // Secrets are the user-secret operations.
