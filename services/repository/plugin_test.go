@@ -189,7 +189,7 @@ func TestPluginRegisterRules(t *testing.T) {
 		{"unknown registry_type", h.adminA, merge(priv, map[string]any{"registry_type": "DOCKER_HUB"}), 400, errs.InvalidParameter},
 		{"registry password not a string", h.adminA, merge(priv, map[string]any{"registry_config": map[string]any{"password": 5}}), 400, errs.InvalidParameterType},
 		{"template with an invalid schema", h.adminA, merge(priv, map[string]any{"template": map[string]any{"options": map[string]any{"schema": map[string]any{"type": "strin"}}}}), 400, errs.InvalidSchema},
-		{"tags key with $", h.adminA, merge(priv, map[string]any{"tags": map[string]any{"$set": 1}}), 400, errs.InvalidParameter},
+		{"tags empty key", h.adminA, merge(priv, map[string]any{"tags": map[string]any{"": 1}}), 400, errs.InvalidParameter},
 		{"capability key with a dot", h.adminA, merge(priv, map[string]any{"capability": map[string]any{"a.b": 1}}), 400, errs.InvalidParameter},
 		{"supported_schema not a list", h.adminA, merge(priv, map[string]any{"capability": map[string]any{"supported_schema": "x"}}), 400, errs.InvalidParameterType},
 		{"labels over 100", h.adminA, merge(priv, map[string]any{"labels": make([]any, 101)}), 400, errs.InvalidParameter},
@@ -258,7 +258,7 @@ func TestPluginWritesAndDomains(t *testing.T) {
 		{"unknown plugin enable", h.adminA, "/repository/v1/plugin/enable", map[string]any{"plugin_id": "nope"}, 404, errs.NotFoundCode},
 		{"unknown repository", h.adminA, "/repository/v1/plugin/get", map[string]any{"plugin_id": a.PluginID, "repository_id": "repo-000000000000"}, 404, errs.NotFoundCode},
 		{"list of an unknown repository", h.adminA, "/repository/v1/plugin/list", map[string]any{"repository_id": "repo-000000000000"}, 404, errs.NotFoundCode},
-		{"update with a bad tags key", h.adminA, "/repository/v1/plugin/update", map[string]any{"plugin_id": a.PluginID, "tags": map[string]any{"a.b": 1}}, 400, errs.InvalidParameter},
+		{"update with a bad tags key", h.adminA, "/repository/v1/plugin/update", map[string]any{"plugin_id": a.PluginID, "tags": map[string]any{"": 1}}, 400, errs.InvalidParameter},
 		{"update cannot change the image", h.adminA, "/repository/v1/plugin/update", map[string]any{"plugin_id": a.PluginID, "image": "x/y"}, 400, errs.InvalidParameter},
 	}
 	for _, r := range refused {

@@ -408,6 +408,8 @@ func checkKeysDepth(field string, v any, depth int) error {
 		return errs.Invalid(field, "nested too deeply")
 	}
 	switch x := v.(type) {
+	case freeform.Flat: // tags keep dots and a leading $ (escaped in the store)
+		return freeform.Check(field, x)
 	case map[string]any:
 		for k, e := range x {
 			if k == "" || strings.HasPrefix(k, "$") || strings.ContainsAny(k, ".\x00") {

@@ -166,7 +166,10 @@ func checkPayload(data, tags, encryptOptions map[string]any) error {
 	}
 	// data is exempt: it is stored sealed, as JSON bytes.
 	// tags keep dots and a leading $ (escaped in the store, pkg/freeform).
-	return freeform.CheckAll("tags", tags, "encrypt_options", encryptOptions)
+	if err := freeform.Check("tags", tags); err != nil {
+		return err
+	}
+	return store.CheckKeys("encrypt_options", encryptOptions)
 }
 
 // Secrets are the user-secret operations.
