@@ -86,6 +86,13 @@ func TestNoSecretInLogs(t *testing.T) {
 	post(t, base+"/identity/token/issue", "", `{"credentials": {"user_id": "logan", "password": "wrong-`+password+`"}, "auth_type": "LOCAL", "domain_id": "`+boot.DomainID+`"}`)
 	secrets["wrong password"] = "wrong-" + password
 
+	// A user secret: its data (before the reset below, which ends logan's sessions).
+	const secretData = "s3cret-data-value-42"
+	secrets["secret data"] = secretData
+	b = ok("secret create", base+"/secret/v1/user-secret/create", secrets["access token"],
+		`{"name": "mine", "data": {"password": "`+secretData+`"}}`)
+	ok("secret get_data", base+"/secret/v1/user-secret/get-data", boot.SystemToken, `{"user_secret_id": "`+b["user_secret_id"].(string)+`", "domain_id": "`+boot.DomainID+`"}`)
+
 	// Invite and reset: the links' tokens, read from the mails written.
 	ok("invite", base+"/identity/v2/user/create", boot.SystemToken,
 		`{"user_id": "ivy", "auth_type": "LOCAL", "reset_password": true, "email": "ivy@example.com"}`)
@@ -105,13 +112,6 @@ func TestNoSecretInLogs(t *testing.T) {
 	post(t, base+"/repository/v1/plugin/get-versions", boot.SystemToken, `{"plugin_id": "p"}`)
 	post(t, base+"/repository/v1/plugin/list", boot.SystemToken,
 		`{"query": {"filter": [{"k": "registry_config.password", "v": "`+regPassword+`", "o": "eq"}]}}`)
-
-	// A user secret: its data.
-	const secretData = "s3cret-data-value-42"
-	secrets["secret data"] = secretData
-	b = ok("secret create", base+"/secret/v1/user-secret/create", secrets["access token"],
-		`{"name": "mine", "data": {"password": "`+secretData+`"}}`)
-	ok("secret get_data", base+"/secret/v1/user-secret/get-data", boot.SystemToken, `{"user_secret_id": "`+b["user_secret_id"].(string)+`", "domain_id": "`+boot.DomainID+`"}`)
 
 	// A webhook ingest URL: its key is in the path.
 	const hookKey = "0123456789abcdef0123456789abcdef"
