@@ -185,7 +185,7 @@ func TestUsersRoleBindingsAndMail(t *testing.T) {
 	// u1 verifies a new address with the code mailed to it.
 	verify := uniqueAddr("u1-verify")
 	self := login(t, identityAt(t), root, u1, pw, "USER")
-	self.call("/identity/v2/user-profile/verify-email", map[string]any{"email": verify}).OK(nil)
+	self.call("/identity/v2/user-profile/verify-email", map[string]any{"email": verify, "current_password": pw}).OK(nil)
 
 	got := waitMail(t, 30*time.Second, invited, verify)
 	exactlyOnce(t, got, []string{invited, verify})
@@ -222,7 +222,7 @@ func TestMFAByEmail(t *testing.T) {
 	}
 
 	// The reset mail goes only to a verified address: verify it first.
-	self.call("/identity/v2/user-profile/verify-email", map[string]any{"email": addr}).OK(nil)
+	self.call("/identity/v2/user-profile/verify-email", map[string]any{"email": addr, "current_password": pw}).OK(nil)
 	self.call("/identity/v2/user-profile/confirm-email", map[string]any{"verify_code": codeIn(nthMail(t, addr, 1))}).OK(nil)
 
 	// Reset for mia and for an unknown user answer alike; only mia's mails.
@@ -248,7 +248,7 @@ func TestMFAByEmail(t *testing.T) {
 
 	// MFA by e-mail: enabled with the mailed code...
 	mfaAddr := uniqueAddr("mia-mfa")
-	self.call("/identity/v2/user-profile/enable-mfa", map[string]any{"mfa_type": "EMAIL", "options": map[string]any{"email": mfaAddr}}).OK(nil)
+	self.call("/identity/v2/user-profile/enable-mfa", map[string]any{"mfa_type": "EMAIL", "options": map[string]any{"email": mfaAddr}, "current_password": pw}).OK(nil)
 	self.call("/identity/v2/user-profile/confirm-mfa", map[string]any{"verify_code": codeIn(nthMail(t, mfaAddr, 1))}).OK(nil)
 	// ...then a password alone no longer logs in; the code mailed for the
 	// login does, once.

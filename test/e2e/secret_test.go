@@ -11,14 +11,16 @@ import (
 
 // TestUserSecretReadBackBySystemOnly: the root admin, logged in through
 // identity, keeps a secret in the secret container; its data comes back
-// only to a SYSTEM caller's get_data, never in get or list, never to its
+// only to a service credential's get_data (not a person's SYSTEM grant), never in get or list, never to its
 // owner's get_data, never to another user, and never in the service's log.
 func TestUserSecretReadBackBySystemOnly(t *testing.T) {
 	needs(t, "secret")
 	r := st.first(t, "secret")
 	sec := direct(r.url)
 	owner := rootAdmin(t, identityAt(t)).with(sec)
-	system := rootSystem(t, identityAt(t)).with(sec)
+	// A person's SYSTEM grant is not a service credential (issue 21).
+	person := rootSystem(t, identityAt(t)).with(sec)
+	system := &caller{t: t, to: sec, token: st.serviceToken}
 	const p = "/secret/v1/user-secret/"
 	plain := "e2e-secret-" + randHex(8)
 
@@ -50,6 +52,7 @@ func TestUserSecretReadBackBySystemOnly(t *testing.T) {
 		EncryptOptions map[string]any `json:"encrypt_options"`
 		Data           map[string]any `json:"data"`
 	}
+	person.call(p+"get-data", ref).Fails(http.StatusForbidden, "ERROR_PERMISSION_DENIED")
 	system.call(p+"get-data", ref).OK(&d)
 	if d.Encrypted || d.EncryptOptions == nil || d.Data["password"] != plain {
 		t.Fatalf("get_data = %+v", d)
