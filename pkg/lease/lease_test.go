@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -49,9 +50,11 @@ func TestRacingHolders(t *testing.T) {
 	ttl := 150 * time.Millisecond
 	var mu sync.Mutex
 	var holds []hold
+	var finished atomic.Int32 // workers through all their rounds
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
+			defer finished.Add(1)
 			c := colls[w%2]
 			for r := range rounds {
 				l, err := Take(context.Background(), c, "k", ttl, time.Minute)
@@ -71,7 +74,8 @@ func TestRacingHolders(t *testing.T) {
 							t.Error(err)
 							return
 						}
-						if cur.Epoch > l.Epoch() {
+						// (When every other worker is done, no one will.)
+						if cur.Epoch > l.Epoch() || finished.Load() == workers-1 {
 							break
 						}
 						time.Sleep(time.Millisecond)
