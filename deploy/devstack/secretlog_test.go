@@ -1,35 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
-
-// syncBuffer is a log sink the stack's goroutines write to at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestNoSecretInLogs runs the services' flows that handle secrets on the
 // whole stack, logging at debug into a buffer, and fails on any secret
@@ -39,7 +19,7 @@ func (s *syncBuffer) String() string {
 // secret's data, a webhook ingest URL's key.
 func TestNoSecretInLogs(t *testing.T) {
 	dir := t.TempDir()
-	var logs syncBuffer
+	var logs lockedBuffer // firstscreen_test.go
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan string, 1)
 	done := make(chan error, 1)
