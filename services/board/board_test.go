@@ -80,6 +80,7 @@ type postInfo struct {
 	Writer        string          `json:"writer"`
 	Files         []string        `json:"files"`
 	ResourceGroup string          `json:"resource_group"`
+	Workspaces    []string        `json:"workspaces"`
 	DomainID      string          `json:"domain_id"`
 	UserID        string          `json:"user_id"`
 	CreatedAt     string          `json:"created_at"`
@@ -501,8 +502,8 @@ func TestAliasesAndDocs(t *testing.T) {
 	srv, _ := server.New(server.Options{Name: "board", Auth: env.Verifier}, svc.Routes...)
 	doc := srv.OpenAPI()
 	paths := doc["paths"].(map[string]any)
-	if len(paths) != 14 {
-		t.Fatalf("OpenAPI lists %d paths, want 14", len(paths))
+	if len(paths) != 15 {
+		t.Fatalf("OpenAPI lists %d paths, want 15", len(paths))
 	}
 	op := paths["/board/v1/post/create"].(map[string]any)["post"].(map[string]any)
 	if !strings.Contains(op["description"].(string), "/board/post/create") {
@@ -559,7 +560,157 @@ func TestPostTenancy(t *testing.T) {
 		Changes: []testkit.Req{
 			{Path: "/board/v1/post/update", Body: map[string]any{"post_id": p.PostID, "title": "taken"}},
 			{Path: "/board/v1/post/send-notification", Body: id},
+			{Path: "/board/v1/post/send", Body: id},
 			{Path: "/board/v1/post/delete", Body: id},
 		},
 	}.Run(t)
+}
+
+// TestPost2xShape: the upstream console's notice (board_type NOTICE, no
+// board_id, workspaces, options, writer, resource_group) is created,
+// updated, listed with its sort on is_pinned, read and deleted on the
+// same paths as the 1.x shape, which keeps working beside it.
+func TestPost2xShape(t *testing.T) {
+	c := setup(t)
+	b := c.board(t, "Notices", "maintenance")
+	old := c.post(t, c.adminA, b.BoardID, "maintenance", "1.x post")
+	if len(old.Workspaces) != 1 || old.Workspaces[0] != "*" {
+		t.Fatalf("1.x post: workspaces %v, want [*]", old.Workspaces)
+	}
+
+	notice := func(title string, pinned, popup bool) postInfo {
+		t.Helper()
+		var p postInfo
+		c.adminA.Call("/board/post/create", map[string]any{
+			"board_type": "NOTICE", "title": title, "contents": "<p>" + title + "</p>", "files": []string{},
+			"options": map[string]any{"is_pinned": pinned, "is_popup": popup}, "writer": "Admin",
+			"resource_group": "DOMAIN", "workspaces": []string{"*"},
+		}).OK(&p)
+		return p
+	}
+	pinned := notice("Pinned", true, false)
+	time.Sleep(5 * time.Millisecond) // distinct created_at
+	popup := notice("Popup", false, true)
+	if pinned.BoardID != "" || pinned.BoardType != "NOTICE" || pinned.Writer != "Admin" || !pinned.Options["is_pinned"] ||
+		len(pinned.Workspaces) != 1 || pinned.Workspaces[0] != "*" || pinned.DomainID != "domain-a" || pinned.ResourceGroup != "DOMAIN" {
+		t.Fatalf("2.x create = %+v", pinned)
+	}
+
+	// The console's sort: is_pinned (an option) first, then newest.
+	var l list[postInfo]
+	c.memberA.Call("/board/post/list", map[string]any{"board_type": "NOTICE", "query": map[string]any{
+		"page": map[string]any{"start": 1, "limit": 15},
+		"sort": []any{map[string]any{"key": "is_pinned", "desc": true}, map[string]any{"key": "created_at", "desc": true}}}}).OK(&l)
+	if l.TotalCount != 3 || l.Results[0].PostID != pinned.PostID || l.Results[1].PostID != popup.PostID || l.Results[2].PostID != old.PostID {
+		t.Fatalf("sorted on is_pinned: %+v", l.Results)
+	}
+	c.memberA.Call("/board/post/list", map[string]any{"board_type": "NOTICE", "query": map[string]any{
+		"filter": []any{map[string]any{"k": "options.is_popup", "v": true, "o": "eq"}}}}).OK(&l)
+	if l.TotalCount != 1 || l.Results[0].PostID != popup.PostID {
+		t.Fatalf("filter options.is_popup: %+v", l)
+	}
+	c.memberA.Call("/board/post/list", map[string]any{"board_type": "NOTICE", "query": map[string]any{"only": []string{"post_id"}}}).OK(&l)
+	if l.TotalCount != 3 || l.Results[0].PostID == "" || l.Results[0].Title != "" {
+		t.Fatalf("only post_id: %+v", l)
+	}
+	c.memberA.Call("/board/post/list", map[string]any{"board_type": "NOTICE", "query": map[string]any{
+		"filter": []any{map[string]any{"k": "created_at", "v": pinned.CreatedAt, "o": "datetime_gt"}},
+		"page":   map[string]any{"start": 1, "limit": 1}}}).OK(&l)
+	if l.TotalCount != 1 || l.Results[0].PostID != popup.PostID {
+		t.Fatalf("created_at datetime_gt: %+v", l)
+	}
+
+	// update: the changed keys and always workspaces ([] means all).
+	var got postInfo
+	c.adminA.Call("/board/post/update", map[string]any{"post_id": popup.PostID, "title": "Popup 2", "workspaces": []string{"workspace-1", "workspace-2"}}).OK(&got)
+	if got.Title != "Popup 2" || len(got.Workspaces) != 2 || got.Workspaces[1] != "workspace-2" || !got.Options["is_popup"] {
+		t.Fatalf("2.x update = %+v", got)
+	}
+	c.adminA.Call("/board/post/update", map[string]any{"post_id": popup.PostID, "options": map[string]any{"is_pinned": true}, "writer": "Ops", "workspaces": []string{}}).OK(&got)
+	if len(got.Workspaces) != 1 || got.Workspaces[0] != "*" || got.Writer != "Ops" || !got.Options["is_pinned"] || !got.Options["is_popup"] {
+		t.Fatalf("2.x update with workspaces [] = %+v", got)
+	}
+	c.memberA.Call("/board/post/get", map[string]any{"post_id": popup.PostID}).OK(&got)
+	if got.Title != "Popup 2" || got.ViewCount != 1 {
+		t.Fatalf("get = %+v", got)
+	}
+
+	// send is send-notification under upstream's name: both 501, after
+	// the same checks.
+	for _, path := range []string{"/board/post/send", "/board/v1/post/send-notification"} {
+		c.adminA.Call(path, map[string]any{"post_id": popup.PostID}).Fails(http.StatusNotImplemented, errs.NotImplemented)
+		c.adminB.Call(path, map[string]any{"post_id": popup.PostID}).Fails(http.StatusNotFound, errs.NotFoundCode)
+		c.memberA.Call(path, map[string]any{"post_id": popup.PostID}).Fails(http.StatusForbidden, errs.PermissionDenied)
+	}
+
+	// Another domain sees none of it.
+	c.adminB.Call("/board/post/list", map[string]any{"board_type": "NOTICE"}).OK(&l)
+	if l.TotalCount != 0 {
+		t.Fatalf("domain B lists %+v", l)
+	}
+	c.adminB.Call("/board/post/update", map[string]any{"post_id": pinned.PostID, "title": "taken", "workspaces": []string{}}).Fails(http.StatusNotFound, errs.NotFoundCode)
+
+	c.adminA.Call("/board/post/delete", map[string]any{"post_id": pinned.PostID}).OK(nil)
+	c.adminA.Call("/board/post/get", map[string]any{"post_id": pinned.PostID}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	if s := c.stored(t, popup.PostID); s.Title != "Popup 2" {
+		t.Fatalf("domain B changed A's notice: %+v", s)
+	}
+}
+
+// TestPost2xBadInput: each bad 2.x body is refused with its code, and
+// nothing is stored or changed.
+func TestPost2xBadInput(t *testing.T) {
+	c := setup(t)
+	var kept postInfo
+	c.adminA.Call("/board/post/create", map[string]any{"board_type": "NOTICE", "title": "Kept", "contents": "c",
+		"resource_group": "DOMAIN", "workspaces": []string{"*"}}).OK(&kept)
+	posts := c.count(t, boardapi.PostsCollection)
+	create := func(body map[string]any) map[string]any {
+		base := map[string]any{"board_type": "NOTICE", "title": "t", "contents": "c", "resource_group": "DOMAIN", "workspaces": []string{"*"}}
+		for k, v := range body {
+			if v == nil {
+				delete(base, k)
+			} else {
+				base[k] = v
+			}
+		}
+		return base
+	}
+	cases := []struct {
+		name   string
+		as     *testkit.Client
+		path   string
+		body   map[string]any
+		status int
+		code   string
+	}{
+		{"no board_type", c.adminA, "/board/post/create", create(map[string]any{"board_type": nil}), 400, errs.RequiredParameter},
+		{"unknown board_type", c.adminA, "/board/post/create", create(map[string]any{"board_type": "FAQ"}), 400, errs.InvalidParameter},
+		{"no resource_group", c.adminA, "/board/post/create", create(map[string]any{"resource_group": nil}), 400, errs.RequiredParameter},
+		{"* with ids", c.adminA, "/board/post/create", create(map[string]any{"workspaces": []string{"*", "workspace-1"}}), 400, errs.InvalidParameter},
+		{"empty workspace id", c.adminA, "/board/post/create", create(map[string]any{"workspaces": []string{""}}), 400, errs.InvalidParameter},
+		{"repeated workspace", c.adminA, "/board/post/create", create(map[string]any{"workspaces": []string{"workspace-1", "workspace-1"}}), 400, errs.InvalidParameter},
+		{"long workspace id", c.adminA, "/board/post/create", create(map[string]any{"workspaces": []string{strings.Repeat("w", 65)}}), 400, errs.InvalidParameter},
+		{"workspaces not a list", c.adminA, "/board/post/create", create(map[string]any{"workspaces": "*"}), 400, errs.InvalidParameterType},
+		{"workspace not a string", c.adminA, "/board/post/create", create(map[string]any{"workspaces": []any{1}}), 400, errs.InvalidParameterType},
+		{"option key", c.adminA, "/board/post/create", create(map[string]any{"options": map[string]any{"is_sticky": true}}), 400, errs.InvalidKeyInOptions},
+		{"member writes", c.memberA, "/board/post/create", create(nil), 403, errs.PermissionDenied},
+		{"update * with ids", c.adminA, "/board/post/update", map[string]any{"post_id": kept.PostID, "title": "x", "workspaces": []string{"workspace-1", "*"}}, 400, errs.InvalidParameter},
+		{"update workspace not a string", c.adminA, "/board/post/update", map[string]any{"post_id": kept.PostID, "title": "x", "workspaces": []any{true}}, 400, errs.InvalidParameterType},
+		{"list unknown board_type", c.adminA, "/board/post/list", map[string]any{"board_type": "FAQ"}, 400, errs.InvalidParameter},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.as.Call(tc.path, tc.body).Fails(tc.status, tc.code)
+			s := c.stored(t, kept.PostID)
+			if n := c.count(t, boardapi.PostsCollection); n != posts || s.Title != "Kept" {
+				t.Fatalf("refused request changed the store: %d posts, %+v", n, s)
+			}
+		})
+	}
+	var got postInfo
+	c.adminA.Call("/board/post/get", map[string]any{"post_id": kept.PostID}).OK(&got)
+	if len(got.Workspaces) != 1 || got.Workspaces[0] != "*" {
+		t.Fatalf("workspaces changed: %+v", got)
+	}
 }

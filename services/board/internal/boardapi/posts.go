@@ -36,6 +36,7 @@ type Post struct {
 	Writer        string          `bson:"writer" json:"writer"`
 	Files         []string        `bson:"files" json:"files"`
 	ResourceGroup string          `bson:"resource_group" json:"resource_group"`
+	Workspaces    []string        `bson:"workspaces" json:"workspaces"` // 2.x: the workspaces a notice is for, "*" all
 	DomainID      string          `bson:"domain_id" json:"domain_id"`
 	UserID        string          `bson:"user_id" json:"user_id"`
 	CreatedAt     wire.Time       `bson:"created_at" json:"created_at"`
@@ -55,8 +56,10 @@ var postResource = query.Resource{
 var optionKeys = []string{"is_pinned", "is_popup"}
 
 type (
+	// createPost takes both shapes: 1.x names its board (board_id); 2.x,
+	// as the upstream console sends it, names none and gives workspaces.
 	createPost struct {
-		BoardID       string         `json:"board_id" v:"required"`
+		BoardID       string         `json:"board_id" v:"max=64"`
 		BoardType     string         `json:"board_type" v:"required,enum=NOTICE"`
 		Title         string         `json:"title" v:"required,max=255"`
 		Contents      string         `json:"contents" v:"required,max=100000"`
@@ -65,6 +68,7 @@ type (
 		Files         []string       `json:"files" v:"max=100"`
 		Options       map[string]any `json:"options"`
 		Writer        string         `json:"writer" v:"max=255"`
+		Workspaces    []string       `json:"workspaces" v:"max=100"`
 	}
 	updatePost struct {
 		PostID   string         `json:"post_id" v:"required"`
@@ -74,6 +78,8 @@ type (
 		Files    []string       `json:"files" v:"max=100"`
 		Options  map[string]any `json:"options"`
 		Writer   string         `json:"writer" v:"max=255"`
+		// Workspaces (2.x) replace the post's; [] means all ("*").
+		Workspaces []string `json:"workspaces" v:"max=100"`
 		// BoardID and DomainID may be echoed back but never changed.
 		BoardID  string `json:"board_id"`
 		DomainID string `json:"domain_id"`
@@ -94,11 +100,52 @@ type (
 	}
 )
 
-// Validate checks the options keys.
-func (r *createPost) Validate() error { _, err := mergeOptions(nil, r.Options); return err }
+// Validate checks the options keys and the workspaces.
+func (r *createPost) Validate() error {
+	if _, err := mergeOptions(nil, r.Options); err != nil {
+		return err
+	}
+	return checkWorkspaces(r.Workspaces)
+}
 
-// Validate checks the options keys.
-func (r *updatePost) Validate() error { _, err := mergeOptions(nil, r.Options); return err }
+// Validate checks the options keys and the workspaces.
+func (r *updatePost) Validate() error {
+	if _, err := mergeOptions(nil, r.Options); err != nil {
+		return err
+	}
+	return checkWorkspaces(r.Workspaces)
+}
+
+// checkWorkspaces: ids of at most 64 characters, none empty or repeated,
+// and "*" (every workspace) only alone.
+func checkWorkspaces(ws []string) error {
+	for i, w := range ws {
+		switch {
+		case w == "":
+			return errs.Invalid("workspaces", "a workspace id is empty")
+		case len(w) > 64:
+			return errs.Invalid("workspaces", "a workspace id is longer than 64 characters")
+		case slices.Contains(ws[:i], w):
+			return errs.Invalid("workspaces", "workspace "+w+" is repeated")
+		case w == tenancy.All && len(ws) > 1:
+			return errs.Invalid("workspaces", `"*" (every workspace) stands alone`)
+		}
+	}
+	return nil
+}
+
+// workspacesOf is what a post stores: the given workspaces, or, when
+// none is given, every workspace ("*") for a SYSTEM or DOMAIN post and the
+// caller's own for a WORKSPACE post.
+func workspacesOf(given []string, resourceGroup string, p *auth.Principal) []string {
+	switch {
+	case len(given) > 0:
+		return given
+	case resourceGroup == "WORKSPACE":
+		return []string{p.WorkspaceID}
+	}
+	return []string{tenancy.All}
+}
 
 // mergeOptions merges the given options into current (upstream accepts only
 // is_pinned and is_popup, both booleans, default false).
@@ -129,6 +176,8 @@ func (ps posts) routes() []api.Route {
 		api.Op[createPost, Post]{Path: "/board/v1/post/create", Access: writers, Summary: "Create a post on a board.", Handle: ps.create},
 		api.Op[updatePost, Post]{Path: "/board/v1/post/update", Access: writers, Summary: "Change a post; board_id, post_id and domain_id never change.", Handle: ps.update},
 		api.Op[postRequest, api.Empty]{Path: "/board/v1/post/send-notification", Access: writers, Summary: "Not implemented: answers 501.", Handle: ps.sendNotification},
+		// Upstream 2.x names send_notification "send" (the console's post/send).
+		api.Op[postRequest, api.Empty]{Path: "/board/v1/post/send", Access: writers, Summary: "send-notification under upstream 2.x's name: answers 501.", Handle: ps.sendNotification},
 		api.Op[postRequest, api.Empty]{Path: "/board/v1/post/delete", Access: writers, Summary: "Delete a post.", Handle: ps.delete},
 		api.Op[postRequest, Post]{Path: "/board/v1/post/get", Access: readers, Summary: "Get a post; counts one view.", Handle: ps.get},
 		api.Op[postQuery, api.List[Post]]{Path: "/board/v1/post/list", Access: readers, Summary: "List the domain's posts.", Handle: ps.list},
@@ -143,8 +192,12 @@ func (ps posts) create(ctx context.Context, p *auth.Principal, r *createPost) (*
 	if r.ResourceGroup == "WORKSPACE" && p.WorkspaceID == "" {
 		return nil, errs.Invalid("resource_group", "WORKSPACE needs a workspace-scoped token")
 	}
-	if err := ps.checkCategory(ctx, r.BoardID, r.Category); err != nil {
-		return nil, err
+	// A 2.x post names no board: it is on none, and its category (free
+	// text upstream) is checked against nothing.
+	if r.BoardID != "" {
+		if err := ps.checkCategory(ctx, r.BoardID, r.Category); err != nil {
+			return nil, err
+		}
 	}
 	opts, _ := mergeOptions(nil, r.Options)
 	writer := r.Writer
@@ -159,7 +212,8 @@ func (ps posts) create(ctx context.Context, p *auth.Principal, r *createPost) (*
 	doc := &Post{
 		ID: id, PostID: id, BoardID: r.BoardID, BoardType: r.BoardType, Category: r.Category,
 		Title: r.Title, Contents: r.Contents, Options: opts, Writer: writer, Files: wire.List(r.Files),
-		ResourceGroup: r.ResourceGroup, DomainID: rule.Stamp().Domain, UserID: p.UserID, CreatedAt: now, UpdatedAt: now,
+		ResourceGroup: r.ResourceGroup, Workspaces: workspacesOf(r.Workspaces, r.ResourceGroup, p),
+		DomainID: rule.Stamp().Domain, UserID: p.UserID, CreatedAt: now, UpdatedAt: now,
 	}
 	if _, err := ps.c.InsertOne(ctx, doc); err != nil {
 		return nil, store.Wrap(err)
@@ -205,9 +259,14 @@ func (ps posts) update(ctx context.Context, p *auth.Principal, r *updatePost) (*
 	if r.Files != nil {
 		add("files", r.Files)
 	}
+	if r.Workspaces != nil {
+		add("workspaces", workspacesOf(r.Workspaces, "", p))
+	}
 	if r.Category != nil && *r.Category != cur.Category {
-		if err := ps.checkCategory(ctx, cur.BoardID, *r.Category); err != nil {
-			return nil, err
+		if cur.BoardID != "" {
+			if err := ps.checkCategory(ctx, cur.BoardID, *r.Category); err != nil {
+				return nil, err
+			}
 		}
 		add("category", *r.Category)
 	}
@@ -249,6 +308,7 @@ func (ps posts) get(ctx context.Context, p *auth.Principal, r *postRequest) (*Po
 		return nil, err
 	}
 	post.ViewCount += ps.views.add(r.PostID)
+	post.Workspaces = wire.List(post.Workspaces)
 	return post, nil
 }
 
@@ -307,10 +367,24 @@ func (v *views) run(ctx context.Context, interval time.Duration, log *slog.Logge
 }
 
 func (ps posts) list(ctx context.Context, p *auth.Principal, r *postQuery) (*api.List[Post], error) {
+	// The console sorts and filters on is_pinned and is_popup as if they
+	// were top-level (2.x PostSearchQuery has them so); they are options.
+	_ = r.Query.Paths(func(_ string, path *string) error {
+		if slices.Contains(optionKeys, *path) {
+			*path = "options." + *path
+		}
+		return nil
+	})
 	q := query.With(r.Query, query.Params(
 		"board_id", r.BoardID, "board_type", r.BoardType, "post_id", r.PostID, "category", r.Category,
 		"writer", r.Writer, "options.is_pinned", r.IsPinned, "options.is_popup", r.IsPopup, "domain_id", r.DomainID)...)
-	return store.SearchFor[Post](ctx, ps.c, q, postResource, p)
+	l, err := store.SearchFor[Post](ctx, ps.c, q, postResource, p)
+	if err == nil {
+		for i := range l.Results { // posts stored before workspaces existed
+			l.Results[i].Workspaces = wire.List(l.Results[i].Workspaces)
+		}
+	}
+	return l, err
 }
 
 func (ps posts) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*map[string]any, error) {
