@@ -49,6 +49,14 @@ type Tenancy struct {
 	// Watch are collections a change could add to or remove from (jobs a
 	// collect would start); their counts must not move.
 	Watch []*mongo.Collection
+	// NamesDomain: the requests carry domain_id (map bodies); each caller
+	// names its own domain in them, as its client would, so that the
+	// tenancy rule is tried rather than the check of a named domain.
+	NamesDomain bool
+	// UserReads: every user of the domain reads the record (upstream's
+	// read roles include USER: plugins, policies, schemas, protocols); the
+	// plain user is then tried on Changes only.
+	UserReads bool
 }
 
 // Outsider is a caller outside a record's tenancy.
@@ -83,9 +91,9 @@ func (m Tenancy) Run(t *testing.T) {
 		t.Fatal("tenancy matrix: Coll, ID, Domain, Get and List are required")
 	}
 	in := NewClient(t, m.Handler).For(m.Insider)
-	in.Call(m.Get.Path, m.Get.Body).OK(nil)
+	in.Call(m.Get.Path, m.body(t, m.Insider, m.Get)).OK(nil)
 	for _, q := range append([]Req{m.List}, deref(m.Stat)...) {
-		if r := in.Call(q.Path, q.Body); r.Status != http.StatusOK || emptyResults(r) {
+		if r := in.Call(q.Path, m.body(t, m.Insider, q)); r.Status != http.StatusOK || emptyResults(r) {
 			t.Fatalf("%s: the insider finds nothing (%d): %s", r.Path, r.Status, r.Body)
 		}
 	}
@@ -97,16 +105,17 @@ func (m Tenancy) Run(t *testing.T) {
 	for _, o := range Outsiders(m.Domain, m.Workspace, m.Project) {
 		t.Run(o.Name, func(t *testing.T) {
 			c := NewClient(t, m.Handler).For(o.Principal)
-			if r := c.Call(m.Get.Path, m.Get.Body); r.Status != http.StatusNotFound && r.Status != http.StatusForbidden {
+			reads := !(m.UserReads && o.Role == auth.User)
+			if r := c.Call(m.Get.Path, m.body(t, o.Principal, m.Get)); reads && r.Status != http.StatusNotFound && r.Status != http.StatusForbidden {
 				t.Errorf("%s: %d, want 404 or 403: %s", r.Path, r.Status, r.Body)
 			}
 			for _, q := range append([]Req{m.List}, deref(m.Stat)...) {
-				if r := c.Call(q.Path, q.Body); r.Status != http.StatusForbidden && !emptyResults(r) {
+				if r := c.Call(q.Path, m.body(t, o.Principal, q)); reads && r.Status != http.StatusForbidden && !emptyResults(r) {
 					t.Errorf("%s: %d, want no results or 403: %s", r.Path, r.Status, r.Body)
 				}
 			}
 			for _, q := range m.Changes {
-				if r := c.Call(q.Path, q.Body); r.Status != http.StatusNotFound && r.Status != http.StatusForbidden {
+				if r := c.Call(q.Path, m.body(t, o.Principal, q)); r.Status != http.StatusNotFound && r.Status != http.StatusForbidden {
 					t.Errorf("%s: %d, want 404 or 403: %s", r.Path, r.Status, r.Body)
 				}
 				if after := rawDoc(t, m.Coll, m.ID); !bytes.Equal(before, after) {
@@ -120,6 +129,24 @@ func (m Tenancy) Run(t *testing.T) {
 			}
 		})
 	}
+}
+
+// body is q's body as p sends it: naming p's domain when NamesDomain.
+func (m Tenancy) body(t *testing.T, p auth.Principal, q Req) any {
+	t.Helper()
+	if !m.NamesDomain {
+		return q.Body
+	}
+	b, ok := q.Body.(map[string]any)
+	if !ok {
+		t.Fatalf("tenancy matrix: NamesDomain needs map bodies, %s has %T", q.Path, q.Body)
+	}
+	out := make(map[string]any, len(b)+1)
+	for k, v := range b {
+		out[k] = v
+	}
+	out["domain_id"] = p.DomainID
+	return out
 }
 
 func deref(r *Req) []Req {

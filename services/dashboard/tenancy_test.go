@@ -1,12 +1,7 @@
 package dashboard_test
 
 import (
-	"bytes"
-	"encoding/base64"
-	"encoding/json"
-	"io"
 	"net/http"
-	"strings"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -27,7 +22,7 @@ func TestTenancyMatrix(t *testing.T) {
 		"filter":    []any{map[string]any{"k": "project_dashboard_id", "v": id, "o": "eq"}},
 		"aggregate": []any{map[string]any{"group": map[string]any{"keys": []any{map[string]any{"key": "name", "name": "n"}}}}}})}
 	testkit.Tenancy{
-		Handler: ownDomain(c.handler), Coll: c.db.Collection(projectdash.DashboardsCollection), ID: id,
+		Handler: c.handler, NamesDomain: true, Coll: c.db.Collection(projectdash.DashboardsCollection), ID: id,
 		Domain: "domain-a", Workspace: "workspace-1", Project: "project-a1",
 		Get:  testkit.Req{Path: prefix + "get", Body: body("domain-a", "project_dashboard_id", id)},
 		List: testkit.Req{Path: prefix + "list", Body: body("domain-a", "project_dashboard_id", id)},
@@ -69,29 +64,4 @@ func TestMemberOutsideTheProject(t *testing.T) {
 	if l.TotalCount != 1 || l.Results[0].ProjectID != "project-a2" {
 		t.Fatalf("own list %+v", l)
 	}
-}
-
-// ownDomain sends every request with domain_id set to the caller's own
-// domain (the token's did), as a real caller of another domain would:
-// naming domain-a answers 404 before any record is looked at
-// (TestDomainIsolation), which would prove nothing about tenancy.
-func ownDomain(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var claims struct {
-			Did string `json:"did"`
-		}
-		if parts := strings.Split(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "), "."); len(parts) == 3 {
-			if raw, err := base64.RawURLEncoding.DecodeString(parts[1]); err == nil {
-				_ = json.Unmarshal(raw, &claims)
-			}
-		}
-		var b map[string]any
-		raw, _ := io.ReadAll(r.Body)
-		if json.Unmarshal(raw, &b) == nil && b != nil && claims.Did != "" {
-			b["domain_id"] = claims.Did
-			raw, _ = json.Marshal(b)
-		}
-		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(raw)), int64(len(raw))
-		h.ServeHTTP(w, r)
-	})
 }

@@ -3,6 +3,7 @@ package notification_test
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"testing"
 	"time"
 
@@ -47,6 +48,7 @@ type env struct {
 	db                                                     *mongo.Database
 	plugin                                                 *fakeplugin.Server
 	bus                                                    *events.Bus
+	handler                                                http.Handler
 }
 
 type options struct {
@@ -94,7 +96,8 @@ func setupWith(t *testing.T, o options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := testkit.NewClient(t, srv.Handler())
+	e.handler = srv.Handler()
+	c := testkit.NewClient(t, e.handler)
 	e.anon = c
 	e.system = c.For(auth.Principal{TokenType: auth.SystemToken, DomainID: "domain-a", UserID: "root", Role: auth.SystemAdmin})
 	e.adminA = c.For(auth.Principal{DomainID: "domain-a", UserID: "alice", Role: auth.DomainAdmin})

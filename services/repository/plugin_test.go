@@ -285,10 +285,11 @@ func TestPluginWritesAndDomains(t *testing.T) {
 	}
 	var got pluginInfo
 	h.userA.Call("/repository/v1/plugin/get", map[string]any{"plugin_id": global.PluginID}).OK(&got)
-	// SYSTEM manages every plugin.
-	h.system.Call("/repository/v1/plugin/disable", map[string]any{"plugin_id": a.PluginID}).OK(&got)
-	if got.State != "DISABLED" || got.DomainID != "domain-a" {
-		t.Fatalf("system disable = %+v", got)
+	// A SYSTEM token acts in its own domain, as every caller (pkg/tenancy):
+	// another domain's plugin is 404 to it and stays as it was.
+	h.system.Call("/repository/v1/plugin/disable", map[string]any{"plugin_id": a.PluginID}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	if after := h.snapshot(t, repository.PluginsCollection); !reflect.DeepEqual(after, before) {
+		t.Fatalf("a refused call changed the store")
 	}
 	h.sysAdmin.Call("/repository/v1/plugin/update", map[string]any{"plugin_id": global.PluginID, "name": "Renamed"}).OK(&got)
 	if got.Name != "Renamed" {
@@ -296,7 +297,7 @@ func TestPluginWritesAndDomains(t *testing.T) {
 	}
 	var all list[pluginInfo]
 	h.system.Call("/repository/v1/plugin/list", map[string]any{}).OK(&all)
-	if all.TotalCount != 3 {
+	if all.TotalCount != 2 || all.Results[0].DomainID != "*" || all.Results[1].DomainID != "*" {
 		t.Fatalf("system list = %+v", all)
 	}
 }

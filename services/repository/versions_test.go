@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/outward"
 	"github.com/nubes-io/nubes/services/repository"
@@ -58,11 +59,13 @@ func TestGetVersionsFromARegistry(t *testing.T) {
 	if v := versions(t, h, named.PluginID); !reflect.DeepEqual(v.Results, want) {
 		t.Fatalf("versions of an image named with its registry = %v", v.Results)
 	}
-	// A domain admin, a workspace owner and SYSTEM may read versions too.
+	// A domain admin, a workspace owner and a SYSTEM token of the domain
+	// may read versions too.
 	var got versionsInfo
 	h.ownerA.Call("/repository/v1/plugin/get-versions", map[string]any{"plugin_id": p.PluginID, "repository_id": h.local}).OK(&got)
 	h.adminA.Call("/repository/v1/plugin/get-versions", map[string]any{"plugin_id": p.PluginID}).OK(&got)
-	h.system.Call("/repository/v1/plugin/get-versions", map[string]any{"plugin_id": p.PluginID}).OK(&got)
+	h.system.For(auth.Principal{TokenType: auth.SystemToken, DomainID: "domain-a", UserID: "root", Role: auth.SystemAdmin}).
+		Call("/repository/v1/plugin/get-versions", map[string]any{"plugin_id": p.PluginID}).OK(&got)
 	if !reflect.DeepEqual(got.Results, want) {
 		t.Fatalf("system versions = %v", got.Results)
 	}

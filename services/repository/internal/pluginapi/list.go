@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"slices"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/query"
@@ -90,11 +88,11 @@ func (ps *plugins) list(ctx context.Context, p *auth.Principal, r *pluginQuery) 
 
 // localSource lists the local repository's plugins the caller may see.
 func (ps *plugins) localSource(p *auth.Principal, q *query.Query, params []query.Condition) source {
-	var scope bson.D
-	if !p.IsSystem() {
-		scope = bson.D{{Key: "domain_id", Value: bson.D{{Key: "$in", Value: bson.A{p.DomainID, Global}}}}}
-	}
 	return func(ctx context.Context, page *query.Page, countOnly bool) ([]Plugin, int64, error) {
+		scope, err := store.Scope(p, pluginResource)
+		if err != nil {
+			return nil, 0, err
+		}
 		lq := query.With(cloneQuery(q), params...)
 		lq.Page, lq.CountOnly = page, countOnly
 		res, err := store.Search[Plugin](ctx, ps.c, lq, pluginResource, scope)

@@ -38,7 +38,7 @@ import (
 const Collection = "repository_plugins"
 
 // Global is the domain_id of a plugin every domain sees.
-const Global = "*"
+const Global = repoapi.Global
 
 // Registry types.
 const (
@@ -72,9 +72,6 @@ type Plugin struct {
 	UpdatedAt      wire.Time      `bson:"updated_at" json:"updated_at"`
 }
 
-// Domain implements store.Owned.
-func (p *Plugin) Domain() string { return p.DomainID }
-
 var pluginResource = query.Resource{
 	KeywordFields: []string{"plugin_id", "name", "image", "provider"},
 	DefaultSort:   []query.SortKey{{Key: "name"}},
@@ -82,8 +79,9 @@ var pluginResource = query.Resource{
 	Fields:        query.FieldsOf[Plugin](),
 	// registry_config holds the registry credentials (sealed in
 	// registry_sealed, masked in registry_config).
-	Secret: []string{"registry_config", "registry_sealed"},
-	Maps:   freeform.FieldsOf[Plugin](),
+	Secret:  []string{"registry_config", "registry_sealed"},
+	Maps:    freeform.FieldsOf[Plugin](),
+	Tenancy: repoapi.Tenancy,
 }
 
 var (
@@ -417,35 +415,23 @@ func (ps *plugins) register(ctx context.Context, p *auth.Principal, r *registerP
 	return doc, nil
 }
 
-// visible loads a local plugin the caller may see: its domain's, a global
-// one, or any for SYSTEM. Others are 404.
+// visible loads a local plugin the caller may see: its domain's or a
+// global one (the tenancy rule). Others are 404.
 func (ps *plugins) visible(ctx context.Context, p *auth.Principal, id string) (*Plugin, error) {
-	doc, err := store.Get[Plugin](ctx, ps.c, "plugin_id", id)
-	if err != nil {
-		return nil, err
-	}
-	if !p.IsSystem() && doc.DomainID != p.DomainID && doc.DomainID != Global {
-		return nil, errs.NotFound("plugin_id", id)
-	}
-	return doc, nil
+	return store.GetFor[Plugin](ctx, ps.c, pluginResource, p, "plugin_id", id)
 }
 
-// writable loads a local plugin the caller may change. A plugin only a
-// remote repository has is refused with 403; a global plugin is SYSTEM's.
+// writable loads a local plugin the caller may change (the tenancy rule:
+// a global one is a service's, 403). A plugin only a remote repository
+// has is refused with 403.
 func (ps *plugins) writable(ctx context.Context, p *auth.Principal, id string) (*Plugin, error) {
-	doc, err := ps.visible(ctx, p, id)
+	doc, err := store.GetToChange[Plugin](ctx, ps.c, pluginResource, p, "plugin_id", id)
 	if repoapi.IsNotFound(err) {
 		if rm := ps.remoteHolding(ctx, id); rm != nil {
 			return nil, errs.New(errs.RemoteRepository, "The plugin %s belongs to the remote repository %s: only plugins of the local repository can be changed.", id, rm.Name)
 		}
 	}
-	if err != nil {
-		return nil, err
-	}
-	if doc.DomainID == Global && !p.IsSystem() {
-		return nil, errs.Forbidden()
-	}
-	return doc, nil
+	return doc, err
 }
 
 // remoteHolding is the first remote repository that has the plugin, if

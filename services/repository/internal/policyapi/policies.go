@@ -64,6 +64,7 @@ var policyResource = query.Resource{
 	MinimalFields: []string{"policy_id", "name", "state", "project_id"},
 	Fields:        query.FieldsOf[Policy](),
 	Maps:          freeform.FieldsOf[Policy](),
+	Tenancy:       repoapi.Tenancy,
 }
 
 var writers, readers = repoapi.Writers, repoapi.Readers
@@ -162,8 +163,7 @@ func Routes(ctx context.Context, db *mongo.Database, repos *repoapi.Repos) ([]ap
 }
 
 func (ps policies) create(ctx context.Context, p *auth.Principal, r *createPolicy) (*Policy, error) {
-	domain, err := repoapi.DomainOf(p, r.DomainID)
-	if err != nil {
+	if err := repoapi.Admits(p, policyResource, r.DomainID); err != nil {
 		return nil, err
 	}
 	project := r.ProjectID
@@ -171,9 +171,9 @@ func (ps policies) create(ctx context.Context, p *auth.Principal, r *createPolic
 		project = "*" // domain-wide, as upstream stores it
 	}
 	now := wire.T(wire.Now())
-	doc := &Policy{ID: repoapi.Key(domain, r.PolicyID), PolicyID: r.PolicyID, Name: r.Name, State: "ENABLED",
+	doc := &Policy{ID: repoapi.Key(r.DomainID, r.PolicyID), PolicyID: r.PolicyID, Name: r.Name, State: "ENABLED",
 		Permissions: r.Permissions, Labels: wire.List(r.Labels), Tags: wire.Object(r.Tags),
-		RepositoryInfo: ps.repos.Local(), ProjectID: project, DomainID: domain, CreatedAt: now, UpdatedAt: now}
+		RepositoryInfo: ps.repos.Local(), ProjectID: project, DomainID: r.DomainID, CreatedAt: now, UpdatedAt: now}
 	if _, err := ps.c.InsertOne(ctx, doc); err != nil {
 		if mongo.IsDuplicateKeyError(err) {
 			return nil, errs.Duplicate("policy_id", r.PolicyID)
@@ -184,8 +184,7 @@ func (ps policies) create(ctx context.Context, p *auth.Principal, r *createPolic
 }
 
 func (ps policies) update(ctx context.Context, p *auth.Principal, r *updatePolicy) (*Policy, error) {
-	domain, err := repoapi.DomainOf(p, r.DomainID)
-	if err != nil {
+	if _, err := repoapi.ToChange[Policy](ctx, ps.c, policyResource, p, r.DomainID, "policy_id", r.PolicyID); err != nil {
 		return nil, err
 	}
 	set := bson.D{{Key: "updated_at", Value: wire.T(wire.Now())}}
@@ -201,7 +200,7 @@ func (ps policies) update(ctx context.Context, p *auth.Principal, r *updatePolic
 	if r.Tags != nil {
 		set = append(set, bson.E{Key: "tags", Value: r.Tags})
 	}
-	out, err := store.SetByID[Policy](ctx, ps.c, "policy_id", repoapi.Key(domain, r.PolicyID), set)
+	out, err := store.SetByID[Policy](ctx, ps.c, "policy_id", repoapi.Key(r.DomainID, r.PolicyID), set)
 	if err != nil {
 		return nil, repoapi.NotFound(err, "policy_id", r.PolicyID)
 	}
@@ -209,11 +208,10 @@ func (ps policies) update(ctx context.Context, p *auth.Principal, r *updatePolic
 }
 
 func (ps policies) delete(ctx context.Context, p *auth.Principal, r *policyRequest) (*api.Empty, error) {
-	domain, err := repoapi.DomainOf(p, r.DomainID)
-	if err != nil {
+	if _, err := repoapi.ToChange[Policy](ctx, ps.c, policyResource, p, r.DomainID, "policy_id", r.PolicyID); err != nil {
 		return nil, err
 	}
-	res, err := ps.c.DeleteOne(ctx, bson.D{{Key: "_id", Value: repoapi.Key(domain, r.PolicyID)}})
+	res, err := ps.c.DeleteOne(ctx, bson.D{{Key: "_id", Value: repoapi.Key(r.DomainID, r.PolicyID)}})
 	if err != nil {
 		return nil, store.Wrap(err)
 	}
@@ -224,32 +222,32 @@ func (ps policies) delete(ctx context.Context, p *auth.Principal, r *policyReque
 }
 
 func (ps policies) get(ctx context.Context, p *auth.Principal, r *getPolicy) (*Policy, error) {
-	domain, err := ps.repos.LocalDomain(ctx, p, r.DomainID, r.RepositoryID)
+	actor, err := ps.repos.LocalActing(ctx, p, r.DomainID, r.RepositoryID)
 	if err != nil {
 		return nil, err
 	}
-	out, err := store.Get[Policy](ctx, ps.c, "policy_id", repoapi.Key(domain, r.PolicyID))
+	out, err := repoapi.Get[Policy](ctx, ps.c, policyResource, actor, r.DomainID, "policy_id", r.PolicyID)
 	if err != nil {
-		return nil, repoapi.NotFound(err, "policy_id", r.PolicyID)
+		return nil, err
 	}
 	out.only = r.Only
 	return out, nil
 }
 
 func (ps policies) list(ctx context.Context, p *auth.Principal, r *policyQuery) (*api.List[Policy], error) {
-	domain, err := ps.repos.LocalDomain(ctx, p, r.DomainID, r.RepositoryID)
+	actor, err := ps.repos.LocalActing(ctx, p, r.DomainID, r.RepositoryID)
 	if err != nil {
 		return nil, err
 	}
 	q := query.With(r.Query, query.Params("policy_id", r.PolicyID, "name", r.Name, "project_id", r.ProjectID, "state", r.State)...)
-	return store.Search[Policy](ctx, ps.c, q, policyResource, store.TenantScope(domain))
+	return store.SearchFor[Policy](ctx, ps.c, q, policyResource, actor)
 }
 
 func (ps policies) stat(ctx context.Context, p *auth.Principal, r *policyStat) (*map[string]any, error) {
-	domain, err := ps.repos.LocalDomain(ctx, p, r.DomainID, r.RepositoryID)
+	actor, err := ps.repos.LocalActing(ctx, p, r.DomainID, r.RepositoryID)
 	if err != nil {
 		return nil, err
 	}
-	res, err := stat.Run(ctx, ps.c, store.TenantScope(domain), policyResource, r.Query)
+	res, err := stat.RunFor(ctx, ps.c, actor, policyResource, r.Query)
 	return &res, err
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
 )
 
@@ -234,28 +235,79 @@ var (
 	Readers = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner, auth.WorkspaceMember, auth.User)
 )
 
-// LocalDomain is the domain a read of policies or schemas acts on
-// (DomainOf), once its repository_id is checked to be the local one
-// (LocalOnly).
-func (r *Repos) LocalDomain(ctx context.Context, p *auth.Principal, domainID, repositoryID string) (string, error) {
-	domain, err := DomainOf(p, domainID)
-	if err != nil {
-		return "", err
+// Tenancy is where plugins, policies and schemas keep their tenancy: a
+// domain's records, and the platform's (domain_id "*", Global), which
+// every domain reads and only a service changes (pkg/tenancy SharedAll).
+var Tenancy = tenancy.Fields{Domain: "domain_id", SharedAll: true}
+
+// Global is the domain_id of a record of the whole platform.
+const Global = tenancy.All
+
+// Acting is the caller as it acts on a request naming domain_id: in its
+// own domain, or on the platform's records (domain_id "*": the tenancy
+// rule lets every caller read them and only a service change them). A
+// service credential may name any domain and acts inside it, as
+// upstream's x_domain_id. Anyone else naming another domain is 404, as if
+// the domain did not exist, before any record is read.
+func Acting(p *auth.Principal, domainID string) (*auth.Principal, error) {
+	if domainID == "" || strings.Contains(domainID, "/") {
+		return nil, errs.Invalid("domain_id", "not a domain id")
 	}
-	return domain, r.LocalOnly(ctx, repositoryID)
+	switch {
+	case domainID == p.DomainID || domainID == Global:
+		return p, nil
+	case p.IsSystem():
+		in := *p
+		in.DomainID = domainID
+		return &in, nil
+	}
+	return nil, errs.NotFound("domain_id", domainID)
 }
 
-// DomainOf is the domain a request naming domain_id acts on: the caller's
-// own, or any for a SYSTEM caller. Another domain is 404, as if it did
-// not exist.
-func DomainOf(p *auth.Principal, domainID string) (string, error) {
-	if strings.Contains(domainID, "/") {
-		return "", errs.Invalid("domain_id", "not a domain id")
+// LocalActing is Acting for a read of policies or schemas, once its
+// repository_id is checked to be the local one (LocalOnly).
+func (r *Repos) LocalActing(ctx context.Context, p *auth.Principal, domainID, repositoryID string) (*auth.Principal, error) {
+	actor, err := Acting(p, domainID)
+	if err != nil {
+		return nil, err
 	}
-	if domainID == p.DomainID || (p.IsSystem() && domainID != "") {
-		return domainID, nil
+	return actor, r.LocalOnly(ctx, repositoryID)
+}
+
+// Admits checks a create of a record of resource r in domainID: the
+// caller acts there (Acting) and may place a record there (403 for the
+// platform's records unless a service).
+func Admits(p *auth.Principal, r query.Resource, domainID string) error {
+	actor, err := Acting(p, domainID)
+	if err != nil {
+		return err
 	}
-	return "", errs.NotFound("domain_id", domainID)
+	rule, err := tenancy.For(actor, r.Tenancy)
+	if err != nil {
+		return err
+	}
+	return rule.Admits(tenancy.Record{Domain: domainID})
+}
+
+// ToChange loads the record named key=name in domainID (its _id is
+// Key(domainID, name)) that the caller may change (store.GetToChange).
+func ToChange[T any](ctx context.Context, c *mongo.Collection, r query.Resource, p *auth.Principal, domainID, key, name string) (*T, error) {
+	actor, err := Acting(p, domainID)
+	if err != nil {
+		return nil, err
+	}
+	return store.GetToChange[T](ctx, c, r, actor, key, Key(domainID, name))
+}
+
+// Get reads the record named key=name for actor (Acting): the domain's
+// own, else the platform's of that name (store.GetFor), as every domain
+// uses the repository's global policies and schemas.
+func Get[T any](ctx context.Context, c *mongo.Collection, r query.Resource, actor *auth.Principal, domainID, key, name string) (*T, error) {
+	out, err := store.GetFor[T](ctx, c, r, actor, key, Key(domainID, name))
+	if domainID != Global && IsNotFound(err) {
+		out, err = store.GetFor[T](ctx, c, r, actor, key, Key(Global, name))
+	}
+	return out, err
 }
 
 // CheckLabelsTags checks the free-form labels and tags of a record:

@@ -68,6 +68,7 @@ var schemaResource = query.Resource{
 	MinimalFields: []string{"name", "service_type", "schema_id", "project_id"},
 	Fields:        query.FieldsOf[Schema](),
 	Maps:          freeform.FieldsOf[Schema](),
+	Tenancy:       repoapi.Tenancy,
 }
 
 var writers, readers = repoapi.Writers, repoapi.Readers
@@ -164,8 +165,7 @@ func Routes(ctx context.Context, db *mongo.Database, repos *repoapi.Repos) ([]ap
 }
 
 func (ss schemas) create(ctx context.Context, p *auth.Principal, r *createSchema) (*Schema, error) {
-	domain, err := repoapi.DomainOf(p, r.DomainID)
-	if err != nil {
+	if err := repoapi.Admits(p, schemaResource, r.DomainID); err != nil {
 		return nil, err
 	}
 	project := r.ProjectID
@@ -173,9 +173,9 @@ func (ss schemas) create(ctx context.Context, p *auth.Principal, r *createSchema
 		project = AllProjects
 	}
 	now := wire.T(wire.Now())
-	doc := &Schema{ID: repoapi.Key(domain, r.Name), Name: r.Name, ServiceType: r.ServiceType, SchemaID: r.SchemaID,
+	doc := &Schema{ID: repoapi.Key(r.DomainID, r.Name), Name: r.Name, ServiceType: r.ServiceType, SchemaID: r.SchemaID,
 		Schema: repoapi.Doc(r.Schema), Labels: wire.List(r.Labels), Tags: wire.Object(r.Tags),
-		RepositoryInfo: ss.repos.Local(), ProjectID: project, DomainID: domain, CreatedAt: now, UpdatedAt: now}
+		RepositoryInfo: ss.repos.Local(), ProjectID: project, DomainID: r.DomainID, CreatedAt: now, UpdatedAt: now}
 	if _, err := ss.c.InsertOne(ctx, doc); err != nil {
 		if mongo.IsDuplicateKeyError(err) {
 			return nil, errs.Duplicate("name", r.Name)
@@ -186,8 +186,7 @@ func (ss schemas) create(ctx context.Context, p *auth.Principal, r *createSchema
 }
 
 func (ss schemas) update(ctx context.Context, p *auth.Principal, r *updateSchema) (*Schema, error) {
-	domain, err := repoapi.DomainOf(p, r.DomainID)
-	if err != nil {
+	if _, err := repoapi.ToChange[Schema](ctx, ss.c, schemaResource, p, r.DomainID, "name", r.Name); err != nil {
 		return nil, err
 	}
 	set := bson.D{{Key: "updated_at", Value: wire.T(wire.Now())}}
@@ -200,7 +199,7 @@ func (ss schemas) update(ctx context.Context, p *auth.Principal, r *updateSchema
 	if r.Tags != nil {
 		set = append(set, bson.E{Key: "tags", Value: r.Tags})
 	}
-	out, err := store.SetByID[Schema](ctx, ss.c, "name", repoapi.Key(domain, r.Name), set)
+	out, err := store.SetByID[Schema](ctx, ss.c, "name", repoapi.Key(r.DomainID, r.Name), set)
 	if err != nil {
 		return nil, repoapi.NotFound(err, "name", r.Name)
 	}
@@ -208,11 +207,14 @@ func (ss schemas) update(ctx context.Context, p *auth.Principal, r *updateSchema
 }
 
 func (ss schemas) delete(ctx context.Context, p *auth.Principal, r *schemaRequest) (*api.Empty, error) {
-	domain, err := repoapi.DomainOf(p, r.DomainID)
+	cur, err := repoapi.ToChange[Schema](ctx, ss.c, schemaResource, p, r.DomainID, "name", r.Name)
 	if err != nil {
 		return nil, err
 	}
-	filter := bson.D{{Key: "_id", Value: repoapi.Key(domain, r.Name)}}
+	if r.SchemaID != "" && cur.SchemaID != r.SchemaID {
+		return nil, errs.NotFound("name", r.Name)
+	}
+	filter := bson.D{{Key: "_id", Value: cur.ID}}
 	if r.SchemaID != "" {
 		filter = append(filter, bson.E{Key: "schema_id", Value: r.SchemaID})
 	}
@@ -227,13 +229,13 @@ func (ss schemas) delete(ctx context.Context, p *auth.Principal, r *schemaReques
 }
 
 func (ss schemas) get(ctx context.Context, p *auth.Principal, r *getSchema) (*Schema, error) {
-	domain, err := ss.repos.LocalDomain(ctx, p, r.DomainID, r.RepositoryID)
+	actor, err := ss.repos.LocalActing(ctx, p, r.DomainID, r.RepositoryID)
 	if err != nil {
 		return nil, err
 	}
-	out, err := store.Get[Schema](ctx, ss.c, "name", repoapi.Key(domain, r.Name))
+	out, err := repoapi.Get[Schema](ctx, ss.c, schemaResource, actor, r.DomainID, "name", r.Name)
 	if err != nil {
-		return nil, repoapi.NotFound(err, "name", r.Name)
+		return nil, err
 	}
 	if r.SchemaID != "" && out.SchemaID != r.SchemaID {
 		return nil, errs.NotFound("name", r.Name)
@@ -243,7 +245,7 @@ func (ss schemas) get(ctx context.Context, p *auth.Principal, r *getSchema) (*Sc
 }
 
 func (ss schemas) list(ctx context.Context, p *auth.Principal, r *schemaQuery) (*api.List[Schema], error) {
-	domain, err := ss.repos.LocalDomain(ctx, p, r.DomainID, r.RepositoryID)
+	actor, err := ss.repos.LocalActing(ctx, p, r.DomainID, r.RepositoryID)
 	if err != nil {
 		return nil, err
 	}
@@ -252,14 +254,14 @@ func (ss schemas) list(ctx context.Context, p *auth.Principal, r *schemaQuery) (
 		// A project sees its own schemas and the domain-wide ones.
 		conds = append(conds, query.Condition{Key: "project_id", Value: []any{r.ProjectID, AllProjects}, Operator: "in"})
 	}
-	return store.Search[Schema](ctx, ss.c, query.With(r.Query, conds...), schemaResource, store.TenantScope(domain))
+	return store.SearchFor[Schema](ctx, ss.c, query.With(r.Query, conds...), schemaResource, actor)
 }
 
 func (ss schemas) stat(ctx context.Context, p *auth.Principal, r *schemaStat) (*map[string]any, error) {
-	domain, err := ss.repos.LocalDomain(ctx, p, r.DomainID, r.RepositoryID)
+	actor, err := ss.repos.LocalActing(ctx, p, r.DomainID, r.RepositoryID)
 	if err != nil {
 		return nil, err
 	}
-	res, err := stat.Run(ctx, ss.c, store.TenantScope(domain), schemaResource, r.Query)
+	res, err := stat.RunFor(ctx, ss.c, actor, schemaResource, r.Query)
 	return &res, err
 }
