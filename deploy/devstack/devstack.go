@@ -192,8 +192,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, started func(addr st
 		self[name] = "http://" + ln.Addr().String()
 	}
 	deps.Services = call.NewServices(self, boot.SystemToken, nil)
-	// The secret, repository, notification and cost-analysis services seal with the same keys as identity (.data/encryption-keys).
-	for _, build := range []app.Constructor{board.New, mailer.New(mcfg, mailer.WithKeys(cipher)), dashboard.New, secret.New(cipher), repository.New(repository.Config{Outward: outward.Allow{Loopback: true}, Keys: cipher}), monitoringAt("http://" + ln.Addr().String()), notification.New(cipher), costanalysis.New(cipher), inventory.New} {
+	// The secret, repository, notification, monitoring (acknowledge links) and cost-analysis services seal with the same keys as identity (.data/encryption-keys).
+	for _, build := range []app.Constructor{board.New, mailer.New(mcfg, mailer.WithKeys(cipher)), dashboard.New, secret.New(cipher), repository.New(repository.Config{Outward: outward.Allow{Loopback: true}, Keys: cipher}), monitoringAt("http://"+ln.Addr().String(), cipher), notification.New(cipher), costanalysis.New(cipher), inventory.New} {
 		svc, err := build(ctx, deps)
 		if err != nil {
 			return err
@@ -231,11 +231,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, started func(addr st
 	return app.Serve(ctx, srv, ln, workers...)
 }
 
-// monitoringAt builds monitoring with webhook URLs under base.
-func monitoringAt(base string) app.Constructor {
+// monitoringAt builds monitoring with webhook URLs and acknowledge links
+// under base, the links sealed with keys.
+func monitoringAt(base string, keys *identity.Cipher) app.Constructor {
 	return func(ctx context.Context, d app.Deps) (*app.Service, error) {
 		cfg := monitoring.DefaultConfig()
-		cfg.WebhookBaseURL = base
+		cfg.WebhookBaseURL, cfg.Keys = base, keys
 		return monitoring.Build(ctx, d, cfg)
 	}
 }

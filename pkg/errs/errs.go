@@ -58,6 +58,7 @@ const (
 	RequestTimeout                          = "ERROR_REQUEST_TIMEOUT"            // the body did not arrive in time
 	WebhookPluginUnavailable                = "ERROR_WEBHOOK_PLUGIN_UNAVAILABLE" // kept for retry
 	WebhookPluginTimeout                    = "ERROR_WEBHOOK_PLUGIN_TIMEOUT"     // kept for retry
+	AlertInvalidState                       = "ERROR_ALERT_INVALID_STATE"        // Nubes' code: an ERROR alert changes no more
 
 	// cost-analysis
 	UnsupportedCurrency           = "ERROR_UNSUPPORTED_CURRENCY"
@@ -128,6 +129,7 @@ var statusOf = map[string]int{
 	RequestTimeout:                          http.StatusRequestTimeout,
 	WebhookPluginUnavailable:                http.StatusBadGateway,
 	WebhookPluginTimeout:                    http.StatusGatewayTimeout,
+	AlertInvalidState:                       http.StatusConflict,
 
 	UnsupportedCurrency:           http.StatusBadRequest,
 	NotAllowedToChangeOrder:       http.StatusBadRequest,

@@ -1,9 +1,12 @@
 package monitoring_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +18,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/call"
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/plugin"
+	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/server"
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
@@ -27,6 +31,7 @@ func TestMain(m *testing.M) { testkit.Main(m) }
 var knownProjects = map[string]testkit.Project{
 	"project-a1": {DomainID: "domain-a", WorkspaceID: "workspace-1"},
 	"project-a2": {DomainID: "domain-a", WorkspaceID: "workspace-2"},
+	"project-a3": {DomainID: "domain-a", WorkspaceID: "workspace-1"},
 	"project-b1": {DomainID: "domain-b", WorkspaceID: "workspace-b"},
 }
 
@@ -39,7 +44,29 @@ type callers struct {
 	svc                                                              *app.Service
 	plugin                                                           *fakeplugin.Server
 	bus                                                              *events.Bus
+	clock                                                            *testClock
+	deps                                                             app.Deps
+	cfg                                                              monitoring.Config
 }
+
+// testKeys seal the acknowledge links of the tests.
+var testKeys = func() *seal.Keyring {
+	k, err := seal.Parse("k1:"+base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32)), "k1")
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
+
+// testClock is the alerts' clock: the real time plus what a test adds.
+type testClock struct{ skew atomic.Int64 }
+
+func (c *testClock) Now() time.Time {
+	return time.Now().UTC().Add(time.Duration(c.skew.Load())).Truncate(time.Millisecond)
+}
+
+// Advance moves the clock on by d.
+func (c *testClock) Advance(d time.Duration) { c.skew.Add(int64(d)) }
 
 type options struct {
 	settings func(*monitoring.Config)
@@ -77,9 +104,12 @@ func setupWith(t *testing.T, o options) *callers {
 	t.Cleanup(bus.Close)
 	urls := map[string]string{"identity": fake.URL, "repository": repo.URL}
 	deps := app.Deps{DB: db, Log: slog.New(slog.DiscardHandler), Services: call.NewServices(urls, "", nil), Plugins: plugins, Events: bus}
+	clock := &testClock{}
 	cfg := monitoring.DefaultConfig()
 	cfg.WebhookBaseURL = "https://nubes.example.com/"
 	cfg.CounterFlush = 20 * time.Millisecond
+	cfg.Keys = testKeys
+	cfg.Clock = clock.Now
 	if o.settings != nil {
 		o.settings(&cfg)
 	}
@@ -99,7 +129,7 @@ func setupWith(t *testing.T, o options) *callers {
 		adminA:   c.For(auth.Principal{DomainID: "domain-a", UserID: "alice", Role: auth.DomainAdmin}),
 		adminB:   c.For(auth.Principal{DomainID: "domain-b", UserID: "bob", Role: auth.DomainAdmin}),
 		ownerA1:  c.For(auth.Principal{DomainID: "domain-a", UserID: "olga", Role: auth.WorkspaceOwner, WorkspaceID: "workspace-1"}),
-		memberA1: c.For(auth.Principal{DomainID: "domain-a", UserID: "mia", Role: auth.WorkspaceMember, WorkspaceID: "workspace-1", Projects: []string{"project-a1"}}),
+		memberA1: c.For(memberA1),
 		memberA2: c.For(auth.Principal{DomainID: "domain-a", UserID: "max", Role: auth.WorkspaceMember, WorkspaceID: "workspace-2", Projects: []string{"project-a2"}}),
 		userA:    c.For(auth.Principal{DomainID: "domain-a", UserID: "ulla", Role: auth.User}),
 		db:       db,
@@ -108,8 +138,14 @@ func setupWith(t *testing.T, o options) *callers {
 		svc:      svc,
 		plugin:   fp,
 		bus:      bus,
+		clock:    clock,
+		deps:     deps,
+		cfg:      cfg,
 	}
 }
+
+// memberA1 is a member of workspace-1 in project-a1 (and project-a3).
+var memberA1 = auth.Principal{DomainID: "domain-a", UserID: "mia", Role: auth.WorkspaceMember, WorkspaceID: "workspace-1", Projects: []string{"project-a1", "project-a3"}}
 
 type list[T any] struct {
 	Results    []T `json:"results"`

@@ -10,6 +10,7 @@ package monitoring
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"time"
 
 	"github.com/nubes-io/nubes/pkg/api"
@@ -18,7 +19,10 @@ import (
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/pluginref"
+	"github.com/nubes-io/nubes/pkg/seal"
+	"github.com/nubes-io/nubes/pkg/seal/sealcmd"
 	"github.com/nubes-io/nubes/pkg/server"
+	"github.com/nubes-io/nubes/services/monitoring/internal/alertapi"
 	"github.com/nubes-io/nubes/services/monitoring/internal/eventapi"
 	"github.com/nubes-io/nubes/services/monitoring/internal/ingest"
 	"github.com/nubes-io/nubes/services/monitoring/internal/mon"
@@ -51,12 +55,20 @@ type Config struct {
 	MaxKept int
 	// CounterFlush is how often request counters are written.
 	CounterFlush time.Duration
+	// Keys seal the acknowledge links notifications carry (the suite's
+	// encryption keys); nil: alerts carry no link.
+	Keys *seal.Keyring
+	// LinkTTL is how long an acknowledge link works.
+	LinkTTL time.Duration
+	// Clock is the time of alerts and escalation (tests); nil: wire.Now.
+	Clock func() time.Time
 }
 
 // DefaultConfig is the configuration with every default.
 func DefaultConfig() Config {
 	return Config{IngestRate: 50, IngestBurst: 100, ParseTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second,
-		RetryInterval: 30 * time.Second, MaxAttempts: 10, MaxKept: ingest.DefaultMaxKept, CounterFlush: 250 * time.Millisecond}
+		RetryInterval: 30 * time.Second, MaxAttempts: 10, MaxKept: ingest.DefaultMaxKept, CounterFlush: 250 * time.Millisecond,
+		LinkTTL: alertapi.DefaultLinkTTL}
 }
 
 // Settings are monitoring's keys on top of config.Base.
@@ -70,17 +82,20 @@ type Settings struct {
 	RetryInterval  time.Duration `mapstructure:"webhook_retry_interval"`
 	MaxAttempts    int           `mapstructure:"webhook_retry_attempts"`
 	MaxKept        int           `mapstructure:"webhook_max_kept_bodies"`
+	LinkTTL        time.Duration `mapstructure:"alert_link_ttl"`
+	sealcmd.Keys   `mapstructure:",squash"`
 }
 
 // Defaults are the defaults of Settings.
 func Defaults() map[string]any {
 	d := config.BaseDefaults()
+	maps.Copy(d, sealcmd.KeyDefaults())
 	c := DefaultConfig()
 	for k, v := range map[string]any{
 		"webhook_base_url": "", "webhook_rate_limit": c.IngestRate, "webhook_rate_burst": c.IngestBurst,
 		"webhook_parse_timeout": c.ParseTimeout.String(), "webhook_read_timeout": c.ReadTimeout.String(),
 		"webhook_retry_interval": c.RetryInterval.String(), "webhook_retry_attempts": c.MaxAttempts,
-		"webhook_max_kept_bodies": c.MaxKept,
+		"webhook_max_kept_bodies": c.MaxKept, "alert_link_ttl": c.LinkTTL.String(),
 	} {
 		d[k] = v
 	}
@@ -91,13 +106,19 @@ func Defaults() map[string]any {
 // from NUBES_* and the config file.
 func FromEnv(ctx context.Context, d app.Deps) (*app.Service, error) {
 	var st Settings
-	if err := config.Load(&st, Defaults()); err != nil {
+	err := config.Load(&st, Defaults())
+	if err != nil {
 		return nil, err
 	}
 	cfg := DefaultConfig()
 	cfg.WebhookBaseURL, cfg.IngestRate, cfg.IngestBurst = st.WebhookBaseURL, st.IngestRate, st.IngestBurst
 	cfg.ParseTimeout, cfg.ReadTimeout, cfg.RetryInterval, cfg.MaxAttempts = st.ParseTimeout, st.ReadTimeout, st.RetryInterval, st.MaxAttempts
-	cfg.MaxKept = st.MaxKept
+	cfg.MaxKept, cfg.LinkTTL = st.MaxKept, st.LinkTTL
+	if st.EncryptionKeys != "" || st.EncryptionKeysFile != "" {
+		if cfg.Keys, err = st.Keyring(); err != nil {
+			return nil, err
+		}
+	}
 	return Build(ctx, d, cfg)
 }
 
@@ -116,6 +137,22 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	policies, err := policyapi.New(ctx, d.DB, projects, log)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Keys == nil {
+		log.Warn("monitoring runs without encryption_keys: notifications of alerts carry no acknowledge link")
+	}
+	alerts, err := alertapi.New(ctx, d.DB, projects, func(ctx context.Context, domainID, workspaceID, _ string) (alertapi.Policy, error) {
+		pol, err := policies.DefaultOf(ctx, domainID, workspaceID)
+		if err != nil || pol == nil {
+			return alertapi.Policy{}, err
+		}
+		return alertapi.Policy{ID: pol.EscalationPolicyID, RepeatCount: pol.RepeatCount}, nil
+	}, alertapi.Config{BaseURL: cfg.WebhookBaseURL, Keys: cfg.Keys, LinkTTL: cfg.LinkTTL}, log)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Clock != nil {
+		alerts.SetClock(cfg.Clock)
 	}
 	notes, err := noteapi.New(ctx, d.DB)
 	if err != nil {
@@ -160,5 +197,6 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	routes = append(routes, notes.Routes()...)
 	routes = append(routes, webhooks.Routes()...)
 	routes = append(routes, evs.Routes()...)
-	return &app.Service{Name: Name, Routes: routes, Workers: workers, Raw: []server.Raw{in.Raw()}}, nil
+	routes = append(routes, alerts.Routes()...)
+	return &app.Service{Name: Name, Routes: routes, Workers: workers, Raw: append([]server.Raw{in.Raw()}, alerts.Raw()...)}, nil
 }

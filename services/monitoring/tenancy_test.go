@@ -22,7 +22,7 @@ func TestTenancy(t *testing.T) {
 	owner := auth.Principal{DomainID: "domain-a", UserID: "olga", Role: auth.WorkspaceOwner, WorkspaceID: "workspace-1"}
 	member := auth.Principal{DomainID: "domain-a", UserID: "mia", Role: auth.WorkspaceMember, WorkspaceID: "workspace-1", Projects: []string{"project-a1"}}
 	watch := []*mongo.Collection{c.db.Collection(mon.WebhooksCollection), c.db.Collection(mon.PoliciesCollection),
-		c.db.Collection(mon.NotesCollection), c.db.Collection(mon.EventsCollection)}
+		c.db.Collection(mon.NotesCollection), c.db.Collection(mon.EventsCollection), c.db.Collection(mon.AlertsCollection)}
 	matrix := func(coll, id, project string, insider auth.Principal, get, list testkit.Req, stat *testkit.Req, changes ...testkit.Req) testkit.Tenancy {
 		return testkit.Tenancy{Handler: c.handler, Coll: c.db.Collection(coll), ID: id, Domain: "domain-a", Workspace: "workspace-1",
 			Project: project, Insider: insider, Get: get, List: list, Stat: stat, Changes: changes, Watch: watch}
@@ -68,6 +68,18 @@ func TestTenancy(t *testing.T) {
 			at(distinct("note_id"), base+"note/stat"),
 			testkit.Req{Path: base + "note/update", Body: map[string]any{"note_id": n.NoteID, "note": "taken"}},
 			testkit.Req{Path: base + "note/delete", Body: id},
+		).Run(t)
+	})
+	t.Run("alert", func(t *testing.T) {
+		a := c.alert(t, c.memberA1, "disk full", "project-a1")
+		id := map[string]any{"alert_id": a.AlertID}
+		matrix(mon.AlertsCollection, a.AlertID, "project-a1", member,
+			testkit.Req{Path: base + "alert/get", Body: id}, testkit.Req{Path: base + "alert/list", Body: id},
+			at(distinct("alert_id"), base+"alert/stat"),
+			testkit.Req{Path: base + "alert/update", Body: map[string]any{"alert_id": a.AlertID, "title": "taken"}},
+			testkit.Req{Path: base + "alert/update", Body: map[string]any{"alert_id": a.AlertID, "state": "RESOLVED"}},
+			testkit.Req{Path: base + "alert/assign-user", Body: map[string]any{"alert_id": a.AlertID, "assignee": "eve"}},
+			testkit.Req{Path: base + "alert/delete", Body: id},
 		).Run(t)
 	})
 	t.Run("event", func(t *testing.T) {

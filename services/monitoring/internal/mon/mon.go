@@ -33,6 +33,10 @@ const (
 	// keyed by _id.
 	ClaimsCollection = "monitoring_claims"
 	OutboxCollection = "monitoring_outbox"
+	// AlertsCollection holds alerts (_id = alert_id); ConfigsCollection
+	// the project alert configs (_id = project_id).
+	AlertsCollection  = "monitoring_alerts"
+	ConfigsCollection = "monitoring_project_alert_configs"
 )
 
 // Global is the workspace_id (and project_id) of a record that belongs to

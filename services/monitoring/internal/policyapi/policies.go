@@ -411,3 +411,32 @@ func (ps *Policies) stat(ctx context.Context, p *auth.Principal, r *statQuery) (
 	res, err := stat.RunFor(ctx, ps.c, p, resource, r.Query)
 	return &res, err
 }
+
+// DefaultOf is the policy an alert of a project without one of its own
+// follows: the default of the workspace, else of the domain; nil when
+// neither has one.
+func (ps *Policies) DefaultOf(ctx context.Context, domainID, workspaceID string) (*Policy, error) {
+	for _, ws := range []string{workspaceID, mon.Global} {
+		id, err := ps.claims.Owner(ctx, defaultKey(domainID, ws))
+		if err != nil {
+			return nil, err
+		}
+		if id == "" {
+			continue
+		}
+		pol, err := ps.Get(ctx, id)
+		if err != nil || pol != nil {
+			return pol, err
+		}
+	}
+	return nil, nil
+}
+
+// Get returns a policy by id, nil when it is gone.
+func (ps *Policies) Get(ctx context.Context, id string) (*Policy, error) {
+	pol, err := store.Get[Policy](ctx, ps.c, "escalation_policy_id", id)
+	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+		return nil, nil
+	}
+	return pol, err
+}
