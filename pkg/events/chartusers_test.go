@@ -63,8 +63,12 @@ func TestChartNATSUsers(t *testing.T) {
 		defer b.Close()
 		bus[s] = b
 	}
-	pubs := map[string][]string{"identity": {events.MailSubject, events.IdentityJobSubject}, "inventory": {events.InventoryTaskSubject},
-		"cost-analysis": {events.CostTaskSubject}, "monitoring": {events.MonitoringEventSubject}, "notification": {events.NotificationDeadSubject}, "mailer": {events.MailDeadSubject}}
+	pubs := map[string][]string{"identity": {events.MailSubject, events.IdentityJobSubject},
+		"inventory":     {events.InventoryTaskSubject, events.NotificationRequestSubject},
+		"cost-analysis": {events.CostTaskSubject, events.NotificationRequestSubject},
+		"monitoring":    {events.MonitoringEventSubject, events.NotificationRequestSubject},
+		"notification":  {events.NotificationDeadSubject, events.NotificationDispatchSubject, events.MailSubject},
+		"mailer":        {events.MailDeadSubject}}
 	for s, subs := range pubs {
 		for _, sub := range subs {
 			if err := bus[s].Publish(ctx, sub, "id-"+s+sub, map[string]string{"x": "y"}); err != nil {
@@ -77,6 +81,7 @@ func TestChartNATSUsers(t *testing.T) {
 		{"inventory", events.InventoryTaskStream, events.InventoryTaskConsumer, events.InventoryTaskSubject},
 		{"cost-analysis", events.JobStream, events.CostTaskConsumer, events.CostTaskSubject},
 		{"notification", events.NotificationStream, events.NotificationConsumer, events.NotificationDispatchSubject},
+		{"notification", events.NotificationStream, events.NotificationRequestConsumer, events.NotificationRequestSubject},
 		{"mailer", events.MailStream, events.MailConsumer, events.MailSubject}} {
 		got := make(chan struct{}, 1)
 		cctx, cancel := context.WithCancel(ctx)
@@ -119,26 +124,10 @@ func TestChartNATSUsers(t *testing.T) {
 				}
 			})
 		}()
-		if c.svc == "notification" {
-			// No service publishes dispatches yet: the consumer's
-			// creation is what must pass. Its pulls then run under the
-			// same rule as the others'.
-			for {
-				if _, err := bus["notification"].JS.Consumer(ctx, c.stream, c.durable); err == nil {
-					break
-				}
-				select {
-				case err := <-done:
-					t.Fatalf("notification: Consume returned %v", err)
-				case <-time.After(50 * time.Millisecond):
-				}
-			}
-		} else {
-			select {
-			case <-got:
-			case <-time.After(15 * time.Second): // bounds a failing test only
-				t.Fatalf("%s got nothing", c.svc)
-			}
+		select {
+		case <-got:
+		case <-time.After(15 * time.Second): // bounds a failing test only
+			t.Fatalf("%s %s got nothing", c.svc, c.durable)
 		}
 		cancel()
 		<-done
@@ -154,9 +143,12 @@ func TestChartNATSUsers(t *testing.T) {
 	_ = nc.Publish("$JS.API.CONSUMER.MSG.NEXT.NUBES_MAIL.mailer", []byte(`{"batch":1}`))
 	_ = nc.Publish("$JS.API.STREAM.DELETE.NUBES_MAIL", nil)
 	_ = nc.Publish(events.InventoryTaskSubject, nil)
+	_ = nc.Publish(events.NotificationDispatchSubject, nil)
+	_ = nc.Publish("$JS.API.CONSUMER.MSG.NEXT.NUBES_NOTIFICATION.notification-request", []byte(`{"batch":1}`))
 	_ = nc.Flush()
 	for _, want := range []string{"Subscription to \"_INBOX.nubes-mailer.>\"", "Publish to \"$JS.API.CONSUMER.MSG.NEXT.NUBES_MAIL.mailer\"",
-		"Publish to \"$JS.API.STREAM.DELETE.NUBES_MAIL\"", "Publish to \"nubes.inventory.task\""} {
+		"Publish to \"$JS.API.STREAM.DELETE.NUBES_MAIL\"", "Publish to \"nubes.inventory.task\"", "Publish to \"nubes.notification.dispatch\"",
+		"Publish to \"$JS.API.CONSUMER.MSG.NEXT.NUBES_NOTIFICATION.notification-request\""} {
 		select {
 		case err := <-errs:
 			if !strings.Contains(err.Error(), "Permissions Violation for "+want) {

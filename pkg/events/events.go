@@ -108,6 +108,15 @@ const (
 	NotificationDeadSubject = "nubes.notification.dead" // payload DeadNotification, Nats-Msg-Id = "dead-" + ID
 	// NotificationConsumer is the notification service's durable consumer.
 	NotificationConsumer = "notification"
+	// NotificationRequestSubject is the one way any service asks for a
+	// notification: payload NotificationRequest, Nats-Msg-Id =
+	// NotificationRequest.ID, published through the producer's Outbox
+	// (Outbox.Add). It rides on NotificationStream.
+	NotificationRequestSubject = "nubes.notification.request"
+	// NotificationRequestConsumer is the notification service's durable
+	// consumer of NotificationRequestSubject: it picks the channels and
+	// publishes one NotificationDispatch per channel.
+	NotificationRequestConsumer = "notification-request"
 
 	// InventoryTaskStream is the work queue of inventory collection tasks
 	// (WorkQueue retention: a message is gone once a worker acks it; any
@@ -209,6 +218,84 @@ type NotificationDispatch struct {
 	NotificationType string         `json:"notification_type"` // INFO, ERROR, SUCCESS, WARNING
 	Message          map[string]any `json:"message"`           // title (required), description, link, tags, ...
 	ChannelData      map[string]any `json:"channel_data"`      // where to deliver (e-mail addresses, a webhook URL, ...)
+	// ChannelID names the channel a NotificationRequest picked (empty
+	// for a push); SealedChannelData is then that channel's secret data
+	// as the channel stores it (a SECRET protocol), opened by the
+	// dispatcher for the call only and used instead of ChannelData.
+	ChannelID         string       `json:"channel_id,omitempty"`
+	SealedChannelData *seal.Sealed `json:"sealed_channel_data,omitempty"`
+}
+
+// Notification levels and types of a NotificationRequest.
+const (
+	// LevelAll reaches every channel whatever its level (upstream's ALL).
+	LevelAll = "ALL"
+	// NotifyInfo, NotifyError, NotifySuccess and NotifyWarning are the
+	// notification types (upstream's NotificationType, NONE excluded).
+	NotifyInfo    = "INFO"
+	NotifyError   = "ERROR"
+	NotifySuccess = "SUCCESS"
+	NotifyWarning = "WARNING"
+)
+
+// NotificationRequest asks the notification service to notify: upstream's
+// Notification.create made an event. The service picks the ENABLED
+// channels of the targets that pass the subscription (Topic), schedule
+// and level checks, keeps an inbox entry for each target user, renders
+// Message as upstream's message Struct and dispatches it through each
+// channel's protocol (NotificationDispatch, or the mailer for e-mail
+// channels of the built-in protocol).
+//
+// Targets (at least one): ProjectID (the project's channels), UserIDs
+// (those users' channels and inboxes), DomainAdmins (the domain admins',
+// as users). ID is the producer's dedup id (ValidID): a request published
+// twice with one ID notifies once; each (request, channel) pair is
+// dispatched at most once.
+type NotificationRequest struct {
+	ID           string   `json:"id"`
+	DomainID     string   `json:"domain_id"`
+	WorkspaceID  string   `json:"workspace_id,omitempty"`
+	ProjectID    string   `json:"project_id,omitempty"`
+	UserIDs      []string `json:"user_ids,omitempty"`
+	DomainAdmins bool     `json:"domain_admins,omitempty"`
+	// Topic is what subscriptions name: monitoring.Alert, inventory.Job,
+	// cost_analysis.Job, ...
+	Topic string `json:"topic"`
+	// NotificationType: NotifyInfo (default), NotifyError, NotifySuccess,
+	// NotifyWarning.
+	NotificationType string `json:"notification_type"`
+	// Level: LevelAll (default) or LV1..LV10; a project channel takes a
+	// request of its own level only (docs/decisions.md).
+	Level   string              `json:"notification_level"`
+	Message NotificationMessage `json:"message"`
+}
+
+// NotificationMessage is upstream's message Struct
+// (plugin-protocols.md 6): title is required.
+type NotificationMessage struct {
+	Title            string            `json:"title"`
+	Description      string            `json:"description,omitempty"`
+	ShortDescription string            `json:"short_description,omitempty"`
+	Link             string            `json:"link,omitempty"`
+	ImageURL         string            `json:"image_url,omitempty"`
+	Tags             []MessageTag      `json:"tags,omitempty"`
+	Callbacks        []MessageCallback `json:"callbacks,omitempty"`
+	OccurredAt       string            `json:"occurred_at,omitempty"` // ISO 8601 UTC
+}
+
+// MessageTag is one tag of a message ("Alert Number": "#3").
+type MessageTag struct {
+	Key     string         `json:"key"`
+	Value   string         `json:"value"`
+	Options map[string]any `json:"options,omitempty"`
+}
+
+// MessageCallback is one action of a message (label "Acknowledge", the
+// signed link that acknowledges the alert).
+type MessageCallback struct {
+	Label   string         `json:"label"`
+	URL     string         `json:"url"`
+	Options map[string]any `json:"options,omitempty"`
 }
 
 // CostTask asks a cost-analysis worker to run one task of a cost job
@@ -254,7 +341,7 @@ func StreamConfigs(replicas int) []jetstream.StreamConfig {
 		{Name: MailDeadStream, Subjects: []string{MailDeadSubject}, Duplicates: DuplicateWindow, MaxAge: 30 * 24 * time.Hour, Replicas: replicas},
 		{Name: JobStream, Subjects: []string{JobSubject}, Duplicates: DuplicateWindow, MaxAge: 7 * 24 * time.Hour, Replicas: replicas},
 		{Name: MonitoringStream, Subjects: []string{MonitoringEventSubject}, Duplicates: DuplicateWindow, MaxAge: 7 * 24 * time.Hour, Replicas: replicas},
-		{Name: NotificationStream, Subjects: []string{NotificationDispatchSubject}, Duplicates: DuplicateWindow, MaxAge: 7 * 24 * time.Hour, Replicas: replicas},
+		{Name: NotificationStream, Subjects: []string{NotificationDispatchSubject, NotificationRequestSubject}, Duplicates: DuplicateWindow, MaxAge: 7 * 24 * time.Hour, Replicas: replicas},
 		{Name: NotificationDeadStream, Subjects: []string{NotificationDeadSubject}, Duplicates: DuplicateWindow, MaxAge: 30 * 24 * time.Hour, Replicas: replicas},
 		{Name: InventoryTaskStream, Subjects: []string{InventoryTaskSubject}, Retention: jetstream.WorkQueuePolicy, Duplicates: DuplicateWindow, MaxAge: 7 * 24 * time.Hour, Replicas: replicas},
 	}

@@ -290,19 +290,34 @@ func TestNATSUsers(t *testing.T) {
 	}
 	// The subjects of one service are not another's.
 	owns := map[string]string{
-		"nubes.mail.send": "nubes-identity", "nubes.job.identity": "nubes-identity", "nubes.inventory.task": "nubes-inventory",
+		"nubes.job.identity": "nubes-identity", "nubes.inventory.task": "nubes-inventory",
 		"nubes.job.cost-analysis": "nubes-cost-analysis", "nubes.monitoring.event": "nubes-monitoring",
 		"nubes.notification.dead": "nubes-notification", "nubes.mail.dead": "nubes-mailer",
 		"$JS.API.CONSUMER.MSG.NEXT.NUBES_MAIL.mailer": "nubes-mailer", "$KV.mail_sent.>": "nubes-mailer",
-		"$JS.API.CONSUMER.MSG.NEXT.NUBES_JOBS.identity-sync":        "nubes-identity",
-		"$JS.API.CONSUMER.MSG.NEXT.NUBES_JOBS.cost-analysis":        "nubes-cost-analysis",
-		"$JS.API.CONSUMER.MSG.NEXT.NUBES_INVENTORY_TASKS.inventory": "nubes-inventory",
-		"$JS.API.CONSUMER.MSG.NEXT.NUBES_NOTIFICATION.notification": "nubes-notification",
+		"$JS.API.CONSUMER.MSG.NEXT.NUBES_JOBS.identity-sync":                "nubes-identity",
+		"$JS.API.CONSUMER.MSG.NEXT.NUBES_JOBS.cost-analysis":                "nubes-cost-analysis",
+		"$JS.API.CONSUMER.MSG.NEXT.NUBES_INVENTORY_TASKS.inventory":         "nubes-inventory",
+		"$JS.API.CONSUMER.MSG.NEXT.NUBES_NOTIFICATION.notification":         "nubes-notification",
+		"$JS.API.CONSUMER.MSG.NEXT.NUBES_NOTIFICATION.notification-request": "nubes-notification",
+		"nubes.notification.dispatch":                                       "nubes-notification",
 	}
 	for subject, owner := range owns {
 		for user, u := range users {
 			if has := slices.Contains(u.publish, subject); has != (user == owner) {
 				t.Fatalf("%s may publish on %s: %v (owner %s)", user, subject, has, owner)
+			}
+		}
+	}
+	// Subjects of several producers: mail (identity; notification for
+	// e-mail channels) and notification requests (every service that
+	// notifies), no one else.
+	for subject, owners := range map[string][]string{
+		"nubes.mail.send":            {"nubes-identity", "nubes-notification"},
+		"nubes.notification.request": {"nubes-cost-analysis", "nubes-inventory", "nubes-monitoring"},
+	} {
+		for user, u := range users {
+			if has := slices.Contains(u.publish, subject); has != slices.Contains(owners, user) {
+				t.Fatalf("%s may publish on %s: %v (owners %v)", user, subject, has, owners)
 			}
 		}
 	}

@@ -25,25 +25,29 @@ inventory:
   calls: [repository]
   plugins: true
   nats:
-    publish: [nubes.inventory.task]
+    publish: [nubes.inventory.task, nubes.notification.request]
     consumers: [{stream: NUBES_INVENTORY_TASKS, durable: inventory, filter: nubes.inventory.task}]
 cost-analysis:
   calls: [repository]
   plugins: true
   nats:
-    publish: [nubes.job.cost-analysis]
+    publish: [nubes.job.cost-analysis, nubes.notification.request]
     consumers: [{stream: NUBES_JOBS, durable: cost-analysis, filter: nubes.job.cost-analysis}]
 monitoring:
   calls: [repository]
   plugins: true
   nats:
-    publish: [nubes.monitoring.event]
+    publish: [nubes.monitoring.event, nubes.notification.request]
 notification:
   calls: [repository]
   plugins: true
   nats:
-    publish: [nubes.notification.dead]
-    consumers: [{stream: NUBES_NOTIFICATION, durable: notification, filter: nubes.notification.dispatch}]
+    # dispatch: one per channel a request picked; mail.send: e-mail
+    # channels of the built-in protocol go through the mailer.
+    publish: [nubes.notification.dead, nubes.notification.dispatch, nubes.mail.send]
+    consumers:
+      - {stream: NUBES_NOTIFICATION, durable: notification, filter: nubes.notification.dispatch}
+      - {stream: NUBES_NOTIFICATION, durable: notification-request, filter: nubes.notification.request}
 mailer:
   calls: []
   nats:
