@@ -50,6 +50,7 @@ const (
 	// notification
 	WrongPluginSettings          = "ERROR_WRONG_PLUGIN_SETTINGS"            // upstream 500: the repository plugin lacks capability.supported_schema
 	NotAllowedUpdateProtocolType = "ERROR_NOT_ALLOWED_UPDATE_PROTOCOL_TYPE" // upstream 500: the built-in INTERNAL protocol is read-only
+	ProtocolDisabled             = "ERROR_PROTOCOL_DISABLED"                // a channel needs an ENABLED protocol
 
 	// monitoring
 	InvalidEscalationPolicyScope            = "ERROR_INVALID_ESCALATION_POLICY_SCOPE"
@@ -122,6 +123,7 @@ var statusOf = map[string]int{
 
 	WrongPluginSettings:          http.StatusBadRequest,
 	NotAllowedUpdateProtocolType: http.StatusBadRequest,
+	ProtocolDisabled:             http.StatusBadRequest,
 
 	InvalidEscalationPolicyScope:            http.StatusBadRequest,
 	DefaultEscalationPolicyNotAllowDeletion: http.StatusBadRequest,

@@ -153,6 +153,11 @@ const (
 	// MailResetPassword: password reset. Required: one of "link" or
 	// "temporary_password". Optional: "expires_hours".
 	MailResetPassword = "reset_password"
+	// MailNotification: a notification to an e-mail channel of the
+	// built-in protocol. Required: "title". Optional: "description",
+	// "tags" (lines "Key: value"), "link", "callback_label",
+	// "callback_url" (the message's first callback, an acknowledge link).
+	MailNotification = "notification"
 	// MailGeneric: any other notice. Optional: "subject", "body"; without
 	// "body" every Data key is listed.
 	MailGeneric = "generic"

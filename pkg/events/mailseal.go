@@ -13,7 +13,7 @@ import (
 // (a link carrying a token, a code, a temporary password): they never
 // travel or rest in clear (outbox, MailStream, MailDeadStream). SealMail
 // moves them into Mail.Secret; the mailer opens them at send time.
-var SecretMailKeys = []string{"link", "code", "token", "temporary_password"}
+var SecretMailKeys = []string{"link", "code", "token", "temporary_password", "callback_url"}
 
 // mailAD binds a mail's sealed secret to the mail: copied onto another
 // mail, it does not open.

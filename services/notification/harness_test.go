@@ -71,7 +71,10 @@ func setupWith(t *testing.T, o options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deps := app.Deps{DB: db, Log: slog.New(slog.DiscardHandler), Services: call.NewServices(map[string]string{"repository": repo.URL}, "", nil), Plugins: plugins}
+	identity := testkit.FakeIdentity(t, map[string]testkit.Project{
+		"project-1": {DomainID: "domain-a", WorkspaceID: "workspace-1"}, "project-2": {DomainID: "domain-a", WorkspaceID: "workspace-1"},
+		"project-9": {DomainID: "domain-a", WorkspaceID: "workspace-9"}, "project-b": {DomainID: "domain-b", WorkspaceID: "workspace-b"}})
+	deps := app.Deps{DB: db, Log: slog.New(slog.DiscardHandler), Services: call.NewServices(map[string]string{"repository": repo.URL, "identity": identity.URL}, "", nil), Plugins: plugins}
 	e := &env{db: db, plugin: fp}
 	if o.bus {
 		n := testkit.StartNATS(t)

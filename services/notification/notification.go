@@ -28,7 +28,9 @@ import (
 	"github.com/nubes-io/nubes/pkg/seal/sealcmd"
 	"github.com/nubes-io/nubes/services/notification/internal/dispatch"
 	"github.com/nubes-io/nubes/services/notification/internal/noti"
+	"github.com/nubes-io/nubes/services/notification/internal/projectchannel"
 	"github.com/nubes-io/nubes/services/notification/internal/protocolapi"
+	"github.com/nubes-io/nubes/services/notification/internal/userchannel"
 )
 
 // Name is the service name.
@@ -74,6 +76,14 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	projectChannels, err := projectchannel.New(ctx, d.DB, d.Services.Client("identity"), cfg.Keys)
+	if err != nil {
+		return nil, err
+	}
+	userChannels, err := userchannel.New(ctx, d.DB, cfg.Keys)
+	if err != nil {
+		return nil, err
+	}
 	var workers []func(context.Context) error
 	if d.Events != nil {
 		disp, err := dispatch.New(ctx, d.DB, d.Events, plugins, cfg.Keys, cfg.Dispatch, log)
@@ -86,6 +96,8 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	}
 	var routes []api.Route
 	routes = append(routes, protocols.Routes()...)
+	routes = append(routes, projectChannels.Routes()...)
+	routes = append(routes, userChannels.Routes()...)
 	return &app.Service{Name: Name, Routes: routes, Workers: workers}, nil
 }
 

@@ -38,6 +38,7 @@ var required = map[string][][]string{
 	events.MailVerifyEmail:   {{"code"}},
 	events.MailMFACode:       {{"code"}},
 	events.MailResetPassword: {{"link", "temporary_password"}},
+	events.MailNotification:  {{"title"}},
 }
 
 // Content is a rendered e-mail.

@@ -13,7 +13,7 @@ func TestEveryTemplateInEveryLanguage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{events.MailGeneric, events.MailInvite, events.MailMFACode, events.MailResetPassword, events.MailVerifyEmail}
+	want := []string{events.MailGeneric, events.MailInvite, events.MailMFACode, events.MailNotification, events.MailResetPassword, events.MailVerifyEmail}
 	langs := r.Languages()
 	slices.Sort(langs)
 	if !slices.Equal(langs, []string{"en", "ko"}) {
@@ -66,6 +66,11 @@ func TestRender(t *testing.T) {
 			"en", "Confirm your e-mail", []string{"555555"}, nil},
 		{"unknown template is generic", "welcome_aboard", "en", map[string]string{"subject": "Hi\nthere", "plan": "gold"},
 			"en", "Hi there", []string{"plan: gold"}, []string{"subject:"}},
+		{"notification", "notification", "en", map[string]string{"title": "[Alerting] disk\nfull", "description": "90% used", "tags": "Urgency: HIGH",
+			"link": "https://console/alert", "callback_label": "Acknowledge", "callback_url": "https://nubes/ack/k1"},
+			"en", "[Alerting] disk full", []string{"90% used", "Urgency: HIGH", "Details: https://console/alert", "Acknowledge: https://nubes/ack/k1"}, []string{"<no value>"}},
+		{"notification title only ko", "notification", "ko", map[string]string{"title": "작업 실패"},
+			"ko", "작업 실패", []string{"작업 실패"}, []string{"자세히", "열기"}},
 		{"generic body", "generic", "ko", map[string]string{"body": "Line one\nLine two"},
 			"ko", "Nubes 알림", []string{"Line one\nLine two"}, nil},
 	}
@@ -111,6 +116,7 @@ func TestRenderRefusesMissingData(t *testing.T) {
 		{"verify_email", nil},
 		{"mfa_code", map[string]string{"code": "  "}},
 		{"reset_password", map[string]string{"token": "t"}},
+		{"notification", map[string]string{"description": "no title", "title": "  "}},
 	} {
 		if _, err := r.Render(tc.template, "en", tc.data); err == nil {
 			t.Errorf("%s with %v rendered", tc.template, tc.data)
