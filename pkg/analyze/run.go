@@ -104,6 +104,12 @@ func readable(r query.Resource, q *Query, dateKey string) error {
 	return nil
 }
 
+// Paths calls check with every stored path q reads (filter, filter_or,
+// group_by, fields and push sources), as the query names them: a service
+// refuses a path its own rule keeps from the caller (cost-analysis's
+// denied keys) with it.
+func (q *Query) Paths(check func(at string, p *string) error) error { return paths(q, check) }
+
 // paths calls check with every stored path q reads: filter, filter_or,
 // group_by and fields.
 func paths(q *Query, check func(at string, p *string) error) error {

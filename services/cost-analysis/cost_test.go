@@ -30,7 +30,7 @@ func (e *env) seedCosts(t *testing.T) {
 func TestCostAnalyze(t *testing.T) {
 	e := setup(t)
 	e.seedCosts(t)
-	q := M{"query": M{"granularity": "MONTHLY", "start": "2024-01", "end": "2024-02", "group_by": []string{"provider"},
+	q := M{"data_source_id": "ds-1", "query": M{"granularity": "MONTHLY", "start": "2024-01", "end": "2024-02", "group_by": []string{"provider"},
 		"fields": M{"total": M{"key": "cost", "operator": "sum"}}, "sort": []M{{"key": "date"}, {"key": "provider"}}}}
 	res := e.adminA.Call(costBase+"analyze", q).OK(nil).JSON()
 	if got := fmt.Sprint(res["results"]); got != "[map[date:2024-01 provider:aws total:10] map[date:2024-02 provider:aws total:21] map[date:2024-02 provider:gcp total:5]]" {
@@ -40,12 +40,12 @@ func TestCostAnalyze(t *testing.T) {
 	if got := fmt.Sprint(res["results"]); got != "[map[date:2024-01 provider:aws total:10] map[date:2024-02 provider:aws total:20]]" {
 		t.Errorf("workspace-1: %s", got)
 	}
-	res = e.adminB.Call(costBase+"analyze", M{"query": M{"granularity": "YEARLY", "fields": M{"n": M{"operator": "count"}}}}).OK(nil).JSON()
+	res = e.adminB.Call(costBase+"analyze", M{"data_source_id": "ds-1", "query": M{"granularity": "YEARLY", "fields": M{"n": M{"operator": "count"}}}}).OK(nil).JSON()
 	if got := fmt.Sprint(res["results"]); got != "[map[date:2024 n:1]]" {
 		t.Errorf("domain-b: %s", got)
 	}
 	// a window narrows it
-	res = e.adminA.Call(costBase+"analyze", M{"query": M{"granularity": "DAILY", "start": "2024-02-06", "end": "2024-02-07",
+	res = e.adminA.Call(costBase+"analyze", M{"data_source_id": "ds-1", "query": M{"granularity": "DAILY", "start": "2024-02-06", "end": "2024-02-07",
 		"fields": M{"total": M{"key": "cost", "operator": "sum"}}}}).OK(nil).JSON()
 	if got := fmt.Sprint(res["results"]); got != "[map[date:2024-02-07 total:5]]" {
 		t.Errorf("window: %s", got)
@@ -55,16 +55,18 @@ func TestCostAnalyze(t *testing.T) {
 		code string
 	}{
 		{M{}, errs.RequiredParameter},
-		{M{"query": M{"granularity": "HOURLY", "fields": M{"n": M{"operator": "count"}}}}, errs.InvalidParameter},
-		{M{"query": M{"start": "January", "fields": M{"n": M{"operator": "count"}}}}, errs.InvalidParameterType},
-		{M{"query": M{"fields": M{"n": M{"key": "secret", "operator": "sum"}}}}, errs.InvalidParameter},
-		{M{"query": M{"fields": M{"n": M{"key": "cost", "operator": "median"}}}}, errs.DBQuery},
+		{M{"query": M{"fields": M{"n": M{"operator": "count"}}}}, errs.RequiredParameter}, // no data source
+		{M{"data_source_id": 5, "query": M{"fields": M{"n": M{"operator": "count"}}}}, errs.InvalidParameterType},
+		{M{"data_source_id": "ds-1", "query": M{"granularity": "HOURLY", "fields": M{"n": M{"operator": "count"}}}}, errs.InvalidParameter},
+		{M{"data_source_id": "ds-1", "query": M{"start": "January", "fields": M{"n": M{"operator": "count"}}}}, errs.InvalidParameterType},
+		{M{"data_source_id": "ds-1", "query": M{"fields": M{"n": M{"key": "secret", "operator": "sum"}}}}, errs.InvalidParameter},
+		{M{"data_source_id": "ds-1", "query": M{"fields": M{"n": M{"key": "cost", "operator": "median"}}}}, errs.DBQuery},
 	} {
 		e.adminA.Call(costBase+"analyze", bad.body).Fails(http.StatusBadRequest, bad.code)
 	}
 	e.anon.Call(costBase+"analyze", q).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
 	// list and get are confined the same way.
-	if n := e.costs(t, e.ownerA2, M{}).TotalCount; n != 1 {
+	if n := e.costs(t, e.ownerA2, "ds-1", M{}).TotalCount; n != 1 {
 		t.Errorf("workspace-2 lists %d", n)
 	}
 	e.ownerA2.Call(costBase+"get", M{"cost_id": "cost-1"}).Fails(http.StatusNotFound, errs.NotFoundCode)
@@ -87,16 +89,16 @@ func TestCostAnalyzeBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { stat.SetLimits(stat.Limits{}) })
-	byCost := M{"query": M{"granularity": "MONTHLY", "group_by": []string{"cost_id"},
+	byCost := M{"data_source_id": "ds-1", "query": M{"granularity": "MONTHLY", "group_by": []string{"cost_id"},
 		"fields": M{"costs": M{"key": "cost", "operator": "push"}}}}
-	byProvider := M{"query": M{"granularity": "MONTHLY", "group_by": []string{"provider"},
+	byProvider := M{"data_source_id": "ds-1", "query": M{"granularity": "MONTHLY", "group_by": []string{"provider"},
 		"fields": M{"costs": M{"key": "cost", "operator": "push"}}}}
 	stat.SetLimits(stat.Limits{MaxGroups: 20, MaxPushed: 1000})
 	e.memberA1.Call(costBase+"analyze", byCost).Fails(http.StatusBadRequest, errs.InvalidParameter)
 	e.memberA1.Call(costBase+"analyze", byProvider).OK(nil)
 	stat.SetLimits(stat.Limits{MaxGroups: 1000, MaxPushed: 20})
 	e.memberA1.Call(costBase+"analyze", byProvider).Fails(http.StatusBadRequest, errs.InvalidParameter)
-	e.memberA1.Call(costBase+"stat", M{"query": M{"aggregate": []M{{"group": M{"fields": []M{{"key": "cost", "name": "c", "operator": "push"}}}}}}}).
+	e.memberA1.Call(costBase+"stat", M{"data_source_id": "ds-1", "query": M{"aggregate": []M{{"group": M{"fields": []M{{"key": "cost", "name": "c", "operator": "push"}}}}}}}).
 		Fails(http.StatusBadRequest, errs.InvalidParameter)
 	stat.SetLimits(stat.Limits{MaxGroups: 1000, MaxPushed: 1000})
 	if got := e.memberA1.Call(costBase+"analyze", byCost).OK(nil).JSON()["results"].([]any); len(got) != 30 {

@@ -2,6 +2,7 @@ package costanalysis_test
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"reflect"
 	"slices"
@@ -48,9 +49,12 @@ type costList struct {
 	TotalCount int    `json:"total_count"`
 }
 
-func (e *env) costs(t *testing.T, c *testkit.Client, body M) costList {
+// costs lists the costs of data source dsID (upstream requires one).
+func (e *env) costs(t *testing.T, c *testkit.Client, dsID string, body M) costList {
 	t.Helper()
 	var l costList
+	body = maps.Clone(body)
+	body["data_source_id"] = dsID
 	c.Call(costBase+"list", body).OK(&l)
 	return l
 }
@@ -109,7 +113,7 @@ func TestSyncStoresCosts(t *testing.T) {
 		t.Errorf("get_data task options %v", accounts)
 	}
 	// Ten rows, each stamped, each changed by the rules in order.
-	l := e.costs(t, e.adminA, M{"query": M{"page": M{"limit": 100}}})
+	l := e.costs(t, e.adminA, ds.DataSourceID, M{"query": M{"page": M{"limit": 100}}})
 	if l.TotalCount != 10 {
 		t.Fatalf("%d costs", l.TotalCount)
 	}
@@ -140,20 +144,20 @@ func TestSyncStoresCosts(t *testing.T) {
 		t.Errorf("%d distinct ids", len(ids))
 	}
 	// Workspace callers see the rows mapped to their workspace only.
-	if n := e.costs(t, e.ownerA1, M{}).TotalCount; n != 6 { // team web: rows 0 and 2 of a, row 0 of b, per task
+	if n := e.costs(t, e.ownerA1, ds.DataSourceID, M{}).TotalCount; n != 6 { // team web: rows 0 and 2 of a, row 0 of b, per task
 		t.Errorf("workspace-1 sees %d costs", n)
 	}
-	if n := e.costs(t, e.ownerA2, M{}).TotalCount; n != 0 {
+	if n := e.costs(t, e.ownerA2, ds.DataSourceID, M{}).TotalCount; n != 0 {
 		t.Errorf("workspace-2 sees %d costs", n)
 	}
-	if n := e.costs(t, e.adminB, M{}).TotalCount; n != 0 {
+	if n := e.costs(t, e.adminB, ds.DataSourceID, M{}).TotalCount; n != 0 {
 		t.Errorf("domain-b sees %d costs", n)
 	}
 	var one Cost
 	e.adminA.Call(costBase+"get", M{"cost_id": l.Results[0].CostID}).OK(&one)
 	e.adminB.Call(costBase+"get", M{"cost_id": l.Results[0].CostID}).Fails(http.StatusNotFound, errs.NotFoundCode)
 	// stat: the sum by project.
-	st := e.adminA.Call(costBase+"stat", M{"query": M{"aggregate": []M{{"group": M{"keys": []M{{"key": "project_id", "name": "p"}},
+	st := e.adminA.Call(costBase+"stat", M{"data_source_id": ds.DataSourceID, "query": M{"aggregate": []M{{"group": M{"keys": []M{{"key": "project_id", "name": "p"}},
 		"fields": []M{{"key": "cost", "operator": "sum", "name": "total"}}}}, {"sort": M{"key": "p"}}}}}).OK(nil).JSON()
 	if fmt.Sprint(st["results"]) != "[map[p: total:6] map[p:project-web total:7]]" {
 		t.Errorf("stat %v", st["results"])
@@ -186,7 +190,7 @@ func TestSyncStoresCosts(t *testing.T) {
 	if j2.Status != "SUCCESS" || len(j2.Changed) != 1 || j2.Changed[0]["start"] != "2024-01" {
 		t.Fatalf("second job %+v", j2)
 	}
-	l = e.costs(t, e.adminA, M{})
+	l = e.costs(t, e.adminA, ds.DataSourceID, M{})
 	if l.TotalCount != 4 {
 		t.Fatalf("%d costs after the January resync, want 4", l.TotalCount)
 	}
@@ -242,7 +246,7 @@ func TestSyncDuplicateAndCancel(t *testing.T) {
 	e.adminA.Call(jobBase+"cancel", M{"job_id": j.JobID}).Fails(http.StatusConflict, errs.JobState)
 	// The job shows no row from the cancel on; the slow task stops, and
 	// then every row of the job is deleted, the finished task's too.
-	if l := e.costs(t, e.adminA, M{}); l.TotalCount != 0 {
+	if l := e.costs(t, e.adminA, ds.DataSourceID, M{}); l.TotalCount != 0 {
 		t.Fatalf("%d costs shown after cancel, want none", l.TotalCount)
 	}
 	deadline = time.Now().Add(15 * time.Second)
@@ -355,7 +359,7 @@ func TestTaskRunsAgainAfterWorkerStops(t *testing.T) {
 	if j.Status != "SUCCESS" {
 		t.Fatalf("job %+v", j)
 	}
-	l := e.costs(t, e.adminA, M{"query": M{"page": M{"limit": 100}}})
+	l := e.costs(t, e.adminA, ds.DataSourceID, M{"query": M{"page": M{"limit": 100}}})
 	ids := map[string]bool{}
 	for _, c := range l.Results {
 		ids[c.CostID] = true
@@ -428,7 +432,8 @@ func TestJobRefused(t *testing.T) {
 	}
 	// cost reads refuse bad input too.
 	e.adminA.Call(costBase+"list", M{"bogus": 1}).Fails(http.StatusBadRequest, errs.InvalidParameter)
-	e.adminA.Call(costBase+"list", M{"query": M{"filter": []M{{"k": "secret", "v": 1, "o": "eq"}}}}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	e.adminA.Call(costBase+"list", M{"data_source_id": ds.DataSourceID, "query": M{"filter": []M{{"k": "secret", "v": 1, "o": "eq"}}}}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	e.adminA.Call(costBase+"list", M{}).Fails(http.StatusBadRequest, errs.RequiredParameter)
 	e.adminA.Call(costBase+"stat", M{}).Fails(http.StatusBadRequest, errs.RequiredParameter)
 	e.adminA.Call(costBase+"get", M{}).Fails(http.StatusBadRequest, errs.RequiredParameter)
 	e.adminA.Call(costBase+"get", M{"cost_id": "cost-x"}).Fails(http.StatusNotFound, errs.NotFoundCode)

@@ -34,7 +34,7 @@ func TestSyncCloudKeys(t *testing.T) {
 	}
 
 	filter := func(key string, v any) costList {
-		return e.costs(t, e.adminA, M{"query": M{"filter": []M{{"k": key, "v": v, "o": "eq"}}}})
+		return e.costs(t, e.adminA, ds.DataSourceID, M{"query": M{"filter": []M{{"k": key, "v": v, "o": "eq"}}}})
 	}
 	l := filter("tags.kubernetes.io/cluster/prod", "owned")
 	if l.TotalCount != 1 {
@@ -59,14 +59,14 @@ func TestSyncCloudKeys(t *testing.T) {
 		t.Fatalf("the rule's dotted key: %+v", l)
 	}
 
-	res := e.adminA.Call(costBase+"analyze", M{"query": M{"granularity": "MONTHLY", "start": "2024-05", "end": "2024-05",
+	res := e.adminA.Call(costBase+"analyze", M{"data_source_id": ds.DataSourceID, "query": M{"granularity": "MONTHLY", "start": "2024-05", "end": "2024-05",
 		"group_by": []M{{"key": "tags.app.kubernetes.io/name", "name": "app"}}, "fields": M{"total": M{"key": "cost", "operator": "sum"}},
 		"sort": []M{{"key": "app"}}}}).OK(nil).JSON()
 	want := []any{map[string]any{"app": "api", "date": "2024-05", "total": float64(10)}, map[string]any{"app": "web", "date": "2024-05", "total": float64(20)}}
 	if !reflect.DeepEqual(res["results"], want) {
 		t.Fatalf("analyze by tag: %v", res["results"])
 	}
-	res = e.adminA.Call(costBase+"stat", M{"query": M{"distinct": "tags.aws:cloudformation:stack-name"}}).OK(nil).JSON()
+	res = e.adminA.Call(costBase+"stat", M{"data_source_id": ds.DataSourceID, "query": M{"distinct": "tags.aws:cloudformation:stack-name"}}).OK(nil).JSON()
 	if !reflect.DeepEqual(res["results"], []any{"web"}) {
 		t.Fatalf("distinct: %v", res["results"])
 	}

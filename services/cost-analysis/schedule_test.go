@@ -121,7 +121,7 @@ func TestScheduledSync(t *testing.T) {
 	if first.Status != "SUCCESS" || first.TotalTasks != 1 || first.Options["start"] != nil {
 		t.Fatalf("scheduled job %+v", first)
 	}
-	if l := e.costs(t, e.adminA, M{"data_source_id": on.DataSourceID}); l.TotalCount != 3 || l.Results[0].JobID != first.JobID {
+	if l := e.costs(t, e.adminA, on.DataSourceID, M{}); l.TotalCount != 3 || l.Results[0].JobID != first.JobID {
 		t.Fatalf("costs of the scheduled job: %+v", l)
 	}
 	clock.settle(t)

@@ -37,7 +37,7 @@ func twoTasks(jobChanged []any, taskChanged M) fakeplugin.Reply {
 func TestChangedWindowSwap(t *testing.T) {
 	e := setupWith(t, options{bus: true})
 	ds := e.register(t, e.adminA, domainSource("aws"))
-	monthly := M{"query": M{"granularity": "MONTHLY", "fields": M{"total": M{"key": "cost", "operator": "sum"}, "n": M{"operator": "count"}}}}
+	monthly := M{"data_source_id": ds.DataSourceID, "query": M{"granularity": "MONTHLY", "fields": M{"total": M{"key": "cost", "operator": "sum"}, "n": M{"operator": "count"}}}}
 	totals := func() string {
 		t.Helper()
 		return fmt.Sprint(e.adminA.Call(costBase+"analyze", monthly).OK(nil).JSON()["results"])
@@ -159,8 +159,8 @@ func TestDeregisterMarkedFirst(t *testing.T) {
 			t.Fatalf("job %+v", j)
 		}
 	}
-	if n := e.costs(t, e.adminA, M{}).TotalCount; n != 4 {
-		t.Fatalf("%d costs", n)
+	if n, m := e.costs(t, e.adminA, ds.DataSourceID, M{}).TotalCount, e.costs(t, e.adminA, other.DataSourceID, M{}).TotalCount; n != 2 || m != 2 {
+		t.Fatalf("%d and %d costs", n, m)
 	}
 	// The state a deregister leaves when its deletes fail after the mark.
 	if _, err := e.db.Collection(dataSources).UpdateOne(t.Context(), bson.D{{Key: "_id", Value: ds.DataSourceID}},
@@ -178,13 +178,18 @@ func TestDeregisterMarkedFirst(t *testing.T) {
 	if len(l.Results) != 1 || l.Results[0].DataSourceID != other.DataSourceID {
 		t.Errorf("data sources listed %+v", l.Results)
 	}
-	cl := e.costs(t, e.adminA, M{})
-	if cl.TotalCount != 2 || slices.ContainsFunc(cl.Results, func(c Cost) bool { return c.DataSourceID == ds.DataSourceID }) {
+	if cl := e.costs(t, e.adminA, ds.DataSourceID, M{}); cl.TotalCount != 0 || len(cl.Results) != 0 {
+		t.Errorf("costs of the marked data source shown %+v", cl)
+	}
+	cl := e.costs(t, e.adminA, other.DataSourceID, M{})
+	if cl.TotalCount != 2 || slices.ContainsFunc(cl.Results, func(c Cost) bool { return c.DataSourceID != other.DataSourceID }) {
 		t.Errorf("costs shown %+v", cl)
 	}
-	if got := fmt.Sprint(e.adminA.Call(costBase+"analyze", M{"query": M{"granularity": "MONTHLY",
-		"fields": M{"n": M{"operator": "count"}}}}).OK(nil).JSON()["results"]); got != "[map[date:2024-01 n:2]]" {
-		t.Errorf("analyze %s", got)
+	for d, want := range map[string]string{ds.DataSourceID: "[]", other.DataSourceID: "[map[date:2024-01 n:2]]"} {
+		if got := fmt.Sprint(e.adminA.Call(costBase+"analyze", M{"data_source_id": d, "query": M{"granularity": "MONTHLY",
+			"fields": M{"n": M{"operator": "count"}}}}).OK(nil).JSON()["results"]); got != want {
+			t.Errorf("analyze of %s: %s, want %s", d, got, want)
+		}
 	}
 	// The retry finishes: everything of the data source goes, the record last.
 	e.adminA.Call(dsBase+"deregister", M{"data_source_id": ds.DataSourceID}).OK(nil)
@@ -197,7 +202,7 @@ func TestDeregisterMarkedFirst(t *testing.T) {
 		t.Error("the record stays")
 	}
 	e.adminA.Call(dsBase+"deregister", M{"data_source_id": ds.DataSourceID}).Fails(http.StatusNotFound, errs.NotFoundCode)
-	if n := e.costs(t, e.adminA, M{}).TotalCount; n != 2 {
+	if n := e.costs(t, e.adminA, other.DataSourceID, M{}).TotalCount; n != 2 {
 		t.Errorf("%d costs of the other data source", n)
 	}
 }
@@ -241,7 +246,7 @@ func TestChangedFilterRefused(t *testing.T) {
 			if n := e.count(t, tasks); n != tasksBefore {
 				t.Errorf("%s (task %v): %d tasks stored", c.name, asTask, n-tasksBefore)
 			}
-			if n := e.costs(t, e.adminA, M{}).TotalCount; n != 2 || e.count(t, costs) != 2 {
+			if n := e.costs(t, e.adminA, ds.DataSourceID, M{}).TotalCount; n != 2 || e.count(t, costs) != 2 {
 				t.Errorf("%s (task %v): %d costs shown, %d stored", c.name, asTask, n, e.count(t, costs))
 			}
 		}

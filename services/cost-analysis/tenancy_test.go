@@ -90,11 +90,11 @@ func TestTenancy(t *testing.T) {
 			{Key: "domain_id", Value: "domain-a"}, {Key: "workspace_id", Value: "workspace-1"}, {Key: "project_id", Value: "project-1"},
 			{Key: "data_source_id", Value: ds.DataSourceID}})
 		id := M{"cost_id": "cost-t1"}
-		m := withDistinct(matrix(model.CostsCollection, "cost-t1", "project-1", member,
-			testkit.Req{Path: costBase + "get", Body: id}, testkit.Req{Path: costBase + "list", Body: id}, costBase+"stat",
-		), "cost_id")
+		m := matrix(model.CostsCollection, "cost-t1", "project-1", member,
+			testkit.Req{Path: costBase + "get", Body: id}, testkit.Req{Path: costBase + "list", Body: M{"cost_id": "cost-t1", "data_source_id": ds.DataSourceID}}, costBase+"stat")
+		m.Stat.Body = M{"data_source_id": ds.DataSourceID, "query": M{"distinct": "cost_id"}}
 		m.Run(t)
-		m.List = testkit.Req{Path: costBase + "analyze", Body: M{"query": M{"granularity": "MONTHLY", "start": "2026-11", "end": "2026-11",
+		m.List = testkit.Req{Path: costBase + "analyze", Body: M{"data_source_id": ds.DataSourceID, "query": M{"granularity": "MONTHLY", "start": "2026-11", "end": "2026-11",
 			"group_by": []string{"provider"}, "fields": M{"total": M{"key": "cost", "operator": "sum"}}}}}
 		m.Run(t)
 	})

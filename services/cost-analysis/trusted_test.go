@@ -364,7 +364,7 @@ func TestSyncWithTrustedAccounts(t *testing.T) {
 	}
 	// Costs carry their account: the domain-wide one stays the domain's,
 	// workspace-1's goes to workspace-1.
-	l := e.costs(t, e.adminA, M{"query": M{"page": M{"limit": 100}}})
+	l := e.costs(t, e.adminA, d.DataSourceID, M{"query": M{"page": M{"limit": 100}}})
 	byAccount := map[string][]string{}
 	for _, c := range l.Results {
 		byAccount[c.ServiceAccountID] = append(byAccount[c.ServiceAccountID], c.WorkspaceID)
@@ -372,7 +372,7 @@ func TestSyncWithTrustedAccounts(t *testing.T) {
 	if l.TotalCount != 4 || !slices.Equal(byAccount["ta-dom"], []string{"*", "*"}) || !slices.Equal(byAccount["ta-w1"], []string{"workspace-1", "workspace-1"}) {
 		t.Fatalf("costs by account %v", byAccount)
 	}
-	if l := e.costs(t, e.ownerA1, M{}); l.TotalCount != 2 || l.Results[0].ServiceAccountID != "ta-w1" {
+	if l := e.costs(t, e.ownerA1, d.DataSourceID, M{}); l.TotalCount != 2 || l.Results[0].ServiceAccountID != "ta-w1" {
 		t.Fatalf("workspace-1 sees %+v", l)
 	}
 	cur, err := e.db.Collection(tasks).Find(t.Context(), bson.D{{Key: "job_id", Value: j.JobID}})
@@ -407,7 +407,7 @@ func TestSyncWithTrustedAccounts(t *testing.T) {
 	}
 	jobOf := func() map[string][]string {
 		out := map[string][]string{}
-		for _, c := range e.costs(t, e.adminA, M{"query": M{"page": M{"limit": 100}}}).Results {
+		for _, c := range e.costs(t, e.adminA, d.DataSourceID, M{"query": M{"page": M{"limit": 100}}}).Results {
 			out[c.ServiceAccountID] = append(out[c.ServiceAccountID], c.JobID)
 		}
 		return out
@@ -444,7 +444,7 @@ func TestSyncWithTrustedAccounts(t *testing.T) {
 	// Nothing held the secret data but the plugin's requests.
 	call(e.adminA, jobBase+"list", M{})
 	call(e.adminA, dsBase+"list", M{})
-	call(e.adminA, costBase+"list", M{})
+	call(e.adminA, costBase+"list", M{"data_source_id": d.DataSourceID})
 	secrets := []string{"S3CR3T-" + stamp}
 	for _, b := range answers {
 		for _, s := range secrets {
@@ -512,7 +512,7 @@ func TestSyncTrustedAccountsScope(t *testing.T) {
 	if got := secretKeys(e.plugin.Calls(getTasksMethod)); !slices.Equal(got, []string{"S3CR3T-x-ta-dom", "S3CR3T-x-ta-w1"}) {
 		t.Fatalf("a WORKSPACE data source synced with %v", got)
 	}
-	l := e.costs(t, e.ownerA1, M{})
+	l := e.costs(t, e.ownerA1, ws.DataSourceID, M{})
 	var accounts []string
 	for _, c := range l.Results {
 		accounts = append(accounts, c.ServiceAccountID)
@@ -577,7 +577,7 @@ func TestMatchServiceAccountSync(t *testing.T) {
 	if j.Status != "SUCCESS" {
 		t.Fatalf("job %+v", j)
 	}
-	l := e.costs(t, e.adminA, M{})
+	l := e.costs(t, e.adminA, ds.DataSourceID, M{})
 	got := map[string]int{}
 	for _, c := range l.Results {
 		got[c.ServiceAccountID+"@"+c.WorkspaceID+"@"+c.ProjectID]++
@@ -618,7 +618,7 @@ func TestTrustedAccountWindowAfterMatchServiceAccount(t *testing.T) {
 			t.Fatalf("%s job %+v", tag, last)
 		}
 	}
-	l := e.costs(t, e.adminA, M{"query": M{"page": M{"limit": 100}}})
+	l := e.costs(t, e.adminA, d.DataSourceID, M{"query": M{"page": M{"limit": 100}}})
 	for _, c := range l.Results {
 		if c.ServiceAccountID != "tsa-1" {
 			t.Fatalf("cost %+v: the MANAGED rule did not match", c)

@@ -54,12 +54,12 @@ func TestUnfinishedJobCostsHidden(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	byBatch := M{"query": M{"aggregate": []M{{"group": M{"keys": []M{{"key": "tags.batch", "name": "b"}},
+	byBatch := M{"data_source_id": ds.DataSourceID, "query": M{"aggregate": []M{{"group": M{"keys": []M{{"key": "tags.batch", "name": "b"}},
 		"fields": []M{{"key": "cost", "operator": "sum", "name": "total"}, {"operator": "count", "name": "n"}}}}, {"sort": M{"key": "b"}}}}}
-	monthly := M{"query": M{"granularity": "MONTHLY", "fields": M{"total": M{"key": "cost", "operator": "sum"}, "n": M{"operator": "count"}}}}
+	monthly := M{"data_source_id": ds.DataSourceID, "query": M{"granularity": "MONTHLY", "fields": M{"total": M{"key": "cost", "operator": "sum"}, "n": M{"operator": "count"}}}}
 	shown := func(when string, list int, stat, analyze string) {
 		t.Helper()
-		l := e.costs(t, e.adminA, M{"query": M{"page": M{"limit": 100}}})
+		l := e.costs(t, e.adminA, ds.DataSourceID, M{"query": M{"page": M{"limit": 100}}})
 		if l.TotalCount != list || len(l.Results) != list {
 			t.Errorf("%s: cost/list shows %d rows, want %d", when, l.TotalCount, list)
 		}
@@ -73,11 +73,11 @@ func TestUnfinishedJobCostsHidden(t *testing.T) {
 	hidden := func(when string) {
 		t.Helper()
 		shown(when, 0, "[]", "[]")
-		l := e.costs(t, e.adminA, M{"job_task_id": held.JobTaskID})
+		l := e.costs(t, e.adminA, ds.DataSourceID, M{"job_task_id": held.JobTaskID})
 		if l.TotalCount != 0 {
 			t.Errorf("%s: the running task's rows listed by its id: %+v", when, l)
 		}
-		for _, c := range e.costs(t, e.adminA, M{}).Results {
+		for _, c := range e.costs(t, e.adminA, ds.DataSourceID, M{}).Results {
 			if c.JobTaskID == held.JobTaskID {
 				t.Errorf("%s: a row of the running task: %+v", when, c)
 			}
@@ -100,7 +100,7 @@ func TestUnfinishedJobCostsHidden(t *testing.T) {
 	}
 	shown("once the task finished", 8, "[map[b:done n:3 total:4.5] map[b:held n:2 total:2] map[b:rest n:3 total:4.5]]",
 		"[map[date:2024-06 n:8 total:11]]")
-	if l := e.costs(t, e.adminA, M{"job_task_id": held.JobTaskID}); l.TotalCount != 5 {
+	if l := e.costs(t, e.adminA, ds.DataSourceID, M{"job_task_id": held.JobTaskID}); l.TotalCount != 5 {
 		t.Errorf("the finished task's rows: %d, want 5", l.TotalCount)
 	}
 	e.adminA.Call(costBase+"get", M{"cost_id": heldRow.ID}).OK(nil)

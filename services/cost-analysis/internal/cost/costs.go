@@ -61,25 +61,30 @@ type (
 		BilledMonth    string       `json:"billed_month"`
 		ProjectID      string       `json:"project_id"`
 		WorkspaceID    string       `json:"workspace_id"`
-		DataSourceID   string       `json:"data_source_id"`
+		DataSourceID   string       `json:"data_source_id" v:"max=64"`
 		JobID          string       `json:"job_id"`
 		JobTaskID      string       `json:"job_task_id"`
 		ServiceAccount string       `json:"service_account_id"`
 	}
 	statQuery struct {
-		Query *stat.Query `json:"query" v:"required"`
+		Query        *stat.Query `json:"query" v:"required"`
+		DataSourceID string      `json:"data_source_id" v:"max=64"`
 	}
 	analyzeQuery struct {
-		Query *analyze.TimeSeriesQuery `json:"query" v:"required"`
+		Query        *analyze.TimeSeriesQuery `json:"query" v:"required"`
+		DataSourceID string                   `json:"data_source_id" v:"max=64"`
 	}
 )
 
 // Costs serves the cost reads.
-type Costs struct{ c, jobs, sources *mongo.Collection }
+type Costs struct {
+	db               *mongo.Database
+	c, jobs, sources *mongo.Collection
+}
 
 // New serves the costs of db.
 func New(db *mongo.Database) *Costs {
-	return &Costs{c: db.Collection(model.CostsCollection), jobs: db.Collection(model.JobsCollection),
+	return &Costs{db: db, c: db.Collection(model.CostsCollection), jobs: db.Collection(model.JobsCollection),
 		sources: db.Collection(model.DataSourcesCollection)}
 }
 
@@ -117,11 +122,28 @@ func (cs *Costs) get(ctx context.Context, p *auth.Principal, r *costRequest) (*C
 		if m.hides(doc) {
 			return nil, errs.NotFound("cost_id", r.CostID)
 		}
+		deny, err := cs.denied(ctx, p, c.DataSourceID)
+		if err != nil {
+			return nil, err
+		}
+		leaveOut(c, deny)
 		return c, nil
 	})
 }
 
 func (cs *Costs) list(ctx context.Context, p *auth.Principal, r *costQuery) (*api.List[Cost], error) {
+	var filter []query.Condition
+	if r.Query != nil {
+		filter = r.Query.Filter
+	}
+	dsID, deny, err := cs.source(ctx, p, r.DataSourceID, filter)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Query.Paths(refuse(deny)); err != nil {
+		return nil, err
+	}
+	r.DataSourceID = dsID
 	q := query.With(r.Query, query.Params("cost_id", r.CostID, "provider", r.Provider, "region_code", r.RegionCode,
 		"product", r.Product, "usage_type", r.UsageType, "billed_date", r.BilledDate, "billed_month", r.BilledMonth,
 		"project_id", r.ProjectID, "workspace_id", r.WorkspaceID, "data_source_id", r.DataSourceID, "job_id", r.JobID,
@@ -130,24 +152,40 @@ func (cs *Costs) list(ctx context.Context, p *auth.Principal, r *costQuery) (*ap
 	if err != nil {
 		return nil, err
 	}
+	res := denying(deny)
 	return visibleOnly(ctx, cs, p.DomainID, func(m *marks) (*api.List[Cost], error) {
-		return store.Search[Cost](ctx, cs.c, q, resource, m.scoped(slices.Clone(own)))
+		l, err := store.Search[Cost](ctx, cs.c, q, res, m.scoped(slices.Clone(own)))
+		if err == nil {
+			for i := range l.Results {
+				leaveOut(&l.Results[i], deny)
+			}
+		}
+		return l, err
 	})
 }
 
 func (cs *Costs) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*map[string]any, error) {
+	dsID, deny, err := cs.source(ctx, p, r.DataSourceID, r.Query.Filter)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := r.Query.Paths(refuse(deny)); err != nil {
+		return nil, err
+	}
+	res := denying(deny)
 	own, err := store.Scope(p, resource)
 	if err != nil {
 		return nil, err
 	}
+	own = append(own, bson.E{Key: "data_source_id", Value: dsID})
 	return visibleOnly(ctx, cs, p.DomainID, func(m *marks) (*map[string]any, error) {
 		scope := m.scoped(slices.Clone(own))
 		// stat.Run appends a projection to the query: each attempt runs
 		// on a copy.
 		q := *r.Query
 		q.Aggregate = slices.Clone(q.Aggregate)
-		res, err := stat.Run(ctx, cs.c, scope, resource, &q)
-		return &res, err
+		out, err := stat.Run(ctx, cs.c, scope, res, &q)
+		return &out, err
 	})
 }
 
@@ -164,13 +202,24 @@ func (cs *Costs) analyze(ctx context.Context, p *auth.Principal, r *analyzeQuery
 	if !ok {
 		df = dateFields[""] // the engine names the bad granularity
 	}
+	dsID, deny, err := cs.source(ctx, p, r.DataSourceID, r.Query.Filter)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Query.Paths(refuse(deny)); err != nil {
+		return nil, err
+	}
+	res := denying(deny)
 	own, err := store.Scope(p, resource)
 	if err != nil {
 		return nil, err
 	}
+	// The data source as a condition of the scope: the query stays as the
+	// caller wrote it (its filter is checked and escaped on each attempt).
+	own = append(own, bson.E{Key: "data_source_id", Value: dsID})
 	return visibleOnly(ctx, cs, p.DomainID, func(m *marks) (*map[string]any, error) {
 		scope := m.scoped(slices.Clone(own))
-		res, err := analyze.RunTimeSeries(ctx, cs.c, scope, resource, r.Query, df)
-		return &res, err
+		out, err := analyze.RunTimeSeries(ctx, cs.c, scope, res, r.Query, df)
+		return &out, err
 	})
 }

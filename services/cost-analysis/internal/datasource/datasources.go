@@ -95,6 +95,13 @@ type (
 	dsRequest struct {
 		DataSourceID string `json:"data_source_id" v:"required,max=64"`
 	}
+	permissions struct {
+		Deny []string `json:"deny" v:"max=1000"`
+	}
+	updatePermissions struct {
+		DataSourceID string       `json:"data_source_id" v:"required,max=64"`
+		Permissions  *permissions `json:"permissions" v:"required"`
+	}
 	syncRequest struct {
 		DataSourceID   string `json:"data_source_id" v:"required,max=64"`
 		Start          string `json:"start" v:"max=7"`
@@ -113,6 +120,9 @@ type (
 		Query *stat.Query `json:"query" v:"required"`
 	}
 )
+
+// Validate: every deny entry names a cost key family or one of its keys.
+func (r *updatePermissions) Validate() error { return model.CheckDeny(r.Permissions.Deny) }
 
 // Validate: hours of the day, each once.
 func (s *schedule) Validate() error {
@@ -188,6 +198,7 @@ func (ds *DataSources) Routes() []api.Route {
 	return []api.Route{
 		api.Op[register, DataSource]{Path: base + "register", Access: model.Writers, Summary: "Register a data source from a cost_analysis.DataSource plugin; the plugin is initialised and its MANAGED rules created.", Handle: ds.register},
 		api.Op[update, DataSource]{Path: base + "update", Access: model.Writers, Summary: "Change a data source's name, secret filter (USE_SERVICE_ACCOUNT_SECRET only), schedule or tags.", Handle: ds.update},
+		api.Op[updatePermissions, DataSource]{Path: base + "update-permissions", Access: model.Writers, Summary: "Replace the data source's permissions: deny names the cost keys (data.<key>, tags.<key>, additional_info.<key>, or a whole family) that workspace callers do not read.", Handle: ds.updatePermissions},
 		api.Op[updatePlugin, DataSource]{Path: base + "update-plugin", Access: model.Writers, Summary: "Change the plugin's version or options and initialise it again; the MANAGED rules follow its metadata.", Handle: ds.updatePlugin},
 		api.Op[dsRequest, api.Empty]{Path: base + "verify-plugin", Access: model.Writers, Summary: "Ask the plugin to verify the data source's options and secret data (DataSource.verify); a USE_SERVICE_ACCOUNT_SECRET data source verifies with the first trusted account it syncs with.", Handle: ds.verifyPlugin},
 		api.Op[dsRequest, DataSource]{Path: base + "enable", Access: model.Writers, Summary: "Enable the data source: it syncs.", Handle: ds.enable},
@@ -282,7 +293,7 @@ func (ds *DataSources) register(ctx context.Context, p *auth.Principal, r *regis
 	}
 	doc := &DataSource{ID: id, DataSourceID: id, Name: r.Name, State: model.Enabled, DataSourceType: "EXTERNAL", Provider: provider,
 		SecretType: secretType, SecretFilter: filter.Normalized(), PluginInfo: info, Schedule: sched, Tags: wire.Object(r.Tags), CostTagKeys: []string{},
-		CostAdditionalInfoKeys: []string{}, CostDataKeys: []string{}, ResourceGroup: r.ResourceGroup, WorkspaceID: ws,
+		CostAdditionalInfoKeys: []string{}, CostDataKeys: []string{}, Permissions: model.Permissions{Deny: []string{}}, ResourceGroup: r.ResourceGroup, WorkspaceID: ws,
 		DomainID: p.DomainID, CreatedAt: wire.T(wire.Now())}
 	if secretType == model.Manual && r.PluginInfo.SecretData != nil {
 		sealed, err := ds.keys.SealJSON(r.PluginInfo.SecretData, model.AD(id, p.DomainID))
@@ -356,6 +367,20 @@ func (ds *DataSources) update(ctx context.Context, p *auth.Principal, r *update)
 			set = append(set, bson.E{Key: "tags", Value: r.Tags})
 		}
 		return set, nil
+	})
+}
+
+// updatePermissions replaces the permissions (upstream replaces the whole
+// dict); a repeated deny entry is kept once.
+func (ds *DataSources) updatePermissions(ctx context.Context, p *auth.Principal, r *updatePermissions) (*DataSource, error) {
+	deny := []string{}
+	for _, d := range r.Permissions.Deny {
+		if !slices.Contains(deny, d) {
+			deny = append(deny, d)
+		}
+	}
+	return ds.change(ctx, p, r.DataSourceID, func(*DataSource) (bson.D, error) {
+		return bson.D{{Key: "permissions", Value: model.Permissions{Deny: deny}}}, nil
 	})
 }
 

@@ -9,6 +9,7 @@ package model
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"regexp"
@@ -160,6 +161,7 @@ type DataSource struct {
 	CostTagKeys            []string       `bson:"cost_tag_keys" json:"cost_tag_keys"`
 	CostAdditionalInfoKeys []string       `bson:"cost_additional_info_keys" json:"cost_additional_info_keys"`
 	CostDataKeys           []string       `bson:"cost_data_keys" json:"cost_data_keys"`
+	Permissions            Permissions    `bson:"permissions" json:"permissions"`
 	ResourceGroup          string         `bson:"resource_group" json:"resource_group"`
 	WorkspaceID            string         `bson:"workspace_id" json:"workspace_id"`
 	DomainID               string         `bson:"domain_id" json:"domain_id"`
@@ -169,6 +171,35 @@ type DataSource struct {
 	// costs are left out of every read, it no longer syncs, and a
 	// deregister finds it to finish the work.
 	Deleting bool `bson:"deleting,omitempty" json:"-"`
+}
+
+// Permissions are upstream's DataSource.permissions: Deny names the cost
+// keys that workspace callers do not read (data.<key>, tags.<key>,
+// additional_info.<key>, or a whole family: data, tags, additional_info).
+type Permissions struct {
+	Deny []string `bson:"deny" json:"deny"`
+}
+
+// MarshalJSON answers deny as a list, [] for a record stored without it.
+func (p Permissions) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Deny []string `json:"deny"`
+	}{wire.List(p.Deny)})
+}
+
+// DenyFamilies are the cost fields a deny entry may name, whole or by key.
+var DenyFamilies = []string{"data", "tags", "additional_info"}
+
+// CheckDeny refuses a deny entry outside DenyFamilies, or naming an empty
+// key: what no cost read could leave out.
+func CheckDeny(deny []string) error {
+	for _, d := range deny {
+		family, key, keyed := strings.Cut(d, ".")
+		if !slices.Contains(DenyFamilies, family) || (keyed && key == "") || len(d) > 255 {
+			return errs.Invalid("permissions.deny", fmt.Sprintf("%q is not data, tags or additional_info, or one of their keys (data.<key>, ...)", d))
+		}
+	}
+	return nil
 }
 
 // AD binds a data source's sealed secret data to its record.
