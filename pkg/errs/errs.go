@@ -60,6 +60,7 @@ const (
 	WebhookPluginUnavailable                = "ERROR_WEBHOOK_PLUGIN_UNAVAILABLE" // kept for retry
 	WebhookPluginTimeout                    = "ERROR_WEBHOOK_PLUGIN_TIMEOUT"     // kept for retry
 	AlertInvalidState                       = "ERROR_ALERT_INVALID_STATE"        // Nubes' code: an ERROR alert changes no more
+	InvalidEscalationPolicy                 = "ERROR_INVALID_ESCALATION_POLICY"  // a project alert config names another project's policy
 
 	// cost-analysis
 	UnsupportedCurrency           = "ERROR_UNSUPPORTED_CURRENCY"
@@ -132,6 +133,7 @@ var statusOf = map[string]int{
 	WebhookPluginUnavailable:                http.StatusBadGateway,
 	WebhookPluginTimeout:                    http.StatusGatewayTimeout,
 	AlertInvalidState:                       http.StatusConflict,
+	InvalidEscalationPolicy:                 http.StatusBadRequest,
 
 	UnsupportedCurrency:           http.StatusBadRequest,
 	NotAllowedToChangeOrder:       http.StatusBadRequest,

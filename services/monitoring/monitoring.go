@@ -15,6 +15,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/app"
+	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/config"
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/plugin"
@@ -23,6 +24,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/seal/sealcmd"
 	"github.com/nubes-io/nubes/pkg/server"
 	"github.com/nubes-io/nubes/services/monitoring/internal/alertapi"
+	"github.com/nubes-io/nubes/services/monitoring/internal/alertconfigapi"
 	"github.com/nubes-io/nubes/services/monitoring/internal/eventapi"
 	"github.com/nubes-io/nubes/services/monitoring/internal/ingest"
 	"github.com/nubes-io/nubes/services/monitoring/internal/mon"
@@ -141,20 +143,25 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	if cfg.Keys == nil {
 		log.Warn("monitoring runs without encryption_keys: notifications of alerts carry no acknowledge link")
 	}
-	alerts, err := alertapi.New(ctx, d.DB, projects, func(ctx context.Context, domainID, workspaceID, _ string) (alertapi.Policy, error) {
-		pol, err := policies.DefaultOf(ctx, domainID, workspaceID)
-		if err != nil || pol == nil {
-			return alertapi.Policy{}, err
-		}
-		return alertapi.Policy{ID: pol.EscalationPolicyID, RepeatCount: pol.RepeatCount}, nil
-	}, alertapi.Config{BaseURL: cfg.WebhookBaseURL, Keys: cfg.Keys, LinkTTL: cfg.LinkTTL}, log)
+	configs, err := alertconfigapi.New(ctx, d.DB, projects, policyReader{policies})
+	if err != nil {
+		return nil, err
+	}
+	alerts, err := alertapi.New(ctx, d.DB, projects, policyOf(policies, configs),
+		alertapi.Config{BaseURL: cfg.WebhookBaseURL, Keys: cfg.Keys, LinkTTL: cfg.LinkTTL}, log)
 	if err != nil {
 		return nil, err
 	}
 	if cfg.Clock != nil {
 		alerts.SetClock(cfg.Clock)
 	}
-	notes, err := noteapi.New(ctx, d.DB)
+	notes, err := noteapi.New(ctx, d.DB, func(ctx context.Context, p *auth.Principal, id string) (*noteapi.Alert, error) {
+		a, err := alerts.GetFor(ctx, p, id)
+		if err != nil {
+			return nil, err
+		}
+		return &noteapi.Alert{DomainID: a.DomainID, WorkspaceID: a.WorkspaceID, ProjectID: a.ProjectID}, nil
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -198,5 +205,42 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	routes = append(routes, webhooks.Routes()...)
 	routes = append(routes, evs.Routes()...)
 	routes = append(routes, alerts.Routes()...)
+	routes = append(routes, configs.Routes()...)
 	return &app.Service{Name: Name, Routes: routes, Workers: workers, Raw: append([]server.Raw{in.Raw()}, alerts.Raw()...)}, nil
+}
+
+// policyReader gives project alert configs the escalation policies.
+type policyReader struct{ ps *policyapi.Policies }
+
+func (r policyReader) Policy(ctx context.Context, id string) (*alertconfigapi.Policy, error) {
+	pol, err := r.ps.Get(ctx, id)
+	if err != nil || pol == nil {
+		return nil, err
+	}
+	return &alertconfigapi.Policy{ID: pol.EscalationPolicyID, Name: pol.Name, ResourceGroup: pol.ResourceGroup, ProjectID: pol.ProjectID,
+		WorkspaceID: pol.WorkspaceID, DomainID: pol.DomainID}, nil
+}
+
+// policyOf is the policy of a new alert: its project's alert config's,
+// else (no config, a config without one, or its policy deleted) the
+// default of the workspace, else of the domain; none: the built-in rule.
+func policyOf(ps *policyapi.Policies, cs *alertconfigapi.Configs) alertapi.PolicyOf {
+	return func(ctx context.Context, domainID, workspaceID, projectID string) (alertapi.Policy, error) {
+		cfg, err := cs.Of(ctx, domainID, projectID)
+		if err != nil {
+			return alertapi.Policy{}, err
+		}
+		var pol *policyapi.Policy
+		if cfg != nil && cfg.EscalationPolicyInfo.EscalationPolicyID != "" {
+			if pol, err = ps.Get(ctx, cfg.EscalationPolicyInfo.EscalationPolicyID); err != nil {
+				return alertapi.Policy{}, err
+			}
+		}
+		if pol == nil {
+			if pol, err = ps.DefaultOf(ctx, domainID, workspaceID); err != nil || pol == nil {
+				return alertapi.Policy{}, err
+			}
+		}
+		return alertapi.Policy{ID: pol.EscalationPolicyID, RepeatCount: pol.RepeatCount}, nil
+	}
 }

@@ -261,29 +261,36 @@ func TestNoteLifecycle(t *testing.T) {
 		AlertID string `json:"alert_id"`
 		Note    string `json:"note"`
 	}
+	a := c.alert(t, c.memberA1, "disk full", "project-a1")
+	elsewhere := c.alert(t, c.memberA2, "cpu", "project-a2")
 	var n noteInfo
-	c.memberA1.Call(np+"create", map[string]any{"alert_id": "alert-123456789012", "note": "looking"}).OK(&n)
+	c.memberA1.Call(np+"create", map[string]any{"alert_id": a.AlertID, "note": "looking"}).OK(&n)
 	if !strings.HasPrefix(n.NoteID, "note-") || len(n.NoteID) != 17 {
 		t.Fatalf("note = %+v", n)
 	}
 	raw := c.memberA1.Call(np+"get", map[string]any{"note_id": n.NoteID}).JSON()
-	if raw["created_by"] != "mia" || raw["workspace_id"] != "workspace-1" || raw["domain_id"] != "domain-a" || raw["note"] != "looking" {
+	if raw["created_by"] != "mia" || raw["workspace_id"] != "workspace-1" || raw["project_id"] != "project-a1" || raw["domain_id"] != "domain-a" ||
+		raw["note"] != "looking" {
 		t.Fatalf("get = %v", raw)
 	}
 	c.memberA1.Call(np+"update", map[string]any{"note_id": n.NoteID, "note": "fixed"}).OK(nil)
-	if got := c.raw(t, mon.NotesCollection, n.NoteID); got["note"] != "fixed" || got["created_by"] != "mia" || got["alert_id"] != "alert-123456789012" {
+	if got := c.raw(t, mon.NotesCollection, n.NoteID); got["note"] != "fixed" || got["created_by"] != "mia" || got["alert_id"] != a.AlertID {
 		t.Fatalf("stored after update: %v", got)
 	}
+	// A domain admin's note on another workspace's alert is that alert's.
 	var other noteInfo
-	c.adminA.Call(np+"create", map[string]any{"alert_id": "alert-2", "note": "domain note"}).OK(&other)
+	c.adminA.Call(np+"create", map[string]any{"alert_id": elsewhere.AlertID, "note": "domain note"}).OK(&other)
+	if got := c.raw(t, mon.NotesCollection, other.NoteID); got["workspace_id"] != "workspace-2" || got["project_id"] != "project-a2" {
+		t.Fatalf("admin's note: %v", got)
+	}
 	var l list[map[string]any]
-	c.memberA1.Call("/monitoring/note/list", map[string]any{"query": map[string]any{"filter": []any{map[string]any{"k": "alert_id", "v": "alert-123456789012", "o": "eq"}}, "sort": []any{map[string]any{"key": "created_at", "desc": true}}}}).OK(&l)
+	c.memberA1.Call("/monitoring/note/list", map[string]any{"query": map[string]any{"filter": []any{map[string]any{"k": "alert_id", "v": a.AlertID, "o": "eq"}}, "sort": []any{map[string]any{"key": "created_at", "desc": true}}}}).OK(&l)
 	if l.TotalCount != 1 || l.Results[0]["note"] != "fixed" {
 		t.Fatalf("list by alert = %+v", l)
 	}
 	c.memberA1.Call(np+"list", map[string]any{"created_by": "alice"}).OK(&l)
-	if l.TotalCount != 1 {
-		t.Fatalf("a workspace member sees the domain's notes: %+v", l)
+	if l.TotalCount != 0 {
+		t.Fatalf("a workspace member sees another workspace's notes: %+v", l)
 	}
 	c.memberA2.Call(np+"get", map[string]any{"note_id": n.NoteID}).Fails(http.StatusNotFound, errs.NotFoundCode)
 	c.adminB.Call(np+"get", map[string]any{"note_id": n.NoteID}).Fails(http.StatusNotFound, errs.NotFoundCode)
@@ -302,15 +309,17 @@ func TestNoteLifecycle(t *testing.T) {
 		code   string
 	}{
 		{"no alert", c.memberA1, "create", map[string]any{"note": "x"}, 400, errs.RequiredParameter},
-		{"no text", c.memberA1, "create", map[string]any{"alert_id": "a"}, 400, errs.RequiredParameter},
-		{"too long", c.memberA1, "create", map[string]any{"alert_id": "a", "note": strings.Repeat("x", 10001)}, 400, errs.InvalidParameter},
-		{"created_by is the caller's", c.memberA1, "create", map[string]any{"alert_id": "a", "note": "x", "created_by": "eve"}, 400, errs.InvalidParameter},
+		{"no text", c.memberA1, "create", map[string]any{"alert_id": a.AlertID}, 400, errs.RequiredParameter},
+		{"too long", c.memberA1, "create", map[string]any{"alert_id": a.AlertID, "note": strings.Repeat("x", 10001)}, 400, errs.InvalidParameter},
+		{"created_by is the caller's", c.memberA1, "create", map[string]any{"alert_id": a.AlertID, "note": "x", "created_by": "eve"}, 400, errs.InvalidParameter},
+		{"unknown alert", c.memberA1, "create", map[string]any{"alert_id": "alert-123456789012", "note": "x"}, 404, errs.NotFoundCode},
+		{"alert of another workspace", c.memberA1, "create", map[string]any{"alert_id": elsewhere.AlertID, "note": "x"}, 404, errs.NotFoundCode},
+		{"alert of another domain", c.adminB, "create", map[string]any{"alert_id": a.AlertID, "note": "x"}, 404, errs.NotFoundCode},
 		{"only the text changes", c.memberA1, "update", map[string]any{"note_id": n.NoteID, "alert_id": "alert-9"}, 400, errs.InvalidParameter},
 		{"wrong type", c.memberA1, "update", map[string]any{"note_id": n.NoteID, "note": 5}, 400, errs.InvalidParameterType},
-		{"member changes a domain note", c.memberA1, "update", map[string]any{"note_id": other.NoteID, "note": "mine"}, 403, errs.PermissionDenied},
 		{"other domain deletes", c.adminB, "delete", map[string]any{"note_id": n.NoteID}, 404, errs.NotFoundCode},
 		{"other workspace updates", c.memberA2, "update", map[string]any{"note_id": n.NoteID, "note": "x"}, 404, errs.NotFoundCode},
-		{"user without role", c.userA, "create", map[string]any{"alert_id": "a", "note": "x"}, 403, errs.PermissionDenied},
+		{"user without role", c.userA, "create", map[string]any{"alert_id": a.AlertID, "note": "x"}, 403, errs.PermissionDenied},
 		{"malformed", c.memberA1, "create", `{"alert_id": `, 400, errs.JSONFormat},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

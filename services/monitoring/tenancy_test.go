@@ -19,7 +19,6 @@ import (
 // read and changed by no outsider, a member outside the project included.
 func TestTenancy(t *testing.T) {
 	c := setup(t)
-	owner := auth.Principal{DomainID: "domain-a", UserID: "olga", Role: auth.WorkspaceOwner, WorkspaceID: "workspace-1"}
 	member := auth.Principal{DomainID: "domain-a", UserID: "mia", Role: auth.WorkspaceMember, WorkspaceID: "workspace-1", Projects: []string{"project-a1"}}
 	watch := []*mongo.Collection{c.db.Collection(mon.WebhooksCollection), c.db.Collection(mon.PoliciesCollection),
 		c.db.Collection(mon.NotesCollection), c.db.Collection(mon.EventsCollection), c.db.Collection(mon.AlertsCollection)}
@@ -61,9 +60,10 @@ func TestTenancy(t *testing.T) {
 		var n struct {
 			NoteID string `json:"note_id"`
 		}
-		c.ownerA1.Call(base+"note/create", map[string]any{"alert_id": "alert-1", "note": "looking"}).OK(&n)
+		a := c.alert(t, c.memberA1, "disk full", "project-a1")
+		c.ownerA1.Call(base+"note/create", map[string]any{"alert_id": a.AlertID, "note": "looking"}).OK(&n)
 		id := map[string]any{"note_id": n.NoteID}
-		matrix(mon.NotesCollection, n.NoteID, "", owner,
+		matrix(mon.NotesCollection, n.NoteID, "project-a1", member,
 			testkit.Req{Path: base + "note/get", Body: id}, testkit.Req{Path: base + "note/list", Body: id},
 			at(distinct("note_id"), base+"note/stat"),
 			testkit.Req{Path: base + "note/update", Body: map[string]any{"note_id": n.NoteID, "note": "taken"}},

@@ -1,9 +1,9 @@
 // Package noteapi holds the note operations of the monitoring service:
 // comments on an alert, written by the caller (created_by from the
-// token), of which only the text changes.
+// token), of which only the text changes. A note's alert must exist for
+// the caller; the note takes its domain, workspace and project.
 //
-// Nubes has no alert resource (the spec names none), so alert_id is kept
-// as given and not looked up. It must not read other collections.
+// It must not read other collections; alerts come through AlertOf.
 package noteapi
 
 import (
@@ -42,10 +42,8 @@ var resource = query.Resource{
 	DefaultSort:   []query.SortKey{{Key: "created_at", Desc: true}},
 	MinimalFields: []string{"note_id", "alert_id", "note", "created_by", "created_at"},
 	Fields:        query.FieldsOf[Note](),
-	// Notes carry no project yet (nothing sets one): a project filter
-	// would keep members from the notes they write.
-	Tenancy: tenancy.InWorkspace,
-	Maps:    freeform.FieldsOf[Note](),
+	Tenancy:       tenancy.InProject,
+	Maps:          freeform.FieldsOf[Note](),
 }
 
 type (
@@ -73,12 +71,21 @@ type (
 	}
 )
 
+// Alert is where a note's alert belongs.
+type Alert struct{ DomainID, WorkspaceID, ProjectID string }
+
+// AlertOf returns the alert the caller may see (404 otherwise).
+type AlertOf func(ctx context.Context, p *auth.Principal, alertID string) (*Alert, error)
+
 // Notes serves the note operations.
-type Notes struct{ c *mongo.Collection }
+type Notes struct {
+	c       *mongo.Collection
+	alertOf AlertOf
+}
 
 // New creates the collection's indexes.
-func New(ctx context.Context, db *mongo.Database) (*Notes, error) {
-	ns := &Notes{c: db.Collection(mon.NotesCollection)}
+func New(ctx context.Context, db *mongo.Database, alertOf AlertOf) (*Notes, error) {
+	ns := &Notes{c: db.Collection(mon.NotesCollection), alertOf: alertOf}
 	return ns, store.EnsureIndexes(ctx, ns.c,
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "created_at", Value: -1}}},
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "alert_id", Value: 1}, {Key: "created_at", Value: -1}}},
@@ -103,13 +110,16 @@ func (ns *Notes) create(ctx context.Context, p *auth.Principal, r *createNote) (
 	if err != nil {
 		return nil, err
 	}
-	at := rule.Stamp()
-	if at.Workspace == "" { // a domain-wide caller's note is the domain's
-		at.Workspace = mon.Global
+	a, err := ns.alertOf(ctx, p, r.AlertID)
+	if err != nil {
+		return nil, err
+	}
+	if err := rule.Admits(tenancy.Record{Domain: a.DomainID, Workspace: a.WorkspaceID, Project: a.ProjectID}); err != nil {
+		return nil, err
 	}
 	id := wire.NewID("note")
-	doc := &Note{ID: id, NoteID: id, AlertID: r.AlertID, Note: r.Note, CreatedBy: p.UserID, DomainID: at.Domain,
-		WorkspaceID: at.Workspace, CreatedAt: wire.T(wire.Now())}
+	doc := &Note{ID: id, NoteID: id, AlertID: r.AlertID, Note: r.Note, CreatedBy: p.UserID, DomainID: a.DomainID,
+		WorkspaceID: a.WorkspaceID, ProjectID: a.ProjectID, CreatedAt: wire.T(wire.Now())}
 	if _, err := ns.c.InsertOne(ctx, doc); err != nil {
 		return nil, store.Wrap(err)
 	}
