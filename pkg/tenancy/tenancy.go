@@ -16,7 +16,8 @@
 //     never changes;
 //   - a user-owned record (owner field) is its owner's alone;
 //   - where a resource says so (SharedAll), records of domain "*" are read
-//     in every domain and changed by SYSTEM only;
+//     in every domain and changed only by a service credential (a SYSTEM
+//     token, never a person's SYSTEM_ADMIN grant: issue 21);
 //   - a domain admin or a SYSTEM token reaches the whole domain; a plain
 //     USER reaches no workspace record (unless the resource is user-owned).
 //
@@ -54,9 +55,9 @@ type Fields struct {
 	// admin's alone: workspace callers do not read them either (costs no
 	// rule mapped to a workspace).
 	PrivateAll bool
-	// SharedAll makes the records of domain "*" (plugins a SYSTEM caller
+	// SharedAll makes the records of domain "*" (plugins a service
 	// registered, as upstream stores them) readable in every domain and
-	// changeable by SYSTEM only.
+	// changeable by a service credential only (auth.Principal.IsService).
 	SharedAll bool
 	// Platform marks a resource of the whole platform, with no tenancy
 	// field (boards): every caller reaches every record, and only Access
@@ -113,7 +114,7 @@ type Rule struct {
 	// allProjects: may change the workspace's records (project "*").
 	allWorkspaces, allProjects bool
 	workspace                  string // the stamp
-	system                     bool
+	service                    bool   // may change the platform's records (SharedAll)
 }
 
 // DomainWide reports whether p acts for the whole domain: a domain admin
@@ -137,7 +138,7 @@ func For(p *auth.Principal, f Fields) (*Rule, error) {
 	if p == nil {
 		return nil, errs.Unauthenticated("empty token provided.")
 	}
-	r := &Rule{f: f, domain: p.DomainID, allWorkspaces: true, allProjects: true, system: p.IsSystem()}
+	r := &Rule{f: f, domain: p.DomainID, allWorkspaces: true, allProjects: true, service: p.IsService()}
 	if f.Platform {
 		return r, nil
 	}
@@ -241,7 +242,7 @@ func (r *Rule) Writable(rec Record, key, id string) error {
 }
 
 func (r *Rule) sharedWrite(rec Record) error {
-	if r.f.SharedAll && rec.Domain == All && !r.system {
+	if r.f.SharedAll && rec.Domain == All && !r.service {
 		return errs.Forbidden()
 	}
 	if r.f.Workspace != "" && rec.Workspace == All && !r.allWorkspaces {

@@ -22,6 +22,7 @@ var (
 	memberNo = &auth.Principal{DomainID: "d1", UserID: "max", Role: auth.WorkspaceMember, WorkspaceID: "w1"}
 	noWS     = &auth.Principal{DomainID: "d1", UserID: "nina", Role: auth.WorkspaceOwner}
 	user     = &auth.Principal{DomainID: "d1", UserID: "ulla", Role: auth.User}
+	sysAdmin = &auth.Principal{TokenType: auth.AccessToken, DomainID: "d1", UserID: "sa", Role: auth.SystemAdmin}
 )
 
 // matches evaluates a filter of Rule.Filter's shapes (equality and $in)
@@ -94,7 +95,8 @@ func TestRule(t *testing.T) {
 		{"user, domain resource", user, InDomain, ws(""), true, 200, 200},
 		{"platform resource", adminB, OfPlatform, Record{}, true, 200, 200},
 		{"shared record read in every domain", adminB, Fields{Domain: "domain_id", SharedAll: true}, Record{Domain: All}, true, 403, 403},
-		{"shared record changed by SYSTEM", system, Fields{Domain: "domain_id", SharedAll: true}, Record{Domain: All}, true, 200, 200},
+		{"shared record changed by a service", system, Fields{Domain: "domain_id", SharedAll: true}, Record{Domain: All}, true, 200, 200},
+		{"shared record not changed by a person's SYSTEM_ADMIN grant", sysAdmin, Fields{Domain: "domain_id", SharedAll: true}, Record{Domain: All}, true, 403, 403},
 		{"another domain's record stays hidden when sharing", adminB, Fields{Domain: "domain_id", SharedAll: true}, Record{Domain: "d1"}, false, 404, 403},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/testkit"
 )
@@ -82,7 +83,7 @@ func TestExchangeRateLifecycle(t *testing.T) {
 	if r != (Rate{Currency: "KRW", Rate: 1300, State: "ENABLED", IsDefault: true, DomainID: "domain-a"}) || e.count(t, rates) != 0 {
 		t.Fatalf("reset %+v", r)
 	}
-	// A system caller may act for a domain it names.
+	// A service credential may act for a domain it names.
 	e.system.Call(rateBase+"set", M{"currency": "EUR", "rate": 0.9, "domain_id": "domain-b"}).OK(&r)
 	e.adminB.Call(rateBase+"get", M{"currency": "EUR"}).OK(&r)
 	if r.Rate != 0.9 {
@@ -116,6 +117,9 @@ func TestExchangeRateRefused(t *testing.T) {
 		{"list unknown field", e.adminA, "list", M{"x": 1}, http.StatusBadRequest, errs.InvalidParameter},
 		{"another domain named", e.adminA, "set", M{"currency": "KRW", "rate": 2, "domain_id": "domain-b"}, http.StatusForbidden, errs.PermissionDenied},
 		{"another domain listed", e.adminA, "list", M{"domain_id": "domain-b"}, http.StatusForbidden, errs.PermissionDenied},
+		// Issue 21: acting in another domain needs a service credential.
+		{"a person's SYSTEM grant names another domain", e.anon.For(auth.Principal{DomainID: "domain-root", UserID: "sa", Role: auth.SystemAdmin}),
+			"set", M{"currency": "KRW", "rate": 2, "domain_id": "domain-a"}, http.StatusForbidden, errs.PermissionDenied},
 		{"workspace owner sets", e.ownerA1, "set", M{"currency": "KRW", "rate": 2}, http.StatusForbidden, errs.PermissionDenied},
 		{"member disables", e.memberA1, "disable", M{"currency": "KRW"}, http.StatusForbidden, errs.PermissionDenied},
 		{"anonymous", e.anon, "get", M{"currency": "KRW"}, http.StatusUnauthorized, errs.AuthenticateFailure},

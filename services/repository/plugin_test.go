@@ -226,9 +226,9 @@ func TestPluginWritesAndDomains(t *testing.T) {
 	if global.DomainID != "*" {
 		t.Fatalf("a SYSTEM plugin is global: %+v", global)
 	}
-	viaRole := h.register(t, h.sysAdmin, merge(ec2, map[string]any{"image": "cloudforet/plugin-global-2", "name": "Global 2"}))
-	if viaRole.DomainID != "*" {
-		t.Fatalf("a SYSTEM_ADMIN plugin is global: %+v", viaRole)
+	global2 := h.register(t, h.system, merge(ec2, map[string]any{"image": "cloudforet/plugin-global-2", "name": "Global 2"}))
+	if global2.DomainID != "*" {
+		t.Fatalf("a SYSTEM plugin is global: %+v", global2)
 	}
 	before := h.snapshot(t, repository.PluginsCollection)
 	refused := []struct {
@@ -291,7 +291,7 @@ func TestPluginWritesAndDomains(t *testing.T) {
 	if after := h.snapshot(t, repository.PluginsCollection); !reflect.DeepEqual(after, before) {
 		t.Fatalf("a refused call changed the store")
 	}
-	h.sysAdmin.Call("/repository/v1/plugin/update", map[string]any{"plugin_id": global.PluginID, "name": "Renamed"}).OK(&got)
+	h.system.Call("/repository/v1/plugin/update", map[string]any{"plugin_id": global.PluginID, "name": "Renamed"}).OK(&got)
 	if got.Name != "Renamed" {
 		t.Fatalf("system update = %+v", got)
 	}

@@ -74,10 +74,19 @@ func rootAdmin(t *testing.T, to target) *caller {
 }
 
 // rootSystem is the bootstrap admin with a SYSTEM token (the root domain's
-// admin may grant scope SYSTEM): what a pure client uses for boards.
+// admin may grant scope SYSTEM): a person's grant, which manages domains
+// but writes no platform record (issue 21).
 func rootSystem(t *testing.T, to target) *caller {
 	t.Helper()
 	return login(t, to, domainIDOf(t, "root"), adminUserID, adminPassword, "SYSTEM")
+}
+
+// serviceCred is the suite's service credential (what `identity
+// system-token` printed), talking to to: boards and the other platform
+// records are its to write.
+func serviceCred(t *testing.T, to target) *caller {
+	t.Helper()
+	return &caller{t: t, to: to, token: st.serviceToken}
 }
 
 // uniqueAddr is an e-mail address no other test uses.

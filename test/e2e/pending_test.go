@@ -33,10 +33,11 @@ func TestBootstrapAdminLogsIn(t *testing.T) {
 	admin := login(t, board, root, adminUserID, adminPassword, "DOMAIN")
 	admin.call("/board/v1/board/list", map[string]any{}).OK(nil)
 	admin.call("/board/v1/post/list", map[string]any{}).OK(nil)
-	// A DOMAIN token may not write boards; the SYSTEM grant of the root
-	// admin may.
+	// A DOMAIN token may not write boards, nor the SYSTEM grant of the
+	// root admin (a person's, issue 21); the service credential may.
 	admin.call("/board/v1/board/create", map[string]any{"name": "not mine"}).Fails(http.StatusForbidden, "ERROR_PERMISSION_DENIED")
-	sys := rootSystem(t, board)
+	rootSystem(t, board).call("/board/v1/board/create", map[string]any{"name": "not mine"}).Fails(http.StatusForbidden, "ERROR_PERMISSION_DENIED")
+	sys := serviceCred(t, board)
 	var b boardInfo
 	sys.call("/board/v1/board/create", map[string]any{"name": "Bootstrap", "categories": []string{"x"}}).OK(&b)
 	var p postInfo
@@ -156,7 +157,7 @@ func TestUsersRoleBindingsAndMail(t *testing.T) {
 	board := direct(st.first(t, "board").url)
 	root := domainIDOf(t, "root")
 	admin := rootAdmin(t, identityAt(t))
-	sys := rootSystem(t, board)
+	sys := serviceCred(t, board)
 	var b boardInfo
 	sys.call("/board/v1/board/create", map[string]any{"name": "Users", "categories": []string{"x"}}).OK(&b)
 
@@ -283,7 +284,7 @@ func TestAPIKeyEverywhere(t *testing.T) {
 	checked := st.extraReplicaEnv(t, "board", map[string]string{"NUBES_IDENTITY_URL": "http://identity:8080"})
 	board := direct(checked.url)
 	admin := rootAdmin(t, identityAt(t))
-	sys := rootSystem(t, board)
+	sys := serviceCred(t, board)
 	var b boardInfo
 	sys.call("/board/v1/board/create", map[string]any{"name": "Keys", "categories": []string{"x"}}).OK(&b)
 
@@ -390,7 +391,7 @@ func TestDomainIsolationAcrossServices(t *testing.T) {
 
 	// Posts on one shared board.
 	var b boardInfo
-	rootSystem(t, board).call("/board/v1/board/create", map[string]any{"name": "Shared " + name, "categories": []string{"x"}}).OK(&b)
+	serviceCred(t, board).call("/board/v1/board/create", map[string]any{"name": "Shared " + name, "categories": []string{"x"}}).OK(&b)
 	var pa, pb postInfo
 	adminA.call("/board/v1/post/create", newPost(b.BoardID, "A's post", "x")).OK(&pa)
 	adminB.call("/board/v1/post/create", newPost(b.BoardID, "B's post", "x")).OK(&pb)

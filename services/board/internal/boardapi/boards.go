@@ -1,5 +1,5 @@
 // Package boardapi holds the board service's operations and rules: boards
-// are system-wide bulletin boards that only SYSTEM may write; posts belong
+// are system-wide bulletin boards that only a service may write; posts belong
 // to one board and to the caller's domain.
 //
 // Decoding, validation, authorization and errors come from pkg; this
@@ -35,7 +35,9 @@ type Board struct {
 }
 
 var (
-	systemOnly = auth.Roles(auth.SystemAdmin)
+	// Boards are the platform's: a service credential writes them, never a
+	// person's SYSTEM_ADMIN grant (issue 21).
+	systemOnly = auth.Service()
 	readers    = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner, auth.WorkspaceMember)
 	writers    = auth.Roles(auth.SystemAdmin, auth.DomainAdmin)
 )
@@ -45,7 +47,7 @@ var boardResource = query.Resource{
 	DefaultSort:   []query.SortKey{{Key: "name"}},
 	MinimalFields: []string{"board_id", "name"},
 	Fields:        query.FieldsOf[Board](),
-	Tenancy:       tenancy.OfPlatform, // boards are the platform's; only SYSTEM writes them
+	Tenancy:       tenancy.OfPlatform, // boards are the platform's; only a service writes them
 	Maps:          freeform.FieldsOf[Board](),
 }
 

@@ -186,8 +186,8 @@ func (ps posts) routes() []api.Route {
 }
 
 func (ps posts) create(ctx context.Context, p *auth.Principal, r *createPost) (*Post, error) {
-	if r.ResourceGroup == "SYSTEM" && !p.IsSystem() {
-		return nil, errs.Forbidden()
+	if r.ResourceGroup == "SYSTEM" && !p.IsService() {
+		return nil, errs.Forbidden() // the platform's notices are a service's (issue 21)
 	}
 	if r.ResourceGroup == "WORKSPACE" && p.WorkspaceID == "" {
 		return nil, errs.Invalid("resource_group", "WORKSPACE needs a workspace-scoped token")
@@ -235,7 +235,7 @@ func (ps posts) checkCategory(ctx context.Context, boardID, category string) err
 }
 
 func (ps posts) update(ctx context.Context, p *auth.Principal, r *updatePost) (*Post, error) {
-	cur, err := store.GetToChange[Post](ctx, ps.c, postResource, p, "post_id", r.PostID)
+	cur, err := ps.toChange(ctx, p, r.PostID)
 	if err != nil {
 		return nil, err
 	}
@@ -279,15 +279,29 @@ func (ps posts) update(ctx context.Context, p *auth.Principal, r *updatePost) (*
 	return store.SetByID[Post](ctx, ps.c, "post_id", r.PostID, set) // 404 if deleted meanwhile
 }
 
+// toChange loads a post the caller may change (the tenancy rule); a
+// SYSTEM post is a service's alone, never a person's SYSTEM_ADMIN grant's
+// (issue 21), as only a service creates one.
+func (ps posts) toChange(ctx context.Context, p *auth.Principal, id string) (*Post, error) {
+	cur, err := store.GetToChange[Post](ctx, ps.c, postResource, p, "post_id", id)
+	if err != nil {
+		return nil, err
+	}
+	if cur.ResourceGroup == "SYSTEM" && !p.IsService() {
+		return nil, errs.Forbidden()
+	}
+	return cur, nil
+}
+
 func (ps posts) sendNotification(ctx context.Context, p *auth.Principal, r *postRequest) (*api.Empty, error) {
-	if _, err := store.GetToChange[Post](ctx, ps.c, postResource, p, "post_id", r.PostID); err != nil {
+	if _, err := ps.toChange(ctx, p, r.PostID); err != nil {
 		return nil, err
 	}
 	return nil, errs.New(errs.NotImplemented, "Post.send_notification is not implemented.")
 }
 
 func (ps posts) delete(ctx context.Context, p *auth.Principal, r *postRequest) (*api.Empty, error) {
-	if _, err := store.GetToChange[Post](ctx, ps.c, postResource, p, "post_id", r.PostID); err != nil {
+	if _, err := ps.toChange(ctx, p, r.PostID); err != nil {
 		return nil, err
 	}
 	if _, err := ps.c.DeleteOne(ctx, bson.D{{Key: "_id", Value: r.PostID}}); err != nil {

@@ -93,12 +93,13 @@ func (rs *Rates) Routes() []api.Route {
 }
 
 // domainOf is the domain a request acts for: the caller's; a domain_id in
-// the body (the spec lists it) must name it, except for a system caller.
+// the body (the spec lists it) must name it, except for a service
+// credential (never a person's SYSTEM_ADMIN grant: issue 21).
 func domainOf(p *auth.Principal, domainID string) (string, error) {
 	if domainID == "" || domainID == p.DomainID {
 		return p.DomainID, nil
 	}
-	if p.IsSystem() {
+	if p.IsService() {
 		return domainID, nil
 	}
 	return "", errs.Forbidden()

@@ -4,9 +4,9 @@
 // then the remote ones; the versions of a local plugin come from its
 // image registry.
 //
-// A plugin registered by a SYSTEM caller is global (domain_id "*", seen by
-// every domain, written only by SYSTEM); one registered by a domain admin
-// belongs to that domain. plugin_id is unique in the repository, as the
+// A plugin registered by a service (a SYSTEM token) is global (domain_id
+// "*", seen by every domain, written only by a service); one registered
+// by a domain admin belongs to that domain. plugin_id is unique in the repository, as the
 // plugin endpoints of the configuration are keyed by it. This package
 // never calls a plugin.
 package pluginapi
@@ -387,8 +387,8 @@ func Routes(ctx context.Context, db *mongo.Database, repos *repoapi.Repos, cfg C
 
 func (ps *plugins) register(ctx context.Context, p *auth.Principal, r *registerPlugin) (*Plugin, error) {
 	owner := p.DomainID
-	if p.IsSystem() {
-		owner = Global
+	if p.IsService() {
+		owner = Global // only a service registers for the whole platform
 	}
 	url := r.RegistryURL
 	if r.RegistryType == PublicHub {

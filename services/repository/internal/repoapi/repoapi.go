@@ -229,9 +229,12 @@ func (r *Repos) LocalOnly(ctx context.Context, id string) error {
 }
 
 // Who may call the repository's operations: writers change the local
-// repository, readers read it.
+// repository, readers read it. A person's SYSTEM_ADMIN grant writes
+// nothing: the platform's records (domain_id "*") and other domains' are
+// a service credential's (which passes every check), and in its own
+// domain a domain admin's DOMAIN token does (issue 21).
 var (
-	Writers = auth.Roles(auth.SystemAdmin, auth.DomainAdmin)
+	Writers = auth.Roles(auth.DomainAdmin)
 	Readers = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner, auth.WorkspaceMember, auth.User)
 )
 
@@ -247,8 +250,9 @@ const Global = tenancy.All
 // own domain, or on the platform's records (domain_id "*": the tenancy
 // rule lets every caller read them and only a service change them). A
 // service credential may name any domain and acts inside it, as
-// upstream's x_domain_id. Anyone else naming another domain is 404, as if
-// the domain did not exist, before any record is read.
+// upstream's x_domain_id. Anyone else naming another domain, a person's
+// SYSTEM_ADMIN grant included (issue 21), is 404, as if the domain did not
+// exist, before any record is read.
 func Acting(p *auth.Principal, domainID string) (*auth.Principal, error) {
 	if domainID == "" || strings.Contains(domainID, "/") {
 		return nil, errs.Invalid("domain_id", "not a domain id")
@@ -256,7 +260,7 @@ func Acting(p *auth.Principal, domainID string) (*auth.Principal, error) {
 	switch {
 	case domainID == p.DomainID || domainID == Global:
 		return p, nil
-	case p.IsSystem():
+	case p.IsService():
 		in := *p
 		in.DomainID = domainID
 		return &in, nil
