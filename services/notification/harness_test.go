@@ -21,6 +21,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
 	"github.com/nubes-io/nubes/services/notification"
 	"github.com/nubes-io/nubes/services/notification/internal/dispatch"
+	"github.com/nubes-io/nubes/services/notification/internal/fanout"
 )
 
 func TestMain(m *testing.M) { testkit.Main(m) }
@@ -54,6 +55,7 @@ type env struct {
 type options struct {
 	bus      bool // start a NATS of the test's own and the dispatcher
 	dispatch func(*dispatch.Config)
+	now      func() time.Time // the fan-out's clock (schedule windows)
 }
 
 func setup(t *testing.T) *env { t.Helper(); return setupWith(t, options{}) }
@@ -87,6 +89,7 @@ func setupWith(t *testing.T, o options) *env {
 	}
 	cfg := notification.Config{Keys: keys, Dispatch: dispatch.Config{MaxDeliver: 3, Backoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
 		CallTimeout: 2 * time.Second, AckWait: 10 * time.Second}}
+	cfg.Fanout = fanout.Config{Now: o.now, MaxDeliver: 5, Backoff: 50 * time.Millisecond, AckWait: 10 * time.Second}
 	if o.dispatch != nil {
 		o.dispatch(&cfg.Dispatch)
 	}

@@ -27,7 +27,9 @@ import (
 	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/seal/sealcmd"
 	"github.com/nubes-io/nubes/services/notification/internal/dispatch"
+	"github.com/nubes-io/nubes/services/notification/internal/fanout"
 	"github.com/nubes-io/nubes/services/notification/internal/noti"
+	"github.com/nubes-io/nubes/services/notification/internal/notificationapi"
 	"github.com/nubes-io/nubes/services/notification/internal/projectchannel"
 	"github.com/nubes-io/nubes/services/notification/internal/protocolapi"
 	"github.com/nubes-io/nubes/services/notification/internal/userchannel"
@@ -42,6 +44,9 @@ type Config struct {
 	Keys *seal.Keyring
 	// Dispatch bounds the deliveries of notification events.
 	Dispatch dispatch.Config
+	// Fanout bounds the consumer of notification requests (and holds the
+	// clock of schedule windows); zero: fanout.DefaultConfig.
+	Fanout fanout.Config
 }
 
 // DefaultDispatch is the dispatcher's default configuration.
@@ -84,8 +89,18 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Fanout.MaxDeliver == 0 {
+		now := cfg.Fanout.Now
+		cfg.Fanout = fanout.DefaultConfig()
+		cfg.Fanout.Now = now
+	}
+	fan, err := fanout.New(ctx, d.DB, d.Events, cfg.Fanout, log)
+	if err != nil {
+		return nil, err
+	}
 	var workers []func(context.Context) error
 	if d.Events != nil {
+		workers = append(workers, fan.Run)
 		disp, err := dispatch.New(ctx, d.DB, d.Events, plugins, cfg.Keys, cfg.Dispatch, log)
 		if err != nil {
 			return nil, err
@@ -98,6 +113,7 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	routes = append(routes, protocols.Routes()...)
 	routes = append(routes, projectChannels.Routes()...)
 	routes = append(routes, userChannels.Routes()...)
+	routes = append(routes, notificationapi.API{Fanout: fan, Bus: d.Events}.Routes()...)
 	return &app.Service{Name: Name, Routes: routes, Workers: workers}, nil
 }
 

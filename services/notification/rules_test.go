@@ -79,16 +79,27 @@ func TestInternalProtocol(t *testing.T) {
 		t.Errorf("enable: %+v", p)
 	}
 
-	// Nubes keeps no in-app inbox: the event is recorded as skipped.
-	e.publish(t, "i-1", event("i-1", in.ProtocolID))
+	// An event of the built-in protocol without an e-mail address has
+	// nothing to deliver (inboxes are filled by the fan-out): skipped.
+	noMail := event("i-1", in.ProtocolID)
+	noMail.ChannelData = M{"users": []any{"ulla"}}
+	e.publish(t, "i-1", noMail)
 	if rec := e.outcome(t, "i-1"); rec["outcome"] != "SKIPPED" || !strings.Contains(rec["reason"].(string), "INTERNAL") {
 		t.Fatalf("outcome %v", rec)
+	}
+	// With one (an e-mail user channel), the mailer gets it.
+	e.publish(t, "i-2", event("i-2", in.ProtocolID))
+	if rec := e.outcome(t, "i-2"); rec["outcome"] != "SENT" {
+		t.Fatalf("outcome %v", rec)
+	}
+	if m := e.mails(t); len(m) != 1 || m[0].To != "ops@example.com" || m[0].ID != "mail-i-2" || m[0].Data["title"] != "Disk full" {
+		t.Fatalf("mails %+v", m)
 	}
 	if n := len(e.plugin.Calls(dispatchMethod)); n != 0 {
 		t.Errorf("%d dispatch calls", n)
 	}
-	if _, _, skipped := e.usage(t, in.ProtocolID, [3]int{0, 0, 1}); skipped != 1 {
-		t.Errorf("skipped %d, want 1", skipped)
+	if sent, _, skipped := e.usage(t, in.ProtocolID, [3]int{1, 0, 1}); skipped != 1 || sent != 1 {
+		t.Errorf("sent %d skipped %d, want 1 1", sent, skipped)
 	}
 }
 

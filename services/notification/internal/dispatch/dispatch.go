@@ -10,8 +10,12 @@
 // unreachable, slow or failing on its side: 5xx) is retried with a growing
 // delay up to MaxDeliver deliveries; a refusal (4xx: bad channel data or
 // message) or the last failure goes to events.NotificationDeadSubject.
-// A DISABLED, deleted or INTERNAL protocol dispatches nothing: the event
-// is recorded as skipped.
+// A DISABLED or deleted protocol dispatches nothing: the event is
+// recorded as skipped. The built-in INTERNAL protocol has no plugin: an
+// event whose channel data names an e-mail address is handed to the
+// mailer (events.Mail, sealed), anything else is skipped. A SECRET
+// channel's data arrives sealed (SealedChannelData) and is opened for
+// the call only.
 //
 // It holds no operation of the API.
 package dispatch
@@ -22,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -165,10 +170,27 @@ func (d *Dispatcher) dispatch(ctx context.Context, ev events.NotificationDispatc
 		return "", "", store.Wrap(err)
 	case pr.State != noti.Enabled:
 		return Skipped, "protocol disabled", nil
-	case pr.ProtocolType == noti.Internal:
-		// Upstream's INTERNAL protocol fills users' in-app inboxes,
-		// which Nubes does not keep: recorded, counted, not delivered.
-		return Skipped, "INTERNAL protocol: no in-app notifications", nil
+	}
+	channel := ev.ChannelData
+	if ev.SealedChannelData != nil {
+		// A SECRET protocol's channel data, as its channel keeps it.
+		channel = map[string]any{}
+		if err := d.keys.OpenJSON(*ev.SealedChannelData, noti.ChannelAD(ev.ChannelID, ev.DomainID), &channel); err != nil {
+			return "", "", errs.Down("The channel's sealed data", err)
+		}
+	}
+	if pr.ProtocolType == noti.Internal {
+		// The built-in protocol: an e-mail channel goes through the
+		// mailer; users' inboxes were filled when the request was
+		// fanned out, so anything else has nothing left to deliver.
+		to, _ := channel["email"].(string)
+		if to == "" {
+			return Skipped, "INTERNAL protocol: no e-mail address", nil
+		}
+		if err := d.mail(ctx, ev, to); err != nil {
+			return "", "", err
+		}
+		return Sent, "", nil
 	}
 	secret := map[string]any{}
 	if pr.Sealed != nil {
@@ -181,12 +203,52 @@ func (d *Dispatcher) dispatch(ctx context.Context, ev events.NotificationDispatc
 	cctx, cancel := context.WithTimeout(ctx, d.cfg.CallTimeout)
 	defer cancel()
 	err = plugin.Protocol{Target: d.plugins.Plugin(pr.PluginInfo.PluginID, pr.PluginInfo.Version)}.Dispatch(cctx, plugin.DispatchRequest{
-		Options: pr.PluginInfo.Options, Message: ev.Message, NotificationType: ev.NotificationType, SecretData: secret, ChannelData: ev.ChannelData,
+		Options: pr.PluginInfo.Options, Message: ev.Message, NotificationType: ev.NotificationType, SecretData: secret, ChannelData: channel,
 	})
 	if err != nil {
 		return "", "", err
 	}
 	return Sent, "", nil
+}
+
+// mail hands a notification to the mailer (events.Mail, template
+// notification), its link and callback URL sealed as the mailer expects.
+// Its id follows from the dispatch id, so a retry is the same mail.
+func (d *Dispatcher) mail(ctx context.Context, ev events.NotificationDispatch, to string) error {
+	str := func(v any) string { s, _ := v.(string); return s }
+	data := map[string]string{"title": str(ev.Message["title"]), "description": str(ev.Message["description"]), "link": str(ev.Message["link"])}
+	var tags []string
+	for _, t := range asList(ev.Message["tags"]) {
+		tags = append(tags, str(t["key"])+": "+str(t["value"]))
+	}
+	data["tags"] = strings.Join(tags, "\n")
+	if cbs := asList(ev.Message["callbacks"]); len(cbs) > 0 {
+		data["callback_label"], data["callback_url"] = str(cbs[0]["label"]), str(cbs[0]["url"])
+	}
+	for k, v := range data {
+		if v == "" {
+			delete(data, k)
+		}
+	}
+	m := events.Mail{ID: "mail-" + ev.ID, To: to, Language: "en", Template: events.MailNotification, Data: data}
+	if err := events.SealMail(d.keys, &m); err != nil {
+		return errs.Down("Sealing the mail", err)
+	}
+	if err := d.bus.Publish(ctx, events.MailSubject, m.ID, m); err != nil {
+		return errs.Down("The event bus", err)
+	}
+	return nil
+}
+
+func asList(v any) []map[string]any {
+	var out []map[string]any
+	l, _ := v.([]any)
+	for _, x := range l {
+		if m, ok := x.(map[string]any); ok {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // record keeps the outcome and counts it; a record already there (a

@@ -119,6 +119,24 @@ type UserChannel struct {
 	UserID        string        `bson:"user_id" json:"user_id"`
 	DomainID      string        `bson:"domain_id" json:"domain_id"`
 	CreatedAt     wire.Time     `bson:"created_at" json:"created_at"`
+	// DomainAdmin: its owner created it as a domain admin; requests for
+	// the domain's admins reach it (docs/decisions.md).
+	DomainAdmin bool `bson:"domain_admin" json:"-"`
+}
+
+// Inbox is a user's in-app notification (upstream's Notification of a
+// user), stored once per request and user.
+type Inbox struct {
+	ID                string       `bson:"_id" json:"-"`
+	NotificationID    string       `bson:"notification_id" json:"notification_id"`
+	Topic             string       `bson:"topic" json:"topic"`
+	Message           freeform.Map `bson:"message" json:"message"`
+	NotificationType  string       `bson:"notification_type" json:"notification_type"`
+	NotificationLevel string       `bson:"notification_level" json:"notification_level"`
+	IsRead            bool         `bson:"is_read" json:"is_read"`
+	UserID            string       `bson:"user_id" json:"user_id"`
+	DomainID          string       `bson:"domain_id" json:"domain_id"`
+	CreatedAt         wire.Time    `bson:"created_at" json:"created_at"`
 }
 
 // ChannelAD binds a channel's sealed data to its record (its collection

@@ -1,0 +1,227 @@
+package notification_test
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"sort"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
+)
+
+// clock is a test clock the fan-out reads.
+type clock struct{ t atomic.Int64 }
+
+func (c *clock) now() time.Time  { return time.Unix(0, c.t.Load()).UTC() }
+func (c *clock) set(t time.Time) { c.t.Store(t.UnixNano()) }
+func at(day, hour int) time.Time { return time.Date(2026, 11, 23+day, hour, 30, 0, 0, time.UTC) } // day 0: a Monday
+func (e *env) request(t *testing.T, r events.NotificationRequest) {
+	t.Helper()
+	if err := e.bus.Publish(context.Background(), events.NotificationRequestSubject, r.ID+"-"+time.Now().String(), r); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dispatched waits until the plugin got n dispatches and returns them by
+// channel data's webhook_url; it fails on more.
+func (e *env) dispatched(t *testing.T, n int) map[string]M {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for len(e.plugin.Calls(dispatchMethod)) < n && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // no more than n: the fan-out is done with what it took
+	calls := e.plugin.Calls(dispatchMethod)
+	if len(calls) != n {
+		var urls []string
+		for _, c := range calls {
+			urls = append(urls, c.Request["channel_data"].(M)["webhook_url"].(string))
+		}
+		sort.Strings(urls)
+		t.Fatalf("%d dispatches, want %d: %v", len(calls), n, urls)
+	}
+	out := map[string]M{}
+	for _, c := range calls {
+		out[c.Request["channel_data"].(M)["webhook_url"].(string)] = c.Request
+	}
+	return out
+}
+
+func (e *env) mails(t *testing.T) []events.Mail {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := e.bus.JS.Stream(ctx, events.MailStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []events.Mail
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			continue
+		}
+		var mail events.Mail
+		if err := json.Unmarshal(m.Data, &mail); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, mail)
+	}
+	return out
+}
+
+// TestNotificationRequest: a request picks the project's ENABLED channels
+// of its level that subscribe to its topic (or to all) and are inside
+// their schedule window (test clock); the built-in protocol's channel
+// reaches its users (inbox entry, their user channels: e-mail through the
+// mailer); a SECRET channel's data reaches the plugin unsealed; the
+// message is upstream's; a request delivered again adds nothing.
+func TestNotificationRequest(t *testing.T) {
+	var clk clock
+	clk.set(at(0, 10)) // Monday 10:30 UTC
+	e := setupWith(t, options{bus: true, now: clk.now})
+	plain := e.protocolWith(t, "hooks", "PLAIN_TEXT")
+	secret := e.protocolWith(t, "secret hooks", "SECRET")
+	builtin := e.builtin(t, e.adminA)
+	e.plugin.Reset()
+	mk := func(body M) string {
+		body["project_id"] = "project-1"
+		return e.ownerA1.Call(pcBase+"create", body).OK(nil).JSON()["project_channel_id"].(string)
+	}
+	hook := func(u string) M { return M{"webhook_url": "https://hooks.example.com/" + u} }
+	mk(M{"protocol_id": plain, "name": "lv1", "data": hook("lv1")})
+	mk(M{"protocol_id": plain, "name": "alerts", "data": hook("alerts"), "notification_level": "LV3", "is_subscribe": true, "subscriptions": []string{"monitoring.Alert"}})
+	mk(M{"protocol_id": secret, "name": "office", "data": hook("office-hunter2"), "notification_level": "LV3", "is_scheduled": true,
+		"schedule": M{"day_of_week": []string{"MON"}, "start_hour": 9, "end_hour": 17}})
+	off := mk(M{"protocol_id": plain, "name": "off", "data": hook("off"), "notification_level": "LV3"})
+	e.ownerA1.Call(pcBase+"disable", M{"project_channel_id": off}).OK(nil)
+	mk(M{"protocol_id": builtin, "name": "people", "data": M{"users": []string{"ulla"}}, "notification_level": "LV3"})
+	e.ownerA1.Call(pcBase+"create", M{"protocol_id": plain, "name": "other project", "data": hook("p2"), "notification_level": "LV3", "project_id": "project-2"}).OK(nil)
+	e.userA.Call(ucBase+"create", M{"protocol_id": builtin, "name": "mail", "data": M{"email": "ulla@example.com"}}).OK(nil)
+	e.userA.Call(ucBase+"create", M{"protocol_id": plain, "name": "jobs", "data": hook("ulla-jobs"), "is_subscribe": true, "subscriptions": []string{"inventory.Job"}}).OK(nil)
+
+	req := events.NotificationRequest{ID: "alert-0123456789ab-step-1", DomainID: "domain-a", ProjectID: "project-1", Topic: "monitoring.Alert",
+		NotificationType: "ERROR", Level: "LV3", Message: events.NotificationMessage{Title: "[Alerting] disk full", Description: "vm-1 at 99%",
+			Link: "https://console.example.com/alert/1", OccurredAt: "2026-11-23T10:29:00.000Z",
+			Tags:      []events.MessageTag{{Key: "Alert Number", Value: "#1"}, {Key: "Urgency", Value: "HIGH"}},
+			Callbacks: []events.MessageCallback{{Label: "Acknowledge", URL: "https://nubes.example.com/monitoring/v1/domain/domain-a/alert/alert-0123456789ab/k/ACKNOWLEDGED"}}}}
+	e.request(t, req)
+	got := e.dispatched(t, 2)
+	wantMsg := M{"title": "[Alerting] disk full", "description": "vm-1 at 99%", "link": "https://console.example.com/alert/1", "occurred_at": "2026-11-23T10:29:00.000Z",
+		"tags":      []any{M{"key": "Alert Number", "value": "#1"}, M{"key": "Urgency", "value": "HIGH"}},
+		"callbacks": []any{M{"label": "Acknowledge", "url": req.Message.Callbacks[0].URL}}}
+	alerts := got["https://hooks.example.com/alerts"]
+	if alerts == nil || got["https://hooks.example.com/office-hunter2"] == nil {
+		t.Fatalf("dispatched to %v", got)
+	}
+	// The dispatch request exactly as plugin-protocols.md gives it.
+	if want := (M{"options": M{}, "secret_data": M{}, "notification_type": "ERROR", "message": wantMsg, "channel_data": hook("alerts")}); !reflect.DeepEqual(alerts, want) {
+		t.Fatalf("dispatch request\n got  %v\n want %v", alerts, want)
+	}
+	// ulla: one inbox entry, her e-mail channel through the mailer; her
+	// inventory.Job channel does not take monitoring.Alert.
+	if n := e.countWhere(t, "notification_inbox", nil); n != 1 {
+		t.Fatalf("%d inbox entries", n)
+	}
+	var mails []events.Mail
+	deadline := time.Now().Add(10 * time.Second)
+	for len(mails) == 0 && time.Now().Before(deadline) {
+		mails = e.mails(t)
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(mails) != 1 || mails[0].To != "ulla@example.com" || mails[0].Template != events.MailNotification || mails[0].Data["title"] != "[Alerting] disk full" ||
+		mails[0].Secret == nil || mails[0].Data["callback_url"] != "" || mails[0].Data["link"] != "" {
+		t.Fatalf("mails %+v", mails)
+	}
+
+	// Delivered again: nothing more.
+	e.request(t, req)
+	e.dispatched(t, 2)
+	if n := e.countWhere(t, "notification_inbox", nil); n != 1 {
+		t.Fatalf("%d inbox entries after a redelivery", n)
+	}
+
+	// Monday 20:30: the office channel's window is closed.
+	clk.set(at(0, 20))
+	req2 := req
+	req2.ID = "alert-0123456789ab-step-2"
+	e.request(t, req2)
+	got = e.dispatched(t, 3)
+	// Level ALL, another topic: every channel that takes the topic.
+	req3 := req
+	req3.ID, req3.Level, req3.Topic = "job-1-failed", "ALL", "inventory.Job"
+	clk.set(at(0, 12))
+	e.request(t, req3)
+	got = e.dispatched(t, 6) // lv1, office (in window again), ulla-jobs
+	for _, u := range []string{"lv1", "office-hunter2", "ulla-jobs"} {
+		if got["https://hooks.example.com/"+u] == nil {
+			t.Fatalf("%s not dispatched: %v", u, got)
+		}
+	}
+	if n := e.countWhere(t, "notification_inbox", nil); n != 3 {
+		t.Fatalf("%d inbox entries", n)
+	}
+}
+
+// TestNotificationRequestRetried: a channel's plugin that is down is
+// retried by the dispatcher, and the delivery counts once.
+func TestNotificationRequestRetried(t *testing.T) {
+	e := setupWith(t, options{bus: true})
+	plain := e.protocolWith(t, "hooks", "PLAIN_TEXT")
+	e.plugin.Reset()
+	e.ownerA1.Call(pcBase+"create", M{"protocol_id": plain, "name": "c", "data": M{"webhook_url": "https://hooks.example.com/c"}, "project_id": "project-1"}).OK(nil)
+	down := fakeplugin.Reply{Err: status.Error(codes.Unavailable, "down")}
+	e.plugin.Script(dispatchMethod, down, fakeplugin.Reply{})
+	e.request(t, events.NotificationRequest{ID: "req-retry", DomainID: "domain-a", ProjectID: "project-1", Topic: "t", Message: events.NotificationMessage{Title: "x"}})
+	e.dispatched(t, 2)
+	if sent, failed, skipped := e.usage(t, plain, [3]int{1, 0, 0}); sent != 1 || failed != 0 || skipped != 0 {
+		t.Fatalf("usage %d %d %d", sent, failed, skipped)
+	}
+}
+
+// TestNotificationCreateAndPush: upstream's create and push, for services
+// only; bad input is 400 and dispatches nothing.
+func TestNotificationCreateAndPush(t *testing.T) {
+	e := setupWith(t, options{bus: true})
+	plain := e.protocolWith(t, "hooks", "PLAIN_TEXT")
+	e.plugin.Reset()
+	e.ownerA1.Call(pcBase+"create", M{"protocol_id": plain, "name": "c", "data": M{"webhook_url": "https://hooks.example.com/c"}, "project_id": "project-1",
+		"notification_level": "LV2"}).OK(nil)
+	const nb = "/notification/v1/notification/"
+	e.adminA.Call(nb+"create", M{"resource_type": "identity.Project", "resource_id": "project-1", "topic": "t", "message": M{"title": "x"}}).Fails(403, "ERROR_PERMISSION_DENIED")
+	for name, body := range map[string]M{
+		"no title":      {"resource_type": "identity.Project", "resource_id": "project-1", "topic": "t", "message": M{"description": "x"}},
+		"unknown key":   {"resource_type": "identity.Project", "resource_id": "project-1", "topic": "t", "message": M{"title": "x", "colour": "red"}},
+		"bad type":      {"resource_type": "identity.Project", "resource_id": "project-1", "topic": "t", "message": M{"title": "x"}, "notification_type": "NONE"},
+		"bad level":     {"resource_type": "identity.Project", "resource_id": "project-1", "topic": "t", "message": M{"title": "x"}, "notification_level": "LV11"},
+		"bad resource":  {"resource_type": "identity.Workspace", "resource_id": "w", "topic": "t", "message": M{"title": "x"}},
+		"missing topic": {"resource_type": "identity.Project", "resource_id": "project-1", "message": M{"title": "x"}},
+	} {
+		r := e.system.Call(nb+"create", body)
+		if r.Status != 400 {
+			t.Fatalf("%s: %d %s", name, r.Status, r.Body)
+		}
+	}
+	e.system.Call(nb+"create", M{"resource_type": "identity.Project", "resource_id": "project-1", "topic": "t", "message": M{"title": "x"}, "notification_level": "LV2",
+		"domain_id": "domain-a"}).OK(nil)
+	e.dispatched(t, 1)
+	e.system.Call(nb+"push", M{"protocol_id": plain, "data": M{"webhook_url": "https://hooks.example.com/push"}, "message": M{"title": "pushed"}, "domain_id": "domain-a"}).OK(nil)
+	got := e.dispatched(t, 2)
+	if got["https://hooks.example.com/push"]["message"].(M)["title"] != "pushed" {
+		t.Fatalf("push %v", got)
+	}
+	if n := e.countWhere(t, "notification_inbox", nil); n != 0 {
+		t.Fatalf("%d inbox entries for project channels and a push", n)
+	}
+}

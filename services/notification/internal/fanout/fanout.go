@@ -1,0 +1,279 @@
+// Package fanout turns a notification request (events.NotificationRequest)
+// into deliveries: it picks the targets' ENABLED channels that pass the
+// level, subscription and schedule checks, keeps an inbox entry for each
+// target user, renders upstream's message and publishes one
+// events.NotificationDispatch per channel, which the dispatcher delivers
+// (its retries, dead letters and usage counters). Every id it derives is
+// a function of the request id, so a redelivered or republished request
+// adds nothing: the stream drops a dispatch id it saw, the dispatcher
+// never delivers one twice, and inbox entries are keyed the same way.
+//
+// It holds no operation of the API; notification/create hands its
+// requests to Handle.
+package fanout
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/seal"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/wire"
+	"github.com/nubes-io/nubes/services/notification/internal/noti"
+)
+
+// Config bounds the consumer.
+type Config struct {
+	// Now is the clock of the schedule windows (UTC); nil: the real one.
+	Now func() time.Time
+	// MaxDeliver, Backoff: a request that cannot be fanned out (the store
+	// or NATS down) is tried again after Backoff, up to MaxDeliver times.
+	MaxDeliver int
+	Backoff    time.Duration
+	AckWait    time.Duration
+}
+
+// DefaultConfig: 10 deliveries, 5 s apart.
+func DefaultConfig() Config {
+	return Config{MaxDeliver: 10, Backoff: 5 * time.Second, AckWait: time.Minute}
+}
+
+// Fanout consumes notification requests.
+type Fanout struct {
+	bus                                 *events.Bus
+	protocols, projectCh, userCh, inbox *mongo.Collection
+	cfg                                 Config
+	log                                 *slog.Logger
+}
+
+// New builds the fan-out and its inbox indexes.
+func New(ctx context.Context, db *mongo.Database, bus *events.Bus, cfg Config, log *slog.Logger) (*Fanout, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	f := &Fanout{bus: bus, protocols: db.Collection(noti.ProtocolsCollection), projectCh: db.Collection(noti.ProjectChannelsCollection),
+		userCh: db.Collection(noti.UserChannelsCollection), inbox: db.Collection(noti.InboxCollection), cfg: cfg, log: log}
+	return f, store.EnsureIndexes(ctx, f.inbox, store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "user_id", Value: 1}, {Key: "created_at", Value: -1}}})
+}
+
+// Run consumes until ctx is done. NATS being down only pauses it.
+func (f *Fanout) Run(ctx context.Context) error {
+	return events.Consume(ctx, f.bus, events.ConsumerSpec{Stream: events.NotificationStream, Consumer: jetstream.ConsumerConfig{
+		Durable:       events.NotificationRequestConsumer,
+		FilterSubject: events.NotificationRequestSubject,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       f.cfg.AckWait,
+		MaxDeliver:    f.cfg.MaxDeliver,
+		MaxAckPending: 256,
+	}}, 1, f.handle)
+}
+
+func (f *Fanout) handle(ctx context.Context, msg jetstream.Msg) {
+	var r events.NotificationRequest
+	if err := json.Unmarshal(msg.Data(), &r); err != nil {
+		f.log.Warn("notification request dropped: not JSON", "error", err.Error())
+		_ = msg.Term()
+		return
+	}
+	if err := f.Handle(ctx, r); err != nil {
+		if e, ok := errs.As(err); ok && e.Status() < 500 {
+			f.log.Warn("notification request dropped", "id", r.ID, "error", err.Error())
+			_ = msg.Term()
+			return
+		}
+		f.log.Info("notification request not fanned out yet; retried", "id", r.ID, "error", err.Error())
+		_ = msg.NakWithDelay(f.cfg.Backoff)
+		return
+	}
+	_ = msg.Ack()
+}
+
+// Handle fans one request out. A request that breaks the contract is 400;
+// the store or NATS failing is 503 (try again: nothing is done twice).
+func (f *Fanout) Handle(ctx context.Context, r events.NotificationRequest) error {
+	if err := r.Check(); err != nil {
+		return errs.Invalid("notification request", err.Error())
+	}
+	if r.NotificationType == "" {
+		r.NotificationType = events.NotifyInfo
+	}
+	if r.Level == "" {
+		r.Level = events.LevelAll
+	}
+	now := f.cfg.Now().UTC()
+	msg, err := Message(r.Message)
+	if err != nil {
+		return errs.Invalid("message", err.Error())
+	}
+	protocols, err := f.domainProtocols(ctx, r.DomainID)
+	if err != nil {
+		return err
+	}
+	users := slices.Clone(r.UserIDs)
+	if r.ProjectID != "" {
+		var chs []noti.ProjectChannel
+		if err := find(ctx, f.projectCh, bson.D{{Key: "domain_id", Value: r.DomainID}, {Key: "project_id", Value: r.ProjectID}, {Key: "state", Value: noti.Enabled}}, &chs); err != nil {
+			return err
+		}
+		for _, c := range chs {
+			if (r.Level != events.LevelAll && r.Level != c.NotificationLevel) ||
+				!noti.Picks(c.State, c.IsSubscribe, c.Subscriptions, c.IsScheduled, c.Schedule, r.Topic, now) {
+				continue
+			}
+			pr, ok := protocols[c.ProtocolID]
+			if !ok {
+				continue // its protocol was deleted
+			}
+			if pr.ProtocolType == noti.Internal {
+				// The built-in protocol reaches users, each as a user.
+				for _, u := range stringsOf(c.Data["users"]) {
+					users = append(users, u)
+				}
+				continue
+			}
+			if err := f.dispatch(ctx, r, msg, c.ID, c.ProtocolID, c.Data, c.Sealed); err != nil {
+				return err
+			}
+		}
+	}
+	filter := bson.D{{Key: "domain_id", Value: r.DomainID}, {Key: "state", Value: noti.Enabled}}
+	var ors bson.A
+	if users = compact(users); len(users) > 0 {
+		ors = append(ors, bson.D{{Key: "user_id", Value: bson.D{{Key: "$in", Value: users}}}})
+	}
+	if r.DomainAdmins {
+		ors = append(ors, bson.D{{Key: "domain_admin", Value: true}})
+	}
+	if len(ors) == 0 {
+		return nil
+	}
+	var chs []noti.UserChannel
+	if err := find(ctx, f.userCh, append(filter, bson.E{Key: "$or", Value: ors}), &chs); err != nil {
+		return err
+	}
+	for _, c := range chs {
+		if !slices.Contains(users, c.UserID) {
+			users = append(users, c.UserID) // a domain admin's
+		}
+	}
+	for _, u := range users {
+		if err := f.keepInbox(ctx, r, msg, u); err != nil {
+			return err
+		}
+	}
+	for _, c := range chs {
+		if !noti.Picks(c.State, c.IsSubscribe, c.Subscriptions, c.IsScheduled, c.Schedule, r.Topic, now) {
+			continue
+		}
+		if _, ok := protocols[c.ProtocolID]; !ok {
+			continue
+		}
+		if err := f.dispatch(ctx, r, msg, c.ID, c.ProtocolID, c.Data, c.Sealed); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dispatch publishes the delivery of one request through one channel; a
+// SECRET protocol's channel data travels sealed as the channel stores it.
+func (f *Fanout) dispatch(ctx context.Context, r events.NotificationRequest, msg map[string]any, channelID, protocolID string, data map[string]any, sealed *seal.Sealed) error {
+	d := events.NotificationDispatch{ID: DispatchID(r.ID, channelID), DomainID: r.DomainID, ProtocolID: protocolID,
+		NotificationType: r.NotificationType, Message: msg, ChannelData: wire.Object(data), ChannelID: channelID, SealedChannelData: sealed}
+	if f.bus == nil {
+		return errs.Down("The event bus", errNoBus)
+	}
+	if err := f.bus.Publish(ctx, events.NotificationDispatchSubject, d.ID, d); err != nil {
+		return errs.Down("The event bus", err)
+	}
+	return nil
+}
+
+// keepInbox stores the user's inbox entry of the request, once.
+func (f *Fanout) keepInbox(ctx context.Context, r events.NotificationRequest, msg map[string]any, userID string) error {
+	id := "notification-" + hash(r.ID, userID)[:12]
+	_, err := f.inbox.InsertOne(ctx, noti.Inbox{ID: id, NotificationID: id, Topic: r.Topic, Message: msg, NotificationType: r.NotificationType,
+		NotificationLevel: r.Level, UserID: userID, DomainID: r.DomainID, CreatedAt: wire.T(wire.Now())})
+	if err != nil && !mongo.IsDuplicateKeyError(err) {
+		return store.Wrap(err)
+	}
+	return nil
+}
+
+func (f *Fanout) domainProtocols(ctx context.Context, domainID string) (map[string]noti.Protocol, error) {
+	var prs []noti.Protocol
+	if err := find(ctx, f.protocols, bson.D{{Key: "domain_id", Value: domainID}}, &prs); err != nil {
+		return nil, err
+	}
+	out := make(map[string]noti.Protocol, len(prs))
+	for _, p := range prs {
+		out[p.ID] = p
+	}
+	return out, nil
+}
+
+func find(ctx context.Context, c *mongo.Collection, filter bson.D, out any) error {
+	cur, err := c.Find(ctx, filter)
+	if err != nil {
+		return store.Wrap(err)
+	}
+	return store.Wrap(cur.All(ctx, out))
+}
+
+// DispatchID is the id of the dispatch of request id through a channel.
+func DispatchID(requestID, channelID string) string {
+	return "noti-" + hash(requestID, channelID)[:24]
+}
+
+func hash(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Message renders a request's message as upstream's message Struct: JSON
+// values only (maps, lists, strings), absent members left out.
+func Message(m events.NotificationMessage) (map[string]any, error) {
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	var out map[string]any
+	return out, json.Unmarshal(raw, &out)
+}
+
+func stringsOf(v any) []string {
+	var out []string
+	if l, ok := v.([]any); ok {
+		for _, x := range l {
+			if s, ok := x.(string); ok && s != "" {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+func compact(s []string) []string {
+	s = slices.DeleteFunc(s, func(v string) bool { return v == "" })
+	slices.Sort(s)
+	return slices.Compact(s)
+}
+
+var errNoBus = errors.New("no event bus")
