@@ -69,3 +69,66 @@ func TestSlotsExpire(t *testing.T) {
 		t.Fatal("expired slots not freed")
 	}
 }
+
+// TestSlotsRacingTakes: takers on two clients race for few slots with a
+// short TTL, so that slots keep expiring and being taken again while
+// others read them. A slot a take won is live from the take's answer
+// until at least the take's start plus the TTL: at no instant are more
+// than Max such slots live (a slot freed by another taker's stale
+// delete would let one more in).
+func TestSlotsRacingTakes(t *testing.T) {
+	db := testkit.Get().Database(t)
+	other, err := store.Connect(context.Background(), testkit.Get().Mongo.URI, store.Options{MaxPoolSize: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Disconnect(context.Background()) }()
+	const max, workers = 3, 16
+	ttl := 150 * time.Millisecond
+	slots := []store.Slots{
+		{C: db.Collection("slots"), Max: max, TTL: ttl},
+		{C: other.Database(db.Name()).Collection("slots"), Max: max, TTL: ttl},
+	}
+	type live struct{ from, to time.Time }
+	var mu sync.Mutex
+	var won []live
+	var calls atomic.Int32
+	stop := time.Now().Add(2 * time.Second)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				start := time.Now()
+				ok, err := slots[w%2].Take(context.Background(), "k")
+				calls.Add(1)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if ok {
+					// The store keeps milliseconds: the expiry may be
+					// up to 1 ms before start+TTL.
+					mu.Lock()
+					won = append(won, live{time.Now(), start.Add(ttl - 2*time.Millisecond)})
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d takes won of %d", len(won), calls.Load())
+	if len(won) <= max {
+		t.Fatalf("only %d takes won: the slots never expired during the race", len(won))
+	}
+	for _, a := range won {
+		n := 0
+		for _, b := range won {
+			if !b.from.After(a.from) && a.from.Before(b.to) {
+				n++
+			}
+		}
+		if n > max {
+			t.Fatalf("%d slots of %d live at once (of %d takes won)", n, max, len(won))
+		}
+	}
+}

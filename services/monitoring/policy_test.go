@@ -222,7 +222,10 @@ func TestPolicyDefaultUnderConcurrency(t *testing.T) {
 		n := c.count(t, mon.PoliciesCollection, bson.D{{Key: "domain_id", Value: "domain-a"}, {Key: "workspace_id", Value: "*"}, {Key: "is_default", Value: true}})
 		var l list[policyInfo]
 		c.adminA.Call(ep+"list", map[string]any{"is_default": true}).OK(&l)
-		owner := c.raw(t, mon.ClaimsCollection, "ep-default#domain-a#*")["owner"]
+		owner, err := mon.Claims{C: c.db.Collection(mon.ClaimsCollection)}.Owner(t.Context(), "ep-default#domain-a#*")
+		if err != nil {
+			t.Fatal(err)
+		}
 		if n != 1 || l.TotalCount != 1 || l.Results[0].EscalationPolicyID != owner {
 			t.Fatalf("round %d: %d defaults stored, list %+v, record %v", round, n, l, owner)
 		}
