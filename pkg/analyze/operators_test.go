@@ -347,14 +347,13 @@ func totalTasks(g []job) int64 { return sum(g, func(j job) int64 { return j.Tota
 // TestReadable checks that a resource's Fields bound what group_by and
 // fields may read, named in the query's terms.
 func TestReadable(t *testing.T) {
-	c, _ := seed(t)
+	c, js := seed(t)
 	r := resource
 	r.Fields = []string{"job_id", "status", "collector_id", "total_tasks", "created_at"}
 	for _, q := range []string{
 		`{"group_by":["cost"],"fields":{"n":{"operator":"count"}}}`,
 		`{"fields":{"m":{"operator":"max","key":"meta.k1"}}}`,
 		`{"fields":{"p":{"operator":"push","fields":{"a":"job_id","b":"billed_date"}}}}`,
-		`{"filter":[{"k":"cost","v":1,"o":"gt"}],"fields":{"n":{"operator":"count"}}}`,
 	} {
 		var query Query
 		if err := json.Unmarshal([]byte(q), &query); err != nil {
@@ -362,6 +361,22 @@ func TestReadable(t *testing.T) {
 		}
 		_, err := Run(context.Background(), c, scope, r, &query)
 		wantErr(t, q, err, "ERROR_INVALID_PARAMETER", 400)
+	}
+	// A filter on a field not shown answers as for a field no row has,
+	// though every row stores cost: gt matches none, exists false all.
+	for q, want := range map[string]map[string]any{
+		`{"filter":[{"k":"cost","v":0,"o":"gt"}],"fields":{"n":{"operator":"count"}}}`:         results(),
+		`{"filter":[{"k":"cost","v":false,"o":"exists"}],"fields":{"n":{"operator":"count"}}}`: results(row{"n": len(js)}),
+	} {
+		var query Query
+		if err := json.Unmarshal([]byte(q), &query); err != nil {
+			t.Fatal(err)
+		}
+		got, err := Run(context.Background(), c, scope, r, &query)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		sameJSON(t, got, want)
 	}
 	var query Query
 	if err := json.Unmarshal([]byte(`{"group_by":["status"],"fields":{"n":{"operator":"count"}},"sort":[{"key":"n"}]}`), &query); err != nil {

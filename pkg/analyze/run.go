@@ -93,7 +93,9 @@ func readable(r query.Resource, q *Query, dateKey string) error {
 	if r.Fields == nil {
 		return nil
 	}
-	if err := paths(q, query.Readable(r.Fields)); err != nil {
+	// Filters on other fields answer as for a field no row has (stat.Run
+	// marks them, query.Resource.Unshown); groups and fields on one are 400.
+	if err := paths(&Query{GroupBy: q.GroupBy, Fields: q.Fields}, query.Readable(r.Fields)); err != nil {
 		return err
 	}
 	if dateKey != "" {

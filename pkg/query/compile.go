@@ -86,14 +86,11 @@ func Compile(q *Query, r Resource, scope bson.D) (*Plan, error) {
 		return nil, err
 	}
 	q = q.stored(r.Maps)
-	filter, err := Filter(scope, q.Filter, q.FilterOr, q.Keyword, r.KeywordFields)
+	// A path r does not show reads as a field no document has: conditions
+	// on it are decided without the store, and sort and only drop it.
+	filter, err := Filter(scope, r.Unshown(q.Filter), r.Unshown(q.FilterOr), q.Keyword, r.KeywordFields)
 	if err != nil {
 		return nil, err
-	}
-	if r.Fields != nil { // after Filter, which names malformed keys first
-		if err := q.Paths(Readable(r.Fields)); err != nil {
-			return nil, err
-		}
 	}
 	p := &Plan{Filter: filter, CountOnly: q.CountOnly}
 
@@ -101,6 +98,7 @@ func Compile(q *Query, r Resource, scope bson.D) (*Plan, error) {
 	if len(sortKeys) == 0 {
 		sortKeys = r.DefaultSort
 	}
+	sortKeys = slices.DeleteFunc(slices.Clone(sortKeys), func(s SortKey) bool { return !r.Shows(s.Key) })
 	for _, s := range sortKeys {
 		dir := 1
 		if s.Desc {
@@ -131,7 +129,7 @@ func Compile(q *Query, r Resource, scope bson.D) (*Plan, error) {
 		fields = r.MinimalFields
 	}
 	if len(fields) > 0 {
-		keep := append(slices.Clone(fields), sortKeysOf(sortKeys)...)
+		keep := r.shown(append(slices.Clone(fields), sortKeysOf(sortKeys)...))
 		p.Projection, p.Fields = projection(keep)
 	}
 	return p, nil
@@ -185,6 +183,9 @@ func projection(paths []string) (bson.D, []string) {
 			top = append(top, t)
 		}
 	}
+	if len(proj) == 0 { // only fields no document has: rows without fields
+		proj = bson.D{{Key: "_id", Value: 1}}
+	}
 	return proj, top
 }
 
@@ -217,11 +218,13 @@ func Filter(scope bson.D, and, or []Condition, keyword string, keywordFields []s
 		clauses = append(clauses, m)
 	}
 	alts := bson.A{}
+	always := false // an alternative that every row meets makes the OR moot
 	for _, c := range or {
 		m, err := compileCondition(c)
 		if err != nil {
 			return nil, err
 		}
+		always = always || len(m) == 0
 		alts = append(alts, m)
 	}
 	if tokens := strings.Fields(keyword); len(tokens) > 0 {
@@ -237,7 +240,7 @@ func Filter(scope bson.D, and, or []Condition, keyword string, keywordFields []s
 			alts = append(alts, m)
 		}
 	}
-	if len(alts) > 0 {
+	if len(alts) > 0 && !always {
 		clauses = append(clauses, bson.D{{Key: "$or", Value: alts}})
 	}
 	return conjunction(clauses), nil
@@ -283,7 +286,46 @@ var comparison = map[string]string{
 	"timediff_lt": "$lt", "timediff_lte": "$lte", "timediff_gt": "$gt", "timediff_gte": "$gte",
 }
 
+// matchNothing is a condition no document meets.
+var matchNothing = bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: bson.A{}}}}}
+
+// compileCondition compiles one condition; one marked absent (Unshown) is
+// checked alike and then becomes {} (every row) or matchNothing.
 func compileCondition(c Condition) (bson.D, error) {
+	m, err := compileStored(c)
+	if err != nil || !c.absent {
+		return m, err
+	}
+	if absentMatches(c) {
+		return bson.D{}, nil
+	}
+	return matchNothing, nil
+}
+
+// absentMatches reports whether MongoDB matches a document lacking c.Key
+// with c (an already checked condition): a missing field equals null, so
+// `eq null` and `in [.., null]` match it, and every negation of a test it
+// fails; comparisons, patterns, `exists true` and `match` never do.
+func absentMatches(c Condition) bool {
+	switch c.Operator {
+	case "eq":
+		return c.Value == nil
+	case "not":
+		return c.Value != nil
+	case "exists":
+		b, _ := c.Value.(bool)
+		return !b
+	case "in", "not_in":
+		list, _ := asList(c.Value)
+		null := slices.ContainsFunc(list, func(v any) bool { return v == nil })
+		return null == (c.Operator == "in")
+	case "not_contain", "not_contain_in":
+		return true
+	}
+	return false
+}
+
+func compileStored(c Condition) (bson.D, error) {
 	if c.Key == "" {
 		return nil, errs.New(errs.DBQuery, "Query is invalid. (reason = filter key is missing)")
 	}
@@ -398,6 +440,17 @@ func compileCondition(c Condition) (bson.D, error) {
 	default:
 		if _, isObj := v.(map[string]any); isObj || v == nil {
 			return nil, errs.New(errs.OperatorValueType, "Operator value must be a scalar. (key = %s, operator = %s)", c.Key, op)
+		}
+		if s, ok := v.(string); ok {
+			if t, err := parseDatetime(s); err == nil {
+				// An ISO 8601 string compares as a date with a field stored as
+				// a date (MongoDB orders types apart, so the string alone
+				// would match no date), and as text with one stored as text.
+				return bson.D{{Key: "$or", Value: bson.A{
+					bson.D{{Key: c.Key, Value: bson.D{{Key: mop, Value: t}}}},
+					bson.D{{Key: c.Key, Value: bson.D{{Key: mop, Value: s}}}},
+				}}}, nil
+			}
 		}
 	}
 	return field(bson.D{{Key: mop, Value: v}})

@@ -426,6 +426,101 @@ func TestCompileOperatorErrors(t *testing.T) {
 			q = &Query{FilterOr: []Condition{cond(t, c.cond)}}
 			_, err = Compile(q, Resource{}, nil)
 			wantError(t, err, c.code)
+			// and on a key the resource does not show
+			q = &Query{Filter: []Condition{cond(t, c.cond)}}
+			_, err = Compile(q, Resource{Fields: []string{"other"}}, nil)
+			wantError(t, err, c.code)
+		})
+	}
+}
+
+// TestCompileUnshown checks the answer for paths the resource does not
+// show: conditions decided as for a missing field, sort and only dropped.
+func TestCompileUnshown(t *testing.T) {
+	r := Resource{Fields: []string{"name", "tags"}, DefaultSort: []SortKey{{Key: "name"}}}
+	none := `{"_id":{"$in":[]}}`
+	cases := []struct {
+		name, q, filter, sort string
+		fields                []string
+	}{
+		{"eq a value: none", `{"filter":[{"k":"is_dormant","v":false,"o":"eq"}]}`, none, `{"name":1,"_id":1}`, nil},
+		{"eq null: all", `{"filter":[{"k":"x","v":null,"o":"eq"}]}`, `{}`, `{"name":1,"_id":1}`, nil},
+		{"not a value: all", `{"filter":[{"k":"x","v":1,"o":"not"}]}`, `{}`, `{"name":1,"_id":1}`, nil},
+		{"not null: none", `{"filter":[{"k":"x","v":null,"o":"not"}]}`, none, `{"name":1,"_id":1}`, nil},
+		{"exists false: all", `{"filter":[{"k":"x.y","v":false,"o":"exists"}]}`, `{}`, `{"name":1,"_id":1}`, nil},
+		{"exists true: none", `{"filter":[{"k":"x","v":true,"o":"exists"}]}`, none, `{"name":1,"_id":1}`, nil},
+		{"gt: none", `{"filter":[{"k":"x","v":3,"o":"gt"}]}`, none, `{"name":1,"_id":1}`, nil},
+		{"in with null: all", `{"filter":[{"k":"x","v":[1,null],"o":"in"}]}`, `{}`, `{"name":1,"_id":1}`, nil},
+		{"in: none", `{"filter":[{"k":"x","v":[1],"o":"in"}]}`, none, `{"name":1,"_id":1}`, nil},
+		{"not_in with null: none", `{"filter":[{"k":"x","v":[null],"o":"not_in"}]}`, none, `{"name":1,"_id":1}`, nil},
+		{"not_in: all", `{"filter":[{"k":"x","v":[1],"o":"not_in"}]}`, `{}`, `{"name":1,"_id":1}`, nil},
+		{"not_contain: all", `{"filter":[{"k":"x","v":"a","o":"not_contain"}]}`, `{}`, `{"name":1,"_id":1}`, nil},
+		{"not_contain_in: all", `{"filter":[{"k":"x","v":["a"],"o":"not_contain_in"}]}`, `{}`, `{"name":1,"_id":1}`, nil},
+		{"contain_in, regex, match: none", `{"filter":[{"k":"x","v":["a"],"o":"contain_in"},{"k":"y","v":"a","o":"regex"},{"k":"z","v":{"a":1},"o":"match"}]}`,
+			`{"$and":[` + none + `,` + none + `,` + none + `]}`, `{"name":1,"_id":1}`, nil},
+		{"shown conditions stay", `{"filter":[{"k":"name","v":"a","o":"eq"},{"k":"x","v":null,"o":"eq"}]}`, `{"name":{"$eq":"a"}}`, `{"name":1,"_id":1}`, nil},
+		{"an always alternative makes the OR moot", `{"filter_or":[{"k":"name","v":"a","o":"eq"},{"k":"x","v":true,"o":"exists"},{"k":"x","v":"a","o":"not"}]}`, `{}`, `{"name":1,"_id":1}`, nil},
+		{"never alternatives stay", `{"filter_or":[{"k":"name","v":"a","o":"eq"},{"k":"x","v":true,"o":"exists"}]}`, `{"$or":[{"name":{"$eq":"a"}},` + none + `]}`, `{"name":1,"_id":1}`, nil},
+		{"sort on it dropped, no default", `{"sort":[{"key":"options.is_pinned","desc":true},{"key":"tags.a"}]}`, `{}`, `{"tags.a":1,"_id":1}`, nil},
+		{"only drops it, keeps the sort key", `{"only":["x","tags.a"]}`, `{}`, `{"name":1,"_id":1}`, []string{"name", "tags"}},
+		{"_id is shown", `{"filter":[{"k":"_id","v":"a","o":"eq"}]}`, `{"_id":{"$eq":"a"}}`, `{"name":1,"_id":1}`, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := compileJSON(t, c.q, r, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := extJSON(t, p.Filter); got != c.filter {
+				t.Fatalf("filter\n got %s\nwant %s", got, c.filter)
+			}
+			if got := extJSON(t, p.Sort); got != c.sort {
+				t.Fatalf("sort got %s, want %s", got, c.sort)
+			}
+			if !slices.Equal(p.Fields, c.fields) {
+				t.Fatalf("fields %v, want %v", p.Fields, c.fields)
+			}
+		})
+	}
+	// only naming nothing shown: rows without fields (the _id alone is read).
+	p, err := compileJSON(t, `{"only":["x"]}`, Resource{Fields: []string{"name"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := extJSON(t, p.Projection); got != `{"_id":1}` || p.Fields == nil || len(p.Fields) != 0 {
+		t.Fatalf("projection %s, fields %#v", got, p.Fields)
+	}
+	// With no Fields declared every path reaches the store.
+	p, err = compileJSON(t, `{"filter":[{"k":"x","v":1,"o":"eq"}]}`, Resource{}, nil)
+	if err != nil || extJSON(t, p.Filter) != `{"x":{"$eq":1}}` {
+		t.Fatalf("no Fields: %v %v", p, err)
+	}
+}
+
+// TestCompileISODates checks gt/gte/lt/lte with an ISO 8601 string: a date
+// and a text alternative; other strings and the datetime_ operators as before.
+func TestCompileISODates(t *testing.T) {
+	cases := []struct{ cond, want string }{
+		{`{"k":"created_at","v":"2026-11-01T00:00:00Z","o":"gt"}`,
+			`{"$or":[{"created_at":{"$gt":{"$date":"2026-11-01T00:00:00Z"}}},{"created_at":{"$gt":"2026-11-01T00:00:00Z"}}]}`},
+		{`{"k":"created_at","v":"2026-11-01T09:00:00+09:00","o":"lte"}`,
+			`{"$or":[{"created_at":{"$lte":{"$date":"2026-11-01T00:00:00Z"}}},{"created_at":{"$lte":"2026-11-01T09:00:00+09:00"}}]}`},
+		{`{"k":"billed_date","v":"2026-11","o":"gte"}`,
+			`{"$or":[{"billed_date":{"$gte":{"$date":"2026-11-01T00:00:00Z"}}},{"billed_date":{"$gte":"2026-11"}}]}`},
+		{`{"k":"name","v":"E","o":"lt"}`, `{"name":{"$lt":"E"}}`},
+		{`{"k":"size","v":2026,"o":"gt"}`, `{"size":{"$gt":2026}}`},
+		{`{"k":"created_at","v":"2026-11-01T00:00:00Z","o":"eq"}`, `{"created_at":{"$eq":"2026-11-01T00:00:00Z"}}`},
+		{`{"k":"created_at","v":"2026-11-01T00:00:00Z","o":"datetime_gt"}`, `{"created_at":{"$gt":{"$date":"2026-11-01T00:00:00Z"}}}`},
+	}
+	for _, c := range cases {
+		t.Run(c.cond, func(t *testing.T) {
+			p, err := Compile(&Query{Filter: []Condition{cond(t, c.cond)}}, Resource{}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := extJSON(t, p.Filter); got != c.want {
+				t.Fatalf("filter\n got %s\nwant %s", got, c.want)
+			}
 		})
 	}
 }

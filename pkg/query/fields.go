@@ -80,3 +80,38 @@ func Without(fields []string, drop ...string) []string {
 	}
 	return out
 }
+
+// Shows reports whether path p reads a field of the resource's Info
+// (Fields, or `_id`); with no Fields declared, every path.
+func (r Resource) Shows(p string) bool {
+	if r.Fields == nil {
+		return true
+	}
+	top, _, _ := strings.Cut(p, ".")
+	return top == "_id" || slices.Contains(r.Fields, top)
+}
+
+// Unshown returns a copy of conds in which each condition on a path r does
+// not show is marked absent: it is checked as any other (operator, value)
+// and then answered as MongoDB answers it for a document lacking the field
+// (`eq null`, `exists false`, `not x` match every row; `gt`, `regex`,
+// `exists true` none), without the store ever reading that path. So an
+// upstream key Nubes does not model is no error, and a stored field the
+// Info leaves out (a lockout counter) is no oracle either.
+func (r Resource) Unshown(conds []Condition) []Condition {
+	if r.Fields == nil || len(conds) == 0 {
+		return conds
+	}
+	out := slices.Clone(conds)
+	for i := range out {
+		if out[i].Key != "" && !r.Shows(out[i].Key) {
+			out[i].absent = true
+		}
+	}
+	return out
+}
+
+// shown keeps the paths r shows (a new slice).
+func (r Resource) shown(paths []string) []string {
+	return slices.DeleteFunc(slices.Clone(paths), func(p string) bool { return !r.Shows(p) })
+}

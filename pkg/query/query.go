@@ -18,6 +18,10 @@ type Condition struct {
 	Key      string
 	Value    any
 	Operator string
+	// absent marks a condition on a path the resource does not show
+	// (Resource.Unshown): it is checked as any other, then decided without
+	// the store, as MongoDB decides it for a document lacking the field.
+	absent bool
 }
 
 // UnmarshalJSON accepts the long and the short member names, not both.

@@ -17,7 +17,8 @@ import (
 // Run answers q over c: {"results": [...]}, plus "total_count" (the rows
 // before paging) when q.Page.Limit > 0. scope (the caller's tenancy) is
 // ANDed into the filter; r.KeywordFields are searched by q.Keyword. When
-// r.Fields is set, the query may read only those fields, and a query whose
+// r.Fields is set, the query's stages may read only those fields (its
+// filters answer for any other as for a field no row has), and a query whose
 // stages never build new rows ends with a projection onto them, so stat
 // never returns more of a document than the resource's Info. Client
 // mistakes are *errs.Error with a 4xx status.
@@ -44,9 +45,16 @@ func Run(ctx context.Context, c *mongo.Collection, scope bson.D, r query.Resourc
 		}
 	}
 	if r.Fields != nil {
-		if _, err := q.Paths(query.Readable(r.Fields)); err != nil {
+		// Filters on a field the resource does not show answer as for a
+		// field no row has (query.Resource.Unshown); stages on one are 400.
+		stages := *q
+		stages.Filter, stages.FilterOr = nil, nil
+		if _, err := stages.Paths(query.Readable(r.Fields)); err != nil {
 			return nil, err
 		}
+		c := *q
+		c.Filter, c.FilterOr = r.Unshown(q.Filter), r.Unshown(q.FilterOr)
+		q = &c
 		if !reshaped && len(q.Aggregate) > 0 {
 			fields := make([]ProjectField, 0, len(r.Fields))
 			for _, f := range r.Fields {

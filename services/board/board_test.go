@@ -451,7 +451,7 @@ func TestBadInput(t *testing.T) {
 		{"list in with a scalar", c.adminA, "/board/v1/post/list", `{"query": {"filter": [{"k": "title", "v": "x", "o": "in"}]}}`, 400, errs.OperatorListType},
 		{"list operator injection", c.adminA, "/board/v1/post/list", `{"query": {"filter": [{"k": "$where", "v": "1", "o": "eq"}]}}`, 400, errs.DBQuery},
 		{"list bad enum filter", c.adminA, "/board/v1/post/list", `{"board_type": "GOSSIP"}`, 400, errs.InvalidParameter},
-		{"list filter on a field posts do not have", c.adminA, "/board/v1/post/list", `{"query": {"filter": [{"k": "password_hash", "v": true, "o": "exists"}]}}`, 400, errs.InvalidParameter},
+		{"list bad value on a field posts do not have", c.adminA, "/board/v1/post/list", `{"query": {"filter": [{"k": "password_hash", "v": [true], "o": "exists"}]}}`, 400, errs.OperatorValueType},
 		{"stat on a field posts do not have", c.adminA, "/board/v1/post/stat", `{"query": {"distinct": "secret"}}`, 400, errs.InvalidParameter},
 		{"stat without query", c.adminA, "/board/v1/post/stat", `{}`, 400, errs.RequiredParameter},
 		{"stat without aggregate", c.adminA, "/board/v1/post/stat", `{"query": {}}`, 400, errs.RequiredParameter},

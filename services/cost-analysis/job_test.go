@@ -432,7 +432,7 @@ func TestJobRefused(t *testing.T) {
 	}
 	// cost reads refuse bad input too.
 	e.adminA.Call(costBase+"list", M{"bogus": 1}).Fails(http.StatusBadRequest, errs.InvalidParameter)
-	e.adminA.Call(costBase+"list", M{"data_source_id": ds.DataSourceID, "query": M{"filter": []M{{"k": "secret", "v": 1, "o": "eq"}}}}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	e.adminA.Call(costBase+"list", M{"data_source_id": ds.DataSourceID, "query": M{"filter": []M{{"k": "secret", "v": []M{}, "o": "eq"}}}}).Fails(http.StatusBadRequest, errs.OperatorValueType)
 	e.adminA.Call(costBase+"list", M{}).Fails(http.StatusBadRequest, errs.RequiredParameter)
 	e.adminA.Call(costBase+"stat", M{}).Fails(http.StatusBadRequest, errs.RequiredParameter)
 	e.adminA.Call(costBase+"get", M{}).Fails(http.StatusBadRequest, errs.RequiredParameter)

@@ -410,7 +410,7 @@ func TestCollectorReadAndIsolation(t *testing.T) {
 		})
 	}
 	s.adminA.Call("/inventory/v1/collector/list", map[string]any{"secret_filter_state": "ON"}).Fails(http.StatusBadRequest, errs.InvalidParameter)
-	s.adminA.Call("/inventory/v1/collector/list", map[string]any{"query": map[string]any{"filter": []any{map[string]any{"k": "secret_data", "v": 1, "o": "eq"}}}}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	s.adminA.Call("/inventory/v1/collector/list", map[string]any{"query": map[string]any{"filter": []any{map[string]any{"k": "secret_data", "v": 1, "o": "in"}}}}).Fails(http.StatusBadRequest, errs.OperatorListType)
 	s.userA.Call("/inventory/v1/collector/list", nil).Fails(http.StatusForbidden, errs.PermissionDenied)
 	s.anon.Call("/inventory/v1/collector/get", map[string]any{"collector_id": dom.CollectorID}).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
 

@@ -15,6 +15,7 @@ import (
 // confined to the caller's domain and workspace.
 func TestJobAndTaskOperations(t *testing.T) {
 	s := setup(t)
+	started := time.Now().UTC().Add(-time.Second)
 	s.plugin.Script(collectMethod, fakeplugin.Reply{Stream: instances(1, 2)})
 	dom := s.createCollector(s.adminA, domainCollector())
 	w1 := s.createCollector(s.ownerA1, map[string]any{"name": "W1", "resource_group": "WORKSPACE", "plugin_info": map[string]any{"plugin_id": collectorPlugin}})
@@ -55,6 +56,13 @@ func TestJobAndTaskOperations(t *testing.T) {
 			map[string]any{"k": "status", "v": []string{"SUCCESS", "FAILURE"}, "o": "in"},
 			map[string]any{"k": "created_at", "v": "2020-01-01T00:00:00.000Z", "o": "datetime_gt"},
 			map[string]any{"k": "secret_id", "v": "trusted-secret-adom", "o": "eq"}}}}, jd.JobID},
+		// The console's collector page: created_at gt an ISO string compares as a date.
+		{"created_at gt an ISO time", s.adminA, createdAt("gt", started.Format("2006-01-02T15:04:05.000Z")), jd.JobID + " " + jw.JobID},
+		{"created_at gt an ISO time with an offset", s.adminA, createdAt("gt", started.In(time.FixedZone("KST", 9*3600)).Format(time.RFC3339)), jd.JobID + " " + jw.JobID},
+		{"created_at lt an ISO time", s.adminA, createdAt("lt", started.Format(time.RFC3339)), ""},
+		{"created_at gte a later ISO time", s.adminA, createdAt("gte", time.Now().UTC().Add(time.Hour).Format(time.RFC3339)), ""},
+		{"created_at lte a later ISO date", s.adminA, createdAt("lte", time.Now().UTC().AddDate(0, 0, 2).Format("2006-01-02")), jd.JobID + " " + jw.JobID},
+		{"created_at gt an ISO time, another domain's job", s.adminB, createdAt("gt", started.Format(time.RFC3339)), jb.JobID},
 	} {
 		t.Run("job list "+tt.name, func(t *testing.T) {
 			if got := ids(tt.caller, "/inventory/v1/job/list", tt.body, "job_id"); got != tt.want {
@@ -102,7 +110,7 @@ func TestJobAndTaskOperations(t *testing.T) {
 		{"job get without id", s.adminA, "job/get", map[string]any{}, http.StatusBadRequest, errs.RequiredParameter},
 		{"job list bad status", s.adminA, "job/list", map[string]any{"status": "DONE"}, http.StatusBadRequest, errs.InvalidParameter},
 		{"job list unknown field", s.adminA, "job/list", map[string]any{"data_source_id": "ds-1"}, http.StatusBadRequest, errs.InvalidParameter},
-		{"job list hidden field", s.adminA, "job/list", map[string]any{"query": map[string]any{"filter": []any{map[string]any{"k": "task_ids", "v": "x", "o": "eq"}}}}, http.StatusBadRequest, errs.InvalidParameter},
+		{"job list bad value on a hidden field", s.adminA, "job/list", map[string]any{"query": map[string]any{"filter": []any{map[string]any{"k": "task_ids", "v": "x", "o": "in"}}}}, http.StatusBadRequest, errs.OperatorListType},
 		{"job stat without query", s.adminA, "job/stat", map[string]any{}, http.StatusBadRequest, errs.RequiredParameter},
 		{"job delete by a member", s.memberA1, "job/delete", map[string]any{"job_id": jw.JobID}, http.StatusForbidden, errs.PermissionDenied},
 		{"domain job delete by an owner", s.ownerA1, "job/delete", map[string]any{"job_id": jd.JobID}, http.StatusForbidden, errs.PermissionDenied},
@@ -214,4 +222,14 @@ func TestJobAnalyze(t *testing.T) {
 	s.adminA.Call("/inventory/v1/job/analyze", map[string]any{"query": map[string]any{"fields": map[string]any{"n": map[string]any{"operator": "median"}}}}).Fails(http.StatusBadRequest, errs.DBQuery)
 	s.adminA.Call("/inventory/v1/job/analyze", map[string]any{"query": map[string]any{"group_by": []any{"task_ids"}, "fields": map[string]any{"n": map[string]any{"operator": "count"}}}}).Fails(http.StatusBadRequest, errs.InvalidParameter)
 	s.userA.Call("/inventory/v1/job/analyze", map[string]any{"query": map[string]any{}}).Fails(http.StatusForbidden, errs.PermissionDenied)
+}
+
+// createdAt is the console's job/list body with one created_at condition
+// (sorted by age, a page of 15).
+func createdAt(op, iso string) map[string]any {
+	return map[string]any{"query": map[string]any{
+		"filter": []any{map[string]any{"k": "created_at", "v": iso, "o": op}},
+		"sort":   []any{map[string]any{"key": "created_at"}},
+		"page":   map[string]any{"start": 1, "limit": 15},
+	}}
 }

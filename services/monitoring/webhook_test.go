@@ -286,7 +286,7 @@ func TestWebhookRules(t *testing.T) {
 			c.plugin.Script(initMethod, fakeplugin.Reply{Err: fakeplugin.Fail(codes.Internal, "ERROR_UNKNOWN", "boom")})
 		}},
 		{"bad state filter", c.memberA1, "list", map[string]any{"state": "ASLEEP"}, 400, errs.InvalidParameter, nil},
-		{"query on requests", c.memberA1, "list", map[string]any{"query": map[string]any{"filter": []any{map[string]any{"k": "requests.total", "v": 1, "o": "gt"}}}}, 400, errs.InvalidParameter, nil},
+		{"bad value on requests", c.memberA1, "list", map[string]any{"query": map[string]any{"filter": []any{map[string]any{"k": "requests.total", "v": []any{1}, "o": "gt"}}}}, 400, errs.OperatorValueType, nil},
 		{"user without role", c.userA, "create", create(nil), 403, errs.PermissionDenied, nil},
 		{"no token", c.anon, "create", create(nil), 401, errs.AuthenticateFailure, nil},
 		{"other domain gets", c.adminB, "get", id, 404, errs.NotFoundCode, nil},

@@ -123,7 +123,16 @@ func TestRemoteRepositories(t *testing.T) {
 	if l.TotalCount != 2 || l.Results[1].RepositoryInfo != r.partner || l.Results[1].Image != "" || l.Results[0].Image != "" {
 		t.Fatalf("keyword and only forwarded: %+v", l)
 	}
-	a.userA.Call("/repository/plugin/list", map[string]any{"query": map[string]any{"filter": []any{map[string]any{"k": "nope", "v": 1, "o": "eq"}}}}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	// A key plugins do not have answers as for a field no plugin has, here and at the remote.
+	a.userA.Call("/repository/plugin/list", map[string]any{"query": map[string]any{"filter": []any{map[string]any{"k": "nope", "v": 1, "o": "eq"}}}}).OK(&l)
+	if l.TotalCount != 0 {
+		t.Fatalf("nope eq 1 = %d", l.TotalCount)
+	}
+	a.userA.Call("/repository/plugin/list", map[string]any{"query": map[string]any{"filter": []any{map[string]any{"k": "nope", "v": nil, "o": "eq"}}}}).OK(&l)
+	if l.TotalCount != 5 {
+		t.Fatalf("nope eq null = %d", l.TotalCount)
+	}
+	a.userA.Call("/repository/plugin/list", map[string]any{"query": map[string]any{"filter": []any{map[string]any{"k": "nope", "v": 1, "o": "in"}}}}).Fails(http.StatusBadRequest, errs.OperatorListType)
 
 	// get_versions is forwarded to the remote, which asks its registry.
 	var v versionsInfo

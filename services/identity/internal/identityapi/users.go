@@ -976,8 +976,9 @@ func (s *Service) applyMFA(ctx context.Context, u *User, code string) (*User, er
 // ---- list and stat ----------------------------------------------------------
 
 // userFields are the fields of a user a query may read. password_hash,
-// login_failures and the link state are not among them: a filter or a sort
-// on them would be an oracle, a stat stage would return them.
+// login_failures and the link state are not among them: a filter on them
+// answers as for a field no user has (query.Resource.Unshown), a sort or
+// only drops them, and a stat stage on them is 400.
 var userFields = []string{"user_id", "name", "state", "email", "email_verified", "auth_type", "user_type", "role_id",
 	"role_type", "mfa", "language", "timezone", "required_actions", "tags", "domain_id", "created_at", "last_accessed_at"}
 
@@ -986,19 +987,11 @@ var userKeywords = []string{"user_id", "name", "email"}
 // userSecret are the stored fields of a user holding a credential.
 var userSecret = []string{"password_hash", "otp_secret", "otp_pending"}
 
-// checkReadable refuses paths outside userFields.
-var checkReadable = query.Readable(userFields)
-
 // userStat runs a StatisticsQuery over the users of a domain. A query
 // whose stages never build new rows gets a final project of the Info
 // fields (names maps a stored field to its wire name, for v1).
 func (s *Service) userStat(ctx context.Context, domainID string, q *stat.Query, rename func(at string, p *string) error, info []string, names map[string]string) (*map[string]any, error) {
-	reshaped, err := q.Paths(func(at string, p *string) error {
-		if err := rename(at, p); err != nil {
-			return err
-		}
-		return checkReadable(at, p)
-	})
+	reshaped, err := q.Paths(rename)
 	if err != nil {
 		return nil, err
 	}
@@ -1009,7 +1002,7 @@ func (s *Service) userStat(ctx context.Context, domainID string, q *stat.Query, 
 		}
 		q.Aggregate = append(q.Aggregate, stat.Stage{Project: &stat.Project{Fields: fields, ExcludeKeys: true}})
 	}
-	return statOf(ctx, s.users, bson.D{{Key: "domain_id", Value: domainID}}, query.Resource{KeywordFields: userKeywords, Secret: userSecret}, q)
+	return statOf(ctx, s.users, bson.D{{Key: "domain_id", Value: domainID}}, query.Resource{KeywordFields: userKeywords, Fields: userFields, Secret: userSecret}, q)
 }
 
 func noRename(string, *string) error { return nil }

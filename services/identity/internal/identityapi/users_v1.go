@@ -121,7 +121,7 @@ const findLimit = 100
 
 var (
 	userResourceV1 = query.Resource{KeywordFields: userKeywords, DefaultSort: []query.SortKey{{Key: "name"}, {Key: "user_id"}},
-		MinimalFields: []string{"user_id", "name", "state", "auth_type", "user_type"}, Secret: userSecret, Maps: freeform.Fields{"tags": freeform.Whole}}
+		MinimalFields: []string{"user_id", "name", "state", "auth_type", "user_type"}, Fields: userFields, Secret: userSecret, Maps: freeform.Fields{"tags": freeform.Whole}}
 	// infoFieldsV1 are the stored fields of the v1 UserInfo; namesV1 their wire names where they differ.
 	infoFieldsV1 = []string{"user_id", "name", "state", "email", "user_type", "auth_type", "language", "timezone",
 		"required_actions", "tags", "last_accessed_at", "created_at", "domain_id", "email_verified", "mfa"}
@@ -325,13 +325,7 @@ func (s *Service) listUsersV1(ctx context.Context, p *auth.Principal, r *userQue
 	if err != nil {
 		return nil, err
 	}
-	err = r.Query.Paths(func(at string, path *string) error {
-		_ = renameV1(at, path)
-		return checkReadable(at, path)
-	})
-	if err != nil {
-		return nil, err
-	}
+	_ = r.Query.Paths(renameV1) // renameV1 never fails
 	q := query.With(r.Query, query.Params("user_id", r.UserID, "name", r.Name, "state", r.State, "email", r.Email,
 		"user_type", r.UserType, "auth_type", r.Backend)...)
 	return searchUsers(ctx, s, dom, q, userResourceV1, func(u *User) userInfoV1 { return *toV1(u) }, namesV1)

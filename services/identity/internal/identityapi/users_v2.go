@@ -60,7 +60,7 @@ type (
 
 var (
 	userResourceV2 = query.Resource{KeywordFields: userKeywords, DefaultSort: []query.SortKey{{Key: "name"}, {Key: "user_id"}},
-		MinimalFields: []string{"user_id", "name", "state", "auth_type", "role_type"}, Secret: userSecret, Maps: freeform.Fields{"tags": freeform.Whole}}
+		MinimalFields: []string{"user_id", "name", "state", "auth_type", "role_type"}, Fields: userFields, Secret: userSecret, Maps: freeform.Fields{"tags": freeform.Whole}}
 	infoFieldsV2 = []string{"user_id", "name", "state", "email", "email_verified", "auth_type", "role_id", "role_type", "mfa",
 		"language", "timezone", "required_actions", "tags", "domain_id", "created_at", "last_accessed_at"}
 )
@@ -162,9 +162,6 @@ func (s *Service) deleteUserV2(ctx context.Context, p *auth.Principal, r *userRe
 }
 
 func (s *Service) listUsersV2(ctx context.Context, p *auth.Principal, r *userSearchV2) (*api.List[userInfoV2], error) {
-	if err := r.Query.Paths(checkReadable); err != nil {
-		return nil, err
-	}
 	q := query.With(r.Query, query.Params("user_id", r.UserID, "name", r.Name, "state", r.State, "email", r.Email, "auth_type", r.AuthType)...)
 	return searchUsers(ctx, s, p.DomainID, q, userResourceV2, func(u *User) userInfoV2 { return *toV2(u) }, nil)
 }
