@@ -18,10 +18,25 @@ import (
 // base URL and a stop function that waits for a clean shutdown.
 func start(t *testing.T, dir string) (string, func()) {
 	t.Helper()
+	return startWith(t, Config{DataDir: dir})
+}
+
+// startWith is start with cfg (its address, database name and data
+// directory set when empty).
+func startWith(t *testing.T, cfg Config) (string, func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan string, 1)
 	done := make(chan error, 1)
-	cfg := Config{HTTPAddr: "127.0.0.1:0", DataDir: dir, MongoDB: "nubes"}
+	if cfg.HTTPAddr == "" {
+		cfg.HTTPAddr = "127.0.0.1:0"
+	}
+	if cfg.MongoDB == "" {
+		cfg.MongoDB = "nubes"
+	}
+	if cfg.DataDir == "" {
+		cfg.DataDir = t.TempDir()
+	}
 	go func() { done <- Run(ctx, cfg, slog.New(slog.DiscardHandler), func(a string) { addr <- a }) }()
 	select {
 	case a := <-addr:
