@@ -332,6 +332,13 @@ func TestTaskFailures(t *testing.T) {
 	if j.Status != "FAILURE" || j.ErrorCode != "ERROR_GET_JOB_TASKS" || j.FinishedAt == nil {
 		t.Fatalf("job %+v", j)
 	}
+	// Each failed job tells the domain's admins, once.
+	got := e.notifications(t, 3, 10*time.Second)
+	r, ok := got["failed-"+j.JobID]
+	if len(got) != 3 || !ok || r.DomainID != "domain-a" || !r.DomainAdmins || r.Topic != "cost_analysis.Job" || r.NotificationType != "ERROR" ||
+		r.Message.Description != "ERROR_GET_JOB_TASKS "+j.ErrorMessage || r.Check() != nil {
+		t.Fatalf("notification requests %+v", got)
+	}
 }
 
 // A worker that stops in the middle of a task (its process killed): the

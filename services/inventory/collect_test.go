@@ -266,6 +266,10 @@ func TestCollect(t *testing.T) {
 		t.Fatalf("match_keys exists: %d rows", hidden.TotalCount)
 	}
 	s.userA.Call("/inventory/v1/cloud-service/list", nil).Fails(http.StatusForbidden, errs.PermissionDenied)
+	// A job that succeeds notifies no one.
+	if got := s.notifications(1, time.Second); len(got) != 0 {
+		t.Fatalf("notification requests for a successful job: %+v", got)
+	}
 }
 
 // TestCollectResourceHandling: each streamed resource is handled as
@@ -360,6 +364,8 @@ func TestCollectBrokenStream(t *testing.T) {
 	if n := s.count(servicesColl, nil); n != 3 {
 		t.Fatalf("what came before the break: %d", n)
 	}
+	// The domain's admins are told, once.
+	checkFailureNotice(t, s.notifications(1, 10*time.Second), j.JobID, j.DomainID)
 }
 
 func TestCollectSubTasks(t *testing.T) {
@@ -526,6 +532,7 @@ func TestJobTimeout(t *testing.T) {
 	if tk.Status != "FAILURE" || len(tk.Errors) != 1 || tk.Errors[0].ErrorCode != "ERROR_JOB_TIMEOUT" {
 		t.Fatalf("task: %+v", tk)
 	}
+	checkFailureNotice(t, s.notifications(1, 10*time.Second), j.JobID, j.DomainID)
 }
 
 // TestGarbageCollection: a resource of the collector and secret that

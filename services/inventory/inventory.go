@@ -156,7 +156,7 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	}
 	if d.Events != nil && !cfg.NoWorkers {
 		w := worker.New(d.DB, d.Events, identity, plugins, worker.Config{Workers: cfg.Workers, AckWait: cfg.AckWait,
-			JobTimeout: cfg.JobTimeout, SlotRetry: cfg.SlotRetry, Batch: cfg.Batch, SweepEvery: cfg.SweepEvery}, log)
+			JobTimeout: cfg.JobTimeout, SlotRetry: cfg.SlotRetry, Batch: cfg.Batch, SweepEvery: cfg.SweepEvery, Notify: outbox}, log)
 		sched := schedule.New(d.DB, func(ctx context.Context, c *inv.Collector) error {
 			_, err := collectors.Collect(ctx, c, "", "")
 			return err

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -201,6 +202,20 @@ func finish(j *Job, status, code, message string) bson.D {
 		{Key: "updated_at", Value: now}, {Key: "finished_at", Value: now}}
 }
 
+// notifyFailure asks for a notification of the domain's admins that the
+// job failed (one per job: its id is the job's).
+func (js *Jobs) notifyFailure(ctx context.Context, j *Job) error {
+	if js.outbox == nil {
+		return nil
+	}
+	err := js.outbox.Notify(ctx, events.NotificationRequest{ID: "failed-" + j.JobID, DomainID: j.DomainID, WorkspaceID: j.WorkspaceID,
+		DomainAdmins: true, Topic: "cost_analysis.Job", NotificationType: events.NotifyError, Level: events.LevelAll,
+		Message: events.NotificationMessage{Title: "[Cost Analysis] Data source sync failed", Description: strings.TrimSpace(j.ErrorCode + " " + j.ErrorMessage),
+			Tags:       []events.MessageTag{{Key: "Job", Value: j.JobID}, {Key: "Data Source", Value: j.DataSourceID}},
+			OccurredAt: wire.FormatTime(wire.Now())}})
+	return store.Wrap(err)
+}
+
 // change runs fn on the fresh job under its lease and writes the fields
 // fn returns; the job as written goes to out when not nil.
 func (js *Jobs) change(ctx context.Context, jobID string, fn func(j *Job) (bson.D, error), out **Job) error {
@@ -209,9 +224,17 @@ func (js *Jobs) change(ctx context.Context, jobID string, fn func(j *Job) (bson.
 		if err != nil {
 			return err
 		}
+		was := j.Status
 		set, err := fn(j)
 		if err != nil {
 			return err
+		}
+		if was != model.Failure && j.Status == model.Failure {
+			// Recorded before the job ends: a retry records the same id
+			// again, a no-op.
+			if err := js.notifyFailure(ctx, j); err != nil {
+				return err
+			}
 		}
 		if len(set) > 0 {
 			// Fenced: fn may have run long (a window's deletes), and a

@@ -438,6 +438,13 @@ func (w *Worker) accountJob(ctx context.Context, job *inv.Job) error {
 				status = inv.JobFailure
 			}
 			set = append(set, bson.E{Key: "status", Value: status}, bson.E{Key: "finished_at", Value: now})
+			if status == inv.JobFailure {
+				// Recorded before the job ends: a retry after a failed
+				// update records the same id again, a no-op.
+				if err := w.notifyFailure(ctx, cur, fmt.Sprintf("%d of %d tasks failed.", failure, len(tasks))); err != nil {
+					return err
+				}
+			}
 		}
 		// By _id alone (FerretDB scans for more); the status was read under
 		// the job's lease.
@@ -461,10 +468,27 @@ func (w *Worker) TimeOut(ctx context.Context, job *inv.Job) error {
 		if err := inv.EndTasks(ctx, w.tasks, cur.TaskIDs, inv.TaskFailure, &e, now); err != nil {
 			return err
 		}
+		if err := w.notifyFailure(ctx, cur, e.Message); err != nil {
+			return err
+		}
 		set := bson.D{{Key: "status", Value: inv.JobFailure}, {Key: "finished_at", Value: now}, {Key: "updated_at", Value: now}}
 		_, err = w.jobs.UpdateOne(ctx, bson.D{{Key: "_id", Value: job.ID}}, bson.D{{Key: "$set", Value: set}})
 		return store.Wrap(err)
 	})
+}
+
+// notifyFailure asks for a notification of the domain's admins that the
+// job failed (one per job: its id is the job's).
+func (w *Worker) notifyFailure(ctx context.Context, job *inv.Job, why string) error {
+	if w.cfg.Notify == nil {
+		return nil
+	}
+	err := w.cfg.Notify.Notify(ctx, events.NotificationRequest{ID: "failed-" + job.ID, DomainID: job.DomainID, WorkspaceID: job.WorkspaceID,
+		DomainAdmins: true, Topic: "inventory.Job", NotificationType: events.NotifyError, Level: events.LevelAll,
+		Message: events.NotificationMessage{Title: "[Inventory] Collection job failed", Description: why,
+			Tags:       []events.MessageTag{{Key: "Job", Value: job.JobID}, {Key: "Collector", Value: job.CollectorID}},
+			OccurredAt: wire.FormatTime(wire.Now())}})
+	return store.Wrap(err)
 }
 
 // Sweep finds IN_PROGRESS jobs past their timeout every SweepEvery and

@@ -61,6 +61,9 @@ type Config struct {
 	MaxErrors int
 	// SweepEvery is how often jobs past their timeout are looked for.
 	SweepEvery time.Duration
+	// Notify records the notification of a failed job for the domain's
+	// admins (events.Outbox.Notify); nil: none.
+	Notify *events.Outbox
 }
 
 // DefaultConfig: four messages at once, a minute of AckWait, jobs of two
