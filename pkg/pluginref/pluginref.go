@@ -77,12 +77,14 @@ type Repository struct {
 	Client *call.Client
 	Kind   Kind
 	// Strict: a version asked for must be one get-versions lists (400
-	// otherwise), and a failed get-versions fails the request. Not
-	// strict: a version asked for is kept as given, and when the
-	// repository cannot list versions the resource keeps no newest one
-	// (the endpoint map then serves the plugin by its id alone).
+	// otherwise). Not strict: a version asked for is kept as given.
+	// Either way, when the repository cannot say (its answer is a 5xx:
+	// the image's registry is out of reach, as offline), the request goes
+	// on with the version asked, or the one kept, or none, and the gap is
+	// logged: the endpoint map then serves the plugin by its id alone. A
+	// 4xx of get-versions (no such image) fails a strict request.
 	Strict bool
-	// Log takes the warning of a get-versions that failed (not strict).
+	// Log takes the warning of a get-versions that could not answer.
 	Log *slog.Logger
 }
 
@@ -115,9 +117,8 @@ func (r Repository) Versions(ctx context.Context, pluginID string) ([]string, er
 func (r Repository) Latest(ctx context.Context, pluginID string) string {
 	v, err := r.Versions(ctx, pluginID)
 	if err != nil {
-		var e *errs.Error
-		if (!errors.As(err, &e) || e.Status() >= 500) && r.Log != nil {
-			r.Log.Warn("plugin versions not known; the "+r.Kind.Name+" keeps no version", "plugin_id", pluginID, "error", err.Error())
+		if unanswered(err) {
+			r.unknown(pluginID, "", err)
 		}
 		return ""
 	}
@@ -174,8 +175,30 @@ func (r Repository) Change(ctx context.Context, info Info, ask Ask, init Init) (
 	return info, r.init(ctx, &info, init)
 }
 
-// pick sets info's version: the one asked for (checked when strict), else
-// the newest when newest says so and the repository lists one.
+// unanswered reports a get-versions the repository could not answer (a
+// 5xx: the registry out of reach, or the repository itself), as opposed
+// to an answer (a 4xx: no such plugin or image).
+func unanswered(err error) bool {
+	var e *errs.Error
+	return !errors.As(err, &e) || e.Status() >= 500
+}
+
+// unknown logs that the plugin's versions could not be listed and what
+// the resource keeps instead.
+func (r Repository) unknown(pluginID, kept string, err error) {
+	if r.Log == nil {
+		return
+	}
+	if kept == "" {
+		r.Log.Warn("plugin versions not known; the "+r.Kind.Name+" keeps no version", "plugin_id", pluginID, "error", err.Error())
+		return
+	}
+	r.Log.Warn("plugin versions not known; the "+r.Kind.Name+" keeps version "+kept+" unchecked", "plugin_id", pluginID, "version", kept, "error", err.Error())
+}
+
+// pick sets info's version: the one asked for (checked when strict and
+// the repository can list versions), else the newest when newest says so
+// and the repository lists one.
 func (r Repository) pick(ctx context.Context, info *Info, asked string, newest bool, key string) error {
 	if !r.Strict {
 		switch {
@@ -189,6 +212,14 @@ func (r Repository) pick(ctx context.Context, info *Info, asked string, newest b
 		return nil
 	}
 	versions, err := r.Versions(ctx, info.PluginID)
+	if err != nil && unanswered(err) {
+		// Offline: go on as a kind that is not strict does (issue 18).
+		if asked != "" {
+			info.Version = asked
+		}
+		r.unknown(info.PluginID, info.Version, err)
+		return nil
+	}
 	if err != nil {
 		return err
 	}

@@ -26,6 +26,7 @@ type repo struct {
 	plugins  map[string]string
 	versions []string
 	broken   map[string]bool
+	noImage  bool // get-versions: 404 ERROR_NO_IMAGE_IN_REGISTRY, the registry answered without the image
 	mu       sync.Mutex
 	bearers  []string
 }
@@ -57,6 +58,10 @@ func (f *repo) start(t *testing.T) *call.Client {
 			_ = json.NewEncoder(w).Encode(map[string]any{"plugin_id": req.PluginID, "name": "N", "state": "ENABLED", "resource_type": rt,
 				"provider": "aws", "capability": map[string]any{"supported_schema": []string{"s"}}, "image": "not read"})
 		case pluginref.VersionsPath:
+			if f.noImage {
+				fail(http.StatusNotFound, errs.NoImageInRegistry)
+				return
+			}
 			_ = json.NewEncoder(w).Encode(map[string]any{"results": f.versions, "total_count": len(f.versions)})
 		default:
 			fail(http.StatusNotFound, errs.UnsupportedAPI)
@@ -190,7 +195,10 @@ func TestNew(t *testing.T) {
 		{"strict: no version: the newest", true, []string{"1.2.0", "1.1.0"}, false, pluginref.Ask{},
 			pluginref.Info{PluginID: "plugin-hook", Version: "1.2.0", Options: map[string]any{}, Metadata: md, UpgradeMode: "AUTO"}, ""},
 		{"strict: an unlisted version is 400", true, []string{"1.2.0"}, false, pluginref.Ask{Version: "9.9.9"}, pluginref.Info{}, errs.InvalidParameter},
-		{"strict: versions unknown fail", true, []string{"1.2.0"}, true, pluginref.Ask{}, pluginref.Info{}, errs.Unavailable},
+		{"strict: versions unknown (offline) leave none", true, []string{"1.2.0"}, true, pluginref.Ask{},
+			pluginref.Info{PluginID: "plugin-hook", Options: map[string]any{}, Metadata: md, UpgradeMode: "AUTO"}, ""},
+		{"strict: versions unknown (offline) keep the version asked", true, []string{"1.2.0"}, true, pluginref.Ask{Version: "9.9.9"},
+			pluginref.Info{PluginID: "plugin-hook", Version: "9.9.9", Options: map[string]any{}, Metadata: md, UpgradeMode: "AUTO"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newRepo(tc.versions...)
@@ -225,6 +233,29 @@ func TestNew(t *testing.T) {
 		_, err := r.New(ctx, "plugin-hook", pluginref.Ask{Version: "2.0.0"}, "plugin_info.version", (&initRecorder{}).init)
 		if err == nil || !strings.Contains(err.Error(), "key = plugin_info.version") {
 			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("offline is logged with the version kept unchecked", func(t *testing.T) {
+		f := newRepo("1.0.0")
+		f.broken[pluginref.VersionsPath] = true
+		var buf bytes.Buffer
+		r := pluginref.Repository{Client: f.start(t), Kind: webhook, Strict: true, Log: slog.New(slog.NewTextHandler(&buf, nil))}
+		if _, err := r.New(ctx, "plugin-hook", pluginref.Ask{Version: "2.0.0"}, "plugin_info.version", (&initRecorder{}).init); err != nil {
+			t.Fatal(err)
+		}
+		if out := buf.String(); !strings.Contains(out, "keeps version 2.0.0 unchecked") || !strings.Contains(out, "plugin_id=plugin-hook") {
+			t.Fatalf("log: %q", out)
+		}
+	})
+	t.Run("strict: a registry without the image is its answer", func(t *testing.T) {
+		f := newRepo("1.0.0")
+		f.noImage = true
+		r := pluginref.Repository{Client: f.start(t), Kind: webhook, Strict: true}
+		rec := &initRecorder{}
+		_, err := r.New(ctx, "plugin-hook", pluginref.Ask{Version: "1.0.0"}, "plugin_info.version", rec.init)
+		wantCode(t, err, http.StatusNotFound, errs.NoImageInRegistry)
+		if len(rec.got) != 0 {
+			t.Fatal("the plugin was initialised after a refusal")
 		}
 	})
 	t.Run("an init error fails it", func(t *testing.T) {
@@ -298,6 +329,24 @@ func TestChange(t *testing.T) {
 			}
 			if len(rec.got) != 1 || rec.got[0].Version != tc.want.Version {
 				t.Fatalf("init got %+v", rec.got)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name string
+		ask  pluginref.Ask
+		want string
+	}{
+		{"strict, offline: the version asked, unchecked", pluginref.Ask{Version: "0.9.0"}, "0.9.0"},
+		{"strict, offline, AUTO: the version kept", pluginref.Ask{}, "1.0.0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newRepo("1.2.0")
+			f.broken[pluginref.VersionsPath] = true
+			r := pluginref.Repository{Client: f.start(t), Kind: webhook, Strict: true}
+			got, err := r.Change(ctx, kept, tc.ask, (&initRecorder{md: md}).init)
+			if err != nil || got.Version != tc.want {
+				t.Fatalf("got %+v, %v; want version %s", got, err, tc.want)
 			}
 		})
 	}

@@ -135,10 +135,14 @@ type RepoPlugin struct {
 	State        string // ENABLED when empty
 	Provider     string
 	Capability   map[string]any // {} when nil
+	// Offline: get-versions answers 503 ERROR_REGISTRY_UNAVAILABLE, as the
+	// repository does when the image's registry is out of reach.
+	Offline bool
 }
 
 // FakeRepository answers the repository's plugin/get (name = the id) and
-// plugin/get-versions (Versions) for the plugins it knows; an unknown
+// plugin/get-versions (Versions, or 503 for an Offline one) for the
+// plugins it knows; an unknown
 // plugin is 404 ERROR_NOT_FOUND, as the repository answers.
 func FakeRepository(t testing.TB, plugins map[string]RepoPlugin) *Fake {
 	known := func(req map[string]any) (string, RepoPlugin, error) {
@@ -166,8 +170,12 @@ func FakeRepository(t testing.TB, plugins map[string]RepoPlugin) *Fake {
 				"capability": capability, "state": state}, nil
 		}).
 		Handle(PluginVersionsPath, func(_ *auth.Principal, req map[string]any) (any, error) {
-			if _, _, err := known(req); err != nil {
+			_, rp, err := known(req)
+			if err != nil {
 				return nil, err
+			}
+			if rp.Offline {
+				return nil, errs.New(errs.RegistryUnavailable, "fake repository: the registry of %s cannot be reached", Str(req, "plugin_id"))
 			}
 			return map[string]any{"results": Versions, "total_count": len(Versions)}, nil
 		})

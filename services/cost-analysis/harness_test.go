@@ -57,10 +57,15 @@ func writeError(w http.ResponseWriter, status int, code string) {
 	_ = json.NewEncoder(w).Encode(M{"detail": M{"code": code, "message": "fake: " + code}})
 }
 
+// offlineCE is a data source plugin whose registry the repository cannot
+// reach: get-versions answers 503.
+const offlineCE = "plugin-offline-cost-datasource"
+
 // Plugins the fake repository knows: id -> resource_type.
 var knownPlugins = map[string]string{
 	"plugin-aws-cost-explorer-cost-datasource": "cost_analysis.DataSource",
 	"plugin-unreachable":                       "cost_analysis.DataSource",
+	"plugin-offline-cost-datasource":           "cost_analysis.DataSource", // its registry is out of reach
 	"plugin-email-noti-protocol":               "notification.Protocol",
 }
 
@@ -123,6 +128,10 @@ func (f *fakeServices) serve(t *testing.T) *httptest.Server {
 			_ = json.NewEncoder(w).Encode(M{"plugin_id": req.PluginID, "name": req.PluginID, "resource_type": rt, "provider": "aws",
 				"capability": M{}, "state": "ENABLED"})
 		case "/repository/v1/plugin/get-versions":
+			if req.PluginID == offlineCE {
+				writeError(w, http.StatusServiceUnavailable, errs.RegistryUnavailable) // as the repository answers offline
+				return
+			}
 			_ = json.NewEncoder(w).Encode(M{"results": []string{"2.0.1", "2.0.0"}, "total_count": 2})
 		default:
 			writeError(w, http.StatusNotFound, errs.UnsupportedAPI)
@@ -200,7 +209,8 @@ func setupWith(t *testing.T, o options) *env {
 	svcSrv := fs.serve(t)
 	fp := fakeplugin.Start(t, fakeplugin.Options{})
 	fp.Script(initMethod, fakeplugin.Reply{Result: M{"metadata": initMetadata}})
-	plugins := fakeplugin.Client(t, map[string]string{"plugin-aws-cost-explorer-cost-datasource": fp.Endpoint, "plugin-unreachable": fakeplugin.Unreachable},
+	plugins := fakeplugin.Client(t, map[string]string{"plugin-aws-cost-explorer-cost-datasource": fp.Endpoint, offlineCE: fp.Endpoint,
+		"plugin-unreachable": fakeplugin.Unreachable},
 		plugin.Options{ReadyTimeout: 300 * time.Millisecond, CallTimeout: 3 * time.Second, Retries: -1})
 	keys, err := seal.Parse(seal.RandomSpec("k1"), "k1")
 	if err != nil {

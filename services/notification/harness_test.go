@@ -34,6 +34,7 @@ var emailCapability = M{"supported_schema": []string{"email_smtp", "email_api"},
 var knownPlugins = map[string]testkit.RepoPlugin{
 	"plugin-email-noti-protocol": {ResourceType: "notification.Protocol", Capability: emailCapability},
 	"plugin-unreachable":         {ResourceType: "notification.Protocol", Capability: emailCapability},
+	"plugin-offline-protocol":    {ResourceType: "notification.Protocol", Capability: emailCapability, Offline: true},
 	"plugin-disabled-protocol":   {ResourceType: "notification.Protocol", State: "DISABLED", Capability: emailCapability},
 	"plugin-no-schema-protocol":  {ResourceType: "notification.Protocol", Capability: M{"data_type": "PLAIN_TEXT"}},
 	"plugin-grafana-mon-webhook": {ResourceType: "monitoring.Webhook"},
@@ -67,7 +68,8 @@ func setupWith(t *testing.T, o options) *env {
 	repo := testkit.FakeRepository(t, knownPlugins)
 	fp := fakeplugin.Start(t, fakeplugin.Options{})
 	fp.Script(initMethod, fakeplugin.Reply{Result: M{"metadata": M{"data_type": "PLAIN_TEXT", "data": M{"schema": M{"type": "object"}}}}})
-	plugins := fakeplugin.Client(t, map[string]string{"plugin-email-noti-protocol": fp.Endpoint, "plugin-unreachable": fakeplugin.Unreachable},
+	plugins := fakeplugin.Client(t, map[string]string{"plugin-email-noti-protocol": fp.Endpoint, "plugin-offline-protocol": fp.Endpoint,
+		"plugin-unreachable": fakeplugin.Unreachable},
 		plugin.Options{ReadyTimeout: 300 * time.Millisecond, CallTimeout: 2 * time.Second, Retries: -1})
 	keys, err := seal.Parse(seal.RandomSpec("k1"), "k1")
 	if err != nil {
