@@ -113,8 +113,14 @@ func run(ctx context.Context, name string, needsEvents bool, build Constructor, 
 	defer plugins.Close()
 	deps := Deps{DB: client.Database(cfg.MongoDatabase), Log: log, Services: call.NewServices(cfg.ServiceURLs, cfg.ServiceToken, nil), Plugins: plugins}
 	if needsEvents {
-		bus, err := events.Connect(ctx, cfg.NATSURL, name, log, events.WithReplicas(cfg.NATSReplicas),
-			events.WithUser(cfg.NATSUser, cfg.NATSPassword))
+		opts := []events.Option{events.WithReplicas(cfg.NATSReplicas), events.WithUser(cfg.NATSUser, cfg.NATSPassword)}
+		// A service creates and updates only the streams it publishes
+		// into, and binds to the others (the chart's NATS users allow no
+		// more).
+		if owned, ok := events.OwnedStreams(name); ok {
+			opts = append(opts, events.WithStreams(owned...))
+		}
+		bus, err := events.Connect(ctx, cfg.NATSURL, name, log, opts...)
 		if err != nil {
 			return err
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -54,9 +56,26 @@ func TestChartNATSUsers(t *testing.T) {
 		t.Fatal("nats did not start")
 	}
 	ctx := context.Background()
+	// A mail stream made before it was a work queue (limits retention):
+	// the mailer deletes each mail it is done with from it.
+	old, err := nats.Connect(srv.ClientURL(), nats.UserInfo("nubes-identity", "pw-identity"), nats.CustomInboxPrefix(events.InboxPrefix("nubes-identity")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldJS, _ := jetstream.New(old)
+	if _, err := oldJS.CreateStream(ctx, jetstream.StreamConfig{Name: events.MailStream, Subjects: []string{events.MailSubject}}); err != nil {
+		t.Fatalf("the pre-existing mail stream: %v", err)
+	}
+	old.Close()
 	bus := map[string]*events.Bus{}
 	for _, s := range svcs {
-		b, err := events.Connect(ctx, srv.ClientURL(), s, nil, events.WithUser("nubes-"+s, "pw-"+s))
+		// As the binaries connect (pkg/app): creating and updating only
+		// the streams the service owns.
+		owned, ok := events.OwnedStreams(s)
+		if !ok {
+			t.Fatalf("%s owns no stream", s)
+		}
+		b, err := events.Connect(ctx, srv.ClientURL(), s, nil, events.WithUser("nubes-"+s, "pw-"+s), events.WithStreams(owned...))
 		if err != nil || !b.Connected() {
 			t.Fatalf("%s: %v", s, err)
 		}
@@ -118,6 +137,24 @@ func TestChartNATSUsers(t *testing.T) {
 				if err := m.Ack(); err != nil {
 					t.Errorf("%s ack: %v", c.svc, err)
 				}
+				if c.svc == "mailer" { // as the mailer's forget does
+					meta, err := m.Metadata()
+					if err != nil {
+						t.Errorf("mailer metadata: %v", err)
+						return
+					}
+					// (Not the handler's ctx: it ends once one message got here.)
+					dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
+					defer dcancel()
+					st, err := bus["mailer"].JS.Stream(dctx, events.MailStream)
+					if err != nil {
+						t.Errorf("mailer binds to the mail stream: %v", err)
+						return
+					}
+					if err := st.DeleteMsg(dctx, meta.Sequence.Stream); err != nil {
+						t.Errorf("mailer deletes a sent mail: %v", err)
+					}
+				}
 				select {
 				case got <- struct{}{}:
 				default:
@@ -132,6 +169,15 @@ func TestChartNATSUsers(t *testing.T) {
 		cancel()
 		<-done
 	}
+	st, err := bus["mailer"].JS.Stream(ctx, events.MailStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A limits stream keeps acked messages: none left means the mailer
+	// deleted each.
+	if info, err := st.Info(ctx); err != nil || info.State.LastSeq == 0 || info.State.Msgs != 0 {
+		t.Fatalf("sent mails left in the pre-existing mail stream: %v %+v", err, info.State)
+	}
 	// Negative: identity cannot read the mailer's inbox, nor pull the mailer's consumer.
 	errs := make(chan error, 10)
 	nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo("nubes-identity", "pw-identity"), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
@@ -142,12 +188,15 @@ func TestChartNATSUsers(t *testing.T) {
 	_, _ = nc.Subscribe(events.InboxPrefix("nubes-mailer")+".>", func(*nats.Msg) {})
 	_ = nc.Publish("$JS.API.CONSUMER.MSG.NEXT.NUBES_MAIL.mailer", []byte(`{"batch":1}`))
 	_ = nc.Publish("$JS.API.STREAM.DELETE.NUBES_MAIL", nil)
+	_ = nc.Publish("$JS.API.STREAM.UPDATE.NUBES_INVENTORY_TASKS", nil)
+	_ = nc.Publish("$JS.API.STREAM.MSG.DELETE.NUBES_MAIL", nil)
 	_ = nc.Publish(events.InventoryTaskSubject, nil)
 	_ = nc.Publish(events.NotificationDispatchSubject, nil)
 	_ = nc.Publish("$JS.API.CONSUMER.MSG.NEXT.NUBES_NOTIFICATION.notification-request", []byte(`{"batch":1}`))
 	_ = nc.Flush()
 	for _, want := range []string{"Subscription to \"_INBOX.nubes-mailer.>\"", "Publish to \"$JS.API.CONSUMER.MSG.NEXT.NUBES_MAIL.mailer\"",
-		"Publish to \"$JS.API.STREAM.DELETE.NUBES_MAIL\"", "Publish to \"nubes.inventory.task\"", "Publish to \"nubes.notification.dispatch\"",
+		"Publish to \"$JS.API.STREAM.DELETE.NUBES_MAIL\"", "Publish to \"$JS.API.STREAM.UPDATE.NUBES_INVENTORY_TASKS\"",
+		"Publish to \"$JS.API.STREAM.MSG.DELETE.NUBES_MAIL\"", "Publish to \"nubes.inventory.task\"", "Publish to \"nubes.notification.dispatch\"",
 		"Publish to \"$JS.API.CONSUMER.MSG.NEXT.NUBES_NOTIFICATION.notification-request\""} {
 		select {
 		case err := <-errs:
@@ -159,3 +208,54 @@ func TestChartNATSUsers(t *testing.T) {
 		}
 	}
 }
+
+// TestChartStreamOwners: in the chart's NATS users, a user may create and
+// update exactly the streams its service owns in code (OwnedStreams),
+// read every stream's info, and delete single messages only where the
+// mailer must (the mail stream).
+func TestChartStreamOwners(t *testing.T) {
+	conf, err := os.ReadFile("testdata/chart-nats-users.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	users := regexp.MustCompile(`user:\s*"nubes-([^"]+)"[\s\S]*?publish:\s*\{allow:\s*\[([^\]]*)\]`).FindAllStringSubmatch(string(conf), -1)
+	if len(users) != 6 {
+		t.Fatalf("%d users read", len(users))
+	}
+	var all []string
+	for _, sc := range events.StreamConfigs(1) {
+		all = append(all, sc.Name)
+	}
+	for _, u := range users {
+		svc, allow := u[1], u[2]
+		var changes, infos, deletes []string
+		for _, m := range regexp.MustCompile(`"\$JS\.API\.STREAM\.([A-Z.]+)\.([A-Z_]+)"`).FindAllStringSubmatch(allow, -1) {
+			switch m[1] {
+			case "CREATE":
+				changes = append(changes, m[2])
+			case "UPDATE":
+				if !slices.Contains(changes, m[2]) {
+					t.Errorf("%s may update %s without creating it", svc, m[2])
+				}
+			case "INFO":
+				infos = append(infos, m[2])
+			case "MSG.DELETE":
+				deletes = append(deletes, m[2])
+			default:
+				t.Errorf("%s may %s %s", svc, m[1], m[2])
+			}
+		}
+		owned, _ := events.OwnedStreams(svc)
+		if !slices.Equal(sorted(changes), sorted(owned)) {
+			t.Errorf("%s may create %v; it owns %v", svc, changes, owned)
+		}
+		if !slices.Equal(sorted(infos), sorted(all)) {
+			t.Errorf("%s may read the info of %v, want every stream", svc, infos)
+		}
+		if want := map[string][]string{"mailer": {events.MailStream}}[svc]; !slices.Equal(deletes, want) {
+			t.Errorf("%s may delete messages of %v, want %v", svc, deletes, want)
+		}
+	}
+}
+
+func sorted(s []string) []string { s = slices.Clone(s); slices.Sort(s); return s }

@@ -49,6 +49,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -352,6 +353,40 @@ func StreamConfigs(replicas int) []jetstream.StreamConfig {
 	}
 }
 
+// streamOwners are the services that create and update each stream: the
+// ones that publish into it (a producer's messages need the stream). Any
+// other service only binds to it (its consumers wait for it), and the
+// Helm chart's NATS users may create and update only their own
+// (templates/_flows.tpl; pkg/events TestChartNATSUsers checks the two
+// agree).
+var streamOwners = map[string][]string{
+	MailStream:             {"identity", "notification"},
+	MailDeadStream:         {"mailer"},
+	JobStream:              {"identity", "cost-analysis"},
+	MonitoringStream:       {"monitoring"},
+	NotificationStream:     {"notification", "inventory", "cost-analysis", "monitoring"},
+	NotificationDeadStream: {"notification"},
+	InventoryTaskStream:    {"inventory"},
+}
+
+// OwnedStreams are the streams service creates and updates, in
+// StreamConfigs order; ok is false for a service that is not one of the
+// suite's NATS users (it owns every stream: the devstack, tests).
+func OwnedStreams(service string) (streams []string, ok bool) {
+	for _, sc := range StreamConfigs(1) {
+		if owners, known := streamOwners[sc.Name]; known && slices.Contains(owners, service) {
+			streams = append(streams, sc.Name)
+		}
+	}
+	return streams, len(streams) > 0
+}
+
+// WithStreams makes the Bus create and update only the named streams
+// (OwnedStreams); without it, it ensures every stream.
+func WithStreams(names ...string) Option {
+	return func(b *Bus) { b.streams = names; b.onlyOwned = true }
+}
+
 // errRetentionChange is NATS' answer to an update that would turn a
 // stream into a work queue or back (JSStreamInvalidConfigF, "can not
 // change retention policy to/from workqueue").
@@ -384,6 +419,9 @@ type Bus struct {
 	replicas int
 
 	user, password string
+
+	streams   []string // the streams this Bus ensures, when onlyOwned
+	onlyOwned bool
 
 	streamsOK atomic.Bool // streams ensured since the last (re)connect
 	ensureMu  sync.Mutex  // one EnsureStreams at a time
@@ -471,6 +509,9 @@ func (b *Bus) EnsureStreams(ctx context.Context) error {
 		return nil
 	}
 	for _, sc := range StreamConfigs(b.replicas) {
+		if b.onlyOwned && !slices.Contains(b.streams, sc.Name) {
+			continue // another service's: bound to, never changed
+		}
 		_, err := b.JS.CreateOrUpdateStream(ctx, sc)
 		var apiErr *jetstream.APIError
 		if errors.As(err, &apiErr) && apiErr.ErrorCode == errRetentionChange && sc.Retention == jetstream.WorkQueuePolicy {

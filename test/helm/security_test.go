@@ -321,6 +321,44 @@ func TestNATSUsers(t *testing.T) {
 			}
 		}
 	}
+	// Streams: a user creates and updates only those its service
+	// publishes into (pkg/events.OwnedStreams), reads every stream's
+	// info, and only the mailer deletes single messages (of the mail
+	// stream, each mail it sent).
+	ownedStreams := map[string][]string{
+		"nubes-identity":      {"NUBES_JOBS", "NUBES_MAIL"},
+		"nubes-inventory":     {"NUBES_INVENTORY_TASKS", "NUBES_NOTIFICATION"},
+		"nubes-cost-analysis": {"NUBES_JOBS", "NUBES_NOTIFICATION"},
+		"nubes-monitoring":    {"NUBES_MONITORING", "NUBES_NOTIFICATION"},
+		"nubes-notification":  {"NUBES_MAIL", "NUBES_NOTIFICATION", "NUBES_NOTIFICATION_DEAD"},
+		"nubes-mailer":        {"NUBES_MAIL_DEAD"},
+	}
+	for user, u := range users {
+		var created, updated, infos, deletes []string
+		for _, p := range u.publish {
+			switch {
+			case strings.HasPrefix(p, "$JS.API.STREAM.CREATE.") && !strings.HasPrefix(p, "$JS.API.STREAM.CREATE.KV_"):
+				created = append(created, strings.TrimPrefix(p, "$JS.API.STREAM.CREATE."))
+			case strings.HasPrefix(p, "$JS.API.STREAM.UPDATE.") && !strings.HasPrefix(p, "$JS.API.STREAM.UPDATE.KV_"):
+				updated = append(updated, strings.TrimPrefix(p, "$JS.API.STREAM.UPDATE."))
+			case strings.HasPrefix(p, "$JS.API.STREAM.INFO.") && !strings.HasPrefix(p, "$JS.API.STREAM.INFO.KV_"):
+				infos = append(infos, strings.TrimPrefix(p, "$JS.API.STREAM.INFO."))
+			case strings.HasPrefix(p, "$JS.API.STREAM.MSG.DELETE."):
+				deletes = append(deletes, strings.TrimPrefix(p, "$JS.API.STREAM.MSG.DELETE."))
+			}
+		}
+		slices.Sort(created)
+		slices.Sort(updated)
+		if !slices.Equal(created, ownedStreams[user]) || !slices.Equal(updated, ownedStreams[user]) {
+			t.Fatalf("%s may create %v and update %v; it owns %v", user, created, updated, ownedStreams[user])
+		}
+		if len(infos) != 7 {
+			t.Fatalf("%s may read the info of %v; every stream's", user, infos)
+		}
+		if want := map[string][]string{"nubes-mailer": {"NUBES_MAIL"}}[user]; !slices.Equal(deletes, want) {
+			t.Fatalf("%s may delete messages of %v, want %v", user, deletes, want)
+		}
+	}
 	// Services that do not use NATS get neither NATS URL nor user.
 	for _, svc := range []string{"board", "secret", "repository", "dashboard"} {
 		for _, e := range m.deployments["nubes-"+svc].Spec.Template.Spec.Containers[0].Env {

@@ -10,9 +10,14 @@ NATS, per service (see pkg/events):
   publish:   subjects it publishes on (outbox relay or bus.Publish);
   consumers: "<stream>.<durable>" of the durable consumers it pulls from
              (pkg/events.Consume creates them with their filter subject);
-  kv:        key-value buckets it uses.
-Every NATS user may also create, update and read the Nubes streams
-(each service ensures all of them at start, pkg/events.EnsureStreams).
+  kv:        key-value buckets it uses;
+  streams:   the Nubes streams it creates and updates: those it publishes
+             into (pkg/events.OwnedStreams; TestChartNATSUsers checks the
+             two agree). Every NATS user may read any stream's info (a
+             consumer binds to another's stream), no more;
+  deleteMsgs: streams it deletes single messages from (the mailer, each
+             mail it sent, from a mail stream made before it was a work
+             queue).
 */}}
 {{- define "nubes.flows" -}}
 identity:
@@ -21,23 +26,27 @@ identity:
   nats:
     publish: [nubes.mail.send, nubes.job.identity]
     consumers: [{stream: NUBES_JOBS, durable: identity-sync, filter: nubes.job.identity}]
+    streams: [NUBES_MAIL, NUBES_JOBS]
 inventory:
   calls: [repository]
   plugins: true
   nats:
     publish: [nubes.inventory.task, nubes.notification.request]
     consumers: [{stream: NUBES_INVENTORY_TASKS, durable: inventory, filter: nubes.inventory.task}]
+    streams: [NUBES_NOTIFICATION, NUBES_INVENTORY_TASKS]
 cost-analysis:
   calls: [repository]
   plugins: true
   nats:
     publish: [nubes.job.cost-analysis, nubes.notification.request]
     consumers: [{stream: NUBES_JOBS, durable: cost-analysis, filter: nubes.job.cost-analysis}]
+    streams: [NUBES_JOBS, NUBES_NOTIFICATION]
 monitoring:
   calls: [repository]
   plugins: true
   nats:
     publish: [nubes.monitoring.event, nubes.notification.request]
+    streams: [NUBES_MONITORING, NUBES_NOTIFICATION]
 notification:
   calls: [repository]
   plugins: true
@@ -48,12 +57,15 @@ notification:
     consumers:
       - {stream: NUBES_NOTIFICATION, durable: notification, filter: nubes.notification.dispatch}
       - {stream: NUBES_NOTIFICATION, durable: notification-request, filter: nubes.notification.request}
+    streams: [NUBES_MAIL, NUBES_NOTIFICATION, NUBES_NOTIFICATION_DEAD]
 mailer:
   calls: []
   nats:
     publish: [nubes.mail.dead]
     consumers: [{stream: NUBES_MAIL, durable: mailer, filter: nubes.mail.send}]
     kv: [mail_sent]
+    streams: [NUBES_MAIL_DEAD]
+    deleteMsgs: [NUBES_MAIL]
 secret:
   calls: [repository]
 repository:
@@ -107,7 +119,13 @@ replies, fetched messages included.
 {{- $user := include "nubes.natsUser" . -}}
 {{- $pub := list -}}
 {{- range $s := include "nubes.natsStreams" .root | fromYamlArray -}}
-{{- $pub = concat $pub (list (printf "$JS.API.STREAM.CREATE.%s" $s) (printf "$JS.API.STREAM.UPDATE.%s" $s) (printf "$JS.API.STREAM.INFO.%s" $s)) -}}
+{{- $pub = append $pub (printf "$JS.API.STREAM.INFO.%s" $s) -}}
+{{- end -}}
+{{- range $s := $f.nats.streams -}}
+{{- $pub = concat $pub (list (printf "$JS.API.STREAM.CREATE.%s" $s) (printf "$JS.API.STREAM.UPDATE.%s" $s)) -}}
+{{- end -}}
+{{- range $s := $f.nats.deleteMsgs -}}
+{{- $pub = append $pub (printf "$JS.API.STREAM.MSG.DELETE.%s" $s) -}}
 {{- end -}}
 {{- range $f.nats.publish -}}
 {{- $pub = append $pub . -}}
