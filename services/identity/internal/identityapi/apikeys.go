@@ -40,6 +40,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
 )
 
@@ -120,12 +121,27 @@ type (
 	}
 )
 
+// A key is its user's alone (Owner), whatever the role; keysOf widens
+// that for a domain admin where it may act on every key of its domain.
 var apiKeyResource = query.Resource{
 	KeywordFields: []string{"api_key_id", "name", "user_id"},
 	DefaultSort:   []query.SortKey{{Key: "created_at", Desc: true}},
 	MinimalFields: []string{"api_key_id", "name", "state", "user_id", "expired_at"},
 	Fields:        query.FieldsOf[APIKey](),
 	Maps:          freeform.FieldsOf[APIKey](),
+	Tenancy:       tenancy.Fields{Domain: "domain_id", Owner: "user_id"},
+}
+
+// keysOf is the API keys p reaches: its own; with adminToo, for a domain
+// admin (or SYSTEM), every key of its domain: v1, and v2's get, list,
+// stat, disable and delete. Creating, enabling and renaming stay the
+// user's own (adminToo false), so an admin cannot revive another's key.
+func keysOf(p *auth.Principal, adminToo bool) query.Resource {
+	r := apiKeyResource
+	if adminToo && tenancy.DomainWide(p) {
+		r.Tenancy = tenancy.InDomain
+	}
+	return r
 }
 
 func (s *Service) apiKeyRoutes() []api.Route {
@@ -218,12 +234,13 @@ func parseExpiry(s string) (time.Time, error) {
 	return time.Time{}, errs.Invalid("expired_at", "not an ISO 8601 time")
 }
 
-// newKey signs and records a key of userID in domainID.
-func (s *Service) newKey(ctx context.Context, domainID, userID, name string, version int, expiresAt time.Time) (*APIKey, string, error) {
-	u, err := store.GetOwned[User](ctx, s.users, "user_id", UserKey(domainID, userID), domainID)
+// newKey signs and records a key of userID, a user p reaches.
+func (s *Service) newKey(ctx context.Context, p *auth.Principal, userID, name string, version int, expiresAt time.Time) (*APIKey, string, error) {
+	u, err := s.userFor(ctx, p, userID)
 	if err != nil {
 		return nil, "", err
 	}
+	domainID := u.DomainID
 	n, err := s.apiKeys.CountDocuments(ctx, bson.D{{Key: "domain_id", Value: domainID}, {Key: "user_id", Value: u.UserID}})
 	if err != nil {
 		return nil, "", store.Wrap(err)
@@ -282,31 +299,9 @@ func (s *Service) deleteKey(ctx context.Context, k *APIKey) error {
 
 // --- v2 ---
 
-// keyAdmin reports whether p may reach the keys of every user of its
-// domain (read, disable, delete).
-func keyAdmin(p *auth.Principal) bool { return p.IsSystem() || p.Role == auth.DomainAdmin }
-
-// ownKey loads a key p may act on: its own, or with adminToo, any key of
-// its domain when p is a domain admin. Anything else is 404.
+// ownKey loads a key p may change (keysOf); anything else is 404.
 func (s *Service) ownKey(ctx context.Context, p *auth.Principal, id string, adminToo bool) (*APIKey, error) {
-	k, err := store.GetOwned[APIKey](ctx, s.apiKeys, "api_key_id", id, p.DomainID)
-	if err != nil {
-		return nil, err
-	}
-	if k.UserID != p.UserID && !(adminToo && keyAdmin(p)) {
-		return nil, errs.NotFound("api_key_id", id)
-	}
-	return k, nil
-}
-
-// keyScopeV2 confines a v2 list or stat: the domain, and the caller's
-// own keys unless it is a domain admin.
-func keyScopeV2(p *auth.Principal) bson.D {
-	scope := bson.D{{Key: "domain_id", Value: p.DomainID}}
-	if !keyAdmin(p) {
-		scope = append(scope, bson.E{Key: "user_id", Value: p.UserID})
-	}
-	return scope
+	return store.GetToChange[APIKey](ctx, s.apiKeys, keysOf(p, adminToo), p, "api_key_id", id)
 }
 
 func (s *Service) createKeyV2(ctx context.Context, p *auth.Principal, r *createAPIKeyV2) (*APIKeyInfoV2, error) {
@@ -328,7 +323,7 @@ func (s *Service) createKeyV2(ctx context.Context, p *auth.Principal, r *createA
 		}
 		expires = t
 	}
-	k, token, err := s.newKey(ctx, p.DomainID, p.UserID, r.Name, 2, expires)
+	k, token, err := s.newKey(ctx, p, p.UserID, r.Name, 2, expires)
 	if err != nil {
 		return nil, err
 	}
@@ -387,7 +382,7 @@ func (s *Service) deleteKeyV2(ctx context.Context, p *auth.Principal, r *apiKeyR
 }
 
 func (s *Service) getKeyV2(ctx context.Context, p *auth.Principal, r *apiKeyRequestV2) (*APIKeyInfoV2, error) {
-	k, err := s.ownKey(ctx, p, r.APIKeyID, true)
+	k, err := store.GetFor[APIKey](ctx, s.apiKeys, keysOf(p, true), p, "api_key_id", r.APIKeyID)
 	if err != nil {
 		return nil, err
 	}
@@ -400,7 +395,7 @@ func (s *Service) listKeysV2(ctx context.Context, p *auth.Principal, r *apiKeyQu
 		return nil, err
 	}
 	q := query.With(r.Query, query.Params("api_key_id", r.APIKeyID, "name", r.Name, "state", r.State, "user_id", r.UserID)...)
-	l, err := store.Search[APIKey](ctx, s.apiKeys, q, apiKeyResource, keyScopeV2(p))
+	l, err := store.SearchFor[APIKey](ctx, s.apiKeys, q, keysOf(p, true), p)
 	if err != nil {
 		return nil, err
 	}
@@ -416,7 +411,7 @@ func (s *Service) statKeysV2(ctx context.Context, p *auth.Principal, r *statRequ
 	if err := s.sweepExpired(ctx, p.DomainID); err != nil {
 		return nil, err
 	}
-	return statOf(ctx, s.apiKeys, keyScopeV2(p), apiKeyResource, r.Query)
+	return statFor(ctx, s.apiKeys, p, keysOf(p, true), r.Query)
 }
 
 // --- v1 ---
@@ -438,23 +433,39 @@ func (s *Service) domainOfRequest(ctx context.Context, p *auth.Principal, domain
 	return domainID, nil
 }
 
-func (s *Service) keyV1(ctx context.Context, p *auth.Principal, id, domainID string) (*APIKey, error) {
+// callerIn is p acting in the domain its request names (domainOfRequest:
+// its own, or any existing one for a service of the suite); "" is p's own.
+// The kit's tenancy then holds p to that domain.
+func (s *Service) callerIn(ctx context.Context, p *auth.Principal, domainID string) (*auth.Principal, error) {
+	if domainID == "" || domainID == p.DomainID {
+		return p, nil
+	}
 	d, err := s.domainOfRequest(ctx, p, domainID)
 	if err != nil {
 		return nil, err
 	}
-	return store.GetOwned[APIKey](ctx, s.apiKeys, "api_key_id", id, d)
+	in := *p
+	in.DomainID = d
+	return &in, nil
+}
+
+func (s *Service) keyV1(ctx context.Context, p *auth.Principal, id, domainID string) (*APIKey, error) {
+	caller, err := s.callerIn(ctx, p, domainID)
+	if err != nil {
+		return nil, err
+	}
+	return store.GetToChange[APIKey](ctx, s.apiKeys, keysOf(caller, true), caller, "api_key_id", id)
 }
 
 func (s *Service) createKeyV1(ctx context.Context, p *auth.Principal, r *createAPIKeyV1) (*APIKeyInfoV1, error) {
 	if err := keyIssuer(p, false); err != nil {
 		return nil, err
 	}
-	d, err := s.domainOfRequest(ctx, p, r.DomainID)
+	caller, err := s.callerIn(ctx, p, r.DomainID)
 	if err != nil {
 		return nil, err
 	}
-	k, token, err := s.newKey(ctx, d, r.UserID, "", 1, time.Time{})
+	k, token, err := s.newKey(ctx, caller, r.UserID, "", 1, time.Time{})
 	if err != nil {
 		return nil, err
 	}
@@ -503,15 +514,15 @@ func (s *Service) getKeyV1(ctx context.Context, p *auth.Principal, r *getAPIKeyV
 }
 
 func (s *Service) listKeysV1(ctx context.Context, p *auth.Principal, r *apiKeyQueryV1) (*api.List[APIKeyInfoV1], error) {
-	d, err := s.domainOfRequest(ctx, p, r.DomainID)
+	caller, err := s.callerIn(ctx, p, r.DomainID)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.sweepExpired(ctx, d); err != nil {
+	if err := s.sweepExpired(ctx, caller.DomainID); err != nil {
 		return nil, err
 	}
 	q := query.With(r.Query, query.Params("api_key_id", r.APIKeyID, "state", r.State, "user_id", r.UserID)...)
-	l, err := store.Search[APIKey](ctx, s.apiKeys, q, apiKeyResource, bson.D{{Key: "domain_id", Value: d}})
+	l, err := store.SearchFor[APIKey](ctx, s.apiKeys, q, keysOf(caller, true), caller)
 	if err != nil {
 		return nil, err
 	}
@@ -524,12 +535,12 @@ func (s *Service) listKeysV1(ctx context.Context, p *auth.Principal, r *apiKeyQu
 }
 
 func (s *Service) statKeysV1(ctx context.Context, p *auth.Principal, r *apiKeyStatV1) (*map[string]any, error) {
-	d, err := s.domainOfRequest(ctx, p, r.DomainID)
+	caller, err := s.callerIn(ctx, p, r.DomainID)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.sweepExpired(ctx, d); err != nil {
+	if err := s.sweepExpired(ctx, caller.DomainID); err != nil {
 		return nil, err
 	}
-	return statOf(ctx, s.apiKeys, bson.D{{Key: "domain_id", Value: d}}, apiKeyResource, r.Query)
+	return statFor(ctx, s.apiKeys, caller, keysOf(caller, true), r.Query)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
 )
 
@@ -72,7 +73,20 @@ type (
 	}
 )
 
-var domainResource = query.Resource{KeywordFields: []string{"domain_id", "name"}, DefaultSort: []query.SortKey{{Key: "name"}}, Fields: query.FieldsOf[Domain](), Maps: freeform.FieldsOf[Domain]()}
+// A domain is its own tenant: a domain admin reaches its own domain.
+var domainResource = query.Resource{KeywordFields: []string{"domain_id", "name"}, DefaultSort: []query.SortKey{{Key: "name"}}, Fields: query.FieldsOf[Domain](), Maps: freeform.FieldsOf[Domain](),
+	Tenancy: tenancy.InDomain}
+
+// domainsOf is the domains p reaches: a SYSTEM caller creates, lists,
+// enables and disables every domain, so for it they are the platform's
+// records; anyone else reaches its own domain.
+func domainsOf(p *auth.Principal) query.Resource {
+	r := domainResource
+	if p.IsSystem() {
+		r.Tenancy = tenancy.OfPlatform
+	}
+	return r
+}
 
 func (s *Service) domainRoutes() []api.Route {
 	return []api.Route{
@@ -138,21 +152,22 @@ func (s *Service) ensureAdmin(ctx context.Context, domainID, userID, password, e
 }
 
 func (s *Service) getDomain(ctx context.Context, p *auth.Principal, r *domainRequest) (*Domain, error) {
-	if !p.IsSystem() && r.DomainID != p.DomainID {
-		return nil, errs.NotFound("domain_id", r.DomainID)
-	}
-	return store.Get[Domain](ctx, s.domains, "domain_id", r.DomainID)
+	return store.GetFor[Domain](ctx, s.domains, domainsOf(p), p, "domain_id", r.DomainID)
 }
 
 func (s *Service) domainState(state string) func(context.Context, *auth.Principal, *domainRequest) (*Domain, error) {
-	return func(ctx context.Context, _ *auth.Principal, r *domainRequest) (*Domain, error) {
-		return store.SetByID[Domain](ctx, s.domains, "domain_id", r.DomainID, bson.D{{Key: "state", Value: state}})
+	return func(ctx context.Context, p *auth.Principal, r *domainRequest) (*Domain, error) {
+		d, err := store.GetToChange[Domain](ctx, s.domains, domainsOf(p), p, "domain_id", r.DomainID)
+		if err != nil {
+			return nil, err
+		}
+		return store.SetByID[Domain](ctx, s.domains, "domain_id", d.ID, bson.D{{Key: "state", Value: state}})
 	}
 }
 
-func (s *Service) listDomains(ctx context.Context, _ *auth.Principal, r *domainQuery) (*api.List[Domain], error) {
+func (s *Service) listDomains(ctx context.Context, p *auth.Principal, r *domainQuery) (*api.List[Domain], error) {
 	q := query.With(r.Query, query.Params("domain_id", r.DomainID, "name", r.Name, "state", r.State)...)
-	return store.Search[Domain](ctx, s.domains, q, domainResource, nil)
+	return store.SearchFor[Domain](ctx, s.domains, q, domainsOf(p), p)
 }
 
 func (s *Service) authInfo(ctx context.Context, _ *auth.Principal, r *authInfoRequest) (*authInfo, error) {

@@ -181,9 +181,6 @@ type User struct {
 	LastAccessedAt wire.Time `bson:"last_accessed_at"`
 }
 
-// Domain implements store.Owned.
-func (u *User) Domain() string { return u.DomainID }
-
 // UserKey is a user's _id.
 func UserKey(domainID, userID string) string { return domainID + "/" + userID }
 
@@ -202,9 +199,6 @@ type APIKey struct {
 	LastAccessedAt wire.Time `bson:"last_accessed_at" json:"last_accessed_at"`
 }
 
-// Domain implements store.Owned.
-func (k *APIKey) Domain() string { return k.DomainID }
-
 // Workspace groups projects inside a domain.
 type Workspace struct {
 	ID          string        `bson:"_id" json:"-"`
@@ -216,9 +210,6 @@ type Workspace struct {
 	CreatedBy   string        `bson:"created_by" json:"created_by"`
 	CreatedAt   wire.Time     `bson:"created_at" json:"created_at"`
 }
-
-// Domain implements store.Owned.
-func (w *Workspace) Domain() string { return w.DomainID }
 
 // Project is a unit of resources inside a workspace.
 type Project struct {
@@ -234,9 +225,6 @@ type Project struct {
 	CreatedAt   wire.Time     `bson:"created_at" json:"created_at"`
 }
 
-// Domain implements store.Owned.
-func (p *Project) Domain() string { return p.DomainID }
-
 // RoleBinding gives a user a role in the domain or in one workspace.
 type RoleBinding struct {
 	ID            string    `bson:"_id" json:"-"`
@@ -249,9 +237,6 @@ type RoleBinding struct {
 	DomainID      string    `bson:"domain_id" json:"domain_id"`
 	CreatedAt     wire.Time `bson:"created_at" json:"created_at"`
 }
-
-// Domain implements store.Owned.
-func (b *RoleBinding) Domain() string { return b.DomainID }
 
 // Role is one of the managed roles, present from the start.
 type Role struct {

@@ -92,7 +92,7 @@ func (s *Service) selfDoc(ctx context.Context, p *auth.Principal, write bool) (*
 	if write && p.TokenType == auth.APIKey {
 		return nil, errs.New(errs.PermissionDenied, "Permission denied. (reason = an API key cannot change its user's profile)")
 	}
-	d, err := s.userDoc(ctx, p.DomainID, p.UserID)
+	d, err := s.userDocFor(ctx, p, selfResource, p.UserID, write)
 	if err != nil {
 		return nil, err
 	}

@@ -31,7 +31,7 @@ func (s *Service) guardCredentials(ctx context.Context, p *auth.Principal, u *Us
 		return nil
 	}
 	if current == "" {
-		d, err := s.userDoc(ctx, u.DomainID, u.UserID)
+		d, err := s.userDocFor(ctx, p, selfResource, p.UserID, false)
 		if err != nil {
 			return err
 		}

@@ -292,7 +292,7 @@ func (s *Service) grant(ctx context.Context, _ *auth.Principal, r *grantToken) (
 		if r.WorkspaceID == "" {
 			return nil, errs.Required("workspace_id")
 		}
-		w, err := store.GetOwned[Workspace](ctx, s.workspaces, "workspace_id", r.WorkspaceID, u.DomainID)
+		w, err := store.GetFor[Workspace](ctx, s.workspaces, workspaceInDomain, &p, "workspace_id", r.WorkspaceID)
 		if err != nil {
 			return nil, err
 		}

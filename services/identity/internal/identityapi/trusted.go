@@ -52,6 +52,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
 )
 
@@ -70,7 +71,7 @@ const (
 )
 
 // allWorkspaces is the workspace_id of domain-wide records.
-const allWorkspaces = "*"
+const allWorkspaces = tenancy.All
 
 var (
 	trustedWriters = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner)
@@ -102,9 +103,6 @@ type TrustedAccount struct {
 	TrustedSecretID  string         `bson:"trusted_secret_id" json:"trusted_secret_id"`
 	CreatedAt        wire.Time      `bson:"created_at" json:"created_at"`
 }
-
-// Domain implements store.Owned.
-func (t *TrustedAccount) Domain() string { return t.DomainID }
 
 // trustedSecret is the sealed secret_data of one trusted account.
 type trustedSecret struct {
@@ -177,9 +175,6 @@ type TrustedServiceAccount struct {
 	TrustedAccountID string `bson:"trusted_account_id,omitempty" json:"-"`
 	ResourceID       string `bson:"resource_id,omitempty" json:"-"`
 }
-
-// Domain implements store.Owned.
-func (t *TrustedServiceAccount) Domain() string { return t.DomainID }
 
 type (
 	createTrustedAccount struct {
@@ -274,6 +269,10 @@ var (
 		MinimalFields: []string{"trusted_account_id", "name", "provider", "resource_group", "workspace_id"},
 		Fields:        query.FieldsOf[TrustedAccount](),
 		Maps:          freeform.FieldsOf[TrustedAccount](),
+		// DOMAIN records have workspace_id "*": workspace callers read
+		// them and change none. The sealed secret data is a child of its
+		// account, reached only through it.
+		Tenancy: tenancy.InWorkspace,
 	}
 	trustedSAResource = query.Resource{
 		KeywordFields: []string{"trusted_service_account_id", "name", "provider"},
@@ -281,6 +280,7 @@ var (
 		MinimalFields: []string{"trusted_service_account_id", "name", "provider", "scope", "workspace_id"},
 		Fields:        query.FieldsOf[TrustedServiceAccount](),
 		Maps:          freeform.FieldsOf[TrustedServiceAccount](),
+		Tenancy:       tenancy.InWorkspace,
 	}
 )
 
@@ -308,67 +308,35 @@ func (s *Service) trustedRoutes() []api.Route {
 
 // --- shared rules ---
 
-// reach is where a caller acts: a domain, and for workspace-scoped
-// callers one workspace of it.
-type reach struct {
-	domainID    string
-	workspaceID string // "": the whole domain
-}
-
-// reachOf is the caller's reach in domainID. Workspace roles without a
-// workspace reach nothing.
-func reachOf(p *auth.Principal, domainID string) (reach, error) {
-	if (p.Role == auth.WorkspaceOwner || p.Role == auth.WorkspaceMember) && p.WorkspaceID == "" && !p.IsSystem() {
-		return reach{}, errs.Forbidden()
-	}
-	return reach{domainID: domainID, workspaceID: p.WorkspaceID}, nil
-}
-
-// scope confines lists and stats: the domain, and for a workspace caller
-// its workspace plus the domain-wide records.
-func (r reach) scope() bson.D {
-	s := bson.D{{Key: "domain_id", Value: r.domainID}}
-	if r.workspaceID != "" {
-		s = append(s, bson.E{Key: "workspace_id", Value: bson.D{{Key: "$in", Value: bson.A{r.workspaceID, allWorkspaces}}}})
-	}
-	return s
-}
-
-// sees reports whether a record of the reach's domain is visible.
-func (r reach) sees(workspaceID string) bool {
-	return r.workspaceID == "" || workspaceID == r.workspaceID || workspaceID == allWorkspaces
-}
-
-// changes reports whether a visible record may be written: workspace
-// callers read the domain-wide records but do not change them.
-func (r reach) changes(workspaceID string) error {
-	if r.workspaceID != "" && workspaceID != r.workspaceID {
-		return errs.Forbidden()
-	}
-	return nil
-}
-
 // placement resolves group (DOMAIN or WORKSPACE) and a requested
-// workspace to the record's workspace_id: "*" for DOMAIN; for WORKSPACE
-// the caller's own workspace, or for a domain-wide caller a workspace of
-// the domain named in the request.
-func (s *Service) placement(ctx context.Context, r reach, group, workspaceID string) (string, error) {
+// workspace to the workspace_id of a record p creates: "*" for DOMAIN,
+// which only a domain-wide caller places (403); for WORKSPACE the
+// caller's own workspace, or for a domain-wide caller a workspace of the
+// domain named in the request.
+func (s *Service) placement(ctx context.Context, p *auth.Principal, group, workspaceID string) (string, error) {
+	rule, err := tenancy.For(p, tenancy.InWorkspace)
+	if err != nil {
+		return "", err
+	}
+	stamp := rule.Stamp()
 	switch {
-	case group == "DOMAIN" && r.workspaceID != "":
-		return "", errs.Forbidden() // a workspace caller makes no domain-wide record
-	case group == "DOMAIN" && workspaceID != "" && workspaceID != allWorkspaces:
-		return "", errs.Invalid("workspace_id", "a DOMAIN record belongs to no workspace")
 	case group == "DOMAIN":
+		if err := rule.Admits(tenancy.Record{Domain: stamp.Domain, Workspace: allWorkspaces}); err != nil {
+			return "", err
+		}
+		if workspaceID != "" && workspaceID != allWorkspaces {
+			return "", errs.Invalid("workspace_id", "a DOMAIN record belongs to no workspace")
+		}
 		return allWorkspaces, nil
-	case r.workspaceID != "":
-		if workspaceID != "" && workspaceID != r.workspaceID {
+	case stamp.Workspace != "":
+		if workspaceID != "" && workspaceID != stamp.Workspace {
 			return "", errs.NotFound("workspace_id", workspaceID)
 		}
-		return r.workspaceID, nil
+		return stamp.Workspace, nil
 	case workspaceID == "" || workspaceID == allWorkspaces:
 		return "", errs.Required("workspace_id")
 	}
-	w, err := store.GetOwned[Workspace](ctx, s.workspaces, "workspace_id", workspaceID, r.domainID)
+	w, err := store.GetFor[Workspace](ctx, s.workspaces, workspaceResource, p, "workspace_id", workspaceID)
 	if err != nil {
 		return "", err
 	}
@@ -443,23 +411,10 @@ func checkAllKeys(fields ...any) error {
 // visibleTrusted loads a trusted account the caller may see; with write
 // it must also be one the caller may change.
 func (s *Service) visibleTrusted(ctx context.Context, p *auth.Principal, id string, write bool) (*TrustedAccount, error) {
-	r, err := reachOf(p, p.DomainID)
-	if err != nil {
-		return nil, err
-	}
-	t, err := store.GetOwned[TrustedAccount](ctx, s.trusted, "trusted_account_id", id, r.domainID)
-	if err != nil {
-		return nil, err
-	}
-	if !r.sees(t.WorkspaceID) {
-		return nil, errs.NotFound("trusted_account_id", id)
-	}
 	if write {
-		if err := r.changes(t.WorkspaceID); err != nil {
-			return nil, err
-		}
+		return store.GetToChange[TrustedAccount](ctx, s.trusted, trustedResource, p, "trusted_account_id", id)
 	}
-	return t, nil
+	return store.GetFor[TrustedAccount](ctx, s.trusted, trustedResource, p, "trusted_account_id", id)
 }
 
 func (s *Service) sealTrusted(secretID, accountID, domainID string, data map[string]any) (Sealed, error) {
@@ -467,10 +422,6 @@ func (s *Service) sealTrusted(secretID, accountID, domainID string, data map[str
 }
 
 func (s *Service) createTrusted(ctx context.Context, p *auth.Principal, r *createTrustedAccount) (*TrustedAccount, error) {
-	rc, err := reachOf(p, p.DomainID)
-	if err != nil {
-		return nil, err
-	}
 	if len(r.SecretData) == 0 {
 		return nil, errs.Required("secret_data")
 	}
@@ -482,17 +433,18 @@ func (s *Service) createTrusted(ctx context.Context, p *auth.Principal, r *creat
 	if err != nil {
 		return nil, err
 	}
-	ws, err := s.placement(ctx, rc, r.ResourceGroup, r.WorkspaceID)
+	ws, err := s.placement(ctx, p, r.ResourceGroup, r.WorkspaceID)
 	if err != nil {
 		return nil, err
 	}
+	domainID := p.DomainID
 	id, secretID := wire.NewID("ta"), wire.NewID("trusted-secret")
-	sealed, err := s.sealTrusted(secretID, id, rc.domainID, r.SecretData)
+	sealed, err := s.sealTrusted(secretID, id, domainID, r.SecretData)
 	if err != nil {
 		return nil, err
 	}
 	now := wire.T(wire.Now())
-	sec := &trustedSecret{ID: secretID, TrustedAccountID: id, DomainID: rc.domainID, SecretSchemaID: r.SecretSchemaID,
+	sec := &trustedSecret{ID: secretID, TrustedAccountID: id, DomainID: domainID, SecretSchemaID: r.SecretSchemaID,
 		Sealed: sealed, CreatedAt: now, UpdatedAt: now}
 	// The secret first: an account never points at a missing secret. If
 	// the account insert fails, the orphan secret is removed (and would
@@ -502,7 +454,7 @@ func (s *Service) createTrusted(ctx context.Context, p *auth.Principal, r *creat
 	}
 	t := &TrustedAccount{ID: id, TrustedAccountID: id, Name: r.Name, Data: r.Data, Provider: r.Provider, Schedule: sched,
 		SyncOptions: wire.Object(r.SyncOptions), PluginOptions: wire.Object(r.PluginOptions), Tags: wire.Object(r.Tags),
-		ResourceGroup: r.ResourceGroup, DomainID: rc.domainID, WorkspaceID: ws, SecretSchemaID: r.SecretSchemaID,
+		ResourceGroup: r.ResourceGroup, DomainID: domainID, WorkspaceID: ws, SecretSchemaID: r.SecretSchemaID,
 		TrustedSecretID: secretID, CreatedAt: now}
 	if _, err := s.trusted.InsertOne(ctx, t); err != nil {
 		_, _ = s.db.Collection(TrustedSecretsCollection).DeleteOne(context.WithoutCancel(ctx), bson.D{{Key: "_id", Value: secretID}})
@@ -619,21 +571,13 @@ func (s *Service) getTrusted(ctx context.Context, p *auth.Principal, r *trustedA
 }
 
 func (s *Service) listTrusted(ctx context.Context, p *auth.Principal, r *trustedAccountQuery) (*api.List[TrustedAccount], error) {
-	domainID := p.DomainID
-	if r.DomainID != "" {
-		d, err := s.domainOfRequest(ctx, p, r.DomainID)
-		if err != nil {
-			return nil, err
-		}
-		domainID = d
-	}
-	rc, err := reachOf(p, domainID)
+	caller, err := s.callerIn(ctx, p, r.DomainID)
 	if err != nil {
 		return nil, err
 	}
 	q := query.With(r.Query, query.Params("trusted_account_id", r.TrustedAccountID, "name", r.Name, "provider", r.Provider,
 		"workspace_id", r.WorkspaceID, "secret_schema_id", r.SecretSchemaID, "trusted_secret_id", r.TrustedSecretID)...)
-	return store.Search[TrustedAccount](ctx, s.trusted, q, trustedResource, rc.scope())
+	return store.SearchFor[TrustedAccount](ctx, s.trusted, q, trustedResource, caller)
 }
 
 // TrustedSecretData is a trusted account's secret data, answered to
@@ -652,7 +596,11 @@ type TrustedSecretData struct {
 // service of the suite (inventory collecting with it, identity's own
 // sync). Each read is logged, without the data.
 func (s *Service) getTrustedSecretData(ctx context.Context, p *auth.Principal, r *trustedSecretDataRequest) (*TrustedSecretData, error) {
-	t, err := store.GetOwned[TrustedAccount](ctx, s.trusted, "trusted_account_id", r.TrustedAccountID, r.DomainID)
+	caller, err := s.callerIn(ctx, p, r.DomainID)
+	if err != nil {
+		return nil, err
+	}
+	t, err := store.GetFor[TrustedAccount](ctx, s.trusted, trustedResource, caller, "trusted_account_id", r.TrustedAccountID)
 	if err != nil {
 		return nil, err
 	}
@@ -686,63 +634,49 @@ func (s *Service) trustedSecretData(ctx context.Context, t *TrustedAccount) (map
 }
 
 func (s *Service) statTrusted(ctx context.Context, p *auth.Principal, r *statRequest) (*map[string]any, error) {
-	rc, err := reachOf(p, p.DomainID)
-	if err != nil {
-		return nil, err
-	}
-	return statOf(ctx, s.trusted, rc.scope(), trustedResource, r.Query)
+	return statFor(ctx, s.trusted, p, trustedResource, r.Query)
 }
 
 // --- trusted service accounts ---
 
-// reachOfRequest is the caller's reach in the domain_id its request
-// names (the caller's own; SYSTEM: any existing domain).
-func (s *Service) reachOfRequest(ctx context.Context, p *auth.Principal, domainID string) (reach, error) {
-	d, err := s.domainOfRequest(ctx, p, domainID)
-	if err != nil {
-		return reach{}, err
-	}
-	return reachOf(p, d)
-}
-
 // visibleTrustedSA loads a trusted service account the caller may see in
 // the request's domain (and workspace_id, when the request names one);
-// with write, one it may change.
-func (s *Service) visibleTrustedSA(ctx context.Context, p *auth.Principal, id, domainID, workspaceID string, write bool) (*TrustedServiceAccount, reach, error) {
-	rc, err := s.reachOfRequest(ctx, p, domainID)
+// with write, one it may change. It answers the caller acting in that
+// domain.
+func (s *Service) visibleTrustedSA(ctx context.Context, p *auth.Principal, id, domainID, workspaceID string, write bool) (*TrustedServiceAccount, *auth.Principal, error) {
+	caller, err := s.callerIn(ctx, p, domainID)
 	if err != nil {
-		return nil, reach{}, err
+		return nil, nil, err
 	}
-	t, err := store.GetOwned[TrustedServiceAccount](ctx, s.trustedSA, "trusted_service_account_id", id, rc.domainID)
-	if err != nil {
-		return nil, reach{}, err
-	}
-	if !rc.sees(t.WorkspaceID) || (workspaceID != "" && workspaceID != t.WorkspaceID) {
-		return nil, reach{}, errs.NotFound("trusted_service_account_id", id)
-	}
+	load := store.GetFor[TrustedServiceAccount]
 	if write {
-		if err := rc.changes(t.WorkspaceID); err != nil {
-			return nil, reach{}, err
-		}
+		load = store.GetToChange[TrustedServiceAccount]
 	}
-	return t, rc, nil
+	t, err := load(ctx, s.trustedSA, trustedSAResource, caller, "trusted_service_account_id", id)
+	if err != nil {
+		return nil, nil, err
+	}
+	if workspaceID != "" && workspaceID != t.WorkspaceID {
+		return nil, nil, errs.NotFound("trusted_service_account_id", id)
+	}
+	return t, caller, nil
 }
 
 func (s *Service) createTrustedSA(ctx context.Context, p *auth.Principal, r *createTrustedSA) (*TrustedServiceAccount, error) {
-	rc, err := s.reachOfRequest(ctx, p, r.DomainID)
+	caller, err := s.callerIn(ctx, p, r.DomainID)
 	if err != nil {
 		return nil, err
 	}
 	if err := checkAllKeys("data", r.Data, "tags", r.Tags); err != nil {
 		return nil, err
 	}
-	ws, err := s.placement(ctx, rc, r.Scope, r.WorkspaceID)
+	ws, err := s.placement(ctx, caller, r.Scope, r.WorkspaceID)
 	if err != nil {
 		return nil, err
 	}
 	id := wire.NewID("tsa")
 	t := &TrustedServiceAccount{ID: id, TrustedServiceAccountID: id, Name: r.Name, Data: r.Data, Provider: r.Provider,
-		Tags: wire.Object(r.Tags), Scope: r.Scope, DomainID: rc.domainID, WorkspaceID: ws, CreatedAt: wire.T(wire.Now())}
+		Tags: wire.Object(r.Tags), Scope: r.Scope, DomainID: caller.DomainID, WorkspaceID: ws, CreatedAt: wire.T(wire.Now())}
 	if _, err := s.trustedSA.InsertOne(ctx, t); err != nil {
 		return nil, store.Wrap(err)
 	}
@@ -750,7 +684,7 @@ func (s *Service) createTrustedSA(ctx context.Context, p *auth.Principal, r *cre
 }
 
 func (s *Service) updateTrustedSA(ctx context.Context, p *auth.Principal, r *updateTrustedSA) (*TrustedServiceAccount, error) {
-	t, rc, err := s.visibleTrustedSA(ctx, p, r.TrustedServiceAccountID, r.DomainID, "", true)
+	t, caller, err := s.visibleTrustedSA(ctx, p, r.TrustedServiceAccountID, r.DomainID, "", true)
 	if err != nil {
 		return nil, err
 	}
@@ -770,7 +704,7 @@ func (s *Service) updateTrustedSA(ctx context.Context, p *auth.Principal, r *upd
 	if r.WorkspaceID != "" && r.WorkspaceID != t.WorkspaceID {
 		// Moving a WORKSPACE record to another workspace of the domain is
 		// for domain-wide callers; a DOMAIN record stays domain-wide.
-		ws, err := s.placement(ctx, rc, t.Scope, r.WorkspaceID)
+		ws, err := s.placement(ctx, caller, t.Scope, r.WorkspaceID)
 		if err != nil {
 			return nil, err
 		}
@@ -799,23 +733,28 @@ func (s *Service) getTrustedSA(ctx context.Context, p *auth.Principal, r *truste
 }
 
 func (s *Service) listTrustedSA(ctx context.Context, p *auth.Principal, r *trustedSAQuery) (*api.List[TrustedServiceAccount], error) {
-	rc, err := s.reachOfRequest(ctx, p, r.DomainID)
+	caller, err := s.callerIn(ctx, p, r.DomainID)
 	if err != nil {
 		return nil, err
 	}
 	q := query.With(r.Query, query.Params("trusted_service_account_id", r.TrustedServiceAccountID, "name", r.Name,
 		"provider", r.Provider, "scope", r.Scope, "workspace_id", r.WorkspaceID)...)
-	return store.Search[TrustedServiceAccount](ctx, s.trustedSA, q, trustedSAResource, rc.scope())
+	return store.SearchFor[TrustedServiceAccount](ctx, s.trustedSA, q, trustedSAResource, caller)
 }
 
 func (s *Service) statTrustedSA(ctx context.Context, p *auth.Principal, r *trustedSAStat) (*map[string]any, error) {
-	rc, err := s.reachOfRequest(ctx, p, r.DomainID)
+	caller, err := s.callerIn(ctx, p, r.DomainID)
 	if err != nil {
 		return nil, err
 	}
-	scope := rc.scope()
-	if r.WorkspaceID != "" {
-		scope = append(scope, bson.E{Key: "workspace_id", Value: r.WorkspaceID})
+	scope, err := store.Scope(caller, trustedSAResource)
+	if err != nil {
+		return nil, err
 	}
-	return statOf(ctx, s.trustedSA, scope, trustedSAResource, r.Query)
+	if r.WorkspaceID != "" {
+		// $and: the scope may hold a workspace_id condition of its own.
+		scope = bson.D{{Key: "$and", Value: bson.A{scope, bson.D{{Key: "workspace_id", Value: r.WorkspaceID}}}}}
+	}
+	res, err := stat.Run(ctx, s.trustedSA, scope, trustedSAResource, r.Query)
+	return &res, err
 }

@@ -87,7 +87,9 @@ func (s *Service) runSync(ctx context.Context, ev TrustedSyncEvent) error {
 	if job.Status != JobInProgress || job.DomainID != ev.DomainID {
 		return nil
 	}
-	t, err := store.GetOwned[TrustedAccount](ctx, s.trusted, "trusted_account_id", job.TrustedAccountID, job.DomainID)
+	// The worker acts for the job's domain, as a SYSTEM token of it would.
+	sys := SystemPrincipal(job.DomainID)
+	t, err := store.GetFor[TrustedAccount](ctx, s.trusted, trustedResource, &sys, "trusted_account_id", job.TrustedAccountID)
 	if err != nil {
 		if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
 			return s.finishSync(ctx, &job, errs.NotFoundCode, "The trusted account no longer exists.")

@@ -31,6 +31,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
 )
 
@@ -168,18 +169,41 @@ func asInfo[Req, Info any](to func(*User) *Info, h func(context.Context, *auth.P
 
 // ---- loading and writing --------------------------------------------------
 
-// domainUser loads a user of a domain. The _id holds the domain, so a user
-// of another domain cannot even be addressed: it is not found.
-func (s *Service) domainUser(ctx context.Context, domainID, userID string) (*User, error) {
-	d, err := s.userDoc(ctx, domainID, userID)
+// userFor loads a user of p's domain that p reaches (userResource);
+// userToChange one it may change. The _id holds the domain, so a user of
+// another domain cannot even be addressed: it is not found.
+func (s *Service) userFor(ctx context.Context, p *auth.Principal, userID string) (*User, error) {
+	d, err := s.userDocFor(ctx, p, userResource, userID, false)
 	if err != nil {
 		return nil, err
 	}
 	return &d.User, nil
 }
 
-func (s *Service) userDoc(ctx context.Context, domainID, userID string) (*userDoc, error) {
-	d, err := store.GetOwned[userDoc](ctx, s.users, "user_id", UserKey(domainID, userID), domainID)
+func (s *Service) userToChange(ctx context.Context, p *auth.Principal, userID string) (*User, error) {
+	d, err := s.userDocFor(ctx, p, userResource, userID, true)
+	if err != nil {
+		return nil, err
+	}
+	return &d.User, nil
+}
+
+func (s *Service) userDocFor(ctx context.Context, p *auth.Principal, r query.Resource, userID string, change bool) (*userDoc, error) {
+	load := store.GetFor[userDoc]
+	if change {
+		load = store.GetToChange[userDoc]
+	}
+	d, err := load(ctx, s.users, r, p, "user_id", UserKey(p.DomainID, userID))
+	if isNotFound(err) {
+		return nil, errs.NotFound("user_id", userID)
+	}
+	return d, err
+}
+
+// userByKey loads a user for the flows that run before there is a caller
+// (login, reset links, a new user's id): the key names the domain.
+func (s *Service) userByKey(ctx context.Context, domainID, userID string) (*userDoc, error) {
+	d, err := store.Get[userDoc](ctx, s.users, "user_id", UserKey(domainID, userID))
 	if isNotFound(err) {
 		return nil, errs.NotFound("user_id", userID)
 	}
@@ -253,8 +277,6 @@ func checkLocale(language, timezone string) error {
 	return nil
 }
 
-func actsAsAdmin(p *auth.Principal) bool { return p.IsSystem() || p.Role == auth.DomainAdmin }
-
 // ---- create ---------------------------------------------------------------
 
 type newUser struct {
@@ -294,7 +316,7 @@ func (s *Service) createUser(ctx context.Context, n newUser) (*User, error) {
 	if err := checkPasswordIfSet(n.Password); err != nil {
 		return nil, err
 	}
-	if _, err := s.domainUser(ctx, n.DomainID, n.UserID); err == nil {
+	if _, err := s.userByKey(ctx, n.DomainID, n.UserID); err == nil {
 		return nil, errs.Duplicate("user_id", n.UserID)
 	} else if !isNotFound(err) {
 		return nil, err
@@ -416,7 +438,7 @@ func (s *Service) requestReset(ctx context.Context, domainID, userID string) err
 			}
 		}
 	}()
-	u, err := s.domainUser(ctx, domainID, userID)
+	u, err := s.userByKey(ctx, domainID, userID)
 	if isNotFound(err) {
 		return nil
 	}
@@ -434,7 +456,7 @@ func (s *Service) requestReset(ctx context.Context, domainID, userID string) err
 	if ok, err := mailed.Take(ctx, "reset_mail:"+u.ID); err != nil || !ok {
 		return err // !ok: mailed a moment ago, say nothing
 	}
-	return s.mailLink(ctx, u, "reset_password", resetTTL)
+	return s.mailLink(ctx, &u.User, "reset_password", resetTTL)
 }
 
 // ---- changes --------------------------------------------------------------
@@ -984,13 +1006,23 @@ var userFields = []string{"user_id", "name", "state", "email", "email_verified",
 
 var userKeywords = []string{"user_id", "name", "email"}
 
+// userResource: a user is its domain's. A domain admin (or SYSTEM)
+// reaches every user of its domain; what a user does on itself goes
+// through selfResource, or names itself (v1, checked before loading).
+var userResource = query.Resource{KeywordFields: userKeywords, Fields: userFields, Secret: userSecret, Tenancy: tenancy.InDomain}
+
+// selfResource is the caller's own user (the kit's Owner rule on
+// user_id): the profile operations reach that user and no other, whatever
+// the role.
+var selfResource = query.Resource{Tenancy: tenancy.Fields{Domain: "domain_id", Owner: "user_id"}}
+
 // userSecret are the stored fields of a user holding a credential.
 var userSecret = []string{"password_hash", "otp_secret", "otp_pending"}
 
 // userStat runs a StatisticsQuery over the users of a domain. A query
 // whose stages never build new rows gets a final project of the Info
 // fields (names maps a stored field to its wire name, for v1).
-func (s *Service) userStat(ctx context.Context, domainID string, q *stat.Query, rename func(at string, p *string) error, info []string, names map[string]string) (*map[string]any, error) {
+func (s *Service) userStat(ctx context.Context, p *auth.Principal, q *stat.Query, rename func(at string, p *string) error, info []string, names map[string]string) (*map[string]any, error) {
 	reshaped, err := q.Paths(rename)
 	if err != nil {
 		return nil, err
@@ -1002,7 +1034,7 @@ func (s *Service) userStat(ctx context.Context, domainID string, q *stat.Query, 
 		}
 		q.Aggregate = append(q.Aggregate, stat.Stage{Project: &stat.Project{Fields: fields, ExcludeKeys: true}})
 	}
-	return statOf(ctx, s.users, bson.D{{Key: "domain_id", Value: domainID}}, query.Resource{KeywordFields: userKeywords, Fields: userFields, Secret: userSecret}, q)
+	return statFor(ctx, s.users, p, userResource, q)
 }
 
 func noRename(string, *string) error { return nil }

@@ -11,6 +11,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
+	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
 )
 
@@ -121,7 +122,8 @@ const findLimit = 100
 
 var (
 	userResourceV1 = query.Resource{KeywordFields: userKeywords, DefaultSort: []query.SortKey{{Key: "name"}, {Key: "user_id"}},
-		MinimalFields: []string{"user_id", "name", "state", "auth_type", "user_type"}, Fields: userFields, Secret: userSecret, Maps: freeform.Fields{"tags": freeform.Whole}}
+		MinimalFields: []string{"user_id", "name", "state", "auth_type", "user_type"}, Fields: userFields, Secret: userSecret, Maps: freeform.Fields{"tags": freeform.Whole},
+		Tenancy: userResource.Tenancy}
 	// infoFieldsV1 are the stored fields of the v1 UserInfo; namesV1 their wire names where they differ.
 	infoFieldsV1 = []string{"user_id", "name", "state", "email", "user_type", "auth_type", "language", "timezone",
 		"required_actions", "tags", "last_accessed_at", "created_at", "domain_id", "email_verified", "mfa"}
@@ -158,29 +160,35 @@ func (s *Service) userRoutesV1() []api.Route {
 // may name any user of the domain, anyone else only itself, and an API
 // key may not change its own user.
 func (s *Service) v1User(ctx context.Context, p *auth.Principal, domainID, userID string, write bool) (*User, bool, error) {
-	dom, err := s.domainOfRequest(ctx, p, domainID)
+	caller, err := s.callerIn(ctx, p, domainID)
 	if err != nil {
 		return nil, false, err
 	}
-	admin := actsAsAdmin(p)
+	admin := tenancy.DomainWide(p)
 	if !admin && (userID != p.UserID || (write && p.TokenType == auth.APIKey)) {
 		return nil, false, errs.Forbidden()
 	}
-	u, err := s.domainUser(ctx, dom, userID)
-	return u, admin, err
+	u, err := s.userDocFor(ctx, caller, userResource, userID, write)
+	if err != nil {
+		return nil, admin, err
+	}
+	return &u.User, admin, nil
 }
 
 // v1Admin loads the user of an admin operation and applies then (nil:
 // return it unchanged).
 func (s *Service) v1Admin(then func(context.Context, *User) (*User, error)) func(context.Context, *auth.Principal, *userRequestV1) (*User, error) {
 	return func(ctx context.Context, p *auth.Principal, r *userRequestV1) (*User, error) {
-		dom, err := s.domainOfRequest(ctx, p, r.DomainID)
+		caller, err := s.callerIn(ctx, p, r.DomainID)
 		if err != nil {
 			return nil, err
 		}
-		u, err := s.domainUser(ctx, dom, r.UserID)
-		if err != nil || then == nil {
-			return u, err
+		if then == nil {
+			return s.userFor(ctx, caller, r.UserID)
+		}
+		u, err := s.userToChange(ctx, caller, r.UserID)
+		if err != nil {
+			return nil, err
 		}
 		return then(ctx, u)
 	}
@@ -253,11 +261,11 @@ func (s *Service) verifyEmailV1(ctx context.Context, p *auth.Principal, r *verif
 }
 
 func (s *Service) setRequiredActionsV1(ctx context.Context, p *auth.Principal, r *setRequiredActionsV1) (*User, error) {
-	dom, err := s.domainOfRequest(ctx, p, r.DomainID)
+	caller, err := s.callerIn(ctx, p, r.DomainID)
 	if err != nil {
 		return nil, err
 	}
-	u, err := s.domainUser(ctx, dom, r.UserID)
+	u, err := s.userToChange(ctx, caller, r.UserID)
 	if err != nil {
 		return nil, err
 	}
@@ -321,26 +329,26 @@ func renameV1(_ string, p *string) error {
 }
 
 func (s *Service) listUsersV1(ctx context.Context, p *auth.Principal, r *userQueryV1) (*api.List[userInfoV1], error) {
-	dom, err := s.domainOfRequest(ctx, p, r.DomainID)
+	caller, err := s.callerIn(ctx, p, r.DomainID)
 	if err != nil {
 		return nil, err
 	}
 	_ = r.Query.Paths(renameV1) // renameV1 never fails
 	q := query.With(r.Query, query.Params("user_id", r.UserID, "name", r.Name, "state", r.State, "email", r.Email,
 		"user_type", r.UserType, "auth_type", r.Backend)...)
-	return searchUsers(ctx, s, dom, q, userResourceV1, func(u *User) userInfoV1 { return *toV1(u) }, namesV1)
+	return searchUsers(ctx, s, caller, q, userResourceV1, func(u *User) userInfoV1 { return *toV1(u) }, namesV1)
 }
 
 func (s *Service) statUsersV1(ctx context.Context, p *auth.Principal, r *userStatV1) (*map[string]any, error) {
-	dom, err := s.domainOfRequest(ctx, p, r.DomainID)
+	caller, err := s.callerIn(ctx, p, r.DomainID)
 	if err != nil {
 		return nil, err
 	}
-	return s.userStat(ctx, dom, r.Query, renameV1, infoFieldsV1, namesV1)
+	return s.userStat(ctx, caller, r.Query, renameV1, infoFieldsV1, namesV1)
 }
 
 func (s *Service) findUsersV1(ctx context.Context, p *auth.Principal, r *findUserV1) (*api.List[findUserInfo], error) {
-	dom, err := s.domainOfRequest(ctx, p, r.DomainID)
+	caller, err := s.callerIn(ctx, p, r.DomainID)
 	if err != nil {
 		return nil, err
 	}
@@ -349,7 +357,7 @@ func (s *Service) findUsersV1(ctx context.Context, p *auth.Principal, r *findUse
 	}
 	q := &query.Query{Keyword: r.Search.Keyword, Page: &query.Page{Limit: findLimit}}
 	q.Filter = query.Params("user_id", r.Search.UserID)
-	return searchUsers(ctx, s, dom, q, userResourceV1, func(u *User) findUserInfo {
+	return searchUsers(ctx, s, caller, q, userResourceV1, func(u *User) findUserInfo {
 		return findUserInfo{UserID: u.UserID, Name: u.Name, Email: u.Email, Tags: wire.Object(u.Tags)}
 	}, nil)
 }

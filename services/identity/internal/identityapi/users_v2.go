@@ -60,7 +60,8 @@ type (
 
 var (
 	userResourceV2 = query.Resource{KeywordFields: userKeywords, DefaultSort: []query.SortKey{{Key: "name"}, {Key: "user_id"}},
-		MinimalFields: []string{"user_id", "name", "state", "auth_type", "role_type"}, Fields: userFields, Secret: userSecret, Maps: freeform.Fields{"tags": freeform.Whole}}
+		MinimalFields: []string{"user_id", "name", "state", "auth_type", "role_type"}, Fields: userFields, Secret: userSecret, Maps: freeform.Fields{"tags": freeform.Whole},
+		Tenancy: userResource.Tenancy}
 	infoFieldsV2 = []string{"user_id", "name", "state", "email", "email_verified", "auth_type", "role_id", "role_type", "mfa",
 		"language", "timezone", "required_actions", "tags", "domain_id", "created_at", "last_accessed_at"}
 )
@@ -78,7 +79,7 @@ func (s *Service) userRoutesV2() []api.Route {
 		api.Op[userRequestV2, userInfoV2]{Path: "/identity/v2/user/get", Access: domainAdmin, Summary: "Get a user.", Handle: asInfo(toV2, s.v2Target(nil))},
 		api.Op[userSearchV2, api.List[userInfoV2]]{Path: "/identity/v2/user/list", Access: domainAdmin, Summary: "List the users of the caller's domain.", Handle: s.listUsersV2},
 		api.Op[statRequest, map[string]any]{Path: "/identity/v2/user/stat", Access: domainAdmin, Summary: "Statistics over the users of the caller's domain.", Handle: func(ctx context.Context, p *auth.Principal, r *statRequest) (*map[string]any, error) {
-			return s.userStat(ctx, p.DomainID, r.Query, noRename, infoFieldsV2, nil)
+			return s.userStat(ctx, p, r.Query, noRename, infoFieldsV2, nil)
 		}},
 	}
 }
@@ -87,9 +88,12 @@ func (s *Service) userRoutesV2() []api.Route {
 // applies then (nil: just return it).
 func (s *Service) v2Target(then func(context.Context, *User) (*User, error)) func(context.Context, *auth.Principal, *userRequestV2) (*User, error) {
 	return func(ctx context.Context, p *auth.Principal, r *userRequestV2) (*User, error) {
-		u, err := s.domainUser(ctx, p.DomainID, r.UserID)
-		if err != nil || then == nil {
-			return u, err
+		if then == nil {
+			return s.userFor(ctx, p, r.UserID)
+		}
+		u, err := s.userToChange(ctx, p, r.UserID)
+		if err != nil {
+			return nil, err
 		}
 		return then(ctx, u)
 	}
@@ -105,7 +109,7 @@ func (s *Service) createUserV2(ctx context.Context, p *auth.Principal, r *create
 }
 
 func (s *Service) updateUserV2(ctx context.Context, p *auth.Principal, r *updateUserV2) (*User, error) {
-	u, err := s.domainUser(ctx, p.DomainID, r.UserID)
+	u, err := s.userToChange(ctx, p, r.UserID)
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +122,7 @@ func (s *Service) updateUserV2(ctx context.Context, p *auth.Principal, r *update
 }
 
 func (s *Service) disableMFAV2(ctx context.Context, p *auth.Principal, r *userRequestV2) (*User, error) {
-	u, err := s.domainUser(ctx, p.DomainID, r.UserID)
+	u, err := s.userToChange(ctx, p, r.UserID)
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +133,7 @@ func (s *Service) disableMFAV2(ctx context.Context, p *auth.Principal, r *userRe
 }
 
 func (s *Service) verifyUserEmailV2(ctx context.Context, p *auth.Principal, r *verifyUserEmailV2) (*api.Empty, error) {
-	u, err := s.domainUser(ctx, p.DomainID, r.UserID)
+	u, err := s.userToChange(ctx, p, r.UserID)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +147,7 @@ func (s *Service) verifyUserEmailV2(ctx context.Context, p *auth.Principal, r *v
 }
 
 func (s *Service) setRequiredActionsV2(ctx context.Context, p *auth.Principal, r *setRequiredActionsV2) (*User, error) {
-	u, err := s.domainUser(ctx, p.DomainID, r.UserID)
+	u, err := s.userToChange(ctx, p, r.UserID)
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +155,7 @@ func (s *Service) setRequiredActionsV2(ctx context.Context, p *auth.Principal, r
 }
 
 func (s *Service) deleteUserV2(ctx context.Context, p *auth.Principal, r *userRequestV2) (*api.Empty, error) {
-	u, err := s.domainUser(ctx, p.DomainID, r.UserID)
+	u, err := s.userToChange(ctx, p, r.UserID)
 	if err != nil {
 		return nil, err
 	}
@@ -163,13 +167,13 @@ func (s *Service) deleteUserV2(ctx context.Context, p *auth.Principal, r *userRe
 
 func (s *Service) listUsersV2(ctx context.Context, p *auth.Principal, r *userSearchV2) (*api.List[userInfoV2], error) {
 	q := query.With(r.Query, query.Params("user_id", r.UserID, "name", r.Name, "state", r.State, "email", r.Email, "auth_type", r.AuthType)...)
-	return searchUsers(ctx, s, p.DomainID, q, userResourceV2, func(u *User) userInfoV2 { return *toV2(u) }, nil)
+	return searchUsers(ctx, s, p, q, userResourceV2, func(u *User) userInfoV2 { return *toV2(u) }, nil)
 }
 
-// searchUsers lists users of a domain as Info rows; names maps stored
+// searchUsers lists the users p reaches as Info rows; names maps stored
 // field names to the Info's (v1 backend) for only/minimal.
-func searchUsers[Info any](ctx context.Context, s *Service, domainID string, q *query.Query, r query.Resource, to func(*User) Info, names map[string]string) (*api.List[Info], error) {
-	list, err := store.Search[User](ctx, s.users, q, r, store.TenantScope(domainID))
+func searchUsers[Info any](ctx context.Context, s *Service, p *auth.Principal, q *query.Query, r query.Resource, to func(*User) Info, names map[string]string) (*api.List[Info], error) {
+	list, err := store.SearchFor[User](ctx, s.users, q, r, p)
 	if err != nil {
 		return nil, err
 	}

@@ -1,9 +1,9 @@
 package identityapi
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
-	"slices"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -16,6 +16,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
 )
 
@@ -90,24 +91,25 @@ type (
 )
 
 var (
-	workspaceResource = query.Resource{KeywordFields: []string{"workspace_id", "name"}, DefaultSort: []query.SortKey{{Key: "name"}}, Fields: query.FieldsOf[Workspace](), Maps: freeform.FieldsOf[Workspace]()}
-	projectResource   = query.Resource{KeywordFields: []string{"project_id", "name"}, DefaultSort: []query.SortKey{{Key: "name"}}, Fields: query.FieldsOf[Project](), Maps: freeform.FieldsOf[Project]()}
-	bindingResource   = query.Resource{KeywordFields: []string{"user_id", "role_id"}, DefaultSort: []query.SortKey{{Key: "created_at"}}, Fields: query.FieldsOf[RoleBinding](), Maps: freeform.FieldsOf[RoleBinding]()}
-	workspaceWriters  = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner)
+	// A workspace's own id is its workspace field: a workspace role
+	// reaches the workspace of its token (its bindings tell it which it may
+	// enter), a domain admin every workspace of the domain.
+	workspaceResource = query.Resource{KeywordFields: []string{"workspace_id", "name"}, DefaultSort: []query.SortKey{{Key: "name"}}, Fields: query.FieldsOf[Workspace](), Maps: freeform.FieldsOf[Workspace](),
+		Tenancy: tenancy.InWorkspace}
+	// workspaceInDomain is a workspace as a record of its domain alone, for
+	// token/grant: the caller has no role there yet, its binding decides.
+	workspaceInDomain = query.Resource{Tenancy: tenancy.InDomain}
+	// A workspace member reaches the projects of its token (semantics.md
+	// §4.4 user_projects: the workspace's PUBLIC projects and the PRIVATE
+	// ones listing it).
+	projectResource = query.Resource{KeywordFields: []string{"project_id", "name"}, DefaultSort: []query.SortKey{{Key: "name"}}, Fields: query.FieldsOf[Project](), Maps: freeform.FieldsOf[Project](),
+		Tenancy: tenancy.InProject}
+	// A domain binding has workspace_id "": only domain-wide callers reach
+	// it; a workspace role reaches the bindings of its workspace.
+	bindingResource = query.Resource{KeywordFields: []string{"user_id", "role_id"}, DefaultSort: []query.SortKey{{Key: "created_at"}}, Fields: query.FieldsOf[RoleBinding](), Maps: freeform.FieldsOf[RoleBinding](),
+		Tenancy: tenancy.InWorkspace}
+	workspaceWriters = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner)
 )
-
-// workspaceScope confines workspace-scoped callers to their workspace.
-func workspaceScope(p *auth.Principal) bson.D { return scopeIn(p.DomainID, p.WorkspaceID) }
-
-// scopeIn is the records of a domain, of one workspace when workspaceID
-// is set.
-func scopeIn(domainID, workspaceID string) bson.D {
-	s := store.TenantScope(domainID)
-	if workspaceID != "" {
-		s = append(s, bson.E{Key: "workspace_id", Value: workspaceID})
-	}
-	return s
-}
 
 func (s *Service) workspaceRoutes() []api.Route {
 	return []api.Route{
@@ -131,7 +133,8 @@ func (s *Service) createWorkspace(ctx context.Context, p *auth.Principal, r *cre
 }
 
 func (s *Service) updateWorkspace(ctx context.Context, p *auth.Principal, r *updateWorkspace) (*Workspace, error) {
-	if _, err := store.GetOwned[Workspace](ctx, s.workspaces, "workspace_id", r.WorkspaceID, p.DomainID); err != nil {
+	w, err := store.GetToChange[Workspace](ctx, s.workspaces, workspaceResource, p, "workspace_id", r.WorkspaceID)
+	if err != nil {
 		return nil, err
 	}
 	set := bson.D{}
@@ -142,46 +145,45 @@ func (s *Service) updateWorkspace(ctx context.Context, p *auth.Principal, r *upd
 		set = append(set, bson.E{Key: "tags", Value: r.Tags})
 	}
 	if len(set) == 0 {
-		return store.Get[Workspace](ctx, s.workspaces, "workspace_id", r.WorkspaceID)
+		return w, nil
 	}
-	return store.SetByID[Workspace](ctx, s.workspaces, "workspace_id", r.WorkspaceID, set)
+	return store.SetByID[Workspace](ctx, s.workspaces, "workspace_id", w.ID, set)
 }
 
 func (s *Service) workspaceState(state string) func(context.Context, *auth.Principal, *workspaceRequest) (*Workspace, error) {
 	return func(ctx context.Context, p *auth.Principal, r *workspaceRequest) (*Workspace, error) {
-		if _, err := store.GetOwned[Workspace](ctx, s.workspaces, "workspace_id", r.WorkspaceID, p.DomainID); err != nil {
+		w, err := store.GetToChange[Workspace](ctx, s.workspaces, workspaceResource, p, "workspace_id", r.WorkspaceID)
+		if err != nil {
 			return nil, err
 		}
-		return store.SetByID[Workspace](ctx, s.workspaces, "workspace_id", r.WorkspaceID, bson.D{{Key: "state", Value: state}})
+		return store.SetByID[Workspace](ctx, s.workspaces, "workspace_id", w.ID, bson.D{{Key: "state", Value: state}})
 	}
 }
 
 func (s *Service) deleteWorkspace(ctx context.Context, p *auth.Principal, r *workspaceRequest) (*api.Empty, error) {
-	if _, err := store.GetOwned[Workspace](ctx, s.workspaces, "workspace_id", r.WorkspaceID, p.DomainID); err != nil {
+	w, err := store.GetToChange[Workspace](ctx, s.workspaces, workspaceResource, p, "workspace_id", r.WorkspaceID)
+	if err != nil {
 		return nil, err
 	}
-	inside := bson.D{{Key: "domain_id", Value: p.DomainID}, {Key: "workspace_id", Value: r.WorkspaceID}}
+	inside := bson.D{{Key: "domain_id", Value: w.DomainID}, {Key: "workspace_id", Value: w.WorkspaceID}}
 	for _, c := range []*mongoCollection{s.projects, s.bindings} {
 		if _, err := c.DeleteMany(ctx, inside); err != nil {
 			return nil, store.Wrap(err)
 		}
 	}
-	if _, err := s.workspaces.DeleteOne(ctx, bson.D{{Key: "_id", Value: r.WorkspaceID}}); err != nil {
+	if _, err := s.workspaces.DeleteOne(ctx, bson.D{{Key: "_id", Value: w.ID}}); err != nil {
 		return nil, store.Wrap(err)
 	}
 	return &api.Empty{}, nil
 }
 
 func (s *Service) getWorkspace(ctx context.Context, p *auth.Principal, r *workspaceRequest) (*Workspace, error) {
-	if p.WorkspaceID != "" && p.WorkspaceID != r.WorkspaceID {
-		return nil, errs.NotFound("workspace_id", r.WorkspaceID)
-	}
-	return store.GetOwned[Workspace](ctx, s.workspaces, "workspace_id", r.WorkspaceID, p.DomainID)
+	return store.GetFor[Workspace](ctx, s.workspaces, workspaceResource, p, "workspace_id", r.WorkspaceID)
 }
 
 func (s *Service) listWorkspaces(ctx context.Context, p *auth.Principal, r *workspaceQuery) (*api.List[Workspace], error) {
 	q := query.With(r.Query, query.Params("workspace_id", r.WorkspaceID, "name", r.Name, "state", r.State)...)
-	return store.Search[Workspace](ctx, s.workspaces, q, workspaceResource, workspaceScope(p))
+	return store.SearchFor[Workspace](ctx, s.workspaces, q, workspaceResource, p)
 }
 
 func (s *Service) projectRoutes() []api.Route {
@@ -194,34 +196,6 @@ func (s *Service) projectRoutes() []api.Route {
 	}
 }
 
-// ownProject loads a project the caller may see: its domain, its
-// workspace for workspace-scoped callers, and for a workspace member one
-// of its projects (404 otherwise, as for an unknown id).
-func (s *Service) ownProject(ctx context.Context, p *auth.Principal, id string) (*Project, error) {
-	pr, err := store.GetOwned[Project](ctx, s.projects, "project_id", id, p.DomainID)
-	if err != nil {
-		return nil, err
-	}
-	if p.WorkspaceID != "" && pr.WorkspaceID != p.WorkspaceID {
-		return nil, errs.NotFound("project_id", id)
-	}
-	if only, ok := memberReach(p); ok && !slices.Contains(only, pr.ProjectID) {
-		return nil, errs.NotFound("project_id", id)
-	}
-	return pr, nil
-}
-
-// memberReach: a workspace member reaches only the projects its token
-// names (semantics.md §4.4 `user_projects`: the workspace's PUBLIC
-// projects and the PRIVATE ones it is in); ok is false for the other
-// roles, which reach every project of their workspace or domain.
-func memberReach(p *auth.Principal) (only []string, ok bool) {
-	if p.Role != auth.WorkspaceMember || p.IsSystem() {
-		return nil, false
-	}
-	return p.Projects, true
-}
-
 func (s *Service) createProject(ctx context.Context, p *auth.Principal, r *createProject) (*Project, error) {
 	ws := r.WorkspaceID
 	if p.WorkspaceID != "" {
@@ -230,8 +204,15 @@ func (s *Service) createProject(ctx context.Context, p *auth.Principal, r *creat
 	if ws == "" {
 		return nil, errs.Required("workspace_id")
 	}
-	w, err := store.GetOwned[Workspace](ctx, s.workspaces, "workspace_id", ws, p.DomainID)
+	w, err := store.GetFor[Workspace](ctx, s.workspaces, workspaceResource, p, "workspace_id", ws)
 	if err != nil {
+		return nil, err
+	}
+	rule, err := tenancy.For(p, projectResource.Tenancy)
+	if err != nil {
+		return nil, err
+	}
+	if err := rule.Admits(tenancy.Record{Domain: w.DomainID, Workspace: w.WorkspaceID}); err != nil {
 		return nil, err
 	}
 	kind := r.ProjectType
@@ -240,7 +221,7 @@ func (s *Service) createProject(ctx context.Context, p *auth.Principal, r *creat
 	}
 	id := wire.NewID("project")
 	pr := &Project{ID: id, ProjectID: id, Name: r.Name, ProjectType: kind, Users: wire.List(r.Users), Tags: wire.Object(r.Tags),
-		WorkspaceID: w.WorkspaceID, DomainID: p.DomainID, CreatedBy: p.UserID, CreatedAt: wire.T(wire.Now())}
+		WorkspaceID: w.WorkspaceID, DomainID: w.DomainID, CreatedBy: p.UserID, CreatedAt: wire.T(wire.Now())}
 	if _, err := s.projects.InsertOne(ctx, pr); err != nil {
 		return nil, store.Wrap(err)
 	}
@@ -248,7 +229,8 @@ func (s *Service) createProject(ctx context.Context, p *auth.Principal, r *creat
 }
 
 func (s *Service) updateProject(ctx context.Context, p *auth.Principal, r *updateProject) (*Project, error) {
-	if _, err := s.ownProject(ctx, p, r.ProjectID); err != nil {
+	pr, err := store.GetToChange[Project](ctx, s.projects, projectResource, p, "project_id", r.ProjectID)
+	if err != nil {
 		return nil, err
 	}
 	set := bson.D{}
@@ -264,40 +246,33 @@ func (s *Service) updateProject(ctx context.Context, p *auth.Principal, r *updat
 		set = append(set, bson.E{Key: "tags", Value: r.Tags})
 	}
 	if len(set) == 0 {
-		return s.ownProject(ctx, p, r.ProjectID)
+		return pr, nil
 	}
-	return store.SetByID[Project](ctx, s.projects, "project_id", r.ProjectID, set)
+	return store.SetByID[Project](ctx, s.projects, "project_id", pr.ID, set)
 }
 
 func (s *Service) deleteProject(ctx context.Context, p *auth.Principal, r *projectRequest) (*api.Empty, error) {
-	if _, err := s.ownProject(ctx, p, r.ProjectID); err != nil {
+	pr, err := store.GetToChange[Project](ctx, s.projects, projectResource, p, "project_id", r.ProjectID)
+	if err != nil {
 		return nil, err
 	}
-	if _, err := s.projects.DeleteOne(ctx, bson.D{{Key: "_id", Value: r.ProjectID}}); err != nil {
+	if _, err := s.projects.DeleteOne(ctx, bson.D{{Key: "_id", Value: pr.ID}}); err != nil {
 		return nil, store.Wrap(err)
 	}
 	return &api.Empty{}, nil
 }
 
 func (s *Service) getProject(ctx context.Context, p *auth.Principal, r *projectRequest) (*Project, error) {
-	return s.ownProject(ctx, p, r.ProjectID)
+	return store.GetFor[Project](ctx, s.projects, projectResource, p, "project_id", r.ProjectID)
 }
 
 func (s *Service) listProjects(ctx context.Context, p *auth.Principal, r *projectQuery) (*api.List[Project], error) {
 	q := query.With(r.Query, query.Params("project_id", r.ProjectID, "name", r.Name, "workspace_id", r.WorkspaceID)...)
-	domainID := p.DomainID
-	if r.DomainID != "" {
-		d, err := s.domainOfRequest(ctx, p, r.DomainID)
-		if err != nil {
-			return nil, err
-		}
-		domainID = d
+	caller, err := s.callerIn(ctx, p, r.DomainID)
+	if err != nil {
+		return nil, err
 	}
-	scope := scopeIn(domainID, p.WorkspaceID)
-	if only, ok := memberReach(p); ok {
-		q.Filter = append(q.Filter, query.Condition{Key: "project_id", Operator: "in", Value: anyList(only)})
-	}
-	return store.Search[Project](ctx, s.projects, q, projectResource, scope)
+	return store.SearchFor[Project](ctx, s.projects, q, projectResource, caller)
 }
 
 // memberProjects are the projects a workspace member reaches: the public
@@ -351,21 +326,26 @@ func ownsWorkspace(p *auth.Principal) bool {
 }
 
 func (s *Service) createBinding(ctx context.Context, p *auth.Principal, r *createBinding) (*RoleBinding, error) {
-	if ownsWorkspace(p) {
-		// A workspace owner binds users into its own workspace with
-		// workspace roles only (upstream: resource_group WORKSPACE for
-		// the role, workspace_id from the token): never the domain, never
-		// another workspace.
-		if r.ResourceGroup != "WORKSPACE" || p.WorkspaceID == "" || (r.WorkspaceID != "" && r.WorkspaceID != p.WorkspaceID) {
-			return nil, errs.Forbidden()
-		}
-		r.WorkspaceID = p.WorkspaceID
+	rule, err := tenancy.For(p, bindingResource.Tenancy)
+	if err != nil {
+		return nil, err
 	}
+	// A workspace owner binds users into its own workspace (the token's,
+	// when the request names none) with workspace roles only: a DOMAIN
+	// binding (workspace_id "") or another workspace is not its to place.
+	at := tenancy.Record{Domain: rule.Stamp().Domain}
+	if r.ResourceGroup == "WORKSPACE" {
+		at.Workspace = cmp.Or(r.WorkspaceID, rule.Stamp().Workspace)
+	}
+	if err := rule.Admits(at); err != nil {
+		return nil, err
+	}
+	r.WorkspaceID = at.Workspace
 	role, ok := managedRole(r.RoleID)
 	if !ok {
 		return nil, errs.NotFound("role_id", r.RoleID)
 	}
-	u, err := store.GetOwned[User](ctx, s.users, "user_id", UserKey(p.DomainID, r.UserID), p.DomainID)
+	u, err := s.userFor(ctx, p, r.UserID)
 	if err != nil {
 		return nil, err
 	}
@@ -379,12 +359,13 @@ func (s *Service) createBinding(ctx context.Context, p *auth.Principal, r *creat
 		if r.WorkspaceID == "" {
 			return nil, errs.Required("workspace_id")
 		}
-		if _, err := store.GetOwned[Workspace](ctx, s.workspaces, "workspace_id", r.WorkspaceID, p.DomainID); err != nil {
+		w, err := store.GetFor[Workspace](ctx, s.workspaces, workspaceResource, p, "workspace_id", r.WorkspaceID)
+		if err != nil {
 			return nil, err
 		}
-		ws = r.WorkspaceID
+		ws = w.WorkspaceID
 	}
-	b := newBinding(p.DomainID, u.UserID, role.RoleID, role.RoleType, r.ResourceGroup, ws)
+	b := newBinding(u.DomainID, u.UserID, role.RoleID, role.RoleType, r.ResourceGroup, ws)
 	if _, err := s.bindings.InsertOne(ctx, b); err != nil {
 		if e, ok := errs.As(store.Wrap(err)); ok && e.Status() == 409 {
 			return nil, errs.Duplicate("user_id", u.UserID)
@@ -400,13 +381,13 @@ func (s *Service) createBinding(ctx context.Context, p *auth.Principal, r *creat
 }
 
 func (s *Service) deleteBinding(ctx context.Context, p *auth.Principal, r *bindingRequest) (*api.Empty, error) {
-	b, err := s.getBinding(ctx, p, r)
+	b, err := store.GetToChange[RoleBinding](ctx, s.bindings, bindingResource, p, "role_binding_id", r.RoleBindingID)
 	if err != nil {
 		return nil, err
 	}
-	if ownsWorkspace(p) && (p.WorkspaceID == "" || b.WorkspaceID == "" || b.UserID == p.UserID) {
-		// A domain binding is the domain admin's; and, as upstream, an
-		// owner never removes itself (so a workspace keeps its owner).
+	if ownsWorkspace(p) && b.UserID == p.UserID {
+		// As upstream, an owner never removes itself (so a workspace keeps
+		// its owner).
 		return nil, errs.Forbidden()
 	}
 	unbind := func() error {
@@ -416,14 +397,14 @@ func (s *Service) deleteBinding(ctx context.Context, p *auth.Principal, r *bindi
 		if b.WorkspaceID != "" {
 			return nil
 		}
-		_, err := store.SetByID[User](ctx, s.users, "user_id", UserKey(p.DomainID, b.UserID), bson.D{{Key: "role_type", Value: string(auth.User)}, {Key: "role_id", Value: ""}})
+		_, err := store.SetByID[User](ctx, s.users, "user_id", UserKey(b.DomainID, b.UserID), bson.D{{Key: "role_type", Value: string(auth.User)}, {Key: "role_id", Value: ""}})
 		if isNotFound(err) {
 			return nil
 		}
 		return err
 	}
 	if b.WorkspaceID == "" { // the domain binding: its user is a domain admin
-		err = s.keepAnAdmin(ctx, p.DomainID, b.UserID, unbind)
+		err = s.keepAnAdmin(ctx, b.DomainID, b.UserID, unbind)
 	} else {
 		err = unbind()
 	}
@@ -452,28 +433,13 @@ func (s *Service) keepAnAdmin(ctx context.Context, domainID, userID string, take
 }
 
 func (s *Service) getBinding(ctx context.Context, p *auth.Principal, r *bindingRequest) (*RoleBinding, error) {
-	b, err := store.GetOwned[RoleBinding](ctx, s.bindings, "role_binding_id", r.RoleBindingID, p.DomainID)
-	if err != nil {
-		return nil, err
-	}
-	if p.WorkspaceID != "" && b.WorkspaceID != p.WorkspaceID {
-		return nil, errs.NotFound("role_binding_id", r.RoleBindingID)
-	}
-	return b, nil
+	return store.GetFor[RoleBinding](ctx, s.bindings, bindingResource, p, "role_binding_id", r.RoleBindingID)
 }
 
 func (s *Service) listBindings(ctx context.Context, p *auth.Principal, r *bindingQuery) (*api.List[RoleBinding], error) {
 	q := query.With(r.Query, query.Params("role_binding_id", r.RoleBindingID, "user_id", r.UserID, "role_id", r.RoleID,
 		"role_type", r.RoleType, "workspace_id", r.WorkspaceID)...)
-	return store.Search[RoleBinding](ctx, s.bindings, q, bindingResource, workspaceScope(p))
-}
-
-func anyList(s []string) []any {
-	out := make([]any, len(s))
-	for i, v := range s {
-		out[i] = v
-	}
-	return out
+	return store.SearchFor[RoleBinding](ctx, s.bindings, q, bindingResource, p)
 }
 
 func mustJSON(v any) []byte {
@@ -484,8 +450,8 @@ func mustJSON(v any) []byte {
 	return b
 }
 
-// statOf runs a StatisticsQuery over c inside scope.
-func statOf(ctx context.Context, c *mongoCollection, scope bson.D, r query.Resource, q *stat.Query) (*map[string]any, error) {
-	res, err := stat.Run(ctx, c, scope, r, q)
+// statFor runs a StatisticsQuery over what p reaches of resource r.
+func statFor(ctx context.Context, c *mongoCollection, p *auth.Principal, r query.Resource, q *stat.Query) (*map[string]any, error) {
+	res, err := stat.RunFor(ctx, c, p, r, q)
 	return &res, err
 }
