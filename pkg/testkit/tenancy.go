@@ -57,6 +57,11 @@ type Tenancy struct {
 	// read roles include USER: plugins, policies, schemas, protocols); the
 	// plain user is then tried on Changes only.
 	UserReads bool
+	// Enroll, when set, makes a caller real before it calls (the insider
+	// and each outsider): for a service whose authenticator checks its
+	// own records behind a token (identity: the user, its domain, its
+	// binding), so an outsider is refused by tenancy, not by a 401.
+	Enroll func(t *testing.T, p auth.Principal)
 }
 
 // Outsider is a caller outside a record's tenancy.
@@ -90,6 +95,13 @@ func (m Tenancy) Run(t *testing.T) {
 	if m.Coll == nil || m.ID == "" || m.Domain == "" || m.Get.Path == "" || m.List.Path == "" {
 		t.Fatal("tenancy matrix: Coll, ID, Domain, Get and List are required")
 	}
+	outsiders := Outsiders(m.Domain, m.Workspace, m.Project)
+	if m.Enroll != nil { // before the snapshots: enrolling may add records
+		m.Enroll(t, m.Insider)
+		for _, o := range outsiders {
+			m.Enroll(t, o.Principal)
+		}
+	}
 	in := NewClient(t, m.Handler).For(m.Insider)
 	in.Call(m.Get.Path, m.body(t, m.Insider, m.Get)).OK(nil)
 	for _, q := range append([]Req{m.List}, deref(m.Stat)...) {
@@ -102,7 +114,7 @@ func (m Tenancy) Run(t *testing.T) {
 	for i, c := range m.Watch {
 		counts[i] = Count(t, c)
 	}
-	for _, o := range Outsiders(m.Domain, m.Workspace, m.Project) {
+	for _, o := range outsiders {
 		t.Run(o.Name, func(t *testing.T) {
 			c := NewClient(t, m.Handler).For(o.Principal)
 			reads := !(m.UserReads && o.Role == auth.User)
