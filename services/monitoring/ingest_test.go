@@ -102,7 +102,7 @@ func TestIngestAbuse(t *testing.T) {
 }
 
 func TestIngestRateLimit(t *testing.T) {
-	c := setupWith(t, options{settings: func(cfg *monitoring.Config) { cfg.IngestRate, cfg.IngestBurst = 0.5, 3 }})
+	c := setupWith(t, options{settings: func(cfg *monitoring.Config) { cfg.IngestRate, cfg.IngestBurst = 0.01, 3 }})
 	w := c.webhook(t, c.memberA1, "Flooded")
 	quiet := c.webhook(t, c.memberA1, "Quiet")
 	for i := range 3 {

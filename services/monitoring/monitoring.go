@@ -64,13 +64,16 @@ type Config struct {
 	LinkTTL time.Duration
 	// Clock is the time of alerts and escalation (tests); nil: wire.Now.
 	Clock func() time.Time
+	// SweepEvery is how often events stored but never applied to alerts
+	// (their request died) are looked for; SweepAge how old they must be.
+	SweepEvery, SweepAge time.Duration
 }
 
 // DefaultConfig is the configuration with every default.
 func DefaultConfig() Config {
 	return Config{IngestRate: 50, IngestBurst: 100, ParseTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second,
 		RetryInterval: 30 * time.Second, MaxAttempts: 10, MaxKept: ingest.DefaultMaxKept, CounterFlush: 250 * time.Millisecond,
-		LinkTTL: alertapi.DefaultLinkTTL}
+		LinkTTL: alertapi.DefaultLinkTTL, SweepEvery: 30 * time.Second, SweepAge: time.Minute}
 }
 
 // Settings are monitoring's keys on top of config.Base.
@@ -189,10 +192,11 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	evs, err := eventapi.NewStore(ctx, d.DB, outbox, log)
+	evs, err := eventapi.NewStore(ctx, d.DB, outbox, eventapi.NewAlerting(d.DB, alerts, configs, cfg.Clock, log), log)
 	if err != nil {
 		return nil, err
 	}
+	workers = append(workers, func(ctx context.Context) error { return evs.RunSweep(ctx, cfg.SweepEvery, cfg.SweepAge) })
 	in, err := ingest.New(ctx, d.DB, evs, counters, plugins, ingest.Config{Rate: cfg.IngestRate, Burst: cfg.IngestBurst,
 		ParseTimeout: cfg.ParseTimeout, ReadTimeout: cfg.ReadTimeout, RetryInterval: cfg.RetryInterval, MaxAttempts: cfg.MaxAttempts, MaxKept: cfg.MaxKept}, log)
 	if err != nil {

@@ -178,12 +178,12 @@ func TestWebhookLifecycle(t *testing.T) {
 	c.parses(alert("k-1", "RECOVERY"))
 	c.post(w, `{"status": "resolved"}`).OK(&res)
 	c.memberA1.Call("/monitoring/v1/event/get", map[string]any{"event_id": res.Results[0].EventID}).OK(&ev)
-	if res.Results[0].Duplicate || ev.EventType != "RECOVERY" || ev.RawData["status"] != "resolved" || c.count(t, mon.EventsCollection, nil) != 2 {
-		t.Fatalf("a recovery updates its alert's record: %+v", ev)
+	if res.Results[0].Duplicate || ev.EventType != "RECOVERY" || ev.RawData["status"] != "resolved" || c.count(t, mon.EventsCollection, nil) != 3 {
+		t.Fatalf("a recovery is an event of its alert: %+v", ev)
 	}
 	var el list[eventInfo]
 	c.memberA1.Call("/monitoring/event/list", map[string]any{"webhook_id": w.WebhookID, "query": map[string]any{"sort": []any{map[string]any{"key": "event_key"}}}}).OK(&el)
-	if el.TotalCount != 2 || el.Results[0].EventKey != "k-1" {
+	if el.TotalCount != 3 || el.Results[0].EventKey != "k-1" {
 		t.Fatalf("event list = %+v", el)
 	}
 	c.memberA2.Call("/monitoring/v1/event/get", map[string]any{"event_id": ev.EventID}).Fails(http.StatusNotFound, errs.NotFoundCode)
@@ -228,7 +228,7 @@ func TestWebhookLifecycle(t *testing.T) {
 	}
 	c.parses(alert("k-3", "ALERT"))
 	c.post(w, `{"a": 1}`).Fails(http.StatusForbidden, errs.WebhookStateDisabled)
-	if n := c.count(t, mon.EventsCollection, nil); n != 2 {
+	if n := c.count(t, mon.EventsCollection, nil); n != 3 {
 		t.Fatalf("a disabled webhook stored an event: %d", n)
 	}
 	c.memberA1.Call(wp+"enable", map[string]any{"webhook_id": w.WebhookID}).OK(&got)
@@ -238,7 +238,7 @@ func TestWebhookLifecycle(t *testing.T) {
 	c.memberA1.Call(wp+"delete", map[string]any{"webhook_id": w.WebhookID}).OK(nil)
 	c.post(w, `{"a": 1}`).Fails(http.StatusNotFound, errs.NotFoundCode)
 	c.memberA1.Call(wp+"get", map[string]any{"webhook_id": w.WebhookID}).Fails(http.StatusNotFound, errs.NotFoundCode)
-	if n := c.count(t, mon.EventsCollection, nil); n != 3 {
+	if n := c.count(t, mon.EventsCollection, nil); n != 4 {
 		t.Fatalf("events after delete: %d", n)
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
 	"time"
@@ -22,7 +21,6 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
-	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/query"
@@ -53,11 +51,15 @@ type Event struct {
 	RawData        rawJSON       `bson:"raw_data" json:"raw_data"`
 	OccurredAt     wire.Time     `bson:"occurred_at" json:"occurred_at"`
 	WebhookID      string        `bson:"webhook_id" json:"webhook_id"`
-	ProjectID      string        `bson:"project_id" json:"project_id"`
-	WorkspaceID    string        `bson:"workspace_id" json:"workspace_id"`
-	DomainID       string        `bson:"domain_id" json:"domain_id"`
-	CreatedAt      wire.Time     `bson:"created_at" json:"created_at"`
-	UpdatedAt      wire.Time     `bson:"updated_at" json:"updated_at"`
+	// AlertID is the alert the event opened or updated ("" while it is
+	// not applied yet); Applied says it was (alerting.go).
+	AlertID     string    `bson:"alert_id" json:"alert_id"`
+	Applied     bool      `bson:"applied" json:"-"`
+	ProjectID   string    `bson:"project_id" json:"project_id"`
+	WorkspaceID string    `bson:"workspace_id" json:"workspace_id"`
+	DomainID    string    `bson:"domain_id" json:"domain_id"`
+	CreatedAt   wire.Time `bson:"created_at" json:"created_at"`
+	UpdatedAt   wire.Time `bson:"updated_at" json:"updated_at"`
 }
 
 // rawJSON is JSON text stored as a string and sent as JSON.
@@ -77,37 +79,59 @@ var (
 	EventTypes = []string{"ALERT", "RECOVERY", "ERROR"}
 )
 
-// ID is the event id of an event_key within a webhook: the _id that
-// makes a repeated key collide on insert, atomically on MongoDB and on
-// FerretDB. 96 bits of SHA-256: collisions between different keys are
-// not a practical concern.
-func ID(webhookID, eventKey string) string {
-	sum := sha256.Sum256([]byte(webhookID + "\x00" + eventKey))
+// ID is the event id of one delivery of an event: its webhook, key,
+// type and the body it came in. A webhook that sends the same body
+// again (a retry) makes the same ids, which collide on insert,
+// atomically on MongoDB and on FerretDB, so a retried delivery is one
+// event; the same key in another body (the alert firing again, its
+// recovery) is another event of the same alert. 96 bits of SHA-256:
+// collisions between different deliveries are not a practical concern.
+func ID(webhookID, eventKey, eventType, raw string) string {
+	body := sha256.Sum256([]byte(raw))
+	sum := sha256.Sum256([]byte(webhookID + "\x00" + eventKey + "\x00" + eventType + "\x00" + hex.EncodeToString(body[:])))
 	return "event-" + hex.EncodeToString(sum[:12])
 }
 
-// Store writes events and publishes them.
+// BodyKey is the event_key of a body that failed to parse: the same
+// failing body sent again is the same error event.
+func BodyKey(raw string) string {
+	sum := sha256.Sum256([]byte(raw))
+	return "error-" + hex.EncodeToString(sum[:12])
+}
+
+// Store writes events, applies them to alerts (alerting.go) and
+// publishes them.
 type Store struct {
 	c      *mongo.Collection
 	outbox *events.Outbox // nil: events are stored, not published
+	alerts *Alerting
 	log    *slog.Logger
 }
 
 // NewStore creates the collection's indexes; outbox may be nil.
-func NewStore(ctx context.Context, db *mongo.Database, outbox *events.Outbox, log *slog.Logger) (*Store, error) {
-	s := &Store{c: db.Collection(mon.EventsCollection), outbox: outbox, log: log}
+func NewStore(ctx context.Context, db *mongo.Database, outbox *events.Outbox, alerts *Alerting, log *slog.Logger) (*Store, error) {
+	s := &Store{c: db.Collection(mon.EventsCollection), outbox: outbox, alerts: alerts, log: log}
+	if alerts != nil {
+		alerts.events = s.c
+	}
 	return s, store.EnsureIndexes(ctx, s.c,
-		store.Index{Keys: bson.D{{Key: "webhook_id", Value: 1}, {Key: "event_key", Value: 1}}, Unique: true},
+		store.Index{Keys: bson.D{{Key: "webhook_id", Value: 1}, {Key: "event_key", Value: 1}}},
+		store.Index{Keys: bson.D{{Key: "applied", Value: 1}, {Key: "created_at", Value: 1}}},
+		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "alert_id", Value: 1}}},
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "created_at", Value: -1}}},
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "webhook_id", Value: 1}, {Key: "created_at", Value: -1}}},
 	)
 }
 
-// Outcome says what became of one parsed event.
+// Outcome says what became of one parsed event: stored, or a duplicate
+// of one stored, with the alert it opened or updated; a RECOVERY with no
+// open alert is dropped (not stored, as upstream).
 type Outcome struct {
 	EventID   string `json:"event_id"`
 	EventKey  string `json:"event_key"`
 	Duplicate bool   `json:"duplicate"`
+	AlertID   string `json:"alert_id"`
+	Dropped   bool   `json:"dropped,omitempty"`
 }
 
 // FromPlugin turns one EventInfo of Event.parse into an event of wh, as
@@ -163,48 +187,44 @@ func ParseError(wh *mon.Webhook, key, reason, raw string, now time.Time) *Event 
 }
 
 func own(e *Event, wh *mon.Webhook, now time.Time) {
-	e.EventID = ID(wh.WebhookID, e.EventKey)
+	e.EventID = ID(wh.WebhookID, e.EventKey, e.EventType, string(e.RawData))
 	e.ID = e.EventID
 	e.WebhookID, e.ProjectID, e.WorkspaceID, e.DomainID = wh.WebhookID, wh.ProjectID, wh.WorkspaceID, wh.DomainID
 	e.CreatedAt, e.UpdatedAt = wire.T(now), wire.T(now)
 }
 
-// Save stores an event and publishes it. A repeated event_key of the
-// same event_type is a duplicate: nothing changes. A repeated key of
-// another type (an ALERT, then its RECOVERY) updates the record.
+// Save stores an event, applies it to its alert (Alerting.Apply) and
+// publishes it. A delivery stored and applied already is a duplicate:
+// nothing changes. One stored but not applied (its request died mid-way,
+// or another replica is at it) is applied now; Apply decides once.
 func (s *Store) Save(ctx context.Context, e *Event) (Outcome, error) {
 	out := Outcome{EventID: e.EventID, EventKey: e.EventKey}
 	_, err := s.c.InsertOne(ctx, e)
-	msgID := e.EventID
 	switch {
 	case err == nil:
 	case mongo.IsDuplicateKeyError(err):
 		var cur Event
-		if err := s.c.FindOne(ctx, bson.D{{Key: "_id", Value: e.ID}}).Decode(&cur); err != nil {
-			if errors.Is(err, mongo.ErrNoDocuments) {
-				return out, errs.Down("the event store", fmt.Errorf("event %s vanished", e.ID))
-			}
+		if err := s.c.FindOne(ctx, bson.D{{Key: "_id", Value: e.ID}}).Decode(&cur); err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
 			return out, store.Wrap(err)
-		}
-		if cur.EventType == e.EventType {
-			out.Duplicate = true
+		} else if err == nil && cur.Applied {
+			out.Duplicate, out.AlertID = true, cur.AlertID
 			return out, nil
 		}
-		if _, err := s.c.UpdateOne(ctx, bson.D{{Key: "_id", Value: e.ID}}, bson.D{{Key: "$set", Value: bson.D{
-			{Key: "event_type", Value: e.EventType}, {Key: "title", Value: e.Title}, {Key: "description", Value: e.Description},
-			{Key: "severity", Value: e.Severity}, {Key: "resource", Value: e.Resource}, {Key: "resources", Value: e.Resources},
-			{Key: "rule", Value: e.Rule}, {Key: "image_url", Value: e.ImageURL}, {Key: "provider", Value: e.Provider},
-			{Key: "account", Value: e.Account}, {Key: "additional_info", Value: e.AdditionalInfo}, {Key: "raw_data", Value: e.RawData},
-			{Key: "occurred_at", Value: e.OccurredAt}, {Key: "updated_at", Value: e.UpdatedAt},
-		}}}); err != nil {
-			return out, store.Wrap(err)
-		}
-		msgID = fmt.Sprintf("%s-%d", e.EventID, e.UpdatedAt.UnixMilli())
 	default:
 		return out, store.Wrap(err)
 	}
+	if s.alerts != nil {
+		alertID, dropped, err := s.alerts.Apply(ctx, e)
+		if err != nil {
+			return out, err
+		}
+		if out.AlertID, out.Dropped = alertID, dropped; dropped {
+			return out, nil
+		}
+		e.AlertID = alertID
+	}
 	if s.outbox != nil {
-		if err := s.outbox.Add(ctx, events.MonitoringEventSubject, msgID, payload(e)); err != nil {
+		if err := s.outbox.Add(ctx, events.MonitoringEventSubject, e.EventID, payload(e)); err != nil {
 			// The event is stored; only its announcement is lost.
 			s.log.Warn("event stored but not queued for publishing", "event_id", e.EventID, "error", err.Error())
 		}
@@ -236,6 +256,7 @@ type (
 		Query     *query.Query `json:"query"`
 		EventID   string       `json:"event_id"`
 		EventKey  string       `json:"event_key"`
+		AlertID   string       `json:"alert_id"`
 		EventType string       `json:"event_type" v:"enum=ALERT|RECOVERY|ERROR"`
 		Severity  string       `json:"severity" v:"enum=NONE|CRITICAL|ERROR|WARNING|INFO|NOT_AVAILABLE"`
 		WebhookID string       `json:"webhook_id"`
@@ -257,7 +278,7 @@ func (s *Store) get(ctx context.Context, p *auth.Principal, r *eventRequest) (*E
 }
 
 func (s *Store) list(ctx context.Context, p *auth.Principal, r *eventQuery) (*api.List[Event], error) {
-	q := query.With(r.Query, query.Params("event_id", r.EventID, "event_key", r.EventKey, "event_type", r.EventType,
+	q := query.With(r.Query, query.Params("event_id", r.EventID, "event_key", r.EventKey, "alert_id", r.AlertID, "event_type", r.EventType,
 		"severity", r.Severity, "webhook_id", r.WebhookID, "project_id", r.ProjectID)...)
 	return store.SearchFor[Event](ctx, s.c, q, resource, p)
 }

@@ -211,7 +211,7 @@ func (in *Ingest) parse(ctx context.Context, wh *mon.Webhook, raw string, data m
 			}
 			return nil, errs.New(code, "The webhook's plugin did not parse the body (%s); it is kept and will be retried.", reason(err))
 		}
-		e := eventapi.ParseError(wh, "error-"+wire.NewID("parse"), reason(err), raw, now)
+		e := eventapi.ParseError(wh, eventapi.BodyKey(raw), reason(err), raw, now)
 		out, serr := in.events.Save(ctx, e)
 		if serr != nil {
 			return nil, serr
@@ -219,7 +219,7 @@ func (in *Ingest) parse(ctx context.Context, wh *mon.Webhook, raw string, data m
 		return &Response{Results: []eventapi.Outcome{out}, Error: reason(err)}, nil
 	}
 	if len(results) > MaxEvents {
-		e := eventapi.ParseError(wh, "error-"+wire.NewID("parse"), "the plugin returned more than 1000 events for one body", raw, now)
+		e := eventapi.ParseError(wh, eventapi.BodyKey(raw), "the plugin returned more than 1000 events for one body", raw, now)
 		out, serr := in.events.Save(ctx, e)
 		if serr != nil {
 			return nil, serr
