@@ -25,6 +25,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/server"
 	"github.com/nubes-io/nubes/services/monitoring/internal/alertapi"
 	"github.com/nubes-io/nubes/services/monitoring/internal/alertconfigapi"
+	"github.com/nubes-io/nubes/services/monitoring/internal/escalation"
 	"github.com/nubes-io/nubes/services/monitoring/internal/eventapi"
 	"github.com/nubes-io/nubes/services/monitoring/internal/ingest"
 	"github.com/nubes-io/nubes/services/monitoring/internal/mon"
@@ -64,6 +65,9 @@ type Config struct {
 	LinkTTL time.Duration
 	// Clock is the time of alerts and escalation (tests); nil: wire.Now.
 	Clock func() time.Time
+	// EscalationTick is how often open alerts are walked through their
+	// policies (upstream's scheduler: 60 s).
+	EscalationTick time.Duration
 	// SweepEvery is how often events stored but never applied to alerts
 	// (their request died) are looked for; SweepAge how old they must be.
 	SweepEvery, SweepAge time.Duration
@@ -73,7 +77,8 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{IngestRate: 50, IngestBurst: 100, ParseTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second,
 		RetryInterval: 30 * time.Second, MaxAttempts: 10, MaxKept: ingest.DefaultMaxKept, CounterFlush: 250 * time.Millisecond,
-		LinkTTL: alertapi.DefaultLinkTTL, SweepEvery: 30 * time.Second, SweepAge: time.Minute}
+		LinkTTL: alertapi.DefaultLinkTTL, SweepEvery: 30 * time.Second, SweepAge: time.Minute,
+		EscalationTick: time.Minute}
 }
 
 // Settings are monitoring's keys on top of config.Base.
@@ -88,6 +93,7 @@ type Settings struct {
 	MaxAttempts    int           `mapstructure:"webhook_retry_attempts"`
 	MaxKept        int           `mapstructure:"webhook_max_kept_bodies"`
 	LinkTTL        time.Duration `mapstructure:"alert_link_ttl"`
+	EscalationTick time.Duration `mapstructure:"escalation_tick"`
 	sealcmd.Keys   `mapstructure:",squash"`
 }
 
@@ -101,6 +107,7 @@ func Defaults() map[string]any {
 		"webhook_parse_timeout": c.ParseTimeout.String(), "webhook_read_timeout": c.ReadTimeout.String(),
 		"webhook_retry_interval": c.RetryInterval.String(), "webhook_retry_attempts": c.MaxAttempts,
 		"webhook_max_kept_bodies": c.MaxKept, "alert_link_ttl": c.LinkTTL.String(),
+		"escalation_tick": c.EscalationTick.String(),
 	} {
 		d[k] = v
 	}
@@ -118,7 +125,7 @@ func FromEnv(ctx context.Context, d app.Deps) (*app.Service, error) {
 	cfg := DefaultConfig()
 	cfg.WebhookBaseURL, cfg.IngestRate, cfg.IngestBurst = st.WebhookBaseURL, st.IngestRate, st.IngestBurst
 	cfg.ParseTimeout, cfg.ReadTimeout, cfg.RetryInterval, cfg.MaxAttempts = st.ParseTimeout, st.ReadTimeout, st.RetryInterval, st.MaxAttempts
-	cfg.MaxKept, cfg.LinkTTL = st.MaxKept, st.LinkTTL
+	cfg.MaxKept, cfg.LinkTTL, cfg.EscalationTick = st.MaxKept, st.LinkTTL, st.EscalationTick
 	if st.EncryptionKeys != "" || st.EncryptionKeysFile != "" {
 		if cfg.Keys, err = st.Keyring(); err != nil {
 			return nil, err
@@ -197,6 +204,12 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 		return nil, err
 	}
 	workers = append(workers, func(ctx context.Context) error { return evs.RunSweep(ctx, cfg.SweepEvery, cfg.SweepAge) })
+	if outbox != nil {
+		esc := escalation.New(d.DB, alerts, configs, escalationPolicies(policies), outbox, cfg.EscalationTick, cfg.Clock, log)
+		workers = append(workers, esc.Run)
+	} else {
+		log.Warn("monitoring runs without an event bus: alerts are not escalated (no notification can be asked for)")
+	}
 	in, err := ingest.New(ctx, d.DB, evs, counters, plugins, ingest.Config{Rate: cfg.IngestRate, Burst: cfg.IngestBurst,
 		ParseTimeout: cfg.ParseTimeout, ReadTimeout: cfg.ReadTimeout, RetryInterval: cfg.RetryInterval, MaxAttempts: cfg.MaxAttempts, MaxKept: cfg.MaxKept}, log)
 	if err != nil {
@@ -246,5 +259,20 @@ func policyOf(ps *policyapi.Policies, cs *alertconfigapi.Configs) alertapi.Polic
 			}
 		}
 		return alertapi.Policy{ID: pol.EscalationPolicyID, RepeatCount: pol.RepeatCount}, nil
+	}
+}
+
+// escalationPolicies gives the escalation the policies' rules.
+func escalationPolicies(ps *policyapi.Policies) escalation.Policies {
+	return func(ctx context.Context, id string) (*escalation.Policy, error) {
+		pol, err := ps.Get(ctx, id)
+		if err != nil || pol == nil {
+			return nil, err
+		}
+		out := &escalation.Policy{Name: pol.Name, RepeatCount: pol.RepeatCount, FinishCondition: pol.FinishCondition}
+		for _, r := range pol.Rules {
+			out.Rules = append(out.Rules, escalation.Rule{Level: r.NotificationLevel, EscalateMinutes: r.EscalateMinutes})
+		}
+		return out, nil
 	}
 }

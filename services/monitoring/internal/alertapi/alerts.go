@@ -88,6 +88,9 @@ type Alert struct {
 	AcknowledgedAt     *wire.Time    `bson:"acknowledged_at" json:"acknowledged_at"`
 	ResolvedAt         *wire.Time    `bson:"resolved_at" json:"resolved_at"`
 	EscalatedAt        *wire.Time    `bson:"escalated_at" json:"escalated_at"`
+	// ResolveNotice: resolved from an open state, its resolved
+	// notifications not sent yet (the escalation sends them).
+	ResolveNotice bool `bson:"resolve_notice" json:"-"`
 }
 
 // Open reports whether the alert still asks for attention (escalation

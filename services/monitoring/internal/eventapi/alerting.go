@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"hash/fnv"
 	"log/slog"
+	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -44,6 +46,9 @@ type Alerting struct {
 	configs *alertconfigapi.Configs
 	log     *slog.Logger
 	now     func() time.Time
+	// keys queue this replica's appliers of one key before its lease, so
+	// that one of them at a time polls it (striped by the key's hash).
+	keys [16]sync.Mutex
 }
 
 // NewAlerting builds the rule; now may be nil (wire.Now).
@@ -95,7 +100,13 @@ func urgencyOf(severity string) string {
 // dropped for a RECOVERY that found no open alert (its record is then
 // deleted, as upstream does not store it).
 func (al *Alerting) Apply(ctx context.Context, e *Event) (alertID string, dropped bool, err error) {
-	err = lease.Run(ctx, al.claims, "event-key#"+hash(e.DomainID, e.ProjectID, e.EventKey), keyTTL, keyWait, func(ctx context.Context) error {
+	key := hash(e.DomainID, e.ProjectID, e.EventKey)
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	mu := &al.keys[h.Sum32()%uint32(len(al.keys))]
+	mu.Lock()
+	defer mu.Unlock()
+	err = lease.Run(ctx, al.claims, "event-key#"+key, keyTTL, keyWait, func(ctx context.Context) error {
 		var cur Event
 		err := al.events.FindOne(ctx, bson.D{{Key: "_id", Value: e.ID}}).Decode(&cur)
 		if errors.Is(err, mongo.ErrNoDocuments) {

@@ -1,0 +1,235 @@
+package monitoring_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/server"
+	"github.com/nubes-io/nubes/pkg/testkit"
+	"github.com/nubes-io/nubes/services/monitoring"
+)
+
+func escalating(cfg *monitoring.Config) { cfg.EscalationTick = 40 * time.Millisecond }
+
+// requests are the notification requests published for an alert, in
+// order (read from JetStream, where the outbox relay put them).
+func (c *callers) notifyRequests(t *testing.T, alertID string) []events.NotificationRequest {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := c.bus.JS.Stream(ctx, events.NotificationStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{events.NotificationRequestSubject}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []events.NotificationRequest
+	for {
+		batch, err := cons.Fetch(500, jetstream.FetchMaxWait(300*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			var r events.NotificationRequest
+			if err := json.Unmarshal(m.Data(), &r); err != nil {
+				t.Fatal(err)
+			}
+			if strings.HasPrefix(r.ID, "notify-"+alertID+"-") {
+				out = append(out, r)
+			}
+		}
+		if n == 0 {
+			return out
+		}
+	}
+}
+
+// waitRequests waits until the alert has n requests, then checks that no
+// more come within a few ticks.
+func (c *callers) waitRequests(t *testing.T, alertID string, n int) []events.NotificationRequest {
+	t.Helper()
+	var got []events.NotificationRequest
+	eventually(t, "notification requests", func() bool { got = c.notifyRequests(t, alertID); return len(got) >= n })
+	time.Sleep(300 * time.Millisecond)
+	if got = c.notifyRequests(t, alertID); len(got) != n {
+		t.Fatalf("%d requests, want %d: %+v", len(got), n, ids(got))
+	}
+	return got
+}
+
+func ids(rs []events.NotificationRequest) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.ID+"@"+r.Level)
+	}
+	return out
+}
+
+func policyWith(name string, finish string, repeat int, rules ...map[string]any) map[string]any {
+	list := make([]any, len(rules))
+	for i, r := range rules {
+		list[i] = r
+	}
+	return map[string]any{"name": name, "resource_group": "DOMAIN", "rules": list, "repeat_count": repeat, "finish_condition": finish}
+}
+
+func step(level string, minutes int) map[string]any {
+	return map[string]any{"notification_level": level, "escalate_minutes": minutes}
+}
+
+// TestEscalationWalksThePolicy: each step at its level after the wait of
+// the step before, the rules repeat_count+1 times, then nothing.
+func TestEscalationWalksThePolicy(t *testing.T) {
+	c := setupWith(t, options{settings: escalating})
+	c.adminA.Call(ep+"create", policyWith("Oncall", "ACKNOWLEDGED", 1, step("LV1", 10), step("LV2", 5))).OK(nil)
+	a := c.alert(t, c.memberA1, "disk full", "project-a1")
+	got := c.waitRequests(t, a.AlertID, 1)
+	r := got[0]
+	if r.Level != "LV1" || r.Topic != "monitoring.Alert" || r.NotificationType != "ERROR" || r.ProjectID != "project-a1" ||
+		r.DomainID != "domain-a" || r.Message.Title != "[Alerting] disk full" || len(r.Message.Callbacks) != 1 ||
+		r.Message.Callbacks[0].Label != "Acknowledge" || r.Message.Tags[0].Value != "#1" {
+		t.Fatalf("first request %+v", r)
+	}
+	if e := c.getAlert(t, a.AlertID); e.EscalatedAt == nil || e.EscalationStep != 1 || e.EscalationTTL != 2 {
+		t.Fatalf("after the first step %+v", e)
+	}
+	c.clock.Advance(11 * time.Minute)
+	got = c.waitRequests(t, a.AlertID, 2)
+	c.clock.Advance(6 * time.Minute) // the last step: start over, one round less
+	got = c.waitRequests(t, a.AlertID, 3)
+	c.clock.Advance(11 * time.Minute)
+	got = c.waitRequests(t, a.AlertID, 4)
+	want := []string{"r2-s1@LV1", "r2-s2@LV2", "r1-s1@LV1", "r1-s2@LV2"}
+	for i, r := range got {
+		if !strings.HasSuffix(ids([]events.NotificationRequest{r})[0], want[i]) {
+			t.Fatalf("requests %v, want %v", ids(got), want)
+		}
+	}
+	c.clock.Advance(6 * time.Minute) // repeats used up
+	c.waitRequests(t, a.AlertID, 4)
+	eventually(t, "ttl 0", func() bool { return c.getAlert(t, a.AlertID).EscalationTTL == 0 })
+	c.clock.Advance(time.Hour)
+	c.waitRequests(t, a.AlertID, 4)
+}
+
+// TestEscalationStopsWhenAcknowledged: the link of the message
+// acknowledges the alert, and escalation stops (finish ACKNOWLEDGED).
+func TestEscalationStopsWhenAcknowledged(t *testing.T) {
+	c := setupWith(t, options{settings: escalating})
+	c.adminA.Call(ep+"create", policyWith("Oncall", "ACKNOWLEDGED", 3, step("LV1", 1), step("LV2", 1))).OK(nil)
+	a := c.alert(t, c.memberA1, "disk full", "project-a1")
+	first := c.waitRequests(t, a.AlertID, 1)[0]
+	u, err := url.Parse(first.Message.Callbacks[0].URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, body := c.visit(t, http.MethodPost, u.Path, "application/json", `{"responder": "pager"}`); status != 200 {
+		t.Fatalf("acknowledge: %d %s", status, body)
+	}
+	eventually(t, "ttl 0", func() bool { return c.getAlert(t, a.AlertID).EscalationTTL == 0 })
+	c.clock.Advance(time.Hour)
+	c.waitRequests(t, a.AlertID, 1)
+	if e := c.getAlert(t, a.AlertID); e.State != "ACKNOWLEDGED" || e.Responder != "pager" {
+		t.Fatalf("%+v", e)
+	}
+}
+
+// TestEscalationUntilResolved: finish RESOLVED escalates an acknowledged
+// alert; resolving it stops it and sends one [Resolved] per step reached.
+func TestEscalationUntilResolved(t *testing.T) {
+	c := setupWith(t, options{settings: escalating})
+	c.adminA.Call(ep+"create", policyWith("Oncall", "RESOLVED", 0, step("LV1", 1), step("LV3", 1))).OK(nil)
+	a := c.alert(t, c.memberA1, "disk full", "project-a1")
+	c.waitRequests(t, a.AlertID, 1)
+	c.memberA1.Call(ap+"update", map[string]any{"alert_id": a.AlertID, "state": "ACKNOWLEDGED"}).OK(nil)
+	c.clock.Advance(2 * time.Minute)
+	c.waitRequests(t, a.AlertID, 2)
+	c.memberA1.Call(ap+"update", map[string]any{"alert_id": a.AlertID, "state": "RESOLVED"}).OK(nil)
+	got := c.waitRequests(t, a.AlertID, 4)
+	for i, level := range []string{"LV1", "LV3"} {
+		r := got[2+i]
+		if r.Level != level || r.NotificationType != "SUCCESS" || r.Message.Title != "[Resolved] disk full" || len(r.Message.Callbacks) != 0 {
+			t.Fatalf("resolved notice %d: %+v", i, r)
+		}
+	}
+	c.clock.Advance(time.Hour)
+	c.waitRequests(t, a.AlertID, 4)
+}
+
+// TestEscalationHighOnly: a project that wants HIGH alerts only is not
+// notified of a LOW one.
+func TestEscalationHighOnly(t *testing.T) {
+	c := setupWith(t, options{settings: escalating})
+	c.memberA1.Call(cp+"create", map[string]any{"project_id": "project-a1", "options": map[string]any{"notification_urgency": "HIGH_ONLY"}}).OK(nil)
+	var low alertInfo
+	c.memberA1.Call(ap+"create", map[string]any{"title": "x", "project_id": "project-a1", "urgency": "LOW"}).OK(&low)
+	high := c.alert(t, c.memberA1, "y", "project-a1")
+	c.waitRequests(t, high.AlertID, 1)
+	eventually(t, "ttl 0", func() bool { return c.getAlert(t, low.AlertID).EscalationTTL == 0 })
+	c.waitRequests(t, low.AlertID, 0)
+}
+
+// instance is a monitoring replica whose workers stop with stop.
+func (c *callers) instance(t *testing.T) (stop func()) {
+	t.Helper()
+	svc, err := monitoring.Build(context.Background(), c.deps, c.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := server.New(server.Options{Name: "monitoring", Auth: testkit.Get().Verifier, Logger: slog.New(slog.DiscardHandler), Raw: svc.Raw}, svc.Routes...); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{}, len(svc.Workers))
+	for _, w := range svc.Workers {
+		go func() { _ = w(ctx); done <- struct{}{} }()
+	}
+	return func() {
+		cancel()
+		for range svc.Workers {
+			<-done
+		}
+	}
+}
+
+// TestEscalationAcrossReplicasAndRestarts: three replicas escalate at
+// once, one is stopped and another started mid-way: every step is asked
+// for once, in order, none repeated.
+func TestEscalationAcrossReplicasAndRestarts(t *testing.T) {
+	c := setupWith(t, options{settings: escalating})
+	c.adminA.Call(ep+"create", policyWith("Oncall", "ACKNOWLEDGED", 1, step("LV1", 1), step("LV2", 1))).OK(nil)
+	stopB := c.instance(t)
+	stopC := c.instance(t)
+	a := c.alert(t, c.memberA1, "disk full", "project-a1")
+	c.waitRequests(t, a.AlertID, 1)
+	stopB()
+	c.clock.Advance(2 * time.Minute)
+	c.waitRequests(t, a.AlertID, 2)
+	stopC()
+	stopD := c.instance(t)
+	defer stopD()
+	c.clock.Advance(2 * time.Minute)
+	c.waitRequests(t, a.AlertID, 3)
+	c.clock.Advance(2 * time.Minute)
+	got := c.waitRequests(t, a.AlertID, 4)
+	seen := map[string]bool{}
+	for _, r := range got {
+		if seen[r.ID] {
+			t.Fatalf("asked twice: %v", ids(got))
+		}
+		seen[r.ID] = true
+	}
+}

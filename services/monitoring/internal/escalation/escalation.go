@@ -1,0 +1,304 @@
+// Package escalation walks each open alert through its escalation policy
+// (spec/alerts.md §4): every tick, for each alert still asking for
+// attention, the next step of upstream's create_alert_notification, each
+// step a notification request to the alert's project at the rule's level
+// (events.NotificationRequest through the service's outbox), and the
+// resolved notices of alerts that were resolved.
+//
+// Once across replicas and surviving restarts: the state (escalation_step,
+// escalation_ttl, escalated_at) lives on the alert, each alert's step is
+// decided and written under the alert's lease (alertapi.Change) from
+// what is stored, and the request's id is derived from the step it
+// announces, so a step retried after a crash publishes nothing twice (the
+// outbox and the stream drop a repeated id). A tick runs on one replica
+// at a time (a lease); that only saves work.
+package escalation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/lease"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/wire"
+	"github.com/nubes-io/nubes/services/monitoring/internal/alertapi"
+	"github.com/nubes-io/nubes/services/monitoring/internal/alertconfigapi"
+	"github.com/nubes-io/nubes/services/monitoring/internal/mon"
+)
+
+// Topic is what subscriptions name for alerts (upstream's).
+const Topic = "monitoring.Alert"
+
+// Rule is one step of a policy.
+type Rule struct {
+	Level           string
+	EscalateMinutes int32
+}
+
+// Policy is what escalation needs of an escalation policy.
+type Policy struct {
+	Name            string
+	Rules           []Rule
+	RepeatCount     int32
+	FinishCondition string
+}
+
+// Builtin is upstream's default policy, for an alert whose policy is
+// gone or that never had one: one message at ALL, stop when acknowledged.
+var Builtin = Policy{Name: "Default", Rules: []Rule{{Level: events.LevelAll}}, FinishCondition: alertapi.Acknowledged}
+
+// Policies reads a policy by id (nil when it is gone).
+type Policies func(ctx context.Context, id string) (*Policy, error)
+
+// Notifier records a notification request (events.Outbox.Notify).
+type Notifier interface {
+	Notify(ctx context.Context, r events.NotificationRequest) error
+}
+
+// Worker runs the escalation.
+type Worker struct {
+	alerts   *alertapi.Alerts
+	coll     *mongo.Collection
+	claims   *mongo.Collection
+	configs  *alertconfigapi.Configs
+	policies Policies
+	notify   Notifier
+	now      func() time.Time
+	tick     time.Duration
+	log      *slog.Logger
+}
+
+// New builds the worker; now may be nil (wire.Now).
+func New(db *mongo.Database, alerts *alertapi.Alerts, configs *alertconfigapi.Configs, policies Policies, notify Notifier,
+	tick time.Duration, now func() time.Time, log *slog.Logger) *Worker {
+	if now == nil {
+		now = wire.Now
+	}
+	return &Worker{alerts: alerts, coll: db.Collection(mon.AlertsCollection), claims: db.Collection(mon.ClaimsCollection), configs: configs,
+		policies: policies, notify: notify, now: now, tick: tick, log: log}
+}
+
+// Run ticks until ctx is done.
+func (w *Worker) Run(ctx context.Context) error {
+	t := time.NewTicker(w.tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if err := w.Tick(ctx); err != nil && ctx.Err() == nil {
+			w.log.Warn("escalation tick failed; the next one goes on", "error", err.Error())
+		}
+	}
+}
+
+// tickTTL bounds a tick's lease. It is not renewed: a pass that outlives
+// it may overlap the next replica's, which only repeats reads (each
+// alert's step is decided under the alert's lease).
+const tickTTL = 2 * time.Minute
+
+// Tick runs one pass, unless another replica's is running.
+func (w *Worker) Tick(ctx context.Context) error {
+	l, err := lease.TryTake(ctx, w.claims, "escalation#tick", tickTTL)
+	if err != nil || l == nil {
+		return err
+	}
+	defer l.Release(ctx)
+	return w.Pass(ctx)
+}
+
+// Pass steps every alert that is due and sends the resolved notices.
+func (w *Worker) Pass(ctx context.Context) error {
+	cur, err := w.coll.Find(ctx, bson.D{{Key: "$or", Value: bson.A{
+		bson.D{{Key: "state", Value: bson.D{{Key: "$in", Value: bson.A{alertapi.Triggered, alertapi.Acknowledged}}}},
+			{Key: "escalation_ttl", Value: bson.D{{Key: "$gt", Value: 0}}}},
+		bson.D{{Key: "state", Value: alertapi.Error}, {Key: "escalation_ttl", Value: bson.D{{Key: "$gt", Value: 0}}}, {Key: "escalated_at", Value: nil}},
+		bson.D{{Key: alertapi.ResolveNoticeField, Value: true}},
+	}}}, options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}}))
+	if err != nil {
+		return store.Wrap(err)
+	}
+	var ids []struct {
+		ID string `bson:"_id"`
+	}
+	if err := cur.All(ctx, &ids); err != nil {
+		return store.Wrap(err)
+	}
+	var failed []error
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err := w.Step(ctx, id.ID); err != nil && !isNotFound(err) {
+			failed = append(failed, fmt.Errorf("%s: %w", id.ID, err))
+		}
+	}
+	if err := w.alerts.PurgeSpent(ctx); err != nil {
+		failed = append(failed, err)
+	}
+	return errors.Join(failed...)
+}
+
+func isNotFound(err error) bool {
+	e, ok := errs.As(err)
+	return ok && e.Code == errs.NotFoundCode
+}
+
+func (w *Worker) policyOf(ctx context.Context, a *alertapi.Alert) (Policy, error) {
+	if a.EscalationPolicyID == "" {
+		return Builtin, nil
+	}
+	p, err := w.policies(ctx, a.EscalationPolicyID)
+	if err != nil {
+		return Policy{}, err
+	}
+	if p == nil || len(p.Rules) == 0 {
+		return Builtin, nil
+	}
+	return *p, nil
+}
+
+// Step takes one alert one step on (upstream's create_alert_notification),
+// or sends its resolved notices.
+func (w *Worker) Step(ctx context.Context, id string) error {
+	_, err := w.alerts.Change(ctx, id, func(a *alertapi.Alert) (bson.D, error) {
+		now := w.now()
+		pol, err := w.policyOf(ctx, a)
+		if err != nil {
+			return nil, err
+		}
+		if a.State == alertapi.Error {
+			// Upstream announces an ERROR alert once, at its creation.
+			if a.EscalatedAt != nil || a.EscalationTTL <= 0 {
+				return nil, nil
+			}
+			a.EscalationStep = 1
+			if err := w.alerting(ctx, a, pol.Rules[0].Level); err != nil {
+				return nil, err
+			}
+			at := wire.T(now)
+			return bson.D{{Key: "escalation_step", Value: int32(1)}, {Key: "escalated_at", Value: &at}}, nil
+		}
+		if !a.Open() {
+			if !resolveNotice(a) {
+				return nil, nil
+			}
+			if err := w.resolved(ctx, a, pol); err != nil {
+				return nil, err
+			}
+			return bson.D{{Key: alertapi.ResolveNoticeField, Value: false}}, nil
+		}
+		if a.EscalationTTL <= 0 {
+			return nil, nil
+		}
+		opts, err := w.configs.OptionsOf(ctx, a.DomainID, a.ProjectID)
+		if err != nil {
+			return nil, err
+		}
+		stop := bson.D{{Key: "escalation_ttl", Value: int32(0)}}
+		if (opts.NotificationUrgency == alertconfigapi.UrgencyHighOnly && a.Urgency == alertapi.Low) ||
+			(pol.FinishCondition == alertapi.Acknowledged && a.State == alertapi.Acknowledged) {
+			return stop, nil
+		}
+		step, ttl := a.EscalationStep, a.EscalationTTL
+		if step < 1 || int(step) > len(pol.Rules) {
+			step = 1 // the policy lost rules since
+		}
+		if a.EscalatedAt != nil {
+			wait := time.Duration(pol.Rules[step-1].EscalateMinutes) * time.Minute
+			if !now.After(a.EscalatedAt.Add(wait)) {
+				return nil, nil
+			}
+			switch {
+			case int(step) < len(pol.Rules):
+				step++
+			case ttl <= 1:
+				return stop, nil
+			default:
+				step, ttl = 1, ttl-1
+			}
+		}
+		a.EscalationStep, a.EscalationTTL = step, ttl
+		if err := w.alerting(ctx, a, pol.Rules[step-1].Level); err != nil {
+			return nil, err
+		}
+		at := wire.T(now)
+		return bson.D{{Key: "escalation_step", Value: step}, {Key: "escalation_ttl", Value: ttl}, {Key: "escalated_at", Value: &at}}, nil
+	})
+	return err
+}
+
+// resolveNotice reports whether the alert's resolved notices are due.
+func resolveNotice(a *alertapi.Alert) bool { return a.ResolveNotice }
+
+func tags(a *alertapi.Alert) []events.MessageTag {
+	var res []string
+	for _, r := range a.Resources {
+		res = append(res, r.Name)
+	}
+	t := []events.MessageTag{{Key: "Alert Number", Value: fmt.Sprintf("#%d", a.AlertNumber)}, {Key: "State", Value: a.State},
+		{Key: "Urgency", Value: a.Urgency}, {Key: "Triggered by", Value: a.TriggeredBy}, {Key: "Project", Value: a.ProjectID}}
+	if len(res) > 0 {
+		t = append(t, events.MessageTag{Key: "Resource", Value: strings.Join(res, ", ")})
+	}
+	if a.Assignee != "" {
+		t = append(t, events.MessageTag{Key: "Assigned to", Value: a.Assignee})
+	}
+	if a.Account != "" {
+		t = append(t, events.MessageTag{Key: "Account", Value: a.Account})
+	}
+	return t
+}
+
+func (w *Worker) request(a *alertapi.Alert, id, typ, level, title string) events.NotificationRequest {
+	return events.NotificationRequest{ID: id, DomainID: a.DomainID, WorkspaceID: a.WorkspaceID, ProjectID: a.ProjectID, Topic: Topic,
+		NotificationType: typ, Level: level, Message: events.NotificationMessage{Title: title, Description: a.Description,
+			ImageURL: a.ImageURL, Tags: tags(a), OccurredAt: wire.FormatTime(a.CreatedAt.Time)}}
+}
+
+// StepID is the id of the request announcing a step: the same step of
+// the same round is the same request.
+func StepID(alertID string, ttl, step int32) string {
+	return fmt.Sprintf("notify-%s-r%d-s%d", alertID, ttl, step)
+}
+
+func (w *Worker) alerting(ctx context.Context, a *alertapi.Alert, level string) error {
+	r := w.request(a, StepID(a.AlertID, a.EscalationTTL, a.EscalationStep), events.NotifyError, level, "[Alerting] "+a.Title)
+	link, err := w.alerts.LinkURL(a)
+	if err != nil {
+		return err
+	}
+	if link != "" {
+		r.Message.Callbacks = []events.MessageCallback{{Label: "Acknowledge", URL: link}}
+	}
+	return w.notify.Notify(ctx, r)
+}
+
+// resolved sends one [Resolved] message per step the alert reached, each
+// at its level (upstream), without a callback.
+func (w *Worker) resolved(ctx context.Context, a *alertapi.Alert, pol Policy) error {
+	var at int64
+	if a.ResolvedAt != nil {
+		at = a.ResolvedAt.UnixMilli()
+	}
+	reached := min(max(int(a.EscalationStep), 1), len(pol.Rules))
+	for i := range reached {
+		r := w.request(a, fmt.Sprintf("notify-%s-resolved-%d-s%d", a.AlertID, at, i+1), events.NotifySuccess, pol.Rules[i].Level, "[Resolved] "+a.Title)
+		if err := w.notify.Notify(ctx, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
