@@ -104,14 +104,15 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 }
 
-// tickTTL bounds a tick's lease. It is not renewed: a pass that outlives
-// it may overlap the next replica's, which only repeats reads (each
-// alert's step is decided under the alert's lease).
-const tickTTL = 2 * time.Minute
+// tickTTL bounds a tick's lease: three ticks, so that a replica killed
+// while it held it delays the escalation by that much at most. It is not
+// renewed: a pass that outlives it may overlap the next replica's, which
+// only repeats reads (each alert's step is decided under its lease).
+func (w *Worker) tickTTL() time.Duration { return max(3*w.tick, time.Second) }
 
 // Tick runs one pass, unless another replica's is running.
 func (w *Worker) Tick(ctx context.Context) error {
-	l, err := lease.TryTake(ctx, w.claims, "escalation#tick", tickTTL)
+	l, err := lease.TryTake(ctx, w.claims, "escalation#tick", w.tickTTL())
 	if err != nil || l == nil {
 		return err
 	}
