@@ -9,35 +9,18 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/nubes-io/nubes/pkg/testkit"
 )
-
-// lockedBuffer collects log output written from many goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestFirstScreen runs the devstack as make run does (info level, text
 // logs) and checks what a new user sees: no line of the embedded servers
 // below warn, and a banner whose login command works as printed.
 func TestFirstScreen(t *testing.T) {
 	dir := t.TempDir()
-	var logs lockedBuffer
+	var logs testkit.LogBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan string, 1)

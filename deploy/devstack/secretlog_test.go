@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nubes-io/nubes/pkg/testkit"
 )
 
 // TestNoSecretInLogs runs the services' flows that handle secrets on the
@@ -19,7 +21,7 @@ import (
 // secret's data, a webhook ingest URL's key.
 func TestNoSecretInLogs(t *testing.T) {
 	dir := t.TempDir()
-	var logs lockedBuffer // firstscreen_test.go
+	var logs testkit.LogBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan string, 1)
 	done := make(chan error, 1)

@@ -1,11 +1,9 @@
 package identity_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/nubes-io/nubes/pkg/app"
@@ -14,23 +12,6 @@ import (
 	"github.com/nubes-io/nubes/services/identity"
 )
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestGeneratedAdminPasswordNotLogged: a first start without
 // admin_password generates one; the caller gets it, the log never holds
 // it (at any level).
@@ -38,7 +19,7 @@ func TestGeneratedAdminPasswordNotLogged(t *testing.T) {
 	env := testkit.Get()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var logs syncBuffer
+	var logs testkit.LogBuffer
 	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	bus, err := events.Connect(ctx, env.NATS.URL, "identity-test", log)
 	if err != nil {
