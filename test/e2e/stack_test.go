@@ -83,8 +83,13 @@ var services = []service{
 	// TestMonitoringWebhook starts (alias test-plugin).
 	{Name: "monitoring", Env: func(*stack) map[string]string {
 		return map[string]string{"NUBES_SERVICE_URLS": "identity=http://identity:8080,repository=http://repository:8080",
-			"NUBES_PLUGIN_ENDPOINTS": testWebhookPlugin + "=grpc://test-plugin:50051", "NUBES_WEBHOOK_BASE_URL": "http://monitoring:8080",
-			"NUBES_WEBHOOK_PARSE_TIMEOUT": "20s"}
+			"NUBES_PLUGIN_ENDPOINTS":      testWebhookPlugin + "=grpc://test-plugin:50051," + alertWebhookPlugin + "=grpc://alert-mon-plugin:50051",
+			"NUBES_WEBHOOK_BASE_URL":      "http://monitoring:8080",
+			"NUBES_WEBHOOK_PARSE_TIMEOUT": "20s",
+			// Acknowledge links are sealed; alerts escalate every 2 s
+			// (TestAlertToChannel).
+			"NUBES_ENCRYPTION_KEYS": "m1:" + base64.StdEncoding.EncodeToString([]byte(strings.Repeat("m", 32))),
+			"NUBES_ESCALATION_TICK": "2s"}
 	}},
 	// Notification seals protocols' secret data with a key of its own and
 	// asks the repository for plugins; its protocols' plugin is the test
@@ -92,8 +97,9 @@ var services = []service{
 	// consumes the notification events the test publishes on NATS.
 	{Name: "notification", Env: func(*stack) map[string]string {
 		return map[string]string{"NUBES_ENCRYPTION_KEYS": "n1:" + base64.StdEncoding.EncodeToString([]byte(strings.Repeat("n", 32))),
-			"NUBES_SERVICE_URLS":     "identity=http://identity:8080,repository=http://repository:8080",
-			"NUBES_PLUGIN_ENDPOINTS": testNotificationPlugin + "=grpc://noti-plugin:50051",
+			"NUBES_SERVICE_URLS": "identity=http://identity:8080,repository=http://repository:8080",
+			"NUBES_PLUGIN_ENDPOINTS": testNotificationPlugin + "=grpc://noti-plugin:50051," + reqNotificationPlugin + "=grpc://req-noti-plugin:50051," +
+				alertNotificationPlugin + "=grpc://alert-noti-plugin:50051",
 			"NUBES_DISPATCH_BACKOFF": "1s", "NUBES_DISPATCH_MAX_BACKOFF": "2s", "NUBES_DISPATCH_TIMEOUT": "20s"}
 	}},
 	// Cost analysis seals data sources' secret data with a key of its own,
