@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -102,7 +103,15 @@ func TestIngestAbuse(t *testing.T) {
 }
 
 func TestIngestRateLimit(t *testing.T) {
-	c := setupWith(t, options{settings: func(cfg *monitoring.Config) { cfg.IngestRate, cfg.IngestBurst = 0.01, 3 }})
+	// The limiter's clock moves only when the test moves it: a slow run
+	// refills no token behind the test's back.
+	var mu sync.Mutex
+	now := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	c := setupWith(t, options{settings: func(cfg *monitoring.Config) {
+		cfg.IngestRate, cfg.IngestBurst, cfg.IngestNow = 0.5, 3, clock
+	}})
 	w := c.webhook(t, c.memberA1, "Flooded")
 	quiet := c.webhook(t, c.memberA1, "Quiet")
 	for i := range 3 {
@@ -119,6 +128,14 @@ func TestIngestRateLimit(t *testing.T) {
 	// A webhook's flood leaves the others alone.
 	c.parses(alert("q", "ALERT"))
 	c.post(quiet, `{"n": 3}`).OK(nil)
+	// Two seconds on, the flooded webhook has one token again, one only.
+	advance(2 * time.Second)
+	c.parses(alert("k3", "ALERT"))
+	c.post(w, `{"n": 4}`).OK(nil)
+	c.post(w, `{"n": 5}`).Fails(http.StatusTooManyRequests, errs.TooManyRequests)
+	if ev, _ := c.stored(t); ev != 5 {
+		t.Fatalf("%d events stored, want 5", ev)
+	}
 }
 
 // TestIngestSlowBody: a body that does not arrive within the read

@@ -46,6 +46,8 @@ type Config struct {
 	// per second, bucket size), per replica.
 	IngestRate  float64
 	IngestBurst int
+	// IngestNow is the rate limit's clock: time.Now when nil (tests stop it).
+	IngestNow func() time.Time
 	// ParseTimeout bounds the plugin's Event.parse during an ingest call.
 	ParseTimeout time.Duration
 	// ReadTimeout bounds the reading of an ingest body.
@@ -211,7 +213,8 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 		log.Warn("monitoring runs without an event bus: alerts are not escalated (no notification can be asked for)")
 	}
 	in, err := ingest.New(ctx, d.DB, evs, counters, plugins, ingest.Config{Rate: cfg.IngestRate, Burst: cfg.IngestBurst,
-		ParseTimeout: cfg.ParseTimeout, ReadTimeout: cfg.ReadTimeout, RetryInterval: cfg.RetryInterval, MaxAttempts: cfg.MaxAttempts, MaxKept: cfg.MaxKept}, log)
+		ParseTimeout: cfg.ParseTimeout, ReadTimeout: cfg.ReadTimeout, RetryInterval: cfg.RetryInterval, MaxAttempts: cfg.MaxAttempts, MaxKept: cfg.MaxKept,
+		Now: cfg.IngestNow}, log)
 	if err != nil {
 		return nil, err
 	}

@@ -49,13 +49,14 @@ const MaxEvents = 1000
 
 // Config tunes the ingest.
 type Config struct {
-	Rate          float64       // events per second per webhook (per replica); <= 0: unlimited
-	Burst         int           // bucket size
-	ParseTimeout  time.Duration // Event.parse deadline
-	ReadTimeout   time.Duration // body read deadline
-	RetryInterval time.Duration // retry worker period
-	MaxAttempts   int           // tries of a kept body before it becomes an error event
-	MaxKept       int           // bodies kept per webhook; one past it is dropped (503); <= 0: 1000
+	Rate          float64          // events per second per webhook (per replica); <= 0: unlimited
+	Burst         int              // bucket size
+	ParseTimeout  time.Duration    // Event.parse deadline
+	ReadTimeout   time.Duration    // body read deadline
+	RetryInterval time.Duration    // retry worker period
+	MaxAttempts   int              // tries of a kept body before it becomes an error event
+	MaxKept       int              // bodies kept per webhook; one past it is dropped (503); <= 0: 1000
+	Now           func() time.Time // the rate limit's clock: time.Now when nil (tests stop it)
 }
 
 // Ingest serves the ingest URL and retries kept bodies.
@@ -123,7 +124,11 @@ func (in *Ingest) serve(w http.ResponseWriter, r *http.Request) error {
 	if wh.State != mon.Enabled {
 		return errs.New(errs.WebhookStateDisabled, "The webhook is disabled. (webhook_id = %s)", id)
 	}
-	if ok, wait := in.limit.allow(id, time.Now()); !ok {
+	now := time.Now
+	if in.cfg.Now != nil {
+		now = in.cfg.Now
+	}
+	if ok, wait := in.limit.allow(id, now()); !ok {
 		w.Header().Set("Retry-After", strconv.Itoa(int(wait/time.Second)+1))
 		return errs.New(errs.TooManyRequests, "Too many requests for this webhook; retry later.")
 	}
