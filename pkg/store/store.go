@@ -139,11 +139,8 @@ func indexName(keys bson.D) string {
 	return strings.Join(parts, "_")
 }
 
-// Owned is a document that belongs to a domain.
-type Owned interface{ Domain() string }
-
-// Get loads a document by _id. FerretDB pushes down only a filter on _id
-// alone, so tenancy is checked by the caller (see GetOwned).
+// Get loads a document by _id, with no tenancy check: records of a
+// tenant are read with GetFor or GetToChange (pkg/tenancy).
 func Get[T any](ctx context.Context, c *mongo.Collection, key, id string) (*T, error) {
 	var doc T
 	err := c.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&doc)
@@ -195,33 +192,6 @@ func ByIDs[T any](ctx context.Context, c *mongo.Collection, ids []string) (map[s
 		out[id.ID] = doc
 	}
 	return out, Wrap(cur.Err())
-}
-
-// GetOwned loads a document by _id and answers not found when it belongs
-// to another domain, so other tenants' records are never revealed.
-//
-// Deprecated: declare the resource's tenancy (query.Resource.Tenancy) and
-// use GetFor / GetToChange, which apply the whole rule (package tenancy);
-// kept until every service has moved.
-func GetOwned[T any, PT interface {
-	*T
-	Owned
-}](ctx context.Context, c *mongo.Collection, key, id, domainID string) (*T, error) {
-	return GetIf(ctx, c, key, id, func(doc *T) bool { return PT(doc).Domain() == domainID })
-}
-
-// GetIf loads a document by _id and answers not found, as for a missing
-// one, when ok refuses it (a record the caller may not see: another
-// tenant's, another workspace's), so such records are never revealed.
-func GetIf[T any](ctx context.Context, c *mongo.Collection, key, id string, ok func(doc *T) bool) (*T, error) {
-	doc, err := Get[T](ctx, c, key, id)
-	if err != nil {
-		return nil, err
-	}
-	if !ok(doc) {
-		return nil, errs.NotFound(key, id)
-	}
-	return doc, nil
 }
 
 // List runs a compiled plan: one find and one count, both on the same
@@ -382,9 +352,3 @@ func SetByID[T any](ctx context.Context, c *mongo.Collection, key, id string, se
 	}
 	return &out, nil
 }
-
-// TenantScope is the condition confining a list or stat to one domain.
-//
-// Deprecated: use SearchFor, stat.RunFor, analyze.RunFor or Scope, which
-// apply the whole tenancy rule; kept until every service has moved.
-func TenantScope(domainID string) bson.D { return bson.D{{Key: "domain_id", Value: domainID}} }

@@ -26,8 +26,6 @@ type thing struct {
 	Name     string `bson:"name"`
 }
 
-func (t thing) Domain() string { return t.DomainID }
-
 // wantCode asserts that err is an *errs.Error with code and status.
 func wantCode(t *testing.T, err error, status int, code string) {
 	t.Helper()
@@ -67,42 +65,6 @@ func TestGet(t *testing.T) {
 	wantCode(t, err, http.StatusNotFound, errs.NotFoundCode)
 	if e, _ := errs.As(err); e.Message != "Resource cannot be found or access is denied. (thing_id = missing)" {
 		t.Fatalf("message %q", e.Message)
-	}
-}
-
-func TestGetOwned(t *testing.T) {
-	c := things(t)
-	ctx := context.Background()
-	cases := []struct {
-		name   string
-		id     string
-		domain string
-		want   string // name of the thing, "" for not found
-	}{
-		{"own", "t1", "d1", "one"},
-		{"own, other domain", "t2", "d2", "two"},
-		{"another domain's", "t2", "d1", ""},
-		{"another domain's, reversed", "t1", "d2", ""},
-		{"missing", "t3", "d1", ""},
-		{"empty domain", "t1", "", ""},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := store.GetOwned[thing](ctx, c, "thing_id", tc.id, tc.domain)
-			if tc.want == "" {
-				wantCode(t, err, http.StatusNotFound, errs.NotFoundCode)
-				if got != nil {
-					t.Fatalf("returned %+v with the error", got)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got.ID != tc.id || got.Name != tc.want {
-				t.Fatalf("got %+v", *got)
-			}
-		})
 	}
 }
 
@@ -298,16 +260,4 @@ func TestNestedObjectsReadBackAsMaps(t *testing.T) {
 	if want := `{"icon":{"size":[{"w":1}],"url":"x"}}`; string(out) != want {
 		t.Fatalf("tags went out as %s, want %s", out, want)
 	}
-}
-
-func TestGetIf(t *testing.T) {
-	c := things(t)
-	ctx := context.Background()
-	if got, err := store.GetIf(ctx, c, "thing_id", "t1", func(d *thing) bool { return d.Name == "one" }); err != nil || got.ID != "t1" {
-		t.Fatalf("accepted: %+v, %v", got, err)
-	}
-	_, err := store.GetIf(ctx, c, "thing_id", "t1", func(*thing) bool { return false })
-	wantCode(t, err, http.StatusNotFound, errs.NotFoundCode)
-	_, err = store.GetIf(ctx, c, "thing_id", "zz", func(*thing) bool { t.Fatal("ok called without a document"); return true })
-	wantCode(t, err, http.StatusNotFound, errs.NotFoundCode)
 }

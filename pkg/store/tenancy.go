@@ -19,8 +19,7 @@ import (
 // It reads by _id alone (the filter FerretDB serves from its index) and
 // checks the tenancy in Go.
 func GetFor[T any](ctx context.Context, c *mongo.Collection, r query.Resource, p *auth.Principal, key, id string) (*T, error) {
-	doc, _, err := loadFor[T](ctx, c, r, p, key, id, false)
-	return doc, err
+	return loadFor[T](ctx, c, r, p, key, id, false)
 }
 
 // GetToChange loads the record id of resource r that p may change:
@@ -28,21 +27,20 @@ func GetFor[T any](ctx context.Context, c *mongo.Collection, r query.Resource, p
 // answers 404; one of the whole domain (or workspace) that only a wider
 // caller may change answers 403.
 func GetToChange[T any](ctx context.Context, c *mongo.Collection, r query.Resource, p *auth.Principal, key, id string) (*T, error) {
-	doc, _, err := loadFor[T](ctx, c, r, p, key, id, true)
-	return doc, err
+	return loadFor[T](ctx, c, r, p, key, id, true)
 }
 
-func loadFor[T any](ctx context.Context, c *mongo.Collection, r query.Resource, p *auth.Principal, key, id string, change bool) (*T, tenancy.Record, error) {
+func loadFor[T any](ctx context.Context, c *mongo.Collection, r query.Resource, p *auth.Principal, key, id string, change bool) (*T, error) {
 	rule, err := tenancy.For(p, r.Tenancy)
 	if err != nil {
-		return nil, tenancy.Record{}, err
+		return nil, err
 	}
 	raw, err := c.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Raw()
 	if errors.Is(err, mongo.ErrNoDocuments) {
-		return nil, tenancy.Record{}, errs.NotFound(key, id)
+		return nil, errs.NotFound(key, id)
 	}
 	if err != nil {
-		return nil, tenancy.Record{}, Wrap(err)
+		return nil, Wrap(err)
 	}
 	rec := r.Tenancy.Of(raw)
 	if change {
@@ -51,13 +49,13 @@ func loadFor[T any](ctx context.Context, c *mongo.Collection, r query.Resource, 
 		err = errs.NotFound(key, id)
 	}
 	if err != nil {
-		return nil, rec, err
+		return nil, err
 	}
 	var doc T
 	if err := bson.Unmarshal(raw, &doc); err != nil {
-		return nil, rec, err
+		return nil, err
 	}
-	return &doc, rec, nil
+	return &doc, nil
 }
 
 // SearchFor is Search inside what p reaches of resource r.

@@ -58,9 +58,6 @@ type Dashboard struct {
 	only []string // get's `only`: the fields to send, nil for all
 }
 
-// Domain implements store.Owned.
-func (d *Dashboard) Domain() string { return d.DomainID }
-
 // MarshalJSON writes every field, or only those asked for by get's only.
 func (d Dashboard) MarshalJSON() ([]byte, error) {
 	type plain Dashboard
