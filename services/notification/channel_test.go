@@ -238,8 +238,12 @@ func TestProjectChannelVerbs(t *testing.T) {
 		t.Fatalf("list %+v", l)
 	}
 	e.ownerA1.Call(pcBase+"stat", M{"query": M{"aggregate": []any{M{"count": M{"name": "n"}}}}}).OK(nil)
+	// The protocol stays while a channel uses it (upstream).
+	e.adminA.Call(base+"delete", M{"protocol_id": plain}).Fails(400, errs.ExistResource)
+	e.adminA.Call(base+"get", M{"protocol_id": plain}).OK(nil)
 	e.ownerA1.Call(pcBase+"delete", id).OK(nil)
 	e.ownerA1.Call(pcBase+"get", id).Fails(http.StatusNotFound, errs.NotFoundCode)
+	e.adminA.Call(base+"delete", M{"protocol_id": plain}).OK(nil)
 	if n := e.count(t, pcColl); n != 0 {
 		t.Fatalf("%d channels after delete", n)
 	}

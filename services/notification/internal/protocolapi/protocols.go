@@ -369,6 +369,17 @@ func (ps *Protocols) delete(ctx context.Context, p *auth.Principal, r *protocolR
 	if err := external(doc); err != nil {
 		return nil, err
 	}
+	// As upstream: a protocol a channel uses stays (its channels would
+	// dispatch to nothing).
+	for _, coll := range []string{noti.ProjectChannelsCollection, noti.UserChannelsCollection} {
+		n, err := ps.c.Database().Collection(coll).CountDocuments(ctx, bson.D{{Key: "domain_id", Value: doc.DomainID}, {Key: "protocol_id", Value: doc.ID}})
+		if err != nil {
+			return nil, store.Wrap(err)
+		}
+		if n > 0 {
+			return nil, errs.New(errs.ExistResource, "The protocol is used by %d channel(s); delete them first. (protocol_id = %s)", n, doc.ID)
+		}
+	}
 	res, err := ps.c.DeleteOne(ctx, bson.D{{Key: "_id", Value: doc.ID}})
 	if err != nil {
 		return nil, store.Wrap(err)
