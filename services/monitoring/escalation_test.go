@@ -233,3 +233,16 @@ func TestEscalationAcrossReplicasAndRestarts(t *testing.T) {
 		seen[r.ID] = true
 	}
 }
+
+// TestEscalationStartsAtCreation: a new alert's first step is asked for
+// at once, not at the next tick (upstream runs it at creation).
+func TestEscalationStartsAtCreation(t *testing.T) {
+	c := setupWith(t, options{settings: func(cfg *monitoring.Config) { cfg.EscalationTick = time.Hour }})
+	c.parses(alert("k-1", "ALERT"))
+	w := c.webhook(t, c.memberA1, "Grafana")
+	id := c.ingest(t, w, `{"n": 1}`).Results[0].AlertID
+	got := c.waitRequests(t, id, 1)
+	if got[0].Level != "ALL" || got[0].Message.Title != "[Alerting] CPU high" {
+		t.Fatalf("first step %+v", got[0])
+	}
+}

@@ -110,7 +110,7 @@ func setupWith(t *testing.T, o options) *callers {
 	cfg.CounterFlush = 20 * time.Millisecond
 	cfg.Keys = testKeys
 	cfg.Clock = clock.Now
-	cfg.EscalationTick = time.Hour // escalation tests tick faster
+	cfg.EscalationTick = 0 // off: escalation tests turn it on
 	if o.settings != nil {
 		o.settings(&cfg)
 	}

@@ -68,7 +68,7 @@ type Config struct {
 	// Clock is the time of alerts and escalation (tests); nil: wire.Now.
 	Clock func() time.Time
 	// EscalationTick is how often open alerts are walked through their
-	// policies (upstream's scheduler: 60 s).
+	// policies (upstream's scheduler: 60 s); 0 turns the escalation off.
 	EscalationTick time.Duration
 	// SweepEvery is how often events stored but never applied to alerts
 	// (their request died) are looked for; SweepAge how old they must be.
@@ -206,10 +206,14 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 		return nil, err
 	}
 	workers = append(workers, func(ctx context.Context) error { return evs.RunSweep(ctx, cfg.SweepEvery, cfg.SweepAge) })
-	if outbox != nil {
+	switch {
+	case cfg.EscalationTick <= 0:
+		log.Warn("escalation_tick is 0: alerts are not escalated")
+	case outbox != nil:
 		esc := escalation.New(d.DB, alerts, configs, escalationPolicies(policies), outbox, cfg.EscalationTick, cfg.Clock, log)
+		alerts.OnCreate(esc.Kick)
 		workers = append(workers, esc.Run)
-	} else {
+	default:
 		log.Warn("monitoring runs without an event bus: alerts are not escalated (no notification can be asked for)")
 	}
 	in, err := ingest.New(ctx, d.DB, evs, counters, plugins, ingest.Config{Rate: cfg.IngestRate, Burst: cfg.IngestBurst,

@@ -139,7 +139,13 @@ type Alerts struct {
 	now      func() time.Time
 	// numbering and changing queue each replica's callers (stripes).
 	numbering, changing stripes
+	// created is told of every alert this replica stores (the
+	// escalation's first step); nil: nobody.
+	created func(alertID string)
 }
+
+// OnCreate sets who is told of each alert stored.
+func (as *Alerts) OnCreate(fn func(alertID string)) { as.created = fn }
 
 // New creates the collection's indexes. policy may be nil (no policy).
 func New(ctx context.Context, db *mongo.Database, projects mon.Projects, policy PolicyOf, cfg Config, log *slog.Logger) (*Alerts, error) {

@@ -108,6 +108,9 @@ func (as *Alerts) number(ctx context.Context, a *Alert) (out *Alert, created boo
 		out, created = a, true
 		return as.writeCounter(ctx, counter{ID: c.ID, Next: n + 1})
 	})
+	if created && err == nil && as.created != nil {
+		as.created(out.AlertID)
+	}
 	return out, created, err
 }
 

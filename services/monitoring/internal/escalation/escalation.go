@@ -76,6 +76,7 @@ type Worker struct {
 	now      func() time.Time
 	tick     time.Duration
 	log      *slog.Logger
+	kicks    chan string
 }
 
 // New builds the worker; now may be nil (wire.Now).
@@ -85,7 +86,17 @@ func New(db *mongo.Database, alerts *alertapi.Alerts, configs *alertconfigapi.Co
 		now = wire.Now
 	}
 	return &Worker{alerts: alerts, coll: db.Collection(mon.AlertsCollection), claims: db.Collection(mon.ClaimsCollection), configs: configs,
-		policies: policies, notify: notify, now: now, tick: tick, log: log}
+		policies: policies, notify: notify, now: now, tick: tick, log: log, kicks: make(chan string, 1024)}
+}
+
+// Kick asks for an alert's first step now rather than at the next tick
+// (upstream runs it at creation). A full queue drops the kick: the tick
+// takes the alert anyway.
+func (w *Worker) Kick(alertID string) {
+	select {
+	case w.kicks <- alertID:
+	default:
+	}
 }
 
 // Run ticks until ctx is done.
@@ -96,6 +107,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case id := <-w.kicks:
+			if err := w.Step(ctx, id); err != nil && ctx.Err() == nil && !isNotFound(err) {
+				w.log.Warn("escalation of a new alert failed; the next tick goes on", "alert_id", id, "error", err.Error())
+			}
+			continue
 		case <-t.C:
 		}
 		if err := w.Tick(ctx); err != nil && ctx.Err() == nil {
