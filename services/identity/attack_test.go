@@ -100,17 +100,36 @@ func TestLoginBurstJudgesAtMostTheLimit(t *testing.T) {
 	h.issueFrom(h.from("198.51.100.20"), "bea", userPassword).OK(nil)
 }
 
-// TestLoginRightPasswordInsideBurst: a right password sent among wrong
-// ones past the limit does not log in.
+// TestLoginRightPasswordInsideBurst: a right password sent inside a burst
+// of wrong ones is judged only if it claimed one of the limit's attempts:
+// from a fresh start, 19 wrong passwords and the right one at once are
+// judged at most the limit, plus one limit more after the right one
+// logged in (a login frees its source's own attempts), the rest refused
+// unjudged. Sent once the limit is spent, the right password among wrong
+// ones logs in nowhere. (Judged then recorded, as before issue 21, every
+// one of the 20 was compared, and the right one logged in.)
 func TestLoginRightPasswordInsideBurst(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
+	h.seedUser(h.domain, "cal")
+	got := burst(20, func(i int) *testkit.Response {
+		pw := "Wrong-Passw0rd"
+		if i == 10 {
+			pw = userPassword
+		}
+		return h.issueFrom(h.from("203.0.113.18"), "cal", pw)
+	})
+	if got[errs.AuthenticationFailure] > 6 || got[errs.AuthenticationFailure]+got[""]+got[errs.LoginBlocked] != 20 {
+		t.Fatalf("a burst with the right password inside answered %v: at most 6 %s (the limit, once more after a login), the rest %s",
+			got, errs.AuthenticationFailure, errs.LoginBlocked)
+	}
+
 	h.seedUser(h.domain, "cid")
 	attacker := h.from("203.0.113.8")
 	for range 3 {
 		h.issueFrom(attacker, "cid", "Wrong-Passw0rd").Fails(http.StatusUnauthorized, errs.AuthenticationFailure)
 	}
-	got := burst(20, func(i int) *testkit.Response {
+	got = burst(20, func(i int) *testkit.Response {
 		pw := "Wrong-Passw0rd"
 		if i%5 == 4 {
 			pw = userPassword
