@@ -68,13 +68,14 @@ func NewEngine(rules []model.Rule, dir Directory, workspaceID string) *Engine {
 // matched, in order.
 func (e *Engine) Apply(row map[string]any) []string {
 	var matched []string
+	ownInfo := false // row's additional_info is a copy of this Apply's
 	for i := range e.rules {
 		r := &e.rules[i]
 		if !Matches(r.ConditionsPolicy, r.Conditions, row) {
 			continue
 		}
 		matched = append(matched, r.DataSourceRuleID)
-		e.act(r.Actions, row)
+		e.act(r.Actions, row, &ownInfo)
 		if r.Options.StopProcessing {
 			break
 		}
@@ -127,6 +128,10 @@ func holds(c model.Condition, row map[string]any) bool {
 // as a query reads them (pkg/freeform Flat), so a condition on
 // tags.kubernetes.io/cluster/prod finds that tag.
 func Lookup(row map[string]any, path string) (any, bool) {
+	if !strings.Contains(path, ".") { // a top-level field: most conditions
+		v := row[path]
+		return v, v != nil
+	}
 	for _, field := range []string{"tags", "additional_info"} {
 		if key, ok := strings.CutPrefix(path, field+"."); ok {
 			if m, _ := row[field].(map[string]any); m != nil && m[key] != nil {
@@ -160,7 +165,11 @@ func text(v any) string {
 	return fmt.Sprint(v)
 }
 
-func (e *Engine) act(a model.Actions, row map[string]any) {
+// act applies one rule's actions to row. additional_info is copied
+// before its first change in an Apply (the caller's map stays as it
+// was), and changed in place after: a row many rules add to is copied
+// once, not once per rule.
+func (e *Engine) act(a model.Actions, row map[string]any, ownInfo *bool) {
 	if a.ChangeProject != "" {
 		row["project_id"] = a.ChangeProject
 		if p, ok := e.project("project_id", a.ChangeProject, true); ok {
@@ -189,10 +198,12 @@ func (e *Engine) act(a model.Actions, row map[string]any) {
 	}
 	if len(a.AddAdditionalInfo) > 0 {
 		info, _ := row["additional_info"].(map[string]any)
-		if info == nil {
-			info = map[string]any{}
-		} else {
+		if !*ownInfo {
 			info = maps.Clone(info)
+			if info == nil {
+				info = make(map[string]any, len(a.AddAdditionalInfo))
+			}
+			*ownInfo = true
 		}
 		maps.Copy(info, a.AddAdditionalInfo)
 		row["additional_info"] = info
