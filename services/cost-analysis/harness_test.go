@@ -187,6 +187,7 @@ type options struct {
 	noWorkers  bool // the bus without workers (tasks wait in the queue)
 	jobTimeout time.Duration
 	workers    func(*worker.Config)
+	jobs       func(*job.Config)
 }
 
 func setup(t *testing.T) *env { t.Helper(); return setupWith(t, options{}) }
@@ -250,6 +251,9 @@ func setupWith(t *testing.T, o options) *env {
 	cfg.Workers = worker.Config{Concurrency: 2, AckWait: 3 * time.Second, MaxDeliver: 3, Backoff: 100 * time.Millisecond, Poll: 50 * time.Millisecond}
 	if o.workers != nil {
 		o.workers(&cfg.Workers)
+	}
+	if o.jobs != nil {
+		o.jobs(&cfg.Jobs)
 	}
 	cfg.NoWorkers = o.noWorkers
 	e.deps, e.cfg = deps, cfg
@@ -423,10 +427,11 @@ func customRule(dsID, name string) M {
 		"actions":    M{"add_additional_info": M{"rule": name}}}
 }
 
-// waitJob polls the job until cond holds (or fails the test after 20 s).
+// waitJob polls the job until cond holds (or fails the test after
+// waitBound).
 func (e *env) waitJob(t *testing.T, c *testkit.Client, id string, cond func(Job) bool) Job {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(waitBound)
 	var j Job
 	for {
 		c.Call(jobBase+"get", M{"job_id": id}).OK(&j)
@@ -439,5 +444,16 @@ func (e *env) waitJob(t *testing.T, c *testkit.Client, id string, cond func(Job)
 		time.Sleep(30 * time.Millisecond)
 	}
 }
+
+// waitBound bounds a test's wait for a condition: far above what it
+// takes on an idle machine (a second or two), so that a loaded one
+// (-race, other tests) does not fail a test that would have got there.
+const waitBound = 60 * time.Second
+
+// heldTasks is for tests that hold a task's stream open on purpose: no
+// redelivery after a short ack wait while the machine is too loaded for
+// the worker's heartbeat to run, which would hand the held task to a
+// second attempt and the plugin's next scripted reply to it.
+func heldTasks(c *worker.Config) { c.AckWait = 5 * time.Minute }
 
 func finished(j Job) bool { return j.Status != "IN_PROGRESS" }

@@ -46,7 +46,7 @@ func (c *testClock) settle(t *testing.T) {
 	for i, n := range c.ticks {
 		from[i] = n.Load()
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(waitBound)
 	for i, n := range c.ticks {
 		for n.Load() < from[i]+3 { // tick from+1 started, so tick from+2 finished
 			if time.Now().After(deadline) {
@@ -75,7 +75,7 @@ func (e *env) jobsOf(t *testing.T, dsID string) []Job {
 // calling sync; a DISABLED schedule, a disabled data source, another hour
 // and a data source with a job still running do not get a job.
 func TestScheduledSync(t *testing.T) {
-	e := setupWith(t, options{bus: true})
+	e := setupWith(t, options{bus: true, workers: heldTasks})
 	// The harness's replica schedules on the wall clock: these two on the test's.
 	e.stopWorkers()
 	clock := &testClock{now: time.Date(2026, 5, 1, 5, 10, 0, 0, time.UTC)}
@@ -107,7 +107,7 @@ func TestScheduledSync(t *testing.T) {
 
 	// 05:10: on syncs and stores its costs.
 	var first Job
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(waitBound)
 	for {
 		if js := e.jobsOf(t, on.DataSourceID); len(js) > 0 && js[0].Status != "IN_PROGRESS" {
 			first = js[0]

@@ -35,7 +35,7 @@ func twoTasks(jobChanged []any, taskChanged M) fakeplugin.Reply {
 // never both and never neither. cost/analyze totals are checked at every
 // step.
 func TestChangedWindowSwap(t *testing.T) {
-	e := setupWith(t, options{bus: true})
+	e := setupWith(t, options{bus: true, workers: heldTasks})
 	ds := e.register(t, e.adminA, domainSource("aws"))
 	monthly := M{"data_source_id": ds.DataSourceID, "query": M{"granularity": "MONTHLY", "fields": M{"total": M{"key": "cost", "operator": "sum"}, "n": M{"operator": "count"}}}}
 	totals := func() string {
@@ -50,7 +50,7 @@ func TestChangedWindowSwap(t *testing.T) {
 	}
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
+		deadline := time.Now().Add(waitBound)
 		for !cond() {
 			if time.Now().After(deadline) {
 				t.Fatalf("%s: not reached", what)

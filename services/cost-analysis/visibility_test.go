@@ -16,7 +16,7 @@ import (
 // finished task's included: cost list, get, stat and analyze leave them
 // out until the job succeeds, then show all of them.
 func TestUnfinishedJobCostsHidden(t *testing.T) {
-	e := setupWith(t, options{bus: true})
+	e := setupWith(t, options{bus: true, workers: heldTasks})
 	ds := e.register(t, e.adminA, domainSource("aws"))
 	// Two tasks: one streams three rows and ends; the other streams two
 	// rows and holds its stream open. When its worker goes away, the
@@ -29,7 +29,7 @@ func TestUnfinishedJobCostsHidden(t *testing.T) {
 
 	// Wait until one task is done and the other has stored its chunk.
 	var held JobTask
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(waitBound)
 	for {
 		running := e.jobTasks(t, e.adminA, M{"job_id": j.JobID, "status": "IN_PROGRESS"})
 		done := e.jobTasks(t, e.adminA, M{"job_id": j.JobID, "status": "SUCCESS"})

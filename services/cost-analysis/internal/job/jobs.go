@@ -82,6 +82,17 @@ type Config struct {
 	Timeout time.Duration
 	// SweepEvery is how often running jobs are checked for the timeout.
 	SweepEvery time.Duration
+	// Hook, for tests only (nil otherwise), is called where a test forces
+	// an interleaving: "settle" as Settle is about to take a job's lease,
+	// "settle:final" once it holds it and found the job done, before its
+	// write, and "cancel" as a cancel is about to take it.
+	Hook func(point, jobID string)
+}
+
+func (c Config) hook(point, jobID string) {
+	if c.Hook != nil {
+		c.Hook(point, jobID)
+	}
 }
 
 // DefaultConfig: upstream's 600 s.
@@ -185,6 +196,7 @@ func (js *Jobs) cancel(ctx context.Context, p *auth.Principal, r *jobRequest) (*
 		return nil, err
 	}
 	var out *Job
+	js.cfg.hook("cancel", j.JobID)
 	err = js.change(ctx, j.JobID, func(j *Job) (bson.D, error) {
 		if j.Status != model.InProgress {
 			return nil, errs.New(errs.JobState, "Only running jobs can be canceled. (job_id = %s, status = %s)", j.JobID, j.Status)
@@ -341,6 +353,7 @@ func (js *Jobs) Settle(ctx context.Context, jobID string) error {
 	succeeded := false
 	var keys [3][]string
 	var after *Job
+	js.cfg.hook("settle", jobID)
 	err := js.change(ctx, jobID, func(j *Job) (bson.D, error) {
 		tasks, err := js.TasksOf(ctx, j)
 		if err != nil {
@@ -367,6 +380,7 @@ func (js *Jobs) Settle(ctx context.Context, jobID string) error {
 			j.UpdatedAt = now
 			return append(set, bson.E{Key: "updated_at", Value: now}), nil
 		}
+		js.cfg.hook("settle:final", j.JobID)
 		if failed > 0 && j.SecretType != model.UseServiceAccountSecret {
 			return append(set, finish(j, model.Failure, JobTaskFailed, "A task of the job failed.")...), nil
 		}

@@ -1,0 +1,147 @@
+package costanalysis_test
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/testkit"
+	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/job"
+)
+
+// interleave stops Settle at a point (job.Config.Hook) the first time it
+// gets there, until released, and tells when a cancel is about to take
+// the job's lease. Later calls pass (a redelivered task settles again).
+type interleave struct {
+	at               string
+	once             sync.Once
+	reached, release chan struct{}
+	cancelling       chan struct{}
+	cancelOnce       sync.Once
+}
+
+func newInterleave(at string) *interleave {
+	return &interleave{at: at, reached: make(chan struct{}), release: make(chan struct{}), cancelling: make(chan struct{})}
+}
+
+func (h *interleave) hook(point, _ string) {
+	switch point {
+	case h.at:
+		h.once.Do(func() {
+			close(h.reached)
+			<-h.release
+		})
+	case "cancel":
+		h.cancelOnce.Do(func() { close(h.cancelling) })
+	}
+}
+
+func wait(t *testing.T, what string, c <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-c:
+	case <-time.After(waitBound):
+		t.Fatalf("%s: not reached", what)
+	}
+}
+
+// A job's final Settle racing a cancel ends either SUCCESS with its rows
+// shown (the cancel, serialised behind it by the job's lease, is refused)
+// or CANCELED with none of its rows left: never SUCCESS written over
+// CANCELED, never a CANCELED job's rows. Each order is forced with the
+// job's test hook; cost/analyze is checked at every step.
+func TestSettleRacingCancel(t *testing.T) {
+	monthly := M{"query": M{"granularity": "MONTHLY", "fields": M{"total": M{"key": "cost", "operator": "sum"}, "n": M{"operator": "count"}}}}
+	const none, all = "[]", "[map[date:2024-06 n:3 total:4.5]]"
+	start := func(t *testing.T, h *interleave) (*env, Job) {
+		e := setupWith(t, options{bus: true, jobs: func(c *job.Config) { c.Hook = h.hook },
+			// No redelivery while the test holds the task's Settle.
+			workers: heldTasks})
+		ds := e.register(t, e.adminA, domainSource("aws"))
+		e.plugin.Script(getTasksMethod, tasksReply(1))
+		e.plugin.Script(getDataMethod, fakeplugin.Reply{Stream: []M{rows(3, "2024-06", "x")}})
+		return e, e.sync(t, e.adminA, ds.DataSourceID, "")
+	}
+	check := func(t *testing.T, e *env, step, want string) {
+		t.Helper()
+		if got := fmt.Sprint(e.adminA.Call(costBase+"analyze", monthly).OK(nil).JSON()["results"]); got != want {
+			t.Fatalf("%s: cost/analyze %s, want %s", step, got, want)
+		}
+	}
+	stored := func(t *testing.T, e *env, jobID string) int64 {
+		return e.count(t, costs, bson.E{Key: "job_id", Value: jobID})
+	}
+
+	t.Run("cancel first", func(t *testing.T) {
+		// The task has stored its rows and is about to settle the job
+		// when the cancel lands: Settle then finds the job CANCELED.
+		h := newInterleave("settle")
+		e, j := start(t, h)
+		wait(t, "the task's Settle", h.reached)
+		if n := stored(t, e, j.JobID); n != 3 {
+			t.Fatalf("%d rows stored before the settle, want 3", n)
+		}
+		check(t, e, "before the settle", none)
+		var c Job
+		e.adminA.Call(jobBase+"cancel", M{"job_id": j.JobID}).OK(&c)
+		if c.Status != "CANCELED" {
+			t.Fatalf("cancel answered %+v", c)
+		}
+		check(t, e, "cancelled", none)
+		close(h.release)
+		final := e.waitJob(t, e.adminA, j.JobID, func(j Job) bool { return j.RemainedTasks == 0 })
+		if final.Status != "CANCELED" {
+			t.Fatalf("the settle wrote %s over CANCELED: %+v", final.Status, final)
+		}
+		check(t, e, "settled", none)
+		waitUntil(t, "the cancelled job's rows deleted", func() bool { return stored(t, e, j.JobID) == 0 })
+		check(t, e, "tidied", none)
+	})
+
+	t.Run("settle first", func(t *testing.T) {
+		// Settle holds the job's lease and has found the job done when
+		// the cancel comes: the cancel waits for the lease, and then
+		// finds the job SUCCESS.
+		h := newInterleave("settle:final")
+		e, j := start(t, h)
+		wait(t, "the final Settle", h.reached)
+		check(t, e, "while settling", none)
+		answer := make(chan *testkit.Response, 1)
+		go func() { answer <- e.adminA.Call(jobBase+"cancel", M{"job_id": j.JobID}) }()
+		wait(t, "the cancel", h.cancelling)
+		close(h.release)
+		var r *testkit.Response
+		select {
+		case r = <-answer:
+		case <-time.After(60 * time.Second):
+			t.Fatal("the cancel did not answer")
+		}
+		r.Fails(http.StatusConflict, errs.JobState)
+		final := e.waitJob(t, e.adminA, j.JobID, finished)
+		if final.Status != "SUCCESS" || final.RemainedTasks != 0 {
+			t.Fatalf("job %+v", final)
+		}
+		check(t, e, "succeeded", all)
+		if n := stored(t, e, j.JobID); n != 3 {
+			t.Fatalf("%d rows of the succeeded job, want 3", n)
+		}
+	})
+}
+
+// waitUntil polls cond until it holds (or fails the test after waitBound).
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitBound)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not reached", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
