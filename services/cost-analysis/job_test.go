@@ -214,7 +214,7 @@ func TestSyncStoresCosts(t *testing.T) {
 }
 
 func TestSyncDuplicateAndCancel(t *testing.T) {
-	e := setupWith(t, options{bus: true})
+	e := setupWith(t, options{bus: true, workers: heldTasks})
 	ds := e.register(t, e.adminA, domainSource("aws"))
 	// Two tasks: the first call streams and ends, the second streams one
 	// chunk and then hangs.
@@ -344,13 +344,13 @@ func TestTaskFailures(t *testing.T) {
 // A worker that stops in the middle of a task (its process killed): the
 // task runs again elsewhere and no cost row is stored twice.
 func TestTaskRunsAgainAfterWorkerStops(t *testing.T) {
-	e := setupWith(t, options{bus: true})
+	e := setupWith(t, options{bus: true, workers: heldTasks})
 	ds := e.register(t, e.adminA, domainSource("aws"))
 	e.plugin.Script(getTasksMethod, tasksReply(1))
 	e.plugin.Script(getDataMethod, fakeplugin.Reply{Stream: []M{rows(3, "2024-05", "1"), rows(3, "2024-05", "2")}, Hang: true},
 		fakeplugin.Reply{Stream: []M{rows(3, "2024-05", "1"), rows(3, "2024-05", "2"), rows(3, "2024-05", "3")}})
 	j := e.sync(t, e.adminA, ds.DataSourceID, "")
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(waitBound)
 	for e.count(t, costs) != 6 {
 		if time.Now().After(deadline) {
 			t.Fatal("first attempt stored nothing")

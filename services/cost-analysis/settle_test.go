@@ -24,7 +24,13 @@ type interleave struct {
 	reached, release chan struct{}
 	cancelling       chan struct{}
 	cancelOnce       sync.Once
+	releaseOnce      sync.Once
 }
+
+// free lets the held Settle go (once): the test's step, and its cleanup,
+// so that a failed test does not leave a worker held that the stop of
+// the workers waits for.
+func (h *interleave) free() { h.releaseOnce.Do(func() { close(h.release) }) }
 
 func newInterleave(at string) *interleave {
 	return &interleave{at: at, reached: make(chan struct{}), release: make(chan struct{}), cancelling: make(chan struct{})}
@@ -63,6 +69,7 @@ func TestSettleRacingCancel(t *testing.T) {
 		e := setupWith(t, options{bus: true, jobs: func(c *job.Config) { c.Hook = h.hook },
 			// No redelivery while the test holds the task's Settle.
 			workers: heldTasks})
+		t.Cleanup(h.free) // runs before the workers' stop (cleanups run last first)
 		ds := e.register(t, e.adminA, domainSource("aws"))
 		e.plugin.Script(getTasksMethod, tasksReply(1))
 		e.plugin.Script(getDataMethod, fakeplugin.Reply{Stream: []M{rows(3, "2024-06", "x")}})
@@ -94,7 +101,7 @@ func TestSettleRacingCancel(t *testing.T) {
 			t.Fatalf("cancel answered %+v", c)
 		}
 		check(t, e, "cancelled", none)
-		close(h.release)
+		h.free()
 		final := e.waitJob(t, e.adminA, j.JobID, func(j Job) bool { return j.RemainedTasks == 0 })
 		if final.Status != "CANCELED" {
 			t.Fatalf("the settle wrote %s over CANCELED: %+v", final.Status, final)
@@ -115,7 +122,7 @@ func TestSettleRacingCancel(t *testing.T) {
 		answer := make(chan *testkit.Response, 1)
 		go func() { answer <- e.adminA.Call(jobBase+"cancel", M{"job_id": j.JobID}) }()
 		wait(t, "the cancel", h.cancelling)
-		close(h.release)
+		h.free()
 		var r *testkit.Response
 		select {
 		case r = <-answer:
