@@ -63,7 +63,6 @@ func wait(t *testing.T, what string, c <-chan struct{}) {
 // CANCELED, never a CANCELED job's rows. Each order is forced with the
 // job's test hook; cost/analyze is checked at every step.
 func TestSettleRacingCancel(t *testing.T) {
-	monthly := M{"query": M{"granularity": "MONTHLY", "fields": M{"total": M{"key": "cost", "operator": "sum"}, "n": M{"operator": "count"}}}}
 	const none, all = "[]", "[map[date:2024-06 n:3 total:4.5]]"
 	start := func(t *testing.T, h *interleave) (*env, Job) {
 		e := setupWith(t, options{bus: true, jobs: func(c *job.Config) { c.Hook = h.hook },
@@ -75,8 +74,11 @@ func TestSettleRacingCancel(t *testing.T) {
 		e.plugin.Script(getDataMethod, fakeplugin.Reply{Stream: []M{rows(3, "2024-06", "x")}})
 		return e, e.sync(t, e.adminA, ds.DataSourceID, "")
 	}
-	check := func(t *testing.T, e *env, step, want string) {
+	// cost/analyze of the job's data source.
+	check := func(t *testing.T, e *env, j Job, step, want string) {
 		t.Helper()
+		monthly := M{"data_source_id": j.DataSourceID, "query": M{"granularity": "MONTHLY",
+			"fields": M{"total": M{"key": "cost", "operator": "sum"}, "n": M{"operator": "count"}}}}
 		if got := fmt.Sprint(e.adminA.Call(costBase+"analyze", monthly).OK(nil).JSON()["results"]); got != want {
 			t.Fatalf("%s: cost/analyze %s, want %s", step, got, want)
 		}
@@ -94,21 +96,21 @@ func TestSettleRacingCancel(t *testing.T) {
 		if n := stored(t, e, j.JobID); n != 3 {
 			t.Fatalf("%d rows stored before the settle, want 3", n)
 		}
-		check(t, e, "before the settle", none)
+		check(t, e, j, "before the settle", none)
 		var c Job
 		e.adminA.Call(jobBase+"cancel", M{"job_id": j.JobID}).OK(&c)
 		if c.Status != "CANCELED" {
 			t.Fatalf("cancel answered %+v", c)
 		}
-		check(t, e, "cancelled", none)
+		check(t, e, j, "cancelled", none)
 		h.free()
 		final := e.waitJob(t, e.adminA, j.JobID, func(j Job) bool { return j.RemainedTasks == 0 })
 		if final.Status != "CANCELED" {
 			t.Fatalf("the settle wrote %s over CANCELED: %+v", final.Status, final)
 		}
-		check(t, e, "settled", none)
+		check(t, e, j, "settled", none)
 		waitUntil(t, "the cancelled job's rows deleted", func() bool { return stored(t, e, j.JobID) == 0 })
-		check(t, e, "tidied", none)
+		check(t, e, j, "tidied", none)
 	})
 
 	t.Run("settle first", func(t *testing.T) {
@@ -118,7 +120,7 @@ func TestSettleRacingCancel(t *testing.T) {
 		h := newInterleave("settle:final")
 		e, j := start(t, h)
 		wait(t, "the final Settle", h.reached)
-		check(t, e, "while settling", none)
+		check(t, e, j, "while settling", none)
 		answer := make(chan *testkit.Response, 1)
 		go func() { answer <- e.adminA.Call(jobBase+"cancel", M{"job_id": j.JobID}) }()
 		wait(t, "the cancel", h.cancelling)
@@ -134,7 +136,7 @@ func TestSettleRacingCancel(t *testing.T) {
 		if final.Status != "SUCCESS" || final.RemainedTasks != 0 {
 			t.Fatalf("job %+v", final)
 		}
-		check(t, e, "succeeded", all)
+		check(t, e, j, "succeeded", all)
 		if n := stored(t, e, j.JobID); n != 3 {
 			t.Fatalf("%d rows of the succeeded job, want 3", n)
 		}
