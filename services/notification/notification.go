@@ -28,6 +28,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/seal/sealcmd"
 	"github.com/nubes-io/nubes/services/notification/internal/dispatch"
 	"github.com/nubes-io/nubes/services/notification/internal/fanout"
+	"github.com/nubes-io/nubes/services/notification/internal/inbox"
 	"github.com/nubes-io/nubes/services/notification/internal/noti"
 	"github.com/nubes-io/nubes/services/notification/internal/notificationapi"
 	"github.com/nubes-io/nubes/services/notification/internal/projectchannel"
@@ -114,6 +115,7 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	routes = append(routes, projectChannels.Routes()...)
 	routes = append(routes, userChannels.Routes()...)
 	routes = append(routes, notificationapi.API{Fanout: fan, Bus: d.Events}.Routes()...)
+	routes = append(routes, inbox.New(d.DB).Routes()...)
 	return &app.Service{Name: Name, Routes: routes, Workers: workers}, nil
 }
 
