@@ -74,6 +74,16 @@ func (c *Condition) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// MarshalJSON writes the short form {k, v, o}, so a query can be sent on
+// to another service as it was received.
+func (c Condition) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		K string `json:"k"`
+		V any    `json:"v"`
+		O string `json:"o"`
+	}{c.Key, c.Value, c.Operator})
+}
+
 // decodeValue decodes JSON keeping integers exact.
 func decodeValue(b []byte) (any, error) {
 	d := json.NewDecoder(bytes.NewReader(b))

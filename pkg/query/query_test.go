@@ -246,3 +246,28 @@ func TestWithout(t *testing.T) {
 		t.Fatalf("nil in, %v out", got)
 	}
 }
+
+// TestConditionMarshal: a condition marshals to the short form and reads
+// back the same, so a query can be sent on to another service.
+func TestConditionMarshal(t *testing.T) {
+	for _, in := range []string{
+		`{"k":"state","v":"ENABLED","o":"eq"}`,
+		`{"k":"tags.env","v":["a",null,3],"o":"in"}`,
+		`{"k":"x","v":null,"o":"eq"}`,
+		`{"k":"items","v":{"name":"cpu"},"o":"match"}`,
+	} {
+		var c Condition
+		if err := json.Unmarshal([]byte(in), &c); err != nil {
+			t.Fatal(err)
+		}
+		out, err := json.Marshal(c)
+		if err != nil || string(out) != in {
+			t.Fatalf("%s marshals to %s (%v)", in, out, err)
+		}
+	}
+	b, _ := json.Marshal(Query{Filter: []Condition{{Key: "a", Value: int64(1), Operator: "gt"}}})
+	var q Query
+	if err := json.Unmarshal(b, &q); err != nil || len(q.Filter) != 1 || q.Filter[0].Key != "a" || q.Filter[0].Value != int64(1) {
+		t.Fatalf("a marshalled query reads back as %+v (%v): %s", q, err, b)
+	}
+}

@@ -359,7 +359,7 @@ func TestProfileWorkspaces(t *testing.T) {
 		l.Results[0]["role_id"] != "managed-workspace-member" || l.Results[0]["role_name"] != "Workspace Member" {
 		t.Fatalf("member's workspaces = %v", l)
 	}
-	want := []string{"created_at", "created_by", "domain_id", "is_managed", "last_synced_at", "name", "reference_id", "role_id",
+	want := []string{"created_at", "created_by", "domain_id", "is_dormant", "is_managed", "last_synced_at", "name", "reference_id", "role_id",
 		"role_name", "role_type", "state", "tags", "workspace_id"}
 	if got := fieldNames(l.Results[0]); !slices.Equal(got, want) {
 		t.Fatalf("MyWorkspaceInfo keys = %v", got)

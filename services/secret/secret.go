@@ -25,7 +25,8 @@ import (
 const Name = "secret"
 
 // New returns the constructor of the service sealing with keys. Schemas
-// are read from the "repository" service of d.Services.
+// are read from the "repository" service of d.Services, trusted secrets'
+// metadata from the "identity" service.
 func New(keys *seal.Keyring) app.Constructor {
 	return func(ctx context.Context, d app.Deps) (*app.Service, error) {
 		if keys == nil {
@@ -35,7 +36,7 @@ func New(keys *seal.Keyring) app.Constructor {
 		if log == nil {
 			log = slog.Default()
 		}
-		routes, err := secretapi.Routes(ctx, d.DB, keys, d.Services.Client("repository"), log)
+		routes, err := secretapi.Routes(ctx, d.DB, keys, d.Services.Client("repository"), d.Services.Client("identity"), log)
 		if err != nil {
 			return nil, err
 		}

@@ -206,9 +206,13 @@ type Workspace struct {
 	Name        string        `bson:"name" json:"name"`
 	State       string        `bson:"state" json:"state"`
 	Tags        freeform.Flat `bson:"tags" json:"tags"`
-	DomainID    string        `bson:"domain_id" json:"domain_id"`
-	CreatedBy   string        `bson:"created_by" json:"created_by"`
-	CreatedAt   wire.Time     `bson:"created_at" json:"created_at"`
+	// IsDormant is upstream's flag the console filters on (workspace/list
+	// is_dormant eq false). The spec gives no rule that makes a workspace
+	// dormant, so Nubes stores false (docs/decisions.md, issue 18).
+	IsDormant bool      `bson:"is_dormant" json:"is_dormant"`
+	DomainID  string    `bson:"domain_id" json:"domain_id"`
+	CreatedBy string    `bson:"created_by" json:"created_by"`
+	CreatedAt wire.Time `bson:"created_at" json:"created_at"`
 }
 
 // Project is a unit of resources inside a workspace.

@@ -52,6 +52,10 @@ type (
 		Force    bool   `json:"force" doc:"not for oneself: an admin uses /identity/v2/user/disable-mfa"`
 		DomainID string `json:"domain_id" v:"max=64" doc:"ignored: the domain is the caller's"`
 	}
+	myWorkspacesReq struct {
+		// The console's landing page sends it for a workspace group's tab.
+		WorkspaceGroupID string `json:"workspace_group_id" v:"max=64" doc:"upstream's workspace groups: Nubes has none, so no workspace is in one"`
+	}
 	myWorkspace struct {
 		WorkspaceID  string        `json:"workspace_id"`
 		Name         string        `json:"name"`
@@ -59,6 +63,7 @@ type (
 		RoleName     string        `json:"role_name"`
 		RoleType     string        `json:"role_type"`
 		Tags         freeform.Flat `json:"tags"`
+		IsDormant    bool          `json:"is_dormant"`
 		CreatedBy    string        `json:"created_by"`
 		ReferenceID  string        `json:"reference_id"`
 		IsManaged    bool          `json:"is_managed"`
@@ -81,7 +86,7 @@ func (s *Service) profileRoutes() []api.Route {
 		api.Op[disableMFA, userInfoV2]{Path: "/identity/v2/user-profile/disable-mfa", Access: anyRole, Summary: "Start turning MFA off: EMAIL mails a code to the MFA address; OTP waits for a code of the app.", Handle: asInfo(toV2, s.disableOwnMFA)},
 		api.Op[confirmCode, userInfoV2]{Path: "/identity/v2/user-profile/confirm-mfa", Access: anyRole, Summary: "Confirm the pending MFA change with the mailed code (OTP: a code of the app).", Handle: asInfo(toV2, s.self(true, s.confirmMFA))},
 		api.Op[api.Empty, userInfoV2]{Path: "/identity/v2/user-profile/get", Access: anyRole, Summary: "Get one's own user.", Handle: asInfo(toV2, s.getProfile)},
-		api.Op[api.Empty, api.List[myWorkspace]]{Path: "/identity/v2/user-profile/get-workspaces", Access: anyRole, Summary: "The enabled workspaces one may enter, with one's role there.", Handle: s.myWorkspaces},
+		api.Op[myWorkspacesReq, api.List[myWorkspace]]{Path: "/identity/v2/user-profile/get-workspaces", Access: anyRole, Summary: "The enabled workspaces one may enter, with one's role there.", Handle: s.myWorkspaces},
 	}
 }
 
@@ -170,10 +175,13 @@ func (s *Service) disableOwnMFA(ctx context.Context, p *auth.Principal, r *disab
 // myWorkspaces lists the enabled workspaces the caller may enter: every
 // one of the domain for a domain admin (as owner, which is what
 // token/grant gives it there), else those of its workspace bindings.
-func (s *Service) myWorkspaces(ctx context.Context, p *auth.Principal, _ *api.Empty) (*api.List[myWorkspace], error) {
+func (s *Service) myWorkspaces(ctx context.Context, p *auth.Principal, r *myWorkspacesReq) (*api.List[myWorkspace], error) {
 	d, err := s.selfDoc(ctx, p, false)
 	if err != nil {
 		return nil, err
+	}
+	if r.WorkspaceGroupID != "" { // no workspace is in a group
+		return &api.List[myWorkspace]{Results: []myWorkspace{}}, nil
 	}
 	u := &d.User
 	admin, err := s.binding(ctx, u.DomainID, u.UserID, "")
@@ -216,7 +224,7 @@ func (s *Service) myWorkspaces(ctx context.Context, p *auth.Principal, _ *api.Em
 			role = owner
 		}
 		out.Results = append(out.Results, myWorkspace{WorkspaceID: w.WorkspaceID, Name: w.Name, State: w.State, RoleName: role.Name,
-			RoleType: role.RoleType, Tags: wire.Object(w.Tags), CreatedBy: w.CreatedBy, DomainID: w.DomainID, RoleID: role.RoleID, CreatedAt: w.CreatedAt})
+			RoleType: role.RoleType, Tags: wire.Object(w.Tags), IsDormant: w.IsDormant, CreatedBy: w.CreatedBy, DomainID: w.DomainID, RoleID: role.RoleID, CreatedAt: w.CreatedAt})
 	}
 	return out, nil
 }

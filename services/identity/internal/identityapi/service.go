@@ -71,6 +71,12 @@ func New(ctx context.Context, db *mongo.Database, bus *events.Bus, log *slog.Log
 			return nil, err
 		}
 	}
+	// Workspaces stored before is_dormant existed get it (false), so the
+	// console's filter is_dormant eq false finds them; idempotent.
+	if _, err := s.workspaces.UpdateMany(ctx, bson.D{{Key: "is_dormant", Value: bson.D{{Key: "$exists", Value: false}}}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "is_dormant", Value: false}}}}); err != nil {
+		return nil, store.Wrap(err)
+	}
 	return s, nil
 }
 
@@ -79,7 +85,7 @@ func (s *Service) Routes() []api.Route {
 	var r []api.Route
 	for _, part := range [][]api.Route{
 		s.tokenRoutes(), s.domainRoutes(), s.workspaceRoutes(), s.projectRoutes(), s.roleRoutes(),
-		s.userRoutesV2(), s.profileRoutes(), s.userRoutesV1(), s.apiKeyRoutes(), s.trustedRoutes(), s.endpointRoutes(),
+		s.userRoutesV2(), s.profileRoutes(), s.userRoutesV1(), s.apiKeyRoutes(), s.trustedRoutes(), s.endpointRoutes(), s.consoleRoutes(),
 	} {
 		r = append(r, part...)
 	}

@@ -181,7 +181,7 @@ type Secrets struct {
 }
 
 // Routes creates the service's indexes and returns its operations.
-func Routes(ctx context.Context, db *mongo.Database, keys *seal.Keyring, repository *call.Client, log *slog.Logger) ([]api.Route, error) {
+func Routes(ctx context.Context, db *mongo.Database, keys *seal.Keyring, repository, identity *call.Client, log *slog.Logger) ([]api.Route, error) {
 	s := &Secrets{c: db.Collection(Collection), keys: keys, schemas: &Schemas{repo: repository}, log: log}
 	// Every list and stat is confined to one owner of one domain.
 	if err := store.EnsureIndexes(ctx, s.c,
@@ -192,7 +192,7 @@ func Routes(ctx context.Context, db *mongo.Database, keys *seal.Keyring, reposit
 		return nil, err
 	}
 	const p = "/secret/v1/user-secret/"
-	return []api.Route{
+	return append([]api.Route{
 		api.Op[createReq, UserSecret]{Path: p + "create", Access: users, Summary: "Create a secret of the caller's own; data is sealed at rest.", Handle: s.create},
 		api.Op[updateReq, UserSecret]{Path: p + "update", Access: users, Summary: "Change a secret's name or tags (data changes go through update_data).", Handle: s.update},
 		api.Op[secretReq, api.Empty]{Path: p + "delete", Access: users, Summary: "Delete a secret and its sealed data.", Handle: s.delete},
@@ -201,7 +201,7 @@ func Routes(ctx context.Context, db *mongo.Database, keys *seal.Keyring, reposit
 		api.Op[secretReq, UserSecret]{Path: p + "get", Access: users, Summary: "Get one of the caller's secrets (never its data).", Handle: s.get},
 		api.Op[listReq, api.List[UserSecret]]{Path: p + "list", Access: users, Summary: "List the caller's secrets.", Handle: s.list},
 		api.Op[statReq, map[string]any]{Path: p + "stat", Access: users, Summary: "Statistics over the caller's secrets.", Handle: s.stat},
-	}, nil
+	}, TrustedRoutes(identity)...), nil
 }
 
 func (s *Secrets) create(ctx context.Context, p *auth.Principal, r *createReq) (*UserSecret, error) {
