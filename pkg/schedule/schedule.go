@@ -1,7 +1,8 @@
 // Package schedule fires records at the hours of their schedule (UTC),
 // once per hour across any number of replicas. A record is due when its
 // schedule.state is ENABLED and schedule.hours holds the current UTC hour
-// (plus any filter of the caller's); the replica that inserts the lease
+// (plus any filter of the caller's), and its delete has not begun
+// (tenancy.MarkField); the replica that inserts the lease
 // <prefix><id>#<YYYY-MM-DDTHH> into the leases collection fires it. The
 // insert of a new _id is atomic on MongoDB and FerretDB alike, so exactly
 // one replica does, however many tick in the same hour. Leases of the
@@ -24,6 +25,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/lease"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/tenancy"
 )
 
 // Enabled is the schedule state of a record that fires.
@@ -124,7 +126,9 @@ func (s *Scheduler[T]) Fire(ctx context.Context) error { return s.FireAt(ctx, s.
 // not reached yet fire on a later tick of the same hour.
 func (s *Scheduler[T]) FireAt(ctx context.Context, now time.Time) error {
 	hour := now.UTC().Truncate(time.Hour)
-	filter := bson.D{{Key: "schedule.state", Value: Enabled}, {Key: "schedule.hours", Value: hour.Hour()}}
+	filter := bson.D{{Key: "schedule.state", Value: Enabled}, {Key: "schedule.hours", Value: hour.Hour()},
+		// A record whose delete has begun (store.Teardown) fires no more.
+		{Key: tenancy.MarkField, Value: bson.D{{Key: "$ne", Value: true}}}}
 	filter = append(filter, s.cfg.Filter...)
 	cur, err := s.cfg.Records.Find(ctx, filter)
 	if err != nil {

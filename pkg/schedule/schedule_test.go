@@ -29,6 +29,7 @@ type record struct {
 	ID       string `bson:"_id"`
 	Group    string `bson:"group"`
 	Schedule sched  `bson:"schedule"`
+	Deleting bool   `bson:"deleting,omitempty"` // its delete has begun (store.Teardown)
 }
 
 const kind = "test-schedule"
@@ -122,6 +123,7 @@ func TestFireOncePerHour(t *testing.T) {
 		record{ID: "at-5", Group: "g", Schedule: on(5)},
 		record{ID: "filtered-out", Group: "other", Schedule: on(3, 4)},
 		record{ID: "no-hours", Group: "g", Schedule: on()},
+		record{ID: "being-deleted", Group: "g", Schedule: on(3, 4), Deleting: true},
 	)
 	clock := time.Date(2026, 5, 1, 3, 10, 0, 0, time.UTC)
 	filter := bson.D{{Key: "group", Value: "g"}}
@@ -140,7 +142,7 @@ func TestFireOncePerHour(t *testing.T) {
 	for _, st := range steps {
 		clock = st.at
 		race(t, a, b)
-		for _, id := range []string{"at-3-and-4", "at-3", "disabled", "at-5", "filtered-out", "no-hours"} {
+		for _, id := range []string{"at-3-and-4", "at-3", "disabled", "at-5", "filtered-out", "no-hours", "being-deleted"} {
 			if got := f.count(id); got != st.want[id] {
 				t.Fatalf("%s: %s fired %d times, want %d", st.name, id, got, st.want[id])
 			}

@@ -19,7 +19,8 @@ import (
 // It reads by _id alone (the filter FerretDB serves from its index) and
 // checks the tenancy in Go.
 func GetFor[T any](ctx context.Context, c *mongo.Collection, r query.Resource, p *auth.Principal, key, id string) (*T, error) {
-	return loadFor[T](ctx, c, r, p, key, id, false)
+	doc, _, err := loadFor[T](ctx, c, r, p, key, id, see)
+	return doc, err
 }
 
 // GetToChange loads the record id of resource r that p may change:
@@ -27,35 +28,48 @@ func GetFor[T any](ctx context.Context, c *mongo.Collection, r query.Resource, p
 // answers 404; one of the whole domain (or workspace) that only a wider
 // caller may change answers 403.
 func GetToChange[T any](ctx context.Context, c *mongo.Collection, r query.Resource, p *auth.Principal, key, id string) (*T, error) {
-	return loadFor[T](ctx, c, r, p, key, id, true)
+	doc, _, err := loadFor[T](ctx, c, r, p, key, id, change)
+	return doc, err
 }
 
-func loadFor[T any](ctx context.Context, c *mongo.Collection, r query.Resource, p *auth.Principal, key, id string, change bool) (*T, error) {
+// What a load is for.
+const (
+	see    = iota
+	change // a record being deleted is not found
+	finish // a record being deleted is found: a delete's retry finishes it
+)
+
+// loadFor returns the record's tenancy too: Teardown reads its mark.
+func loadFor[T any](ctx context.Context, c *mongo.Collection, r query.Resource, p *auth.Principal, key, id string, mode int) (*T, tenancy.Record, error) {
 	rule, err := tenancy.For(p, r.Tenancy)
 	if err != nil {
-		return nil, err
+		return nil, tenancy.Record{}, err
 	}
 	raw, err := c.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Raw()
 	if errors.Is(err, mongo.ErrNoDocuments) {
-		return nil, errs.NotFound(key, id)
+		return nil, tenancy.Record{}, errs.NotFound(key, id)
 	}
 	if err != nil {
-		return nil, Wrap(err)
+		return nil, tenancy.Record{}, Wrap(err)
 	}
 	rec := r.Tenancy.Of(raw)
-	if change {
+	if mode == finish {
+		unmarked := rec
+		unmarked.Marked = false
+		err = rule.Writable(unmarked, key, id)
+	} else if mode == change {
 		err = rule.Writable(rec, key, id)
 	} else if !rule.Sees(rec) {
 		err = errs.NotFound(key, id)
 	}
 	if err != nil {
-		return nil, err
+		return nil, rec, err
 	}
 	var doc T
 	if err := bson.Unmarshal(raw, &doc); err != nil {
-		return nil, err
+		return nil, rec, err
 	}
-	return &doc, nil
+	return &doc, rec, nil
 }
 
 // SearchFor is Search inside what p reaches of resource r.

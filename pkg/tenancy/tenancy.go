@@ -63,6 +63,21 @@ type Fields struct {
 	// field (boards): every caller reaches every record, and only Access
 	// decides who may call.
 	Platform bool
+	// Marks says the resource's records have children and are deleted
+	// mark first (store.DeleteMarked): a record carrying MarkField is
+	// reached by no read and no change, only by the delete that finishes
+	// it.
+	Marks bool
+}
+
+// MarkField is the field set on a record whose delete has begun
+// (Fields.Marks).
+const MarkField = "deleting"
+
+// WithMarks is f for a resource deleted mark first.
+func (f Fields) WithMarks() Fields {
+	f.Marks = true
+	return f
 }
 
 // The usual declarations.
@@ -85,6 +100,8 @@ func (f Fields) Declared() bool {
 // Record is the tenancy of one record.
 type Record struct {
 	Domain, Workspace, Project, Owner string
+	// Marked: the record's delete has begun (Fields.Marks).
+	Marked bool
 }
 
 // Of reads the tenancy fields of a stored document.
@@ -100,7 +117,22 @@ func (f Fields) Of(doc bson.Raw) Record {
 		s, _ := v.StringValueOK()
 		return s
 	}
-	return Record{Domain: get(f.Domain), Workspace: get(f.Workspace), Project: get(f.Project), Owner: get(f.Owner)}
+	rec := Record{Domain: get(f.Domain), Workspace: get(f.Workspace), Project: get(f.Project), Owner: get(f.Owner)}
+	if f.Marks {
+		rec.Marked = IsMarked(doc)
+	}
+	return rec
+}
+
+// IsMarked reports whether a stored document carries the mark of a
+// delete that has begun.
+func IsMarked(doc bson.Raw) bool {
+	v, err := doc.LookupErr(MarkField)
+	if err != nil {
+		return false
+	}
+	b, ok := v.BooleanOK()
+	return ok && b
 }
 
 // Rule is what one caller reaches of one resource.
@@ -177,6 +209,9 @@ func For(p *auth.Principal, f Fields) (*Rule, error) {
 // analyze.RunFor do).
 func (r *Rule) Filter() bson.D {
 	var d bson.D
+	if r.f.Marks {
+		d = append(d, bson.E{Key: MarkField, Value: bson.D{{Key: "$ne", Value: true}}})
+	}
 	if r.f.Platform {
 		return d
 	}
@@ -216,6 +251,9 @@ func list(vals []string) bson.A {
 // Sees reports whether the caller reaches a record: the Go side of Filter,
 // for a record loaded by _id.
 func (r *Rule) Sees(rec Record) bool {
+	if r.f.Marks && rec.Marked {
+		return false
+	}
 	if r.f.Platform {
 		return true
 	}

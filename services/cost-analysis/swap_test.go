@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
 )
 
@@ -144,9 +145,9 @@ func TestChangedWindowSwap(t *testing.T) {
 	t.Logf("reads during the resync: %v", seen)
 }
 
-// A deregister that stopped after its mark (its deletes timed out) leaves
-// the data source and its costs out of every read, and a retry finishes
-// the work.
+// A deregister whose deletes fail after its mark (here: the delete of its
+// costs, injected) answers 503 and leaves the data source and its costs
+// out of every read; a retry finishes the work.
 func TestDeregisterMarkedFirst(t *testing.T) {
 	e := setupWith(t, options{bus: true})
 	ds := e.register(t, e.adminA, domainSource("aws"))
@@ -162,12 +163,16 @@ func TestDeregisterMarkedFirst(t *testing.T) {
 	if n, m := e.costs(t, e.adminA, ds.DataSourceID, M{}).TotalCount, e.costs(t, e.adminA, other.DataSourceID, M{}).TotalCount; n != 2 || m != 2 {
 		t.Fatalf("%d and %d costs", n, m)
 	}
-	// The state a deregister leaves when its deletes fail after the mark.
-	if _, err := e.db.Collection(dataSources).UpdateOne(t.Context(), bson.D{{Key: "_id", Value: ds.DataSourceID}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "deleting", Value: true}}}}); err != nil {
-		t.Fatal(err)
+	restore := store.FailChildDeletes(costs)
+	e.adminA.Call(dsBase+"deregister", M{"data_source_id": ds.DataSourceID}).Fails(http.StatusServiceUnavailable, errs.Unavailable)
+	restore()
+	if e.count(t, costs, bson.E{Key: "data_source_id", Value: ds.DataSourceID}) != 2 {
+		t.Fatal("the failed deregister deleted costs")
 	}
 	e.adminA.Call(dsBase+"get", M{"data_source_id": ds.DataSourceID}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	if n := e.adminA.Call(dsBase+"stat", M{"query": M{"aggregate": []M{{"count": M{"name": "n"}}}}}).OK(nil).JSON()["results"]; fmt.Sprint(n) != "[map[n:1]]" {
+		t.Errorf("stat counts %v data sources", n)
+	}
 	e.adminA.Call(dsBase+"sync", M{"data_source_id": ds.DataSourceID}).Fails(http.StatusNotFound, errs.NotFoundCode)
 	e.adminA.Call(dsBase+"update", M{"data_source_id": ds.DataSourceID, "name": "x"}).Fails(http.StatusNotFound, errs.NotFoundCode)
 	e.adminA.Call(ruleBase+"create", customRule(ds.DataSourceID, "late")).Fails(http.StatusNotFound, errs.NotFoundCode)

@@ -49,7 +49,7 @@ var resource = query.Resource{
 	MinimalFields: []string{"data_source_id", "name", "state", "data_source_type", "provider", "workspace_id"},
 	Fields:        query.FieldsOf[DataSource](),
 	Secret:        []string{"sealed"},
-	Tenancy:       model.DataSourceTenancy,
+	Tenancy:       model.DataSourceResource.Tenancy,
 	Maps:          freeform.FieldsOf[DataSource](),
 }
 
@@ -438,35 +438,27 @@ func (ds *DataSources) disable(ctx context.Context, p *auth.Principal, r *dsRequ
 	return ds.state(model.Disabled)(ctx, p, r)
 }
 
-// deregister marks the data source first (from then on it and its costs
-// are left out of every read, and it no longer syncs), then deletes its
-// jobs (running ones cancelled), tasks, costs and rules, and its record
-// last. A deregister that fails half-way leaves the mark: a retry finds
-// the marked data source and finishes the work.
+// deregister tears the data source down mark first (store.Teardown):
+// from the mark on it and its costs are left out of every read, and it
+// no longer syncs; then its jobs (running ones cancelled), tasks, costs
+// and rules are deleted, and its record last. A deregister that fails
+// half-way leaves the mark: a retry finds the marked data source and
+// finishes the work.
 func (ds *DataSources) deregister(ctx context.Context, p *auth.Principal, r *dsRequest) (*api.Empty, error) {
-	// One being deregistered is found too: a retry finishes the work.
-	doc, err := store.GetToChange[DataSource](ctx, ds.c, resource, p, "data_source_id", r.DataSourceID)
+	_, err := store.Teardown[DataSource]{Records: ds.c, Resource: resource, Key: "data_source_id",
+		// Under the record's lease, which its writers (sync, update) hold.
+		Lock: func(ctx context.Context, id string, fn func(ctx context.Context) error) error {
+			return model.Lock(ctx, ds.db, model.DataSourceLock(id), fn)
+		},
+		Children: func(ctx context.Context, doc *DataSource) error {
+			if err := ds.jobs.Forget(ctx, doc.ID); err != nil {
+				return err
+			}
+			return ds.rules.DeleteAll(ctx, doc.ID)
+		},
+	}.Delete(ctx, p, r.DataSourceID)
 	if err != nil {
 		return nil, err
-	}
-	if !doc.Deleting {
-		// Under the record's lease: FerretDB writes an update back whole,
-		// and a concurrent one (synced) would drop the mark.
-		if err := model.Lock(ctx, ds.db, model.DataSourceLock(doc.ID), func(ctx context.Context) error {
-			_, err := ds.c.UpdateOne(ctx, bson.D{{Key: "_id", Value: doc.ID}}, bson.D{{Key: "$set", Value: bson.D{{Key: "deleting", Value: true}}}})
-			return store.Wrap(err)
-		}); err != nil {
-			return nil, err
-		}
-	}
-	if err := ds.jobs.Forget(ctx, doc.ID); err != nil {
-		return nil, err
-	}
-	if err := ds.rules.DeleteAll(ctx, doc.ID); err != nil {
-		return nil, err
-	}
-	if _, err := ds.c.DeleteOne(ctx, bson.D{{Key: "_id", Value: doc.ID}}); err != nil {
-		return nil, store.Wrap(err)
 	}
 	return &api.Empty{}, nil
 }
@@ -478,24 +470,11 @@ func (ds *DataSources) get(ctx context.Context, p *auth.Principal, r *dsRequest)
 func (ds *DataSources) list(ctx context.Context, p *auth.Principal, r *dsQuery) (*api.List[DataSource], error) {
 	q := query.With(r.Query, query.Params("data_source_id", r.DataSourceID, "name", r.Name, "state", r.State,
 		"data_source_type", r.DataSourceType, "provider", r.Provider, "workspace_id", r.WorkspaceID)...)
-	scope, err := store.Scope(p, resource)
-	if err != nil {
-		return nil, err
-	}
-	return store.Search[DataSource](ctx, ds.c, q, resource, live(scope))
-}
-
-// live leaves out the data sources being deregistered.
-func live(scope bson.D) bson.D {
-	return append(scope, bson.E{Key: "deleting", Value: bson.D{{Key: "$ne", Value: true}}})
+	return store.SearchFor[DataSource](ctx, ds.c, q, resource, p)
 }
 
 func (ds *DataSources) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*map[string]any, error) {
-	scope, err := store.Scope(p, resource)
-	if err != nil {
-		return nil, err
-	}
-	res, err := stat.Run(ctx, ds.c, live(scope), resource, r.Query)
+	res, err := stat.RunFor(ctx, ds.c, p, resource, r.Query)
 	return &res, err
 }
 

@@ -393,17 +393,16 @@ func (js *Jobs) Forget(ctx context.Context, dataSourceID string) error {
 			}
 		}
 	}
-	if _, err := js.costs.DeleteMany(ctx, bson.D{{Key: "data_source_id", Value: dataSourceID}}); err != nil {
-		return store.Wrap(err)
+	if err := store.DeleteChildren(ctx, js.costs, bson.D{{Key: "data_source_id", Value: dataSourceID}}); err != nil {
+		return err
 	}
-	if _, err := js.tasks.DeleteMany(ctx, bson.D{{Key: "data_source_id", Value: dataSourceID}}); err != nil {
-		return store.Wrap(err)
+	if err := store.DeleteChildren(ctx, js.tasks, bson.D{{Key: "data_source_id", Value: dataSourceID}}); err != nil {
+		return err
 	}
 	if len(ids) > 0 {
-		if _, err := js.dirs.DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}}); err != nil {
-			return store.Wrap(err)
+		if err := store.DeleteChildren(ctx, js.dirs, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}}); err != nil {
+			return err
 		}
 	}
-	_, err := js.jobs.DeleteMany(ctx, bson.D{{Key: "data_source_id", Value: dataSourceID}})
-	return store.Wrap(err)
+	return store.DeleteChildren(ctx, js.jobs, bson.D{{Key: "data_source_id", Value: dataSourceID}})
 }

@@ -101,6 +101,11 @@ var (
 // its jobs and tasks.
 var DataSourceTenancy = tenancy.InWorkspace
 
+// DataSourceResource is the tenancy of the data source records
+// themselves: deregistered mark first (store.Teardown), so one whose
+// deregister has begun is reached by no read and no change.
+var DataSourceResource = query.Resource{Tenancy: DataSourceTenancy.WithMarks()}
+
 // Placement decides the workspace_id of a new record from its
 // resource_group and the workspace_id asked for: DOMAIN is "*" and needs
 // a domain admin; WORKSPACE is the caller's workspace for a workspace
@@ -413,7 +418,7 @@ func JobLock(jobID string) string { return "job:" + jobID }
 // LoadDataSource returns a data source the caller may see (404 otherwise,
 // and for one being deregistered).
 func LoadDataSource(ctx context.Context, db *mongo.Database, p *auth.Principal, id string) (*DataSource, error) {
-	return live(store.GetFor[DataSource](ctx, db.Collection(DataSourcesCollection), query.Resource{Tenancy: DataSourceTenancy}, p, "data_source_id", id))
+	return store.GetFor[DataSource](ctx, db.Collection(DataSourcesCollection), DataSourceResource, p, "data_source_id", id)
 }
 
 // ChangeDataSource returns a data source the caller may change: 404 for
@@ -422,14 +427,7 @@ func LoadDataSource(ctx context.Context, db *mongo.Database, p *auth.Principal, 
 // the same rule: the rules of a DOMAIN data source re-route the whole
 // domain's costs.
 func ChangeDataSource(ctx context.Context, db *mongo.Database, p *auth.Principal, id string) (*DataSource, error) {
-	return live(store.GetToChange[DataSource](ctx, db.Collection(DataSourcesCollection), query.Resource{Tenancy: DataSourceTenancy}, p, "data_source_id", id))
-}
-
-func live(doc *DataSource, err error) (*DataSource, error) {
-	if err == nil && doc.Deleting {
-		return nil, errs.NotFound("data_source_id", doc.DataSourceID)
-	}
-	return doc, err
+	return store.GetToChange[DataSource](ctx, db.Collection(DataSourcesCollection), DataSourceResource, p, "data_source_id", id)
 }
 
 var monthOrDay = regexp.MustCompile(`^\d{4}-\d{2}(-\d{2})?$`)

@@ -436,8 +436,7 @@ func (rs *Rules) ReplaceManaged(ctx context.Context, ds *model.DataSource, specs
 // DeleteAll deletes every rule of a data source.
 func (rs *Rules) DeleteAll(ctx context.Context, dataSourceID string) error {
 	return model.Lock(ctx, rs.db, model.RulesLock(dataSourceID), func(ctx context.Context) error {
-		_, err := rs.c.DeleteMany(ctx, bson.D{{Key: "data_source_id", Value: dataSourceID}})
-		return store.Wrap(err)
+		return store.DeleteChildren(ctx, rs.c, bson.D{{Key: "data_source_id", Value: dataSourceID}})
 	})
 }
 

@@ -35,10 +35,18 @@ func (s *service) visible(ctx context.Context, p *auth.Principal, id string) (*D
 	if err != nil {
 		return nil, err
 	}
-	if d.Viewers == Private && d.UserID != p.UserID {
-		return nil, errs.New(errs.PermissionDenied, "Permission denied. (reason = the dashboard is private to its owner)")
+	if err := private(p, d); err != nil {
+		return nil, err
 	}
 	return d, nil
+}
+
+// private refuses (403) another user's private dashboard.
+func private(p *auth.Principal, d *Dashboard) error {
+	if d.Viewers == Private && d.UserID != p.UserID {
+		return errs.New(errs.PermissionDenied, "Permission denied. (reason = the dashboard is private to its owner)")
+	}
+	return nil
 }
 
 // scope confines a list or stat to what the caller may see: what it
@@ -271,15 +279,17 @@ func (s *service) delete(ctx context.Context, p *auth.Principal, r *dashboardReq
 	if err := checkDomain(p, r.DomainID); err != nil {
 		return nil, err
 	}
-	err := s.locked(ctx, p, r.ProjectDashboardID, func(d *Dashboard) error {
-		// Versions first: a delete cut short leaves a dashboard that can
-		// be deleted again, never versions nobody can reach.
-		if _, err := s.versions.DeleteMany(ctx, bson.D{{Key: "project_dashboard_id", Value: d.ID}}); err != nil {
-			return store.Wrap(err)
-		}
-		_, err := s.dashboards.DeleteOne(ctx, bson.D{{Key: "_id", Value: d.ID}})
-		return store.Wrap(err)
-	})
+	// Mark first (store.Teardown), under the dashboard's lease that its
+	// writers hold: from the mark on it is out of every read and change;
+	// then its versions go, and the dashboard last. A delete cut short is
+	// finished by a retry.
+	_, err := store.Teardown[Dashboard]{Records: s.dashboards, Resource: dashboardResource, Key: "project_dashboard_id",
+		Check: func(d *Dashboard) error { return private(p, d) },
+		Lock:  s.locks.with,
+		Children: func(ctx context.Context, d *Dashboard) error {
+			return store.DeleteChildren(ctx, s.versions, bson.D{{Key: "project_dashboard_id", Value: d.ID}})
+		},
+	}.Delete(ctx, p, r.ProjectDashboardID)
 	if err != nil {
 		return nil, err
 	}

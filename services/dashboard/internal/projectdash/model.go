@@ -149,7 +149,7 @@ var dashboardResource = query.Resource{
 	DefaultSort:   []query.SortKey{{Key: "name"}},
 	MinimalFields: []string{"project_dashboard_id", "project_id", "name", "viewers", "version"},
 	Fields:        dashboardFields,
-	Tenancy:       tenancy.InProject,
+	Tenancy:       tenancy.InProject.WithMarks(), // deleted mark first (store.Teardown)
 	Maps:          freeform.FieldsOf[Dashboard](),
 }
 

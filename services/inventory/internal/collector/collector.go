@@ -40,7 +40,7 @@ var resource = query.Resource{
 	DefaultSort:   []query.SortKey{{Key: "name"}},
 	MinimalFields: []string{"collector_id", "name", "provider", "plugin_info", "resource_group", "workspace_id"},
 	Fields:        query.FieldsOf[Collector](),
-	Tenancy:       tenancy.InWorkspace,
+	Tenancy:       tenancy.InWorkspace.WithMarks(), // deleted mark first (store.Teardown)
 	Maps:          freeform.FieldsOf[Collector](),
 }
 
@@ -352,24 +352,26 @@ func (s *Service) secrets(ctx context.Context, c *Collector, secretID string) ([
 	return trusted.Select(accounts, inv.Owner(c), c.SecretFilter, secretID), nil
 }
 
+// delete tears the collector down mark first (store.Teardown): from the
+// mark on it is left out of every read, refuses every change and no
+// longer collects or fires its schedule; then its job tasks and jobs go
+// (upstream deletes those with it; the cloud services it collected stay,
+// as upstream keeps them), and the collector last. A delete that fails
+// half-way is finished by a retry. Workers drop messages of a job that
+// no longer exists.
 func (s *Service) delete(ctx context.Context, p *auth.Principal, r *collectorRequest) (*api.Empty, error) {
-	doc, err := s.writable(ctx, p, r.CollectorID)
+	_, err := store.Teardown[Collector]{Records: s.c, Resource: resource, Key: "collector_id",
+		Children: func(ctx context.Context, doc *Collector) error {
+			for _, c := range []*mongo.Collection{s.tasks, s.jobs} {
+				if err := store.DeleteChildren(ctx, c, bson.D{{Key: "domain_id", Value: doc.DomainID}, {Key: "collector_id", Value: doc.ID}}); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}.Delete(ctx, p, r.CollectorID)
 	if err != nil {
 		return nil, err
-	}
-	res, err := s.c.DeleteOne(ctx, bson.D{{Key: "_id", Value: doc.ID}})
-	if err != nil {
-		return nil, store.Wrap(err)
-	}
-	if res.DeletedCount == 0 {
-		return nil, errs.NotFound("collector_id", doc.ID)
-	}
-	// Its jobs and tasks go with it; workers drop messages of a job
-	// that no longer exists.
-	for _, c := range []*mongo.Collection{s.tasks, s.jobs} {
-		if _, err := c.DeleteMany(ctx, bson.D{{Key: "domain_id", Value: doc.DomainID}, {Key: "collector_id", Value: doc.ID}}); err != nil {
-			return nil, store.Wrap(err)
-		}
 	}
 	return &api.Empty{}, nil
 }

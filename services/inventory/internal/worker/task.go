@@ -111,13 +111,14 @@ func (w *Worker) task(ctx context.Context, id string) (*inv.JobTask, error) {
 	return &t, store.Wrap(err)
 }
 
+// collector loads a job's collector; nil for one deleted, or whose
+// delete has begun (its jobs go with it).
 func (w *Worker) collector(ctx context.Context, id string) (*inv.Collector, error) {
-	var c inv.Collector
-	err := w.collectors.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&c)
-	if errors.Is(err, mongo.ErrNoDocuments) {
+	c, err := store.GetLive[inv.Collector](ctx, w.collectors, "collector_id", id)
+	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
 		return nil, nil
 	}
-	return &c, store.Wrap(err)
+	return c, err
 }
 
 func (w *Worker) target(c *inv.Collector) plugin.Collector {

@@ -111,7 +111,7 @@ func (in *Ingest) serve(w http.ResponseWriter, r *http.Request) error {
 	if !webhookIDPattern.MatchString(id) {
 		return errs.NotFound("webhook_id", id)
 	}
-	wh, err := store.Get[mon.Webhook](r.Context(), in.webhooks, "webhook_id", id)
+	wh, err := store.GetLive[mon.Webhook](r.Context(), in.webhooks, "webhook_id", id)
 	if err != nil {
 		return err
 	}

@@ -129,7 +129,7 @@ func (in *Ingest) retry(ctx context.Context, k kept) error {
 		_, err := in.pending.DeleteOne(ctx, bson.D{{Key: "_id", Value: k.ID}})
 		return store.Wrap(err)
 	}
-	wh, err := store.Get[mon.Webhook](ctx, in.webhooks, "webhook_id", k.WebhookID)
+	wh, err := store.GetLive[mon.Webhook](ctx, in.webhooks, "webhook_id", k.WebhookID)
 	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
 		in.log.Info("kept body of a deleted webhook dropped", "pending_id", k.ID, "webhook_id", k.WebhookID)
 		return done()

@@ -149,8 +149,7 @@ func (c *Counters) Forget(ctx context.Context, id string) error {
 	c.mu.Lock()
 	delete(c.pending, id)
 	c.mu.Unlock()
-	_, err := c.C.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}})
-	return store.Wrap(err)
+	return store.DeleteChildren(ctx, c.C, bson.D{{Key: "_id", Value: id}})
 }
 
 // WebhookKind is the kind of plugin a webhook runs on.

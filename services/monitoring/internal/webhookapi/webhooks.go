@@ -45,7 +45,7 @@ var resource = query.Resource{
 	// access_key lets its holder post events through the webhook, and
 	// webhook_url holds it.
 	Secret:  []string{"access_key", "webhook_url"},
-	Tenancy: tenancy.InProject,
+	Tenancy: tenancy.InProject.WithMarks(), // deleted mark first (store.Teardown)
 }
 
 type (
@@ -101,6 +101,7 @@ func (r *createWebhook) Validate() error {
 // Webhooks serves the webhook operations.
 type Webhooks struct {
 	c        *mongo.Collection
+	kept     *mongo.Collection // bodies kept for a retry (package ingest)
 	counters *mon.Counters
 	projects mon.Projects
 	repo     pluginref.Repository
@@ -113,7 +114,7 @@ type Webhooks struct {
 // of webhook_url.
 func New(ctx context.Context, db *mongo.Database, counters *mon.Counters, projects mon.Projects, repo pluginref.Repository,
 	plugins *plugin.Client, baseURL string, log *slog.Logger) (*Webhooks, error) {
-	ws := &Webhooks{c: db.Collection(mon.WebhooksCollection), counters: counters, projects: projects, repo: repo,
+	ws := &Webhooks{c: db.Collection(mon.WebhooksCollection), kept: db.Collection(mon.PendingCollection), counters: counters, projects: projects, repo: repo,
 		plugins: plugins, baseURL: strings.TrimRight(baseURL, "/"), log: log}
 	return ws, store.EnsureIndexes(ctx, ws.c,
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "created_at", Value: -1}}},
@@ -287,20 +288,22 @@ func (ws *Webhooks) disable(ctx context.Context, p *auth.Principal, r *webhookRe
 	return ws.state(mon.Disabled)(ctx, p, r)
 }
 
+// delete tears the webhook down mark first (store.Teardown): from the
+// mark on its URL answers 404 and it is out of every read; then the
+// bodies kept for a retry and its counters go, and the webhook last. A
+// delete cut short is finished by a retry. Its events stay, as upstream
+// keeps them.
 func (ws *Webhooks) delete(ctx context.Context, p *auth.Principal, r *webhookRequest) (*api.Empty, error) {
-	doc, err := ws.writable(ctx, p, r.WebhookID)
+	_, err := store.Teardown[Webhook]{Records: ws.c, Resource: resource, Key: "webhook_id",
+		Children: func(ctx context.Context, doc *Webhook) error {
+			if err := store.DeleteChildren(ctx, ws.kept, bson.D{{Key: "webhook_id", Value: doc.ID}}); err != nil {
+				return err
+			}
+			return ws.counters.Forget(ctx, doc.ID)
+		},
+	}.Delete(ctx, p, r.WebhookID)
 	if err != nil {
 		return nil, err
-	}
-	res, err := ws.c.DeleteOne(ctx, bson.D{{Key: "_id", Value: doc.ID}})
-	if err != nil {
-		return nil, store.Wrap(err)
-	}
-	if res.DeletedCount == 0 {
-		return nil, errs.NotFound("webhook_id", doc.ID)
-	}
-	if err := ws.counters.Forget(ctx, doc.ID); err != nil {
-		ws.log.Warn("counters of a deleted webhook kept", "webhook_id", doc.ID, "error", err.Error())
 	}
 	return &api.Empty{}, nil
 }

@@ -1,0 +1,70 @@
+package monitoring_test
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/services/monitoring"
+	"github.com/nubes-io/nubes/services/monitoring/internal/mon"
+)
+
+// TestWebhookDeleteMarkedFirst: a webhook delete whose second child
+// delete (its counters) fails answers 503 and leaves the webhook marked:
+// its kept bodies are gone, its URL answers 404, it is out of get, list
+// and stat and refuses update; another domain cannot finish it; a retry
+// deletes its counters and the webhook (404 from then on). Its events
+// stay, as upstream keeps them.
+func TestWebhookDeleteMarkedFirst(t *testing.T) {
+	c := setupWith(t, options{settings: func(cfg *monitoring.Config) {
+		cfg.ParseTimeout, cfg.RetryInterval = 400*time.Millisecond, time.Hour
+	}})
+	w := c.webhook(t, c.memberA1, "Doomed")
+	other := c.webhook(t, c.memberA1, "Other")
+	c.parses(alert("kept-event", "ALERT"))
+	c.post(w, `{"n": 1}`).OK(nil)
+	c.plugin.Stop()
+	c.post(w, `{"n": 2}`).Fails(http.StatusBadGateway, errs.WebhookPluginUnavailable)
+	mine := bson.D{{Key: "webhook_id", Value: w.WebhookID}}
+	eventually(t, "counters", func() bool { n, _ := c.requests(t, w.WebhookID); return n == 2 })
+	if c.count(t, mon.PendingCollection, mine) != 1 || c.count(t, mon.EventsCollection, nil) != 1 {
+		t.Fatal("no kept body or event")
+	}
+	id := map[string]any{"webhook_id": w.WebhookID}
+
+	restore := store.FailChildDeletes(mon.RequestsCollection)
+	c.memberA1.Call(wp+"delete", id).Fails(http.StatusServiceUnavailable, errs.Unavailable)
+	restore()
+	if c.count(t, mon.PendingCollection, mine) != 0 || c.count(t, mon.RequestsCollection, bson.D{{Key: "_id", Value: w.WebhookID}}) != 1 ||
+		c.count(t, mon.WebhooksCollection, bson.D{{Key: "_id", Value: w.WebhookID}}) != 1 {
+		t.Fatal("the failed delete did not stop between its children")
+	}
+	c.post(w, `{"n": 3}`).Fails(http.StatusNotFound, errs.NotFoundCode)
+	c.memberA1.Call(wp+"get", id).Fails(http.StatusNotFound, errs.NotFoundCode)
+	c.memberA1.Call(wp+"update", map[string]any{"webhook_id": w.WebhookID, "name": "x"}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	c.memberA1.Call(wp+"disable", id).Fails(http.StatusNotFound, errs.NotFoundCode)
+	var l list[webhookInfo]
+	c.adminA.Call(wp+"list", nil).OK(&l)
+	if l.TotalCount != 1 || l.Results[0].WebhookID != other.WebhookID {
+		t.Fatalf("list shows %+v", l)
+	}
+	st := c.adminA.Call(wp+"stat", map[string]any{"query": map[string]any{"aggregate": []any{map[string]any{"count": map[string]any{"name": "n"}}}}}).OK(nil).JSON()
+	if fmt.Sprint(st["results"]) != "[map[n:1]]" {
+		t.Fatalf("stat counts %v", st["results"])
+	}
+	c.adminB.Call(wp+"delete", id).Fails(http.StatusNotFound, errs.NotFoundCode)
+
+	c.memberA1.Call(wp+"delete", id).OK(nil)
+	if c.count(t, mon.RequestsCollection, bson.D{{Key: "_id", Value: w.WebhookID}}) != 0 || c.count(t, mon.WebhooksCollection, bson.D{{Key: "_id", Value: w.WebhookID}}) != 0 {
+		t.Fatal("the retry left the counters or the webhook")
+	}
+	c.memberA1.Call(wp+"delete", id).Fails(http.StatusNotFound, errs.NotFoundCode)
+	if c.count(t, mon.EventsCollection, nil) != 1 {
+		t.Fatal("the webhook's events went with it")
+	}
+}
