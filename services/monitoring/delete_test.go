@@ -1,6 +1,7 @@
 package monitoring_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"testing"
@@ -66,5 +67,59 @@ func TestWebhookDeleteMarkedFirst(t *testing.T) {
 	c.memberA1.Call(wp+"delete", id).Fails(http.StatusNotFound, errs.NotFoundCode)
 	if c.count(t, mon.EventsCollection, nil) != 1 {
 		t.Fatal("the webhook's events went with it")
+	}
+}
+
+// TestAlertDeleteMarkedFirst: an alert delete whose second child delete
+// (its events) fails answers 503 and leaves the alert marked: its notes
+// are gone, it is out of get, list and stat, refuses changes; another
+// domain cannot finish it; a retry deletes its events
+// and the alert (404 from then on); the other alert keeps its children.
+func TestAlertDeleteMarkedFirst(t *testing.T) {
+	c := setup(t)
+	a := c.alert(t, c.memberA1, "x", "project-a1")
+	keep := c.alert(t, c.memberA1, "y", "project-a1")
+	for _, id := range []string{a.AlertID, keep.AlertID} {
+		c.memberA1.Call("/monitoring/v1/note/create", map[string]any{"alert_id": id, "note": "n"}).OK(nil)
+		if _, err := c.db.Collection(mon.EventsCollection).InsertOne(context.Background(), bson.D{{Key: "_id", Value: "event-" + id},
+			{Key: "alert_id", Value: id}, {Key: "domain_id", Value: "domain-a"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mine := bson.D{{Key: "alert_id", Value: a.AlertID}}
+	id := map[string]any{"alert_id": a.AlertID}
+
+	restore := store.FailChildDeletes(mon.EventsCollection)
+	c.memberA1.Call(ap+"delete", id).Fails(http.StatusServiceUnavailable, errs.Unavailable)
+	restore()
+	if c.count(t, mon.NotesCollection, mine) != 0 || c.count(t, mon.EventsCollection, mine) != 1 ||
+		c.count(t, mon.AlertsCollection, bson.D{{Key: "_id", Value: a.AlertID}}) != 1 {
+		t.Fatal("the failed delete did not stop between its children")
+	}
+	c.memberA1.Call(ap+"get", id).Fails(http.StatusNotFound, errs.NotFoundCode)
+	c.memberA1.Call(ap+"update", map[string]any{"alert_id": a.AlertID, "title": "changed"}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	var l list[alertInfo]
+	c.adminA.Call(ap+"list", nil).OK(&l)
+	if l.TotalCount != 1 || l.Results[0].AlertID != keep.AlertID {
+		t.Fatalf("list shows %+v", l)
+	}
+	st := c.adminA.Call(ap+"stat", map[string]any{"query": map[string]any{"aggregate": []any{map[string]any{"count": map[string]any{"name": "n"}}}}}).OK(nil).JSON()
+	if fmt.Sprint(st["results"]) != "[map[n:1]]" {
+		t.Fatalf("stat counts %v", st["results"])
+	}
+	c.adminB.Call(ap+"delete", id).Fails(http.StatusNotFound, errs.NotFoundCode)
+	if c.count(t, mon.EventsCollection, mine) != 1 {
+		t.Fatal("another domain's delete went on")
+	}
+
+	c.memberA1.Call(ap+"delete", id).OK(nil)
+	if c.count(t, mon.EventsCollection, mine) != 0 || c.count(t, mon.AlertsCollection, bson.D{{Key: "_id", Value: a.AlertID}}) != 0 {
+		t.Fatal("the retry left events or the alert")
+	}
+	c.memberA1.Call(ap+"delete", id).Fails(http.StatusNotFound, errs.NotFoundCode)
+	for _, coll := range []string{mon.NotesCollection, mon.EventsCollection} {
+		if n := c.count(t, coll, bson.D{{Key: "alert_id", Value: keep.AlertID}}); n != 1 {
+			t.Fatalf("%s keeps %d records of the other alert", coll, n)
+		}
 	}
 }

@@ -102,7 +102,7 @@ var resource = query.Resource{
 	DefaultSort:   []query.SortKey{{Key: "created_at", Desc: true}},
 	MinimalFields: []string{"alert_number", "alert_id", "title", "state", "urgency", "assignee", "project_id", "created_at"},
 	Fields:        query.FieldsOf[Alert](),
-	Tenancy:       tenancy.InProject,
+	Tenancy:       tenancy.InProject.WithMarks(), // deleted mark first (store.Teardown)
 	Maps:          freeform.FieldsOf[Alert](),
 }
 
@@ -193,7 +193,7 @@ func (as *Alerts) Change(ctx context.Context, id string, fn func(a *Alert) (bson
 	mu.Lock()
 	defer mu.Unlock()
 	err := lease.Run(ctx, as.claims, "alert#"+id, changeTTL, changeWait, func(ctx context.Context) error {
-		a, err := as.Load(ctx, id)
+		a, err := store.GetLive[Alert](ctx, as.c, "alert_id", id) // one being deleted changes no more
 		if err != nil {
 			return err
 		}

@@ -228,28 +228,24 @@ func (as *Alerts) assign(ctx context.Context, p *auth.Principal, r *assignUser) 
 	})
 }
 
+// delete tears the alert down mark first (store.Teardown), under its
+// lease: from the mark on it is out of every read and refuses every
+// change; then its notes and events go, and the alert last. A delete cut
+// short is finished by a retry.
 func (as *Alerts) delete(ctx context.Context, p *auth.Principal, r *alertRequest) (*api.Empty, error) {
-	doc, err := store.GetToChange[Alert](ctx, as.c, resource, p, "alert_id", r.AlertID)
-	if err != nil {
-		return nil, err
-	}
-	err = lease.Run(ctx, as.claims, "alert#"+doc.ID, changeTTL, changeWait, func(ctx context.Context) error {
-		// Its events and notes first: a delete cut short leaves the alert
-		// to delete again, never records naming no alert.
-		for _, c := range as.cascade {
-			if _, err := c.DeleteMany(ctx, bson.D{{Key: "alert_id", Value: doc.ID}}); err != nil {
-				return store.Wrap(err)
+	_, err := store.Teardown[Alert]{Records: as.c, Resource: resource, Key: "alert_id",
+		Lock: func(ctx context.Context, id string, fn func(ctx context.Context) error) error {
+			return lease.Run(ctx, as.claims, "alert#"+id, changeTTL, changeWait, fn)
+		},
+		Children: func(ctx context.Context, a *Alert) error {
+			for _, c := range as.cascade {
+				if err := store.DeleteChildren(ctx, c, bson.D{{Key: "alert_id", Value: a.ID}}); err != nil {
+					return err
+				}
 			}
-		}
-		res, err := as.c.DeleteOne(ctx, bson.D{{Key: "_id", Value: doc.ID}})
-		if err != nil {
-			return store.Wrap(err)
-		}
-		if res.DeletedCount == 0 {
-			return errs.NotFound("alert_id", doc.ID)
-		}
-		return nil
-	})
+			return nil
+		},
+	}.Delete(ctx, p, r.AlertID)
 	if err != nil {
 		return nil, err
 	}
