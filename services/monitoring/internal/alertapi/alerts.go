@@ -184,6 +184,12 @@ func (as *Alerts) Load(ctx context.Context, id string) (*Alert, error) {
 	return store.Get[Alert](ctx, as.c, "alert_id", id)
 }
 
+// Live reads an alert by id as Load does, but one whose delete has begun
+// (store.Teardown) answers 404, as a deleted one.
+func (as *Alerts) Live(ctx context.Context, id string) (*Alert, error) {
+	return store.GetLive[Alert](ctx, as.c, "alert_id", id)
+}
+
 // Change runs fn on the alert as stored, under its lease, and writes the
 // fields fn returns (nothing when it returns none). fn may refuse with an
 // error; the alert as written is returned.
@@ -193,7 +199,7 @@ func (as *Alerts) Change(ctx context.Context, id string, fn func(a *Alert) (bson
 	mu.Lock()
 	defer mu.Unlock()
 	err := lease.Run(ctx, as.claims, "alert#"+id, changeTTL, changeWait, func(ctx context.Context) error {
-		a, err := store.GetLive[Alert](ctx, as.c, "alert_id", id) // one being deleted changes no more
+		a, err := as.Live(ctx, id) // one being deleted changes no more
 		if err != nil {
 			return err
 		}

@@ -57,7 +57,7 @@ func (as *Alerts) verify(ctx context.Context, domainID, alertID, state, token st
 	if as.cfg.Keys == nil || !alertIDPattern.MatchString(alertID) || state != alertlink.Acknowledged {
 		return nil, alertlink.Claim{}, errs.NotFound("alert_id", alertID)
 	}
-	a, err := store.GetLive[Alert](ctx, as.c, "alert_id", alertID)
+	a, err := as.Live(ctx, alertID)
 	if err != nil {
 		return nil, alertlink.Claim{}, err
 	}

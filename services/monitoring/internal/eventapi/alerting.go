@@ -159,7 +159,7 @@ func (al *Alerting) Apply(ctx context.Context, e *Event) (alertID string, droppe
 }
 
 // open returns the key's open alert, nil when it has none (never had,
-// resolved, or deleted).
+// resolved, or deleted: its delete begun included).
 func (al *Alerting) open(ctx context.Context, e *Event) (*alertapi.Alert, error) {
 	var o openAlert
 	err := al.claims.FindOne(ctx, bson.D{{Key: "_id", Value: openKey(e)}}).Decode(&o)
@@ -169,7 +169,7 @@ func (al *Alerting) open(ctx context.Context, e *Event) (*alertapi.Alert, error)
 	if err != nil {
 		return nil, store.Wrap(err)
 	}
-	a, err := al.alerts.Load(ctx, o.AlertID)
+	a, err := al.alerts.Live(ctx, o.AlertID)
 	if err != nil {
 		if isNotFound(err) {
 			return nil, nil
