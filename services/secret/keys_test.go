@@ -44,3 +44,22 @@ func TestUserSecretCloudKeys(t *testing.T) {
 		t.Fatalf("a refused create stored %d documents", after-before)
 	}
 }
+
+// TestEncryptOptionsCloudKeys: encrypt_options, as a client's KMS writes
+// them, keep keys with dots, slashes, colons and a leading $, on create
+// and on update_data, read back unchanged by get_data.
+func TestEncryptOptionsCloudKeys(t *testing.T) {
+	h := newHarness(t)
+	opts := map[string]any{"encrypt_algorithm": "AES", "kms.amazonaws.com/key-id": "arn:aws:kms:eu-west-1:1:key/x",
+		"aws:createdBy": "alice", "$schema": "urn:kms", "context": map[string]any{"app.kubernetes.io/name": "web"}}
+	s := h.create(h.alice, map[string]any{"name": "n", "data": map[string]any{"encrypted_data": "Y2lwaGVy"}, "encrypted": true, "encrypt_options": opts})
+	if d := h.getData(s.UserSecretID, "domain-a"); !reflect.DeepEqual(d.EncryptOptions, opts) {
+		t.Fatalf("encrypt_options read back as %v", d.EncryptOptions)
+	}
+	changed := map[string]any{"$ref": "#/kms", "kubernetes.io/cluster/prod": "owned"}
+	h.alice.Call(p+"update-data", map[string]any{"user_secret_id": s.UserSecretID, "schema_id": "plain", "data": map[string]any{"encrypted_data": "eA=="},
+		"encrypted": true, "encrypt_options": changed}).OK(nil)
+	if d := h.getData(s.UserSecretID, "domain-a"); !reflect.DeepEqual(d.EncryptOptions, changed) {
+		t.Fatalf("updated encrypt_options read back as %v", d.EncryptOptions)
+	}
+}

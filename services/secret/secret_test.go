@@ -378,7 +378,7 @@ func TestBadInput(t *testing.T) {
 		{"update-data", map[string]any{"user_secret_id": id, "schema_id": "s", "data": map[string]any{}}, errs.InvalidParameter},
 		{"update-data", map[string]any{"user_secret_id": id, "schema_id": "s", "data": 1}, errs.InvalidParameterType},
 		{"update-data", map[string]any{"user_secret_id": id, "schema_id": "s", "data": map[string]any{"k": "v"}, "name": "x"}, errs.InvalidParameter},
-		{"update-data", map[string]any{"user_secret_id": id, "schema_id": "s", "data": map[string]any{"k": "v"}, "encrypt_options": map[string]any{"a.b": 1}}, errs.InvalidParameter},
+		{"update-data", map[string]any{"user_secret_id": id, "schema_id": "s", "data": map[string]any{"k": "v"}, "encrypt_options": map[string]any{"a\x00b": 1}}, errs.InvalidParameter},
 		{"get", map[string]any{}, errs.RequiredParameter},
 		{"get", map[string]any{"user_secret_id": id, "domain_id": "domain-a", "extra": 1}, errs.InvalidParameter},
 		{"get", map[string]any{"user_secret_id": []any{id}}, errs.InvalidParameterType},

@@ -164,12 +164,10 @@ func checkPayload(data, tags, encryptOptions map[string]any) error {
 	if len(data) == 0 {
 		return errs.Invalid("data", "a secret holds at least one member")
 	}
-	// data is exempt: it is stored sealed, as JSON bytes.
-	// tags keep dots and a leading $ (escaped in the store, pkg/freeform).
-	if err := freeform.Check("tags", tags); err != nil {
-		return err
-	}
-	return store.CheckKeys("encrypt_options", encryptOptions)
+	// data is exempt: it is stored sealed, as JSON bytes. tags and
+	// encrypt_options keep dots and a leading $ (escaped in the store,
+	// pkg/freeform).
+	return freeform.CheckAll("tags", tags, "encrypt_options", encryptOptions)
 }
 
 // Secrets are the user-secret operations.
@@ -258,7 +256,7 @@ func (s *Secrets) updateData(ctx context.Context, p *auth.Principal, r *updateDa
 	}
 	if _, err := store.SetByID[UserSecret](ctx, s.c, "user_secret_id", doc.ID, bson.D{
 		{Key: "sealed", Value: sealed}, {Key: "schema_id", Value: r.SchemaID}, {Key: "provider", Value: provider},
-		{Key: "encrypted", Value: r.Encrypted}, {Key: "encrypt_options", Value: wire.Object(r.EncryptOptions)},
+		{Key: "encrypted", Value: r.Encrypted}, {Key: "encrypt_options", Value: freeform.Map(wire.Object(r.EncryptOptions))},
 		{Key: "updated_at", Value: wire.T(wire.Now())},
 	}); err != nil {
 		return nil, err
