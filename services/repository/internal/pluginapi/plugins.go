@@ -61,15 +61,15 @@ type Plugin struct {
 	// RegistrySealed is registry_config as given, sealed (registry_config
 	// keeps it with its secrets masked). Absent on a record stored before
 	// sealing, until Routes seals it.
-	RegistrySealed *seal.Sealed   `bson:"registry_sealed,omitempty" json:"-"`
-	Capability     map[string]any `bson:"capability" json:"capability"`
-	Template       repoapi.Doc    `bson:"template" json:"template"`
-	Labels         []any          `bson:"labels" json:"labels"`
-	Tags           freeform.Flat  `bson:"tags" json:"tags"`
-	DomainID       string         `bson:"domain_id" json:"domain_id"`
-	RepositoryInfo repoapi.Info   `bson:"repository_info" json:"repository_info"`
-	CreatedAt      wire.Time      `bson:"created_at" json:"created_at"`
-	UpdatedAt      wire.Time      `bson:"updated_at" json:"updated_at"`
+	RegistrySealed *seal.Sealed  `bson:"registry_sealed,omitempty" json:"-"`
+	Capability     freeform.Map  `bson:"capability" json:"capability"`
+	Template       repoapi.Doc   `bson:"template" json:"template"`
+	Labels         freeform.List `bson:"labels" json:"labels"`
+	Tags           freeform.Flat `bson:"tags" json:"tags"`
+	DomainID       string        `bson:"domain_id" json:"domain_id"`
+	RepositoryInfo repoapi.Info  `bson:"repository_info" json:"repository_info"`
+	CreatedAt      wire.Time     `bson:"created_at" json:"created_at"`
+	UpdatedAt      wire.Time     `bson:"updated_at" json:"updated_at"`
 }
 
 var pluginResource = query.Resource{
@@ -105,17 +105,17 @@ type (
 		RegistryType   string         `json:"registry_type" v:"enum=PUBLIC_HUB|PRIVATE_REGISTRY"`
 		RegistryURL    string         `json:"registry_url" v:"max=255"`
 		RegistryConfig map[string]any `json:"registry_config"`
-		Capability     map[string]any `json:"capability"`
+		Capability     freeform.Map   `json:"capability"`
 		Template       map[string]any `json:"template"`
-		Labels         []any          `json:"labels" v:"max=100"`
+		Labels         freeform.List  `json:"labels" v:"max=100"`
 		Tags           freeform.Flat  `json:"tags"`
 	}
 	updatePlugin struct {
-		PluginID   string         `json:"plugin_id" v:"required"`
-		Name       string         `json:"name" v:"max=255"`
-		Capability map[string]any `json:"capability"`
-		Labels     []any          `json:"labels" v:"max=100"`
-		Tags       freeform.Flat  `json:"tags"`
+		PluginID   string        `json:"plugin_id" v:"required"`
+		Name       string        `json:"name" v:"max=255"`
+		Capability freeform.Map  `json:"capability"`
+		Labels     freeform.List `json:"labels" v:"max=100"`
+		Tags       freeform.Flat `json:"tags"`
 	}
 	pluginRequest struct {
 		PluginID string `json:"plugin_id" v:"required"`
@@ -213,7 +213,7 @@ func checkFreeForm(registryConfig, capability map[string]any, labels []any, tags
 		name string
 		v    any
 	}{{"registry_config", registryConfig}, {"capability", capability}} {
-		if err := repoapi.CheckKeys(f.name, f.v); err != nil {
+		if err := freeform.Check(f.name, f.v); err != nil {
 			return err
 		}
 	}
@@ -611,6 +611,20 @@ func (ps *plugins) localVersions(ctx context.Context, doc *Plugin) (*Versions, e
 // RegistryConfig is a plugin's registry_config. Its secrets (passwords,
 // tokens) are stored for the registry calls but never sent back.
 type RegistryConfig map[string]any
+
+// MarshalBSONValue stores the (masked) config with its keys as written
+// (pkg/freeform): a registry's settings may be named with dots.
+func (rc RegistryConfig) MarshalBSONValue() (byte, []byte, error) {
+	return freeform.Map(rc).MarshalBSONValue()
+}
+
+// UnmarshalBSONValue reads the stored config back with its keys as written.
+func (rc *RegistryConfig) UnmarshalBSONValue(typ byte, data []byte) error {
+	var m freeform.Map
+	err := m.UnmarshalBSONValue(typ, data)
+	*rc = RegistryConfig(m)
+	return err
+}
 
 // Masked is the value sent instead of a secret of registry_config.
 const Masked = "********"

@@ -37,7 +37,7 @@ type Policy struct {
 	Name           string        `bson:"name" json:"name"`
 	State          string        `bson:"state" json:"state"`
 	Permissions    []string      `bson:"permissions" json:"permissions"`
-	Labels         []any         `bson:"labels" json:"labels"`
+	Labels         freeform.List `bson:"labels" json:"labels"`
 	Tags           freeform.Flat `bson:"tags" json:"tags"`
 	RepositoryInfo repoapi.Info  `bson:"repository_info" json:"repository_info"`
 	ProjectID      string        `bson:"project_id" json:"project_id"`
@@ -77,7 +77,7 @@ type (
 		Permissions []string      `json:"permissions" v:"required,max=1000"`
 		PolicyID    string        `json:"policy_id" v:"required,max=48"`
 		DomainID    string        `json:"domain_id" v:"required,max=64"`
-		Labels      []any         `json:"labels" v:"max=100"`
+		Labels      freeform.List `json:"labels" v:"max=100"`
 		Tags        freeform.Flat `json:"tags"`
 		ProjectID   string        `json:"project_id" v:"max=64"`
 	}
@@ -86,7 +86,7 @@ type (
 		DomainID    string        `json:"domain_id" v:"required,max=64"`
 		Name        string        `json:"name" v:"max=255"`
 		Permissions []string      `json:"permissions" v:"max=1000"`
-		Labels      []any         `json:"labels" v:"max=100"`
+		Labels      freeform.List `json:"labels" v:"max=100"`
 		Tags        freeform.Flat `json:"tags"`
 	}
 	policyRequest struct {

@@ -314,13 +314,11 @@ func Get[T any](ctx context.Context, c *mongo.Collection, r query.Resource, acto
 	return out, err
 }
 
-// CheckLabelsTags checks the free-form labels and tags of a record:
-// tags keep dots and a leading $ (escaped in the store, pkg/freeform).
+// CheckLabelsTags checks the free-form labels and tags of a record: their
+// keys keep dots, slashes, colons and a leading $ (escaped in the store,
+// pkg/freeform).
 func CheckLabelsTags(labels []any, tags map[string]any) error {
-	if err := store.CheckKeys("labels", labels); err != nil {
-		return err
-	}
-	return freeform.Check("tags", tags)
+	return freeform.CheckAll("labels", labels, "tags", tags)
 }
 
 // NotFound names a record by key and value in a 404 of a lookup by the
@@ -331,10 +329,6 @@ func NotFound(err error, key, value string) error {
 	}
 	return err
 }
-
-// CheckKeys refuses keys that MongoDB cannot store or that would read as
-// operators or paths (store.CheckKeys).
-var CheckKeys = store.CheckKeys
 
 // --- repository/list and repository/get ---
 

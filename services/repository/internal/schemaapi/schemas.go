@@ -41,7 +41,7 @@ type Schema struct {
 	ServiceType    string        `bson:"service_type" json:"service_type"`
 	SchemaID       string        `bson:"schema_id" json:"schema_id"`
 	Schema         repoapi.Doc   `bson:"schema" json:"schema"`
-	Labels         []any         `bson:"labels" json:"labels"`
+	Labels         freeform.List `bson:"labels" json:"labels"`
 	Tags           freeform.Flat `bson:"tags" json:"tags"`
 	RepositoryInfo repoapi.Info  `bson:"repository_info" json:"repository_info"`
 	ProjectID      string        `bson:"project_id" json:"project_id"`
@@ -80,7 +80,7 @@ type (
 		SchemaID    string         `json:"schema_id" v:"required,max=255"`
 		Schema      map[string]any `json:"schema" v:"required"`
 		DomainID    string         `json:"domain_id" v:"required,max=64"`
-		Labels      []any          `json:"labels" v:"max=100"`
+		Labels      freeform.List  `json:"labels" v:"max=100"`
 		Tags        freeform.Flat  `json:"tags"`
 		ProjectID   string         `json:"project_id" v:"max=64"`
 	}
@@ -88,7 +88,7 @@ type (
 		Name     string         `json:"name" v:"required"`
 		DomainID string         `json:"domain_id" v:"required,max=64"`
 		Schema   map[string]any `json:"schema"`
-		Labels   []any          `json:"labels" v:"max=100"`
+		Labels   freeform.List  `json:"labels" v:"max=100"`
 		Tags     freeform.Flat  `json:"tags"`
 	}
 	schemaRequest struct {
