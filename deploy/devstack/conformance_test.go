@@ -468,6 +468,8 @@ var servicesSkippedByDesign = []struct{ step, request, why string }{
 		"upstream 2.x's data source accounts are not served; the data source page's account tab answers 404 ERROR_UNSUPPORTED_API"},
 	{"console 4 data-source/list data_source_account_count, connected_workspace_count", "/cost-analysis/data-source/list",
 		"counts of data source accounts, which Nubes does not model: not in the answer (the table shows them empty)"},
+	{"console 4 data-source/get description", "/cost-analysis/data-source/get",
+		"DataSourceInfo has no description (upstream's neither): the table column stays empty"},
 	{"console 4 exchange-rate/*, data-source-rule/*", "/cost-analysis/...", "clients.md: no such API in the console, or not called"},
 	{"console 5 plugin service", "/plugin/plugin/get-plugin-metadata",
 		"another service (plugin), not among Nubes' nine: the collector form's options come from collector/get's plugin_info.metadata"},
