@@ -39,7 +39,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -87,21 +86,21 @@ type Scheduled struct {
 // TrustedAccount is a provider account whose credentials workspaces may
 // use. Its secret data lives elsewhere (trustedSecret).
 type TrustedAccount struct {
-	ID               string         `bson:"_id" json:"-"`
-	TrustedAccountID string         `bson:"trusted_account_id" json:"trusted_account_id"`
-	Name             string         `bson:"name" json:"name"`
-	Data             map[string]any `bson:"data" json:"data"`
-	Provider         string         `bson:"provider" json:"provider"`
-	Schedule         Scheduled      `bson:"schedule" json:"schedule"`
-	SyncOptions      map[string]any `bson:"sync_options" json:"sync_options"`
-	PluginOptions    map[string]any `bson:"plugin_options" json:"plugin_options"`
-	Tags             freeform.Flat  `bson:"tags" json:"tags"`
-	ResourceGroup    string         `bson:"resource_group" json:"resource_group"`
-	DomainID         string         `bson:"domain_id" json:"domain_id"`
-	WorkspaceID      string         `bson:"workspace_id" json:"workspace_id"`
-	SecretSchemaID   string         `bson:"secret_schema_id" json:"secret_schema_id"`
-	TrustedSecretID  string         `bson:"trusted_secret_id" json:"trusted_secret_id"`
-	CreatedAt        wire.Time      `bson:"created_at" json:"created_at"`
+	ID               string        `bson:"_id" json:"-"`
+	TrustedAccountID string        `bson:"trusted_account_id" json:"trusted_account_id"`
+	Name             string        `bson:"name" json:"name"`
+	Data             freeform.Map  `bson:"data" json:"data"`
+	Provider         string        `bson:"provider" json:"provider"`
+	Schedule         Scheduled     `bson:"schedule" json:"schedule"`
+	SyncOptions      freeform.Map  `bson:"sync_options" json:"sync_options"`
+	PluginOptions    freeform.Map  `bson:"plugin_options" json:"plugin_options"`
+	Tags             freeform.Flat `bson:"tags" json:"tags"`
+	ResourceGroup    string        `bson:"resource_group" json:"resource_group"`
+	DomainID         string        `bson:"domain_id" json:"domain_id"`
+	WorkspaceID      string        `bson:"workspace_id" json:"workspace_id"`
+	SecretSchemaID   string        `bson:"secret_schema_id" json:"secret_schema_id"`
+	TrustedSecretID  string        `bson:"trusted_secret_id" json:"trusted_secret_id"`
+	CreatedAt        wire.Time     `bson:"created_at" json:"created_at"`
 }
 
 // trustedSecret is the sealed secret_data of one trusted account.
@@ -159,16 +158,16 @@ type TrustedSyncEvent struct {
 // TrustedServiceAccount is a provider account known to a domain or a
 // workspace.
 type TrustedServiceAccount struct {
-	ID                      string         `bson:"_id" json:"-"`
-	TrustedServiceAccountID string         `bson:"trusted_service_account_id" json:"trusted_service_account_id"`
-	Name                    string         `bson:"name" json:"name"`
-	Data                    map[string]any `bson:"data" json:"data"`
-	Provider                string         `bson:"provider" json:"provider"`
-	Tags                    freeform.Flat  `bson:"tags" json:"tags"`
-	Scope                   string         `bson:"scope" json:"scope"`
-	DomainID                string         `bson:"domain_id" json:"domain_id"`
-	WorkspaceID             string         `bson:"workspace_id" json:"workspace_id"`
-	CreatedAt               wire.Time      `bson:"created_at" json:"created_at"`
+	ID                      string        `bson:"_id" json:"-"`
+	TrustedServiceAccountID string        `bson:"trusted_service_account_id" json:"trusted_service_account_id"`
+	Name                    string        `bson:"name" json:"name"`
+	Data                    freeform.Map  `bson:"data" json:"data"`
+	Provider                string        `bson:"provider" json:"provider"`
+	Tags                    freeform.Flat `bson:"tags" json:"tags"`
+	Scope                   string        `bson:"scope" json:"scope"`
+	DomainID                string        `bson:"domain_id" json:"domain_id"`
+	WorkspaceID             string        `bson:"workspace_id" json:"workspace_id"`
+	CreatedAt               wire.Time     `bson:"created_at" json:"created_at"`
 	// TrustedAccountID and ResourceID are set on the accounts a sync
 	// reported: the trusted account that found it and the plugin's id of
 	// it, by which the next sync finds it again.
@@ -364,47 +363,13 @@ func checkSchedule(sc *Scheduled) (Scheduled, error) {
 	return out, nil
 }
 
-// checkKeys refuses free-form objects whose keys the store cannot keep
-// or query safely: empty keys, keys starting with "$", keys with "." or
-// NUL, and nesting deeper than 32 levels.
-func checkKeys(field string, v any) error {
-	return checkKeysDepth(field, v, 0)
-}
-
-func checkKeysDepth(field string, v any, depth int) error {
-	if depth > 32 {
-		return errs.Invalid(field, "nested too deeply")
-	}
-	switch x := v.(type) {
-	case freeform.Flat: // tags keep dots and a leading $ (escaped in the store)
-		return freeform.Check(field, x)
-	case map[string]any:
-		for k, e := range x {
-			if k == "" || strings.HasPrefix(k, "$") || strings.ContainsAny(k, ".\x00") {
-				return errs.Invalid(field, fmt.Sprintf("key %q: keys must not be empty, start with $ or hold a dot", k))
-			}
-			if err := checkKeysDepth(field, e, depth+1); err != nil {
-				return err
-			}
-		}
-	case []any:
-		for _, e := range x {
-			if err := checkKeysDepth(field, e, depth+1); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-func checkAllKeys(fields ...any) error {
-	for i := 0; i+1 < len(fields); i += 2 {
-		if err := checkKeys(fields[i].(string), fields[i+1]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+// checkKeys and checkAllKeys refuse free-form objects no store keeps
+// (freeform.Check: an empty key, NUL, nesting past 32 levels); keys with
+// dots, slashes, colons and a leading $ are kept, escaped in the store.
+var (
+	checkKeys    = freeform.Check
+	checkAllKeys = freeform.CheckAll
+)
 
 // --- trusted accounts ---
 
@@ -477,7 +442,7 @@ func (s *Service) updateTrusted(ctx context.Context, p *auth.Principal, r *updat
 	}
 	for k, v := range map[string]map[string]any{"data": r.Data, "sync_options": r.SyncOptions, "plugin_options": r.PluginOptions} {
 		if v != nil {
-			set = append(set, bson.E{Key: k, Value: v})
+			set = append(set, bson.E{Key: k, Value: freeform.Map(v)})
 		}
 	}
 	if r.Schedule != nil {
@@ -696,7 +661,7 @@ func (s *Service) updateTrustedSA(ctx context.Context, p *auth.Principal, r *upd
 		set = append(set, bson.E{Key: "name", Value: r.Name})
 	}
 	if r.Data != nil {
-		set = append(set, bson.E{Key: "data", Value: r.Data})
+		set = append(set, bson.E{Key: "data", Value: freeform.Map(r.Data)})
 	}
 	if r.Tags != nil {
 		set = append(set, bson.E{Key: "tags", Value: r.Tags})

@@ -167,7 +167,7 @@ func (s *Service) upsertSynced(ctx context.Context, t *TrustedAccount, a map[str
 		{Key: "resource_id", Value: resourceID}}).Decode(&cur)
 	if err == nil {
 		_, err = s.trustedSA.UpdateOne(ctx, bson.D{{Key: "_id", Value: cur.ID}}, bson.D{{Key: "$set", Value: bson.D{
-			{Key: "name", Value: name}, {Key: "data", Value: wire.Object(data)}, {Key: "tags", Value: freeform.Flat(wire.Object(tags))}}}})
+			{Key: "name", Value: name}, {Key: "data", Value: freeform.Map(wire.Object(data))}, {Key: "tags", Value: freeform.Flat(wire.Object(tags))}}}})
 		return store.Wrap(err)
 	}
 	if !errors.Is(err, mongo.ErrNoDocuments) {
