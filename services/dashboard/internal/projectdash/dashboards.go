@@ -11,6 +11,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
@@ -196,9 +197,9 @@ func (s *service) settle(ctx context.Context, d *Dashboard) (*Dashboard, error) 
 	}
 	s.log.Warn("dashboard rolled forward to its newest snapshot", "project_dashboard_id", d.ID, "version", d.Version)
 	return store.SetByID[Dashboard](ctx, s.dashboards, "project_dashboard_id", d.ID, bson.D{
-		{Key: "version", Value: d.Version}, {Key: "layouts", Value: wire.List(d.Layouts)},
-		{Key: "variables", Value: wire.Object(d.Variables)}, {Key: "settings", Value: wire.Object(d.Settings)},
-		{Key: "variables_schema", Value: wire.Object(d.VariablesSchema)},
+		{Key: "version", Value: d.Version}, {Key: "layouts", Value: freeform.List(wire.List(d.Layouts))},
+		{Key: "variables", Value: freeform.Map(wire.Object(d.Variables))}, {Key: "settings", Value: freeform.Map(wire.Object(d.Settings))},
+		{Key: "variables_schema", Value: freeform.Map(wire.Object(d.VariablesSchema))},
 	})
 }
 

@@ -31,18 +31,18 @@ const (
 // (ProjectDashboardInfo). Its layouts, variables, settings and
 // variables_schema are those of its current version.
 type Dashboard struct {
-	ID                 string         `bson:"_id" json:"-"`
-	ProjectDashboardID string         `bson:"project_dashboard_id" json:"project_dashboard_id"`
-	ProjectID          string         `bson:"project_id" json:"project_id"`
-	Name               string         `bson:"name" json:"name"`
-	Viewers            string         `bson:"viewers" json:"viewers"`
-	Version            int32          `bson:"version" json:"version"`
-	Layouts            []any          `bson:"layouts" json:"layouts"`
-	Variables          map[string]any `bson:"variables" json:"variables"`
-	Settings           map[string]any `bson:"settings" json:"settings"`
-	VariablesSchema    map[string]any `bson:"variables_schema" json:"variables_schema"`
-	Labels             []any          `bson:"labels" json:"labels"`
-	Tags               freeform.Flat  `bson:"tags" json:"tags"`
+	ID                 string        `bson:"_id" json:"-"`
+	ProjectDashboardID string        `bson:"project_dashboard_id" json:"project_dashboard_id"`
+	ProjectID          string        `bson:"project_id" json:"project_id"`
+	Name               string        `bson:"name" json:"name"`
+	Viewers            string        `bson:"viewers" json:"viewers"`
+	Version            int32         `bson:"version" json:"version"`
+	Layouts            freeform.List `bson:"layouts" json:"layouts"`
+	Variables          freeform.Map  `bson:"variables" json:"variables"`
+	Settings           freeform.Map  `bson:"settings" json:"settings"`
+	VariablesSchema    freeform.Map  `bson:"variables_schema" json:"variables_schema"`
+	Labels             freeform.List `bson:"labels" json:"labels"`
+	Tags               freeform.Flat `bson:"tags" json:"tags"`
 	// UserID is the owner of a PRIVATE dashboard; "" for PUBLIC ones
 	// (upstream stores null), which keeps names unique among the public
 	// dashboards of a project.
@@ -73,16 +73,16 @@ func (d Dashboard) MarshalJSON() ([]byte, error) {
 // inserting it is atomic on MongoDB and on FerretDB alike, so one version
 // number is taken by one update only.
 type Version struct {
-	ID                 string         `bson:"_id" json:"-"`
-	ProjectDashboardID string         `bson:"project_dashboard_id" json:"project_dashboard_id"`
-	Version            int32          `bson:"version" json:"version"`
-	Latest             bool           `bson:"-" json:"latest"`
-	Layouts            []any          `bson:"layouts" json:"layouts"`
-	Variables          map[string]any `bson:"variables" json:"variables"`
-	Settings           map[string]any `bson:"settings" json:"settings"`
-	VariablesSchema    map[string]any `bson:"variables_schema" json:"variables_schema"`
-	DomainID           string         `bson:"domain_id" json:"domain_id"`
-	CreatedAt          wire.Time      `bson:"created_at" json:"created_at"`
+	ID                 string        `bson:"_id" json:"-"`
+	ProjectDashboardID string        `bson:"project_dashboard_id" json:"project_dashboard_id"`
+	Version            int32         `bson:"version" json:"version"`
+	Latest             bool          `bson:"-" json:"latest"`
+	Layouts            freeform.List `bson:"layouts" json:"layouts"`
+	Variables          freeform.Map  `bson:"variables" json:"variables"`
+	Settings           freeform.Map  `bson:"settings" json:"settings"`
+	VariablesSchema    freeform.Map  `bson:"variables_schema" json:"variables_schema"`
+	DomainID           string        `bson:"domain_id" json:"domain_id"`
+	CreatedAt          wire.Time     `bson:"created_at" json:"created_at"`
 
 	only []string
 }
@@ -159,40 +159,11 @@ var versionResource = query.Resource{
 	Fields:        versionFields,
 }
 
-// maxDepth bounds the nesting of layouts, variables, settings and
-// variables_schema (MongoDB refuses documents nested past 100 levels).
-const maxDepth = 32
-
-// checkContent refuses keys a document store cannot hold as field names
-// (upstream's store refuses them too: a key starting with "$" or holding
-// "." or NUL) and nesting deeper than maxDepth, naming the path.
-func checkContent(path string, v any) error {
-	return walk(path, v, 0)
-}
-
-func walk(path string, v any, depth int) error {
-	if depth > maxDepth {
-		return errs.Invalid(path, fmt.Sprintf("nested deeper than %d levels", maxDepth))
-	}
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			if k == "" || strings.HasPrefix(k, "$") || strings.ContainsAny(k, ".\x00") {
-				return errs.Invalid(path, fmt.Sprintf("key %q: a key must not be empty, start with $ or hold a dot", k))
-			}
-			if err := walk(path+"."+k, e, depth+1); err != nil {
-				return err
-			}
-		}
-	case []any:
-		for i, e := range x {
-			if err := walk(fmt.Sprintf("%s.%d", path, i), e, depth+1); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
+// checkContent refuses content no store keeps (freeform.Check: an empty
+// key, NUL, nesting past 32 levels). Keys with dots, slashes, colons and
+// a leading $ are kept, escaped in the store: a variables_schema is a
+// JSON schema, whose "$schema", "$ref" and "$defs" must pass through.
+func checkContent(path string, v any) error { return freeform.Check(path, v) }
 
 // sameContent reports whether two JSON-like values are equal as JSON:
 // the stored value comes back from BSON with other Go types (bson.D,

@@ -40,27 +40,27 @@ var members = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner
 
 type (
 	createReq struct {
-		ProjectID       string         `json:"project_id" v:"required,max=64"`
-		Name            string         `json:"name" v:"required,max=100"`
-		Viewers         string         `json:"viewers" v:"required,enum=PUBLIC|PRIVATE"`
-		DomainID        string         `json:"domain_id" v:"required,max=64"`
-		Layouts         []any          `json:"layouts" v:"max=1000"`
-		Variables       map[string]any `json:"variables"`
-		Settings        map[string]any `json:"settings"`
-		VariablesSchema map[string]any `json:"variables_schema"`
-		Labels          []any          `json:"labels" v:"max=100"`
-		Tags            freeform.Flat  `json:"tags"`
+		ProjectID       string        `json:"project_id" v:"required,max=64"`
+		Name            string        `json:"name" v:"required,max=100"`
+		Viewers         string        `json:"viewers" v:"required,enum=PUBLIC|PRIVATE"`
+		DomainID        string        `json:"domain_id" v:"required,max=64"`
+		Layouts         freeform.List `json:"layouts" v:"max=1000"`
+		Variables       freeform.Map  `json:"variables"`
+		Settings        freeform.Map  `json:"settings"`
+		VariablesSchema freeform.Map  `json:"variables_schema"`
+		Labels          freeform.List `json:"labels" v:"max=100"`
+		Tags            freeform.Flat `json:"tags"`
 	}
 	updateReq struct {
-		ProjectDashboardID string         `json:"project_dashboard_id" v:"required,max=64"`
-		DomainID           string         `json:"domain_id" v:"required,max=64"`
-		Name               string         `json:"name" v:"max=100"`
-		Layouts            []any          `json:"layouts" v:"max=1000"`
-		Variables          map[string]any `json:"variables"`
-		Settings           map[string]any `json:"settings"`
-		VariablesSchema    map[string]any `json:"variables_schema"`
-		Labels             []any          `json:"labels" v:"max=100"`
-		Tags               freeform.Flat  `json:"tags"`
+		ProjectDashboardID string        `json:"project_dashboard_id" v:"required,max=64"`
+		DomainID           string        `json:"domain_id" v:"required,max=64"`
+		Name               string        `json:"name" v:"max=100"`
+		Layouts            freeform.List `json:"layouts" v:"max=1000"`
+		Variables          freeform.Map  `json:"variables"`
+		Settings           freeform.Map  `json:"settings"`
+		VariablesSchema    freeform.Map  `json:"variables_schema"`
+		Labels             freeform.List `json:"labels" v:"max=100"`
+		Tags               freeform.Flat `json:"tags"`
 	}
 	dashboardReq struct {
 		ProjectDashboardID string `json:"project_dashboard_id" v:"required,max=64"`
