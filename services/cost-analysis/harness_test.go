@@ -152,7 +152,7 @@ type env struct {
 	stopWorkers                                              func()
 	deps                                                     app.Deps
 	cfg                                                      costanalysis.Config
-	logs                                                     *logBuffer
+	logs                                                     *testkit.LogBuffer
 }
 
 // start builds an instance of the service on the env's store and bus and
@@ -218,7 +218,7 @@ func setupWith(t *testing.T, o options) *env {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	logs := &logBuffer{}
+	logs := &testkit.LogBuffer{}
 	if o.logs {
 		log = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}

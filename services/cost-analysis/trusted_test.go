@@ -21,24 +21,6 @@ import (
 	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
 )
 
-// logBuffer keeps the service's log lines (options.logs).
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // Identity's trusted-account operations.
 const (
 	trustedListPath = "/identity/v2/trusted-account/list"

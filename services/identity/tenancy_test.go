@@ -145,7 +145,10 @@ func TestTenancyMatrix(t *testing.T) {
 			Coll: coll(identityapi.RoleBindingsCollection), ID: bID, Workspace: wsID, Insider: member,
 			Get:     testkit.Req{Path: "/identity/v2/role-binding/get", Body: req},
 			List:    testkit.Req{Path: "/identity/v2/role-binding/list", Body: req},
-			Changes: []testkit.Req{{Path: "/identity/v2/role-binding/delete", Body: req}},
+			Changes: []testkit.Req{
+				{Path: "/identity/v2/role-binding/update-role", Body: map[string]any{"role_binding_id": bID, "role_id": "managed-workspace-owner"}},
+				{Path: "/identity/v2/role-binding/delete", Body: req},
+			},
 		})
 	})
 

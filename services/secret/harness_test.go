@@ -1,7 +1,6 @@
 package secret_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -27,24 +26,6 @@ import (
 func TestMain(m *testing.M) { testkit.Main(m) }
 
 const p = "/secret/v1/user-secret/"
-
-// logBuffer collects every log line of the service and its server.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(b)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
 
 // fakeRepo answers /repository/v1/schema/get like the repository
 // service: schemas by domain and name, 404 ERROR_NOT_FOUND otherwise.
@@ -99,7 +80,7 @@ func (r *fakeRepo) serve(w http.ResponseWriter, req *http.Request) {
 type harness struct {
 	t      *testing.T
 	db     *mongo.Database
-	logs   *logBuffer
+	logs   *testkit.LogBuffer
 	repo   *fakeRepo
 	keys   *seal.Keyring
 	anon   *testkit.Client
@@ -122,7 +103,7 @@ func newHarness(t *testing.T) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, db: testkit.Get().Database(t), logs: &logBuffer{}, keys: keys}
+	h := &harness{t: t, db: testkit.Get().Database(t), logs: &testkit.LogBuffer{}, keys: keys}
 	h.repo = newFakeRepo(t)
 	h.serve(keys, h.repo.srv.URL)
 	return h
