@@ -143,8 +143,8 @@ func TestTenancyMatrix(t *testing.T) {
 		req := map[string]any{"role_binding_id": bID}
 		matrix(t, testkit.Tenancy{
 			Coll: coll(identityapi.RoleBindingsCollection), ID: bID, Workspace: wsID, Insider: member,
-			Get:     testkit.Req{Path: "/identity/v2/role-binding/get", Body: req},
-			List:    testkit.Req{Path: "/identity/v2/role-binding/list", Body: req},
+			Get:  testkit.Req{Path: "/identity/v2/role-binding/get", Body: req},
+			List: testkit.Req{Path: "/identity/v2/role-binding/list", Body: req},
 			Changes: []testkit.Req{
 				{Path: "/identity/v2/role-binding/update-role", Body: map[string]any{"role_binding_id": bID, "role_id": "managed-workspace-owner"}},
 				{Path: "/identity/v2/role-binding/delete", Body: req},
