@@ -107,7 +107,10 @@ type Server struct {
 	mu    sync.Mutex
 	plans map[string][]Reply
 	calls []Call
-	done  chan struct{}
+	// dropped counts the calls Reset forgot, so a call's number stays
+	// its own after a Reset (a stream of an earlier test may end later).
+	dropped int
+	done    chan struct{}
 }
 
 // New starts a fake plugin serving on opts.Addr.
@@ -211,6 +214,7 @@ func (s *Server) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.plans = map[string][]Reply{}
+	s.dropped += len(s.calls)
 	s.calls = nil
 }
 
@@ -221,7 +225,7 @@ func (s *Server) next(method string, req map[string]any, md map[string][]string)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls = append(s.calls, Call{Method: method, Request: req, Metadata: md})
-	idx := len(s.calls) - 1
+	idx := s.dropped + len(s.calls) - 1
 	plan := s.plans[method]
 	if len(plan) == 0 {
 		return Reply{}, idx
@@ -235,8 +239,10 @@ func (s *Server) next(method string, req map[string]any, md map[string][]string)
 
 func (s *Server) cancelled(idx int) {
 	s.mu.Lock()
-	s.calls[idx].Cancelled = true
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	if i := idx - s.dropped; i >= 0 { // a call Reset forgot stays forgotten
+		s.calls[i].Cancelled = true
+	}
 }
 
 // handlerAny is the handler type of the dynamic services: any value.
