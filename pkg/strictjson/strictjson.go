@@ -48,9 +48,47 @@ func Decode(b []byte, v any, at string) error {
 	// A backstop: canonical already refused every unknown member.
 	d.DisallowUnknownFields()
 	if err := d.Decode(v); err != nil {
+		var typ *json.UnmarshalTypeError
+		if errors.As(err, &typ) {
+			typ.Field = wirePath(t.Elem(), typ.Field)
+		}
 		return Error(err, at)
 	}
 	return nil
+}
+
+// wirePath is encoding/json's path of a member with a wrong type, as the
+// wire names it: encoding/json (Go 1.24 on) names the embedded structs on
+// the way (plugin_info.Request.options), which are no members on the wire.
+func wirePath(t reflect.Type, path string) string {
+	if path == "" {
+		return path
+	}
+	var out []string
+	for _, el := range strings.Split(path, ".") {
+		for t != nil && (t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+			t = t.Elem()
+		}
+		switch {
+		case t == nil:
+		case t.Kind() == reflect.Map:
+			t = t.Elem() // el is a key
+		case t.Kind() == reflect.Struct:
+			if sf, ok := t.FieldByName(el); ok && sf.Anonymous && len(sf.Index) == 1 && sf.Tag.Get("json") == "" {
+				t = sf.Type
+				continue
+			}
+			if f := fieldsOf(t).byName[el]; f != nil {
+				t = f.typ
+			} else {
+				t = nil
+			}
+		default:
+			t = nil
+		}
+		out = append(out, el)
+	}
+	return strings.Join(out, ".")
 }
 
 var unmarshaler = reflect.TypeFor[json.Unmarshaler]()

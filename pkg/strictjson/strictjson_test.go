@@ -31,6 +31,7 @@ type target struct {
 	Raw         []map[string]any `json:"raw_rows"`
 	Skipped     string           `json:"-"`
 	NoTag       string
+	Nested      *struct{ Base } `json:"nested"`
 }
 
 func TestDecodeNames(t *testing.T) {
@@ -87,6 +88,8 @@ func TestDecodeRefuses(t *testing.T) {
 		{"wrong nested type", `{"leafInfo": {"userId": true}}`, errs.InvalidParameterType, "key = leaf_info.user_id,"},
 		{"struct not an object", `{"leaf_info": "x"}`, errs.InvalidParameterType, "key = leaf_info,"},
 		{"list not a list", `{"leaf_list": {}}`, errs.InvalidParameterType, "key = leaf_list,"},
+		{"wrong type of an embedded member", `{"domain_id": 1}`, errs.InvalidParameterType, "key = domain_id,"},
+		{"wrong type of an embedded member at depth", `{"nested": {"domainId": {}}}`, errs.InvalidParameterType, "key = nested.domain_id,"},
 		{"malformed", `{"name": "a"`, errs.JSONFormat, "JSON parsing error"},
 		{"two values", `{"name": "a"} {}`, errs.JSONFormat, "more than one value"},
 	}

@@ -55,12 +55,9 @@ var resource = query.Resource{
 
 type (
 	pluginRequest struct {
-		PluginID    string         `json:"plugin_id" v:"required,max=255"`
-		Version     string         `json:"version" v:"max=255"`
-		Options     map[string]any `json:"options"`
+		pluginref.Request
 		SecretData  map[string]any `json:"secret_data"`
 		SchemaID    string         `json:"schema_id" v:"max=255"`
-		Metadata    map[string]any `json:"metadata"` // echoed back by clients; init decides it
 		UpgradeMode string         `json:"upgrade_mode" v:"enum=AUTO|MANUAL"`
 	}
 	schedule struct {
@@ -87,10 +84,9 @@ type (
 		Tags         freeform.Flat   `json:"tags"`
 	}
 	updatePlugin struct {
-		DataSourceID string         `json:"data_source_id" v:"required,max=64"`
-		Version      string         `json:"version" v:"max=255"`
-		Options      map[string]any `json:"options"`
-		UpgradeMode  string         `json:"upgrade_mode" v:"enum=AUTO|MANUAL"`
+		DataSourceID string `json:"data_source_id" v:"required,max=64"`
+		pluginref.Update
+		UpgradeMode string `json:"upgrade_mode" v:"enum=AUTO|MANUAL"`
 	}
 	dsRequest struct {
 		DataSourceID string `json:"data_source_id" v:"required,max=64"`
@@ -141,8 +137,8 @@ func (s *schedule) Validate() error {
 // provider (upstream) and brings no secret data of its own; only such a
 // data source takes a secret_filter.
 func (r *register) Validate() error {
-	if r.PluginInfo.UpgradeMode == "MANUAL" && r.PluginInfo.Version == "" {
-		return errs.Required("plugin_info.version")
+	if err := r.PluginInfo.Check(r.PluginInfo.UpgradeMode); err != nil {
+		return err
 	}
 	if r.SecretType != model.UseServiceAccountSecret {
 		if r.SecretFilter != nil {
@@ -258,8 +254,7 @@ func (ds *DataSources) register(ctx context.Context, p *auth.Principal, r *regis
 	if err != nil {
 		return nil, err
 	}
-	pi, err := ds.repo.New(ctx, rp.PluginID, pluginref.Ask{Version: r.PluginInfo.Version, Options: r.PluginInfo.Options,
-		UpgradeMode: r.PluginInfo.UpgradeMode}, "version", ds.init(p.DomainID))
+	pi, err := ds.repo.New(ctx, rp.PluginID, r.PluginInfo.Ask(r.PluginInfo.UpgradeMode), "version", ds.init(p.DomainID))
 	if err != nil {
 		return nil, err
 	}
@@ -391,7 +386,7 @@ func (ds *DataSources) updatePlugin(ctx context.Context, p *auth.Principal, r *u
 	doc, err := ds.change(ctx, p, r.DataSourceID, func(doc *DataSource) (bson.D, error) {
 		info := doc.PluginInfo
 		var err error
-		info.Info, err = ds.repo.Change(ctx, info.Info, pluginref.Ask{Version: r.Version, Options: r.Options, UpgradeMode: r.UpgradeMode},
+		info.Info, err = ds.repo.Change(ctx, info.Info, r.Ask(r.UpgradeMode),
 			ds.init(doc.DomainID))
 		if err != nil {
 			return nil, err

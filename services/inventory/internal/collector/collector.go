@@ -46,11 +46,8 @@ var resource = query.Resource{
 
 type (
 	pluginInfo struct {
-		PluginID    string       `json:"plugin_id" v:"required,max=255"`
-		Version     string       `json:"version" v:"max=255"`
-		Options     freeform.Map `json:"options"`
-		Metadata    freeform.Map `json:"metadata"` // echoed back by clients; the plugin's init decides it
-		UpgradeMode string       `json:"upgrade_mode" v:"enum=AUTO|MANUAL|NONE"`
+		pluginref.Request
+		UpgradeMode string `json:"upgrade_mode" v:"enum=AUTO|MANUAL|NONE"`
 	}
 	createCollector struct {
 		Name          string          `json:"name" v:"required,max=255"`
@@ -73,10 +70,9 @@ type (
 		PluginInfo map[string]any `json:"plugin_info"`
 	}
 	updatePlugin struct {
-		CollectorID string       `json:"collector_id" v:"required,max=64"`
-		Version     string       `json:"version" v:"max=255"`
-		Options     freeform.Map `json:"options"`
-		UpgradeMode string       `json:"upgrade_mode" v:"enum=AUTO|MANUAL|NONE"`
+		CollectorID string `json:"collector_id" v:"required,max=64"`
+		pluginref.Update
+		UpgradeMode string `json:"upgrade_mode" v:"enum=AUTO|MANUAL|NONE"`
 	}
 	verifyPlugin struct {
 		CollectorID string `json:"collector_id" v:"required,max=64"`
@@ -107,8 +103,8 @@ type (
 // Validate: a MANUAL plugin names its version; free-form objects hold
 // keys the store can keep.
 func (r *createCollector) Validate() error {
-	if r.PluginInfo.UpgradeMode == "MANUAL" && r.PluginInfo.Version == "" {
-		return errs.Required("plugin_info.version")
+	if err := r.PluginInfo.Check(r.PluginInfo.UpgradeMode); err != nil {
+		return err
 	}
 	return inv.CheckAllKeys("plugin_info.options", r.PluginInfo.Options, "tags", r.Tags)
 }
@@ -244,8 +240,7 @@ func (s *Service) create(ctx context.Context, p *auth.Principal, r *createCollec
 	if err != nil {
 		return nil, err
 	}
-	info, err := s.repo.New(ctx, rp.PluginID, pluginref.Ask{Version: r.PluginInfo.Version, Options: r.PluginInfo.Options,
-		UpgradeMode: r.PluginInfo.UpgradeMode}, "plugin_info.version", s.init)
+	info, err := s.repo.New(ctx, rp.PluginID, r.PluginInfo.Ask(r.PluginInfo.UpgradeMode), "plugin_info.version", s.init)
 	if err != nil {
 		return nil, err
 	}
@@ -308,7 +303,7 @@ func (s *Service) updatePlugin(ctx context.Context, p *auth.Principal, r *update
 	if err != nil {
 		return nil, err
 	}
-	info, err := s.repo.Change(ctx, doc.PluginInfo, pluginref.Ask{Version: r.Version, Options: r.Options, UpgradeMode: r.UpgradeMode}, s.init)
+	info, err := s.repo.Change(ctx, doc.PluginInfo, r.Ask(r.UpgradeMode), s.init)
 	if err != nil {
 		return nil, err
 	}

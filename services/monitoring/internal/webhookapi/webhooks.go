@@ -20,7 +20,6 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
-	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/pluginref"
@@ -50,11 +49,8 @@ var resource = query.Resource{
 
 type (
 	pluginInfo struct {
-		PluginID    string         `json:"plugin_id" v:"required,max=255"`
-		Version     string         `json:"version" v:"max=255"`
-		Options     freeform.Map   `json:"options"`
-		Metadata    map[string]any `json:"metadata"` // echoed back by clients; the plugin's init decides it
-		UpgradeMode string         `json:"upgrade_mode" v:"enum=AUTO|MANUAL|NONE"`
+		pluginref.Request
+		UpgradeMode string `json:"upgrade_mode" v:"enum=AUTO|MANUAL|NONE"`
 	}
 	createWebhook struct {
 		Name       string        `json:"name" v:"required,max=255"`
@@ -68,10 +64,9 @@ type (
 		Tags      freeform.Flat `json:"tags"`
 	}
 	updatePlugin struct {
-		WebhookID   string       `json:"webhook_id" v:"required"`
-		Version     string       `json:"version" v:"max=255"`
-		Options     freeform.Map `json:"options"`
-		UpgradeMode string       `json:"upgrade_mode" v:"enum=AUTO|MANUAL|NONE"`
+		WebhookID string `json:"webhook_id" v:"required"`
+		pluginref.Update
+		UpgradeMode string `json:"upgrade_mode" v:"enum=AUTO|MANUAL|NONE"`
 	}
 	webhookRequest struct {
 		WebhookID string `json:"webhook_id" v:"required"`
@@ -91,12 +86,7 @@ type (
 )
 
 // Validate: a MANUAL plugin names its version.
-func (r *createWebhook) Validate() error {
-	if r.PluginInfo.UpgradeMode == "MANUAL" && r.PluginInfo.Version == "" {
-		return errs.Required("plugin_info.version")
-	}
-	return nil
-}
+func (r *createWebhook) Validate() error { return r.PluginInfo.Check(r.PluginInfo.UpgradeMode) }
 
 // Webhooks serves the webhook operations.
 type Webhooks struct {
@@ -171,8 +161,7 @@ func (ws *Webhooks) create(ctx context.Context, p *auth.Principal, r *createWebh
 	if err != nil {
 		return nil, err
 	}
-	info, err := ws.repo.New(ctx, rp.PluginID, pluginref.Ask{Version: r.PluginInfo.Version, Options: r.PluginInfo.Options,
-		UpgradeMode: r.PluginInfo.UpgradeMode}, "plugin_info.version", ws.init)
+	info, err := ws.repo.New(ctx, rp.PluginID, r.PluginInfo.Ask(r.PluginInfo.UpgradeMode), "plugin_info.version", ws.init)
 	if err != nil {
 		return nil, err
 	}
@@ -250,7 +239,7 @@ func (ws *Webhooks) update(ctx context.Context, p *auth.Principal, r *updateWebh
 // mode, and keeps the metadata of a new init with them.
 func (ws *Webhooks) updatePlugin(ctx context.Context, p *auth.Principal, r *updatePlugin) (*Webhook, error) {
 	return ws.set(ctx, p, r.WebhookID, func(doc *Webhook) (bson.D, error) {
-		info, err := ws.repo.Change(ctx, doc.PluginInfo, pluginref.Ask{Version: r.Version, Options: r.Options, UpgradeMode: r.UpgradeMode}, ws.init)
+		info, err := ws.repo.Change(ctx, doc.PluginInfo, r.Ask(r.UpgradeMode), ws.init)
 		if err != nil {
 			return nil, err
 		}

@@ -49,9 +49,7 @@ var resource = query.Resource{
 
 type (
 	pluginRequest struct {
-		PluginID   string         `json:"plugin_id" v:"required,max=255"`
-		Version    string         `json:"version" v:"max=255"`
-		Options    map[string]any `json:"options"`
+		pluginref.Request
 		SecretData map[string]any `json:"secret_data"`
 		// Schema names the form of secret_data, one of the plugin's
 		// capability.supported_schema (upstream requires it with
@@ -59,9 +57,8 @@ type (
 		Schema string `json:"schema" v:"max=255"`
 		// SecretID is listed in the spec's PluginRequest; Nubes keeps
 		// no domain secrets to point at, so it is refused (see Validate).
-		SecretID    string         `json:"secret_id"`
-		Metadata    map[string]any `json:"metadata"` // echoed back by clients; init decides it
-		UpgradeMode string         `json:"upgrade_mode" v:"enum=AUTO|MANUAL"`
+		SecretID    string `json:"secret_id"`
+		UpgradeMode string `json:"upgrade_mode" v:"enum=AUTO|MANUAL"`
 	}
 	// createProtocol is the spec's CreateProtocolRequest: resource_type
 	// is not in it (no client sends it), so it is an unknown field.
@@ -77,9 +74,9 @@ type (
 		DomainID   string        `json:"domain_id"` // upstream's; must be the caller's
 	}
 	updatePlugin struct {
-		ProtocolID string         `json:"protocol_id" v:"required"`
-		Version    string         `json:"version" v:"max=255"`
-		Options    map[string]any `json:"options"`
+		ProtocolID string `json:"protocol_id" v:"required"`
+		// No upgrade_mode: upstream's protocol update_plugin has none.
+		pluginref.Update
 		// DomainID is required by the spec; the tenant comes from the
 		// token, so another domain's id is 404.
 		DomainID string `json:"domain_id" v:"required,max=64"`
@@ -107,9 +104,10 @@ type (
 // schema of its form; credentials are given as data, never by reference.
 func (r *createProtocol) Validate() error {
 	pi := r.PluginInfo
+	if err := pi.Check(pi.UpgradeMode); err != nil {
+		return err
+	}
 	switch {
-	case pi.UpgradeMode == "MANUAL" && pi.Version == "":
-		return errs.Required("plugin_info.version")
 	case pi.SecretID != "":
 		return errs.Invalid("plugin_info.secret_id", "give the credentials as plugin_info.secret_data; the service seals them with the protocol")
 	case pi.SecretData != nil && pi.Schema == "":
@@ -192,8 +190,7 @@ func (ps *Protocols) create(ctx context.Context, p *auth.Principal, r *createPro
 	if r.PluginInfo.Schema != "" && !slices.Contains(supported, r.PluginInfo.Schema) {
 		return nil, errs.Invalid("plugin_info.schema", "not one of the plugin's capability.supported_schema")
 	}
-	info, err := ps.repo.New(ctx, rp.PluginID, pluginref.Ask{Version: r.PluginInfo.Version, Options: r.PluginInfo.Options,
-		UpgradeMode: r.PluginInfo.UpgradeMode}, "plugin_info.version", ps.init)
+	info, err := ps.repo.New(ctx, rp.PluginID, r.PluginInfo.Ask(r.PluginInfo.UpgradeMode), "plugin_info.version", ps.init)
 	if err != nil {
 		return nil, err
 	}
@@ -328,7 +325,7 @@ func (ps *Protocols) updatePlugin(ctx context.Context, p *auth.Principal, r *upd
 		}
 		info := doc.PluginInfo
 		var err error
-		if info.Info, err = ps.repo.Change(ctx, info.Info, pluginref.Ask{Version: r.Version, Options: r.Options}, ps.init); err != nil {
+		if info.Info, err = ps.repo.Change(ctx, info.Info, r.Ask(""), ps.init); err != nil {
 			return nil, err
 		}
 		return bson.D{{Key: "plugin_info", Value: info}}, nil
