@@ -18,6 +18,10 @@
 //   - where a resource says so (SharedAll), records of domain "*" are read
 //     in every domain and changed only by a service credential (a SYSTEM
 //     token, never a person's SYSTEM_ADMIN grant: issue 21);
+//   - where a resource names an audience (a notice's workspaces), a
+//     workspace role reads only the records whose audience holds its
+//     workspace or "*" (or that have none), and changes only those meant
+//     for its workspace alone;
 //   - a domain admin or a SYSTEM token reaches the whole domain; a plain
 //     USER reaches no workspace record (unless the resource is user-owned).
 //
@@ -59,6 +63,13 @@ type Fields struct {
 	// registered, as upstream stores them) readable in every domain and
 	// changeable by a service credential only (auth.Principal.IsService).
 	SharedAll bool
+	// Audience names a list of the workspaces a record is shown to (a
+	// notice's workspaces, upstream's change_query_keys workspace_id ->
+	// workspaces): a workspace role reaches a record only when the list
+	// holds its workspace or All, or the record has no list (stored before
+	// the field); a domain-wide caller reaches every record. A service
+	// never stores an empty list: "for every workspace" is [All].
+	Audience string
 	// Platform marks a resource of the whole platform, with no tenancy
 	// field (boards): every caller reaches every record, and only Access
 	// decides who may call.
@@ -100,6 +111,9 @@ func (f Fields) Declared() bool {
 // Record is the tenancy of one record.
 type Record struct {
 	Domain, Workspace, Project, Owner string
+	// Audience is the record's audience list (Fields.Audience); nil when
+	// the record has none, which means every workspace.
+	Audience []string
 	// Marked: the record's delete has begun (Fields.Marks).
 	Marked bool
 }
@@ -118,10 +132,36 @@ func (f Fields) Of(doc bson.Raw) Record {
 		return s
 	}
 	rec := Record{Domain: get(f.Domain), Workspace: get(f.Workspace), Project: get(f.Project), Owner: get(f.Owner)}
+	if f.Audience != "" {
+		rec.Audience = audienceOf(doc, f.Audience)
+	}
 	if f.Marks {
 		rec.Marked = IsMarked(doc)
 	}
 	return rec
+}
+
+// audienceOf reads a stored audience list: nil when absent or null (no
+// audience: every workspace); the strings of an array otherwise. A value
+// of any other type, or a non-string element, reaches no workspace caller
+// ([]string{} or the strings alone): the filter matches only strings.
+func audienceOf(doc bson.Raw, path string) []string {
+	v, err := doc.LookupErr(strings.Split(path, ".")...)
+	if err != nil || v.Type == bson.TypeNull {
+		return nil
+	}
+	out := []string{}
+	arr, ok := v.ArrayOK()
+	if !ok {
+		return out
+	}
+	vals, _ := arr.Values()
+	for _, e := range vals {
+		if s, ok := e.StringValueOK(); ok {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // IsMarked reports whether a stored document carries the mark of a
@@ -146,6 +186,7 @@ type Rule struct {
 	// allProjects: may change the workspace's records (project "*").
 	allWorkspaces, allProjects bool
 	workspace                  string // the stamp
+	audience                   string // the workspace an audience must hold; "": every record
 	service                    bool   // may change the platform's records (SharedAll)
 }
 
@@ -197,6 +238,15 @@ func For(p *auth.Principal, f Fields) (*Rule, error) {
 			return nil, errs.Forbidden()
 		}
 	}
+	if f.Audience != "" {
+		switch {
+		case DomainWide(p):
+		case ws:
+			r.audience = p.WorkspaceID
+		default:
+			return nil, errs.Forbidden()
+		}
+	}
 	if f.Project != "" && ws && p.Role == auth.WorkspaceMember {
 		r.projects = append(slices.Clone(p.Projects), All, "")
 		r.allProjects = false
@@ -226,6 +276,11 @@ func (r *Rule) Filter() bson.D {
 	if r.projects != nil {
 		// nil: a document without the field is in no project, as "" is.
 		d = append(d, bson.E{Key: r.f.Project, Value: bson.D{{Key: "$in", Value: append(list(r.projects), nil)}}})
+	}
+	if r.audience != "" {
+		// An array matches when one element is in the list; nil matches a
+		// record without the field (MongoDB and FerretDB alike).
+		d = append(d, bson.E{Key: r.f.Audience, Value: bson.D{{Key: "$in", Value: bson.A{r.audience, All, nil}}}})
 	}
 	if r.owner != "" {
 		d = append(d, bson.E{Key: r.f.Owner, Value: r.owner})
@@ -266,6 +321,9 @@ func (r *Rule) Sees(rec Record) bool {
 	if r.projects != nil && !slices.Contains(r.projects, rec.Project) {
 		return false
 	}
+	if r.audience != "" && rec.Audience != nil && !slices.Contains(rec.Audience, r.audience) && !slices.Contains(rec.Audience, All) {
+		return false
+	}
 	return r.owner == "" || rec.Owner == r.owner
 }
 
@@ -287,6 +345,10 @@ func (r *Rule) sharedWrite(rec Record) error {
 		return errs.Forbidden()
 	}
 	if r.f.Project != "" && (rec.Project == All || rec.Project == "") && !r.allProjects {
+		return errs.Forbidden()
+	}
+	// A record shown to other workspaces too is a domain-wide caller's.
+	if r.audience != "" && !slices.Equal(rec.Audience, []string{r.audience}) {
 		return errs.Forbidden()
 	}
 	return nil

@@ -3,6 +3,7 @@ package tenancy
 import (
 	"errors"
 	"net/http"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -31,6 +32,17 @@ func matches(t *testing.T, f bson.D, f2 Fields, rec Record) bool {
 	t.Helper()
 	val := map[string]string{f2.Domain: rec.Domain, f2.Workspace: rec.Workspace, f2.Project: rec.Project, f2.Owner: rec.Owner}
 	for _, e := range f {
+		if e.Key == f2.Audience { // an array matches when one element does
+			vals := e.Value.(bson.D)[0].Value.(bson.A)
+			hit := rec.Audience == nil && slices.Contains(vals, nil)
+			for _, a := range rec.Audience {
+				hit = hit || slices.Contains(vals, any(a))
+			}
+			if !hit {
+				return false
+			}
+			continue
+		}
 		v := val[e.Key]
 		switch c := e.Value.(type) {
 		case string:
@@ -63,6 +75,8 @@ func status(err error) int {
 func TestRule(t *testing.T) {
 	ws := func(w string) Record { return Record{Domain: "d1", Workspace: w} }
 	pr := func(w, p string) Record { return Record{Domain: "d1", Workspace: w, Project: p} }
+	notice := Fields{Domain: "domain_id", Audience: "workspaces"}
+	aud := func(ws ...string) Record { return Record{Domain: "d1", Audience: append([]string{}, ws...)} }
 	for _, c := range []struct {
 		name   string
 		p      *auth.Principal
@@ -98,6 +112,16 @@ func TestRule(t *testing.T) {
 		{"shared record changed by a service", system, Fields{Domain: "domain_id", SharedAll: true}, Record{Domain: All}, true, 200, 200},
 		{"shared record not changed by a person's SYSTEM_ADMIN grant", sysAdmin, Fields{Domain: "domain_id", SharedAll: true}, Record{Domain: All}, true, 403, 403},
 		{"another domain's record stays hidden when sharing", adminB, Fields{Domain: "domain_id", SharedAll: true}, Record{Domain: "d1"}, false, 404, 403},
+		{"admin reads a notice for one workspace", admin, notice, aud("w1"), true, 200, 200},
+		{"owner reads a notice for its workspace", owner1, notice, aud("w1"), true, 200, 200},
+		{"owner of another workspace, notice for one", owner2, notice, aud("w1"), false, 404, 403},
+		{"owner of another workspace, notice for two", owner2, notice, aud("w1", "w3"), false, 404, 403},
+		{"owner reads a notice for two, changes nothing", owner1, notice, aud("w3", "w1"), true, 403, 403},
+		{"member reads a notice for all", member1, notice, aud(All), true, 403, 403},
+		{"member reads a notice without a list", member1, notice, Record{Domain: "d1"}, true, 403, 403},
+		{"owner, a stored empty list", owner1, notice, aud(), false, 404, 403},
+		{"admin, a stored empty list", admin, notice, aud(), true, 200, 200},
+		{"another domain's admin, notice for all", adminB, notice, aud(All), false, 404, 403},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r, err := For(c.p, c.f)
@@ -130,6 +154,8 @@ func TestRefused(t *testing.T) {
 		{"workspace role without a workspace", noWS, InDomain, 403},
 		{"workspace role without a workspace, workspace resource", noWS, InWorkspace, 403},
 		{"plain user on a workspace resource", user, InWorkspace, 403},
+		{"plain user on a resource with an audience", user, Fields{Domain: "domain_id", Audience: "workspaces"}, 403},
+		{"workspace role without a workspace, audience", noWS, Fields{Domain: "domain_id", Audience: "workspaces"}, 403},
 		{"no caller", nil, InDomain, 401},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -157,7 +183,7 @@ func TestStamp(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := r.Stamp(); got != c.want {
+		if got := r.Stamp(); !reflect.DeepEqual(got, c.want) {
 			t.Fatalf("%s: Stamp = %+v, want %+v", c.p.UserID, got, c.want)
 		}
 	}
@@ -166,7 +192,29 @@ func TestStamp(t *testing.T) {
 func TestOf(t *testing.T) {
 	f := Fields{Domain: "domain_id", Workspace: "where.workspace", Project: "project_id", Owner: "user_id"}
 	raw, _ := bson.Marshal(bson.D{{Key: "domain_id", Value: "d1"}, {Key: "where", Value: bson.D{{Key: "workspace", Value: "w1"}}}, {Key: "project_id", Value: 7}})
-	if got, want := f.Of(raw), (Record{Domain: "d1", Workspace: "w1"}); got != want {
+	if got, want := f.Of(raw), (Record{Domain: "d1", Workspace: "w1"}); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Of = %+v, want %+v (a non-string project reads as none)", got, want)
+	}
+	notice := Fields{Domain: "domain_id", Audience: "workspaces"}
+	for _, c := range []struct {
+		name string
+		v    any // nil: no field
+		want []string
+	}{
+		{"absent", nil, nil},
+		{"null", bson.Null{}, nil},
+		{"a list", bson.A{"w1", All}, []string{"w1", All}},
+		{"non-strings left out", bson.A{"w1", 3}, []string{"w1"}},
+		{"empty", bson.A{}, []string{}},
+		{"not a list reaches no one", "w1", []string{}},
+	} {
+		d := bson.D{{Key: "domain_id", Value: "d1"}}
+		if c.v != nil {
+			d = append(d, bson.E{Key: "workspaces", Value: c.v})
+		}
+		raw, _ := bson.Marshal(d)
+		if got := notice.Of(raw).Audience; !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: Audience = %#v, want %#v", c.name, got, c.want)
+		}
 	}
 }

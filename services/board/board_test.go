@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -30,7 +31,12 @@ type callers struct {
 	h                                            http.Handler
 }
 
-func setup(t *testing.T) *callers {
+func setup(t *testing.T) *callers { t.Helper(); return setupViews(t, true) }
+
+// setupViews: without the view-count writer (views false), a get changes
+// no stored byte, as the tenancy matrix's byte-for-byte check needs (the
+// writer would add the insider's view while the outsiders are tried).
+func setupViews(t *testing.T, views bool) *callers {
 	t.Helper()
 	env := testkit.Get()
 	db := env.Database(t)
@@ -38,10 +44,12 @@ func setup(t *testing.T) *callers {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = svc.Workers[0](ctx) }() // the view-count writer
-	t.Cleanup(func() { cancel(); <-done })
+	if views {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = svc.Workers[0](ctx) }() // the view-count writer
+		t.Cleanup(func() { cancel(); <-done })
+	}
 	srv, err := server.New(server.Options{Name: "board", Auth: env.Verifier, Logger: slog.New(slog.DiscardHandler)}, svc.Routes...)
 	if err != nil {
 		t.Fatal(err)
@@ -547,7 +555,7 @@ func TestConcurrentViewsAllCount(t *testing.T) {
 // TestPostTenancy runs the tenancy matrix over a post: no caller outside
 // its domain reads or changes it.
 func TestPostTenancy(t *testing.T) {
-	c := setup(t)
+	c := setupViews(t, false)
 	b := c.board(t, "notices")
 	p := c.post(t, c.adminA, b.BoardID, "", "for domain a")
 	id := map[string]any{"post_id": p.PostID}
@@ -713,4 +721,148 @@ func TestPost2xBadInput(t *testing.T) {
 	if len(got.Workspaces) != 1 || got.Workspaces[0] != "*" {
 		t.Fatalf("workspaces changed: %+v", got)
 	}
+}
+
+// TestNoticeWorkspaces: a notice's workspaces say who reads it. A caller
+// of another workspace reaches it by no path (get, list, stat) and no
+// filter, keyword, sort or group reveals it; a domain admin reads every
+// notice; "*", [] (stored as "*") and a post stored before workspaces
+// existed are read by every workspace. Changing the workspaces moves the
+// notice in and out of a workspace's reach.
+func TestNoticeWorkspaces(t *testing.T) {
+	c := setup(t)
+	env := testkit.Get()
+	as := func(p auth.Principal) *testkit.Client { return c.anon.As(env.Token(t, p)) }
+	w1 := as(auth.Principal{DomainID: "domain-a", UserID: "olga", Role: auth.WorkspaceOwner, WorkspaceID: "workspace-1"})
+	w2 := as(auth.Principal{DomainID: "domain-a", UserID: "mark", Role: auth.WorkspaceMember, WorkspaceID: "workspace-2"})
+	notice := func(title string, workspaces []string) string {
+		t.Helper()
+		var p postInfo
+		c.adminA.Call("/board/post/create", map[string]any{"board_type": "NOTICE", "title": title, "contents": "secret plan " + title,
+			"options": map[string]any{"is_pinned": true}, "resource_group": "DOMAIN", "workspaces": workspaces}).OK(&p)
+		return p.PostID
+	}
+	only1 := notice("only one", []string{"workspace-1"})
+	two := notice("two and three", []string{"workspace-2", "workspace-3"})
+	all := notice("all", []string{"*"})
+	// A post stored before workspaces existed: no field at all.
+	if _, err := c.db.Collection(boardapi.PostsCollection).InsertOne(context.Background(), bson.D{
+		{Key: "_id", Value: "post-legacy"}, {Key: "post_id", Value: "post-legacy"}, {Key: "board_type", Value: "NOTICE"},
+		{Key: "title", Value: "legacy"}, {Key: "domain_id", Value: "domain-a"}, {Key: "created_at", Value: time.Now().UTC()},
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	ids := func(as *testkit.Client, q map[string]any) []string {
+		t.Helper()
+		var l list[postInfo]
+		as.Call("/board/post/list", map[string]any{"board_type": "NOTICE", "query": q}).OK(&l)
+		out := []string{}
+		for _, p := range l.Results {
+			out = append(out, p.PostID)
+		}
+		if l.TotalCount != len(out) {
+			t.Fatalf("total_count %d for %d results", l.TotalCount, len(out))
+		}
+		slices.Sort(out)
+		return out
+	}
+	sorted := func(ids ...string) []string { slices.Sort(ids); return ids }
+	for _, tc := range []struct {
+		name string
+		as   *testkit.Client
+		want []string
+	}{
+		{"domain admin", c.adminA, sorted(only1, two, all, "post-legacy")},
+		{"owner of workspace-1", w1, sorted(only1, all, "post-legacy")},
+		{"member of workspace-2", w2, sorted(two, all, "post-legacy")},
+		{"member of workspace-1", c.memberA, sorted(only1, all, "post-legacy")},
+	} {
+		if got := ids(tc.as, nil); !slices.Equal(got, tc.want) {
+			t.Errorf("%s lists %v, want %v", tc.name, got, tc.want)
+		}
+	}
+
+	// The attacker: a member of workspace-2 after the workspace-1 notice.
+	w2.Call("/board/post/get", map[string]any{"post_id": only1}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	for name, q := range map[string]map[string]any{
+		"by id":              {"filter": []any{map[string]any{"k": "post_id", "v": only1, "o": "eq"}}},
+		"by its workspace":   {"filter": []any{map[string]any{"k": "workspaces", "v": "workspace-1", "o": "eq"}}},
+		"by workspaces in":   {"filter": []any{map[string]any{"k": "workspaces", "v": []string{"workspace-1"}, "o": "in"}}},
+		"filter_or":          {"filter_or": []any{map[string]any{"k": "post_id", "v": only1, "o": "eq"}, map[string]any{"k": "title", "v": "only", "o": "contain"}}},
+		"keyword":            {"keyword": "only"},
+		"workspaces exists":  {"filter": []any{map[string]any{"k": "workspaces", "v": false, "o": "exists"}, map[string]any{"k": "title", "v": "only one", "o": "eq"}}},
+		"sorted, first page": {"filter": []any{map[string]any{"k": "title", "v": "only one", "o": "eq"}}, "sort": []any{map[string]any{"key": "workspaces"}}, "page": map[string]any{"start": 1, "limit": 1}},
+	} {
+		if got := ids(w2, q); slices.Contains(got, only1) || (name != "keyword" && name != "sorted, first page" && len(got) > 0) {
+			t.Errorf("%s: workspace-2 lists %v", name, got)
+		}
+	}
+	stat := func(as *testkit.Client, q map[string]any) string {
+		t.Helper()
+		r := as.Call("/board/post/stat", map[string]any{"query": q})
+		if r.Status != http.StatusOK {
+			t.Fatalf("stat %v: %d %s", q, r.Status, r.Body)
+		}
+		return string(r.Body)
+	}
+	for _, q := range []map[string]any{
+		{"distinct": "post_id"},
+		{"distinct": "workspaces"},
+		{"distinct": "title"},
+		{"aggregate": []any{map[string]any{"group": map[string]any{"keys": []any{map[string]any{"key": "title", "name": "title"}},
+			"fields": []any{map[string]any{"name": "n", "operator": "count"}}}}}},
+		{"aggregate": []any{map[string]any{"unwind": map[string]any{"path": "workspaces"}},
+			map[string]any{"group": map[string]any{"keys": []any{map[string]any{"key": "workspaces", "name": "w"}},
+				"fields": []any{map[string]any{"name": "n", "operator": "count"}}}}}},
+	} {
+		body := stat(w2, q)
+		if strings.Contains(body, only1) || strings.Contains(body, "only one") || strings.Contains(body, `"workspace-1"`) {
+			t.Errorf("stat %v reveals the workspace-1 notice: %s", q, body)
+		}
+	}
+	if body := stat(c.adminA, map[string]any{"distinct": "title"}); !strings.Contains(body, "only one") {
+		t.Fatalf("the admin's stat misses the workspace-1 notice: %s", body)
+	}
+	if body := stat(w1, map[string]any{"distinct": "title"}); !strings.Contains(body, "only one") || strings.Contains(body, "two and three") {
+		t.Fatalf("workspace-1's stat: %s", body)
+	}
+	w1.Call("/board/post/get", map[string]any{"post_id": two}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	var got postInfo
+	w2.Call("/board/post/get", map[string]any{"post_id": two}).OK(&got)
+	w2.Call("/board/post/get", map[string]any{"post_id": "post-legacy"}).OK(&got)
+	if got.Workspaces == nil || len(got.Workspaces) != 0 {
+		t.Fatalf("a post without workspaces answers %#v, want []", got.Workspaces)
+	}
+
+	// Moving the notices: [] is every workspace; a list leaves the others out.
+	c.adminA.Call("/board/post/update", map[string]any{"post_id": only1, "workspaces": []string{}}).OK(nil)
+	c.adminA.Call("/board/post/update", map[string]any{"post_id": two, "workspaces": []string{"workspace-3"}}).OK(nil)
+	w2.Call("/board/post/get", map[string]any{"post_id": only1}).OK(nil)
+	w2.Call("/board/post/get", map[string]any{"post_id": two}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	if got := ids(w2, nil); !slices.Equal(got, sorted(only1, all, "post-legacy")) {
+		t.Fatalf("after the moves workspace-2 lists %v", got)
+	}
+}
+
+// TestNoticeWorkspacesTenancy runs the tenancy matrix over a notice for
+// one workspace: an owner of another workspace is an outsider too.
+func TestNoticeWorkspacesTenancy(t *testing.T) {
+	c := setupViews(t, false)
+	var p postInfo
+	c.adminA.Call("/board/post/create", map[string]any{"board_type": "NOTICE", "title": "for workspace-1", "contents": "c",
+		"resource_group": "DOMAIN", "workspaces": []string{"workspace-1"}}).OK(&p)
+	id := map[string]any{"post_id": p.PostID}
+	testkit.Tenancy{
+		Handler: c.h, Coll: c.db.Collection(boardapi.PostsCollection), ID: p.PostID, Domain: "domain-a", Workspace: "workspace-1",
+		Insider: auth.Principal{DomainID: "domain-a", UserID: "mia", Role: auth.WorkspaceMember, WorkspaceID: "workspace-1"},
+		Get:     testkit.Req{Path: "/board/post/get", Body: id},
+		List:    testkit.Req{Path: "/board/post/list", Body: id},
+		Stat:    &testkit.Req{Path: "/board/post/stat", Body: map[string]any{"query": map[string]any{"distinct": "post_id"}}},
+		Changes: []testkit.Req{
+			{Path: "/board/post/update", Body: map[string]any{"post_id": p.PostID, "title": "taken", "workspaces": []string{}}},
+			{Path: "/board/post/send", Body: id},
+			{Path: "/board/post/delete", Body: id},
+		},
+	}.Run(t)
 }

@@ -48,8 +48,11 @@ var postResource = query.Resource{
 	DefaultSort:   []query.SortKey{{Key: "created_at", Desc: true}},
 	MinimalFields: []string{"post_id", "board_id", "board_type", "category", "title", "writer", "created_at"},
 	Fields:        query.FieldsOf[Post](),
-	Tenancy:       tenancy.InDomain,
-	Maps:          freeform.FieldsOf[Post](),
+	// A notice is read in its domain, by a workspace role only when its
+	// workspaces hold the caller's or "*" (upstream 2.x: workspace_id
+	// queries workspaces).
+	Tenancy: tenancy.Fields{Domain: "domain_id", Audience: "workspaces"},
+	Maps:    freeform.FieldsOf[Post](),
 }
 
 // optionKeys are the only keys a post's options may hold.
