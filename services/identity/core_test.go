@@ -142,3 +142,34 @@ func TestProjectListForDomain(t *testing.T) {
 		t.Fatalf("a domain naming itself lists %v", got)
 	}
 }
+
+// A SYSTEM caller (the notification service) finds the admins of the
+// domain it names: their DOMAIN_ADMIN bindings and their e-mails.
+func TestDomainAdminsForService(t *testing.T) {
+	h := newHarness(t)
+	otherID, _ := h.newDomain("admins-other")
+	var bl struct {
+		Results []struct {
+			UserID   string `json:"user_id"`
+			RoleType string `json:"role_type"`
+			DomainID string `json:"domain_id"`
+		} `json:"results"`
+	}
+	h.system.Call("/identity/v2/role-binding/list", map[string]any{"domain_id": otherID, "role_type": "DOMAIN_ADMIN"}).OK(&bl)
+	if len(bl.Results) != 1 || bl.Results[0].UserID != "boss" || bl.Results[0].DomainID != otherID {
+		t.Fatalf("SYSTEM lists bindings %+v for %s", bl.Results, otherID)
+	}
+	var ul struct {
+		Results []struct {
+			UserID   string `json:"user_id"`
+			Email    string `json:"email"`
+			DomainID string `json:"domain_id"`
+		} `json:"results"`
+	}
+	h.system.Call("/identity/v2/user/list", map[string]any{"domain_id": otherID, "user_id": "boss"}).OK(&ul)
+	if len(ul.Results) != 1 || ul.Results[0].Email != h.email("boss-admins-other") || ul.Results[0].DomainID != otherID {
+		t.Fatalf("SYSTEM lists users %+v for %s", ul.Results, otherID)
+	}
+	h.admin.Call("/identity/v2/role-binding/list", map[string]any{"domain_id": otherID}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	h.admin.Call("/identity/v2/user/list", map[string]any{"domain_id": otherID}).Fails(http.StatusNotFound, errs.NotFoundCode)
+}

@@ -240,3 +240,36 @@ func TestEventsAfterAKilledWorker(t *testing.T) {
 	})
 	c.checkNumbers(t, 2)
 }
+
+// TestEventRetryAfterNumberedInsert: a worker killed after it stored a
+// new alert and before the numbering counter moved on leaves the counter
+// pending on that alert; the retry of the same event (the same derived
+// alert id) must not hand the alert's number out again.
+func TestEventRetryAfterNumberedInsert(t *testing.T) {
+	c := setup(t)
+	w := c.webhook(t, c.memberA1, "Grafana")
+	c.parses(alert("k-1", "ALERT"))
+	res := c.ingest(t, w, `{"n": 1}`)
+	first := res.Results[0].AlertID
+	ctx := context.Background()
+	claims := c.db.Collection(mon.ClaimsCollection)
+	// The state of the death: the counter still pending on the stored
+	// alert, the key's open alert not recorded, the event not marked.
+	if _, err := claims.UpdateOne(ctx, bson.D{{Key: "_id", Value: "alert-number#domain-a"}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "next", Value: 1}, {Key: "pending", Value: first}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := claims.DeleteMany(ctx, bson.D{{Key: "alert_id", Value: first}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.db.Collection(mon.EventsCollection).UpdateOne(ctx, bson.D{{Key: "_id", Value: res.Results[0].EventID}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "applied", Value: false}, {Key: "alert_id", Value: ""}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if again := c.ingest(t, w, `{"n": 1}`); again.Results[0].AlertID != first {
+		t.Fatalf("retry: %+v", again)
+	}
+	c.parses(alert("k-2", "ALERT"))
+	c.ingest(t, w, `{"n": 2}`)
+	c.checkNumbers(t, 2)
+}

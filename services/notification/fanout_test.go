@@ -9,11 +9,16 @@ import (
 	"testing"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
+	"github.com/nubes-io/nubes/services/notification/internal/fanout"
 )
 
 // clock is a test clock the fan-out reads.
@@ -223,5 +228,119 @@ func TestNotificationCreateAndPush(t *testing.T) {
 	}
 	if n := e.countWhere(t, "notification_inbox", nil); n != 0 {
 		t.Fatalf("%d inbox entries for project channels and a push", n)
+	}
+}
+
+// TestNotificationDomainAdmins: a notice for the domain's admins (a
+// failed job's) reaches every ENABLED user identity binds to DOMAIN_ADMIN
+// in that domain, asked with the service credential: an inbox entry
+// each, their user channels, and the mailer at identity's address for an
+// admin without a channel; a user of another role or domain, or a
+// disabled admin, gets nothing. Through the stream and notification/create.
+func TestNotificationDomainAdmins(t *testing.T) {
+	e := setupWith(t, options{bus: true})
+	plain := e.protocolWith(t, "hooks", "PLAIN_TEXT")
+	e.plugin.Reset()
+	type binding struct{ user, role, domain string }
+	bindings := []binding{{"alice", "DOMAIN_ADMIN", "domain-a"}, {"dora", "DOMAIN_ADMIN", "domain-a"}, {"erin", "DOMAIN_ADMIN", "domain-a"},
+		{"olga", "WORKSPACE_OWNER", "domain-a"}, {"bob", "DOMAIN_ADMIN", "domain-b"}}
+	users := map[string][2]string{"alice": {"alice@a.example.com", "ENABLED"}, "dora": {"dora@a.example.com", "ENABLED"},
+		"erin": {"erin@a.example.com", "DISABLED"}, "olga": {"olga@a.example.com", "ENABLED"}, "bob": {"bob@b.example.com", "ENABLED"}}
+	service := func(p *auth.Principal) error {
+		if !p.IsService() {
+			return errs.Forbidden()
+		}
+		return nil
+	}
+	e.identity.Handle(fanout.RoleBindingListPath, func(p *auth.Principal, req map[string]any) (any, error) {
+		if err := service(p); err != nil {
+			return nil, err
+		}
+		var out []M
+		for _, b := range bindings {
+			if b.domain == testkit.Str(req, "domain_id") && (testkit.Str(req, "role_type") == "" || b.role == testkit.Str(req, "role_type")) {
+				out = append(out, M{"role_binding_id": "rb-" + b.user, "user_id": b.user, "role_type": b.role, "domain_id": b.domain})
+			}
+		}
+		return M{"results": out, "total_count": len(out)}, nil
+	}).Handle(fanout.UserListPath, func(p *auth.Principal, req map[string]any) (any, error) {
+		if err := service(p); err != nil {
+			return nil, err
+		}
+		var out []M
+		for _, b := range bindings {
+			u := users[b.user]
+			if b.domain == testkit.Str(req, "domain_id") && (testkit.Str(req, "state") == "" || u[1] == testkit.Str(req, "state")) {
+				out = append(out, M{"user_id": b.user, "email": u[0], "state": u[1], "domain_id": b.domain})
+			}
+		}
+		return M{"results": out, "total_count": len(out)}, nil
+	})
+	// alice chose a channel of her own; dora has none.
+	alice := e.ownerA1.For(auth.Principal{DomainID: "domain-a", UserID: "alice", Role: auth.DomainAdmin})
+	alice.Call(ucBase+"create", M{"protocol_id": plain, "name": "mine", "data": M{"webhook_url": "https://hooks.example.com/alice"}}).OK(nil)
+
+	failed := events.NotificationRequest{ID: "job-0123456789ab-failed", DomainID: "domain-a", DomainAdmins: true, Topic: "inventory.Job",
+		NotificationType: events.NotifyError, Message: events.NotificationMessage{Title: "Collection failed"}}
+	e.request(t, failed)
+	if got := e.dispatched(t, 1); got["https://hooks.example.com/alice"] == nil {
+		t.Fatalf("dispatched %v", got)
+	}
+	mailsTo := func(n int) []string {
+		t.Helper()
+		var to []string
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			to = to[:0]
+			for _, m := range e.mails(t) {
+				to = append(to, m.To)
+			}
+			if len(to) >= n {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		time.Sleep(300 * time.Millisecond)
+		to = to[:0]
+		for _, m := range e.mails(t) {
+			if m.Data["title"] != "Collection failed" {
+				t.Fatalf("mail %+v", m)
+			}
+			to = append(to, m.To)
+		}
+		sort.Strings(to)
+		return to
+	}
+	if to := mailsTo(1); !reflect.DeepEqual(to, []string{"dora@a.example.com"}) {
+		t.Fatalf("mailed %v", to)
+	}
+	var inbox []string
+	cur, err := e.db.Collection("notification_inbox").Find(context.Background(), bson.D{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs []bson.M
+	if err := cur.All(context.Background(), &docs); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range docs {
+		inbox = append(inbox, d["user_id"].(string))
+	}
+	sort.Strings(inbox)
+	if !reflect.DeepEqual(inbox, []string{"alice", "dora"}) {
+		t.Fatalf("inbox of %v", inbox)
+	}
+	// Delivered again: nothing more.
+	e.request(t, failed)
+	e.dispatched(t, 1)
+	if to := mailsTo(1); len(to) != 1 {
+		t.Fatalf("mailed %v after a redelivery", to)
+	}
+	// upstream's notification/create for identity.Domain: the same path.
+	e.system.Call("/notification/v1/notification/create", M{"resource_type": "identity.Domain", "resource_id": "domain-a", "topic": "cost_analysis.Job",
+		"message": M{"title": "Collection failed"}, "domain_id": "domain-a"}).OK(nil)
+	e.dispatched(t, 2)
+	if to := mailsTo(2); !reflect.DeepEqual(to, []string{"dora@a.example.com", "dora@a.example.com"}) {
+		t.Fatalf("mailed %v", to)
 	}
 }

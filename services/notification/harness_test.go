@@ -51,6 +51,7 @@ type env struct {
 	plugin                                                 *fakeplugin.Server
 	bus                                                    *events.Bus
 	handler                                                http.Handler
+	identity                                               *testkit.Fake
 }
 
 type options struct {
@@ -78,8 +79,9 @@ func setupWith(t *testing.T, o options) *env {
 	identity := testkit.FakeIdentity(t, map[string]testkit.Project{
 		"project-1": {DomainID: "domain-a", WorkspaceID: "workspace-1"}, "project-2": {DomainID: "domain-a", WorkspaceID: "workspace-1"},
 		"project-9": {DomainID: "domain-a", WorkspaceID: "workspace-9"}, "project-b": {DomainID: "domain-b", WorkspaceID: "workspace-b"}})
-	deps := app.Deps{DB: db, Log: slog.New(slog.DiscardHandler), Services: call.NewServices(map[string]string{"repository": repo.URL, "identity": identity.URL}, "", nil), Plugins: plugins}
-	e := &env{db: db, plugin: fp}
+	svcToken := tk.Token(t, auth.Principal{TokenType: auth.SystemToken, DomainID: "domain-root", UserID: "notification", Role: auth.SystemAdmin})
+	deps := app.Deps{DB: db, Log: slog.New(slog.DiscardHandler), Services: call.NewServices(map[string]string{"repository": repo.URL, "identity": identity.URL}, svcToken, nil), Plugins: plugins}
+	e := &env{db: db, plugin: fp, identity: identity}
 	if o.bus {
 		n := testkit.StartNATS(t)
 		bus, err := events.Connect(context.Background(), n.URL(), "notification-test", slog.New(slog.DiscardHandler))

@@ -95,7 +95,7 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 		cfg.Fanout = fanout.DefaultConfig()
 		cfg.Fanout.Now = now
 	}
-	fan, err := fanout.New(ctx, d.DB, d.Events, cfg.Fanout, log)
+	fan, err := fanout.New(ctx, d.DB, d.Events, d.Services.Client("identity"), cfg.Fanout, log)
 	if err != nil {
 		return nil, err
 	}

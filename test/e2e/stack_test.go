@@ -95,9 +95,10 @@ var services = []service{
 	// asks the repository for plugins; its protocols' plugin is the test
 	// plugin TestNotificationDispatch starts (alias noti-plugin). It
 	// consumes the notification events the test publishes on NATS.
-	{Name: "notification", Env: func(*stack) map[string]string {
+	{Name: "notification", Env: func(s *stack) map[string]string {
 		return map[string]string{"NUBES_ENCRYPTION_KEYS": "n1:" + base64.StdEncoding.EncodeToString([]byte(strings.Repeat("n", 32))),
-			"NUBES_SERVICE_URLS": "identity=http://identity:8080,repository=http://repository:8080",
+			"NUBES_SERVICE_URLS":  "identity=http://identity:8080,repository=http://repository:8080",
+			"NUBES_SERVICE_TOKEN": s.serviceToken,
 			"NUBES_PLUGIN_ENDPOINTS": testNotificationPlugin + "=grpc://noti-plugin:50051," + reqNotificationPlugin + "=grpc://req-noti-plugin:50051," +
 				alertNotificationPlugin + "=grpc://alert-noti-plugin:50051",
 			"NUBES_DISPATCH_BACKOFF": "1s", "NUBES_DISPATCH_MAX_BACKOFF": "2s", "NUBES_DISPATCH_TIMEOUT": "20s"}

@@ -55,6 +55,9 @@ type (
 		State    string       `json:"state" v:"enum=ENABLED|DISABLED|PENDING"`
 		Email    string       `json:"email"`
 		AuthType string       `json:"auth_type" v:"enum=LOCAL|EXTERNAL"`
+		// DomainID: a SYSTEM caller (the notification service mailing a
+		// domain's admins) names the domain; anyone else only their own.
+		DomainID string `json:"domain_id" v:"max=64"`
 	}
 )
 
@@ -167,7 +170,11 @@ func (s *Service) deleteUserV2(ctx context.Context, p *auth.Principal, r *userRe
 
 func (s *Service) listUsersV2(ctx context.Context, p *auth.Principal, r *userSearchV2) (*api.List[userInfoV2], error) {
 	q := query.With(r.Query, query.Params("user_id", r.UserID, "name", r.Name, "state", r.State, "email", r.Email, "auth_type", r.AuthType)...)
-	return searchUsers(ctx, s, p, q, userResourceV2, func(u *User) userInfoV2 { return *toV2(u) }, nil)
+	caller, err := s.callerIn(ctx, p, r.DomainID)
+	if err != nil {
+		return nil, err
+	}
+	return searchUsers(ctx, s, caller, q, userResourceV2, func(u *User) userInfoV2 { return *toV2(u) }, nil)
 }
 
 // searchUsers lists the users p reaches as Info rows; names maps stored

@@ -87,6 +87,9 @@ type (
 		RoleID        string       `json:"role_id"`
 		RoleType      string       `json:"role_type"`
 		WorkspaceID   string       `json:"workspace_id"`
+		// DomainID: a SYSTEM caller (the notification service looking
+		// for a domain's admins) names the domain; anyone else only their own.
+		DomainID string `json:"domain_id" v:"max=64"`
 	}
 )
 
@@ -439,7 +442,11 @@ func (s *Service) getBinding(ctx context.Context, p *auth.Principal, r *bindingR
 func (s *Service) listBindings(ctx context.Context, p *auth.Principal, r *bindingQuery) (*api.List[RoleBinding], error) {
 	q := query.With(r.Query, query.Params("role_binding_id", r.RoleBindingID, "user_id", r.UserID, "role_id", r.RoleID,
 		"role_type", r.RoleType, "workspace_id", r.WorkspaceID)...)
-	return store.SearchFor[RoleBinding](ctx, s.bindings, q, bindingResource, p)
+	caller, err := s.callerIn(ctx, p, r.DomainID)
+	if err != nil {
+		return nil, err
+	}
+	return store.SearchFor[RoleBinding](ctx, s.bindings, q, bindingResource, caller)
 }
 
 func mustJSON(v any) []byte {

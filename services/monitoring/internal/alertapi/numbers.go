@@ -96,9 +96,14 @@ func (as *Alerts) number(ctx context.Context, a *Alert) (out *Alert, created boo
 		_, err = as.c.InsertOne(wctx, a)
 		cancel()
 		if mongo.IsDuplicateKeyError(err) {
-			// Stored already (a retried insert of a derived id): n stays free.
+			// Stored already (a retried insert of a derived id): n stays
+			// free, unless the stored alert holds it (a try killed after
+			// its insert left the counter pending on this very alert).
 			if out, err = as.Load(ctx, a.ID); err != nil {
 				return err
+			}
+			if out.AlertNumber >= n {
+				n = out.AlertNumber + 1
 			}
 			return as.writeCounter(ctx, counter{ID: c.ID, Next: n})
 		}

@@ -26,6 +26,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/nubes-io/nubes/pkg/call"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/seal"
@@ -53,17 +54,19 @@ func DefaultConfig() Config {
 // Fanout consumes notification requests.
 type Fanout struct {
 	bus                                 *events.Bus
+	identity                            *call.Client
 	protocols, projectCh, userCh, inbox *mongo.Collection
 	cfg                                 Config
 	log                                 *slog.Logger
 }
 
-// New builds the fan-out and its inbox indexes.
-func New(ctx context.Context, db *mongo.Database, bus *events.Bus, cfg Config, log *slog.Logger) (*Fanout, error) {
+// New builds the fan-out and its inbox indexes; identity is where a
+// domain's admins are found (DomainAdmins requests).
+func New(ctx context.Context, db *mongo.Database, bus *events.Bus, identity *call.Client, cfg Config, log *slog.Logger) (*Fanout, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	f := &Fanout{bus: bus, protocols: db.Collection(noti.ProtocolsCollection), projectCh: db.Collection(noti.ProjectChannelsCollection),
+	f := &Fanout{bus: bus, identity: identity, protocols: db.Collection(noti.ProtocolsCollection), projectCh: db.Collection(noti.ProjectChannelsCollection),
 		userCh: db.Collection(noti.UserChannelsCollection), inbox: db.Collection(noti.InboxCollection), cfg: cfg, log: log}
 	return f, store.EnsureIndexes(ctx, f.inbox, store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "user_id", Value: 1}, {Key: "created_at", Value: -1}}})
 }
@@ -149,32 +152,34 @@ func (f *Fanout) Handle(ctx context.Context, r events.NotificationRequest) error
 			}
 		}
 	}
-	filter := bson.D{{Key: "domain_id", Value: r.DomainID}, {Key: "state", Value: noti.Enabled}}
-	var ors bson.A
-	if users = compact(users); len(users) > 0 {
-		ors = append(ors, bson.D{{Key: "user_id", Value: bson.D{{Key: "$in", Value: users}}}})
-	}
+	// A domain's admins are asked of identity each time: a binding given
+	// or taken away counts from the next request on.
+	var admins []Admin
 	if r.DomainAdmins {
-		ors = append(ors, bson.D{{Key: "domain_admin", Value: true}})
+		if admins, err = f.admins(ctx, r.DomainID); err != nil {
+			return err
+		}
+		for _, a := range admins {
+			users = append(users, a.UserID)
+		}
 	}
-	if len(ors) == 0 {
+	if users = compact(users); len(users) == 0 {
 		return nil
 	}
+	// Every channel of the users, whatever its state: a user who made
+	// one chose how to be reached, and is mailed by no other way.
 	var chs []noti.UserChannel
-	if err := find(ctx, f.userCh, append(filter, bson.E{Key: "$or", Value: ors}), &chs); err != nil {
+	if err := find(ctx, f.userCh, bson.D{{Key: "domain_id", Value: r.DomainID}, {Key: "user_id", Value: bson.D{{Key: "$in", Value: users}}}}, &chs); err != nil {
 		return err
-	}
-	for _, c := range chs {
-		if !slices.Contains(users, c.UserID) {
-			users = append(users, c.UserID) // a domain admin's
-		}
 	}
 	for _, u := range users {
 		if err := f.keepInbox(ctx, r, msg, u); err != nil {
 			return err
 		}
 	}
+	reached := map[string]bool{}
 	for _, c := range chs {
+		reached[c.UserID] = true
 		if !noti.Picks(c.State, c.IsSubscribe, c.Subscriptions, c.IsScheduled, c.Schedule, r.Topic, now) {
 			continue
 		}
@@ -185,7 +190,87 @@ func (f *Fanout) Handle(ctx context.Context, r events.NotificationRequest) error
 			return err
 		}
 	}
+	// An admin with no channel of their own gets the notice by e-mail,
+	// through the built-in protocol (the mailer), at the address identity
+	// keeps (docs/decisions.md, "Notices to a domain's admins").
+	for _, a := range admins {
+		if reached[a.UserID] || a.Email == "" {
+			continue
+		}
+		internal, err := f.internal(ctx, protocols, r.DomainID)
+		if err != nil {
+			return err
+		}
+		if err := f.dispatch(ctx, r, msg, "admin-mail:"+a.UserID, internal, map[string]any{"email": a.Email}, nil); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// Identity's operations that name a domain's admins; a SYSTEM caller
+// names the domain (domain_id).
+const (
+	RoleBindingListPath = "/identity/v2/role-binding/list"
+	UserListPath        = "/identity/v2/user/list"
+)
+
+// Admin is a domain admin as a notice reaches them.
+type Admin struct {
+	UserID string `json:"user_id"`
+	Email  string `json:"email"`
+}
+
+// admins are the ENABLED users of the domain bound to DOMAIN_ADMIN, with
+// their e-mails, as identity answers the service credential.
+func (f *Fanout) admins(ctx context.Context, domainID string) ([]Admin, error) {
+	if f.identity == nil {
+		return nil, errs.Down("The identity service", errors.New("no identity client"))
+	}
+	type binding struct {
+		UserID   string `json:"user_id"`
+		RoleType string `json:"role_type"`
+		DomainID string `json:"domain_id"`
+	}
+	bs, err := call.ListAll(ctx, f.identity, RoleBindingListPath, map[string]any{"domain_id": domainID, "role_type": "DOMAIN_ADMIN"},
+		func(b binding) bool { return b.RoleType == "DOMAIN_ADMIN" && b.DomainID == domainID })
+	if err != nil || len(bs) == 0 {
+		return nil, err
+	}
+	ids := map[string]bool{}
+	for _, b := range bs {
+		ids[b.UserID] = true
+	}
+	type user struct {
+		Admin
+		State    string `json:"state"`
+		DomainID string `json:"domain_id"`
+	}
+	us, err := call.ListAll(ctx, f.identity, UserListPath, map[string]any{"domain_id": domainID, "state": "ENABLED"},
+		func(u user) bool { return ids[u.UserID] && u.DomainID == domainID && u.State == "ENABLED" })
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Admin, len(us))
+	for i, u := range us {
+		out[i] = u.Admin
+	}
+	return out, nil
+}
+
+// internal is the id of the domain's built-in protocol, stored now if no
+// read has stored it yet (as the protocol service does on a first read).
+func (f *Fanout) internal(ctx context.Context, protocols map[string]noti.Protocol, domainID string) (string, error) {
+	id := noti.InternalID(domainID)
+	if _, ok := protocols[id]; ok {
+		return id, nil
+	}
+	pr := noti.InternalProtocol(domainID)
+	if _, err := f.protocols.InsertOne(ctx, pr); err != nil && !mongo.IsDuplicateKeyError(err) {
+		return "", store.Wrap(err)
+	}
+	protocols[id] = *pr
+	return id, nil
 }
 
 // dispatch publishes the delivery of one request through one channel; a

@@ -119,9 +119,6 @@ type UserChannel struct {
 	UserID        string        `bson:"user_id" json:"user_id"`
 	DomainID      string        `bson:"domain_id" json:"domain_id"`
 	CreatedAt     wire.Time     `bson:"created_at" json:"created_at"`
-	// DomainAdmin: its owner created it as a domain admin; requests for
-	// the domain's admins reach it (docs/decisions.md).
-	DomainAdmin bool `bson:"domain_admin" json:"-"`
 }
 
 // Inbox is a user's in-app notification (upstream's Notification of a

@@ -143,7 +143,7 @@ func (cs *Channels) create(ctx context.Context, p *auth.Principal, r *createRequ
 	}
 	doc := &Channel{ID: id, UserChannelID: id, Name: r.Name, State: noti.Enabled, Data: data, IsSubscribe: r.IsSubscribe,
 		Subscriptions: subs, IsScheduled: r.IsScheduled, Schedule: sch, Tags: wire.Object(r.Tags), ProtocolID: pr.ProtocolID,
-		Sealed: sealed, UserID: stamp.Owner, DomainID: stamp.Domain, CreatedAt: wire.T(wire.Now()), DomainAdmin: p.Role == auth.DomainAdmin}
+		Sealed: sealed, UserID: stamp.Owner, DomainID: stamp.Domain, CreatedAt: wire.T(wire.Now())}
 	if sealed != nil {
 		doc.UserSecretID = wire.NewID("user-secret")
 	}
