@@ -74,6 +74,9 @@ type Config struct {
 	AccountCollectors map[string]string `mapstructure:"account_collector_plugins"`
 	// The mailer writes .eml files under <data_dir>/mail unless smtp_host is set.
 	Mailer mailer.Config `mapstructure:",squash"`
+	// Built, when set, receives the services once they are built (the
+	// service map test reads their routes).
+	Built func([]*app.Service) `mapstructure:"-"`
 }
 
 func defaults() map[string]any {
@@ -199,6 +202,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, started func(addr st
 			return err
 		}
 		built = append(built, svc)
+	}
+	if cfg.Built != nil {
+		cfg.Built(built)
 	}
 	var routes []api.Route
 	var raw []server.Raw
