@@ -273,3 +273,49 @@ func TestEventRetryAfterNumberedInsert(t *testing.T) {
 	c.ingest(t, w, `{"n": 2}`)
 	c.checkNumbers(t, 2)
 }
+
+// TestEventDedupeWindow: upstream's dedupe (alerts.md §2.4): an event
+// counts on its key's open alert only when the key's last event (not a
+// RECOVERY) came at most 600 s before it; the window slides with each
+// duplicate; a key quiet longer opens a new alert (the old one stays
+// open), and a RECOVERY that late is dropped.
+func TestEventDedupeWindow(t *testing.T) {
+	c := setup(t)
+	w := c.webhook(t, c.memberA1, "Grafana")
+	n := 0
+	send := func(typ string) ingestResult {
+		t.Helper()
+		n++
+		c.parses(alert("k-w", typ))
+		return c.ingest(t, w, fmt.Sprintf(`{"n": %d}`, n))
+	}
+	first := send("ALERT").Results[0].AlertID
+	for range 2 { // 18 minutes in all, never 10 quiet
+		c.clock.Advance(9 * time.Minute)
+		if got := send("ALERT").Results[0].AlertID; got != first {
+			t.Fatalf("inside the window: alert %s, want %s", got, first)
+		}
+	}
+	c.clock.Advance(11 * time.Minute)
+	second := send("ALERT").Results[0].AlertID
+	if second == first {
+		t.Fatal("a key quiet for 11 minutes counted on its old alert")
+	}
+	if a := c.getAlert(t, first); a.State != "TRIGGERED" || a.EventCount != 3 {
+		t.Fatalf("the old alert: %+v", a)
+	}
+	c.clock.Advance(11 * time.Minute)
+	if r := send("RECOVERY").Results[0]; !r.Dropped {
+		t.Fatalf("a RECOVERY 11 minutes late: %+v", r)
+	}
+	// The RECOVERY did not slide the window: 22 minutes since the last ALERT.
+	third := send("ALERT").Results[0].AlertID
+	if third == second {
+		t.Fatal("a RECOVERY slid the window")
+	}
+	c.clock.Advance(5 * time.Minute)
+	if r := send("RECOVERY").Results[0]; r.Dropped || r.AlertID != third {
+		t.Fatalf("a RECOVERY inside the window: %+v", r)
+	}
+	c.checkNumbers(t, 3)
+}

@@ -218,7 +218,7 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	}
 	in, err := ingest.New(ctx, d.DB, evs, counters, plugins, ingest.Config{Rate: cfg.IngestRate, Burst: cfg.IngestBurst,
 		ParseTimeout: cfg.ParseTimeout, ReadTimeout: cfg.ReadTimeout, RetryInterval: cfg.RetryInterval, MaxAttempts: cfg.MaxAttempts, MaxKept: cfg.MaxKept,
-		Now: cfg.IngestNow}, log)
+		Now: cfg.IngestNow, Clock: cfg.Clock}, log)
 	if err != nil {
 		return nil, err
 	}

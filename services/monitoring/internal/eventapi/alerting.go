@@ -83,9 +83,12 @@ func openKey(e *Event) string { return "open-alert#" + hash(e.DomainID, e.Projec
 // event's, so every try of it inserts the same alert.
 func AlertIDOf(eventID string) string { return "alert-" + hash("alert", eventID)[:12] }
 
+// openAlert is a key's alert and when the key's last event that is not
+// a RECOVERY was stored (LastAt: the dedupe window slides from it).
 type openAlert struct {
-	ID      string `bson:"_id"`
-	AlertID string `bson:"alert_id"`
+	ID      string     `bson:"_id"`
+	AlertID string     `bson:"alert_id"`
+	LastAt  *wire.Time `bson:"last_at,omitempty"`
 }
 
 // urgencyOf is upstream's: HIGH for CRITICAL, ERROR and NOT_AVAILABLE.
@@ -129,6 +132,9 @@ func (al *Alerting) Apply(ctx context.Context, e *Event) (alertID string, droppe
 			if err := al.update(ctx, open, e); err != nil {
 				return err
 			}
+			if err := al.slide(ctx, e, open.AlertID); err != nil {
+				return err
+			}
 			alertID = open.AlertID
 		case e.EventType == "RECOVERY":
 			wctx, cancel, err := lease.Fence(ctx, keyFence)
@@ -159,7 +165,10 @@ func (al *Alerting) Apply(ctx context.Context, e *Event) (alertID string, droppe
 }
 
 // open returns the key's open alert, nil when it has none (never had,
-// resolved, or deleted: its delete begun included).
+// resolved, or deleted: its delete begun included) or when the key's last
+// event (not a RECOVERY) came more than the event's DuplicateWindow
+// before it: upstream's dedupe (alerts.md §2.4), so a key quiet for ten
+// minutes opens a new alert and a RECOVERY that late is dropped.
 func (al *Alerting) open(ctx context.Context, e *Event) (*alertapi.Alert, error) {
 	var o openAlert
 	err := al.claims.FindOne(ctx, bson.D{{Key: "_id", Value: openKey(e)}}).Decode(&o)
@@ -168,6 +177,10 @@ func (al *Alerting) open(ctx context.Context, e *Event) (*alertapi.Alert, error)
 	}
 	if err != nil {
 		return nil, store.Wrap(err)
+	}
+	// A record written before the window was kept (no LastAt) stays open.
+	if o.LastAt != nil && e.DuplicateWindow > 0 && e.CreatedAt.Sub(o.LastAt.Time) > time.Duration(e.DuplicateWindow)*time.Second {
+		return nil, nil
 	}
 	a, err := al.alerts.Live(ctx, o.AlertID)
 	if err != nil {
@@ -236,9 +249,27 @@ func (al *Alerting) create(ctx context.Context, e *Event) (*alertapi.Alert, erro
 		return nil, err
 	}
 	defer cancel()
-	_, err = al.claims.ReplaceOne(wctx, bson.D{{Key: "_id", Value: openKey(e)}}, openAlert{ID: openKey(e), AlertID: a.AlertID},
+	stored := e.CreatedAt
+	_, err = al.claims.ReplaceOne(wctx, bson.D{{Key: "_id", Value: openKey(e)}}, openAlert{ID: openKey(e), AlertID: a.AlertID, LastAt: &stored},
 		options.Replace().SetUpsert(true))
 	return a, store.Wrap(err)
+}
+
+// slide moves the key's dedupe window to e (upstream's window slides
+// with each duplicate; a RECOVERY is no duplicate there).
+func (al *Alerting) slide(ctx context.Context, e *Event, alertID string) error {
+	if e.EventType == "RECOVERY" {
+		return nil
+	}
+	wctx, cancel, err := lease.Fence(ctx, keyFence)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	at := e.CreatedAt
+	_, err = al.claims.ReplaceOne(wctx, bson.D{{Key: "_id", Value: openKey(e)}}, openAlert{ID: openKey(e), AlertID: alertID, LastAt: &at},
+		options.Replace().SetUpsert(true))
+	return store.Wrap(err)
 }
 
 // Sweep applies the events stored at least age ago and never applied

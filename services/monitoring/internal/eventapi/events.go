@@ -55,6 +55,10 @@ type Event struct {
 	// not applied yet); Applied says it was (alerting.go).
 	AlertID     string    `bson:"alert_id" json:"alert_id"`
 	Applied     bool      `bson:"applied" json:"-"`
+	// DuplicateWindow is how long after the last event of its key in its
+	// project an event still counts on that key's alert, in seconds
+	// (the webhook plugin's metadata duplicate_event_time, else 600).
+	DuplicateWindow int64 `bson:"duplicate_window,omitempty" json:"-"`
 	ProjectID   string    `bson:"project_id" json:"project_id"`
 	WorkspaceID string    `bson:"workspace_id" json:"workspace_id"`
 	DomainID    string    `bson:"domain_id" json:"domain_id"`
@@ -191,7 +195,22 @@ func own(e *Event, wh *mon.Webhook, now time.Time) {
 	e.ID = e.EventID
 	e.WebhookID, e.ProjectID, e.WorkspaceID, e.DomainID = wh.WebhookID, wh.ProjectID, wh.WorkspaceID, wh.DomainID
 	e.CreatedAt, e.UpdatedAt = wire.T(now), wire.T(now)
+	e.DuplicateWindow = DuplicateEventTime
+	switch v := wh.PluginInfo.Metadata["duplicate_event_time"].(type) {
+	case int32:
+		e.DuplicateWindow = int64(v)
+	case int64:
+		e.DuplicateWindow = v
+	case float64:
+		e.DuplicateWindow = int64(v)
+	}
 }
+
+// DuplicateEventTime is upstream's DUPLICATE_EVENT_TIME: an event of a key
+// counts on the key's open alert when the key's last event came at most
+// this many seconds before it (a webhook plugin's metadata
+// duplicate_event_time overrides it).
+const DuplicateEventTime = 600
 
 // Save stores an event, applies it to its alert (Alerting.Apply) and
 // publishes it. A delivery stored and applied already is a duplicate:

@@ -57,6 +57,9 @@ type Config struct {
 	MaxAttempts   int              // tries of a kept body before it becomes an error event
 	MaxKept       int              // bodies kept per webhook; one past it is dropped (503); <= 0: 1000
 	Now           func() time.Time // the rate limit's clock: time.Now when nil (tests stop it)
+	// Clock stamps the events stored (created_at, which the dedupe window
+	// of alerting reads): wire.Now when nil (tests move it).
+	Clock func() time.Time
 }
 
 // Ingest serves the ingest URL and retries kept bodies.
@@ -208,7 +211,7 @@ func (in *Ingest) parse(ctx context.Context, wh *mon.Webhook, raw string, data m
 	results, err := plugin.Webhook{Target: in.plugins.Plugin(wh.PluginInfo.PluginID, wh.PluginInfo.Version)}.
 		Parse(pctx, wire.Object(wh.PluginInfo.Options), data)
 	cancel()
-	now := wire.Now()
+	now := in.clock()
 	if err != nil {
 		if code, transient := transient(err); transient {
 			if kerr := in.keep(ctx, wh, raw, err); kerr != nil {
@@ -273,4 +276,12 @@ func reason(err error) string {
 		return e.Message
 	}
 	return "the plugin failed"
+}
+
+// clock is the events' time.
+func (in *Ingest) clock() time.Time {
+	if in.cfg.Clock != nil {
+		return in.cfg.Clock()
+	}
+	return wire.Now()
 }

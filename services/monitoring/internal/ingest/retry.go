@@ -145,7 +145,7 @@ func (in *Ingest) retry(ctx context.Context, k kept) error {
 	results, err := plugin.Webhook{Target: in.plugins.Plugin(wh.PluginInfo.PluginID, wh.PluginInfo.Version)}.
 		Parse(pctx, wire.Object(wh.PluginInfo.Options), data)
 	cancel()
-	now := wire.Now()
+	now := in.clock()
 	if err != nil {
 		if _, again := transient(err); again && k.Attempts+1 < in.cfg.MaxAttempts {
 			_, uerr := in.pending.UpdateOne(ctx, bson.D{{Key: "_id", Value: k.ID}}, bson.D{{Key: "$set", Value: bson.D{{Key: "last_error", Value: reason(err)}}}})
