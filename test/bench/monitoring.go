@@ -29,6 +29,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/server"
 	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
 	"github.com/nubes-io/nubes/services/monitoring"
+	"github.com/nubes-io/nubes/services/notification"
 )
 
 // monitoringScript is how many distinct parse answers the fake plugin
@@ -46,6 +47,9 @@ const monitoringScript = 60000
 // callers for -duration:
 //
 //	ingest new alert   every event a new key: a new alert, numbered under the domain's lease
+//	ingest to notification  the same events, from the first ingest to the last notification
+//	                   the protocol plugin received (escalation's first step, the outbox,
+//	                   the notification service's fan-out and dispatcher, a project channel)
 //	ingest open alert  every event the same key in another body: the open alert counts it
 //	note create        a note on one of the alerts the first phase opened
 //
@@ -74,7 +78,14 @@ func (b *bench) measureMonitoring(ctx context.Context, db *mongo.Database) ([]re
 	}
 	const parseMethod = "spaceone.api.monitoring.plugin.Event/parse"
 	fp.Script(parseMethod, replies...)
-	plugins, err := plugin.New(map[string]string{"plugin-bench-webhook": fp.Endpoint}, plugin.Options{Log: log})
+	// The protocol plugin of the project's channel: it records each
+	// dispatch and answers at once.
+	pp, err := fakeplugin.New(fakeplugin.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer pp.Stop()
+	plugins, err := plugin.New(map[string]string{"plugin-bench-webhook": fp.Endpoint, "plugin-bench-protocol": pp.Endpoint}, plugin.Options{Log: log})
 	if err != nil {
 		return nil, err
 	}
@@ -104,9 +115,17 @@ func (b *bench) measureMonitoring(ctx context.Context, db *mongo.Database) ([]re
 	if err != nil {
 		return nil, err
 	}
+	noti, err := notification.Build(ctx, app.Deps{DB: db, Log: log, Plugins: plugins, Events: bus, Services: call.NewServices(nil, "", nil)},
+		notification.Config{Keys: benchKeys, Dispatch: notification.DefaultDispatch()})
+	if err != nil {
+		return nil, err
+	}
+	if err := seedAlertChannel(ctx, db); err != nil {
+		return nil, err
+	}
 	wctx, stopWorkers := context.WithCancel(ctx)
 	defer stopWorkers()
-	for _, w := range svc.Workers {
+	for _, w := range append(svc.Workers, noti.Workers...) {
 		go func() { _ = w(wctx) }()
 	}
 	signer, err := auth.GenerateSigner()
@@ -216,15 +235,27 @@ func (b *bench) measureMonitoring(ctx context.Context, db *mongo.Database) ([]re
 			}
 		}
 		progress("monitoring: %s", o.name)
+		start := time.Now()
 		p := b.run(ctx, b.cfg.concurrency, o.fn)
 		out = append(out, result{op: operation{name: "monitoring " + o.name}, nubes: p})
 		if ctx.Err() != nil {
 			return nil, errors.Join(ctx.Err(), errors.New("monitoring bench interrupted"))
 		}
+		if len(out) == 1 {
+			// Every alert the phase opened is notified once (the default
+			// policy's one message): events per second from the first
+			// ingest to the last dispatch the plugin received.
+			progress("monitoring: waiting for the notifications of %d alerts", len(p.lat))
+			e2e, err := waitDispatches(ctx, pp, len(p.lat), start, b.cfg.duration)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, result{op: operation{name: "monitoring ingest to notification"}, nubes: e2e})
+		}
 	}
 	// Every answered event is stored and applied: one alert per new key,
 	// numbered 1..n, and the open alert counted every event of its key.
-	newAlerts, opened := int64(len(out[0].nubes.lat)), int64(len(out[1].nubes.lat))
+	newAlerts, opened := int64(len(out[0].nubes.lat)), int64(len(out[2].nubes.lat))
 	alerts, err := db.Collection("monitoring_alerts").CountDocuments(ctx, bson.D{})
 	if err != nil {
 		return nil, err
@@ -244,8 +275,64 @@ func (b *bench) measureMonitoring(ctx context.Context, db *mongo.Database) ([]re
 	return out, nil
 }
 
+// dispatchMethod is the protocol plugin's Notification.dispatch.
+const dispatchMethod = string(plugin.NotificationDispatch)
+
+// waitDispatches waits until the protocol plugin received n dispatches
+// (bounded by 10 durations, then 2 minutes of no progress) and returns
+// the phase from start to the last of them: its ops/s are events per
+// second from the webhook to the notification; latencies are not kept
+// (a dispatch is not tied to its event).
+func waitDispatches(ctx context.Context, pp *fakeplugin.Server, n int, start time.Time, d time.Duration) (phase, error) {
+	deadline := time.Now().Add(max(10*d, 2*time.Minute))
+	last, seen := time.Now(), 0
+	for {
+		got := len(pp.Calls(dispatchMethod))
+		if got > seen {
+			seen, last = got, time.Now()
+		}
+		if got >= n {
+			break
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) || time.Since(last) > 2*time.Minute {
+			return phase{}, fmt.Errorf("monitoring: %d of %d alerts notified", got, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := len(pp.Calls(dispatchMethod)); got != n {
+		return phase{}, fmt.Errorf("monitoring: %d dispatches for %d alerts", got, n)
+	}
+	return phase{lat: make([]time.Duration, n), elapsed: last.Sub(start)}, nil
+}
+
+// seedAlertChannel stores what the bench project's alerts are notified
+// through: a protocol on the fake plugin and one project channel of the
+// bench project taking every level (creating them through the API needs
+// identity and the repository, which the bench does not run).
+func seedAlertChannel(ctx context.Context, db *mongo.Database) error {
+	const protocolID, channelID = "protocol-00000000bec4", "project-ch-00000000bec4"
+	now := time.Now().UTC()
+	if _, err := db.Collection(protocolsCollection).InsertOne(ctx, protocolDoc{ID: protocolID, ProtocolID: protocolID, Name: "bench alerts",
+		State: "ENABLED", ProtocolType: "EXTERNAL", ResourceType: "identity.Project", Capability: map[string]any{},
+		PluginInfo: map[string]any{"plugin_id": "plugin-bench-protocol", "version": "1.0", "options": map[string]any{},
+			"metadata": map[string]any{"data_type": "PLAIN_TEXT"}, "upgrade_mode": "AUTO"},
+		Tags: map[string]any{}, DomainID: benchDomain, CreatedAt: now}); err != nil && !mongo.IsDuplicateKeyError(err) {
+		return err
+	}
+	_, err := db.Collection("notification_project_channels").InsertOne(ctx, bson.D{
+		{Key: "_id", Value: channelID}, {Key: "project_channel_id", Value: channelID}, {Key: "name", Value: "bench"}, {Key: "state", Value: "ENABLED"},
+		{Key: "data", Value: bson.D{{Key: "webhook_url", Value: "https://hooks.example.com/bench"}}}, {Key: "is_subscribe", Value: false},
+		{Key: "subscriptions", Value: bson.A{}}, {Key: "notification_level", Value: "LV1"}, {Key: "is_scheduled", Value: false},
+		{Key: "tags", Value: bson.D{}}, {Key: "protocol_id", Value: protocolID}, {Key: "project_id", Value: "project-bench"},
+		{Key: "workspace_id", Value: "workspace-bench"}, {Key: "domain_id", Value: benchDomain}, {Key: "created_at", Value: now}})
+	if mongo.IsDuplicateKeyError(err) {
+		return nil
+	}
+	return err
+}
+
 func printMonitoringTable(w io.Writer, rs []result) {
-	fmt.Fprintf(w, "\nmonitoring (own server, fake gRPC plugin, JetStream outbox): ingest ops/s are events/s from the webhook to a stored alert\n")
+	fmt.Fprintf(w, "\nmonitoring (own server, fake gRPC plugins, JetStream outbox, the notification service beside it): ingest ops/s are events/s from the webhook to a stored alert; ingest to notification from the first event to the last dispatch the protocol plugin received\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "operation\tops/s\tp50 ms\tp99 ms\terrors\t")
 	for _, r := range rs {

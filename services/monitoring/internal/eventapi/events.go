@@ -53,17 +53,17 @@ type Event struct {
 	WebhookID      string        `bson:"webhook_id" json:"webhook_id"`
 	// AlertID is the alert the event opened or updated ("" while it is
 	// not applied yet); Applied says it was (alerting.go).
-	AlertID     string    `bson:"alert_id" json:"alert_id"`
-	Applied     bool      `bson:"applied" json:"-"`
+	AlertID string `bson:"alert_id" json:"alert_id"`
+	Applied bool   `bson:"applied" json:"-"`
 	// DuplicateWindow is how long after the last event of its key in its
 	// project an event still counts on that key's alert, in seconds
 	// (the webhook plugin's metadata duplicate_event_time, else 600).
-	DuplicateWindow int64 `bson:"duplicate_window,omitempty" json:"-"`
-	ProjectID   string    `bson:"project_id" json:"project_id"`
-	WorkspaceID string    `bson:"workspace_id" json:"workspace_id"`
-	DomainID    string    `bson:"domain_id" json:"domain_id"`
-	CreatedAt   wire.Time `bson:"created_at" json:"created_at"`
-	UpdatedAt   wire.Time `bson:"updated_at" json:"updated_at"`
+	DuplicateWindow int64     `bson:"duplicate_window,omitempty" json:"-"`
+	ProjectID       string    `bson:"project_id" json:"project_id"`
+	WorkspaceID     string    `bson:"workspace_id" json:"workspace_id"`
+	DomainID        string    `bson:"domain_id" json:"domain_id"`
+	CreatedAt       wire.Time `bson:"created_at" json:"created_at"`
+	UpdatedAt       wire.Time `bson:"updated_at" json:"updated_at"`
 }
 
 // rawJSON is JSON text stored as a string and sent as JSON.
