@@ -195,6 +195,8 @@ func Take(ctx context.Context, c *mongo.Collection, key string, ttl, wait time.D
 			return l, err
 		}
 		if time.Now().After(deadline) {
+			// "the lock ": nothing was done yet (testkit.CallQueued
+			// retries exactly this answer; Fence's differs).
 			return nil, errs.Down("the lock "+key, fmt.Errorf("held by another request for %s", wait))
 		}
 		// Jittered, growing pauses: waiting takers do not retry in step.
@@ -331,7 +333,7 @@ func Fence(ctx context.Context, margin time.Duration) (context.Context, context.
 		return ctx, func() {}, nil
 	}
 	if err := l.Check(margin); err != nil {
-		return nil, nil, errs.Down("the lock "+l.key, err)
+		return nil, nil, errs.Down("the lease "+l.key, err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, margin)
 	return wctx, cancel, nil

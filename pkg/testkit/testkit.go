@@ -176,6 +176,37 @@ func (c *Client) Call(path string, body any) *Response {
 	return &Response{t: c.t, Path: path, Status: rec.Code, Body: rec.Body.Bytes()}
 }
 
+// CallQueued is Call for a test that queues more writers on one lease
+// than a loaded machine serves within the lease's wait: it calls again
+// while the answer is the lease's 503 (lease.Take gave up waiting, before
+// anything was done), as a client told to retry later would, so the test
+// checks what the writes did together rather than how fast they queued.
+// Any other answer (a store timeout's 503 too) is returned as is.
+func (c *Client) CallQueued(path string, body any) *Response {
+	c.t.Helper()
+	for try := 1; ; try++ {
+		r := c.Call(path, body)
+		if !r.lockWaitedOut() || try == queuedTries {
+			return r
+		}
+		c.t.Logf("%s: the lease's 503 (try %d), calling again", path, try)
+	}
+}
+
+// queuedTries bounds CallQueued: a lease never released still fails.
+const queuedTries = 20
+
+// lockWaitedOut reports the 503 of lease.Take (errs.Down("the lock ...")).
+func (r *Response) lockWaitedOut() bool {
+	if r.Status != http.StatusServiceUnavailable {
+		return false
+	}
+	var body struct {
+		Detail struct{ Message string } `json:"detail"`
+	}
+	return json.Unmarshal(r.Body, &body) == nil && strings.HasPrefix(body.Detail.Message, "the lock ")
+}
+
 // OK asserts a 200 and decodes the body into out (if not nil).
 func (r *Response) OK(out any) *Response {
 	r.t.Helper()

@@ -122,7 +122,7 @@ func TestRuleConcurrentOrder(t *testing.T) {
 	for i := range n { // concurrent creates
 		wg.Go(func() {
 			var r Rule
-			e.adminA.Call(ruleBase+"create", customRule(ds.DataSourceID, fmt.Sprintf("r%d", i))).OK(&r)
+			e.adminA.CallQueued(ruleBase+"create", customRule(ds.DataSourceID, fmt.Sprintf("r%d", i))).OK(&r)
 			mu.Lock()
 			ids = append(ids, r.DataSourceRuleID)
 			mu.Unlock()
@@ -156,7 +156,7 @@ func TestRuleConcurrentOrder(t *testing.T) {
 	for round := range 3 { // concurrent moves of every rule to various places
 		for i, id := range ids {
 			wg.Go(func() {
-				e.adminA.Call(ruleBase+"change-order", M{"data_source_rule_id": id, "order": (i+round)%n + 1}).OK(nil)
+				e.adminA.CallQueued(ruleBase+"change-order", M{"data_source_rule_id": id, "order": (i+round)%n + 1}).OK(nil)
 			})
 		}
 		wg.Wait()
@@ -164,8 +164,10 @@ func TestRuleConcurrentOrder(t *testing.T) {
 	}
 	// Moves and deletes at once.
 	for i, id := range ids[:3] {
-		wg.Go(func() { e.adminA.Call(ruleBase+"delete", M{"data_source_rule_id": id}).OK(nil) })
-		wg.Go(func() { e.adminA.Call(ruleBase+"change-order", M{"data_source_rule_id": ids[3+i], "order": 1}).OK(nil) })
+		wg.Go(func() { e.adminA.CallQueued(ruleBase+"delete", M{"data_source_rule_id": id}).OK(nil) })
+		wg.Go(func() {
+			e.adminA.CallQueued(ruleBase+"change-order", M{"data_source_rule_id": ids[3+i], "order": 1}).OK(nil)
+		})
 	}
 	wg.Wait()
 	check("after concurrent deletes and moves")

@@ -708,7 +708,7 @@ func TestConcurrentUpdates(t *testing.T) {
 		wg.Go(func() {
 			for i := range each {
 				var got dashInfo
-				c.adminA.Call(prefix+"update", body("domain-a", "project_dashboard_id", id, "layouts", layout(fmt.Sprintf("w%d-%d", w, i)),
+				c.adminA.CallQueued(prefix+"update", body("domain-a", "project_dashboard_id", id, "layouts", layout(fmt.Sprintf("w%d-%d", w, i)),
 					"settings", map[string]any{fmt.Sprintf("w%d", w): i})).OK(&got)
 			}
 		})

@@ -215,7 +215,7 @@ func TestPolicyDefaultUnderConcurrency(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				c.adminA.Call(ep+"set-default", map[string]any{"escalation_policy_id": ids[(i+round)%len(ids)]}).OK(nil)
+				c.adminA.CallQueued(ep+"set-default", map[string]any{"escalation_policy_id": ids[(i+round)%len(ids)]}).OK(nil)
 			}()
 		}
 		wg.Wait()
@@ -240,7 +240,7 @@ func TestPolicyDefaultUnderConcurrency(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r := c.adminA.Call(ep+"create", policyBody("same", "DOMAIN", nil))
+			r := c.adminA.CallQueued(ep+"create", policyBody("same", "DOMAIN", nil))
 			if r.Status == http.StatusOK {
 				mu.Lock()
 				won++
