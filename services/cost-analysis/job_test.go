@@ -228,7 +228,7 @@ func TestSyncDuplicateAndCancel(t *testing.T) {
 		t.Fatalf("%d jobs", n)
 	}
 	// Wait for the fast task to finish and the slow one to store its chunk.
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(waitBound)
 	for e.count(t, tasks, bson.E{Key: "status", Value: "SUCCESS"}) != 1 || e.count(t, costs, bson.E{Key: "tags.batch", Value: "slow"}) != 2 {
 		if time.Now().After(deadline) {
 			t.Fatal("tasks did not progress")
@@ -249,7 +249,7 @@ func TestSyncDuplicateAndCancel(t *testing.T) {
 	if l := e.costs(t, e.adminA, ds.DataSourceID, M{}); l.TotalCount != 0 {
 		t.Fatalf("%d costs shown after cancel, want none", l.TotalCount)
 	}
-	deadline = time.Now().Add(15 * time.Second)
+	deadline = time.Now().Add(waitBound)
 	for e.count(t, tasks, bson.E{Key: "status", Value: "CANCELED"}) != 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("the hanging task did not stop")
@@ -288,7 +288,7 @@ func TestJobTimeout(t *testing.T) {
 	if j.Status != "TIMEOUT" || j.ErrorCode != "ERROR_JOB_TIMEOUT" {
 		t.Fatalf("job %+v", j)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(waitBound)
 	for e.count(t, tasks, bson.E{Key: "status", Value: "CANCELED"}) != 1 || e.count(t, costs) != 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("task not stopped or rows kept: %d rows", e.count(t, costs))
@@ -461,13 +461,13 @@ func TestDeregisterWhileStreaming(t *testing.T) {
 	e.plugin.Script(getDataMethod, fakeplugin.Reply{Stream: chunks, Interval: 5 * time.Millisecond})
 	e.sync(t, e.adminA, ds.DataSourceID, "")
 	mine := bson.E{Key: "data_source_id", Value: ds.DataSourceID}
-	for deadline := time.Now().Add(20 * time.Second); e.count(t, costs, mine) == 0; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(waitBound); e.count(t, costs, mine) == 0; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the task stored no chunk")
 		}
 	}
 	e.adminA.Call(dsBase+"deregister", M{"data_source_id": ds.DataSourceID}).OK(nil)
-	for deadline := time.Now().Add(20 * time.Second); e.count(t, costs, mine) != 0; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(waitBound); e.count(t, costs, mine) != 0; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d costs of the deregistered data source left", e.count(t, costs, mine))
 		}

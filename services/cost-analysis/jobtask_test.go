@@ -238,7 +238,7 @@ func TestCancelWhileGetTasks(t *testing.T) {
 	var running struct {
 		Results []Job `json:"results"`
 	}
-	for deadline := time.Now().Add(20 * time.Second); len(running.Results) == 0; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(waitBound); len(running.Results) == 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("no running job")
 		}
@@ -249,7 +249,7 @@ func TestCancelWhileGetTasks(t *testing.T) {
 	var r *testkit.Response
 	select {
 	case r = <-done:
-	case <-time.After(20 * time.Second):
+	case <-time.After(waitBound):
 		t.Fatal("sync did not answer")
 	}
 	var j Job

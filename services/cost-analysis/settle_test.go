@@ -128,7 +128,7 @@ func TestSettleRacingCancel(t *testing.T) {
 		var r *testkit.Response
 		select {
 		case r = <-answer:
-		case <-time.After(60 * time.Second):
+		case <-time.After(waitBound):
 			t.Fatal("the cancel did not answer")
 		}
 		r.Fails(http.StatusConflict, errs.JobState)

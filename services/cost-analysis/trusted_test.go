@@ -635,7 +635,7 @@ func TestDeregisterDuringSyncStart(t *testing.T) {
 	go func() { done <- e.adminA.Call(dsBase+"sync", M{"data_source_id": d.DataSourceID}) }()
 	select {
 	case <-held:
-	case <-time.After(20 * time.Second):
+	case <-time.After(waitBound):
 		t.Fatal("the sync did not list the trusted accounts")
 	}
 	e.adminA.Call(dsBase+"deregister", M{"data_source_id": d.DataSourceID}).OK(nil)
@@ -643,7 +643,7 @@ func TestDeregisterDuringSyncStart(t *testing.T) {
 	var r *testkit.Response
 	select {
 	case r = <-done:
-	case <-time.After(20 * time.Second):
+	case <-time.After(waitBound):
 		t.Fatal("sync did not answer")
 	}
 	r.Fails(404, errs.NotFoundCode)
@@ -676,7 +676,7 @@ func TestDeregisterDuringGetTasks(t *testing.T) {
 	done := make(chan *testkit.Response, 1)
 	go func() { done <- e.adminA.Call(dsBase+"sync", M{"data_source_id": d.DataSourceID}) }()
 	mine := bson.E{Key: "data_source_id", Value: d.DataSourceID}
-	for deadline := time.Now().Add(20 * time.Second); e.count(t, jobs, mine) == 0; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(waitBound); e.count(t, jobs, mine) == 0; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the sync created no job")
 		}
@@ -686,7 +686,7 @@ func TestDeregisterDuringGetTasks(t *testing.T) {
 	var r *testkit.Response
 	select {
 	case r = <-done:
-	case <-time.After(30 * time.Second):
+	case <-time.After(waitBound):
 		t.Fatal("sync did not answer")
 	}
 	r.Fails(404, errs.NotFoundCode)

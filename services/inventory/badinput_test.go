@@ -72,7 +72,7 @@ func TestScheduledCollect(t *testing.T) {
 	on := s.createCollector(s.adminA, domainCollector(map[string]any{"schedule": map[string]any{"state": "ENABLED", "hours": []int{hour}}}))
 	s.createCollector(s.adminA, domainCollector(map[string]any{"name": "off", "schedule": map[string]any{"state": "DISABLED", "hours": []int{hour}}}))
 	var l list[jobOut]
-	eventually(t, 15*time.Second, "a scheduled job", func() bool {
+	eventually(t, time.Minute, "a scheduled job", func() bool {
 		s.adminA.Call("/inventory/v1/job/list", nil).OK(&l)
 		return l.TotalCount > 0
 	})
@@ -81,5 +81,5 @@ func TestScheduledCollect(t *testing.T) {
 	if l.TotalCount != 1 || l.Results[0].CollectorID != on.CollectorID || l.Results[0].TotalTasks != 3 || l.Results[0].RequestWorkspaceID != "" {
 		t.Fatalf("scheduled jobs: %+v", l)
 	}
-	s.wait(l.Results[0].JobID, 20*time.Second)
+	s.wait(l.Results[0].JobID, time.Minute)
 }

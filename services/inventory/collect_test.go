@@ -157,7 +157,7 @@ func TestCollect(t *testing.T) {
 		j.PluginID != collectorPlugin || j.CollectorID != c.CollectorID || j.WorkspaceID != "*" || j.ResourceGroup != "DOMAIN" || j.SecretID != "" {
 		t.Fatalf("job: %+v", j)
 	}
-	done := s.wait(j.JobID, 20*time.Second)
+	done := s.wait(j.JobID, time.Minute)
 	if done.Status != "SUCCESS" || done.SuccessTasks != 3 || done.FailureTasks != 0 || done.RemainedTasks != 0 || done.FinishedAt == "" {
 		t.Fatalf("finished job: %+v", done)
 	}
@@ -204,7 +204,7 @@ func TestCollect(t *testing.T) {
 	}
 
 	// Collected again: the same resources are updated, none created.
-	j2 := s.wait(s.collect(s.adminA, c.CollectorID, "").JobID, 20*time.Second)
+	j2 := s.wait(s.collect(s.adminA, c.CollectorID, "").JobID, time.Minute)
 	if j2.Status != "SUCCESS" {
 		t.Fatalf("second job: %+v", j2)
 	}
@@ -296,7 +296,7 @@ func TestCollectResourceHandling(t *testing.T) {
 		{"state": "SUCCESS", "resource_type": "inventory.Namespace", "resource": map[string]any{"namespace_id": "ns-1"}},
 		instance(1), // the same resource again in one run: updated
 	}})
-	j := s.wait(s.collect(s.adminA, c.CollectorID, "trusted-secret-adom").JobID, 20*time.Second)
+	j := s.wait(s.collect(s.adminA, c.CollectorID, "trusted-secret-adom").JobID, time.Minute)
 	if j.Status != "FAILURE" || j.FailureTasks != 1 || j.TotalTasks != 1 || j.SecretID != "trusted-secret-adom" || j.RequestSecretID != "trusted-secret-adom" {
 		t.Fatalf("job: %+v", j)
 	}
@@ -339,7 +339,7 @@ func TestCollectResourceHandling(t *testing.T) {
 		t.Fatalf("%d cloud services", n)
 	}
 	// A run again reports the type again: updated, not duplicated.
-	s.wait(s.collect(s.adminA, c.CollectorID, "trusted-secret-adom").JobID, 20*time.Second)
+	s.wait(s.collect(s.adminA, c.CollectorID, "trusted-secret-adom").JobID, time.Minute)
 	if n := s.count(typesColl, nil); n != 1 {
 		t.Fatalf("%d types after a second run", n)
 	}
@@ -352,7 +352,7 @@ func TestCollectBrokenStream(t *testing.T) {
 	s := setup(t)
 	c := s.createCollector(s.adminA, domainCollector())
 	s.plugin.Script(collectMethod, fakeplugin.Reply{Stream: instances(1, 3), Err: fakeplugin.Fail(codes.Internal, "ERROR_AWS_THROTTLING", "Rate exceeded")})
-	j := s.wait(s.collect(s.adminA, c.CollectorID, "trusted-secret-aw1").JobID, 20*time.Second)
+	j := s.wait(s.collect(s.adminA, c.CollectorID, "trusted-secret-aw1").JobID, time.Minute)
 	if j.Status != "FAILURE" || j.FailureTasks != 1 {
 		t.Fatalf("job: %+v", j)
 	}
@@ -365,7 +365,7 @@ func TestCollectBrokenStream(t *testing.T) {
 		t.Fatalf("what came before the break: %d", n)
 	}
 	// The domain's admins are told, once.
-	checkFailureNotice(t, s.notifications(1, 10*time.Second), j.JobID, j.DomainID)
+	checkFailureNotice(t, s.notifications(1, time.Minute), j.JobID, j.DomainID)
 }
 
 func TestCollectSubTasks(t *testing.T) {
@@ -377,7 +377,7 @@ func TestCollectSubTasks(t *testing.T) {
 		map[string]any{"task_options": map[string]any{"service": "rds"}},
 	}}})
 	s.plugin.Script(collectMethod, fakeplugin.Reply{Stream: instances(1, 2)}, fakeplugin.Reply{Stream: instances(3, 5)}, fakeplugin.Reply{Stream: instances(6, 9)})
-	j := s.wait(s.collect(s.adminA, c.CollectorID, "trusted-secret-aw2").JobID, 20*time.Second)
+	j := s.wait(s.collect(s.adminA, c.CollectorID, "trusted-secret-aw2").JobID, time.Minute)
 	tk := s.tasksOf(j.JobID)[0]
 	if j.Status != "SUCCESS" || tk.TotalSubTasks != 3 || tk.RemainedSubTasks != 0 || tk.CreatedCount != 9 || tk.Status != "SUCCESS" {
 		t.Fatalf("job %+v task %+v", j, tk)
@@ -434,7 +434,7 @@ func TestCollectSecrets(t *testing.T) {
 			if got := secretsOf(j.JobID); got != tt.want {
 				t.Fatalf("got %q, want %q", got, tt.want)
 			}
-			s.wait(j.JobID, 20*time.Second)
+			s.wait(j.JobID, time.Minute)
 		})
 	}
 	t.Run("no secret: SUCCESS at once", func(t *testing.T) {
@@ -489,7 +489,7 @@ func TestCollectCancelsRunning(t *testing.T) {
 	s.plugin.Script(collectMethod, fakeplugin.Reply{Stream: instances(1, 1), Hang: true})
 	first := s.collect(s.adminA, c.CollectorID, "trusted-secret-aw1")
 	other := s.collect(s.adminA, c.CollectorID, "trusted-secret-aw2") // another secret: not the same job
-	eventually(t, 10*time.Second, "the first task running", func() bool {
+	eventually(t, time.Minute, "the first task running", func() bool {
 		return len(s.tasksOf(first.JobID)) == 1 && s.tasksOf(first.JobID)[0].Status == "IN_PROGRESS"
 	})
 	second := s.collect(s.adminA, c.CollectorID, "trusted-secret-aw1")
@@ -506,7 +506,7 @@ func TestCollectCancelsRunning(t *testing.T) {
 		t.Fatalf("a job of another secret was touched: %+v", j)
 	}
 	// The worker running the canceled job lets its stream go.
-	eventually(t, 10*time.Second, "the canceled stream to end", func() bool {
+	eventually(t, time.Minute, "the canceled stream to end", func() bool {
 		for _, call := range s.plugin.Calls(collectMethod) {
 			if sd, _ := call.Request["secret_data"].(map[string]any); sd["access_key"] == "AK-ta-a-w1" && call.Cancelled {
 				return true
@@ -524,7 +524,7 @@ func TestJobTimeout(t *testing.T) {
 	s := setupWith(t, options{cfg: func(c *inventory.Config) { c.JobTimeout = 1500 * time.Millisecond }})
 	c := s.createCollector(s.adminA, domainCollector())
 	s.plugin.Script(collectMethod, fakeplugin.Reply{Stream: instances(1, 1), Hang: true})
-	j := s.wait(s.collect(s.adminA, c.CollectorID, "trusted-secret-adom").JobID, 20*time.Second)
+	j := s.wait(s.collect(s.adminA, c.CollectorID, "trusted-secret-adom").JobID, time.Minute)
 	if j.Status != "FAILURE" || j.FinishedAt == "" {
 		t.Fatalf("job: %+v", j)
 	}
@@ -532,7 +532,7 @@ func TestJobTimeout(t *testing.T) {
 	if tk.Status != "FAILURE" || len(tk.Errors) != 1 || tk.Errors[0].ErrorCode != "ERROR_JOB_TIMEOUT" {
 		t.Fatalf("task: %+v", tk)
 	}
-	checkFailureNotice(t, s.notifications(1, 10*time.Second), j.JobID, j.DomainID)
+	checkFailureNotice(t, s.notifications(1, time.Minute), j.JobID, j.DomainID)
 }
 
 // TestGarbageCollection: a resource of the collector and secret that
@@ -542,7 +542,7 @@ func TestGarbageCollection(t *testing.T) {
 	c := s.createCollector(s.adminA, domainCollector())
 	run := func(from, to int) taskOut {
 		s.plugin.Script(collectMethod, fakeplugin.Reply{Stream: instances(from, to)})
-		j := s.wait(s.collect(s.adminA, c.CollectorID, "trusted-secret-adom").JobID, 20*time.Second)
+		j := s.wait(s.collect(s.adminA, c.CollectorID, "trusted-secret-adom").JobID, time.Minute)
 		return s.tasksOf(j.JobID)[0]
 	}
 	if tk := run(1, 4); tk.CreatedCount != 4 {
@@ -574,7 +574,7 @@ func TestGarbageCollection(t *testing.T) {
 	}
 	// A failed run collects no garbage.
 	s.plugin.Script(collectMethod, fakeplugin.Reply{Stream: []map[string]any{instance(1), {"state": "FAILURE", "resource_type": "inventory.CloudService"}}})
-	j := s.wait(s.collect(s.adminA, c.CollectorID, "trusted-secret-adom").JobID, 20*time.Second)
+	j := s.wait(s.collect(s.adminA, c.CollectorID, "trusted-secret-adom").JobID, time.Minute)
 	if tk := s.tasksOf(j.JobID)[0]; tk.Status != "FAILURE" || tk.DisconnectedCount != 0 || state(2) != "ACTIVE" {
 		t.Fatalf("failed run: %+v", tk)
 	}
@@ -635,14 +635,14 @@ func TestCollectWorkerKilled(t *testing.T) {
 	doomedCfg := func(c *inventory.Config) { c.AckWait = time.Second }
 	_, kill := s.startStoppable("doomed", doomedCfg)
 	j := s.collect(s.adminA, c.CollectorID, "trusted-secret-adom")
-	eventually(t, 10*time.Second, "some resources written", func() bool { return s.count(servicesColl, nil) >= 15 })
+	eventually(t, time.Minute, "some resources written", func() bool { return s.count(servicesColl, nil) >= 15 })
 	kill()
 	written := s.count(servicesColl, nil)
 	if written >= n {
 		t.Fatalf("the doomed replica finished (%d) before it was killed", written)
 	}
 	s.start("survivor", doomedCfg)
-	done := s.wait(j.JobID, 30*time.Second)
+	done := s.wait(j.JobID, time.Minute)
 	tk := s.tasksOf(j.JobID)[0]
 	if done.Status != "SUCCESS" || tk.CreatedCount != n || tk.UpdatedCount != 0 || tk.FailureCount != 0 {
 		t.Fatalf("after the kill: job %+v task %+v (%d written before)", done, tk, written)
@@ -659,7 +659,7 @@ func TestSecretDataNeverKept(t *testing.T) {
 	c := s.createCollector(s.adminA, domainCollector())
 	s.plugin.Script(collectMethod, fakeplugin.Reply{Stream: instances(1, 2), Err: fakeplugin.Fail(codes.Internal, "ERROR_X", "x")})
 	j := s.collect(s.adminA, c.CollectorID, "")
-	s.wait(j.JobID, 20*time.Second)
+	s.wait(j.JobID, time.Minute)
 	cols, err := s.db.ListCollectionNames(context.Background(), bson.D{})
 	if err != nil {
 		t.Fatal(err)
@@ -694,7 +694,7 @@ func TestCollectSameResourcesAtOnce(t *testing.T) {
 	const n = 30
 	s.plugin.Script(collectMethod, fakeplugin.Reply{Stream: instances(1, n), Interval: 5 * time.Millisecond})
 	for round := range 2 {
-		j := s.wait(s.collect(s.ownerA1, w1.CollectorID, "").JobID, 30*time.Second)
+		j := s.wait(s.collect(s.ownerA1, w1.CollectorID, "").JobID, time.Minute)
 		created, updated := 0, 0
 		for _, tk := range s.tasksOf(j.JobID) {
 			created, updated = created+tk.CreatedCount, updated+tk.UpdatedCount

@@ -24,7 +24,7 @@ func TestCollectorDeleteMarkedFirst(t *testing.T) {
 	c := s.createCollector(s.adminA, domainCollector())
 	other := s.createCollector(s.adminA, domainCollector(map[string]any{"name": "other"}))
 	s.plugin.Script(collectMethod, fakeplugin.Reply{Stream: instances(1, 2)})
-	if j := s.wait(s.collect(s.adminA, c.CollectorID, "").JobID, 20*time.Second); j.Status != "SUCCESS" {
+	if j := s.wait(s.collect(s.adminA, c.CollectorID, "").JobID, time.Minute); j.Status != "SUCCESS" {
 		t.Fatalf("job %+v", j)
 	}
 	mine := bson.D{{Key: "collector_id", Value: c.CollectorID}}

@@ -20,9 +20,9 @@ func TestJobAndTaskOperations(t *testing.T) {
 	dom := s.createCollector(s.adminA, domainCollector())
 	w1 := s.createCollector(s.ownerA1, map[string]any{"name": "W1", "resource_group": "WORKSPACE", "plugin_info": map[string]any{"plugin_id": collectorPlugin}})
 	b := s.createCollector(s.adminB, domainCollector())
-	jd := s.wait(s.collect(s.adminA, dom.CollectorID, "trusted-secret-adom").JobID, 20*time.Second)
-	jw := s.wait(s.collect(s.ownerA1, w1.CollectorID, "").JobID, 20*time.Second)
-	jb := s.waitAs(s.adminB, s.collect(s.adminB, b.CollectorID, "").JobID, 20*time.Second)
+	jd := s.wait(s.collect(s.adminA, dom.CollectorID, "trusted-secret-adom").JobID, time.Minute)
+	jw := s.wait(s.collect(s.ownerA1, w1.CollectorID, "").JobID, time.Minute)
+	jb := s.waitAs(s.adminB, s.collect(s.adminB, b.CollectorID, "").JobID, time.Minute)
 	if jd.Status != "SUCCESS" || jw.Status != "SUCCESS" || jb.Status != "SUCCESS" || jw.TotalTasks != 2 || jb.TotalTasks != 1 {
 		t.Fatalf("jobs: %+v %+v %+v", jd, jw, jb)
 	}
@@ -170,9 +170,9 @@ func TestJobAnalyze(t *testing.T) {
 	dom := s.createCollector(s.adminA, domainCollector())
 	w1 := s.createCollector(s.ownerA1, map[string]any{"name": "W1", "resource_group": "WORKSPACE", "plugin_info": map[string]any{"plugin_id": collectorPlugin}})
 	for range 2 {
-		s.wait(s.collect(s.adminA, dom.CollectorID, "trusted-secret-adom").JobID, 20*time.Second)
+		s.wait(s.collect(s.adminA, dom.CollectorID, "trusted-secret-adom").JobID, time.Minute)
 	}
-	s.wait(s.collect(s.ownerA1, w1.CollectorID, "trusted-secret-aw1").JobID, 20*time.Second)
+	s.wait(s.collect(s.ownerA1, w1.CollectorID, "trusted-secret-aw1").JobID, time.Minute)
 	consoleQuery := map[string]any{"query": map[string]any{
 		"filter": []any{map[string]any{"k": "created_at", "v": "now - 5d", "o": "timediff_gte"},
 			map[string]any{"k": "collector_id", "v": []string{dom.CollectorID, w1.CollectorID}, "o": "in"}},

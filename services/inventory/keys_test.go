@@ -38,7 +38,7 @@ func TestCollectCloudKeys(t *testing.T) {
 	region := map[string]any{"state": "SUCCESS", "resource_type": "inventory.Region", "match_rules": map[string]any{"1": []any{"provider", "region_code"}},
 		"resource": map[string]any{"name": "N. Virginia", "provider": "aws", "region_code": "us-east-1", "tags": map[string]any{"aws.amazon.com/partition": "aws"}}}
 	s.plugin.Script(collectMethod, fakeplugin.Reply{Stream: []map[string]any{one, two, typ, region}})
-	j := s.wait(s.collect(s.adminA, c.CollectorID, "trusted-secret-adom").JobID, 20*time.Second)
+	j := s.wait(s.collect(s.adminA, c.CollectorID, "trusted-secret-adom").JobID, time.Minute)
 	if j.Status != "SUCCESS" {
 		t.Fatalf("job: %+v, tasks %+v", j, s.tasksOf(j.JobID))
 	}
@@ -91,7 +91,7 @@ func TestCollectCloudKeys(t *testing.T) {
 	// A second run updates the documents in place with new tags.
 	changed := map[string]any{"kubernetes.io/cluster/prod": "shared", "aws:cloudformation:stack-name": "web"}
 	s.plugin.Script(collectMethod, fakeplugin.Reply{Stream: []map[string]any{instance(1, map[string]any{"tags": changed}), two}})
-	j = s.wait(s.collect(s.adminA, c.CollectorID, "trusted-secret-adom").JobID, 20*time.Second)
+	j = s.wait(s.collect(s.adminA, c.CollectorID, "trusted-secret-adom").JobID, time.Minute)
 	if tk := s.tasksOf(j.JobID)[0]; j.Status != "SUCCESS" || tk.UpdatedCount != 2 {
 		t.Fatalf("second run: %+v %+v", j, tk)
 	}
