@@ -15,7 +15,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/testkit"
-	"github.com/nubes-io/nubes/services/identity/internal/identityapi"
+	"github.com/nubes-io/nubes/services/identity/internal/core"
 )
 
 // Helpers shared by the API key, trusted account and cross-service tests.
@@ -25,17 +25,17 @@ import (
 // returns its USER-scope access token.
 func (h *harness) directUser(domainID, userID, password string) string {
 	h.t.Helper()
-	hash, err := identityapi.HashPassword(password)
+	hash, err := core.HashPassword(password)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	u := identityapi.User{
-		ID: identityapi.UserKey(domainID, userID), UserID: userID, DomainID: domainID, Name: userID, State: identityapi.Enabled,
-		AuthType: "LOCAL", UserType: "USER", RoleType: "USER", MFA: identityapi.MFA{State: identityapi.Disabled, Options: map[string]any{}},
+	u := core.User{
+		ID: core.UserKey(domainID, userID), UserID: userID, DomainID: domainID, Name: userID, State: core.Enabled,
+		AuthType: "LOCAL", UserType: "USER", RoleType: "USER", MFA: core.MFA{State: core.Disabled, Options: map[string]any{}},
 		Language: "en", Timezone: "UTC", RequiredActions: []string{}, Tags: map[string]any{}, PasswordHash: hash,
 	}
 	u.CreatedAt.Time = time.Now().UTC().Add(-time.Second).Truncate(time.Millisecond)
-	if _, err := h.db.Collection(identityapi.UsersCollection).InsertOne(context.Background(), u); err != nil {
+	if _, err := h.db.Collection(core.UsersCollection).InsertOne(context.Background(), u); err != nil {
 		h.t.Fatal(err)
 	}
 	return h.loginIn(domainID, userID, password).AccessToken
@@ -177,7 +177,7 @@ func TestAPIKeyV2Lifecycle(t *testing.T) {
 	h := newHarness(t)
 	alice := h.anon.As(h.directUser(h.domain, "alice", "Alice-Passw0rd"))
 	bob := h.anon.As(h.directUser(h.domain, "bob", "Bob-Passw0rd1"))
-	keys := identityapi.APIKeysCollection
+	keys := core.APIKeysCollection
 
 	// create: defaults, every field, the value only here.
 	var k map[string]any
@@ -371,7 +371,7 @@ func TestAPIKeyV2Expiry(t *testing.T) {
 		t.Fatalf("EXPIRED keys counted = %d", n)
 	}
 	// An expired key stays expired.
-	frozen := h.dbFrozen(identityapi.APIKeysCollection)
+	frozen := h.dbFrozen(core.APIKeysCollection)
 	alice.Call("/identity/v2/api-key/enable", map[string]any{"api_key_id": k["api_key_id"]}).Fails(http.StatusBadRequest, errs.InvalidParameter)
 	frozen()
 	alice.Call("/identity/v2/api-key/disable", map[string]any{"api_key_id": k["api_key_id"]}).OK(&got)
@@ -430,7 +430,7 @@ func TestAPIKeyV1(t *testing.T) {
 	h := newHarness(t)
 	alice := h.anon.As(h.directUser(h.domain, "alice", "Alice-Passw0rd"))
 	otherID, other := h.newDomain("other")
-	keys := identityapi.APIKeysCollection
+	keys := core.APIKeysCollection
 
 	var k map[string]any
 	h.admin.Call("/identity/v1/api-key/create", map[string]any{"user_id": "alice", "domain_id": h.domain}).OK(&k)
@@ -524,7 +524,7 @@ func TestAPIKeyIsolation(t *testing.T) {
 	h.admin.Call("/identity/v2/api-key/create", map[string]any{"name": "root admin"}).OK(&kb)
 	other.Call("/identity/v2/api-key/create", map[string]any{"name": "b"}).OK(nil)
 
-	frozen := h.dbFrozen(identityapi.APIKeysCollection)
+	frozen := h.dbFrozen(core.APIKeysCollection)
 	for _, id := range []any{ka["api_key_id"], kb["api_key_id"]} {
 		for _, op := range []string{"get", "enable", "disable", "delete"} {
 			other.Call("/identity/v2/api-key/"+op, map[string]any{"api_key_id": id}).Fails(http.StatusNotFound, errs.NotFoundCode)

@@ -20,7 +20,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/server"
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/services/identity"
-	"github.com/nubes-io/nubes/services/identity/internal/identityapi"
+	"github.com/nubes-io/nubes/services/identity/internal/core"
 )
 
 // The attacks of issue 21 through the HTTP API, each as an attacker runs
@@ -263,7 +263,7 @@ func otpCodes(t *testing.T, enabled map[string]any) func(time.Duration) string {
 		t.Fatal(err)
 	}
 	return func(at time.Duration) string {
-		c, err := identityapi.OTPCode(uri.Query().Get("secret"), time.Now().Add(at))
+		c, err := core.OTPCode(uri.Query().Get("secret"), time.Now().Add(at))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -311,8 +311,8 @@ func TestSessionsEndAtEveryService(t *testing.T) {
 
 	t.Run("MFA turned off by an admin", func(t *testing.T) {
 		token, refresh := admin("mona")
-		_, err := h.db.Collection(identityapi.UsersCollection).UpdateOne(context.Background(), bson.D{{Key: "_id", Value: identityapi.UserKey(h.domain, "mona")}},
-			bson.D{{Key: "$set", Value: bson.D{{Key: "mfa", Value: identityapi.MFA{State: identityapi.Enabled, MFAType: "EMAIL", Options: map[string]any{"email": h.email("mona")}}}}}})
+		_, err := h.db.Collection(core.UsersCollection).UpdateOne(context.Background(), bson.D{{Key: "_id", Value: core.UserKey(h.domain, "mona")}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: "mfa", Value: core.MFA{State: core.Enabled, MFAType: "EMAIL", Options: map[string]any{"email": h.email("mona")}}}}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -419,8 +419,8 @@ func TestAdminTokenCannotTakeItsOwnAccount(t *testing.T) {
 func TestAPIKeyChangesNoCredentials(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.seedUser(h.domain, "kim", withEmail(h.email("kim"), true), func(u *identityapi.User) {
-		u.MFA = identityapi.MFA{State: identityapi.Enabled, MFAType: "EMAIL", Options: map[string]any{"email": h.email("kim")}}
+	h.seedUser(h.domain, "kim", withEmail(h.email("kim"), true), func(u *core.User) {
+		u.MFA = core.MFA{State: core.Enabled, MFAType: "EMAIL", Options: map[string]any{"email": h.email("kim")}}
 	})
 	var k map[string]any
 	h.admin.Call("/identity/v2/api-key/create", map[string]any{"name": "ci"}).OK(&k)
@@ -460,7 +460,7 @@ func TestUserTextChecked(t *testing.T) {
 	h.seedUser(h.domain, "nia")
 	nia := h.as("nia")
 	before := h.userDoc(h.domain, "nia")
-	users := h.count(identityapi.UsersCollection, nil)
+	users := h.count(core.UsersCollection, nil)
 	long := ""
 	for range 129 {
 		long += "a"
@@ -472,7 +472,7 @@ func TestUserTextChecked(t *testing.T) {
 		h.admin.Call("/identity/v1/user/create", map[string]any{"user_id": "new-one", "domain_id": h.domain, "name": name, "password": "New-Passw0rd1", "backend": "LOCAL"}).Fails(http.StatusBadRequest, errs.InvalidParameter)
 	}
 	h.same(h.domain, "nia", before)
-	if n := h.count(identityapi.UsersCollection, nil); n != users {
+	if n := h.count(core.UsersCollection, nil); n != users {
 		t.Fatalf("%d users after refused creations, want %d", n, users)
 	}
 
@@ -510,13 +510,13 @@ func TestPersonSystemGrantIsNotAService(t *testing.T) {
 	otherAdmin.Call(ta+"create", map[string]any{"name": "AWS", "data": map[string]any{}, "provider": "aws", "secret_schema_id": "aws-access-key",
 		"secret_data": map[string]any{"aws_secret_access_key": "tenant-s3cr3t"}, "resource_group": "DOMAIN"}).OK(&a)
 	person := h.anon.As(h.scoped("admin", adminPassword, "SYSTEM", ""))
-	keys := h.count(identityapi.APIKeysCollection, nil)
+	keys := h.count(core.APIKeysCollection, nil)
 	read := map[string]any{"trusted_account_id": a["trusted_account_id"], "domain_id": other}
 	person.Call(ta+"get-secret-data", read).Fails(http.StatusForbidden, errs.PermissionDenied)
 	person.Call(ta+"get-secret-data", map[string]any{"trusted_account_id": a["trusted_account_id"], "domain_id": h.domain}).Fails(http.StatusForbidden, errs.PermissionDenied)
 	person.Call("/identity/v1/api-key/create", map[string]any{"user_id": "boss", "domain_id": other}).Fails(http.StatusNotFound, errs.NotFoundCode)
 	person.Call("/identity/v1/user/update", map[string]any{"user_id": "boss", "domain_id": other, "name": "pwned"}).Fails(http.StatusNotFound, errs.NotFoundCode)
-	if n := h.count(identityapi.APIKeysCollection, nil); n != keys {
+	if n := h.count(core.APIKeysCollection, nil); n != keys {
 		t.Fatalf("%d API keys after refused creations, want %d", n, keys)
 	}
 	h.system.Call(ta+"get-secret-data", read).OK(nil)
@@ -567,7 +567,7 @@ func domainNamed(t *testing.T, h *harness, name string) string {
 	var d struct {
 		DomainID string `bson:"domain_id"`
 	}
-	if err := h.db.Collection(identityapi.DomainsCollection).FindOne(context.Background(), bson.D{{Key: "name", Value: name}}).Decode(&d); err != nil {
+	if err := h.db.Collection(core.DomainsCollection).FindOne(context.Background(), bson.D{{Key: "name", Value: name}}).Decode(&d); err != nil {
 		t.Fatal(err)
 	}
 	return d.DomainID

@@ -17,7 +17,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/services/identity"
-	"github.com/nubes-io/nubes/services/identity/internal/identityapi"
+	"github.com/nubes-io/nubes/services/identity/internal/core"
 )
 
 // TestUpdatePassword: user-profile/update-password, as the console's My
@@ -81,7 +81,7 @@ func TestUpdatePassword(t *testing.T) {
 	h.anon.As(h.login("pam", "New-Passw0rd1").AccessToken).Call("/identity/v2/user-profile/get", nil).OK(nil)
 
 	// UPDATE_PASSWORD pending: the narrowed token changes it without the current one.
-	h.seedUser(h.domain, "ned", func(u *identityapi.User) { u.RequiredActions = []string{identityapi.UpdatePassword} })
+	h.seedUser(h.domain, "ned", func(u *core.User) { u.RequiredActions = []string{core.UpdatePassword} })
 	ned := h.as("ned")
 	ned.Call(path, map[string]any{"new_password": "Ned-Passw0rd1"}).OK(&u)
 	if actions, _ := u["required_actions"].([]any); len(actions) != 0 {
@@ -118,7 +118,7 @@ func TestUpdateRole(t *testing.T) {
 	_, otherAdmin := h.newDomain("elsewhere")
 	tina := h.as("tina")
 
-	frozen := h.dbFrozen(identityapi.RoleBindingsCollection, identityapi.UsersCollection)
+	frozen := h.dbFrozen(core.RoleBindingsCollection, core.UsersCollection)
 	for _, c := range []struct {
 		name   string
 		as     *testkit.Client
@@ -198,7 +198,7 @@ func TestWorkspaceDormant(t *testing.T) {
 	}
 	old := bson.D{{Key: "_id", Value: "workspace-0123456789ab"}, {Key: "workspace_id", Value: "workspace-0123456789ab"}, {Key: "name", Value: "Old"},
 		{Key: "state", Value: "ENABLED"}, {Key: "tags", Value: bson.D{}}, {Key: "domain_id", Value: h.domain}, {Key: "created_by", Value: "admin"}, {Key: "created_at", Value: time.Now().UTC()}}
-	if _, err := h.db.Collection(identityapi.WorkspacesCollection).InsertOne(context.Background(), old); err != nil {
+	if _, err := h.db.Collection(core.WorkspacesCollection).InsertOne(context.Background(), old); err != nil {
 		t.Fatal(err)
 	}
 	console := map[string]any{"query": map[string]any{"filter": []any{

@@ -20,6 +20,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/seal/sealcmd"
 	"github.com/nubes-io/nubes/pkg/server"
+	"github.com/nubes-io/nubes/services/identity/internal/core"
 	"github.com/nubes-io/nubes/services/identity/internal/identityapi"
 )
 
@@ -34,25 +35,25 @@ const JWKSPath = "/.well-known/jwks.json"
 const ReflectionTTL = 30 * time.Second
 
 // Config configures the identity rules.
-type Config = identityapi.Config
+type Config = core.Config
 
 // Bootstrapped is what the first start made (root domain and admin).
 type Bootstrapped = identityapi.Bootstrapped
 
 // Cipher encrypts secret data at rest.
-type Cipher = identityapi.Cipher
+type Cipher = core.Cipher
 
 // NewCipher parses AES-256 keys ("1:<base64>,2:<base64>", the highest
 // numeric id sealing); Settings also take encryption_keys_file and
 // encryption_active_key.
-func NewCipher(spec string) (*Cipher, error) { return identityapi.NewCipher(spec) }
+func NewCipher(spec string) (*Cipher, error) { return core.NewCipher(spec) }
 
 // RandomCipherSpec makes a one-key spec for development.
-func RandomCipherSpec() string { return identityapi.RandomCipherSpec() }
+func RandomCipherSpec() string { return core.RandomCipherSpec() }
 
 // ResealTargets are the sealed fields identity stores (for the reseal
 // command after a key rotation).
-func ResealTargets(db *mongo.Database) []seal.Target { return identityapi.ResealTargets(db) }
+func ResealTargets(db *mongo.Database) []seal.Target { return core.ResealTargets(db) }
 
 // ResealMain is `identity reseal`: it re-seals identity's records with the
 // active key, reading the same configuration as the service.

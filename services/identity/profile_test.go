@@ -13,7 +13,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/testkit"
-	"github.com/nubes-io/nubes/services/identity/internal/identityapi"
+	"github.com/nubes-io/nubes/services/identity/internal/core"
 )
 
 func TestProfileUpdate(t *testing.T) {
@@ -396,7 +396,7 @@ func TestCodeMailsCapped(t *testing.T) {
 		h.mailTo(addr, "mfa_code")
 	}
 	before := h.userDoc(h.domain, "flo")
-	codes := h.dbFrozen(identityapi.CodesCollection)
+	codes := h.dbFrozen(core.CodesCollection)
 	over := h.email("flo-over")
 	flo.Call("/identity/v2/user-profile/verify-email", map[string]any{"current_password": userPassword, "email": over}).Fails(http.StatusTooManyRequests, errs.TooManyRequests)
 	flo.Call("/identity/v2/user-profile/enable-mfa", map[string]any{"current_password": userPassword, "mfa_type": "EMAIL", "options": map[string]any{"email": over}}).Fails(http.StatusTooManyRequests, errs.TooManyRequests)
@@ -437,11 +437,11 @@ func TestProfileOTP(t *testing.T) {
 	if opts := u["mfa"].(map[string]any)["options"].(map[string]any); len(opts) != 0 {
 		t.Fatalf("get shows mfa options %v", opts)
 	}
-	if strings.Contains(h.dump(identityapi.UsersCollection), secret) {
+	if strings.Contains(h.dump(core.UsersCollection), secret) {
 		t.Fatal("the OTP secret is stored in the clear")
 	}
 	code := func(at time.Duration) string {
-		c, err := identityapi.OTPCode(secret, time.Now().Add(at))
+		c, err := core.OTPCode(secret, time.Now().Add(at))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -508,7 +508,7 @@ func TestOTPDisableGuessesNotForgiven(t *testing.T) {
 	oona.Call("/identity/v2/user-profile/enable-mfa", map[string]any{"current_password": userPassword, "mfa_type": "OTP", "options": map[string]any{}}).OK(&u)
 	uri, _ := url.Parse(fmt.Sprint(u["mfa"].(map[string]any)["options"].(map[string]any)["otp_qrcode_uri"]))
 	code := func(at time.Duration) string {
-		c, err := identityapi.OTPCode(uri.Query().Get("secret"), time.Now().Add(at))
+		c, err := core.OTPCode(uri.Query().Get("secret"), time.Now().Add(at))
 		if err != nil {
 			t.Fatal(err)
 		}

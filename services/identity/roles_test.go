@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/nubes-io/nubes/pkg/errs"
-	"github.com/nubes-io/nubes/services/identity/internal/identityapi"
+	"github.com/nubes-io/nubes/services/identity/internal/core"
 )
 
 // A workspace owner binds users into its own workspace with workspace
@@ -20,7 +20,7 @@ func TestWorkspaceOwnerBindings(t *testing.T) {
 	otherDomain, _ := h.newDomain("roles-other")
 	h.directUser(otherDomain, "stranger", "Stranger-Passw0rd")
 	const create, del = "/identity/v2/role-binding/create", "/identity/v2/role-binding/delete"
-	colls := []string{identityapi.RoleBindingsCollection, identityapi.UsersCollection}
+	colls := []string{core.RoleBindingsCollection, core.UsersCollection}
 
 	frozen := h.dbFrozen(colls...)
 	for _, c := range []struct {
@@ -117,7 +117,7 @@ func TestMemberProjectVisibility(t *testing.T) {
 	// The member's token carries its projects as they are when it is granted.
 	member := h.anon.As(h.scoped("gamma-member", "Member-Passw0rd", "WORKSPACE", ws))
 
-	frozen := h.dbFrozen(identityapi.ProjectsCollection)
+	frozen := h.dbFrozen(core.ProjectsCollection)
 	for _, id := range []string{public, mine} {
 		member.Call("/identity/v2/project/get", map[string]any{"project_id": id}).OK(nil)
 	}

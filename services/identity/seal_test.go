@@ -11,7 +11,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/services/identity"
-	"github.com/nubes-io/nubes/services/identity/internal/identityapi"
+	"github.com/nubes-io/nubes/services/identity/internal/core"
 )
 
 // toLegacy rewrites a sealed field into the form identity stored before
@@ -65,12 +65,12 @@ func TestSealedRecordsAcrossKeyRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	secret := uri.Query().Get("secret")
-	toLegacy(t, h, identityapi.UsersCollection, userKey, "otp_pending")
+	toLegacy(t, h, core.UsersCollection, userKey, "otp_pending")
 	waitForFreshOTPStep(t)
-	code, _ := identityapi.OTPCode(secret, time.Now())
+	code, _ := core.OTPCode(secret, time.Now())
 	rota.Call("/identity/v2/user-profile/confirm-mfa", map[string]any{"verify_code": code}).OK(&u) // opens the legacy record
-	toLegacy(t, h, identityapi.UsersCollection, userKey, "otp_secret")
-	next, _ := identityapi.OTPCode(secret, time.Now().Add(30*time.Second))
+	toLegacy(t, h, core.UsersCollection, userKey, "otp_secret")
+	next, _ := core.OTPCode(secret, time.Now().Add(30*time.Second))
 	h.anon.Call("/identity/v2/token/issue", map[string]any{"credentials": map[string]any{"user_id": "rota", "password": userPassword},
 		"domain_id": h.domain, "auth_type": "MFA", "verify_code": next}).OK(nil)
 
@@ -79,7 +79,7 @@ func TestSealedRecordsAcrossKeyRotation(t *testing.T) {
 	h.admin.Call("/identity/v2/trusted-account/create", map[string]any{"name": "rotated", "provider": "aws", "data": map[string]any{},
 		"secret_schema_id": "aws-access-key", "secret_data": map[string]any{"key": "rotated-secret-value"}, "resource_group": "DOMAIN"}).OK(&a)
 	secretID := a["trusted_secret_id"].(string)
-	toLegacy(t, h, identityapi.TrustedSecretsCollection, secretID, "sealed")
+	toLegacy(t, h, core.TrustedSecretsCollection, secretID, "sealed")
 	// One more, sealed as of today (key id "1").
 	h.admin.Call("/identity/v2/trusted-account/create", map[string]any{"name": "current", "provider": "aws", "data": map[string]any{},
 		"secret_schema_id": "aws-access-key", "secret_data": map[string]any{"key": "v"}, "resource_group": "DOMAIN"}).OK(nil)
@@ -101,13 +101,13 @@ func TestSealedRecordsAcrossKeyRotation(t *testing.T) {
 		}
 		moved[r.Collection+"."+r.Field] += r.Resealed
 	}
-	if moved[identityapi.TrustedSecretsCollection+".sealed"] != 2 || moved[identityapi.UsersCollection+".otp_secret"] != 1 {
+	if moved[core.TrustedSecretsCollection+".sealed"] != 2 || moved[core.UsersCollection+".otp_secret"] != 1 {
 		t.Fatalf("resealed %v", moved)
 	}
 	// The old key can go: every record opens with key 2 alone.
 	onlyNew, _ := seal.Parse(newKey, "")
-	ts := sealedOf(t, h, identityapi.TrustedSecretsCollection, secretID, "sealed")
-	otp := sealedOf(t, h, identityapi.UsersCollection, userKey, "otp_secret")
+	ts := sealedOf(t, h, core.TrustedSecretsCollection, secretID, "sealed")
+	otp := sealedOf(t, h, core.UsersCollection, userKey, "otp_secret")
 	if ts.KeyID != "2" || otp.KeyID != "2" {
 		t.Fatalf("key ids after reseal: %q %q", ts.KeyID, otp.KeyID)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/config"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/services/identity/internal/core"
 	"github.com/nubes-io/nubes/services/identity/internal/identityapi"
 )
 
@@ -66,7 +67,7 @@ func WriteSystemToken(ctx context.Context, base config.Base, signer *auth.Signer
 
 func systemTokenFor(ctx context.Context, db *mongo.Database, signer *auth.Signer, ttl time.Duration, out io.Writer) error {
 	var b identityapi.Bootstrapped
-	err := db.Collection(identityapi.BootstrapCollection).FindOne(ctx, bson.D{{Key: "_id", Value: "root"}}).Decode(&b)
+	err := db.Collection(core.BootstrapCollection).FindOne(ctx, bson.D{{Key: "_id", Value: "root"}}).Decode(&b)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return errors.New("no root domain yet: start identity once, then run this again")
 	}
@@ -75,7 +76,7 @@ func systemTokenFor(ctx context.Context, db *mongo.Database, signer *auth.Signer
 	}
 	cfg := Config{SystemTokenTTL: ttl}
 	cfg.Defaults()
-	tok, err := signer.Issue(identityapi.SystemPrincipal(b.DomainID), cfg.SystemTokenTTL)
+	tok, err := signer.Issue(core.SystemPrincipal(b.DomainID), cfg.SystemTokenTTL)
 	if err != nil {
 		return err
 	}

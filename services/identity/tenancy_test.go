@@ -9,7 +9,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/testkit"
-	"github.com/nubes-io/nubes/services/identity/internal/identityapi"
+	"github.com/nubes-io/nubes/services/identity/internal/core"
 )
 
 // enroller makes the tenancy matrix's callers real: identity's
@@ -37,7 +37,7 @@ func (e *enroller) enroll(t *testing.T, p auth.Principal) {
 		}
 	}
 	if p.DomainID != e.h.domain {
-		insert(identityapi.DomainsCollection, identityapi.Domain{ID: p.DomainID, DomainID: p.DomainID, Name: p.DomainID, State: identityapi.Enabled})
+		insert(core.DomainsCollection, core.Domain{ID: p.DomainID, DomainID: p.DomainID, Name: p.DomainID, State: core.Enabled})
 	}
 	// A WORKSPACE_OWNER token without a workspace exists only for a domain
 	// admin (grant asks for a workspace; the authenticator holds an
@@ -46,13 +46,13 @@ func (e *enroller) enroll(t *testing.T, p auth.Principal) {
 	if p.Role == auth.DomainAdmin || p.Role == auth.SystemAdmin || (p.Role == auth.WorkspaceOwner && p.WorkspaceID == "") {
 		roleType = string(auth.DomainAdmin)
 	}
-	u := identityapi.User{ID: identityapi.UserKey(p.DomainID, p.UserID), UserID: p.UserID, DomainID: p.DomainID, Name: p.UserID,
-		State: identityapi.Enabled, AuthType: "LOCAL", UserType: "USER", RoleType: roleType}
+	u := core.User{ID: core.UserKey(p.DomainID, p.UserID), UserID: p.UserID, DomainID: p.DomainID, Name: p.UserID,
+		State: core.Enabled, AuthType: "LOCAL", UserType: "USER", RoleType: roleType}
 	u.CreatedAt.Time = time.Now().UTC().Add(-time.Second).Truncate(time.Millisecond)
-	insert(identityapi.UsersCollection, u)
+	insert(core.UsersCollection, u)
 	if p.WorkspaceID != "" && (p.Role == auth.WorkspaceOwner || p.Role == auth.WorkspaceMember) {
-		insert(identityapi.WorkspacesCollection, identityapi.Workspace{ID: p.WorkspaceID, WorkspaceID: p.WorkspaceID, Name: p.WorkspaceID,
-			State: identityapi.Enabled, DomainID: p.DomainID})
+		insert(core.WorkspacesCollection, core.Workspace{ID: p.WorkspaceID, WorkspaceID: p.WorkspaceID, Name: p.WorkspaceID,
+			State: core.Enabled, DomainID: p.DomainID})
 		role := map[auth.Role]string{auth.WorkspaceOwner: "managed-workspace-owner", auth.WorkspaceMember: "managed-workspace-member"}[p.Role]
 		bindRole(e.h.admin, p.UserID, role, p.WorkspaceID)
 	}
@@ -110,7 +110,7 @@ func TestTenancyMatrix(t *testing.T) {
 	t.Run("workspace", func(t *testing.T) {
 		req := map[string]any{"workspace_id": wsID}
 		matrix(t, testkit.Tenancy{
-			Coll: coll(identityapi.WorkspacesCollection), ID: wsID, Workspace: wsID, Insider: member,
+			Coll: coll(core.WorkspacesCollection), ID: wsID, Workspace: wsID, Insider: member,
 			Get:  testkit.Req{Path: "/identity/v2/workspace/get", Body: req},
 			List: testkit.Req{Path: "/identity/v2/workspace/list", Body: req},
 			Changes: []testkit.Req{
@@ -118,14 +118,14 @@ func TestTenancyMatrix(t *testing.T) {
 				{Path: "/identity/v2/workspace/disable", Body: req},
 				{Path: "/identity/v2/workspace/delete", Body: req},
 			},
-			Watch: []*mongo.Collection{coll(identityapi.ProjectsCollection), coll(identityapi.RoleBindingsCollection)},
+			Watch: []*mongo.Collection{coll(core.ProjectsCollection), coll(core.RoleBindingsCollection)},
 		})
 	})
 
 	t.Run("project", func(t *testing.T) {
 		req := map[string]any{"project_id": prID}
 		matrix(t, testkit.Tenancy{
-			Coll: coll(identityapi.ProjectsCollection), ID: prID, Workspace: wsID, Project: prID, Insider: member,
+			Coll: coll(core.ProjectsCollection), ID: prID, Workspace: wsID, Project: prID, Insider: member,
 			Get:  testkit.Req{Path: "/identity/v2/project/get", Body: req},
 			List: testkit.Req{Path: "/identity/v2/project/list", Body: req},
 			Changes: []testkit.Req{
@@ -142,7 +142,7 @@ func TestTenancyMatrix(t *testing.T) {
 		bID := id(binding, "role_binding_id")
 		req := map[string]any{"role_binding_id": bID}
 		matrix(t, testkit.Tenancy{
-			Coll: coll(identityapi.RoleBindingsCollection), ID: bID, Workspace: wsID, Insider: member,
+			Coll: coll(core.RoleBindingsCollection), ID: bID, Workspace: wsID, Insider: member,
 			Get:  testkit.Req{Path: "/identity/v2/role-binding/get", Body: req},
 			List: testkit.Req{Path: "/identity/v2/role-binding/list", Body: req},
 			Changes: []testkit.Req{
@@ -156,11 +156,11 @@ func TestTenancyMatrix(t *testing.T) {
 	// as v2 (its owner) and v1 (the domain admin) serve it.
 	const target = "matrix-user"
 	e.enroll(t, auth.Principal{DomainID: h.domain, UserID: target, Role: auth.User})
-	users := []*mongo.Collection{coll(identityapi.RoleBindingsCollection), coll(identityapi.APIKeysCollection)}
+	users := []*mongo.Collection{coll(core.RoleBindingsCollection), coll(core.APIKeysCollection)}
 	t.Run("user v2", func(t *testing.T) {
 		req := map[string]any{"user_id": target}
 		matrix(t, testkit.Tenancy{
-			Coll: coll(identityapi.UsersCollection), ID: identityapi.UserKey(h.domain, target), Insider: admin,
+			Coll: coll(core.UsersCollection), ID: core.UserKey(h.domain, target), Insider: admin,
 			Get:  testkit.Req{Path: "/identity/v2/user/get", Body: req},
 			List: testkit.Req{Path: "/identity/v2/user/list", Body: req},
 			Stat: stat("/identity/v2/user/stat", "user_id", target, nil),
@@ -178,7 +178,7 @@ func TestTenancyMatrix(t *testing.T) {
 	t.Run("user v1", func(t *testing.T) {
 		req := map[string]any{"user_id": target, "domain_id": h.domain}
 		matrix(t, testkit.Tenancy{
-			Coll: coll(identityapi.UsersCollection), ID: identityapi.UserKey(h.domain, target), Insider: admin, NamesDomain: true,
+			Coll: coll(core.UsersCollection), ID: core.UserKey(h.domain, target), Insider: admin, NamesDomain: true,
 			Get:  testkit.Req{Path: "/identity/v1/user/get", Body: req},
 			List: testkit.Req{Path: "/identity/v1/user/list", Body: req},
 			Stat: stat("/identity/v1/user/stat", "user_id", target, map[string]any{"domain_id": h.domain}),
@@ -201,7 +201,7 @@ func TestTenancyMatrix(t *testing.T) {
 	t.Run("api key v2", func(t *testing.T) {
 		req := map[string]any{"api_key_id": keyID}
 		matrix(t, testkit.Tenancy{
-			Coll: coll(identityapi.APIKeysCollection), ID: keyID, Insider: keyOwner,
+			Coll: coll(core.APIKeysCollection), ID: keyID, Insider: keyOwner,
 			Get:  testkit.Req{Path: "/identity/v2/api-key/get", Body: req},
 			List: testkit.Req{Path: "/identity/v2/api-key/list", Body: req},
 			Stat: stat("/identity/v2/api-key/stat", "api_key_id", keyID, nil),
@@ -216,7 +216,7 @@ func TestTenancyMatrix(t *testing.T) {
 	t.Run("api key v1", func(t *testing.T) {
 		req := map[string]any{"api_key_id": keyID, "domain_id": h.domain}
 		matrix(t, testkit.Tenancy{
-			Coll: coll(identityapi.APIKeysCollection), ID: keyID, Insider: admin, NamesDomain: true,
+			Coll: coll(core.APIKeysCollection), ID: keyID, Insider: admin, NamesDomain: true,
 			Get:  testkit.Req{Path: "/identity/v1/api-key/get", Body: req},
 			List: testkit.Req{Path: "/identity/v1/api-key/list", Body: req},
 			Stat: stat("/identity/v1/api-key/stat", "api_key_id", keyID, map[string]any{"domain_id": h.domain}),
@@ -230,7 +230,7 @@ func TestTenancyMatrix(t *testing.T) {
 
 	// Trusted accounts of the workspace and of the domain, and the sealed
 	// secret data of the first: a child reached only through its account.
-	jobs, secrets := coll(identityapi.JobsCollection), coll(identityapi.TrustedSecretsCollection)
+	jobs, secrets := coll(core.JobsCollection), coll(core.TrustedSecretsCollection)
 	trusted := func(group, workspaceID string) map[string]any {
 		var a map[string]any
 		h.admin.Call("/identity/v2/trusted-account/create", map[string]any{
@@ -259,13 +259,13 @@ func TestTenancyMatrix(t *testing.T) {
 	}
 	inWorkspace, ofDomain := trusted("WORKSPACE", wsID), trusted("DOMAIN", "")
 	t.Run("trusted account", func(t *testing.T) {
-		trustedMatrix(t, inWorkspace, wsID, coll(identityapi.TrustedAccountsCollection), id(inWorkspace, "trusted_account_id"))
+		trustedMatrix(t, inWorkspace, wsID, coll(core.TrustedAccountsCollection), id(inWorkspace, "trusted_account_id"))
 	})
 	t.Run("trusted account secret", func(t *testing.T) {
 		trustedMatrix(t, inWorkspace, wsID, secrets, id(inWorkspace, "trusted_secret_id"))
 	})
 	t.Run("trusted account of the domain", func(t *testing.T) {
-		trustedMatrix(t, ofDomain, "*", coll(identityapi.TrustedAccountsCollection), id(ofDomain, "trusted_account_id"))
+		trustedMatrix(t, ofDomain, "*", coll(core.TrustedAccountsCollection), id(ofDomain, "trusted_account_id"))
 	})
 
 	var tsa map[string]any
@@ -275,7 +275,7 @@ func TestTenancyMatrix(t *testing.T) {
 		tsaID := id(tsa, "trusted_service_account_id")
 		req := map[string]any{"trusted_service_account_id": tsaID, "domain_id": h.domain}
 		matrix(t, testkit.Tenancy{
-			Coll: coll(identityapi.TrustedSACollection), ID: tsaID, Workspace: wsID, Insider: member, NamesDomain: true,
+			Coll: coll(core.TrustedSACollection), ID: tsaID, Workspace: wsID, Insider: member, NamesDomain: true,
 			Get:  testkit.Req{Path: "/identity/v2/trusted-service-account/get", Body: req},
 			List: testkit.Req{Path: "/identity/v2/trusted-service-account/list", Body: req},
 			Stat: stat("/identity/v2/trusted-service-account/stat", "trusted_service_account_id", tsaID, map[string]any{"domain_id": h.domain}),
@@ -289,7 +289,7 @@ func TestTenancyMatrix(t *testing.T) {
 	t.Run("domain", func(t *testing.T) {
 		req := map[string]any{"domain_id": h.domain}
 		matrix(t, testkit.Tenancy{
-			Coll: coll(identityapi.DomainsCollection), ID: h.domain,
+			Coll: coll(core.DomainsCollection), ID: h.domain,
 			Insider: auth.Principal{DomainID: h.domain, UserID: "insider-system", Role: auth.SystemAdmin},
 			Get:     testkit.Req{Path: "/identity/v2/domain/get", Body: req},
 			List:    testkit.Req{Path: "/identity/v2/domain/list", Body: req},

@@ -17,6 +17,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
 	"github.com/nubes-io/nubes/services/identity"
+	"github.com/nubes-io/nubes/services/identity/internal/core"
 	"github.com/nubes-io/nubes/services/identity/internal/identityapi"
 )
 
@@ -85,7 +86,7 @@ func newSyncStack(t *testing.T, replicas int) *syncStack {
 func (st *syncStack) job(t *testing.T, id string) identityapi.IdentityJob {
 	t.Helper()
 	var j identityapi.IdentityJob
-	if err := st.db.Collection(identityapi.JobsCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: id}}).Decode(&j); err != nil {
+	if err := st.db.Collection(core.JobsCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: id}}).Decode(&j); err != nil {
 		t.Fatal(err)
 	}
 	return j
@@ -121,17 +122,17 @@ func (st *syncStack) sync(t *testing.T, id string) string {
 	return j["job_id"].(string)
 }
 
-func (st *syncStack) synced(t *testing.T) map[string]identityapi.TrustedServiceAccount {
+func (st *syncStack) synced(t *testing.T) map[string]core.TrustedServiceAccount {
 	t.Helper()
-	cur, err := st.db.Collection(identityapi.TrustedSACollection).Find(context.Background(), bson.D{})
+	cur, err := st.db.Collection(core.TrustedSACollection).Find(context.Background(), bson.D{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var docs []identityapi.TrustedServiceAccount
+	var docs []core.TrustedServiceAccount
 	if err := cur.All(context.Background(), &docs); err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]identityapi.TrustedServiceAccount{}
+	out := map[string]core.TrustedServiceAccount{}
 	for _, d := range docs {
 		out[d.ResourceID] = d
 	}
@@ -220,7 +221,7 @@ func TestTrustedAccountSyncSchedule(t *testing.T) {
 	st.createAccount(t, "aws", map[string]any{"state": "DISABLED", "hours": []int{hour}})
 	var jobs []identityapi.IdentityJob
 	eventually(t, 10*time.Second, "a scheduled sync", func() bool {
-		cur, err := st.db.Collection(identityapi.JobsCollection).Find(context.Background(), bson.D{})
+		cur, err := st.db.Collection(core.JobsCollection).Find(context.Background(), bson.D{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -231,7 +232,7 @@ func TestTrustedAccountSyncSchedule(t *testing.T) {
 		return len(jobs) > 0 && jobs[0].Status == "SUCCESS"
 	})
 	time.Sleep(500 * time.Millisecond) // several more ticks of both replicas
-	n, _ := st.db.Collection(identityapi.JobsCollection).CountDocuments(context.Background(), bson.D{})
+	n, _ := st.db.Collection(core.JobsCollection).CountDocuments(context.Background(), bson.D{})
 	if n != 1 || jobs[0].TrustedAccountID != id || jobs[0].CreatedBy != "schedule" {
 		t.Fatalf("%d jobs: %+v", n, jobs)
 	}

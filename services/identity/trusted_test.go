@@ -18,6 +18,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/testkit"
+	"github.com/nubes-io/nubes/services/identity/internal/core"
 	"github.com/nubes-io/nubes/services/identity/internal/identityapi"
 )
 
@@ -129,7 +130,7 @@ func TestTrustedAccount(t *testing.T) {
 	h := newHarness(t)
 	sec := &secrets{t: t}
 	nextJob := jobEvents(t)
-	colls := []string{identityapi.TrustedAccountsCollection, identityapi.TrustedSecretsCollection, identityapi.JobsCollection, "identity_outbox"}
+	colls := []string{core.TrustedAccountsCollection, core.TrustedSecretsCollection, core.JobsCollection, "identity_outbox"}
 	const ta = "/identity/v2/trusted-account/"
 	secretValue := sec.add("AKIA-secret-" + time.Now().Format("150405.000000"))
 	secretKey := sec.add("aws_secret_access_key_x9")
@@ -159,7 +160,7 @@ func TestTrustedAccount(t *testing.T) {
 	// record is sealed with a key version and a nonce.
 	checkStored := func() {
 		t.Helper()
-		for _, c := range []string{identityapi.TrustedAccountsCollection, identityapi.TrustedSecretsCollection} {
+		for _, c := range []string{core.TrustedAccountsCollection, core.TrustedSecretsCollection} {
 			cur, err := h.db.Collection(c).Find(context.Background(), bson.D{})
 			if err != nil {
 				t.Fatal(err)
@@ -184,7 +185,7 @@ func TestTrustedAccount(t *testing.T) {
 				Data  []byte `bson:"data"`
 			} `bson:"sealed"`
 		}
-		if err := h.db.Collection(identityapi.TrustedSecretsCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: a["trusted_secret_id"]}}).Decode(&stored); err != nil {
+		if err := h.db.Collection(core.TrustedSecretsCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: a["trusted_secret_id"]}}).Decode(&stored); err != nil {
 			t.Fatal(err)
 		}
 		if stored.TrustedAccountID != id || stored.Sealed.KeyID != "1" || len(stored.Sealed.Nonce) != 12 || len(stored.Sealed.Data) < 40 {
@@ -291,14 +292,14 @@ func TestTrustedAccount(t *testing.T) {
 
 	// update-secret-data seals the new secret afresh.
 	var oldSealed bson.Raw
-	oldSealed, _ = h.db.Collection(identityapi.TrustedSecretsCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: a["trusted_secret_id"]}}).Raw()
+	oldSealed, _ = h.db.Collection(core.TrustedSecretsCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: a["trusted_secret_id"]}}).Raw()
 	newValue := sec.add("rotated-" + time.Now().Format("150405.000000"))
 	sec.call(h.admin, ta+"update-secret-data", map[string]any{"trusted_account_id": id, "secret_schema_id": "aws-access-key-v2",
 		"secret_data": map[string]any{secretKey: newValue}}).OK(&got)
 	if got["secret_schema_id"] != "aws-access-key-v2" || got["trusted_secret_id"] != a["trusted_secret_id"] {
 		t.Fatalf("update-secret-data = %v", got)
 	}
-	newSealed, _ := h.db.Collection(identityapi.TrustedSecretsCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: a["trusted_secret_id"]}}).Raw()
+	newSealed, _ := h.db.Collection(core.TrustedSecretsCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: a["trusted_secret_id"]}}).Raw()
 	if bytes.Equal(oldSealed.Lookup("sealed", "data").Value, newSealed.Lookup("sealed", "data").Value) ||
 		bytes.Equal(oldSealed.Lookup("sealed", "nonce").Value, newSealed.Lookup("sealed", "nonce").Value) {
 		t.Fatal("update-secret-data did not seal again")
@@ -326,14 +327,14 @@ func TestTrustedAccount(t *testing.T) {
 	var first struct {
 		Status string `bson:"status"`
 	}
-	if err := h.db.Collection(identityapi.JobsCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: jobID}}).Decode(&first); err != nil || first.Status != "CANCELED" {
+	if err := h.db.Collection(core.JobsCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: jobID}}).Decode(&first); err != nil || first.Status != "CANCELED" {
 		t.Fatalf("first job after a second sync: %+v %v", first, err)
 	}
 
 	// delete removes the account and its secret.
 	sec.call(h.admin, ta+"delete", map[string]any{"trusted_account_id": id}).OK(nil)
 	sec.call(h.admin, ta+"get", map[string]any{"trusted_account_id": id}).Fails(http.StatusNotFound, errs.NotFoundCode)
-	n, _ := h.db.Collection(identityapi.TrustedSecretsCollection).CountDocuments(context.Background(), bson.D{})
+	n, _ := h.db.Collection(core.TrustedSecretsCollection).CountDocuments(context.Background(), bson.D{})
 	if n != 0 {
 		t.Fatalf("%d secrets left after delete", n)
 	}
@@ -363,7 +364,7 @@ func TestTrustedAccountWorkspaces(t *testing.T) {
 	}
 	mk(ownerB, "WORKSPACE", wsB)
 
-	frozen := h.dbFrozen(identityapi.TrustedAccountsCollection, identityapi.TrustedSecretsCollection, identityapi.JobsCollection)
+	frozen := h.dbFrozen(core.TrustedAccountsCollection, core.TrustedSecretsCollection, core.JobsCollection)
 	create := map[string]any{"name": "x", "data": map[string]any{}, "provider": "gcp", "secret_schema_id": "s", "secret_data": map[string]any{"k": "v"}}
 	withGroup := func(group, ws string) map[string]any {
 		m := map[string]any{"resource_group": group, "workspace_id": ws}
@@ -433,7 +434,7 @@ func TestTrustedServiceAccount(t *testing.T) {
 		t.Fatalf("owner's tsa = %v", w)
 	}
 
-	frozen := h.dbFrozen(identityapi.TrustedSACollection)
+	frozen := h.dbFrozen(core.TrustedSACollection)
 	h.admin.Call(tsa+"create", map[string]any{"name": "x", "data": map[string]any{}, "provider": "aws", "scope": "DOMAIN", "domain_id": otherID}).Fails(http.StatusNotFound, errs.NotFoundCode)
 	h.admin.Call(tsa+"create", map[string]any{"name": "x", "data": map[string]any{}, "provider": "aws", "scope": "DOMAIN"}).Fails(http.StatusBadRequest, errs.RequiredParameter)
 	h.admin.Call(tsa+"create", map[string]any{"name": "x", "data": map[string]any{}, "provider": "aws", "scope": "PROJECT", "domain_id": h.domain}).Fails(http.StatusBadRequest, errs.InvalidParameter)
@@ -516,7 +517,7 @@ func TestTrustedIsolation(t *testing.T) {
 		"secret_data": map[string]any{"k": "b"}, "resource_group": "DOMAIN"}).OK(nil)
 	other.Call(tsa+"create", map[string]any{"name": "B", "data": map[string]any{}, "provider": "aws", "scope": "DOMAIN", "domain_id": otherID}).OK(nil)
 
-	frozen := h.dbFrozen(identityapi.TrustedAccountsCollection, identityapi.TrustedSecretsCollection, identityapi.TrustedSACollection, identityapi.JobsCollection)
+	frozen := h.dbFrozen(core.TrustedAccountsCollection, core.TrustedSecretsCollection, core.TrustedSACollection, core.JobsCollection)
 	taID := a["trusted_account_id"]
 	for _, op := range []string{"get", "delete", "sync"} {
 		sec.call(other, ta+op, map[string]any{"trusted_account_id": taID}).Fails(http.StatusNotFound, errs.NotFoundCode)

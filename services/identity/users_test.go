@@ -21,7 +21,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/pkg/wire"
-	"github.com/nubes-io/nubes/services/identity/internal/identityapi"
+	"github.com/nubes-io/nubes/services/identity/internal/core"
 )
 
 // Test users get userPassword through a bcrypt hash of the minimum cost
@@ -41,30 +41,30 @@ var cheapHash = func() string {
 
 // seedUser stores an ENABLED LOCAL user of domainID with userPassword;
 // edit adjusts it before it is stored.
-func (h *harness) seedUser(domainID, userID string, edit ...func(*identityapi.User)) {
+func (h *harness) seedUser(domainID, userID string, edit ...func(*core.User)) {
 	h.t.Helper()
-	u := &identityapi.User{
-		ID: identityapi.UserKey(domainID, userID), UserID: userID, DomainID: domainID, Name: "User " + userID, State: identityapi.Enabled,
-		AuthType: "LOCAL", UserType: "USER", RoleType: "USER", MFA: identityapi.MFA{State: identityapi.Disabled, Options: map[string]any{}},
+	u := &core.User{
+		ID: core.UserKey(domainID, userID), UserID: userID, DomainID: domainID, Name: "User " + userID, State: core.Enabled,
+		AuthType: "LOCAL", UserType: "USER", RoleType: "USER", MFA: core.MFA{State: core.Disabled, Options: map[string]any{}},
 		Language: "en", Timezone: "UTC", RequiredActions: []string{}, Tags: map[string]any{}, PasswordHash: cheapHash, CreatedAt: wire.T(wire.Now()),
 	}
 	for _, e := range edit {
 		e(u)
 	}
-	if _, err := h.db.Collection(identityapi.UsersCollection).InsertOne(context.Background(), u); err != nil {
+	if _, err := h.db.Collection(core.UsersCollection).InsertOne(context.Background(), u); err != nil {
 		h.t.Fatal(err)
 	}
 }
 
-func withEmail(addr string, verified bool) func(*identityapi.User) {
-	return func(u *identityapi.User) { u.Email, u.EmailVerified = addr, verified }
+func withEmail(addr string, verified bool) func(*core.User) {
+	return func(u *core.User) { u.Email, u.EmailVerified = addr, verified }
 }
 
 // userDoc is a user's stored document, nil when there is none.
 func (h *harness) userDoc(domainID, userID string) bson.M {
 	h.t.Helper()
 	var m bson.M
-	err := h.db.Collection(identityapi.UsersCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: identityapi.UserKey(domainID, userID)}}).Decode(&m)
+	err := h.db.Collection(core.UsersCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: core.UserKey(domainID, userID)}}).Decode(&m)
 	if err != nil {
 		return nil
 	}
@@ -162,7 +162,7 @@ func checkV2Info(t *testing.T, u map[string]any) {
 func TestUserCreateV2(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	users := identityapi.UsersCollection
+	users := core.UsersCollection
 	ok := map[string]any{"user_id": "ada", "auth_type": "LOCAL", "password": "Ada-Passw0rd", "name": "Ada",
 		"email": h.email("ada"), "tags": map[string]any{"team": "core"}}
 	var u map[string]any
@@ -242,9 +242,9 @@ func TestInviteFlow(t *testing.T) {
 	h := newHarness(t)
 	addr := h.email("eve")
 	// A binding left from an earlier "eve" must not carry over.
-	orphan := &identityapi.RoleBinding{ID: "rb-orphan", RoleBindingID: "rb-orphan", UserID: "eve", RoleID: "managed-domain-admin",
+	orphan := &core.RoleBinding{ID: "rb-orphan", RoleBindingID: "rb-orphan", UserID: "eve", RoleID: "managed-domain-admin",
 		RoleType: "DOMAIN_ADMIN", ResourceGroup: "DOMAIN", DomainID: h.domain, CreatedAt: wire.T(time.Now().Add(-time.Hour))}
-	if _, err := h.db.Collection(identityapi.RoleBindingsCollection).InsertOne(context.Background(), orphan); err != nil {
+	if _, err := h.db.Collection(core.RoleBindingsCollection).InsertOne(context.Background(), orphan); err != nil {
 		t.Fatal(err)
 	}
 	var u map[string]any
@@ -252,7 +252,7 @@ func TestInviteFlow(t *testing.T) {
 	if u["state"] != "PENDING" || !slices.Equal(toStrings(u["required_actions"]), []string{"UPDATE_PASSWORD"}) {
 		t.Fatalf("invited = %v", u)
 	}
-	if n := h.count(identityapi.RoleBindingsCollection, bson.D{{Key: "user_id", Value: "eve"}}); n != 0 {
+	if n := h.count(core.RoleBindingsCollection, bson.D{{Key: "user_id", Value: "eve"}}); n != 0 {
 		t.Fatalf("orphan binding kept: %d", n)
 	}
 	m := h.mailTo(addr, "invite")
@@ -310,7 +310,7 @@ func TestUserAdminOperationsV2(t *testing.T) {
 	h := newHarness(t)
 	addr := h.email("bob")
 	h.seedUser(h.domain, "bob", withEmail(addr, true))
-	h.seedUser(h.domain, "carol", func(u *identityapi.User) { u.Name = "Carol"; u.State = identityapi.Pending })
+	h.seedUser(h.domain, "carol", func(u *core.User) { u.Name = "Carol"; u.State = core.Pending })
 
 	// update: fields, a new e-mail is unverified; bad values change nothing.
 	var u map[string]any
@@ -383,8 +383,8 @@ func TestUserAdminOperationsV2(t *testing.T) {
 	h.admin.Call("/identity/v2/user/set-required-actions", map[string]any{"user_id": "carol", "required_actions": []string{"BE_NICE"}}).Fails(http.StatusBadRequest, errs.InvalidParameter)
 	h.admin.Call("/identity/v2/user/set-required-actions", map[string]any{"user_id": "carol", "required_actions": []string{}}).Fails(http.StatusBadRequest, errs.RequiredParameter)
 	h.same(h.domain, "carol", before)
-	h.seedUser(h.domain, "mfa-on", func(u *identityapi.User) {
-		u.MFA = identityapi.MFA{State: identityapi.Enabled, MFAType: "EMAIL", Options: map[string]any{"email": "m@example.com"}}
+	h.seedUser(h.domain, "mfa-on", func(u *core.User) {
+		u.MFA = core.MFA{State: core.Enabled, MFAType: "EMAIL", Options: map[string]any{"email": "m@example.com"}}
 	})
 	h.admin.Call("/identity/v2/user/set-required-actions", map[string]any{"user_id": "mfa-on", "required_actions": []string{"ENFORCE_MFA"}}).OK(&u)
 	if len(toStrings(u["required_actions"])) != 0 {
@@ -418,16 +418,16 @@ func TestUserAdminOperationsV2(t *testing.T) {
 	var ws map[string]any
 	h.admin.Call("/identity/v2/workspace/create", map[string]any{"name": "W"}).OK(&ws)
 	h.admin.Call("/identity/v2/role-binding/create", map[string]any{"user_id": "bob", "role_id": "managed-workspace-member", "resource_group": "WORKSPACE", "workspace_id": ws["workspace_id"]}).OK(nil)
-	key := &identityapi.APIKey{ID: "api-key-bob", APIKeyID: "api-key-bob", State: identityapi.Enabled, UserID: "bob", DomainID: h.domain, CreatedAt: wire.T(wire.Now())}
-	if _, err := h.db.Collection(identityapi.APIKeysCollection).InsertOne(context.Background(), key); err != nil {
+	key := &core.APIKey{ID: "api-key-bob", APIKeyID: "api-key-bob", State: core.Enabled, UserID: "bob", DomainID: h.domain, CreatedAt: wire.T(wire.Now())}
+	if _, err := h.db.Collection(core.APIKeysCollection).InsertOne(context.Background(), key); err != nil {
 		t.Fatal(err)
 	}
 	h.anon.As(h.login("bob", "Bob-Passw0rd2").AccessToken).Call("/identity/v2/user-profile/verify-email", nil).OK(nil)
 	h.mailTo(newAddr, "verify_email")
 	h.admin.Call("/identity/v2/user/delete", map[string]any{"user_id": "bob"}).OK(nil)
 	mine := bson.D{{Key: "user_id", Value: "bob"}}
-	if h.userDoc(h.domain, "bob") != nil || h.count(identityapi.RoleBindingsCollection, mine) != 0 || h.count(identityapi.APIKeysCollection, mine) != 0 ||
-		h.count(identityapi.CodesCollection, bson.D{{Key: "_id", Value: "verify_email:" + identityapi.UserKey(h.domain, "bob")}}) != 0 {
+	if h.userDoc(h.domain, "bob") != nil || h.count(core.RoleBindingsCollection, mine) != 0 || h.count(core.APIKeysCollection, mine) != 0 ||
+		h.count(core.CodesCollection, bson.D{{Key: "_id", Value: "verify_email:" + core.UserKey(h.domain, "bob")}}) != 0 {
 		t.Fatal("delete left the user, a binding, an API key or a code behind")
 	}
 	h.admin.Call("/identity/v2/user/delete", map[string]any{"user_id": "bob"}).Fails(http.StatusNotFound, errs.NotFoundCode)
@@ -436,9 +436,9 @@ func TestUserAdminOperationsV2(t *testing.T) {
 func TestUserListAndStatV2(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.seedUser(h.domain, "u1", func(u *identityapi.User) { u.Name = "Zed"; u.Email = "zed@example.com" })
-	h.seedUser(h.domain, "u2", func(u *identityapi.User) { u.Name = "Amy"; u.State = identityapi.Disabled })
-	h.seedUser(h.domain, "u3", func(u *identityapi.User) { u.Name = "Amy" })
+	h.seedUser(h.domain, "u1", func(u *core.User) { u.Name = "Zed"; u.Email = "zed@example.com" })
+	h.seedUser(h.domain, "u2", func(u *core.User) { u.Name = "Amy"; u.State = core.Disabled })
+	h.seedUser(h.domain, "u3", func(u *core.User) { u.Name = "Amy" })
 	type list struct {
 		Results    []map[string]any `json:"results"`
 		TotalCount int              `json:"total_count"`
@@ -630,8 +630,8 @@ func TestUserWithoutBindingIsSelfServiceOnly(t *testing.T) {
 func TestUserDomainIsolation(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.seedUser(h.domain, "rooty", withEmail(h.email("rooty"), true), func(u *identityapi.User) {
-		u.MFA = identityapi.MFA{State: identityapi.Enabled, MFAType: "EMAIL", Options: map[string]any{"email": "m@example.com"}}
+	h.seedUser(h.domain, "rooty", withEmail(h.email("rooty"), true), func(u *core.User) {
+		u.MFA = core.MFA{State: core.Enabled, MFAType: "EMAIL", Options: map[string]any{"email": "m@example.com"}}
 	})
 	other, boss := h.newDomain("other")
 	before := h.userDoc(h.domain, "rooty")
@@ -756,7 +756,7 @@ func TestLastAdminRace(t *testing.T) {
 				r.Fails(http.StatusBadRequest, errs.LastAdmin)
 			}
 		}
-		n, err := h.db.Collection(identityapi.UsersCollection).CountDocuments(context.Background(), bson.D{
+		n, err := h.db.Collection(core.UsersCollection).CountDocuments(context.Background(), bson.D{
 			{Key: "domain_id", Value: domainID}, {Key: "role_type", Value: "DOMAIN_ADMIN"}, {Key: "state", Value: "ENABLED"}})
 		if err != nil {
 			t.Fatal(err)

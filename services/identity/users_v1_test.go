@@ -8,7 +8,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/testkit"
-	"github.com/nubes-io/nubes/services/identity/internal/identityapi"
+	"github.com/nubes-io/nubes/services/identity/internal/core"
 )
 
 var v1InfoKeys = []string{"backend", "created_at", "domain_id", "email", "email_verified", "language", "last_accessed_at", "mfa",
@@ -17,7 +17,7 @@ var v1InfoKeys = []string{"backend", "created_at", "domain_id", "email", "email_
 func TestUserV1Admin(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	users := identityapi.UsersCollection
+	users := core.UsersCollection
 	call := func(op string, body map[string]any) map[string]any {
 		t.Helper()
 		body["domain_id"] = h.domain
@@ -109,8 +109,8 @@ func TestUserV1Admin(t *testing.T) {
 	if h.userDoc(h.domain, "ivy")["email_verified"] != true {
 		t.Fatal("forced verification")
 	}
-	h.seedUser(h.domain, "mo", func(u *identityapi.User) {
-		u.MFA = identityapi.MFA{State: identityapi.Enabled, MFAType: "EMAIL", Options: map[string]any{"email": "mo@example.com"}}
+	h.seedUser(h.domain, "mo", func(u *core.User) {
+		u.MFA = core.MFA{State: core.Enabled, MFAType: "EMAIL", Options: map[string]any{"email": "mo@example.com"}}
 	})
 	if mfa := call("disable-mfa", map[string]any{"user_id": "mo", "force": true})["mfa"].(map[string]any); mfa["state"] != "DISABLED" {
 		t.Fatalf("forced disable = %v", mfa)

@@ -1,31 +1,5 @@
 package identityapi
 
-// API keys, v1 and v2 (spec part 1; semantics.md 4.3). One collection
-// holds both generations; Version says which one made a key, and both
-// generations see every key of the domain, each in its own shape.
-//
-// A key is a JWT signed by identity (typ API_KEY, jti = api_key_id). Its
-// value is shown once, in the create response, and never stored: the
-// record only says whether the key is still good, and every service asks
-// identity that (auth.Checked + Service.Check) before trusting it.
-//
-// Rules (docs/decisions.md, "API keys"):
-//   - The key acts with the role its user has in the domain when it is
-//     made: DOMAIN_ADMIN for a domain admin, USER otherwise. Check refuses
-//     it once the user's role differs (a demoted admin's keys stop).
-//   - v2: a user manages its own keys. A DOMAIN_ADMIN (or SYSTEM) caller
-//     may also get, list, count, disable and delete the keys of every user
-//     of its domain, but not create, enable or rename them for others.
-//   - An API key cannot create or enable API keys, so a stolen key cannot
-//     outlive its own revocation. A SYSTEM token has no user and makes no
-//     v2 key.
-//   - v2 keys expire (default now + 365 days, at most 365 days ahead);
-//     once expired_at passes they report EXPIRED and can no longer be
-//     enabled. v1 keys never expire.
-//   - v1: DOMAIN_ADMIN of the named domain_id, or SYSTEM for any domain;
-//     a domain_id other than the caller's answers 404.
-//   - At most maxAPIKeysPerUser keys per user.
-
 import (
 	"context"
 	"encoding/json"
@@ -42,84 +16,91 @@ import (
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
+	"github.com/nubes-io/nubes/services/identity/internal/core"
 )
 
-const (
-	// maxAPIKeyLifetime bounds a v2 key's expired_at (upstream: one year).
-	maxAPIKeyLifetime = 365 * 24 * time.Hour
-	// maxAPIKeysPerUser bounds how many keys one user may hold.
-	maxAPIKeysPerUser = 100
-)
+// maxAPIKeyLifetime bounds a v2 key's expired_at (upstream: one year).
+const maxAPIKeyLifetime = 365 * 24 * time.Hour
 
-type (
-	createAPIKeyV2 struct {
-		Name      string `json:"name" v:"max=128"`
-		ExpiredAt string `json:"expired_at" v:"max=40" doc:"ISO 8601; default now + 365 days, at most 365 days ahead"`
-	}
-	updateAPIKeyV2 struct {
-		APIKeyID string `json:"api_key_id" v:"required,max=64"`
-		Name     string `json:"name" v:"max=128"`
-	}
-	apiKeyRequestV2 struct {
-		APIKeyID string `json:"api_key_id" v:"required,max=64"`
-	}
-	apiKeyQueryV2 struct {
-		Query    *query.Query `json:"query"`
-		APIKeyID string       `json:"api_key_id"`
-		Name     string       `json:"name"`
-		State    string       `json:"state" v:"enum=ENABLED|DISABLED|EXPIRED"`
-		UserID   string       `json:"user_id"`
-	}
-	createAPIKeyV1 struct {
-		UserID   string `json:"user_id" v:"required,max=60"`
-		DomainID string `json:"domain_id" v:"required,max=64"`
-	}
-	apiKeyRequestV1 struct {
-		APIKeyID string `json:"api_key_id" v:"required,max=64"`
-		DomainID string `json:"domain_id" v:"required,max=64"`
-	}
-	getAPIKeyV1 struct {
-		APIKeyID string   `json:"api_key_id" v:"required,max=64"`
-		DomainID string   `json:"domain_id" v:"required,max=64"`
-		Only     []string `json:"only" v:"max=20"`
-	}
-	apiKeyQueryV1 struct {
-		Query    *query.Query `json:"query"`
-		DomainID string       `json:"domain_id" v:"required,max=64"`
-		APIKeyID string       `json:"api_key_id"`
-		State    string       `json:"state" v:"enum=ENABLED|DISABLED|EXPIRED"`
-		UserID   string       `json:"user_id"`
-	}
-	apiKeyStatV1 struct {
-		Query    *stat.Query `json:"query" v:"required"`
-		DomainID string      `json:"domain_id" v:"required,max=64"`
-	}
+// maxAPIKeysPerUser bounds how many keys one user may hold.
+const maxAPIKeysPerUser = 100
 
-	// APIKeyInfoV2 is the v2 APIKeyInfo. APIKey is set only by create.
-	APIKeyInfoV2 struct {
-		APIKeyID       string    `json:"api_key_id"`
-		APIKey         string    `json:"api_key"`
-		AppID          string    `json:"app_id"`
-		Name           string    `json:"name"`
-		State          string    `json:"state"`
-		DomainID       string    `json:"domain_id"`
-		UserID         string    `json:"user_id"`
-		CreatedAt      wire.Time `json:"created_at"`
-		LastAccessedAt wire.Time `json:"last_accessed_at"`
-		ExpiredAt      wire.Time `json:"expired_at"`
-	}
-	// APIKeyInfoV1 is the v1 APIKeyInfo. APIKey is set only by create.
-	APIKeyInfoV1 struct {
-		APIKeyID       string    `json:"api_key_id"`
-		APIKey         string    `json:"api_key"`
-		State          string    `json:"state"`
-		UserID         string    `json:"user_id"`
-		DomainID       string    `json:"domain_id"`
-		LastAccessedAt wire.Time `json:"last_accessed_at"`
-		CreatedAt      wire.Time `json:"created_at"`
-		only           []string  // get's `only`: the fields to keep, nil for all
-	}
-)
+type createAPIKeyV2 struct {
+	Name      string `json:"name" v:"max=128"`
+	ExpiredAt string `json:"expired_at" v:"max=40" doc:"ISO 8601; default now + 365 days, at most 365 days ahead"`
+}
+
+type updateAPIKeyV2 struct {
+	APIKeyID string `json:"api_key_id" v:"required,max=64"`
+	Name     string `json:"name" v:"max=128"`
+}
+
+type apiKeyRequestV2 struct {
+	APIKeyID string `json:"api_key_id" v:"required,max=64"`
+}
+
+type apiKeyQueryV2 struct {
+	Query    *query.Query `json:"query"`
+	APIKeyID string       `json:"api_key_id"`
+	Name     string       `json:"name"`
+	State    string       `json:"state" v:"enum=ENABLED|DISABLED|EXPIRED"`
+	UserID   string       `json:"user_id"`
+}
+
+type createAPIKeyV1 struct {
+	UserID   string `json:"user_id" v:"required,max=60"`
+	DomainID string `json:"domain_id" v:"required,max=64"`
+}
+
+type apiKeyRequestV1 struct {
+	APIKeyID string `json:"api_key_id" v:"required,max=64"`
+	DomainID string `json:"domain_id" v:"required,max=64"`
+}
+
+type getAPIKeyV1 struct {
+	APIKeyID string   `json:"api_key_id" v:"required,max=64"`
+	DomainID string   `json:"domain_id" v:"required,max=64"`
+	Only     []string `json:"only" v:"max=20"`
+}
+
+type apiKeyQueryV1 struct {
+	Query    *query.Query `json:"query"`
+	DomainID string       `json:"domain_id" v:"required,max=64"`
+	APIKeyID string       `json:"api_key_id"`
+	State    string       `json:"state" v:"enum=ENABLED|DISABLED|EXPIRED"`
+	UserID   string       `json:"user_id"`
+}
+
+type apiKeyStatV1 struct {
+	Query    *stat.Query `json:"query" v:"required"`
+	DomainID string      `json:"domain_id" v:"required,max=64"`
+}
+
+// APIKeyInfoV2 is the v2 APIKeyInfo. APIKey is set only by create.
+type APIKeyInfoV2 struct {
+	APIKeyID       string    `json:"api_key_id"`
+	APIKey         string    `json:"api_key"`
+	AppID          string    `json:"app_id"`
+	Name           string    `json:"name"`
+	State          string    `json:"state"`
+	DomainID       string    `json:"domain_id"`
+	UserID         string    `json:"user_id"`
+	CreatedAt      wire.Time `json:"created_at"`
+	LastAccessedAt wire.Time `json:"last_accessed_at"`
+	ExpiredAt      wire.Time `json:"expired_at"`
+}
+
+// APIKeyInfoV1 is the v1 APIKeyInfo. APIKey is set only by create.
+type APIKeyInfoV1 struct {
+	APIKeyID       string    `json:"api_key_id"`
+	APIKey         string    `json:"api_key"`
+	State          string    `json:"state"`
+	UserID         string    `json:"user_id"`
+	DomainID       string    `json:"domain_id"`
+	LastAccessedAt wire.Time `json:"last_accessed_at"`
+	CreatedAt      wire.Time `json:"created_at"`
+	only           []string  // get's `only`: the fields to keep, nil for all
+}
 
 // A key is its user's alone (Owner), whatever the role; keysOf widens
 // that for a domain admin where it may act on every key of its domain.
@@ -127,8 +108,8 @@ var apiKeyResource = query.Resource{
 	KeywordFields: []string{"api_key_id", "name", "user_id"},
 	DefaultSort:   []query.SortKey{{Key: "created_at", Desc: true}},
 	MinimalFields: []string{"api_key_id", "name", "state", "user_id", "expired_at"},
-	Fields:        query.FieldsOf[APIKey](),
-	Maps:          freeform.FieldsOf[APIKey](),
+	Fields:        query.FieldsOf[core.APIKey](),
+	Maps:          freeform.FieldsOf[core.APIKey](),
 	Tenancy:       tenancy.Fields{Domain: "domain_id", Owner: "user_id"},
 }
 
@@ -147,48 +128,39 @@ func keysOf(p *auth.Principal, adminToo bool) query.Resource {
 func (s *Service) apiKeyRoutes() []api.Route {
 	const v2, v1 = "/identity/v2/api-key/", "/identity/v1/api-key/"
 	return []api.Route{
-		api.Op[createAPIKeyV2, APIKeyInfoV2]{Path: v2 + "create", Access: anyRole, Summary: "Create an API key of the caller; its value appears only in this answer.", Handle: s.createKeyV2},
-		api.Op[updateAPIKeyV2, APIKeyInfoV2]{Path: v2 + "update", Access: anyRole, Summary: "Rename one of the caller's API keys.", Handle: s.updateKeyV2},
-		api.Op[apiKeyRequestV2, APIKeyInfoV2]{Path: v2 + "enable", Access: anyRole, Summary: "Enable one of the caller's API keys (not an expired one).", Handle: s.enableKeyV2},
-		api.Op[apiKeyRequestV2, APIKeyInfoV2]{Path: v2 + "disable", Access: anyRole, Summary: "Disable an API key: every service refuses it within seconds.", Handle: s.disableKeyV2},
-		api.Op[apiKeyRequestV2, api.Empty]{Path: v2 + "delete", Access: anyRole, Summary: "Delete an API key: every service refuses it within seconds.", Handle: s.deleteKeyV2},
-		api.Op[apiKeyRequestV2, APIKeyInfoV2]{Path: v2 + "get", Access: anyRole, Summary: "Get an API key (never its value).", Handle: s.getKeyV2},
-		api.Op[apiKeyQueryV2, api.List[APIKeyInfoV2]]{Path: v2 + "list", Access: anyRole, Summary: "List the caller's API keys (a domain admin: every key of the domain).", Handle: s.listKeysV2},
-		api.Op[statRequest, map[string]any]{Path: v2 + "stat", Access: anyRole, Summary: "Statistics over the API keys the caller may list.", Handle: s.statKeysV2},
+		api.Op[createAPIKeyV2, APIKeyInfoV2]{Path: v2 + "create", Access: core.AnyRole, Summary: "Create an API key of the caller; its value appears only in this answer.", Handle: s.createKeyV2},
+		api.Op[updateAPIKeyV2, APIKeyInfoV2]{Path: v2 + "update", Access: core.AnyRole, Summary: "Rename one of the caller's API keys.", Handle: s.updateKeyV2},
+		api.Op[apiKeyRequestV2, APIKeyInfoV2]{Path: v2 + "enable", Access: core.AnyRole, Summary: "Enable one of the caller's API keys (not an expired one).", Handle: s.enableKeyV2},
+		api.Op[apiKeyRequestV2, APIKeyInfoV2]{Path: v2 + "disable", Access: core.AnyRole, Summary: "Disable an API key: every service refuses it within seconds.", Handle: s.disableKeyV2},
+		api.Op[apiKeyRequestV2, api.Empty]{Path: v2 + "delete", Access: core.AnyRole, Summary: "Delete an API key: every service refuses it within seconds.", Handle: s.deleteKeyV2},
+		api.Op[apiKeyRequestV2, APIKeyInfoV2]{Path: v2 + "get", Access: core.AnyRole, Summary: "Get an API key (never its value).", Handle: s.getKeyV2},
+		api.Op[apiKeyQueryV2, api.List[APIKeyInfoV2]]{Path: v2 + "list", Access: core.AnyRole, Summary: "List the caller's API keys (a domain admin: every key of the domain).", Handle: s.listKeysV2},
+		api.Op[core.StatRequest, map[string]any]{Path: v2 + "stat", Access: core.AnyRole, Summary: "Statistics over the API keys the caller may list.", Handle: s.statKeysV2},
 
-		api.Op[createAPIKeyV1, APIKeyInfoV1]{Path: v1 + "create", Access: domainAdmin, Summary: "Create an API key for a user of the domain; its value appears only in this answer.", Handle: s.createKeyV1},
-		api.Op[apiKeyRequestV1, APIKeyInfoV1]{Path: v1 + "enable", Access: domainAdmin, Summary: "Enable an API key.", Handle: s.keyStateV1(Enabled)},
-		api.Op[apiKeyRequestV1, APIKeyInfoV1]{Path: v1 + "disable", Access: domainAdmin, Summary: "Disable an API key: every service refuses it within seconds.", Handle: s.keyStateV1(Disabled)},
-		api.Op[apiKeyRequestV1, api.Empty]{Path: v1 + "delete", Access: domainAdmin, Summary: "Delete an API key.", Handle: s.deleteKeyV1},
-		api.Op[getAPIKeyV1, APIKeyInfoV1]{Path: v1 + "get", Access: domainAdmin, Summary: "Get an API key (never its value).", Handle: s.getKeyV1},
-		api.Op[apiKeyQueryV1, api.List[APIKeyInfoV1]]{Path: v1 + "list", Access: domainAdmin, Summary: "List the API keys of a domain.", Handle: s.listKeysV1},
-		api.Op[apiKeyStatV1, map[string]any]{Path: v1 + "stat", Access: domainAdmin, Summary: "Statistics over the API keys of a domain.", Handle: s.statKeysV1},
+		api.Op[createAPIKeyV1, APIKeyInfoV1]{Path: v1 + "create", Access: core.DomainAdmin, Summary: "Create an API key for a user of the domain; its value appears only in this answer.", Handle: s.createKeyV1},
+		api.Op[apiKeyRequestV1, APIKeyInfoV1]{Path: v1 + "enable", Access: core.DomainAdmin, Summary: "Enable an API key.", Handle: s.keyStateV1(core.Enabled)},
+		api.Op[apiKeyRequestV1, APIKeyInfoV1]{Path: v1 + "disable", Access: core.DomainAdmin, Summary: "Disable an API key: every service refuses it within seconds.", Handle: s.keyStateV1(core.Disabled)},
+		api.Op[apiKeyRequestV1, api.Empty]{Path: v1 + "delete", Access: core.DomainAdmin, Summary: "Delete an API key.", Handle: s.deleteKeyV1},
+		api.Op[getAPIKeyV1, APIKeyInfoV1]{Path: v1 + "get", Access: core.DomainAdmin, Summary: "Get an API key (never its value).", Handle: s.getKeyV1},
+		api.Op[apiKeyQueryV1, api.List[APIKeyInfoV1]]{Path: v1 + "list", Access: core.DomainAdmin, Summary: "List the API keys of a domain.", Handle: s.listKeysV1},
+		api.Op[apiKeyStatV1, map[string]any]{Path: v1 + "stat", Access: core.DomainAdmin, Summary: "Statistics over the API keys of a domain.", Handle: s.statKeysV1},
 	}
-}
-
-// keyRole is the role a new key of u carries, and the role Check wants
-// to see in a key of u: DOMAIN_ADMIN for a domain admin, else USER.
-func keyRole(u *User) auth.Role {
-	if u.RoleType == string(auth.DomainAdmin) {
-		return auth.DomainAdmin
-	}
-	return auth.User
 }
 
 // keyState is the state a key reports: EXPIRED once expired_at passed.
-func keyState(k *APIKey, now time.Time) string {
+func keyState(k *core.APIKey, now time.Time) string {
 	if !k.ExpiredAt.IsZero() && now.After(k.ExpiredAt.Time) {
-		return Expired
+		return core.Expired
 	}
 	return k.State
 }
 
-func keyInfoV2(k *APIKey, now time.Time) APIKeyInfoV2 {
+func keyInfoV2(k *core.APIKey, now time.Time) APIKeyInfoV2 {
 	return APIKeyInfoV2{APIKeyID: k.APIKeyID, AppID: k.AppID, Name: k.Name, State: keyState(k, now), DomainID: k.DomainID,
 		UserID: k.UserID, CreatedAt: k.CreatedAt, LastAccessedAt: k.LastAccessedAt, ExpiredAt: k.ExpiredAt}
 }
 
-func keyInfoV1(k *APIKey, now time.Time) APIKeyInfoV1 {
+func keyInfoV1(k *core.APIKey, now time.Time) APIKeyInfoV1 {
 	return APIKeyInfoV1{APIKeyID: k.APIKeyID, State: keyState(k, now), UserID: k.UserID, DomainID: k.DomainID,
 		LastAccessedAt: k.LastAccessedAt, CreatedAt: k.CreatedAt}
 }
@@ -235,13 +207,13 @@ func parseExpiry(s string) (time.Time, error) {
 }
 
 // newKey signs and records a key of userID, a user p reaches.
-func (s *Service) newKey(ctx context.Context, p *auth.Principal, userID, name string, version int, expiresAt time.Time) (*APIKey, string, error) {
-	u, err := s.userFor(ctx, p, userID)
+func (s *Service) newKey(ctx context.Context, p *auth.Principal, userID, name string, version int, expiresAt time.Time) (*core.APIKey, string, error) {
+	u, err := s.UserFor(ctx, p, userID)
 	if err != nil {
 		return nil, "", err
 	}
 	domainID := u.DomainID
-	n, err := s.apiKeys.CountDocuments(ctx, bson.D{{Key: "domain_id", Value: domainID}, {Key: "user_id", Value: u.UserID}})
+	n, err := s.APIKeys.CountDocuments(ctx, bson.D{{Key: "domain_id", Value: domainID}, {Key: "user_id", Value: u.UserID}})
 	if err != nil {
 		return nil, "", store.Wrap(err)
 	}
@@ -256,18 +228,18 @@ func (s *Service) newKey(ctx context.Context, p *auth.Principal, userID, name st
 		}
 	}
 	id := wire.NewID("api-key")
-	token, err := s.cfg.Signer.Issue(auth.Principal{TokenType: auth.APIKey, TokenID: id, DomainID: domainID, UserID: u.UserID, Role: keyRole(u)}, ttl)
+	token, err := s.Cfg.Signer.Issue(auth.Principal{TokenType: auth.APIKey, TokenID: id, DomainID: domainID, UserID: u.UserID, Role: core.KeyRole(u)}, ttl)
 	if err != nil {
 		return nil, "", err
 	}
-	k := &APIKey{ID: id, APIKeyID: id, Name: name, State: Enabled, UserID: u.UserID, DomainID: domainID,
+	k := &core.APIKey{ID: id, APIKeyID: id, Name: name, State: core.Enabled, UserID: u.UserID, DomainID: domainID,
 		Version: version, CreatedAt: wire.T(now)}
 	if !expiresAt.IsZero() {
 		k.ExpiredAt = wire.T(expiresAt)
 	}
 	// Signed before it is recorded: a key whose insert failed has no
 	// record, and Check refuses a key without one.
-	if _, err := s.apiKeys.InsertOne(ctx, k); err != nil {
+	if _, err := s.APIKeys.InsertOne(ctx, k); err != nil {
 		return nil, "", store.Wrap(err)
 	}
 	return k, token, nil
@@ -276,32 +248,32 @@ func (s *Service) newKey(ctx context.Context, p *auth.Principal, userID, name st
 // sweepExpired marks the domain's keys whose expired_at passed as
 // EXPIRED, so that list and stat filters on state see what get reports.
 func (s *Service) sweepExpired(ctx context.Context, domainID string) error {
-	_, err := s.apiKeys.UpdateMany(ctx, bson.D{
+	_, err := s.APIKeys.UpdateMany(ctx, bson.D{
 		{Key: "domain_id", Value: domainID},
 		{Key: "expired_at", Value: bson.D{{Key: "$type", Value: "date"}, {Key: "$lt", Value: wire.T(wire.Now())}}},
-		{Key: "state", Value: bson.D{{Key: "$ne", Value: Expired}}},
-	}, bson.D{{Key: "$set", Value: bson.D{{Key: "state", Value: Expired}}}})
+		{Key: "state", Value: bson.D{{Key: "$ne", Value: core.Expired}}},
+	}, bson.D{{Key: "$set", Value: bson.D{{Key: "state", Value: core.Expired}}}})
 	return store.Wrap(err)
 }
 
 // setKeyState changes a key's state. Enabling an expired key is refused.
-func (s *Service) setKeyState(ctx context.Context, k *APIKey, state string) (*APIKey, error) {
-	if state == Enabled && keyState(k, time.Now()) == Expired {
+func (s *Service) setKeyState(ctx context.Context, k *core.APIKey, state string) (*core.APIKey, error) {
+	if state == core.Enabled && keyState(k, time.Now()) == core.Expired {
 		return nil, errs.Invalid("api_key_id", "the API key has expired; create a new one")
 	}
-	return store.SetByID[APIKey](ctx, s.apiKeys, "api_key_id", k.ID, bson.D{{Key: "state", Value: state}})
+	return store.SetByID[core.APIKey](ctx, s.APIKeys, "api_key_id", k.ID, bson.D{{Key: "state", Value: state}})
 }
 
-func (s *Service) deleteKey(ctx context.Context, k *APIKey) error {
-	_, err := s.apiKeys.DeleteOne(ctx, bson.D{{Key: "_id", Value: k.ID}})
+func (s *Service) deleteKey(ctx context.Context, k *core.APIKey) error {
+	_, err := s.APIKeys.DeleteOne(ctx, bson.D{{Key: "_id", Value: k.ID}})
 	return store.Wrap(err)
 }
 
 // --- v2 ---
 
 // ownKey loads a key p may change (keysOf); anything else is 404.
-func (s *Service) ownKey(ctx context.Context, p *auth.Principal, id string, adminToo bool) (*APIKey, error) {
-	return store.GetToChange[APIKey](ctx, s.apiKeys, keysOf(p, adminToo), p, "api_key_id", id)
+func (s *Service) ownKey(ctx context.Context, p *auth.Principal, id string, adminToo bool) (*core.APIKey, error) {
+	return store.GetToChange[core.APIKey](ctx, s.APIKeys, keysOf(p, adminToo), p, "api_key_id", id)
 }
 
 func (s *Service) createKeyV2(ctx context.Context, p *auth.Principal, r *createAPIKeyV2) (*APIKeyInfoV2, error) {
@@ -338,7 +310,7 @@ func (s *Service) updateKeyV2(ctx context.Context, p *auth.Principal, r *updateA
 		return nil, err
 	}
 	if r.Name != "" {
-		if k, err = store.SetByID[APIKey](ctx, s.apiKeys, "api_key_id", k.ID, bson.D{{Key: "name", Value: r.Name}}); err != nil {
+		if k, err = store.SetByID[core.APIKey](ctx, s.APIKeys, "api_key_id", k.ID, bson.D{{Key: "name", Value: r.Name}}); err != nil {
 			return nil, err
 		}
 	}
@@ -354,7 +326,7 @@ func (s *Service) enableKeyV2(ctx context.Context, p *auth.Principal, r *apiKeyR
 	if err != nil {
 		return nil, err
 	}
-	if k, err = s.setKeyState(ctx, k, Enabled); err != nil {
+	if k, err = s.setKeyState(ctx, k, core.Enabled); err != nil {
 		return nil, err
 	}
 	info := keyInfoV2(k, time.Now())
@@ -366,7 +338,7 @@ func (s *Service) disableKeyV2(ctx context.Context, p *auth.Principal, r *apiKey
 	if err != nil {
 		return nil, err
 	}
-	if k, err = s.setKeyState(ctx, k, Disabled); err != nil {
+	if k, err = s.setKeyState(ctx, k, core.Disabled); err != nil {
 		return nil, err
 	}
 	info := keyInfoV2(k, time.Now())
@@ -382,7 +354,7 @@ func (s *Service) deleteKeyV2(ctx context.Context, p *auth.Principal, r *apiKeyR
 }
 
 func (s *Service) getKeyV2(ctx context.Context, p *auth.Principal, r *apiKeyRequestV2) (*APIKeyInfoV2, error) {
-	k, err := store.GetFor[APIKey](ctx, s.apiKeys, keysOf(p, true), p, "api_key_id", r.APIKeyID)
+	k, err := store.GetFor[core.APIKey](ctx, s.APIKeys, keysOf(p, true), p, "api_key_id", r.APIKeyID)
 	if err != nil {
 		return nil, err
 	}
@@ -395,7 +367,7 @@ func (s *Service) listKeysV2(ctx context.Context, p *auth.Principal, r *apiKeyQu
 		return nil, err
 	}
 	q := query.With(r.Query, query.Params("api_key_id", r.APIKeyID, "name", r.Name, "state", r.State, "user_id", r.UserID)...)
-	l, err := store.SearchFor[APIKey](ctx, s.apiKeys, q, keysOf(p, true), p)
+	l, err := store.SearchFor[core.APIKey](ctx, s.APIKeys, q, keysOf(p, true), p)
 	if err != nil {
 		return nil, err
 	}
@@ -407,61 +379,28 @@ func (s *Service) listKeysV2(ctx context.Context, p *auth.Principal, r *apiKeyQu
 	return out, nil
 }
 
-func (s *Service) statKeysV2(ctx context.Context, p *auth.Principal, r *statRequest) (*map[string]any, error) {
+func (s *Service) statKeysV2(ctx context.Context, p *auth.Principal, r *core.StatRequest) (*map[string]any, error) {
 	if err := s.sweepExpired(ctx, p.DomainID); err != nil {
 		return nil, err
 	}
-	return statFor(ctx, s.apiKeys, p, keysOf(p, true), r.Query)
+	return core.StatFor(ctx, s.APIKeys, p, keysOf(p, true), r.Query)
 }
 
 // --- v1 ---
 
-// domainOfRequest is the domain a request that names domain_id acts on:
-// the caller's own, or any existing domain for a service (a SYSTEM token;
-// a person's SYSTEM_ADMIN grant acts in its own domain only). Another
-// domain is 404, as if it did not exist.
-func (s *Service) domainOfRequest(ctx context.Context, p *auth.Principal, domainID string) (string, error) {
-	if domainID == p.DomainID {
-		return domainID, nil
-	}
-	if !p.IsService() {
-		return "", errs.NotFound("domain_id", domainID)
-	}
-	if _, err := store.Get[Domain](ctx, s.domains, "domain_id", domainID); err != nil {
-		return "", err
-	}
-	return domainID, nil
-}
-
-// callerIn is p acting in the domain its request names (domainOfRequest:
-// its own, or any existing one for a service of the suite); "" is p's own.
-// The kit's tenancy then holds p to that domain.
-func (s *Service) callerIn(ctx context.Context, p *auth.Principal, domainID string) (*auth.Principal, error) {
-	if domainID == "" || domainID == p.DomainID {
-		return p, nil
-	}
-	d, err := s.domainOfRequest(ctx, p, domainID)
+func (s *Service) keyV1(ctx context.Context, p *auth.Principal, id, domainID string) (*core.APIKey, error) {
+	caller, err := s.CallerIn(ctx, p, domainID)
 	if err != nil {
 		return nil, err
 	}
-	in := *p
-	in.DomainID = d
-	return &in, nil
-}
-
-func (s *Service) keyV1(ctx context.Context, p *auth.Principal, id, domainID string) (*APIKey, error) {
-	caller, err := s.callerIn(ctx, p, domainID)
-	if err != nil {
-		return nil, err
-	}
-	return store.GetToChange[APIKey](ctx, s.apiKeys, keysOf(caller, true), caller, "api_key_id", id)
+	return store.GetToChange[core.APIKey](ctx, s.APIKeys, keysOf(caller, true), caller, "api_key_id", id)
 }
 
 func (s *Service) createKeyV1(ctx context.Context, p *auth.Principal, r *createAPIKeyV1) (*APIKeyInfoV1, error) {
 	if err := keyIssuer(p, false); err != nil {
 		return nil, err
 	}
-	caller, err := s.callerIn(ctx, p, r.DomainID)
+	caller, err := s.CallerIn(ctx, p, r.DomainID)
 	if err != nil {
 		return nil, err
 	}
@@ -476,7 +415,7 @@ func (s *Service) createKeyV1(ctx context.Context, p *auth.Principal, r *createA
 
 func (s *Service) keyStateV1(state string) func(context.Context, *auth.Principal, *apiKeyRequestV1) (*APIKeyInfoV1, error) {
 	return func(ctx context.Context, p *auth.Principal, r *apiKeyRequestV1) (*APIKeyInfoV1, error) {
-		if state == Enabled {
+		if state == core.Enabled {
 			if err := keyIssuer(p, false); err != nil {
 				return nil, err
 			}
@@ -514,7 +453,7 @@ func (s *Service) getKeyV1(ctx context.Context, p *auth.Principal, r *getAPIKeyV
 }
 
 func (s *Service) listKeysV1(ctx context.Context, p *auth.Principal, r *apiKeyQueryV1) (*api.List[APIKeyInfoV1], error) {
-	caller, err := s.callerIn(ctx, p, r.DomainID)
+	caller, err := s.CallerIn(ctx, p, r.DomainID)
 	if err != nil {
 		return nil, err
 	}
@@ -522,7 +461,7 @@ func (s *Service) listKeysV1(ctx context.Context, p *auth.Principal, r *apiKeyQu
 		return nil, err
 	}
 	q := query.With(r.Query, query.Params("api_key_id", r.APIKeyID, "state", r.State, "user_id", r.UserID)...)
-	l, err := store.SearchFor[APIKey](ctx, s.apiKeys, q, keysOf(caller, true), caller)
+	l, err := store.SearchFor[core.APIKey](ctx, s.APIKeys, q, keysOf(caller, true), caller)
 	if err != nil {
 		return nil, err
 	}
@@ -535,12 +474,12 @@ func (s *Service) listKeysV1(ctx context.Context, p *auth.Principal, r *apiKeyQu
 }
 
 func (s *Service) statKeysV1(ctx context.Context, p *auth.Principal, r *apiKeyStatV1) (*map[string]any, error) {
-	caller, err := s.callerIn(ctx, p, r.DomainID)
+	caller, err := s.CallerIn(ctx, p, r.DomainID)
 	if err != nil {
 		return nil, err
 	}
 	if err := s.sweepExpired(ctx, caller.DomainID); err != nil {
 		return nil, err
 	}
-	return statFor(ctx, s.apiKeys, caller, keysOf(caller, true), r.Query)
+	return core.StatFor(ctx, s.APIKeys, caller, keysOf(caller, true), r.Query)
 }

@@ -7,9 +7,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
-	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
+	"github.com/nubes-io/nubes/services/identity/internal/core"
 )
 
 // Bootstrapped is what the first start made.
@@ -27,8 +27,8 @@ type Bootstrapped struct {
 // user and binding (deterministic ids, duplicate inserts ignored). A later
 // start changes nothing, not even the admin's password.
 func (s *Service) Bootstrap(ctx context.Context) (*Bootstrapped, error) {
-	c := s.db.Collection(BootstrapCollection)
-	want := Bootstrapped{DomainID: s.cfg.RootDomainID, DomainName: s.cfg.RootDomain, AdminUserID: s.cfg.AdminUserID}
+	c := s.DB.Collection(core.BootstrapCollection)
+	want := Bootstrapped{DomainID: s.Cfg.RootDomainID, DomainName: s.Cfg.RootDomain, AdminUserID: s.Cfg.AdminUserID}
 	if want.DomainID == "" {
 		want.DomainID = wire.NewID("domain")
 	}
@@ -41,20 +41,20 @@ func (s *Service) Bootstrap(ctx context.Context) (*Bootstrapped, error) {
 	if err := c.FindOne(ctx, bson.D{{Key: "_id", Value: "root"}}).Decode(&got); err != nil {
 		return nil, store.Wrap(err)
 	}
-	d := &Domain{ID: got.DomainID, DomainID: got.DomainID, Name: got.DomainName, State: Enabled, Tags: map[string]any{}, CreatedAt: wire.T(wire.Now())}
-	if _, err := s.domains.InsertOne(ctx, d); err != nil && !mongo.IsDuplicateKeyError(err) {
+	d := &core.Domain{ID: got.DomainID, DomainID: got.DomainID, Name: got.DomainName, State: core.Enabled, Tags: map[string]any{}, CreatedAt: wire.T(wire.Now())}
+	if _, err := s.Domains.InsertOne(ctx, d); err != nil && !mongo.IsDuplicateKeyError(err) {
 		return nil, store.Wrap(err)
 	}
-	password := s.cfg.AdminPassword
+	password := s.Cfg.AdminPassword
 	if password == "" {
-		password = RandomPassword()
+		password = core.RandomPassword()
 	}
-	created, err := s.ensureAdmin(ctx, got.DomainID, got.AdminUserID, password, "", "Administrator")
+	created, err := s.EnsureAdmin(ctx, got.DomainID, got.AdminUserID, password, "", "Administrator")
 	if err != nil {
 		return nil, err
 	}
 	got.Created = created
-	if created || s.cfg.AdminPassword != "" {
+	if created || s.Cfg.AdminPassword != "" {
 		got.AdminPassword = password
 	}
 	return &got, nil
@@ -65,23 +65,5 @@ func (s *Service) SystemToken(b *Bootstrapped) (string, error) {
 	if b == nil || b.DomainID == "" {
 		return "", errors.New("not bootstrapped")
 	}
-	return s.cfg.Signer.Issue(SystemPrincipal(b.DomainID), s.cfg.SystemTokenTTL)
-}
-
-// rootDomainID is the id of the root domain the bootstrap recorded.
-func (s *Service) rootDomainID(ctx context.Context) (string, error) {
-	if id := s.root.Load(); id != nil {
-		return *id, nil
-	}
-	var b Bootstrapped
-	if err := s.db.Collection(BootstrapCollection).FindOne(ctx, bson.D{{Key: "_id", Value: "root"}}).Decode(&b); err != nil {
-		return "", store.Wrap(err)
-	}
-	s.root.Store(&b.DomainID)
-	return b.DomainID, nil
-}
-
-// SystemPrincipal is who a SYSTEM token of a domain speaks for.
-func SystemPrincipal(domainID string) auth.Principal {
-	return auth.Principal{TokenType: auth.SystemToken, DomainID: domainID, UserID: "system", Role: auth.SystemAdmin}
+	return s.Cfg.Signer.Issue(core.SystemPrincipal(b.DomainID), s.Cfg.SystemTokenTTL)
 }

@@ -7,21 +7,21 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/services/identity/internal/core"
 )
 
-type (
-	endpointQuery struct {
-		Service string `json:"service"`
-	}
-	// endpoint is one service of the suite and the base URL clients reach
-	// it at (the upstream CLI reads service and endpoint before it signs in).
-	endpoint struct {
-		Service  string `json:"service"`
-		Name     string `json:"name"`
-		Endpoint string `json:"endpoint"`
-		State    string `json:"state"`
-	}
-)
+type endpointQuery struct {
+	Service string `json:"service"`
+}
+
+// endpoint is one service of the suite and the base URL clients reach
+// it at (the upstream CLI reads service and endpoint before it signs in).
+type endpoint struct {
+	Service  string `json:"service"`
+	Name     string `json:"name"`
+	Endpoint string `json:"endpoint"`
+	State    string `json:"state"`
+}
 
 func (s *Service) endpointRoutes() []api.Route {
 	return []api.Route{
@@ -33,8 +33,8 @@ func (s *Service) endpointRoutes() []api.Route {
 // when that is set (a cluster behind one Ingress, where service_urls are
 // in-cluster addresses), else under its service_urls address.
 func (s *Service) listEndpoints(_ context.Context, _ *auth.Principal, r *endpointQuery) (*api.List[endpoint], error) {
-	names := slices.Collect(maps.Keys(s.cfg.ServiceURLs))
-	if s.cfg.EndpointURL != "" && !slices.Contains(names, "identity") {
+	names := slices.Collect(maps.Keys(s.Cfg.ServiceURLs))
+	if s.Cfg.EndpointURL != "" && !slices.Contains(names, "identity") {
 		names = append(names, "identity")
 	}
 	slices.Sort(names)
@@ -43,11 +43,11 @@ func (s *Service) listEndpoints(_ context.Context, _ *auth.Principal, r *endpoin
 		if r.Service != "" && n != r.Service {
 			continue
 		}
-		url := s.cfg.EndpointURL
+		url := s.Cfg.EndpointURL
 		if url == "" {
-			url = s.cfg.ServiceURLs[n]
+			url = s.Cfg.ServiceURLs[n]
 		}
-		out.Results = append(out.Results, endpoint{Service: n, Name: n, Endpoint: url, State: Enabled})
+		out.Results = append(out.Results, endpoint{Service: n, Name: n, Endpoint: url, State: core.Enabled})
 	}
 	out.TotalCount = int64(len(out.Results))
 	return out, nil

@@ -13,6 +13,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
+	"github.com/nubes-io/nubes/services/identity/internal/core"
 )
 
 // The v2 user profile: any signed-in user acting on itself (the user in
@@ -20,88 +21,93 @@ import (
 // UPDATE_PASSWORD or ENFORCE_MFA is pending or from a mailed link; and the
 // unauthenticated password reset. The rules are in users.go.
 
-type (
-	updateProfile struct {
-		Password        string        `json:"password" v:"max=72"`
-		CurrentPassword string        `json:"current_password" v:"max=72" doc:"required to change the password (unless UPDATE_PASSWORD is pending) or the e-mail address, unless the caller came through its latest mailed link"`
-		Name            string        `json:"name" v:"max=128"`
-		Email           string        `json:"email" v:"max=255" doc:"a new address is unverified"`
-		Language        string        `json:"language" v:"max=16"`
-		Timezone        string        `json:"timezone" v:"max=64"`
-		Tags            freeform.Flat `json:"tags"`
-	}
-	verifyEmail struct {
-		Email           string `json:"email" v:"max=255"`
-		CurrentPassword string `json:"current_password" v:"max=72" doc:"required with an address other than the current one (Nubes: no takeover from a token alone)"`
-	}
-	confirmCode struct {
-		VerifyCode string `json:"verify_code" v:"required,max=16"`
-	}
-	passwordReset struct {
-		UserID   string `json:"user_id" v:"required,max=60"`
-		DomainID string `json:"domain_id" v:"required,max=64"`
-	}
-	enableMFA struct {
-		MFAType string         `json:"mfa_type" v:"required,enum=EMAIL|OTP" doc:"EMAIL: codes by mail; OTP: an authenticator app (TOTP)"`
-		Options map[string]any `json:"options" doc:"EMAIL: {email}; OTP: none (the answer carries options.otp_qrcode_uri once)"`
-		// Nubes: no takeover from a token alone.
-		CurrentPassword string `json:"current_password" v:"max=72" doc:"required unless ENFORCE_MFA is pending or the caller came through its latest mailed link"`
-	}
-	disableMFA struct {
-		UserID   string `json:"user_id" v:"max=60" doc:"ignored: the user is the caller"`
-		Force    bool   `json:"force" doc:"not for oneself: an admin uses /identity/v2/user/disable-mfa"`
-		DomainID string `json:"domain_id" v:"max=64" doc:"ignored: the domain is the caller's"`
-	}
-	myWorkspacesReq struct {
-		// The console's landing page sends it for a workspace group's tab.
-		WorkspaceGroupID string `json:"workspace_group_id" v:"max=64" doc:"upstream's workspace groups: Nubes has none, so no workspace is in one"`
-	}
-	myWorkspace struct {
-		WorkspaceID  string        `json:"workspace_id"`
-		Name         string        `json:"name"`
-		State        string        `json:"state"`
-		RoleName     string        `json:"role_name"`
-		RoleType     string        `json:"role_type"`
-		Tags         freeform.Flat `json:"tags"`
-		IsDormant    bool          `json:"is_dormant"`
-		CreatedBy    string        `json:"created_by"`
-		ReferenceID  string        `json:"reference_id"`
-		IsManaged    bool          `json:"is_managed"`
-		DomainID     string        `json:"domain_id"`
-		RoleID       string        `json:"role_id"`
-		CreatedAt    wire.Time     `json:"created_at"`
-		LastSyncedAt wire.Time     `json:"last_synced_at"`
-	}
-)
+type updateProfile struct {
+	Password        string        `json:"password" v:"max=72"`
+	CurrentPassword string        `json:"current_password" v:"max=72" doc:"required to change the password (unless UPDATE_PASSWORD is pending) or the e-mail address, unless the caller came through its latest mailed link"`
+	Name            string        `json:"name" v:"max=128"`
+	Email           string        `json:"email" v:"max=255" doc:"a new address is unverified"`
+	Language        string        `json:"language" v:"max=16"`
+	Timezone        string        `json:"timezone" v:"max=64"`
+	Tags            freeform.Flat `json:"tags"`
+}
+
+type verifyEmail struct {
+	Email           string `json:"email" v:"max=255"`
+	CurrentPassword string `json:"current_password" v:"max=72" doc:"required with an address other than the current one (Nubes: no takeover from a token alone)"`
+}
+
+type confirmCode struct {
+	VerifyCode string `json:"verify_code" v:"required,max=16"`
+}
+
+type passwordReset struct {
+	UserID   string `json:"user_id" v:"required,max=60"`
+	DomainID string `json:"domain_id" v:"required,max=64"`
+}
+
+type enableMFA struct {
+	MFAType string         `json:"mfa_type" v:"required,enum=EMAIL|OTP" doc:"EMAIL: codes by mail; OTP: an authenticator app (TOTP)"`
+	Options map[string]any `json:"options" doc:"EMAIL: {email}; OTP: none (the answer carries options.otp_qrcode_uri once)"`
+	// Nubes: no takeover from a token alone.
+	CurrentPassword string `json:"current_password" v:"max=72" doc:"required unless ENFORCE_MFA is pending or the caller came through its latest mailed link"`
+}
+
+type disableMFA struct {
+	UserID   string `json:"user_id" v:"max=60" doc:"ignored: the user is the caller"`
+	Force    bool   `json:"force" doc:"not for oneself: an admin uses /identity/v2/user/disable-mfa"`
+	DomainID string `json:"domain_id" v:"max=64" doc:"ignored: the domain is the caller's"`
+}
+
+type myWorkspacesReq struct {
+	// The console's landing page sends it for a workspace group's tab.
+	WorkspaceGroupID string `json:"workspace_group_id" v:"max=64" doc:"upstream's workspace groups: Nubes has none, so no workspace is in one"`
+}
+
+type myWorkspace struct {
+	WorkspaceID  string        `json:"workspace_id"`
+	Name         string        `json:"name"`
+	State        string        `json:"state"`
+	RoleName     string        `json:"role_name"`
+	RoleType     string        `json:"role_type"`
+	Tags         freeform.Flat `json:"tags"`
+	IsDormant    bool          `json:"is_dormant"`
+	CreatedBy    string        `json:"created_by"`
+	ReferenceID  string        `json:"reference_id"`
+	IsManaged    bool          `json:"is_managed"`
+	DomainID     string        `json:"domain_id"`
+	RoleID       string        `json:"role_id"`
+	CreatedAt    wire.Time     `json:"created_at"`
+	LastSyncedAt wire.Time     `json:"last_synced_at"`
+}
 
 func (s *Service) profileRoutes() []api.Route {
 	return []api.Route{
-		api.Op[updateProfile, userInfoV2]{Path: "/identity/v2/user-profile/update", Access: anyRole, Summary: "Change one's own profile or password (current_password needed unless UPDATE_PASSWORD is pending).", Handle: asInfo(toV2, s.updateProfile)},
-		api.Op[verifyEmail, api.Empty]{Path: "/identity/v2/user-profile/verify-email", Access: anyRole, Summary: "Set one's e-mail (unverified) if given and mail a code to confirm it.", Handle: s.verifyOwnEmail},
-		api.Op[confirmCode, userInfoV2]{Path: "/identity/v2/user-profile/confirm-email", Access: anyRole, Summary: "Confirm one's e-mail with the mailed code.", Handle: asInfo(toV2, s.self(true, s.confirmEmail))},
+		api.Op[updateProfile, core.UserInfoV2]{Path: "/identity/v2/user-profile/update", Access: core.AnyRole, Summary: "Change one's own profile or password (current_password needed unless UPDATE_PASSWORD is pending).", Handle: core.AsInfo(core.ToV2, s.updateProfile)},
+		api.Op[verifyEmail, api.Empty]{Path: "/identity/v2/user-profile/verify-email", Access: core.AnyRole, Summary: "Set one's e-mail (unverified) if given and mail a code to confirm it.", Handle: s.verifyOwnEmail},
+		api.Op[confirmCode, core.UserInfoV2]{Path: "/identity/v2/user-profile/confirm-email", Access: core.AnyRole, Summary: "Confirm one's e-mail with the mailed code.", Handle: core.AsInfo(core.ToV2, s.self(true, s.confirmEmail))},
 		api.Op[passwordReset, api.Empty]{Path: "/identity/v2/user-profile/reset-password", Access: auth.Public(), Summary: "Mail a password reset link to an eligible user; answers the same whether or not the user exists.", Handle: func(ctx context.Context, _ *auth.Principal, r *passwordReset) (*api.Empty, error) {
 			return &api.Empty{}, s.requestReset(ctx, r.DomainID, r.UserID)
 		}},
-		api.Op[enableMFA, userInfoV2]{Path: "/identity/v2/user-profile/enable-mfa", Access: anyRole, Summary: "Start turning MFA on: EMAIL mails a code to options.email; OTP answers the secret as options.otp_qrcode_uri.", Handle: asInfo(toV2, s.enableOwnMFA)},
-		api.Op[disableMFA, userInfoV2]{Path: "/identity/v2/user-profile/disable-mfa", Access: anyRole, Summary: "Start turning MFA off: EMAIL mails a code to the MFA address; OTP waits for a code of the app.", Handle: asInfo(toV2, s.disableOwnMFA)},
-		api.Op[confirmCode, userInfoV2]{Path: "/identity/v2/user-profile/confirm-mfa", Access: anyRole, Summary: "Confirm the pending MFA change with the mailed code (OTP: a code of the app).", Handle: asInfo(toV2, s.self(true, s.confirmMFA))},
-		api.Op[api.Empty, userInfoV2]{Path: "/identity/v2/user-profile/get", Access: anyRole, Summary: "Get one's own user.", Handle: asInfo(toV2, s.getProfile)},
-		api.Op[myWorkspacesReq, api.List[myWorkspace]]{Path: "/identity/v2/user-profile/get-workspaces", Access: anyRole, Summary: "The enabled workspaces one may enter, with one's role there.", Handle: s.myWorkspaces},
+		api.Op[enableMFA, core.UserInfoV2]{Path: "/identity/v2/user-profile/enable-mfa", Access: core.AnyRole, Summary: "Start turning MFA on: EMAIL mails a code to options.email; OTP answers the secret as options.otp_qrcode_uri.", Handle: core.AsInfo(core.ToV2, s.enableOwnMFA)},
+		api.Op[disableMFA, core.UserInfoV2]{Path: "/identity/v2/user-profile/disable-mfa", Access: core.AnyRole, Summary: "Start turning MFA off: EMAIL mails a code to the MFA address; OTP waits for a code of the app.", Handle: core.AsInfo(core.ToV2, s.disableOwnMFA)},
+		api.Op[confirmCode, core.UserInfoV2]{Path: "/identity/v2/user-profile/confirm-mfa", Access: core.AnyRole, Summary: "Confirm the pending MFA change with the mailed code (OTP: a code of the app).", Handle: core.AsInfo(core.ToV2, s.self(true, s.confirmMFA))},
+		api.Op[api.Empty, core.UserInfoV2]{Path: "/identity/v2/user-profile/get", Access: core.AnyRole, Summary: "Get one's own user.", Handle: core.AsInfo(core.ToV2, s.getProfile)},
+		api.Op[myWorkspacesReq, api.List[myWorkspace]]{Path: "/identity/v2/user-profile/get-workspaces", Access: core.AnyRole, Summary: "The enabled workspaces one may enter, with one's role there.", Handle: s.myWorkspaces},
 	}
 }
 
 // selfDoc loads the caller's own user. A token narrowed to the profile
 // (pending action or mailed link) works only while its reason lasts; an
 // API key may read the profile but not change it.
-func (s *Service) selfDoc(ctx context.Context, p *auth.Principal, write bool) (*userDoc, error) {
+func (s *Service) selfDoc(ctx context.Context, p *auth.Principal, write bool) (*core.UserDoc, error) {
 	if write && p.TokenType == auth.APIKey {
 		return nil, errs.New(errs.PermissionDenied, "Permission denied. (reason = an API key cannot change its user's profile)")
 	}
-	d, err := s.userDocFor(ctx, p, selfResource, p.UserID, write)
+	d, err := s.UserDocFor(ctx, p, core.SelfResource, p.UserID, write)
 	if err != nil {
 		return nil, err
 	}
-	if len(p.Permissions) > 0 && pendingPermissions(&d.User) == nil && !d.isLink(p) {
+	if len(p.Permissions) > 0 && core.PendingPermissions(&d.User) == nil && !d.IsLink(p) {
 		return nil, errs.Unauthenticated("this token was for a pending action that is done; sign in again")
 	}
 	return d, nil
@@ -109,8 +115,8 @@ func (s *Service) selfDoc(ctx context.Context, p *auth.Principal, write bool) (*
 
 // self adapts a rule on the caller's user taking a code (confirm-email,
 // confirm-mfa) to a handler.
-func (s *Service) self(write bool, rule func(context.Context, *User, string) (*User, error)) func(context.Context, *auth.Principal, *confirmCode) (*User, error) {
-	return func(ctx context.Context, p *auth.Principal, r *confirmCode) (*User, error) {
+func (s *Service) self(write bool, rule func(context.Context, *core.User, string) (*core.User, error)) func(context.Context, *auth.Principal, *confirmCode) (*core.User, error) {
+	return func(ctx context.Context, p *auth.Principal, r *confirmCode) (*core.User, error) {
 		d, err := s.selfDoc(ctx, p, write)
 		if err != nil {
 			return nil, err
@@ -119,7 +125,7 @@ func (s *Service) self(write bool, rule func(context.Context, *User, string) (*U
 	}
 }
 
-func (s *Service) getProfile(ctx context.Context, p *auth.Principal, _ *api.Empty) (*User, error) {
+func (s *Service) getProfile(ctx context.Context, p *auth.Principal, _ *api.Empty) (*core.User, error) {
 	d, err := s.selfDoc(ctx, p, false)
 	if err != nil {
 		return nil, err
@@ -127,7 +133,7 @@ func (s *Service) getProfile(ctx context.Context, p *auth.Principal, _ *api.Empt
 	return &d.User, nil
 }
 
-func (s *Service) updateProfile(ctx context.Context, p *auth.Principal, r *updateProfile) (*User, error) {
+func (s *Service) updateProfile(ctx context.Context, p *auth.Principal, r *updateProfile) (*core.User, error) {
 	d, err := s.selfDoc(ctx, p, true)
 	if err != nil {
 		return nil, err
@@ -140,28 +146,28 @@ func (s *Service) verifyOwnEmail(ctx context.Context, p *auth.Principal, r *veri
 	if err != nil {
 		return nil, err
 	}
-	if err := checkEmailAddress("email", r.Email); err != nil {
+	if err := core.CheckEmailAddress("email", r.Email); err != nil {
 		return nil, err
 	}
 	if r.Email != "" && r.Email != d.Email {
-		if err := s.guardCredentials(ctx, p, &d.User, r.CurrentPassword, false); err != nil {
+		if err := s.GuardCredentials(ctx, p, &d.User, r.CurrentPassword, false); err != nil {
 			return nil, err
 		}
 	}
 	return &api.Empty{}, s.requestEmailCode(ctx, &d.User, r.Email)
 }
 
-func (s *Service) enableOwnMFA(ctx context.Context, p *auth.Principal, r *enableMFA) (*User, error) {
+func (s *Service) enableOwnMFA(ctx context.Context, p *auth.Principal, r *enableMFA) (*core.User, error) {
 	d, err := s.selfDoc(ctx, p, true)
 	if err != nil {
 		return nil, err
 	}
 	return s.enableMFA(ctx, &d.User, r.MFAType, r.Options, func() error {
-		return s.guardCredentials(ctx, p, &d.User, r.CurrentPassword, slices.Contains(d.RequiredActions, EnforceMFA))
+		return s.GuardCredentials(ctx, p, &d.User, r.CurrentPassword, slices.Contains(d.RequiredActions, core.EnforceMFA))
 	})
 }
 
-func (s *Service) disableOwnMFA(ctx context.Context, p *auth.Principal, r *disableMFA) (*User, error) {
+func (s *Service) disableOwnMFA(ctx context.Context, p *auth.Principal, r *disableMFA) (*core.User, error) {
 	if r.Force {
 		return nil, errs.New(errs.PermissionDenied, "Permission denied. (reason = force is for an admin: /identity/v2/user/disable-mfa)")
 	}
@@ -184,39 +190,39 @@ func (s *Service) myWorkspaces(ctx context.Context, p *auth.Principal, r *myWork
 		return &api.List[myWorkspace]{Results: []myWorkspace{}}, nil
 	}
 	u := &d.User
-	admin, err := s.binding(ctx, u.DomainID, u.UserID, "")
+	admin, err := s.Binding(ctx, u.DomainID, u.UserID, "")
 	if err != nil {
 		return nil, err
 	}
-	filter := bson.D{{Key: "domain_id", Value: u.DomainID}, {Key: "state", Value: Enabled}}
-	roleOf := map[string]Role{}
+	filter := bson.D{{Key: "domain_id", Value: u.DomainID}, {Key: "state", Value: core.Enabled}}
+	roleOf := map[string]core.Role{}
 	if admin == nil || admin.RoleType != string(auth.DomainAdmin) {
-		cur, err := s.bindings.Find(ctx, bson.D{{Key: "domain_id", Value: u.DomainID}, {Key: "user_id", Value: u.UserID}})
+		cur, err := s.Bindings.Find(ctx, bson.D{{Key: "domain_id", Value: u.DomainID}, {Key: "user_id", Value: u.UserID}})
 		if err != nil {
 			return nil, store.Wrap(err)
 		}
-		var bs []RoleBinding
+		var bs []core.RoleBinding
 		if err := cur.All(ctx, &bs); err != nil {
 			return nil, store.Wrap(err)
 		}
 		ids := bson.A{}
 		for _, b := range bs {
-			if role, ok := managedRole(b.RoleID); ok && b.WorkspaceID != "" {
+			if role, ok := core.ManagedRole(b.RoleID); ok && b.WorkspaceID != "" {
 				roleOf[b.WorkspaceID] = role
 				ids = append(ids, b.WorkspaceID)
 			}
 		}
 		filter = append(filter, bson.E{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}})
 	}
-	cur, err := s.workspaces.Find(ctx, filter, options.Find().SetSort(bson.D{{Key: "name", Value: 1}, {Key: "_id", Value: 1}}))
+	cur, err := s.Workspaces.Find(ctx, filter, options.Find().SetSort(bson.D{{Key: "name", Value: 1}, {Key: "_id", Value: 1}}))
 	if err != nil {
 		return nil, store.Wrap(err)
 	}
-	var ws []Workspace
+	var ws []core.Workspace
 	if err := cur.All(ctx, &ws); err != nil {
 		return nil, store.Wrap(err)
 	}
-	owner, _ := managedRole("managed-workspace-owner")
+	owner, _ := core.ManagedRole("managed-workspace-owner")
 	out := &api.List[myWorkspace]{Results: make([]myWorkspace, 0, len(ws)), TotalCount: int64(len(ws))}
 	for _, w := range ws {
 		role, ok := roleOf[w.WorkspaceID]

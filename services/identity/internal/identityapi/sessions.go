@@ -2,12 +2,12 @@ package identityapi
 
 import (
 	"context"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/services/identity/internal/core"
 )
 
 // Sessions (docs/decisions.md "Credentials under attack"): every access
@@ -17,16 +17,10 @@ import (
 // other services keep for auth.CheckTTL: a session ended here is refused
 // everywhere within that time, as a revoked API key is.
 
-// newEpoch is a session epoch no earlier one equals.
-func newEpoch() int64 { return time.Now().UnixNano() }
-
-// endSessions is the $set field that ends every session of a user.
-func endSessions() bson.E { return bson.E{Key: "session_epoch", Value: newEpoch()} }
-
 // spendRefresh marks a refresh token used (token/refresh rotates it). A
 // token used before is a stolen copy or its owner's, and Nubes cannot
 // tell which: its chain ends with every other session of the user.
-func (s *Service) spendRefresh(ctx context.Context, u *User, jti string) error {
+func (s *Service) spendRefresh(ctx context.Context, u *core.User, jti string) error {
 	first, err := s.spentRefresh.Take(ctx, "refresh:"+jti)
 	if err != nil {
 		return err
@@ -39,7 +33,7 @@ func (s *Service) spendRefresh(ctx context.Context, u *User, jti string) error {
 
 // refreshSpent refuses a refresh token that token/refresh already
 // exchanged, ending the user's sessions as spendRefresh does.
-func (s *Service) refreshSpent(ctx context.Context, u *User, jti string) error {
+func (s *Service) refreshSpent(ctx context.Context, u *core.User, jti string) error {
 	n, err := s.spentRefresh.Used(ctx, "refresh:"+jti)
 	if err != nil || n == 0 {
 		return err
@@ -47,8 +41,8 @@ func (s *Service) refreshSpent(ctx context.Context, u *User, jti string) error {
 	return s.refreshReused(ctx, u)
 }
 
-func (s *Service) refreshReused(ctx context.Context, u *User) error {
-	if _, err := s.users.UpdateOne(ctx, bson.D{{Key: "_id", Value: u.ID}}, bson.D{{Key: "$set", Value: bson.D{endSessions()}}}); err != nil {
+func (s *Service) refreshReused(ctx context.Context, u *core.User) error {
+	if _, err := s.Users.UpdateOne(ctx, bson.D{{Key: "_id", Value: u.ID}}, bson.D{{Key: "$set", Value: bson.D{core.EndSessions()}}}); err != nil {
 		return store.Wrap(err)
 	}
 	return errs.Unauthenticated("This refresh token was used before; every session of the user has ended. Sign in again.")

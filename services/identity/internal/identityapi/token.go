@@ -13,66 +13,65 @@ import (
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
+	"github.com/nubes-io/nubes/services/identity/internal/core"
 )
 
-var anyRole = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner, auth.WorkspaceMember, auth.User)
+type credentials struct {
+	UserID   string `json:"user_id" v:"required,max=60"`
+	Password string `json:"password" v:"required,max=72"`
+}
 
-// profileOnly is what a token may reach while UPDATE_PASSWORD (or
-// ENFORCE_MFA) is pending.
-var profileOnly = []string{"/identity/v2/user-profile/"}
+type issueToken struct {
+	Credentials credentials `json:"credentials" v:"required"`
+	AuthType    string      `json:"auth_type" v:"required,enum=LOCAL|MFA"`
+	Timeout     int         `json:"timeout" v:"min=0"`
+	VerifyCode  string      `json:"verify_code" v:"max=16"`
+	DomainID    string      `json:"domain_id" v:"required"`
+}
 
-type (
-	credentials struct {
-		UserID   string `json:"user_id" v:"required,max=60"`
-		Password string `json:"password" v:"required,max=72"`
-	}
-	issueToken struct {
-		Credentials credentials `json:"credentials" v:"required"`
-		AuthType    string      `json:"auth_type" v:"required,enum=LOCAL|MFA"`
-		Timeout     int         `json:"timeout" v:"min=0"`
-		VerifyCode  string      `json:"verify_code" v:"max=16"`
-		DomainID    string      `json:"domain_id" v:"required"`
-	}
-	tokenPair struct {
-		AccessToken  string `json:"access_token"`
-		RefreshToken string `json:"refresh_token"`
-	}
-	// grantToken is what the console and the CLI send (spec/clients.md
-	// sections 9.1 and 12). token may instead come as the Bearer
-	// credential; domain_id, when given, must be the refresh token's.
-	grantToken struct {
-		GrantType   string `json:"grant_type" v:"required,enum=REFRESH_TOKEN"`
-		Token       string `json:"token"`
-		Scope       string `json:"scope" v:"required,enum=SYSTEM|DOMAIN|WORKSPACE|USER"`
-		WorkspaceID string `json:"workspace_id"`
-		DomainID    string `json:"domain_id"`
-		Timeout     int    `json:"timeout" v:"min=0"`
-	}
-	grantedToken struct {
-		AccessToken string `json:"access_token"`
-		RoleType    string `json:"role_type"`
-		RoleID      string `json:"role_id"`
-		DomainID    string `json:"domain_id"`
-		WorkspaceID string `json:"workspace_id"`
-	}
-	refreshToken struct {
-		RefreshToken string `json:"refresh_token" v:"required"`
-	}
-	checkedToken struct {
-		TokenType   string `json:"token_type"`
-		DomainID    string `json:"domain_id"`
-		UserID      string `json:"user_id"`
-		RoleType    string `json:"role_type"`
-		WorkspaceID string `json:"workspace_id"`
-	}
-)
+type tokenPair struct {
+	AccessToken  string `json:"access_token"`
+	RefreshToken string `json:"refresh_token"`
+}
+
+// grantToken is what the console and the CLI send (spec/clients.md
+// sections 9.1 and 12). token may instead come as the Bearer
+// credential; domain_id, when given, must be the refresh token's.
+type grantToken struct {
+	GrantType   string `json:"grant_type" v:"required,enum=REFRESH_TOKEN"`
+	Token       string `json:"token"`
+	Scope       string `json:"scope" v:"required,enum=SYSTEM|DOMAIN|WORKSPACE|USER"`
+	WorkspaceID string `json:"workspace_id"`
+	DomainID    string `json:"domain_id"`
+	Timeout     int    `json:"timeout" v:"min=0"`
+}
+
+type grantedToken struct {
+	AccessToken string `json:"access_token"`
+	RoleType    string `json:"role_type"`
+	RoleID      string `json:"role_id"`
+	DomainID    string `json:"domain_id"`
+	WorkspaceID string `json:"workspace_id"`
+}
+
+type refreshToken struct {
+	RefreshToken string `json:"refresh_token" v:"required"`
+}
+
+type checkedToken struct {
+	TokenType   string `json:"token_type"`
+	DomainID    string `json:"domain_id"`
+	UserID      string `json:"user_id"`
+	RoleType    string `json:"role_type"`
+	WorkspaceID string `json:"workspace_id"`
+}
 
 func (s *Service) tokenRoutes() []api.Route {
 	return []api.Route{
 		api.Op[issueToken, tokenPair]{Path: "/identity/v2/token/issue", Access: auth.Public(), Summary: "Log in: a USER-scope access token and a refresh token (MFA: a second call with verify_code).", Handle: s.issue},
 		api.Op[grantToken, grantedToken]{Path: "/identity/v2/token/grant", Access: auth.Public(), Summary: "Exchange a refresh token for an access token of a scope (SYSTEM, DOMAIN, WORKSPACE, USER).", Handle: s.grant},
 		api.Op[refreshToken, tokenPair]{Path: "/identity/v2/token/refresh", Access: auth.Public(), Summary: "Exchange a refresh token for a new USER-scope pair.", Handle: s.refresh},
-		api.Op[api.Empty, checkedToken]{Path: "/identity/v2/token/check", Access: anyRole, Summary: "Whether the bearer credential is still good (services ask this; answers are cached for seconds).", Handle: s.check},
+		api.Op[api.Empty, checkedToken]{Path: "/identity/v2/token/check", Access: core.AnyRole, Summary: "Whether the bearer credential is still good (services ask this; answers are cached for seconds).", Handle: s.check},
 		api.Op[api.Empty, json.RawMessage]{Path: "/identity/v2/token/get-public-keys", Access: auth.Public(), Summary: "The JWK set that verifies tokens.", Handle: func(context.Context, *auth.Principal, *api.Empty) (*json.RawMessage, error) {
 			raw := json.RawMessage(s.JWKS())
 			return &raw, nil
@@ -80,131 +79,94 @@ func (s *Service) tokenRoutes() []api.Route {
 	}
 }
 
-var errLogin = errs.New(errs.AuthenticationFailure, "Authenticate failure. (message = user_id or password is wrong)")
-
 func (s *Service) issue(ctx context.Context, _ *auth.Principal, r *issueToken) (*tokenPair, error) {
-	d, err := store.Get[Domain](ctx, s.domains, "domain_id", r.DomainID)
+	d, err := store.Get[core.Domain](ctx, s.Domains, "domain_id", r.DomainID)
 	if err != nil {
-		if isNotFound(err) {
-			PasswordMatches("", r.Credentials.Password)
-			return nil, errLogin
+		if core.IsNotFound(err) {
+			core.PasswordMatches("", r.Credentials.Password)
+			return nil, core.ErrLogin
 		}
 		return nil, err
 	}
-	if d.State != Enabled {
+	if d.State != core.Enabled {
 		return nil, errs.New(errs.DomainState, "Domain is disabled. (domain_id = %s)", d.DomainID)
 	}
 	if r.AuthType == "MFA" && r.VerifyCode == "" { // before the attempt is claimed: a malformed request is no guess
 		return nil, errs.Required("verify_code")
 	}
-	u, err := s.login(ctx, d.DomainID, r.Credentials.UserID, r.Credentials.Password)
+	u, err := s.Login(ctx, d.DomainID, r.Credentials.UserID, r.Credentials.Password)
 	if err != nil {
 		return nil, err
 	}
 	switch {
-	case r.AuthType == "MFA" && u.MFA.State != Enabled:
+	case r.AuthType == "MFA" && u.MFA.State != core.Enabled:
 		return nil, errs.New(errs.MFANotActivated, "MFA is not enabled for this user.")
 	case r.AuthType == "MFA":
 		if r.VerifyCode == "" {
 			return nil, errs.Required("verify_code")
 		}
-		if u.MFA.MFAType == mfaOTP {
+		if u.MFA.MFAType == core.MFAOTP {
 			// The attempt's login claim stays taken when the code is
 			// wrong: the password is known, so the login throttle
 			// bounds the guessing.
-			if err := s.checkOTP(ctx, u, u.OTPSecret, strings.TrimSpace(r.VerifyCode)); err != nil {
+			if err := s.CheckOTP(ctx, u, u.OTPSecret, strings.TrimSpace(r.VerifyCode)); err != nil {
 				return nil, err
 			}
 			break
 		}
-		if _, err := s.codes.verify(ctx, "login", u.DomainID, u.UserID, r.VerifyCode); err != nil {
+		if _, err := s.Codes.Verify(ctx, "login", u.DomainID, u.UserID, r.VerifyCode); err != nil {
 			return nil, err
 		}
-	case u.MFA.State == Enabled && u.MFA.MFAType == mfaOTP:
+	case u.MFA.State == core.Enabled && u.MFA.MFAType == core.MFAOTP:
 		return nil, errs.New(errs.MFARequired, "MFA is required: repeat with auth_type MFA and verify_code from your authenticator app. (mfa_type = OTP)")
-	case u.MFA.State == Enabled:
+	case u.MFA.State == core.Enabled:
 		email, _ := u.MFA.Options["email"].(string)
-		code, err := s.codes.issue(ctx, "login", u.DomainID, u.UserID, s.cfg.MFACodeTTL, nil)
+		code, err := s.Codes.Issue(ctx, "login", u.DomainID, u.UserID, s.Cfg.MFACodeTTL, nil)
 		if err != nil {
 			return nil, err
 		}
-		if err := s.mail(ctx, u, email, "mfa_code", map[string]string{"code": code, "user_id": u.UserID, "purpose": "login"}); err != nil {
+		if err := s.Mail(ctx, u, email, "mfa_code", map[string]string{"code": code, "user_id": u.UserID, "purpose": "login"}); err != nil {
 			return nil, err
 		}
 		return nil, errs.New(errs.MFARequired, "MFA is required: a verification code was sent to %s. Repeat with auth_type MFA and verify_code. (mfa_type = EMAIL)", maskEmail(email))
 	}
-	if err := s.logins.succeeded(ctx, u.ID); err != nil {
+	if err := s.Logins.Succeeded(ctx, u.ID); err != nil {
 		return nil, err
 	}
 	set := bson.D{{Key: "last_accessed_at", Value: wire.T(wire.Now())}}
-	if u.State == Pending {
-		set = append(set, bson.E{Key: "state", Value: Enabled})
+	if u.State == core.Pending {
+		set = append(set, bson.E{Key: "state", Value: core.Enabled})
 	}
-	if _, err := s.users.UpdateOne(ctx, bson.D{{Key: "_id", Value: u.ID}}, bson.D{{Key: "$set", Value: set}}); err != nil {
+	if _, err := s.Users.UpdateOne(ctx, bson.D{{Key: "_id", Value: u.ID}}, bson.D{{Key: "$set", Value: set}}); err != nil {
 		return nil, store.Wrap(err)
 	}
 	return s.pair(u, r.Timeout)
 }
 
-// login checks a password under the login throttle (throttle.go): the
-// attempt is claimed first, for the user the request names, known or
-// not, so a blocked unknown user answers as a blocked known one and no
-// burst compares more passwords than the throttle has slots. The claim
-// is given back only by a complete login (logins.succeeded).
-func (s *Service) login(ctx context.Context, domainID, userID, password string) (*User, error) {
-	if err := s.logins.claim(ctx, UserKey(domainID, userID)); err != nil {
-		return nil, err
-	}
-	u, err := store.Get[User](ctx, s.users, "user_id", UserKey(domainID, userID))
-	if err != nil {
-		if isNotFound(err) {
-			PasswordMatches("", password)
-			return nil, errLogin
-		}
-		return nil, err
-	}
-	if u.AuthType != "LOCAL" || !PasswordMatches(u.PasswordHash, password) {
-		return nil, errLogin
-	}
-	if u.State == Disabled {
-		return nil, errs.New(errs.UserStateDisabled, "User is disabled.")
-	}
-	return u, nil
-}
-
 // pair issues a USER-scope access token and a refresh token.
-func (s *Service) pair(u *User, timeout int) (*tokenPair, error) {
-	ttl := s.cfg.AccessTTL
+func (s *Service) pair(u *core.User, timeout int) (*tokenPair, error) {
+	ttl := s.Cfg.AccessTTL
 	if timeout > 0 {
-		ttl = min(time.Duration(timeout)*time.Second, s.cfg.MaxAccessTTL)
+		ttl = min(time.Duration(timeout)*time.Second, s.Cfg.MaxAccessTTL)
 	}
-	p := auth.Principal{DomainID: u.DomainID, UserID: u.UserID, Role: auth.User, Permissions: pendingPermissions(u), Session: u.SessionEpoch}
-	access, err := s.cfg.Signer.Issue(p, ttl)
+	p := auth.Principal{DomainID: u.DomainID, UserID: u.UserID, Role: auth.User, Permissions: core.PendingPermissions(u), Session: u.SessionEpoch}
+	access, err := s.Cfg.Signer.Issue(p, ttl)
 	if err != nil {
 		return nil, err
 	}
 	p.TokenType = auth.RefreshToken
 	p.Permissions = nil
-	refresh, err := s.cfg.Signer.Issue(p, s.cfg.RefreshTTL)
+	refresh, err := s.Cfg.Signer.Issue(p, s.Cfg.RefreshTTL)
 	if err != nil {
 		return nil, err
 	}
 	return &tokenPair{AccessToken: access, RefreshToken: refresh}, nil
 }
 
-func pendingPermissions(u *User) []string {
-	for _, a := range u.RequiredActions {
-		if a == UpdatePassword || a == EnforceMFA {
-			return profileOnly
-		}
-	}
-	return nil
-}
-
 // fromRefresh verifies a refresh token and loads its user, who must still
 // be allowed in (its session too), and answers the token's id.
-func (s *Service) fromRefresh(ctx context.Context, token string) (*User, string, error) {
-	c, err := s.verifier.Parse(token)
+func (s *Service) fromRefresh(ctx context.Context, token string) (*core.User, string, error) {
+	c, err := s.Verifier.Parse(token)
 	if err != nil {
 		return nil, "", err
 	}
@@ -215,7 +177,7 @@ func (s *Service) fromRefresh(ctx context.Context, token string) (*User, string,
 	if err := s.Check(ctx, token, p); err != nil {
 		return nil, "", err
 	}
-	u, err := store.Get[User](ctx, s.users, "user_id", UserKey(p.DomainID, p.UserID))
+	u, err := store.Get[core.User](ctx, s.Users, "user_id", core.UserKey(p.DomainID, p.UserID))
 	return u, p.TokenID, err
 }
 
@@ -259,12 +221,12 @@ func (s *Service) grant(ctx context.Context, _ *auth.Principal, r *grantToken) (
 	if r.DomainID != "" && r.DomainID != u.DomainID {
 		return nil, errs.Unauthenticated("the refresh token is not of domain " + r.DomainID)
 	}
-	if pendingPermissions(u) != nil {
+	if core.PendingPermissions(u) != nil {
 		return nil, errs.New(errs.UpdatePasswordRequired, "Update the password (or enable MFA) first.")
 	}
 	out := &grantedToken{DomainID: u.DomainID}
 	p := auth.Principal{DomainID: u.DomainID, UserID: u.UserID, Session: u.SessionEpoch}
-	domainBinding, err := s.binding(ctx, u.DomainID, u.UserID, "")
+	domainBinding, err := s.Binding(ctx, u.DomainID, u.UserID, "")
 	if err != nil {
 		return nil, err
 	}
@@ -280,7 +242,7 @@ func (s *Service) grant(ctx context.Context, _ *auth.Principal, r *grantToken) (
 	case "SYSTEM":
 		// The root domain is the one the bootstrap recorded, by id: a
 		// domain later named like it is not.
-		root, err := s.rootDomainID(ctx)
+		root, err := s.RootDomainID(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -292,11 +254,11 @@ func (s *Service) grant(ctx context.Context, _ *auth.Principal, r *grantToken) (
 		if r.WorkspaceID == "" {
 			return nil, errs.Required("workspace_id")
 		}
-		w, err := store.GetFor[Workspace](ctx, s.workspaces, workspaceInDomain, &p, "workspace_id", r.WorkspaceID)
+		w, err := store.GetFor[core.Workspace](ctx, s.Workspaces, core.WorkspaceInDomain, &p, "workspace_id", r.WorkspaceID)
 		if err != nil {
 			return nil, err
 		}
-		if w.State != Enabled {
+		if w.State != core.Enabled {
 			return nil, errs.Invalid("workspace_id", "the workspace is disabled")
 		}
 		p.WorkspaceID, out.WorkspaceID = w.WorkspaceID, w.WorkspaceID
@@ -304,7 +266,7 @@ func (s *Service) grant(ctx context.Context, _ *auth.Principal, r *grantToken) (
 			p.Role, out.RoleID = auth.WorkspaceOwner, "managed-workspace-owner"
 			break
 		}
-		b, err := s.binding(ctx, u.DomainID, u.UserID, w.WorkspaceID)
+		b, err := s.Binding(ctx, u.DomainID, u.UserID, w.WorkspaceID)
 		if err != nil {
 			return nil, err
 		}
@@ -313,16 +275,16 @@ func (s *Service) grant(ctx context.Context, _ *auth.Principal, r *grantToken) (
 		}
 		p.Role, out.RoleID = auth.Role(b.RoleType), b.RoleID
 		if p.Role == auth.WorkspaceMember {
-			if p.Projects, err = s.memberProjects(ctx, u.DomainID, w.WorkspaceID, u.UserID); err != nil {
+			if p.Projects, err = s.MemberProjects(ctx, u.DomainID, w.WorkspaceID, u.UserID); err != nil {
 				return nil, err
 			}
 		}
 	}
-	ttl := s.cfg.AccessTTL
+	ttl := s.Cfg.AccessTTL
 	if r.Timeout > 0 {
-		ttl = min(time.Duration(r.Timeout)*time.Second, s.cfg.MaxAccessTTL)
+		ttl = min(time.Duration(r.Timeout)*time.Second, s.Cfg.MaxAccessTTL)
 	}
-	if out.AccessToken, err = s.cfg.Signer.Issue(p, ttl); err != nil {
+	if out.AccessToken, err = s.Cfg.Signer.Issue(p, ttl); err != nil {
 		return nil, err
 	}
 	out.RoleType = string(p.Role)

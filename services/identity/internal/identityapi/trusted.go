@@ -1,38 +1,5 @@
 package identityapi
 
-// Trusted accounts and trusted service accounts (identity v2).
-//
-// A trusted account holds a provider's credentials (secret_data) that
-// workspaces may use. secret_data is encrypted with the service's Cipher
-// (AES-256-GCM, versioned keys) and kept in its own collection,
-// identity_trusted_secrets, keyed by trusted_secret_id, with associated
-// data binding it to its secret id, its trusted account and its domain.
-// No operation returns it, and list, stat and their filters run over the
-// trusted account documents, which never hold it, so no query can read
-// or probe it.
-//
-// Who may do what (semantics.md 4.4, TrustedAccount):
-//   - write (create, update, update-secret-data, delete, sync):
-//     DOMAIN_ADMIN (and SYSTEM) in the domain, WORKSPACE_OWNER in its
-//     workspace; read: those plus WORKSPACE_MEMBER.
-//   - resource_group DOMAIN: workspace_id "*", only a domain-wide caller
-//     creates one; workspace callers read it but do not change it (403).
-//     WORKSPACE: the workspace of a workspace-scoped token, else the
-//     request's workspace_id, a workspace of the caller's domain.
-//   - Workspace callers see their workspace's records and the DOMAIN ones;
-//     anything else is 404.
-//
-// sync records an identity job (IN_PROGRESS) and publishes a job event on
-// nubes.job.identity through the outbox; a worker of any replica runs it
-// (trustedsync.go). A later sync of the same account cancels the earlier
-// job that is still IN_PROGRESS (as inventory's collect does).
-//
-// Trusted service accounts are served at
-// /identity/v2/trusted-service-account/<op> (the spec lists them under the
-// trusted-account prefix, which would make two resources share six paths).
-// Their requests carry domain_id, which must be the caller's (SYSTEM may
-// name any domain); another domain answers 404.
-
 import (
 	"context"
 	"errors"
@@ -53,29 +20,23 @@ import (
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
+	"github.com/nubes-io/nubes/services/identity/internal/core"
 )
-
-// TrustedSecretsCollection holds the sealed secret_data of trusted
-// accounts, one document per trusted_secret_id.
-const TrustedSecretsCollection = "identity_trusted_secrets"
 
 // JobSubject is the subject of identity's job events.
 const JobSubject = "nubes.job.identity"
 
 // Job states of identity jobs (semantics.md 5).
-const (
-	JobInProgress = "IN_PROGRESS"
-	JobCanceled   = "CANCELED"
-	JobFailure    = "FAILURE"
-)
 
-// allWorkspaces is the workspace_id of domain-wide records.
-const allWorkspaces = tenancy.All
+const JobInProgress = "IN_PROGRESS"
 
-var (
-	trustedWriters = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner)
-	trustedReaders = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner, auth.WorkspaceMember)
-)
+const JobCanceled = "CANCELED"
+
+const JobFailure = "FAILURE"
+
+var trustedWriters = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner)
+
+var trustedReaders = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner, auth.WorkspaceMember)
 
 // Scheduled is when a trusted account syncs.
 type Scheduled struct {
@@ -105,19 +66,13 @@ type TrustedAccount struct {
 
 // trustedSecret is the sealed secret_data of one trusted account.
 type trustedSecret struct {
-	ID               string    `bson:"_id"` // trusted_secret_id
-	TrustedAccountID string    `bson:"trusted_account_id"`
-	DomainID         string    `bson:"domain_id"`
-	SecretSchemaID   string    `bson:"secret_schema_id"`
-	Sealed           Sealed    `bson:"sealed"`
-	CreatedAt        wire.Time `bson:"created_at"`
-	UpdatedAt        wire.Time `bson:"updated_at"`
-}
-
-// trustedSecretAAD binds a sealed secret to its record: a ciphertext
-// copied to another secret, account or domain does not open.
-func trustedSecretAAD(secretID, accountID, domainID string) string {
-	return "identity/trusted-secret\x00" + secretID + "\x00" + accountID + "\x00" + domainID
+	ID               string      `bson:"_id"` // trusted_secret_id
+	TrustedAccountID string      `bson:"trusted_account_id"`
+	DomainID         string      `bson:"domain_id"`
+	SecretSchemaID   string      `bson:"secret_schema_id"`
+	Sealed           core.Sealed `bson:"sealed"`
+	CreatedAt        wire.Time   `bson:"created_at"`
+	UpdatedAt        wire.Time   `bson:"updated_at"`
 }
 
 // IdentityJob is the JobInfo of trusted-account sync.
@@ -155,133 +110,119 @@ type TrustedSyncEvent struct {
 	CreatedAt        string `json:"created_at"`
 }
 
-// TrustedServiceAccount is a provider account known to a domain or a
-// workspace.
-type TrustedServiceAccount struct {
-	ID                      string        `bson:"_id" json:"-"`
-	TrustedServiceAccountID string        `bson:"trusted_service_account_id" json:"trusted_service_account_id"`
-	Name                    string        `bson:"name" json:"name"`
-	Data                    freeform.Map  `bson:"data" json:"data"`
-	Provider                string        `bson:"provider" json:"provider"`
-	Tags                    freeform.Flat `bson:"tags" json:"tags"`
-	Scope                   string        `bson:"scope" json:"scope"`
-	DomainID                string        `bson:"domain_id" json:"domain_id"`
-	WorkspaceID             string        `bson:"workspace_id" json:"workspace_id"`
-	CreatedAt               wire.Time     `bson:"created_at" json:"created_at"`
-	// TrustedAccountID and ResourceID are set on the accounts a sync
-	// reported: the trusted account that found it and the plugin's id of
-	// it, by which the next sync finds it again.
-	TrustedAccountID string `bson:"trusted_account_id,omitempty" json:"-"`
-	ResourceID       string `bson:"resource_id,omitempty" json:"-"`
+type createTrustedAccount struct {
+	Name           string         `json:"name" v:"required,max=255"`
+	Data           map[string]any `json:"data" v:"required"`
+	Provider       string         `json:"provider" v:"required,max=64"`
+	SecretSchemaID string         `json:"secret_schema_id" v:"required,max=128"`
+	SecretData     map[string]any `json:"secret_data" v:"required"`
+	ResourceGroup  string         `json:"resource_group" v:"required,enum=DOMAIN|WORKSPACE"`
+	Schedule       *Scheduled     `json:"schedule"`
+	SyncOptions    map[string]any `json:"sync_options"`
+	PluginOptions  map[string]any `json:"plugin_options"`
+	Tags           freeform.Flat  `json:"tags"`
+	WorkspaceID    string         `json:"workspace_id" v:"max=64"`
 }
 
-type (
-	createTrustedAccount struct {
-		Name           string         `json:"name" v:"required,max=255"`
-		Data           map[string]any `json:"data" v:"required"`
-		Provider       string         `json:"provider" v:"required,max=64"`
-		SecretSchemaID string         `json:"secret_schema_id" v:"required,max=128"`
-		SecretData     map[string]any `json:"secret_data" v:"required"`
-		ResourceGroup  string         `json:"resource_group" v:"required,enum=DOMAIN|WORKSPACE"`
-		Schedule       *Scheduled     `json:"schedule"`
-		SyncOptions    map[string]any `json:"sync_options"`
-		PluginOptions  map[string]any `json:"plugin_options"`
-		Tags           freeform.Flat  `json:"tags"`
-		WorkspaceID    string         `json:"workspace_id" v:"max=64"`
-	}
-	updateTrustedAccount struct {
-		TrustedAccountID string         `json:"trusted_account_id" v:"required,max=64"`
-		Tags             freeform.Flat  `json:"tags" v:"required"`
-		Name             string         `json:"name" v:"max=255"`
-		Data             map[string]any `json:"data"`
-		Schedule         *Scheduled     `json:"schedule"`
-		SyncOptions      map[string]any `json:"sync_options"`
-		PluginOptions    map[string]any `json:"plugin_options"`
-	}
-	updateTrustedSecret struct {
-		TrustedAccountID string         `json:"trusted_account_id" v:"required,max=64"`
-		SecretSchemaID   string         `json:"secret_schema_id" v:"required,max=128"`
-		SecretData       map[string]any `json:"secret_data" v:"required"`
-	}
-	trustedAccountRequest struct {
-		TrustedAccountID string `json:"trusted_account_id" v:"required,max=64"`
-	}
-	trustedSecretDataRequest struct {
-		TrustedAccountID string `json:"trusted_account_id" v:"required,max=64"`
-		DomainID         string `json:"domain_id" v:"required,max=64"`
-	}
-	trustedAccountQuery struct {
-		Query *query.Query `json:"query"`
-		// DomainID: a SYSTEM caller (a service's worker or schedule) names
-		// the domain it lists for; anyone else may name only their own.
-		DomainID         string `json:"domain_id" v:"max=64"`
-		TrustedAccountID string `json:"trusted_account_id"`
-		Name             string `json:"name"`
-		Provider         string `json:"provider"`
-		WorkspaceID      string `json:"workspace_id"`
-		SecretSchemaID   string `json:"secret_schema_id"`
-		TrustedSecretID  string `json:"trusted_secret_id"`
-	}
+type updateTrustedAccount struct {
+	TrustedAccountID string         `json:"trusted_account_id" v:"required,max=64"`
+	Tags             freeform.Flat  `json:"tags" v:"required"`
+	Name             string         `json:"name" v:"max=255"`
+	Data             map[string]any `json:"data"`
+	Schedule         *Scheduled     `json:"schedule"`
+	SyncOptions      map[string]any `json:"sync_options"`
+	PluginOptions    map[string]any `json:"plugin_options"`
+}
 
-	createTrustedSA struct {
-		Name        string         `json:"name" v:"required,max=255"`
-		Data        map[string]any `json:"data" v:"required"`
-		Provider    string         `json:"provider" v:"required,max=64"`
-		Scope       string         `json:"scope" v:"required,enum=DOMAIN|WORKSPACE"`
-		DomainID    string         `json:"domain_id" v:"required,max=64"`
-		Tags        freeform.Flat  `json:"tags"`
-		WorkspaceID string         `json:"workspace_id" v:"max=64"`
-	}
-	updateTrustedSA struct {
-		TrustedServiceAccountID string         `json:"trusted_service_account_id" v:"required,max=64"`
-		DomainID                string         `json:"domain_id" v:"required,max=64"`
-		Name                    string         `json:"name" v:"max=255"`
-		Data                    map[string]any `json:"data"`
-		Tags                    freeform.Flat  `json:"tags"`
-		WorkspaceID             string         `json:"workspace_id" v:"max=64"`
-	}
-	trustedSARequest struct {
-		TrustedServiceAccountID string `json:"trusted_service_account_id" v:"required,max=64"`
-		DomainID                string `json:"domain_id" v:"required,max=64"`
-		WorkspaceID             string `json:"workspace_id" v:"max=64"`
-	}
-	trustedSAQuery struct {
-		Query                   *query.Query `json:"query"`
-		DomainID                string       `json:"domain_id" v:"required,max=64"`
-		TrustedServiceAccountID string       `json:"trusted_service_account_id"`
-		Name                    string       `json:"name"`
-		Provider                string       `json:"provider"`
-		Scope                   string       `json:"scope" v:"enum=DOMAIN|WORKSPACE"`
-		WorkspaceID             string       `json:"workspace_id"`
-	}
-	trustedSAStat struct {
-		Query       *stat.Query `json:"query" v:"required"`
-		DomainID    string      `json:"domain_id" v:"required,max=64"`
-		WorkspaceID string      `json:"workspace_id" v:"max=64"`
-	}
-)
+type updateTrustedSecret struct {
+	TrustedAccountID string         `json:"trusted_account_id" v:"required,max=64"`
+	SecretSchemaID   string         `json:"secret_schema_id" v:"required,max=128"`
+	SecretData       map[string]any `json:"secret_data" v:"required"`
+}
 
-var (
-	trustedResource = query.Resource{
-		KeywordFields: []string{"trusted_account_id", "name", "provider"},
-		DefaultSort:   []query.SortKey{{Key: "name"}},
-		MinimalFields: []string{"trusted_account_id", "name", "provider", "resource_group", "workspace_id"},
-		Fields:        query.FieldsOf[TrustedAccount](),
-		Maps:          freeform.FieldsOf[TrustedAccount](),
-		// DOMAIN records have workspace_id "*": workspace callers read
-		// them and change none. The sealed secret data is a child of its
-		// account, reached only through it.
-		Tenancy: tenancy.InWorkspace,
-	}
-	trustedSAResource = query.Resource{
-		KeywordFields: []string{"trusted_service_account_id", "name", "provider"},
-		DefaultSort:   []query.SortKey{{Key: "name"}},
-		MinimalFields: []string{"trusted_service_account_id", "name", "provider", "scope", "workspace_id"},
-		Fields:        query.FieldsOf[TrustedServiceAccount](),
-		Maps:          freeform.FieldsOf[TrustedServiceAccount](),
-		Tenancy:       tenancy.InWorkspace,
-	}
-)
+type trustedAccountRequest struct {
+	TrustedAccountID string `json:"trusted_account_id" v:"required,max=64"`
+}
+
+type trustedSecretDataRequest struct {
+	TrustedAccountID string `json:"trusted_account_id" v:"required,max=64"`
+	DomainID         string `json:"domain_id" v:"required,max=64"`
+}
+
+type trustedAccountQuery struct {
+	Query *query.Query `json:"query"`
+	// DomainID: a SYSTEM caller (a service's worker or schedule) names
+	// the domain it lists for; anyone else may name only their own.
+	DomainID         string `json:"domain_id" v:"max=64"`
+	TrustedAccountID string `json:"trusted_account_id"`
+	Name             string `json:"name"`
+	Provider         string `json:"provider"`
+	WorkspaceID      string `json:"workspace_id"`
+	SecretSchemaID   string `json:"secret_schema_id"`
+	TrustedSecretID  string `json:"trusted_secret_id"`
+}
+
+type createTrustedSA struct {
+	Name        string         `json:"name" v:"required,max=255"`
+	Data        map[string]any `json:"data" v:"required"`
+	Provider    string         `json:"provider" v:"required,max=64"`
+	Scope       string         `json:"scope" v:"required,enum=DOMAIN|WORKSPACE"`
+	DomainID    string         `json:"domain_id" v:"required,max=64"`
+	Tags        freeform.Flat  `json:"tags"`
+	WorkspaceID string         `json:"workspace_id" v:"max=64"`
+}
+
+type updateTrustedSA struct {
+	TrustedServiceAccountID string         `json:"trusted_service_account_id" v:"required,max=64"`
+	DomainID                string         `json:"domain_id" v:"required,max=64"`
+	Name                    string         `json:"name" v:"max=255"`
+	Data                    map[string]any `json:"data"`
+	Tags                    freeform.Flat  `json:"tags"`
+	WorkspaceID             string         `json:"workspace_id" v:"max=64"`
+}
+
+type trustedSARequest struct {
+	TrustedServiceAccountID string `json:"trusted_service_account_id" v:"required,max=64"`
+	DomainID                string `json:"domain_id" v:"required,max=64"`
+	WorkspaceID             string `json:"workspace_id" v:"max=64"`
+}
+
+type trustedSAQuery struct {
+	Query                   *query.Query `json:"query"`
+	DomainID                string       `json:"domain_id" v:"required,max=64"`
+	TrustedServiceAccountID string       `json:"trusted_service_account_id"`
+	Name                    string       `json:"name"`
+	Provider                string       `json:"provider"`
+	Scope                   string       `json:"scope" v:"enum=DOMAIN|WORKSPACE"`
+	WorkspaceID             string       `json:"workspace_id"`
+}
+
+type trustedSAStat struct {
+	Query       *stat.Query `json:"query" v:"required"`
+	DomainID    string      `json:"domain_id" v:"required,max=64"`
+	WorkspaceID string      `json:"workspace_id" v:"max=64"`
+}
+
+var trustedResource = query.Resource{
+	KeywordFields: []string{"trusted_account_id", "name", "provider"},
+	DefaultSort:   []query.SortKey{{Key: "name"}},
+	MinimalFields: []string{"trusted_account_id", "name", "provider", "resource_group", "workspace_id"},
+	Fields:        query.FieldsOf[TrustedAccount](),
+	Maps:          freeform.FieldsOf[TrustedAccount](),
+	// DOMAIN records have workspace_id "*": workspace callers read
+	// them and change none. The sealed secret data is a child of its
+	// account, reached only through it.
+	Tenancy: tenancy.InWorkspace,
+}
+
+var trustedSAResource = query.Resource{
+	KeywordFields: []string{"trusted_service_account_id", "name", "provider"},
+	DefaultSort:   []query.SortKey{{Key: "name"}},
+	MinimalFields: []string{"trusted_service_account_id", "name", "provider", "scope", "workspace_id"},
+	Fields:        query.FieldsOf[core.TrustedServiceAccount](),
+	Maps:          freeform.FieldsOf[core.TrustedServiceAccount](),
+	Tenancy:       tenancy.InWorkspace,
+}
 
 func (s *Service) trustedRoutes() []api.Route {
 	const ta, tsa = "/identity/v2/trusted-account/", "/identity/v2/trusted-service-account/"
@@ -294,62 +235,27 @@ func (s *Service) trustedRoutes() []api.Route {
 		api.Op[trustedAccountRequest, TrustedAccount]{Path: ta + "get", Access: trustedReaders, Summary: "Get a trusted account (never its secret data).", Handle: s.getTrusted},
 		api.Op[trustedSecretDataRequest, TrustedSecretData]{Path: ta + "get-secret-data", Access: auth.Service(), Summary: "Read a trusted account's secret data (services only: a SYSTEM token, never a person's SYSTEM_ADMIN grant).", Handle: s.getTrustedSecretData},
 		api.Op[trustedAccountQuery, api.List[TrustedAccount]]{Path: ta + "list", Access: trustedReaders, Summary: "List trusted accounts.", Handle: s.listTrusted},
-		api.Op[statRequest, map[string]any]{Path: ta + "stat", Access: trustedReaders, Summary: "Statistics over trusted accounts.", Handle: s.statTrusted},
+		api.Op[core.StatRequest, map[string]any]{Path: ta + "stat", Access: trustedReaders, Summary: "Statistics over trusted accounts.", Handle: s.statTrusted},
 
-		api.Op[createTrustedSA, TrustedServiceAccount]{Path: tsa + "create", Access: trustedWriters, Summary: "Create a trusted service account.", Handle: s.createTrustedSA},
-		api.Op[updateTrustedSA, TrustedServiceAccount]{Path: tsa + "update", Access: trustedWriters, Summary: "Change a trusted service account.", Handle: s.updateTrustedSA},
+		api.Op[createTrustedSA, core.TrustedServiceAccount]{Path: tsa + "create", Access: trustedWriters, Summary: "Create a trusted service account.", Handle: s.createTrustedSA},
+		api.Op[updateTrustedSA, core.TrustedServiceAccount]{Path: tsa + "update", Access: trustedWriters, Summary: "Change a trusted service account.", Handle: s.updateTrustedSA},
 		api.Op[trustedSARequest, api.Empty]{Path: tsa + "delete", Access: trustedWriters, Summary: "Delete a trusted service account.", Handle: s.deleteTrustedSA},
-		api.Op[trustedSARequest, TrustedServiceAccount]{Path: tsa + "get", Access: trustedReaders, Summary: "Get a trusted service account.", Handle: s.getTrustedSA},
-		api.Op[trustedSAQuery, api.List[TrustedServiceAccount]]{Path: tsa + "list", Access: trustedReaders, Summary: "List trusted service accounts.", Handle: s.listTrustedSA},
+		api.Op[trustedSARequest, core.TrustedServiceAccount]{Path: tsa + "get", Access: trustedReaders, Summary: "Get a trusted service account.", Handle: s.getTrustedSA},
+		api.Op[trustedSAQuery, api.List[core.TrustedServiceAccount]]{Path: tsa + "list", Access: trustedReaders, Summary: "List trusted service accounts.", Handle: s.listTrustedSA},
 		api.Op[trustedSAStat, map[string]any]{Path: tsa + "stat", Access: trustedReaders, Summary: "Statistics over trusted service accounts.", Handle: s.statTrustedSA},
 	}
 }
 
 // --- shared rules ---
 
-// placement resolves group (DOMAIN or WORKSPACE) and a requested
-// workspace to the workspace_id of a record p creates: "*" for DOMAIN,
-// which only a domain-wide caller places (403); for WORKSPACE the
-// caller's own workspace, or for a domain-wide caller a workspace of the
-// domain named in the request.
-func (s *Service) placement(ctx context.Context, p *auth.Principal, group, workspaceID string) (string, error) {
-	rule, err := tenancy.For(p, tenancy.InWorkspace)
-	if err != nil {
-		return "", err
-	}
-	stamp := rule.Stamp()
-	switch {
-	case group == "DOMAIN":
-		if err := rule.Admits(tenancy.Record{Domain: stamp.Domain, Workspace: allWorkspaces}); err != nil {
-			return "", err
-		}
-		if workspaceID != "" && workspaceID != allWorkspaces {
-			return "", errs.Invalid("workspace_id", "a DOMAIN record belongs to no workspace")
-		}
-		return allWorkspaces, nil
-	case stamp.Workspace != "":
-		if workspaceID != "" && workspaceID != stamp.Workspace {
-			return "", errs.NotFound("workspace_id", workspaceID)
-		}
-		return stamp.Workspace, nil
-	case workspaceID == "" || workspaceID == allWorkspaces:
-		return "", errs.Required("workspace_id")
-	}
-	w, err := store.GetFor[Workspace](ctx, s.workspaces, workspaceResource, p, "workspace_id", workspaceID)
-	if err != nil {
-		return "", err
-	}
-	return w.WorkspaceID, nil
-}
-
 // checkSchedule validates hours (0 to 23), drops repeats and sorts them.
 func checkSchedule(sc *Scheduled) (Scheduled, error) {
 	if sc == nil {
-		return Scheduled{State: Disabled, Hours: []int{}}, nil
+		return Scheduled{State: core.Disabled, Hours: []int{}}, nil
 	}
 	out := Scheduled{State: sc.State, Hours: []int{}}
 	if out.State == "" {
-		out.State = Disabled
+		out.State = core.Disabled
 	}
 	for _, h := range sc.Hours {
 		if h < 0 || h > 23 {
@@ -366,10 +272,10 @@ func checkSchedule(sc *Scheduled) (Scheduled, error) {
 // checkKeys and checkAllKeys refuse free-form objects no store keeps
 // (freeform.Check: an empty key, NUL, nesting past 32 levels); keys with
 // dots, slashes, colons and a leading $ are kept, escaped in the store.
-var (
-	checkKeys    = freeform.Check
-	checkAllKeys = freeform.CheckAll
-)
+
+var checkKeys = freeform.Check
+
+var checkAllKeys = freeform.CheckAll
 
 // --- trusted accounts ---
 
@@ -377,13 +283,13 @@ var (
 // it must also be one the caller may change.
 func (s *Service) visibleTrusted(ctx context.Context, p *auth.Principal, id string, write bool) (*TrustedAccount, error) {
 	if write {
-		return store.GetToChange[TrustedAccount](ctx, s.trusted, trustedResource, p, "trusted_account_id", id)
+		return store.GetToChange[TrustedAccount](ctx, s.Trusted, trustedResource, p, "trusted_account_id", id)
 	}
-	return store.GetFor[TrustedAccount](ctx, s.trusted, trustedResource, p, "trusted_account_id", id)
+	return store.GetFor[TrustedAccount](ctx, s.Trusted, trustedResource, p, "trusted_account_id", id)
 }
 
-func (s *Service) sealTrusted(secretID, accountID, domainID string, data map[string]any) (Sealed, error) {
-	return s.cfg.Cipher.SealJSON(data, []byte(trustedSecretAAD(secretID, accountID, domainID)))
+func (s *Service) sealTrusted(secretID, accountID, domainID string, data map[string]any) (core.Sealed, error) {
+	return s.Cfg.Cipher.SealJSON(data, []byte(core.TrustedSecretAAD(secretID, accountID, domainID)))
 }
 
 func (s *Service) createTrusted(ctx context.Context, p *auth.Principal, r *createTrustedAccount) (*TrustedAccount, error) {
@@ -398,7 +304,7 @@ func (s *Service) createTrusted(ctx context.Context, p *auth.Principal, r *creat
 	if err != nil {
 		return nil, err
 	}
-	ws, err := s.placement(ctx, p, r.ResourceGroup, r.WorkspaceID)
+	ws, err := s.Placement(ctx, p, r.ResourceGroup, r.WorkspaceID)
 	if err != nil {
 		return nil, err
 	}
@@ -414,15 +320,15 @@ func (s *Service) createTrusted(ctx context.Context, p *auth.Principal, r *creat
 	// The secret first: an account never points at a missing secret. If
 	// the account insert fails, the orphan secret is removed (and would
 	// be unreachable and undecryptable for any other record anyway).
-	if _, err := s.db.Collection(TrustedSecretsCollection).InsertOne(ctx, sec); err != nil {
+	if _, err := s.DB.Collection(core.TrustedSecretsCollection).InsertOne(ctx, sec); err != nil {
 		return nil, store.Wrap(err)
 	}
 	t := &TrustedAccount{ID: id, TrustedAccountID: id, Name: r.Name, Data: r.Data, Provider: r.Provider, Schedule: sched,
 		SyncOptions: wire.Object(r.SyncOptions), PluginOptions: wire.Object(r.PluginOptions), Tags: wire.Object(r.Tags),
 		ResourceGroup: r.ResourceGroup, DomainID: domainID, WorkspaceID: ws, SecretSchemaID: r.SecretSchemaID,
 		TrustedSecretID: secretID, CreatedAt: now}
-	if _, err := s.trusted.InsertOne(ctx, t); err != nil {
-		_, _ = s.db.Collection(TrustedSecretsCollection).DeleteOne(context.WithoutCancel(ctx), bson.D{{Key: "_id", Value: secretID}})
+	if _, err := s.Trusted.InsertOne(ctx, t); err != nil {
+		_, _ = s.DB.Collection(core.TrustedSecretsCollection).DeleteOne(context.WithoutCancel(ctx), bson.D{{Key: "_id", Value: secretID}})
 		return nil, store.Wrap(err)
 	}
 	return t, nil
@@ -452,7 +358,7 @@ func (s *Service) updateTrusted(ctx context.Context, p *auth.Principal, r *updat
 		}
 		set = append(set, bson.E{Key: "schedule", Value: sched})
 	}
-	return store.SetByID[TrustedAccount](ctx, s.trusted, "trusted_account_id", t.ID, set)
+	return store.SetByID[TrustedAccount](ctx, s.Trusted, "trusted_account_id", t.ID, set)
 }
 
 func (s *Service) updateTrustedSecret(ctx context.Context, p *auth.Principal, r *updateTrustedSecret) (*TrustedAccount, error) {
@@ -471,7 +377,7 @@ func (s *Service) updateTrustedSecret(ctx context.Context, p *auth.Principal, r 
 		return nil, err
 	}
 	now := wire.T(wire.Now())
-	_, err = s.db.Collection(TrustedSecretsCollection).UpdateOne(ctx, bson.D{{Key: "_id", Value: t.TrustedSecretID}},
+	_, err = s.DB.Collection(core.TrustedSecretsCollection).UpdateOne(ctx, bson.D{{Key: "_id", Value: t.TrustedSecretID}},
 		bson.D{
 			{Key: "$set", Value: bson.D{{Key: "sealed", Value: sealed}, {Key: "secret_schema_id", Value: r.SecretSchemaID}, {Key: "updated_at", Value: now}}},
 			{Key: "$setOnInsert", Value: bson.D{{Key: "trusted_account_id", Value: t.TrustedAccountID}, {Key: "domain_id", Value: t.DomainID}, {Key: "created_at", Value: now}}},
@@ -479,7 +385,7 @@ func (s *Service) updateTrustedSecret(ctx context.Context, p *auth.Principal, r 
 	if err != nil {
 		return nil, store.Wrap(err)
 	}
-	return store.SetByID[TrustedAccount](ctx, s.trusted, "trusted_account_id", t.ID, bson.D{{Key: "secret_schema_id", Value: r.SecretSchemaID}})
+	return store.SetByID[TrustedAccount](ctx, s.Trusted, "trusted_account_id", t.ID, bson.D{{Key: "secret_schema_id", Value: r.SecretSchemaID}})
 }
 
 func (s *Service) deleteTrusted(ctx context.Context, p *auth.Principal, r *trustedAccountRequest) (*api.Empty, error) {
@@ -487,10 +393,10 @@ func (s *Service) deleteTrusted(ctx context.Context, p *auth.Principal, r *trust
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.trusted.DeleteOne(ctx, bson.D{{Key: "_id", Value: t.ID}}); err != nil {
+	if _, err := s.Trusted.DeleteOne(ctx, bson.D{{Key: "_id", Value: t.ID}}); err != nil {
 		return nil, store.Wrap(err)
 	}
-	if _, err := s.db.Collection(TrustedSecretsCollection).DeleteOne(ctx, bson.D{{Key: "_id", Value: t.TrustedSecretID}}); err != nil {
+	if _, err := s.DB.Collection(core.TrustedSecretsCollection).DeleteOne(ctx, bson.D{{Key: "_id", Value: t.TrustedSecretID}}); err != nil {
 		return nil, store.Wrap(err)
 	}
 	return &api.Empty{}, nil
@@ -508,7 +414,7 @@ func (s *Service) syncTrusted(ctx context.Context, p *auth.Principal, r *trusted
 func (s *Service) startSync(ctx context.Context, t *TrustedAccount, createdBy string) (*IdentityJob, error) {
 	now := wire.T(wire.Now())
 	// The newest sync supersedes an earlier one still running.
-	if _, err := s.jobs.UpdateMany(ctx, bson.D{{Key: "domain_id", Value: t.DomainID}, {Key: "trusted_account_id", Value: t.TrustedAccountID}, {Key: "status", Value: JobInProgress}},
+	if _, err := s.Jobs.UpdateMany(ctx, bson.D{{Key: "domain_id", Value: t.DomainID}, {Key: "trusted_account_id", Value: t.TrustedAccountID}, {Key: "status", Value: JobInProgress}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "status", Value: JobCanceled}, {Key: "updated_at", Value: now}, {Key: "finished_at", Value: now}}}}); err != nil {
 		return nil, store.Wrap(err)
 	}
@@ -516,16 +422,16 @@ func (s *Service) startSync(ctx context.Context, t *TrustedAccount, createdBy st
 	j := &IdentityJob{ID: id, JobID: id, Status: JobInProgress, TrustedAccountID: t.TrustedAccountID, Provider: t.Provider,
 		ResourceGroup: t.ResourceGroup, WorkspaceID: t.WorkspaceID, DomainID: t.DomainID, CreatedBy: createdBy,
 		TotalTasks: 1, RemainedTasks: 1, CreatedAt: now, UpdatedAt: now}
-	if _, err := s.jobs.InsertOne(ctx, j); err != nil {
+	if _, err := s.Jobs.InsertOne(ctx, j); err != nil {
 		return nil, store.Wrap(err)
 	}
 	ev := TrustedSyncEvent{Kind: "identity.trusted_account.sync", JobID: id, TrustedAccountID: t.TrustedAccountID, Provider: t.Provider,
 		ResourceGroup: t.ResourceGroup, WorkspaceID: t.WorkspaceID, DomainID: t.DomainID, CreatedAt: wire.FormatTime(now.Time)}
-	if err := s.outbox.Add(ctx, JobSubject, id, ev); err != nil {
+	if err := s.Outbox.Add(ctx, JobSubject, id, ev); err != nil {
 		// Without its event the job would never run: record why it failed.
 		fail := bson.D{{Key: "status", Value: JobFailure}, {Key: "error_code", Value: errs.Unavailable},
 			{Key: "error_message", Value: "the job event could not be recorded"}, {Key: "finished_at", Value: now}}
-		_, _ = s.jobs.UpdateOne(context.WithoutCancel(ctx), bson.D{{Key: "_id", Value: id}}, bson.D{{Key: "$set", Value: fail}})
+		_, _ = s.Jobs.UpdateOne(context.WithoutCancel(ctx), bson.D{{Key: "_id", Value: id}}, bson.D{{Key: "$set", Value: fail}})
 		return nil, store.Wrap(err)
 	}
 	return j, nil
@@ -536,13 +442,13 @@ func (s *Service) getTrusted(ctx context.Context, p *auth.Principal, r *trustedA
 }
 
 func (s *Service) listTrusted(ctx context.Context, p *auth.Principal, r *trustedAccountQuery) (*api.List[TrustedAccount], error) {
-	caller, err := s.callerIn(ctx, p, r.DomainID)
+	caller, err := s.CallerIn(ctx, p, r.DomainID)
 	if err != nil {
 		return nil, err
 	}
 	q := query.With(r.Query, query.Params("trusted_account_id", r.TrustedAccountID, "name", r.Name, "provider", r.Provider,
 		"workspace_id", r.WorkspaceID, "secret_schema_id", r.SecretSchemaID, "trusted_secret_id", r.TrustedSecretID)...)
-	return store.SearchFor[TrustedAccount](ctx, s.trusted, q, trustedResource, caller)
+	return store.SearchFor[TrustedAccount](ctx, s.Trusted, q, trustedResource, caller)
 }
 
 // TrustedSecretData is a trusted account's secret data, answered to
@@ -561,11 +467,11 @@ type TrustedSecretData struct {
 // service of the suite (inventory collecting with it, identity's own
 // sync). Each read is logged, without the data.
 func (s *Service) getTrustedSecretData(ctx context.Context, p *auth.Principal, r *trustedSecretDataRequest) (*TrustedSecretData, error) {
-	caller, err := s.callerIn(ctx, p, r.DomainID)
+	caller, err := s.CallerIn(ctx, p, r.DomainID)
 	if err != nil {
 		return nil, err
 	}
-	t, err := store.GetFor[TrustedAccount](ctx, s.trusted, trustedResource, caller, "trusted_account_id", r.TrustedAccountID)
+	t, err := store.GetFor[TrustedAccount](ctx, s.Trusted, trustedResource, caller, "trusted_account_id", r.TrustedAccountID)
 	if err != nil {
 		return nil, err
 	}
@@ -582,7 +488,7 @@ func (s *Service) getTrustedSecretData(ctx context.Context, p *auth.Principal, r
 // trustedSecretData unseals the secret data of a trusted account.
 func (s *Service) trustedSecretData(ctx context.Context, t *TrustedAccount) (map[string]any, error) {
 	var sec trustedSecret
-	err := s.db.Collection(TrustedSecretsCollection).FindOne(ctx, bson.D{{Key: "_id", Value: t.TrustedSecretID}}).Decode(&sec)
+	err := s.DB.Collection(core.TrustedSecretsCollection).FindOne(ctx, bson.D{{Key: "_id", Value: t.TrustedSecretID}}).Decode(&sec)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return nil, errs.NotFound("trusted_secret_id", t.TrustedSecretID)
 	}
@@ -590,7 +496,7 @@ func (s *Service) trustedSecretData(ctx context.Context, t *TrustedAccount) (map
 		return nil, store.Wrap(err)
 	}
 	var data map[string]any
-	if err := s.cfg.Cipher.OpenJSON(sec.Sealed, []byte(trustedSecretAAD(sec.ID, t.TrustedAccountID, t.DomainID)), &data); err != nil {
+	if err := s.Cfg.Cipher.OpenJSON(sec.Sealed, []byte(core.TrustedSecretAAD(sec.ID, t.TrustedAccountID, t.DomainID)), &data); err != nil {
 		// A withdrawn key or an altered record: the operator's to fix; the
 		// cause names the key id, never the data.
 		return nil, fmt.Errorf("trusted secret %s: %w", sec.ID, err)
@@ -598,8 +504,8 @@ func (s *Service) trustedSecretData(ctx context.Context, t *TrustedAccount) (map
 	return data, nil
 }
 
-func (s *Service) statTrusted(ctx context.Context, p *auth.Principal, r *statRequest) (*map[string]any, error) {
-	return statFor(ctx, s.trusted, p, trustedResource, r.Query)
+func (s *Service) statTrusted(ctx context.Context, p *auth.Principal, r *core.StatRequest) (*map[string]any, error) {
+	return core.StatFor(ctx, s.Trusted, p, trustedResource, r.Query)
 }
 
 // --- trusted service accounts ---
@@ -608,16 +514,16 @@ func (s *Service) statTrusted(ctx context.Context, p *auth.Principal, r *statReq
 // the request's domain (and workspace_id, when the request names one);
 // with write, one it may change. It answers the caller acting in that
 // domain.
-func (s *Service) visibleTrustedSA(ctx context.Context, p *auth.Principal, id, domainID, workspaceID string, write bool) (*TrustedServiceAccount, *auth.Principal, error) {
-	caller, err := s.callerIn(ctx, p, domainID)
+func (s *Service) visibleTrustedSA(ctx context.Context, p *auth.Principal, id, domainID, workspaceID string, write bool) (*core.TrustedServiceAccount, *auth.Principal, error) {
+	caller, err := s.CallerIn(ctx, p, domainID)
 	if err != nil {
 		return nil, nil, err
 	}
-	load := store.GetFor[TrustedServiceAccount]
+	load := store.GetFor[core.TrustedServiceAccount]
 	if write {
-		load = store.GetToChange[TrustedServiceAccount]
+		load = store.GetToChange[core.TrustedServiceAccount]
 	}
-	t, err := load(ctx, s.trustedSA, trustedSAResource, caller, "trusted_service_account_id", id)
+	t, err := load(ctx, s.TrustedSA, trustedSAResource, caller, "trusted_service_account_id", id)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -627,28 +533,28 @@ func (s *Service) visibleTrustedSA(ctx context.Context, p *auth.Principal, id, d
 	return t, caller, nil
 }
 
-func (s *Service) createTrustedSA(ctx context.Context, p *auth.Principal, r *createTrustedSA) (*TrustedServiceAccount, error) {
-	caller, err := s.callerIn(ctx, p, r.DomainID)
+func (s *Service) createTrustedSA(ctx context.Context, p *auth.Principal, r *createTrustedSA) (*core.TrustedServiceAccount, error) {
+	caller, err := s.CallerIn(ctx, p, r.DomainID)
 	if err != nil {
 		return nil, err
 	}
 	if err := checkAllKeys("data", r.Data, "tags", r.Tags); err != nil {
 		return nil, err
 	}
-	ws, err := s.placement(ctx, caller, r.Scope, r.WorkspaceID)
+	ws, err := s.Placement(ctx, caller, r.Scope, r.WorkspaceID)
 	if err != nil {
 		return nil, err
 	}
 	id := wire.NewID("tsa")
-	t := &TrustedServiceAccount{ID: id, TrustedServiceAccountID: id, Name: r.Name, Data: r.Data, Provider: r.Provider,
+	t := &core.TrustedServiceAccount{ID: id, TrustedServiceAccountID: id, Name: r.Name, Data: r.Data, Provider: r.Provider,
 		Tags: wire.Object(r.Tags), Scope: r.Scope, DomainID: caller.DomainID, WorkspaceID: ws, CreatedAt: wire.T(wire.Now())}
-	if _, err := s.trustedSA.InsertOne(ctx, t); err != nil {
+	if _, err := s.TrustedSA.InsertOne(ctx, t); err != nil {
 		return nil, store.Wrap(err)
 	}
 	return t, nil
 }
 
-func (s *Service) updateTrustedSA(ctx context.Context, p *auth.Principal, r *updateTrustedSA) (*TrustedServiceAccount, error) {
+func (s *Service) updateTrustedSA(ctx context.Context, p *auth.Principal, r *updateTrustedSA) (*core.TrustedServiceAccount, error) {
 	t, caller, err := s.visibleTrustedSA(ctx, p, r.TrustedServiceAccountID, r.DomainID, "", true)
 	if err != nil {
 		return nil, err
@@ -669,7 +575,7 @@ func (s *Service) updateTrustedSA(ctx context.Context, p *auth.Principal, r *upd
 	if r.WorkspaceID != "" && r.WorkspaceID != t.WorkspaceID {
 		// Moving a WORKSPACE record to another workspace of the domain is
 		// for domain-wide callers; a DOMAIN record stays domain-wide.
-		ws, err := s.placement(ctx, caller, t.Scope, r.WorkspaceID)
+		ws, err := s.Placement(ctx, caller, t.Scope, r.WorkspaceID)
 		if err != nil {
 			return nil, err
 		}
@@ -678,7 +584,7 @@ func (s *Service) updateTrustedSA(ctx context.Context, p *auth.Principal, r *upd
 	if len(set) == 0 {
 		return t, nil
 	}
-	return store.SetByID[TrustedServiceAccount](ctx, s.trustedSA, "trusted_service_account_id", t.ID, set)
+	return store.SetByID[core.TrustedServiceAccount](ctx, s.TrustedSA, "trusted_service_account_id", t.ID, set)
 }
 
 func (s *Service) deleteTrustedSA(ctx context.Context, p *auth.Principal, r *trustedSARequest) (*api.Empty, error) {
@@ -686,29 +592,29 @@ func (s *Service) deleteTrustedSA(ctx context.Context, p *auth.Principal, r *tru
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.trustedSA.DeleteOne(ctx, bson.D{{Key: "_id", Value: t.ID}}); err != nil {
+	if _, err := s.TrustedSA.DeleteOne(ctx, bson.D{{Key: "_id", Value: t.ID}}); err != nil {
 		return nil, store.Wrap(err)
 	}
 	return &api.Empty{}, nil
 }
 
-func (s *Service) getTrustedSA(ctx context.Context, p *auth.Principal, r *trustedSARequest) (*TrustedServiceAccount, error) {
+func (s *Service) getTrustedSA(ctx context.Context, p *auth.Principal, r *trustedSARequest) (*core.TrustedServiceAccount, error) {
 	t, _, err := s.visibleTrustedSA(ctx, p, r.TrustedServiceAccountID, r.DomainID, r.WorkspaceID, false)
 	return t, err
 }
 
-func (s *Service) listTrustedSA(ctx context.Context, p *auth.Principal, r *trustedSAQuery) (*api.List[TrustedServiceAccount], error) {
-	caller, err := s.callerIn(ctx, p, r.DomainID)
+func (s *Service) listTrustedSA(ctx context.Context, p *auth.Principal, r *trustedSAQuery) (*api.List[core.TrustedServiceAccount], error) {
+	caller, err := s.CallerIn(ctx, p, r.DomainID)
 	if err != nil {
 		return nil, err
 	}
 	q := query.With(r.Query, query.Params("trusted_service_account_id", r.TrustedServiceAccountID, "name", r.Name,
 		"provider", r.Provider, "scope", r.Scope, "workspace_id", r.WorkspaceID)...)
-	return store.SearchFor[TrustedServiceAccount](ctx, s.trustedSA, q, trustedSAResource, caller)
+	return store.SearchFor[core.TrustedServiceAccount](ctx, s.TrustedSA, q, trustedSAResource, caller)
 }
 
 func (s *Service) statTrustedSA(ctx context.Context, p *auth.Principal, r *trustedSAStat) (*map[string]any, error) {
-	caller, err := s.callerIn(ctx, p, r.DomainID)
+	caller, err := s.CallerIn(ctx, p, r.DomainID)
 	if err != nil {
 		return nil, err
 	}
@@ -720,6 +626,6 @@ func (s *Service) statTrustedSA(ctx context.Context, p *auth.Principal, r *trust
 		// $and: the scope may hold a workspace_id condition of its own.
 		scope = bson.D{{Key: "$and", Value: bson.A{scope, bson.D{{Key: "workspace_id", Value: r.WorkspaceID}}}}}
 	}
-	res, err := stat.Run(ctx, s.trustedSA, scope, trustedSAResource, r.Query)
+	res, err := stat.Run(ctx, s.TrustedSA, scope, trustedSAResource, r.Query)
 	return &res, err
 }

@@ -1,23 +1,5 @@
 package identityapi
 
-// Trusted-account sync: the worker that runs the jobs trusted-account/sync
-// records, and the schedule that records them at the hours of an
-// account's schedule.
-//
-// A sync job's event (nubes.job.identity) is read by the durable consumer
-// identity-sync that every replica shares. The worker calls the account
-// collector plugin of the account's provider (config
-// account_collector_plugins: provider -> plugin_id[@version]) with
-// AccountCollector.sync {options: the account's plugin_options,
-// schema_id: its secret_schema_id, secret_data: its unsealed secret data,
-// domain_id}, and upserts one trusted service account per reported
-// account (found again by trusted_account_id and the plugin's resource_id,
-// or its name when it gives none; the reported secret_data is never
-// kept). The job ends SUCCESS, or FAILURE with the error's code and
-// message. A job that is no longer IN_PROGRESS (canceled by a later sync)
-// is not run; a redelivered job runs again, which upserts the same
-// records. Without a plugin client (Config.Plugins) no worker runs.
-
 import (
 	"context"
 	"encoding/json"
@@ -36,6 +18,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/schedule"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
+	"github.com/nubes-io/nubes/services/identity/internal/core"
 )
 
 // JobSuccess is the status of a sync that finished.
@@ -43,15 +26,15 @@ const JobSuccess = "SUCCESS"
 
 // runSyncJobs consumes sync job events until ctx is done, one at a time.
 func (s *Service) runSyncJobs(ctx context.Context) error {
-	if s.cfg.Plugins == nil || s.bus == nil {
+	if s.Cfg.Plugins == nil || s.Bus == nil {
 		return nil
 	}
-	return events.Consume(ctx, s.bus, events.ConsumerSpec{Stream: events.JobStream, Consumer: jetstream.ConsumerConfig{
+	return events.Consume(ctx, s.Bus, events.ConsumerSpec{Stream: events.JobStream, Consumer: jetstream.ConsumerConfig{
 		Durable:       events.IdentitySyncConsumer,
 		FilterSubject: events.IdentityJobSubject,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       s.cfg.SyncAckWait,
+		AckWait:       s.Cfg.SyncAckWait,
 		MaxDeliver:    20,
 	}}, 1, s.handleSync)
 }
@@ -67,7 +50,7 @@ func (s *Service) handleSync(ctx context.Context, msg jetstream.Msg) {
 			_ = msg.Nak()
 			return
 		}
-		s.log.Warn("trusted-account sync failed; retried", "job_id", ev.JobID, "error", err.Error())
+		s.Log.Warn("trusted-account sync failed; retried", "job_id", ev.JobID, "error", err.Error())
 		_ = msg.NakWithDelay(5 * time.Second)
 		return
 	}
@@ -77,7 +60,7 @@ func (s *Service) handleSync(ctx context.Context, msg jetstream.Msg) {
 // runSync runs one sync job; an error is the store's (tried again).
 func (s *Service) runSync(ctx context.Context, ev TrustedSyncEvent) error {
 	var job IdentityJob
-	err := s.jobs.FindOne(ctx, bson.D{{Key: "_id", Value: ev.JobID}}).Decode(&job)
+	err := s.Jobs.FindOne(ctx, bson.D{{Key: "_id", Value: ev.JobID}}).Decode(&job)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return nil // another deployment's job, or deleted
 	}
@@ -88,8 +71,8 @@ func (s *Service) runSync(ctx context.Context, ev TrustedSyncEvent) error {
 		return nil
 	}
 	// The worker acts for the job's domain, as a SYSTEM token of it would.
-	sys := SystemPrincipal(job.DomainID)
-	t, err := store.GetFor[TrustedAccount](ctx, s.trusted, trustedResource, &sys, "trusted_account_id", job.TrustedAccountID)
+	sys := core.SystemPrincipal(job.DomainID)
+	t, err := store.GetFor[TrustedAccount](ctx, s.Trusted, trustedResource, &sys, "trusted_account_id", job.TrustedAccountID)
 	if err != nil {
 		if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
 			return s.finishSync(ctx, &job, errs.NotFoundCode, "The trusted account no longer exists.")
@@ -134,13 +117,13 @@ func (s *Service) runSync(ctx context.Context, ev TrustedSyncEvent) error {
 
 // accountCollector is the account collector plugin of a provider.
 func (s *Service) accountCollector(provider string) (plugin.AccountCollector, error) {
-	ref := s.cfg.AccountCollectors[provider]
+	ref := s.Cfg.AccountCollectors[provider]
 	if ref == "" {
 		return plugin.AccountCollector{}, errs.New(errs.NoPluginEndpoint,
 			"No account collector plugin is configured for provider %s (account_collector_plugins).", provider)
 	}
 	id, version, _ := strings.Cut(ref, "@")
-	return plugin.AccountCollector{Target: s.cfg.Plugins.Plugin(id, version)}, nil
+	return plugin.AccountCollector{Target: s.Cfg.Plugins.Plugin(id, version)}, nil
 }
 
 // upsertSynced stores one account the plugin reported as a trusted
@@ -162,11 +145,11 @@ func (s *Service) upsertSynced(ctx context.Context, t *TrustedAccount, a map[str
 	if name == "" {
 		name = resourceID
 	}
-	var cur TrustedServiceAccount
-	err := s.trustedSA.FindOne(ctx, bson.D{{Key: "domain_id", Value: t.DomainID}, {Key: "trusted_account_id", Value: t.TrustedAccountID},
+	var cur core.TrustedServiceAccount
+	err := s.TrustedSA.FindOne(ctx, bson.D{{Key: "domain_id", Value: t.DomainID}, {Key: "trusted_account_id", Value: t.TrustedAccountID},
 		{Key: "resource_id", Value: resourceID}}).Decode(&cur)
 	if err == nil {
-		_, err = s.trustedSA.UpdateOne(ctx, bson.D{{Key: "_id", Value: cur.ID}}, bson.D{{Key: "$set", Value: bson.D{
+		_, err = s.TrustedSA.UpdateOne(ctx, bson.D{{Key: "_id", Value: cur.ID}}, bson.D{{Key: "$set", Value: bson.D{
 			{Key: "name", Value: name}, {Key: "data", Value: freeform.Map(wire.Object(data))}, {Key: "tags", Value: freeform.Flat(wire.Object(tags))}}}})
 		return store.Wrap(err)
 	}
@@ -174,10 +157,10 @@ func (s *Service) upsertSynced(ctx context.Context, t *TrustedAccount, a map[str
 		return store.Wrap(err)
 	}
 	id := wire.NewID("tsa")
-	doc := &TrustedServiceAccount{ID: id, TrustedServiceAccountID: id, Name: name, Data: wire.Object(data), Provider: t.Provider,
+	doc := &core.TrustedServiceAccount{ID: id, TrustedServiceAccountID: id, Name: name, Data: wire.Object(data), Provider: t.Provider,
 		Tags: wire.Object(tags), Scope: t.ResourceGroup, DomainID: t.DomainID, WorkspaceID: t.WorkspaceID, CreatedAt: wire.T(wire.Now()),
 		TrustedAccountID: t.TrustedAccountID, ResourceID: resourceID}
-	_, err = s.trustedSA.InsertOne(ctx, doc)
+	_, err = s.TrustedSA.InsertOne(ctx, doc)
 	return store.Wrap(err)
 }
 
@@ -191,7 +174,7 @@ func (s *Service) finishSync(ctx context.Context, job *IdentityJob, code, messag
 	} else {
 		set = append(set, bson.E{Key: "status", Value: JobFailure}, bson.E{Key: "success_tasks", Value: 0}, bson.E{Key: "failure_tasks", Value: 1})
 	}
-	_, err := s.jobs.UpdateOne(ctx, bson.D{{Key: "_id", Value: job.ID}, {Key: "status", Value: JobInProgress}}, bson.D{{Key: "$set", Value: set}})
+	_, err := s.Jobs.UpdateOne(ctx, bson.D{{Key: "_id", Value: job.ID}, {Key: "status", Value: JobInProgress}}, bson.D{{Key: "$set", Value: set}})
 	return store.Wrap(err)
 }
 
@@ -200,7 +183,7 @@ func (s *Service) finishSync(ctx context.Context, job *IdentityJob, code, messag
 // the replica that inserts the lease sync#<trusted_account_id>#<hour>
 // does.
 func (s *Service) runSyncSchedule(ctx context.Context) error {
-	if s.cfg.Plugins == nil {
+	if s.Cfg.Plugins == nil {
 		return nil
 	}
 	return s.syncSchedule().Run(ctx)
@@ -209,13 +192,13 @@ func (s *Service) runSyncSchedule(ctx context.Context) error {
 // syncSchedule is the scheduler of trusted-account syncs.
 func (s *Service) syncSchedule() *schedule.Scheduler[TrustedAccount] {
 	return schedule.New(schedule.Config[TrustedAccount]{
-		Records: s.trusted, Leases: s.db.Collection(CountersCollection), Kind: "sync-schedule", LeasePrefix: "sync#",
+		Records: s.Trusted, Leases: s.DB.Collection(core.CountersCollection), Kind: "sync-schedule", LeasePrefix: "sync#",
 		ID: func(t *TrustedAccount) string { return t.TrustedAccountID },
 		Fire: func(ctx context.Context, t *TrustedAccount) error {
 			_, err := s.startSync(ctx, t, "schedule")
 			return err
 		},
-		Every: s.cfg.SyncScheduleTick, Log: s.log,
+		Every: s.Cfg.SyncScheduleTick, Log: s.Log,
 	})
 }
 

@@ -8,80 +8,83 @@ import (
 	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/services/identity/internal/core"
 )
 
 // The v2 user operations: a domain admin (or SYSTEM) manages the users of
 // its own domain, the one in its token. The rules are in users.go.
 
-type (
-	createUserV2 struct {
-		UserID        string        `json:"user_id" v:"required,max=60"`
-		Password      string        `json:"password" v:"max=72" doc:"required for LOCAL unless reset_password is true"`
-		Name          string        `json:"name" v:"max=128"`
-		Email         string        `json:"email" v:"max=255" doc:"required with reset_password"`
-		AuthType      string        `json:"auth_type" v:"required,enum=LOCAL|EXTERNAL" doc:"EXTERNAL is refused: Nubes has no external auth plugin"`
-		Language      string        `json:"language" v:"max=16"`
-		Timezone      string        `json:"timezone" v:"max=64"`
-		Tags          freeform.Flat `json:"tags"`
-		ResetPassword bool          `json:"reset_password" doc:"true: mail an invitation link instead of setting a password"`
-	}
-	updateUserV2 struct {
-		UserID        string        `json:"user_id" v:"required,max=60"`
-		Password      string        `json:"password" v:"max=72"`
-		Name          string        `json:"name" v:"max=128"`
-		Email         string        `json:"email" v:"max=255"`
-		Language      string        `json:"language" v:"max=16"`
-		Timezone      string        `json:"timezone" v:"max=64"`
-		Tags          freeform.Flat `json:"tags"`
-		ResetPassword bool          `json:"reset_password" doc:"true: mail a reset link; UPDATE_PASSWORD becomes pending"`
-		// Nubes: no takeover from a token alone.
-		CurrentPassword string `json:"current_password" v:"max=72" doc:"one's own password, e-mail or reset only: the current password"`
-	}
-	verifyUserEmailV2 struct {
-		UserID string `json:"user_id" v:"required,max=60"`
-		Email  string `json:"email" v:"max=255"`
-	}
-	userRequestV2 struct {
-		UserID string `json:"user_id" v:"required,max=60"`
-	}
-	setRequiredActionsV2 struct {
-		UserID          string   `json:"user_id" v:"required,max=60"`
-		RequiredActions []string `json:"required_actions" v:"required,max=10,enum=UPDATE_PASSWORD|ENFORCE_MFA" doc:"added to the pending actions"`
-	}
-	userSearchV2 struct {
-		Query    *query.Query `json:"query"`
-		UserID   string       `json:"user_id"`
-		Name     string       `json:"name"`
-		State    string       `json:"state" v:"enum=ENABLED|DISABLED|PENDING"`
-		Email    string       `json:"email"`
-		AuthType string       `json:"auth_type" v:"enum=LOCAL|EXTERNAL"`
-		// DomainID: a SYSTEM caller (the notification service mailing a
-		// domain's admins) names the domain; anyone else only their own.
-		DomainID string `json:"domain_id" v:"max=64"`
-	}
-)
+type createUserV2 struct {
+	UserID        string        `json:"user_id" v:"required,max=60"`
+	Password      string        `json:"password" v:"max=72" doc:"required for LOCAL unless reset_password is true"`
+	Name          string        `json:"name" v:"max=128"`
+	Email         string        `json:"email" v:"max=255" doc:"required with reset_password"`
+	AuthType      string        `json:"auth_type" v:"required,enum=LOCAL|EXTERNAL" doc:"EXTERNAL is refused: Nubes has no external auth plugin"`
+	Language      string        `json:"language" v:"max=16"`
+	Timezone      string        `json:"timezone" v:"max=64"`
+	Tags          freeform.Flat `json:"tags"`
+	ResetPassword bool          `json:"reset_password" doc:"true: mail an invitation link instead of setting a password"`
+}
 
-var (
-	userResourceV2 = query.Resource{KeywordFields: userKeywords, DefaultSort: []query.SortKey{{Key: "name"}, {Key: "user_id"}},
-		MinimalFields: []string{"user_id", "name", "state", "auth_type", "role_type"}, Fields: userFields, Secret: userSecret, Maps: freeform.Fields{"tags": freeform.Whole},
-		Tenancy: userResource.Tenancy}
-	infoFieldsV2 = []string{"user_id", "name", "state", "email", "email_verified", "auth_type", "role_id", "role_type", "mfa",
-		"language", "timezone", "required_actions", "tags", "domain_id", "created_at", "last_accessed_at"}
-)
+type updateUserV2 struct {
+	UserID        string        `json:"user_id" v:"required,max=60"`
+	Password      string        `json:"password" v:"max=72"`
+	Name          string        `json:"name" v:"max=128"`
+	Email         string        `json:"email" v:"max=255"`
+	Language      string        `json:"language" v:"max=16"`
+	Timezone      string        `json:"timezone" v:"max=64"`
+	Tags          freeform.Flat `json:"tags"`
+	ResetPassword bool          `json:"reset_password" doc:"true: mail a reset link; UPDATE_PASSWORD becomes pending"`
+	// Nubes: no takeover from a token alone.
+	CurrentPassword string `json:"current_password" v:"max=72" doc:"one's own password, e-mail or reset only: the current password"`
+}
+
+type verifyUserEmailV2 struct {
+	UserID string `json:"user_id" v:"required,max=60"`
+	Email  string `json:"email" v:"max=255"`
+}
+
+type userRequestV2 struct {
+	UserID string `json:"user_id" v:"required,max=60"`
+}
+
+type setRequiredActionsV2 struct {
+	UserID          string   `json:"user_id" v:"required,max=60"`
+	RequiredActions []string `json:"required_actions" v:"required,max=10,enum=UPDATE_PASSWORD|ENFORCE_MFA" doc:"added to the pending actions"`
+}
+
+type userSearchV2 struct {
+	Query    *query.Query `json:"query"`
+	UserID   string       `json:"user_id"`
+	Name     string       `json:"name"`
+	State    string       `json:"state" v:"enum=ENABLED|DISABLED|PENDING"`
+	Email    string       `json:"email"`
+	AuthType string       `json:"auth_type" v:"enum=LOCAL|EXTERNAL"`
+	// DomainID: a SYSTEM caller (the notification service mailing a
+	// domain's admins) names the domain; anyone else only their own.
+	DomainID string `json:"domain_id" v:"max=64"`
+}
+
+var userResourceV2 = query.Resource{KeywordFields: core.UserKeywords, DefaultSort: []query.SortKey{{Key: "name"}, {Key: "user_id"}},
+	MinimalFields: []string{"user_id", "name", "state", "auth_type", "role_type"}, Fields: core.UserFields, Secret: core.UserSecret, Maps: freeform.Fields{"tags": freeform.Whole},
+	Tenancy: core.UserResource.Tenancy}
+
+var infoFieldsV2 = []string{"user_id", "name", "state", "email", "email_verified", "auth_type", "role_id", "role_type", "mfa",
+	"language", "timezone", "required_actions", "tags", "domain_id", "created_at", "last_accessed_at"}
 
 func (s *Service) userRoutesV2() []api.Route {
 	return []api.Route{
-		api.Op[createUserV2, userInfoV2]{Path: "/identity/v2/user/create", Access: domainAdmin, Summary: "Create a user (PENDING) in the caller's domain; reset_password mails an invitation.", Handle: asInfo(toV2, s.createUserV2)},
-		api.Op[updateUserV2, userInfoV2]{Path: "/identity/v2/user/update", Access: domainAdmin, Summary: "Change a user; a new e-mail is unverified; reset_password mails a reset link.", Handle: asInfo(toV2, s.updateUserV2)},
-		api.Op[verifyUserEmailV2, api.Empty]{Path: "/identity/v2/user/verify-email", Access: domainAdmin, Summary: "Mark a user's e-mail (optionally a new one) verified, without a code.", Handle: s.verifyUserEmailV2},
-		api.Op[userRequestV2, userInfoV2]{Path: "/identity/v2/user/disable-mfa", Access: domainAdmin, Summary: "Turn a user's MFA off without a code (not one's own, not with an API key).", Handle: asInfo(toV2, s.disableMFAV2)},
-		api.Op[setRequiredActionsV2, userInfoV2]{Path: "/identity/v2/user/set-required-actions", Access: domainAdmin, Summary: "Add required actions (UPDATE_PASSWORD, ENFORCE_MFA) to a user.", Handle: asInfo(toV2, s.setRequiredActionsV2)},
-		api.Op[userRequestV2, userInfoV2]{Path: "/identity/v2/user/enable", Access: domainAdmin, Summary: "Enable a user.", Handle: asInfo(toV2, s.v2Target(s.stateTo(Enabled)))},
-		api.Op[userRequestV2, userInfoV2]{Path: "/identity/v2/user/disable", Access: domainAdmin, Summary: "Disable a user: its credentials stop working (not the last domain admin).", Handle: asInfo(toV2, s.v2Target(s.stateTo(Disabled)))},
-		api.Op[userRequestV2, api.Empty]{Path: "/identity/v2/user/delete", Access: domainAdmin, Summary: "Delete a user with its role bindings and API keys (not the last domain admin).", Handle: s.deleteUserV2},
-		api.Op[userRequestV2, userInfoV2]{Path: "/identity/v2/user/get", Access: domainAdmin, Summary: "Get a user.", Handle: asInfo(toV2, s.v2Target(nil))},
-		api.Op[userSearchV2, api.List[userInfoV2]]{Path: "/identity/v2/user/list", Access: domainAdmin, Summary: "List the users of the caller's domain.", Handle: s.listUsersV2},
-		api.Op[statRequest, map[string]any]{Path: "/identity/v2/user/stat", Access: domainAdmin, Summary: "Statistics over the users of the caller's domain.", Handle: func(ctx context.Context, p *auth.Principal, r *statRequest) (*map[string]any, error) {
+		api.Op[createUserV2, core.UserInfoV2]{Path: "/identity/v2/user/create", Access: core.DomainAdmin, Summary: "Create a user (PENDING) in the caller's domain; reset_password mails an invitation.", Handle: core.AsInfo(core.ToV2, s.createUserV2)},
+		api.Op[updateUserV2, core.UserInfoV2]{Path: "/identity/v2/user/update", Access: core.DomainAdmin, Summary: "Change a user; a new e-mail is unverified; reset_password mails a reset link.", Handle: core.AsInfo(core.ToV2, s.updateUserV2)},
+		api.Op[verifyUserEmailV2, api.Empty]{Path: "/identity/v2/user/verify-email", Access: core.DomainAdmin, Summary: "Mark a user's e-mail (optionally a new one) verified, without a code.", Handle: s.verifyUserEmailV2},
+		api.Op[userRequestV2, core.UserInfoV2]{Path: "/identity/v2/user/disable-mfa", Access: core.DomainAdmin, Summary: "Turn a user's MFA off without a code (not one's own, not with an API key).", Handle: core.AsInfo(core.ToV2, s.disableMFAV2)},
+		api.Op[setRequiredActionsV2, core.UserInfoV2]{Path: "/identity/v2/user/set-required-actions", Access: core.DomainAdmin, Summary: "Add required actions (UPDATE_PASSWORD, ENFORCE_MFA) to a user.", Handle: core.AsInfo(core.ToV2, s.setRequiredActionsV2)},
+		api.Op[userRequestV2, core.UserInfoV2]{Path: "/identity/v2/user/enable", Access: core.DomainAdmin, Summary: "Enable a user.", Handle: core.AsInfo(core.ToV2, s.v2Target(s.stateTo(core.Enabled)))},
+		api.Op[userRequestV2, core.UserInfoV2]{Path: "/identity/v2/user/disable", Access: core.DomainAdmin, Summary: "Disable a user: its credentials stop working (not the last domain admin).", Handle: core.AsInfo(core.ToV2, s.v2Target(s.stateTo(core.Disabled)))},
+		api.Op[userRequestV2, api.Empty]{Path: "/identity/v2/user/delete", Access: core.DomainAdmin, Summary: "Delete a user with its role bindings and API keys (not the last domain admin).", Handle: s.deleteUserV2},
+		api.Op[userRequestV2, core.UserInfoV2]{Path: "/identity/v2/user/get", Access: core.DomainAdmin, Summary: "Get a user.", Handle: core.AsInfo(core.ToV2, s.v2Target(nil))},
+		api.Op[userSearchV2, api.List[core.UserInfoV2]]{Path: "/identity/v2/user/list", Access: core.DomainAdmin, Summary: "List the users of the caller's domain.", Handle: s.listUsersV2},
+		api.Op[core.StatRequest, map[string]any]{Path: "/identity/v2/user/stat", Access: core.DomainAdmin, Summary: "Statistics over the users of the caller's domain.", Handle: func(ctx context.Context, p *auth.Principal, r *core.StatRequest) (*map[string]any, error) {
 			return s.userStat(ctx, p, r.Query, noRename, infoFieldsV2, nil)
 		}},
 	}
@@ -89,12 +92,12 @@ func (s *Service) userRoutesV2() []api.Route {
 
 // v2Target loads the user named by the request in the caller's domain and
 // applies then (nil: just return it).
-func (s *Service) v2Target(then func(context.Context, *User) (*User, error)) func(context.Context, *auth.Principal, *userRequestV2) (*User, error) {
-	return func(ctx context.Context, p *auth.Principal, r *userRequestV2) (*User, error) {
+func (s *Service) v2Target(then func(context.Context, *core.User) (*core.User, error)) func(context.Context, *auth.Principal, *userRequestV2) (*core.User, error) {
+	return func(ctx context.Context, p *auth.Principal, r *userRequestV2) (*core.User, error) {
 		if then == nil {
-			return s.userFor(ctx, p, r.UserID)
+			return s.UserFor(ctx, p, r.UserID)
 		}
-		u, err := s.userToChange(ctx, p, r.UserID)
+		u, err := s.UserToChange(ctx, p, r.UserID)
 		if err != nil {
 			return nil, err
 		}
@@ -102,45 +105,45 @@ func (s *Service) v2Target(then func(context.Context, *User) (*User, error)) fun
 	}
 }
 
-func (s *Service) stateTo(state string) func(context.Context, *User) (*User, error) {
-	return func(ctx context.Context, u *User) (*User, error) { return s.setState(ctx, u, state) }
+func (s *Service) stateTo(state string) func(context.Context, *core.User) (*core.User, error) {
+	return func(ctx context.Context, u *core.User) (*core.User, error) { return s.setState(ctx, u, state) }
 }
 
-func (s *Service) createUserV2(ctx context.Context, p *auth.Principal, r *createUserV2) (*User, error) {
+func (s *Service) createUserV2(ctx context.Context, p *auth.Principal, r *createUserV2) (*core.User, error) {
 	return s.createUser(ctx, newUser{DomainID: p.DomainID, UserID: r.UserID, AuthType: r.AuthType, UserType: "USER", AuthKey: "auth_type",
 		Password: r.Password, Name: r.Name, Email: r.Email, Language: r.Language, Timezone: r.Timezone, Tags: r.Tags, ResetPassword: r.ResetPassword})
 }
 
-func (s *Service) updateUserV2(ctx context.Context, p *auth.Principal, r *updateUserV2) (*User, error) {
-	u, err := s.userToChange(ctx, p, r.UserID)
+func (s *Service) updateUserV2(ctx context.Context, p *auth.Principal, r *updateUserV2) (*core.User, error) {
+	u, err := s.UserToChange(ctx, p, r.UserID)
 	if err != nil {
 		return nil, err
 	}
 	if r.Password != "" || r.ResetPassword || (r.Email != "" && r.Email != u.Email) {
-		if err := s.guardCredentials(ctx, p, u, r.CurrentPassword, false); err != nil {
+		if err := s.GuardCredentials(ctx, p, u, r.CurrentPassword, false); err != nil {
 			return nil, err
 		}
 	}
 	return s.adminUpdate(ctx, u, userChange{Name: r.Name, Email: r.Email, Language: r.Language, Timezone: r.Timezone, Tags: r.Tags}, r.Password, r.ResetPassword)
 }
 
-func (s *Service) disableMFAV2(ctx context.Context, p *auth.Principal, r *userRequestV2) (*User, error) {
-	u, err := s.userToChange(ctx, p, r.UserID)
+func (s *Service) disableMFAV2(ctx context.Context, p *auth.Principal, r *userRequestV2) (*core.User, error) {
+	u, err := s.UserToChange(ctx, p, r.UserID)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.guardCredentials(ctx, p, u, "", false); err != nil {
+	if err := s.GuardCredentials(ctx, p, u, "", false); err != nil {
 		return nil, err
 	}
 	return s.resetMFA(ctx, u)
 }
 
 func (s *Service) verifyUserEmailV2(ctx context.Context, p *auth.Principal, r *verifyUserEmailV2) (*api.Empty, error) {
-	u, err := s.userToChange(ctx, p, r.UserID)
+	u, err := s.UserToChange(ctx, p, r.UserID)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.guardCredentials(ctx, p, u, "", false); err != nil {
+	if err := s.GuardCredentials(ctx, p, u, "", false); err != nil {
 		return nil, err
 	}
 	if _, err := s.markEmailVerified(ctx, u, r.Email); err != nil {
@@ -149,8 +152,8 @@ func (s *Service) verifyUserEmailV2(ctx context.Context, p *auth.Principal, r *v
 	return &api.Empty{}, nil
 }
 
-func (s *Service) setRequiredActionsV2(ctx context.Context, p *auth.Principal, r *setRequiredActionsV2) (*User, error) {
-	u, err := s.userToChange(ctx, p, r.UserID)
+func (s *Service) setRequiredActionsV2(ctx context.Context, p *auth.Principal, r *setRequiredActionsV2) (*core.User, error) {
+	u, err := s.UserToChange(ctx, p, r.UserID)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +161,7 @@ func (s *Service) setRequiredActionsV2(ctx context.Context, p *auth.Principal, r
 }
 
 func (s *Service) deleteUserV2(ctx context.Context, p *auth.Principal, r *userRequestV2) (*api.Empty, error) {
-	u, err := s.userToChange(ctx, p, r.UserID)
+	u, err := s.UserToChange(ctx, p, r.UserID)
 	if err != nil {
 		return nil, err
 	}
@@ -168,19 +171,19 @@ func (s *Service) deleteUserV2(ctx context.Context, p *auth.Principal, r *userRe
 	return &api.Empty{}, nil
 }
 
-func (s *Service) listUsersV2(ctx context.Context, p *auth.Principal, r *userSearchV2) (*api.List[userInfoV2], error) {
+func (s *Service) listUsersV2(ctx context.Context, p *auth.Principal, r *userSearchV2) (*api.List[core.UserInfoV2], error) {
 	q := query.With(r.Query, query.Params("user_id", r.UserID, "name", r.Name, "state", r.State, "email", r.Email, "auth_type", r.AuthType)...)
-	caller, err := s.callerIn(ctx, p, r.DomainID)
+	caller, err := s.CallerIn(ctx, p, r.DomainID)
 	if err != nil {
 		return nil, err
 	}
-	return searchUsers(ctx, s, caller, q, userResourceV2, func(u *User) userInfoV2 { return *toV2(u) }, nil)
+	return searchUsers(ctx, s, caller, q, userResourceV2, func(u *core.User) core.UserInfoV2 { return *core.ToV2(u) }, nil)
 }
 
 // searchUsers lists the users p reaches as Info rows; names maps stored
 // field names to the Info's (v1 backend) for only/minimal.
-func searchUsers[Info any](ctx context.Context, s *Service, p *auth.Principal, q *query.Query, r query.Resource, to func(*User) Info, names map[string]string) (*api.List[Info], error) {
-	list, err := store.SearchFor[User](ctx, s.users, q, r, p)
+func searchUsers[Info any](ctx context.Context, s *Service, p *auth.Principal, q *query.Query, r query.Resource, to func(*core.User) Info, names map[string]string) (*api.List[Info], error) {
+	list, err := store.SearchFor[core.User](ctx, s.Users, q, r, p)
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +192,7 @@ func searchUsers[Info any](ctx context.Context, s *Service, p *auth.Principal, q
 		out.Results[i] = to(&list.Results[i])
 	}
 	for _, f := range list.Fields {
-		out.Fields = append(out.Fields, firstNonEmpty(names[f], f))
+		out.Fields = append(out.Fields, core.FirstNonEmpty(names[f], f))
 	}
 	return out, nil
 }

@@ -1,55 +1,55 @@
-// Package identityapi holds the identity service's operations and rules:
-// domains, users, credentials (passwords, MFA, e-mail codes, tokens, API
-// keys), workspaces, projects, roles and role bindings, trusted accounts.
-//
-// It is the one issuer of credentials of Nubes. Every rule here is one an
-// attacker will try: tenancy always comes from the token, secrets are
-// never returned or logged, codes are single use and compared in constant
-// time. Decoding, validation and errors come from pkg.
-package identityapi
+package core
 
 import (
-	"log/slog"
-	"sync/atomic"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/mongo"
-
 	"github.com/nubes-io/nubes/pkg/auth"
-	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/plugin"
-	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
 )
 
 // Collections owned by the identity service.
-const (
-	DomainsCollection         = "identity_domains"
-	UsersCollection           = "identity_users"
-	APIKeysCollection         = "identity_api_keys"
-	WorkspacesCollection      = "identity_workspaces"
-	ProjectsCollection        = "identity_projects"
-	RoleBindingsCollection    = "identity_role_bindings"
-	TrustedAccountsCollection = "identity_trusted_accounts"
-	TrustedSACollection       = "identity_trusted_service_accounts"
-	JobsCollection            = "identity_jobs"
-	CodesCollection           = "identity_codes"
-	CountersCollection        = "identity_counters"
-	BootstrapCollection       = "identity_bootstrap"
-	OutboxCollection          = "identity_outbox"
-)
+
+const DomainsCollection = "identity_domains"
+
+const UsersCollection = "identity_users"
+
+const APIKeysCollection = "identity_api_keys"
+
+const WorkspacesCollection = "identity_workspaces"
+
+const ProjectsCollection = "identity_projects"
+
+const RoleBindingsCollection = "identity_role_bindings"
+
+const TrustedAccountsCollection = "identity_trusted_accounts"
+
+const TrustedSACollection = "identity_trusted_service_accounts"
+
+const JobsCollection = "identity_jobs"
+
+const CodesCollection = "identity_codes"
+
+const CountersCollection = "identity_counters"
+
+const BootstrapCollection = "identity_bootstrap"
+
+const OutboxCollection = "identity_outbox"
 
 // States and enum values.
-const (
-	Enabled  = "ENABLED"
-	Disabled = "DISABLED"
-	Pending  = "PENDING"
-	Expired  = "EXPIRED"
 
-	UpdatePassword = "UPDATE_PASSWORD"
-	EnforceMFA     = "ENFORCE_MFA"
-)
+const Enabled = "ENABLED"
+
+const Disabled = "DISABLED"
+
+const Pending = "PENDING"
+
+const Expired = "EXPIRED"
+
+const UpdatePassword = "UPDATE_PASSWORD"
+
+const EnforceMFA = "ENFORCE_MFA"
 
 // Config is what the identity rules need to know.
 type Config struct {
@@ -259,36 +259,11 @@ var ManagedRoles = []Role{
 	{RoleID: "managed-workspace-member", Name: "Workspace Member", RoleType: string(auth.WorkspaceMember), State: Enabled, IsManaged: true, Permissions: []string{"*"}},
 }
 
-func managedRole(id string) (Role, bool) {
+func ManagedRole(id string) (Role, bool) {
 	for _, r := range ManagedRoles {
 		if r.RoleID == id {
 			return r, true
 		}
 	}
 	return Role{}, false
-}
-
-type mongoCollection = mongo.Collection
-
-// Service holds the collections and collaborators of every handler.
-type Service struct {
-	cfg          Config
-	db           *mongo.Database
-	domains      *mongo.Collection
-	users        *mongo.Collection
-	apiKeys      *mongo.Collection
-	workspaces   *mongo.Collection
-	projects     *mongo.Collection
-	bindings     *mongo.Collection
-	trusted      *mongo.Collection
-	trustedSA    *mongo.Collection
-	jobs         *mongo.Collection
-	codes        codes
-	logins       loginThrottle // password attempts (throttle.go)
-	spentRefresh store.Slots   // refresh tokens token/refresh exchanged (sessions.go)
-	outbox       *events.Outbox
-	verifier     *auth.Verifier
-	root         atomic.Pointer[string] // the root domain's id, once read
-	bus          *events.Bus
-	log          *slog.Logger
 }

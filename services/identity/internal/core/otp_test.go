@@ -1,4 +1,4 @@
-package identityapi
+package core
 
 import (
 	"encoding/base32"
@@ -22,7 +22,7 @@ func TestTOTPVectors(t *testing.T) {
 }
 
 func TestOTPStepWindow(t *testing.T) {
-	secret, err := newOTPSecret()
+	secret, err := NewOTPSecret()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestOTPStepWindow(t *testing.T) {
 }
 
 func TestOTPURI(t *testing.T) {
-	u, err := url.Parse(otpURI("Nubes", "ann lee", "ABCDEF"))
+	u, err := url.Parse(OTPURI("Nubes", "ann lee", "ABCDEF"))
 	if err != nil {
 		t.Fatal(err)
 	}

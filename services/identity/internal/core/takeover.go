@@ -1,4 +1,4 @@
-package identityapi
+package core
 
 import (
 	"context"
@@ -23,7 +23,7 @@ var errKeyCredentials = errs.New(errs.PermissionDenied,
 // latest mailed link, unless exempt (a pending required action that asks
 // for this very change). An admin acting on another user of its domain
 // needs neither: that is the admin's power.
-func (s *Service) guardCredentials(ctx context.Context, p *auth.Principal, u *User, current string, exempt bool) error {
+func (s *Deps) GuardCredentials(ctx context.Context, p *auth.Principal, u *User, current string, exempt bool) error {
 	if p.TokenType == auth.APIKey {
 		return errKeyCredentials
 	}
@@ -31,57 +31,58 @@ func (s *Service) guardCredentials(ctx context.Context, p *auth.Principal, u *Us
 		return nil
 	}
 	if current == "" {
-		d, err := s.userDocFor(ctx, p, selfResource, p.UserID, false)
+		d, err := s.UserDocFor(ctx, p, SelfResource, p.UserID, false)
 		if err != nil {
 			return err
 		}
-		if d.isLink(p) {
+		if d.IsLink(p) {
 			return nil
 		}
 		return errs.Required("current_password")
 	}
 	// Checked as a login: wrong guesses here are throttled as there.
-	if _, err := s.login(ctx, u.DomainID, u.UserID, current); err != nil {
-		if errors.Is(err, errLogin) {
+	if _, err := s.Login(ctx, u.DomainID, u.UserID, current); err != nil {
+		if errors.Is(err, ErrLogin) {
 			return errs.New(errs.PasswordNotMatched, "The current password does not match.")
 		}
 		return err
 	}
-	return s.logins.succeeded(ctx, u.ID)
+	return s.Logins.Succeeded(ctx, u.ID)
 }
 
 // Notices of a change to the account's own address (before the change),
 // when it is verified. The text is fixed: a notice carries nothing a user
 // or a caller wrote.
-const (
-	noticeEmail    = "email"
-	noticePassword = "password"
-	noticeMFA      = "mfa"
-)
+
+const NoticeEmail = "email"
+
+const NoticePassword = "password"
+
+const NoticeMFA = "mfa"
 
 var notices = map[string][2]string{
-	noticeEmail:    {"The e-mail address of your Nubes account was changed", "The e-mail address of your Nubes account was changed to another one. If you did not change it, sign in, change your password and your address back, or ask your domain admin."},
-	noticePassword: {"The password of your Nubes account was changed", "The password of your Nubes account was changed, and every session signed in before was ended. If you did not change it, reset your password or ask your domain admin."},
-	noticeMFA:      {"The multi-factor authentication of your Nubes account was changed", "Multi-factor authentication of your Nubes account was turned on or off, and every session signed in before was ended. If you did not do it, sign in and change your password, or ask your domain admin."},
+	NoticeEmail:    {"The e-mail address of your Nubes account was changed", "The e-mail address of your Nubes account was changed to another one. If you did not change it, sign in, change your password and your address back, or ask your domain admin."},
+	NoticePassword: {"The password of your Nubes account was changed", "The password of your Nubes account was changed, and every session signed in before was ended. If you did not change it, reset your password or ask your domain admin."},
+	NoticeMFA:      {"The multi-factor authentication of your Nubes account was changed", "Multi-factor authentication of your Nubes account was turned on or off, and every session signed in before was ended. If you did not do it, sign in and change your password, or ask your domain admin."},
 }
 
 // notify tells old (the user before the change) of a change, at its
 // address if verified.
-func (s *Service) notify(ctx context.Context, old *User, what string) error {
+func (s *Deps) Notify(ctx context.Context, old *User, what string) error {
 	if old.Email == "" || !old.EmailVerified {
 		return nil
 	}
 	n := notices[what]
-	return s.mail(ctx, old, old.Email, events.MailGeneric, map[string]string{"subject": n[0], "body": n[1], "user_id": old.UserID})
+	return s.Mail(ctx, old, old.Email, events.MailGeneric, map[string]string{"subject": n[0], "body": n[1], "user_id": old.UserID})
 }
 
 // maxNameRunes bounds a user's name.
 const maxNameRunes = 128
 
-// checkName keeps a user's name to printable text of a bounded length:
+// CheckName keeps a user's name to printable text of a bounded length:
 // no control or format characters (line breaks, bidirectional overrides),
 // which would let a name pass for something else where it is shown.
-func checkName(name string) error {
+func CheckName(name string) error {
 	if len([]rune(name)) > maxNameRunes {
 		return errs.Invalid("name", "at most 128 characters")
 	}
@@ -96,9 +97,9 @@ func checkName(name string) error {
 	return nil
 }
 
-// mailName is the user's name for a mail to addr, or "": user-written text
+// MailName is the user's name for a mail to addr, or "": user-written text
 // goes only to an address the user verified.
-func mailName(u *User, addr string) string {
+func MailName(u *User, addr string) string {
 	if addr != "" && ((addr == u.Email && u.EmailVerified) || (u.MFA.State == Enabled && addr == u.MFA.Options["email"])) {
 		return u.Name
 	}

@@ -1,7 +1,8 @@
-package identityapi
+package core
 
 import (
 	"context"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
@@ -24,18 +25,18 @@ import (
 // and only while they keep at it: the windows slide, nothing is locked
 // for good. The account is named by the request, known or not, so a
 // blocked unknown user answers as a blocked known one.
-type loginThrottle struct {
+type LoginThrottle struct {
 	pair, pairLong, account store.Slots
 }
 
-const (
-	backoffFactor = 3  // pairLong holds this many times the limit...
-	backoffWindow = 16 // ...over this many times LoginBlock
-	accountFactor = 10 // the account-wide bound, in times the limit
-)
+const backoffFactor = 3 // pairLong holds this many times the limit...
 
-func newLoginThrottle(counters *mongoCollection, cfg Config) loginThrottle {
-	return loginThrottle{
+const backoffWindow = 16 // ...over this many times LoginBlock
+
+const accountFactor = 10 // the account-wide bound, in times the limit
+
+func newLoginThrottle(counters *mongo.Collection, cfg Config) LoginThrottle {
+	return LoginThrottle{
 		pair:     store.Slots{C: counters, Max: cfg.MaxLoginFailures, TTL: cfg.LoginBlock},
 		pairLong: store.Slots{C: counters, Max: backoffFactor * cfg.MaxLoginFailures, TTL: backoffWindow * cfg.LoginBlock},
 		account:  store.Slots{C: counters, Max: accountFactor * cfg.MaxLoginFailures, TTL: cfg.LoginBlock},
@@ -50,7 +51,7 @@ func loginKeys(ctx context.Context, userKey string) (pair, account string) {
 
 // claim takes a slot of each counter for one attempt at userKey's
 // password, or answers errLoginBlocked.
-func (t loginThrottle) claim(ctx context.Context, userKey string) error {
+func (t LoginThrottle) Claim(ctx context.Context, userKey string) error {
 	pair, account := loginKeys(ctx, userKey)
 	for _, c := range []struct {
 		s   store.Slots
@@ -70,7 +71,7 @@ func (t loginThrottle) claim(ctx context.Context, userKey string) error {
 // succeeded frees the caller's own slots: it knew the password (and the
 // second factor). The account-wide count stays, so an owner logging in
 // does not give strangers elsewhere their guesses back.
-func (t loginThrottle) succeeded(ctx context.Context, userKey string) error {
+func (t LoginThrottle) Succeeded(ctx context.Context, userKey string) error {
 	pair, _ := loginKeys(ctx, userKey)
 	if err := t.pair.Reset(ctx, pair); err != nil {
 		return err
@@ -81,10 +82,38 @@ func (t loginThrottle) succeeded(ctx context.Context, userKey string) error {
 // lift is a new password: whatever was guessed at is moot, so the
 // account-wide block and the caller's own ones end (other sources' pair
 // counts end with their window).
-func (t loginThrottle) lift(ctx context.Context, userKey string) error {
+func (t LoginThrottle) Lift(ctx context.Context, userKey string) error {
 	_, account := loginKeys(ctx, userKey)
 	if err := t.account.Reset(ctx, account); err != nil {
 		return err
 	}
-	return t.succeeded(ctx, userKey)
+	return t.Succeeded(ctx, userKey)
+}
+
+var ErrLogin = errs.New(errs.AuthenticationFailure, "Authenticate failure. (message = user_id or password is wrong)")
+
+// login checks a password under the login throttle (throttle.go): the
+// attempt is claimed first, for the user the request names, known or
+// not, so a blocked unknown user answers as a blocked known one and no
+// burst compares more passwords than the throttle has slots. The claim
+// is given back only by a complete login (logins.succeeded).
+func (s *Deps) Login(ctx context.Context, domainID, userID, password string) (*User, error) {
+	if err := s.Logins.Claim(ctx, UserKey(domainID, userID)); err != nil {
+		return nil, err
+	}
+	u, err := store.Get[User](ctx, s.Users, "user_id", UserKey(domainID, userID))
+	if err != nil {
+		if IsNotFound(err) {
+			PasswordMatches("", password)
+			return nil, ErrLogin
+		}
+		return nil, err
+	}
+	if u.AuthType != "LOCAL" || !PasswordMatches(u.PasswordHash, password) {
+		return nil, ErrLogin
+	}
+	if u.State == Disabled {
+		return nil, errs.New(errs.UserStateDisabled, "User is disabled.")
+	}
+	return u, nil
 }

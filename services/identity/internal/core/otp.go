@@ -1,4 +1,4 @@
-package identityapi
+package core
 
 import (
 	"cmp"
@@ -21,16 +21,17 @@ import (
 // steps, six digits. The secret is stored sealed (Cipher) in fields of the
 // user that no Info, query or stat reaches; enable-mfa answers it once, as
 // options.otp_qrcode_uri, like upstream.
-const (
-	otpStep   = 30 * time.Second
-	otpDigits = 6
-	otpSkew   = 1 // steps accepted on either side of now, for clock drift
-)
+
+const otpStep = 30 * time.Second
+
+const otpDigits = 6
+
+const otpSkew = 1 // steps accepted on either side of now, for clock drift
 
 var otpEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
 
-// newOTPSecret returns 160 random bits, base32 as apps take them.
-func newOTPSecret() (string, error) {
+// NewOTPSecret returns 160 random bits, base32 as apps take them.
+func NewOTPSecret() (string, error) {
 	b := make([]byte, 20)
 	if _, err := rand.Read(b); err != nil {
 		return "", err
@@ -69,8 +70,8 @@ func otpStepOf(secret, code string, now time.Time) (int64, bool) {
 	return step, found == 1
 }
 
-// otpURI is the otpauth:// URI an app reads from a QR code.
-func otpURI(issuer, account, secret string) string {
+// OTPURI is the otpauth:// URI an app reads from a QR code.
+func OTPURI(issuer, account, secret string) string {
 	label := url.PathEscape(issuer + ":" + account)
 	q := url.Values{"secret": {secret}, "issuer": {issuer}, "algorithm": {"SHA1"},
 		"digits": {strconv.Itoa(otpDigits)}, "period": {strconv.Itoa(int(otpStep / time.Second))}}
@@ -78,19 +79,19 @@ func otpURI(issuer, account, secret string) string {
 }
 
 // sealOTP and openOTP keep a secret bound to its user.
-func (s *Service) sealOTP(u *User, secret string) (Sealed, error) {
-	return s.cfg.Cipher.SealJSON(secret, []byte(otpAAD(u.ID)))
+func (s *Deps) SealOTP(u *User, secret string) (Sealed, error) {
+	return s.Cfg.Cipher.SealJSON(secret, []byte(OTPAAD(u.ID)))
 }
 
-// otpAAD binds a sealed OTP secret to its user (the user's _id).
-func otpAAD(userKey string) string { return "otp:" + userKey }
+// OTPAAD binds a sealed OTP secret to its user (the user's _id).
+func OTPAAD(userKey string) string { return "otp:" + userKey }
 
-func (s *Service) openOTP(u *User, sealed *Sealed) (string, error) {
+func (s *Deps) openOTP(u *User, sealed *Sealed) (string, error) {
 	if sealed == nil {
-		return "", errBadCode
+		return "", ErrBadCode
 	}
 	var secret string
-	if err := s.cfg.Cipher.OpenJSON(*sealed, []byte(otpAAD(u.ID)), &secret); err != nil {
+	if err := s.Cfg.Cipher.OpenJSON(*sealed, []byte(OTPAAD(u.ID)), &secret); err != nil {
 		return "", err
 	}
 	return secret, nil
@@ -98,18 +99,18 @@ func (s *Service) openOTP(u *User, sealed *Sealed) (string, error) {
 
 // checkOTP accepts code for the sealed secret once: the first request to
 // claim a step wins, so a code seen over a shoulder cannot be replayed.
-func (s *Service) checkOTP(ctx context.Context, u *User, sealed *Sealed, code string) error {
+func (s *Deps) CheckOTP(ctx context.Context, u *User, sealed *Sealed, code string) error {
 	secret, err := s.openOTP(u, sealed)
 	if err != nil {
-		return errBadCode
+		return ErrBadCode
 	}
 	step, ok := otpStepOf(secret, code, time.Now())
 	if !ok {
-		return errBadCode
+		return ErrBadCode
 	}
-	used := store.Slots{C: s.db.Collection(CountersCollection), Max: 1, TTL: (2*otpSkew + 2) * otpStep}
+	used := store.Slots{C: s.DB.Collection(CountersCollection), Max: 1, TTL: (2*otpSkew + 2) * otpStep}
 	if ok, err := used.Take(ctx, "otp-step:"+u.ID+":"+strconv.FormatInt(step, 10)); err != nil || !ok {
-		return cmp.Or(err, errBadCode)
+		return cmp.Or(err, ErrBadCode)
 	}
 	return nil
 }

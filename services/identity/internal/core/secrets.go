@@ -1,4 +1,4 @@
-package identityapi
+package core
 
 import (
 	"cmp"
@@ -82,20 +82,20 @@ func RandomPassword() string {
 // codes are the short-lived verification codes (MFA, e-mail). A code is
 // six digits, stored only as a hash, single use, expires, and allows
 // maxCodeAttempts wrong tries before it is void.
-type codes struct {
-	c        *mongo.Collection
-	attempts store.Slots // wrong tries per code, exact under concurrency
+type Codes struct {
+	C        *mongo.Collection
+	Attempts store.Slots // wrong tries per code, exact under concurrency
 	issued   store.Slots // codes per user in the last codeWindow
 }
 
-const (
-	maxCodeAttempts = 5
-	// Each code is an e-mail, often to an address the caller just named:
-	// a user gets at most maxCodesIssued in codeWindow, so no account can
-	// be used to flood a mailbox.
-	maxCodesIssued = 10
-	codeWindow     = time.Hour
-)
+const maxCodeAttempts = 5
+
+// Each code is an e-mail, often to an address the caller just named:
+// a user gets at most maxCodesIssued in codeWindow, so no account can
+// be used to flood a mailbox.
+const maxCodesIssued = 10
+
+const codeWindow = time.Hour
 
 var errTooManyCodes error = errs.New(errs.TooManyRequests, "Too many verification codes were sent to this user; try again later.")
 
@@ -106,7 +106,7 @@ type codeDoc struct {
 	Data      map[string]string `bson:"data"`
 }
 
-func codeID(purpose, domainID, userID string) string {
+func CodeID(purpose, domainID, userID string) string {
 	return purpose + ":" + domainID + "/" + userID
 }
 
@@ -117,7 +117,7 @@ func codeHash(id, code string) string {
 
 // issue replaces any earlier code of the same purpose for the user. It
 // answers errTooManyCodes, storing nothing, past maxCodesIssued.
-func (c codes) issue(ctx context.Context, purpose, domainID, userID string, ttl time.Duration, data map[string]string) (string, error) {
+func (c Codes) Issue(ctx context.Context, purpose, domainID, userID string, ttl time.Duration, data map[string]string) (string, error) {
 	if ok, err := c.issued.Take(ctx, "issued:"+domainID+"/"+userID); err != nil || !ok {
 		return "", cmp.Or(err, errTooManyCodes)
 	}
@@ -126,52 +126,52 @@ func (c codes) issue(ctx context.Context, purpose, domainID, userID string, ttl 
 		return "", err
 	}
 	code := strconv.FormatInt(n.Int64()+100000, 10) // first digit 1-9, as upstream
-	id := codeID(purpose, domainID, userID)
+	id := CodeID(purpose, domainID, userID)
 	doc := codeDoc{ID: id, Hash: codeHash(id, code), ExpiresAt: wire.T(time.Now().Add(ttl)), Data: data}
-	if err := c.attempts.Reset(ctx, id); err != nil {
+	if err := c.Attempts.Reset(ctx, id); err != nil {
 		return "", err
 	}
-	_, err = c.c.ReplaceOne(ctx, bson.D{{Key: "_id", Value: id}}, doc, options.Replace().SetUpsert(true))
+	_, err = c.C.ReplaceOne(ctx, bson.D{{Key: "_id", Value: id}}, doc, options.Replace().SetUpsert(true))
 	return code, store.Wrap(err)
 }
 
-var errBadCode error = errs.New(errs.InvalidVerifyCode, "The verification code is invalid or expired.")
+var ErrBadCode error = errs.New(errs.InvalidVerifyCode, "The verification code is invalid or expired.")
 
-// errTooManyTries answers a try that finds the code's tries used up: it
+// ErrTooManyTries answers a try that finds the code's tries used up: it
 // was not compared, and the code is void until a new one is asked for.
-var errTooManyTries error = errs.New(errs.TooManyRequests, "Too many tries at this verification code; ask for a new one.")
+var ErrTooManyTries error = errs.New(errs.TooManyRequests, "Too many tries at this verification code; ask for a new one.")
 
 // verify consumes the code: the right code works once, a wrong one counts
 // an attempt, and too many attempts or an expired code void it.
-func (c codes) verify(ctx context.Context, purpose, domainID, userID, code string) (map[string]string, error) {
-	id := codeID(purpose, domainID, userID)
+func (c Codes) Verify(ctx context.Context, purpose, domainID, userID, code string) (map[string]string, error) {
+	id := CodeID(purpose, domainID, userID)
 	var doc codeDoc
-	if err := c.c.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&doc); err != nil {
+	if err := c.C.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&doc); err != nil {
 		if errors.Is(err, mongo.ErrNoDocuments) {
-			return nil, errBadCode
+			return nil, ErrBadCode
 		}
 		return nil, store.Wrap(err)
 	}
 	if time.Now().After(doc.ExpiresAt.Time) {
-		_, _ = c.c.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}})
-		return nil, errBadCode
+		_, _ = c.C.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}})
+		return nil, ErrBadCode
 	}
 	// Each try claims a slot before the comparison; with none left the
 	// code is void, so however many tries run in parallel, at most
 	// maxCodeAttempts are compared.
-	if ok, err := c.attempts.Take(ctx, id); err != nil || !ok {
-		return nil, cmp.Or(err, errTooManyTries)
+	if ok, err := c.Attempts.Take(ctx, id); err != nil || !ok {
+		return nil, cmp.Or(err, ErrTooManyTries)
 	}
 	if subtle.ConstantTimeCompare([]byte(codeHash(id, strings.TrimSpace(code))), []byte(doc.Hash)) != 1 {
-		return nil, errBadCode
+		return nil, ErrBadCode
 	}
 	// Single use even under a race: only the request that deletes it wins.
-	res, err := c.c.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}})
+	res, err := c.C.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}})
 	if err != nil {
 		return nil, store.Wrap(err)
 	}
 	if res.DeletedCount != 1 {
-		return nil, errBadCode
+		return nil, ErrBadCode
 	}
 	return doc.Data, nil
 }
@@ -198,10 +198,10 @@ func RandomCipherSpec() string { return seal.RandomSpec("1") }
 // associated data each was sealed with: what a key rotation re-seals.
 func ResealTargets(db *mongo.Database) []seal.Target {
 	str := func(doc bson.Raw, key string) string { v, _ := doc.Lookup(key).StringValueOK(); return v }
-	otp := func(doc bson.Raw) ([]byte, error) { return []byte(otpAAD(str(doc, "_id"))), nil }
+	otp := func(doc bson.Raw) ([]byte, error) { return []byte(OTPAAD(str(doc, "_id"))), nil }
 	return []seal.Target{
 		{Coll: db.Collection(TrustedSecretsCollection), Field: seal.Field{Path: "sealed", AD: func(doc bson.Raw) ([]byte, error) {
-			return []byte(trustedSecretAAD(str(doc, "_id"), str(doc, "trusted_account_id"), str(doc, "domain_id"))), nil
+			return []byte(TrustedSecretAAD(str(doc, "_id"), str(doc, "trusted_account_id"), str(doc, "domain_id"))), nil
 		}}},
 		{Coll: db.Collection(UsersCollection), Field: seal.Field{Path: "otp_secret", AD: otp}},
 		{Coll: db.Collection(UsersCollection), Field: seal.Field{Path: "otp_pending", AD: otp}},

@@ -1,0 +1,214 @@
+package core
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/freeform"
+	"github.com/nubes-io/nubes/pkg/lease"
+	"github.com/nubes-io/nubes/pkg/query"
+	"github.com/nubes-io/nubes/pkg/stat"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/tenancy"
+	"github.com/nubes-io/nubes/pkg/wire"
+)
+
+var SystemOnly = auth.Roles(auth.SystemAdmin)
+
+var DomainAdmin = auth.Roles(auth.SystemAdmin, auth.DomainAdmin)
+
+var Readers = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner, auth.WorkspaceMember)
+
+type StatRequest struct {
+	Query *stat.Query `json:"query" v:"required"`
+}
+
+// ensureAdmin creates a LOCAL user bound to the domain admin role. Both
+// records have deterministic ids, so running it twice (or on two replicas
+// at once) makes one user and one binding.
+func (s *Deps) EnsureAdmin(ctx context.Context, domainID, userID, password, email, name string) (bool, error) {
+	hash, err := HashPassword(password)
+	if err != nil {
+		return false, err
+	}
+	now := wire.T(wire.Now())
+	u := &User{
+		ID: UserKey(domainID, userID), UserID: userID, DomainID: domainID, Name: name, State: Enabled, Email: email,
+		AuthType: "LOCAL", UserType: "USER", RoleType: string(auth.DomainAdmin), RoleID: "managed-domain-admin",
+		MFA: MFA{State: Disabled, Options: map[string]any{}}, Language: "en", Timezone: "UTC", RequiredActions: []string{},
+		Tags: map[string]any{}, PasswordHash: hash, CreatedAt: now,
+	}
+	created := true
+	if _, err := s.Users.InsertOne(ctx, u); err != nil {
+		if !mongo.IsDuplicateKeyError(err) {
+			return false, store.Wrap(err)
+		}
+		created = false
+	}
+	b := NewBinding(domainID, userID, "managed-domain-admin", string(auth.DomainAdmin), "DOMAIN", "")
+	if _, err := s.Bindings.InsertOne(ctx, b); err != nil && !mongo.IsDuplicateKeyError(err) {
+		return false, store.Wrap(err)
+	}
+	return created, nil
+}
+
+// BindingID is deterministic: one binding per user and workspace (""
+// for the domain), enforced by _id.
+func BindingID(domainID, userID, workspaceID string) string {
+	sum := sha256.Sum256([]byte(domainID + "/" + userID + "/" + workspaceID))
+	return "rb-" + hex.EncodeToString(sum[:6])
+}
+
+func NewBinding(domainID, userID, roleID, roleType, group, workspaceID string) *RoleBinding {
+	id := BindingID(domainID, userID, workspaceID)
+	return &RoleBinding{ID: id, RoleBindingID: id, UserID: userID, RoleID: roleID, RoleType: roleType,
+		ResourceGroup: group, WorkspaceID: workspaceID, DomainID: domainID, CreatedAt: wire.T(wire.Now())}
+}
+
+// binding is the user's binding in a workspace ("" for the domain), or nil.
+func (s *Deps) Binding(ctx context.Context, domainID, userID, workspaceID string) (*RoleBinding, error) {
+	b, err := store.Get[RoleBinding](ctx, s.Bindings, "role_binding_id", BindingID(domainID, userID, workspaceID))
+	if IsNotFound(err) {
+		return nil, nil
+	}
+	return b, err
+}
+
+// A workspace's own id is its workspace field: a workspace role
+// reaches the workspace of its token (its bindings tell it which it may
+// enter), a domain admin every workspace of the domain.
+var WorkspaceResource = query.Resource{KeywordFields: []string{"workspace_id", "name"}, DefaultSort: []query.SortKey{{Key: "name"}}, Fields: query.FieldsOf[Workspace](), Maps: freeform.FieldsOf[Workspace](),
+	Tenancy: tenancy.InWorkspace}
+
+// WorkspaceInDomain is a workspace as a record of its domain alone, for
+// token/grant: the caller has no role there yet, its binding decides.
+var WorkspaceInDomain = query.Resource{Tenancy: tenancy.InDomain}
+
+var WorkspaceWriters = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner)
+
+// memberProjects are the projects a workspace member reaches: the public
+// ones of the workspace and those listing the user.
+func (s *Deps) MemberProjects(ctx context.Context, domainID, workspaceID, userID string) ([]string, error) {
+	cur, err := s.Projects.Find(ctx, bson.D{{Key: "domain_id", Value: domainID}, {Key: "workspace_id", Value: workspaceID},
+		{Key: "$or", Value: bson.A{bson.D{{Key: "project_type", Value: "PUBLIC"}}, bson.D{{Key: "users", Value: userID}}}}})
+	if err != nil {
+		return nil, store.Wrap(err)
+	}
+	var rows []Project
+	if err := cur.All(ctx, &rows); err != nil {
+		return nil, store.Wrap(err)
+	}
+	out := []string{}
+	for _, r := range rows {
+		out = append(out, r.ProjectID)
+	}
+	return out, nil
+}
+
+// keepAnAdmin runs take, which takes userID's domain-admin rights away
+// (unbind, disable, delete), unless userID is the last enabled domain
+// admin of domainID. Check and change hold the domain's admin lock, so two
+// admins removing each other at once cannot leave the domain without one.
+func (s *Deps) KeepAnAdmin(ctx context.Context, domainID, userID string, take func() error) error {
+	return lease.Run(ctx, s.DB.Collection(CountersCollection), "admins:"+domainID, 30*time.Second, 10*time.Second, func(ctx context.Context) error {
+		n, err := s.Users.CountDocuments(ctx, bson.D{{Key: "domain_id", Value: domainID}, {Key: "role_type", Value: string(auth.DomainAdmin)},
+			{Key: "state", Value: bson.D{{Key: "$ne", Value: Disabled}}}, {Key: "user_id", Value: bson.D{{Key: "$ne", Value: userID}}}})
+		if err != nil {
+			return store.Wrap(err)
+		}
+		if n == 0 {
+			return errs.New(errs.LastAdmin, "The last domain admin cannot be disabled or deleted.")
+		}
+		return take()
+	})
+}
+
+func MustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// StatFor runs a StatisticsQuery over what p reaches of resource r.
+func StatFor(ctx context.Context, c *mongo.Collection, p *auth.Principal, r query.Resource, q *stat.Query) (*map[string]any, error) {
+	res, err := stat.RunFor(ctx, c, p, r, q)
+	return &res, err
+}
+
+// domainOfRequest is the domain a request that names domain_id acts on:
+// the caller's own, or any existing domain for a service (a SYSTEM token;
+// a person's SYSTEM_ADMIN grant acts in its own domain only). Another
+// domain is 404, as if it did not exist.
+func (s *Deps) DomainOfRequest(ctx context.Context, p *auth.Principal, domainID string) (string, error) {
+	if domainID == p.DomainID {
+		return domainID, nil
+	}
+	if !p.IsService() {
+		return "", errs.NotFound("domain_id", domainID)
+	}
+	if _, err := store.Get[Domain](ctx, s.Domains, "domain_id", domainID); err != nil {
+		return "", err
+	}
+	return domainID, nil
+}
+
+// callerIn is p acting in the domain its request names (domainOfRequest:
+// its own, or any existing one for a service of the suite); "" is p's own.
+// The kit's tenancy then holds p to that domain.
+func (s *Deps) CallerIn(ctx context.Context, p *auth.Principal, domainID string) (*auth.Principal, error) {
+	if domainID == "" || domainID == p.DomainID {
+		return p, nil
+	}
+	d, err := s.DomainOfRequest(ctx, p, domainID)
+	if err != nil {
+		return nil, err
+	}
+	in := *p
+	in.DomainID = d
+	return &in, nil
+}
+
+// placement resolves group (DOMAIN or WORKSPACE) and a requested
+// workspace to the workspace_id of a record p creates: "*" for DOMAIN,
+// which only a domain-wide caller places (403); for WORKSPACE the
+// caller's own workspace, or for a domain-wide caller a workspace of the
+// domain named in the request.
+func (s *Deps) Placement(ctx context.Context, p *auth.Principal, group, workspaceID string) (string, error) {
+	rule, err := tenancy.For(p, tenancy.InWorkspace)
+	if err != nil {
+		return "", err
+	}
+	stamp := rule.Stamp()
+	switch {
+	case group == "DOMAIN":
+		if err := rule.Admits(tenancy.Record{Domain: stamp.Domain, Workspace: AllWorkspaces}); err != nil {
+			return "", err
+		}
+		if workspaceID != "" && workspaceID != AllWorkspaces {
+			return "", errs.Invalid("workspace_id", "a DOMAIN record belongs to no workspace")
+		}
+		return AllWorkspaces, nil
+	case stamp.Workspace != "":
+		if workspaceID != "" && workspaceID != stamp.Workspace {
+			return "", errs.NotFound("workspace_id", workspaceID)
+		}
+		return stamp.Workspace, nil
+	case workspaceID == "" || workspaceID == AllWorkspaces:
+		return "", errs.Required("workspace_id")
+	}
+	w, err := store.GetFor[Workspace](ctx, s.Workspaces, WorkspaceResource, p, "workspace_id", workspaceID)
+	if err != nil {
+		return "", err
+	}
+	return w.WorkspaceID, nil
+}
