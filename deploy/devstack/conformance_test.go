@@ -464,6 +464,8 @@ var servicesSkippedByDesign = []struct{ step, request, why string }{
 		"clients.md: not called by the console"},
 	{"console 3 ALERT_MANAGER V2", "/alert-manager/...",
 		"another service (alert-manager), not among Nubes' nine; the console uses monitoring with ALERT_MANAGER V1"},
+	{"console 3 webhook/create project_id ''", "/monitoring/webhook/create",
+		"a webhook belongs to a project (upstream requires project_id too): the console sends '' only before its route has a project; 400 ERROR_REQUIRED_PARAMETER, nothing stored"},
 	{"console 4 data-source-account/*", "/cost-analysis/data-source-account/list|update|reset|analyze",
 		"upstream 2.x's data source accounts are not served; the data source page's account tab answers 404 ERROR_UNSUPPORTED_API"},
 	{"console 4 data-source/list data_source_account_count, connected_workspace_count", "/cost-analysis/data-source/list",
@@ -571,7 +573,7 @@ func TestConsoleServices(t *testing.T) {
 		}
 		pluginReads := []string{"results[].plugin_id:string", "results[].name:string", "results[].provider:string?", "results[].repository_info.repository_id:string",
 			"results[].repository_info.name:string", "results[].repository_info.repository_type:string", "results[].tags:object",
-			"results[].capability:object", "total_count:number"}
+			"results[].capability:object", "results[].capability.supported_providers:array", "total_count:number"}
 		c.ok("console 5 plugin/list (a)", "/repository/plugin/list", admin,
 			`{"resource_type": "inventory.Collector", "repository_id": "", "provider": null, "query": {"page": {"start": 1, "limit": 24}, "sort": [{"key": "name", "desc": false}], "keyword": "conf"}}`,
 			pluginReads...)
@@ -622,13 +624,37 @@ func TestConsoleServices(t *testing.T) {
 		c.ok("console 2 collector/list (b)", "/inventory/collector/list", admin, `{"query": {"count_only": true}}`, "total_count:number")
 		c.ok("console 2 collector/list (c)", "/inventory/collector/list", ws, `{"query": {"only": ["collector_id", "name", "tags"]}}`,
 			"results[].collector_id:string", "results[].name:string", "results[].tags:object")
+		// An account of the collector's provider: a collect then has a task.
+		trustedSecret := c.ok("trusted account", "/identity/trusted-account/create", admin, `{"name": "AWS for collectors", "data": {"account_id": "123456789012"},
+			"provider": "aws", "secret_schema_id": "aws-access-key", "secret_data": {"aws_access_key_id": "AKIAINVENTORY", "aws_secret_access_key": "inventory-secret"},
+			"resource_group": "DOMAIN", "tags": {}}`, "trusted_secret_id:string")["trusted_secret_id"].(string)
 		c.ok("console 2 collector/collect", "/inventory/collector/collect", admin, `{`+id+`}`)
+		c.ok("console 2 collector/collect secret_id", "/inventory/collector/collect", admin, `{`+id+`, "secret_id": `+q(trustedSecret)+`}`)
+		// The workspace's own collector, excluding accounts.
+		wsCollector := c.ok("console 2 collector/create WORKSPACE", "/inventory/collector/create", ws, `{"name": "Workspace collector", "provider": "aws",
+			"plugin_info": {"plugin_id": `+q(ids["collector"])+`, "version": "1.1.0", "options": {}, "upgrade_mode": "MANUAL"},
+			"secret_filter": {"state": "ENABLED", "exclude_service_accounts": ["ta-000000000000"]}, "schedule": {"state": "DISABLED", "hours": []},
+			"tags": {"icon": "https://example.com/i.svg"}, "resource_group": "WORKSPACE"}`, "collector_id:string", "name:string", "tags.icon:string")
+		got = c.ok("console 2 collector/get WORKSPACE", "/inventory/collector/get", ws, `{"collector_id": `+q(wsCollector["collector_id"].(string))+`}`, model...)
+		if got["resource_group"] != "WORKSPACE" || got["workspace_id"] != workspaceID {
+			t.Errorf("console 2 collector/create WORKSPACE: %v", got)
+		}
+		// A type for the reference store and the rule form's pickers.
+		c.ok("cloud service type", "/inventory/v1/cloud-service-type/create", ws, `{"name": "Instance", "provider": "aws", "group": "EC2",
+			"tags": {"spaceone:icon": "https://example.com/ec2.svg"}}`, "cloud_service_type_id:string")
+		typeReads := []string{"results[].cloud_service_type_id:string", "results[].name:string", "results[].group:string", "results[].provider:string",
+			"results[].tags:object", "results[].cloud_service_type_key:string", "total_count:number"}
 		c.ok("console 2 cloud-service-type/list", "/inventory/cloud-service-type/list", ws, `{"query": {"only": ["cloud_service_type_id", "name", "group", "provider", "tags", "cloud_service_type_key"]}}`,
-			"results:array", "total_count:number")
-		c.ok("console 2 cloud-service-type/list filters", "/inventory/cloud-service-type/list", ws, `{"query": {"filter": [{"k": "provider", "v": "aws", "o": "eq"}, {"k": "group", "v": "EC2", "o": "eq"}]}}`,
-			"results:array", "total_count:number")
-		c.ok("console 2 cloud-service-type/stat", "/inventory/cloud-service-type/stat", ws, `{"query": {"distinct": "group", "keyword": "", "filter": [{"k": "group", "v": "E", "o": "contain"}, {"k": "provider", "v": "aws", "o": "eq"}]}}`,
-			"results:array")
+			typeReads...)
+		types := c.ok("console 2 cloud-service-type/list filters", "/inventory/cloud-service-type/list", ws, `{"query": {"filter": [{"k": "provider", "v": "aws", "o": "eq"}, {"k": "group", "v": "EC2", "o": "eq"}]}}`,
+			typeReads...)
+		if tags := types["results"].([]any)[0].(map[string]any)["tags"].(map[string]any); tags["spaceone:icon"] == nil {
+			t.Errorf("console 2 cloud-service-type/list: tags %v without spaceone:icon", tags)
+		}
+		for _, distinct := range []string{"group", "name"} {
+			c.ok("console 2 cloud-service-type/stat "+distinct, "/inventory/cloud-service-type/stat", ws, `{"query": {"distinct": `+q(distinct)+`, "keyword": "",
+				"filter": [{"k": "group", "v": "E", "o": "contain"}, {"k": "provider", "v": "aws", "o": "eq"}]}}`, "results[]:string")
+		}
 
 		jobReads := []string{"results[].job_id:string", "results[].status:string", "results[].total_tasks:number", "results[].remained_tasks:number",
 			"results[].success_tasks:number", "results[].failure_tasks:number", "results[].collector_id:string", "results[].plugin_id:string",
@@ -651,7 +677,12 @@ func TestConsoleServices(t *testing.T) {
 			"group_by": ["collector_id"], "fields": {"job_status": {"operator": "push", "fields": {"status": "status", "job_id": "job_id", "total_tasks": "total_tasks", "remained_tasks": "remained_tasks", "finished_at": "finished_at"}}}}}`,
 			"results[].collector_id:string", "results[].job_status:array+", "results[].job_status[].job_id:string", "results[].job_status[].status:string")
 		c.ok("console 2 job-task/list", "/inventory/job-task/list", admin, `{"job_id": `+q(jobID)+`, "query": {"sort": [{"key": "created_at", "desc": true}], "page": {"start": 1, "limit": 15}}}`,
-			"results:array", "total_count:number")
+			"results[].job_task_id:string", "results[].status:string", "results[].service_account_id:string", "results[].project_id:string?",
+			"results[].workspace_id:string", "results[].errors:array", "results[].created_count:number", "results[].updated_count:number",
+			"results[].failure_count:number", "results[].disconnected_count:number", "results[].deleted_count:number",
+			"results[].started_at:string|null", "results[].finished_at:string|null", "total_count:number")
+		c.ok("console 2 job-task/list filter", "/inventory/job-task/list", admin, `{"job_id": `+q(jobID)+`, "query": {"filter": [{"k": "status", "v": ["PENDING", "IN_PROGRESS", "SUCCESS", "FAILURE", "CANCELED"], "o": "in"}]}}`,
+			"results[].job_task_id:string", "total_count:number")
 		c.ok("console 2 collector/delete", "/inventory/collector/delete", admin, `{`+id+`}`)
 	})
 
@@ -685,6 +716,12 @@ func TestConsoleServices(t *testing.T) {
 
 		wh := c.ok("console 3 webhook/create", "/monitoring/webhook/create", ws, `{"name": "Console webhook", "plugin_info": {"plugin_id": `+q(ids["webhook"])+`, "options": {}}, "project_id": `+q(projectID)+`}`,
 			"webhook_id:string", "name:string", "state:string", "webhook_url:string", "plugin_info.plugin_id:string", "plugin_info.version:string?", "project_id:string")
+		// project_id '' (skipped by design): refused with the console's error shape, nothing stored.
+		status, v := c.call("console 3 webhook/create project_id ''", http.MethodPost, "/monitoring/webhook/create", ws,
+			`{"name": "No project", "plugin_info": {"plugin_id": `+q(ids["webhook"])+`, "options": {}}, "project_id": ""}`)
+		if err := expect(v, "detail.code", "string"); status != http.StatusBadRequest || err != nil {
+			t.Errorf("console 3 webhook/create project_id '': %d %v", status, v)
+		}
 		whID := `"webhook_id": ` + q(wh["webhook_id"].(string))
 		c.ok("console 3 webhook/update", "/monitoring/webhook/update", ws, `{`+whID+`, "name": "Renamed webhook"}`)
 		c.ok("console 3 webhook/disable", "/monitoring/webhook/disable", ws, `{`+whID+`}`)
@@ -758,7 +795,14 @@ func TestConsoleServices(t *testing.T) {
 		c.ok("console 10 post/create DOMAIN", "/board/post/create", admin, `{"board_type": "NOTICE", "title": "Pinned notice", "contents": "<p>hi</p>", "files": [],
 			"options": {"is_pinned": true, "is_popup": true}, "writer": "Admin", "resource_group": "DOMAIN", "workspaces": ["*"]}`, postReads...)
 		post := c.ok("console 10 post/create WORKSPACE", "/board/post/create", admin, `{"board_type": "NOTICE", "title": "For one workspace", "contents": "c", "files": [],
-			"options": {"is_pinned": false, "is_popup": false}, "writer": "Admin", "resource_group": "DOMAIN", "workspaces": [`+q(workspaceID)+`]}`, postReads...)
+			"options": {"is_pinned": false, "is_popup": false}, "writer": "Admin", "resource_group": "WORKSPACE", "workspaces": [`+q(workspaceID)+`]}`, postReads...)
+		// A notice for another workspace: the workspace's callers never see it.
+		other := c.ok("console 10 post/create other workspace", "/board/post/create", admin, `{"board_type": "NOTICE", "title": "Elsewhere", "contents": "c", "files": [],
+			"options": {"is_pinned": true, "is_popup": true}, "writer": "Admin", "resource_group": "WORKSPACE", "workspaces": ["workspace-elsewhere"]}`, postReads...)
+		status, v := c.call("console 10 post/get other workspace", http.MethodPost, "/board/post/get", ws, `{"post_id": `+q(other["post_id"].(string))+`}`)
+		if status != http.StatusNotFound {
+			t.Errorf("console 10: the workspace reads another workspace's notice: %d %v", status, v)
+		}
 		pid := `"post_id": ` + q(post["post_id"].(string))
 		c.ok("console 10 post/update", "/board/post/update", admin, `{`+pid+`, "title": "Changed", "options": {"is_pinned": true}, "workspaces": []}`, postReads...)
 		list := []string{"results[].post_id:string", "results[].title:string", "results[].contents:string", "results[].writer:string?",
@@ -770,12 +814,15 @@ func TestConsoleServices(t *testing.T) {
 		if first := l["results"].([]any)[0].(map[string]any); first["title"] != "Changed" {
 			t.Errorf("console 10 post/list sort: first %v, want the newest pinned", first["title"])
 		}
-		c.ok("console 10 post/list popup", "/board/post/list", ws, `{"board_type": "NOTICE", "query": {"filter": [{"k": "options.is_popup", "v": true, "o": "eq"}]}}`, list...)
+		popups := c.ok("console 10 post/list popup", "/board/post/list", ws, `{"board_type": "NOTICE", "query": {"filter": [{"k": "options.is_popup", "v": true, "o": "eq"}]}}`, list...)
+		if strings.Contains(mustMarshal(t, popups), "Elsewhere") {
+			t.Errorf("console 10 post/list popup: another workspace's notice: %v", popups)
+		}
 		since := time.Now().UTC().Add(-time.Hour).Format("2006-01-02T15:04:05.000Z")
 		c.ok("console 10 post/list since", "/board/post/list", ws, `{"board_type": "NOTICE", "query": {"filter": [{"k": "created_at", "v": `+q(since)+`, "o": "datetime_gt"},
 			{"k": "created_at", "v": "2999-01-01T00:00:00.000Z", "o": "datetime_lt"}], "page": {"start": 1, "limit": 1}}}`, list...)
 		c.ok("console 10 post/get", "/board/post/get", ws, `{`+pid+`}`, postReads...)
-		status, v := c.call("console 10 post/send", http.MethodPost, "/board/post/send", admin, `{`+pid+`}`)
+		status, v = c.call("console 10 post/send", http.MethodPost, "/board/post/send", admin, `{`+pid+`}`)
 		if err := expect(v, "detail.code", "string"); status != http.StatusNotImplemented || err != nil {
 			t.Errorf("console 10 post/send: %d %v (%v)", status, v, err)
 		}

@@ -695,6 +695,7 @@ func TestPost2xBadInput(t *testing.T) {
 		{"no board_type", c.adminA, "/board/post/create", create(map[string]any{"board_type": nil}), 400, errs.RequiredParameter},
 		{"unknown board_type", c.adminA, "/board/post/create", create(map[string]any{"board_type": "FAQ"}), 400, errs.InvalidParameter},
 		{"no resource_group", c.adminA, "/board/post/create", create(map[string]any{"resource_group": nil}), 400, errs.RequiredParameter},
+		{"WORKSPACE without workspaces or a workspace", c.adminA, "/board/post/create", create(map[string]any{"resource_group": "WORKSPACE", "workspaces": nil}), 400, errs.InvalidParameter},
 		{"* with ids", c.adminA, "/board/post/create", create(map[string]any{"workspaces": []string{"*", "workspace-1"}}), 400, errs.InvalidParameter},
 		{"empty workspace id", c.adminA, "/board/post/create", create(map[string]any{"workspaces": []string{""}}), 400, errs.InvalidParameter},
 		{"repeated workspace", c.adminA, "/board/post/create", create(map[string]any{"workspaces": []string{"workspace-1", "workspace-1"}}), 400, errs.InvalidParameter},
@@ -743,6 +744,15 @@ func TestNoticeWorkspaces(t *testing.T) {
 		return p.PostID
 	}
 	only1 := notice("only one", []string{"workspace-1"})
+	// The console's admin form: resource_group WORKSPACE with the picked ids.
+	var picked postInfo
+	c.adminA.Call("/board/post/create", map[string]any{"board_type": "NOTICE", "title": "picked", "contents": "c",
+		"resource_group": "WORKSPACE", "workspaces": []string{"workspace-1"}}).OK(&picked)
+	if picked.ResourceGroup != "WORKSPACE" || len(picked.Workspaces) != 1 || picked.Workspaces[0] != "workspace-1" {
+		t.Fatalf("WORKSPACE notice = %+v", picked)
+	}
+	w1.Call("/board/post/get", map[string]any{"post_id": picked.PostID}).OK(nil)
+	c.adminA.Call("/board/post/delete", map[string]any{"post_id": picked.PostID}).OK(nil)
 	two := notice("two and three", []string{"workspace-2", "workspace-3"})
 	all := notice("all", []string{"*"})
 	// A post stored before workspaces existed: no field at all.

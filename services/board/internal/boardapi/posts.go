@@ -192,8 +192,10 @@ func (ps posts) create(ctx context.Context, p *auth.Principal, r *createPost) (*
 	if r.ResourceGroup == "SYSTEM" && !p.IsService() {
 		return nil, errs.Forbidden() // the platform's notices are a service's (issue 21)
 	}
-	if r.ResourceGroup == "WORKSPACE" && p.WorkspaceID == "" {
-		return nil, errs.Invalid("resource_group", "WORKSPACE needs a workspace-scoped token")
+	// The console's admin sends WORKSPACE with the workspaces it picked
+	// (clients.md 10); without them, the token's workspace is the one.
+	if r.ResourceGroup == "WORKSPACE" && len(r.Workspaces) == 0 && p.WorkspaceID == "" {
+		return nil, errs.Invalid("resource_group", "WORKSPACE needs workspaces or a workspace-scoped token")
 	}
 	// A 2.x post names no board: it is on none, and its category (free
 	// text upstream) is checked against nothing.
