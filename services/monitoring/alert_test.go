@@ -278,6 +278,10 @@ func TestAlertTransitions(t *testing.T) {
 		if got.Description != "" || got.Title != "y" {
 			t.Fatalf("reset %+v", got)
 		}
+		// Only a user of the alert's workspace (identity's bindings).
+		c.memberA1.Call(ap+"assign-user", map[string]any{"alert_id": a.AlertID, "assignee": "nobody"}).Fails(http.StatusNotFound, errs.NotFoundCode)
+		c.memberA1.Call(ap+"assign-user", map[string]any{"alert_id": a.AlertID, "assignee": "max"}).Fails(http.StatusNotFound, errs.NotFoundCode)
+		c.memberA1.Call(ap+"assign-user", map[string]any{"alert_id": a.AlertID, "assignee": "alice"}).OK(nil)
 		c.memberA1.Call(ap+"assign-user", map[string]any{"alert_id": a.AlertID, "assignee": "olga"}).OK(&got)
 		if got.Assignee != "olga" {
 			t.Fatalf("assign %+v", got)

@@ -23,6 +23,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
 	"github.com/nubes-io/nubes/services/monitoring"
+	"github.com/nubes-io/nubes/services/monitoring/internal/mon"
 )
 
 func TestMain(m *testing.M) { testkit.Main(m) }
@@ -33,6 +34,27 @@ var knownProjects = map[string]testkit.Project{
 	"project-a2": {DomainID: "domain-a", WorkspaceID: "workspace-2"},
 	"project-a3": {DomainID: "domain-a", WorkspaceID: "workspace-1"},
 	"project-b1": {DomainID: "domain-b", WorkspaceID: "workspace-b"},
+}
+
+// The role bindings the fake identity knows: who may be assigned alerts.
+var knownBindings = []binding{{"mia", "WORKSPACE_MEMBER", "workspace-1", "domain-a"}, {"olga", "WORKSPACE_OWNER", "workspace-1", "domain-a"},
+	{"eve", "WORKSPACE_MEMBER", "workspace-1", "domain-a"}, {"max", "WORKSPACE_MEMBER", "workspace-2", "domain-a"},
+	{"alice", "DOMAIN_ADMIN", "*", "domain-a"}, {"bob", "DOMAIN_ADMIN", "*", "domain-b"}}
+
+type binding struct{ user, role, workspace, domain string }
+
+// bindingsOf answers role-binding/list as identity does for the caller:
+// its domain's bindings of the user_id asked.
+func bindingsOf(bs []binding) testkit.Handler {
+	return func(p *auth.Principal, req map[string]any) (any, error) {
+		var out []map[string]any
+		for _, b := range bs {
+			if b.domain == p.DomainID && b.user == testkit.Str(req, "user_id") {
+				out = append(out, map[string]any{"user_id": b.user, "role_type": b.role, "workspace_id": b.workspace, "domain_id": b.domain})
+			}
+		}
+		return map[string]any{"results": out, "total_count": len(out)}, nil
+	}
 }
 
 // callers of the monitoring API in two domains.
@@ -91,7 +113,7 @@ func setupWith(t *testing.T, o options) *callers {
 	t.Helper()
 	env := testkit.Get()
 	db := env.Database(t)
-	fake := testkit.FakeIdentity(t, knownProjects)
+	fake := testkit.FakeIdentity(t, knownProjects).Handle(mon.RoleBindingListPath, bindingsOf(knownBindings))
 	repo := testkit.FakeRepository(t, knownPlugins)
 	fp := fakeplugin.Start(t, fakeplugin.Options{})
 	fp.Script(initMethod, fakeplugin.Reply{Result: map[string]any{"metadata": map[string]any{"supported_event_type": []any{"ALERT"}}}})

@@ -57,7 +57,8 @@ type env struct {
 type options struct {
 	bus      bool // start a NATS of the test's own and the dispatcher
 	dispatch func(*dispatch.Config)
-	now      func() time.Time // the fan-out's clock (schedule windows)
+	now      func() time.Time // the fan-out's clock (schedule windows, inbox purge)
+	purge    bool             // purge the inbox every 50 ms (entries of upstream's 60 days)
 }
 
 func setup(t *testing.T) *env { t.Helper(); return setupWith(t, options{}) }
@@ -94,6 +95,9 @@ func setupWith(t *testing.T, o options) *env {
 	cfg := notification.Config{Keys: keys, Dispatch: dispatch.Config{MaxDeliver: 3, Backoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
 		CallTimeout: 2 * time.Second, AckWait: 10 * time.Second}}
 	cfg.Fanout = fanout.Config{Now: o.now, MaxDeliver: 5, Backoff: 50 * time.Millisecond, AckWait: 10 * time.Second}
+	if o.purge {
+		cfg.Fanout.InboxKeep, cfg.Fanout.PurgeEvery = fanout.InboxKeep, 50*time.Millisecond
+	}
 	if o.dispatch != nil {
 		o.dispatch(&cfg.Dispatch)
 	}

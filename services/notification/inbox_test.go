@@ -2,6 +2,7 @@ package notification_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
@@ -62,5 +63,36 @@ func TestInbox(t *testing.T) {
 	e.userA.Call(nb+"get", id).Fails(404, errs.NotFoundCode)
 	if n := e.count(t, "notification_inbox"); n != 1 {
 		t.Fatalf("%d entries after ulla's delete", n)
+	}
+}
+
+// TestInboxPurged: an inbox entry goes after upstream's 60 days, not
+// before (the purge's clock is moved).
+func TestInboxPurged(t *testing.T) {
+	var clk clock
+	clk.set(time.Now())
+	e := setupWith(t, options{bus: true, now: clk.now, purge: true})
+	const nb = "/notification/v1/notification/"
+	e.system.Call(nb+"create", M{"resource_type": "identity.User", "resource_id": "ulla", "topic": "inventory.Job",
+		"message": M{"title": "job failed"}, "domain_id": "domain-a"}).OK(nil)
+	count := func() int {
+		var l struct {
+			TotalCount int `json:"total_count"`
+		}
+		e.userA.Call(nb+"list", M{}).OK(&l)
+		return l.TotalCount
+	}
+	clk.set(time.Now().Add(59 * 24 * time.Hour))
+	time.Sleep(300 * time.Millisecond) // several purges
+	if n := count(); n != 1 {
+		t.Fatalf("%d entries after 59 days", n)
+	}
+	clk.set(time.Now().Add(61 * 24 * time.Hour))
+	deadline := time.Now().Add(10 * time.Second)
+	for count() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("an entry 61 days old is kept")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

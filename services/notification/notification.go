@@ -91,15 +91,18 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 		return nil, err
 	}
 	if cfg.Fanout.MaxDeliver == 0 {
-		now := cfg.Fanout.Now
+		now, keep, every := cfg.Fanout.Now, cfg.Fanout.InboxKeep, cfg.Fanout.PurgeEvery
 		cfg.Fanout = fanout.DefaultConfig()
 		cfg.Fanout.Now = now
+		if keep > 0 {
+			cfg.Fanout.InboxKeep, cfg.Fanout.PurgeEvery = keep, every
+		}
 	}
 	fan, err := fanout.New(ctx, d.DB, d.Events, d.Services.Client("identity"), cfg.Fanout, log)
 	if err != nil {
 		return nil, err
 	}
-	var workers []func(context.Context) error
+	workers := []func(context.Context) error{fan.RunPurge}
 	if d.Events != nil {
 		workers = append(workers, fan.Run)
 		disp, err := dispatch.New(ctx, d.DB, d.Events, plugins, cfg.Keys, cfg.Dispatch, log)

@@ -220,6 +220,15 @@ func (as *Alerts) update(ctx context.Context, p *auth.Principal, r *updateAlert)
 const ResolveNoticeField = "resolve_notice"
 
 func (as *Alerts) assign(ctx context.Context, p *auth.Principal, r *assignUser) (*Alert, error) {
+	// The alert first (404 for one the caller does not reach), then the
+	// user: one of its workspace (upstream's check), asked of identity.
+	a, err := store.GetToChange[Alert](ctx, as.c, resource, p, "alert_id", r.AlertID)
+	if err != nil {
+		return nil, err
+	}
+	if err := as.projects.WorkspaceUser(ctx, a.DomainID, a.WorkspaceID, r.Assignee); err != nil {
+		return nil, err
+	}
 	return as.changeFor(ctx, p, r.AlertID, func(a *Alert) (bson.D, error) {
 		if err := refuseError(a); err != nil {
 			return nil, err

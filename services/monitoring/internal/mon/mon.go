@@ -83,5 +83,32 @@ func (ps Projects) Get(ctx context.Context, p *auth.Principal, id string) (*Proj
 	return &pr, nil
 }
 
+// RoleBindingListPath is identity's role-binding/list.
+const RoleBindingListPath = "/identity/v2/role-binding/list"
+
+// WorkspaceUser checks, on the caller's behalf, that identity binds the
+// user to the workspace (a workspace role there, or the domain's admin):
+// upstream's check of alert/assign_user. 404 ERROR_NOT_FOUND otherwise;
+// identity down is 503.
+func (ps Projects) WorkspaceUser(ctx context.Context, domainID, workspaceID, userID string) error {
+	var l struct {
+		Results []struct {
+			UserID      string `json:"user_id"`
+			RoleType    string `json:"role_type"`
+			WorkspaceID string `json:"workspace_id"`
+			DomainID    string `json:"domain_id"`
+		} `json:"results"`
+	}
+	if err := ps.Identity.Call(ctx, RoleBindingListPath, map[string]any{"user_id": userID}, &l); err != nil {
+		return err
+	}
+	for _, b := range l.Results {
+		if b.UserID == userID && b.DomainID == domainID && (b.WorkspaceID == workspaceID || b.RoleType == "DOMAIN_ADMIN") {
+			return nil
+		}
+	}
+	return errs.NotFound("user_id", userID)
+}
+
 // OneOf reports whether v is one of the values.
 func OneOf(v string, values ...string) bool { return slices.Contains(values, v) }

@@ -44,12 +44,20 @@ type Config struct {
 	MaxDeliver int
 	Backoff    time.Duration
 	AckWait    time.Duration
+	// InboxKeep is how long an inbox entry is kept (upstream purges a
+	// user's notifications after 60 days); PurgeEvery how often entries
+	// older than that are deleted.
+	InboxKeep, PurgeEvery time.Duration
 }
 
-// DefaultConfig: 10 deliveries, 5 s apart.
+// DefaultConfig: 10 deliveries, 5 s apart; inbox entries kept 60 days,
+// purged hourly.
 func DefaultConfig() Config {
-	return Config{MaxDeliver: 10, Backoff: 5 * time.Second, AckWait: time.Minute}
+	return Config{MaxDeliver: 10, Backoff: 5 * time.Second, AckWait: time.Minute, InboxKeep: InboxKeep, PurgeEvery: time.Hour}
 }
+
+// InboxKeep is upstream's purge age of a user's notifications.
+const InboxKeep = 60 * 24 * time.Hour
 
 // Fanout consumes notification requests.
 type Fanout struct {
@@ -69,6 +77,28 @@ func New(ctx context.Context, db *mongo.Database, bus *events.Bus, identity *cal
 	f := &Fanout{bus: bus, identity: identity, protocols: db.Collection(noti.ProtocolsCollection), projectCh: db.Collection(noti.ProjectChannelsCollection),
 		userCh: db.Collection(noti.UserChannelsCollection), inbox: db.Collection(noti.InboxCollection), cfg: cfg, log: log}
 	return f, store.EnsureIndexes(ctx, f.inbox, store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "user_id", Value: 1}, {Key: "created_at", Value: -1}}})
+}
+
+// RunPurge deletes, every PurgeEvery until ctx is done, the inbox
+// entries older than InboxKeep (by the fan-out's clock), so an inbox is
+// bounded as upstream's is. Every replica runs it; deletes by age agree.
+func (f *Fanout) RunPurge(ctx context.Context) error {
+	if f.cfg.PurgeEvery <= 0 || f.cfg.InboxKeep <= 0 {
+		return nil
+	}
+	t := time.NewTicker(f.cfg.PurgeEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		before := wire.T(f.cfg.Now().Add(-f.cfg.InboxKeep))
+		if _, err := f.inbox.DeleteMany(ctx, bson.D{{Key: "created_at", Value: bson.D{{Key: "$lt", Value: before}}}}); err != nil && ctx.Err() == nil {
+			f.log.Warn("inbox purge failed; the next one tries again", "error", err.Error())
+		}
+	}
 }
 
 // Run consumes until ctx is done. NATS being down only pauses it.
