@@ -319,3 +319,26 @@ func TestEventDedupeWindow(t *testing.T) {
 	}
 	c.checkNumbers(t, 3)
 }
+
+// TestEventRetryAfterLaterEvents: a worker killed after it counted an
+// event on its alert and before it marked the event applied; other
+// events of the key are applied before the retry comes (the sender's or
+// the sweep's). The retry must not count the event a second time.
+func TestEventRetryAfterLaterEvents(t *testing.T) {
+	c := setup(t)
+	w := c.webhook(t, c.memberA1, "Grafana")
+	c.parses(alert("k-1", "ALERT"))
+	first := c.ingest(t, w, `{"n": 1}`).Results[0].AlertID
+	died := c.ingest(t, w, `{"n": 2}`).Results[0].EventID
+	if _, err := c.db.Collection(mon.EventsCollection).UpdateOne(context.Background(), bson.D{{Key: "_id", Value: died}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "applied", Value: false}, {Key: "alert_id", Value: ""}}}}); err != nil {
+		t.Fatal(err)
+	}
+	c.ingest(t, w, `{"n": 3}`)
+	if again := c.ingest(t, w, `{"n": 2}`); again.Results[0].AlertID != first {
+		t.Fatalf("retry: %+v", again)
+	}
+	if a := c.getAlert(t, first); a.EventCount != 3 {
+		t.Fatalf("3 events counted %d times", a.EventCount)
+	}
+}

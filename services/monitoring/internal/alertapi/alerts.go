@@ -77,6 +77,10 @@ type Alert struct {
 	EventKey           string        `bson:"event_key" json:"event_key"`
 	EventCount         int64         `bson:"event_count" json:"event_count"`
 	LastEventID        string        `bson:"last_event_id" json:"last_event_id"`
+	// AppliedEvents are the ids of the last events counted (RecentEvents
+	// at most): a retried event already among them is not counted again,
+	// even when later events of its key were counted in between.
+	AppliedEvents []string `bson:"applied_events,omitempty" json:"-"`
 	LastEventAt        *wire.Time    `bson:"last_event_at" json:"last_event_at"`
 	DomainID           string        `bson:"domain_id" json:"domain_id"`
 	WorkspaceID        string        `bson:"workspace_id" json:"workspace_id"`
@@ -105,6 +109,11 @@ var resource = query.Resource{
 	Tenancy:       tenancy.InProject.WithMarks(), // deleted mark first (store.Teardown)
 	Maps:          freeform.FieldsOf[Alert](),
 }
+
+// RecentEvents bounds Alert.AppliedEvents: a retry comes from the sender
+// within seconds or from the sweep within minutes, so this many events of
+// one key in between is far more than the window of a retry.
+const RecentEvents = 64
 
 // Policy is what an alert takes from its escalation policy at creation.
 type Policy struct {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"hash/fnv"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -123,7 +124,10 @@ func (al *Alerting) Apply(ctx context.Context, e *Event) (alertID string, droppe
 			alertID = cur.AlertID
 			return nil
 		}
-		open, err := al.open(ctx, e)
+		// As stored: a retry decides with the first try's created_at (the
+		// dedupe window), not its own.
+		e := &cur
+		open, last, err := al.open(ctx, e)
 		if err != nil {
 			return err
 		}
@@ -132,7 +136,7 @@ func (al *Alerting) Apply(ctx context.Context, e *Event) (alertID string, droppe
 			if err := al.update(ctx, open, e); err != nil {
 				return err
 			}
-			if err := al.slide(ctx, e, open.AlertID); err != nil {
+			if err := al.slide(ctx, e, open.AlertID, last); err != nil {
 				return err
 			}
 			alertID = open.AlertID
@@ -169,30 +173,30 @@ func (al *Alerting) Apply(ctx context.Context, e *Event) (alertID string, droppe
 // event (not a RECOVERY) came more than the event's DuplicateWindow
 // before it: upstream's dedupe (alerts.md §2.4), so a key quiet for ten
 // minutes opens a new alert and a RECOVERY that late is dropped.
-func (al *Alerting) open(ctx context.Context, e *Event) (*alertapi.Alert, error) {
+func (al *Alerting) open(ctx context.Context, e *Event) (*alertapi.Alert, *wire.Time, error) {
 	var o openAlert
 	err := al.claims.FindOne(ctx, bson.D{{Key: "_id", Value: openKey(e)}}).Decode(&o)
 	if errors.Is(err, mongo.ErrNoDocuments) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, store.Wrap(err)
+		return nil, nil, store.Wrap(err)
 	}
 	// A record written before the window was kept (no LastAt) stays open.
 	if o.LastAt != nil && e.DuplicateWindow > 0 && e.CreatedAt.Sub(o.LastAt.Time) > time.Duration(e.DuplicateWindow)*time.Second {
-		return nil, nil
+		return nil, nil, nil
 	}
 	a, err := al.alerts.Live(ctx, o.AlertID)
 	if err != nil {
 		if isNotFound(err) {
-			return nil, nil
+			return nil, nil, nil
 		}
-		return nil, err
+		return nil, nil, err
 	}
 	if a.State == alertapi.Resolved {
-		return nil, nil
+		return nil, nil, nil
 	}
-	return a, nil
+	return a, o.LastAt, nil
 }
 
 // update applies e to its open alert (upstream changes only the
@@ -204,12 +208,14 @@ func (al *Alerting) update(ctx context.Context, open *alertapi.Alert, e *Event) 
 	}
 	now := al.now()
 	_, err = al.alerts.Change(ctx, open.ID, func(a *alertapi.Alert) (bson.D, error) {
-		if a.LastEventID == e.EventID {
+		if a.LastEventID == e.EventID || slices.Contains(a.AppliedEvents, e.EventID) {
 			return nil, nil // applied before the event was marked
 		}
+		applied := append(slices.Clone(a.AppliedEvents), e.EventID)
+		applied = applied[max(0, len(applied)-alertapi.RecentEvents):]
 		at := wire.T(e.OccurredAt.Time)
 		set := bson.D{{Key: "description", Value: e.Description}, {Key: "event_count", Value: a.EventCount + 1},
-			{Key: "last_event_id", Value: e.EventID}, {Key: "last_event_at", Value: &at}}
+			{Key: "last_event_id", Value: e.EventID}, {Key: "last_event_at", Value: &at}, {Key: "applied_events", Value: applied}}
 		if e.EventType == "RECOVERY" && opts.RecoveryMode == alertconfigapi.RecoveryAuto && a.Open() {
 			set = append(set, alertapi.StateChange(a, alertapi.Resolved, "", now)...)
 			set = append(set, bson.E{Key: alertapi.ResolveNoticeField, Value: true})
@@ -229,6 +235,7 @@ func (al *Alerting) create(ctx context.Context, e *Event) (*alertapi.Alert, erro
 	a.Title, a.Description, a.Severity, a.Rule, a.ImageURL = e.Title, e.Description, e.Severity, e.Rule, e.ImageURL
 	a.Provider, a.Account, a.AdditionalInfo, a.WebhookID, a.TriggeredBy = e.Provider, e.Account, wire.Object(e.AdditionalInfo), e.WebhookID, e.WebhookID
 	a.Urgency, a.EventKey, a.EventCount, a.LastEventID = urgencyOf(e.Severity), e.EventKey, 1, e.EventID
+	a.AppliedEvents = []string{e.EventID}
 	at := wire.T(e.OccurredAt.Time)
 	a.LastEventAt = &at
 	for _, name := range e.Resources {
@@ -256,9 +263,10 @@ func (al *Alerting) create(ctx context.Context, e *Event) (*alertapi.Alert, erro
 }
 
 // slide moves the key's dedupe window to e (upstream's window slides
-// with each duplicate; a RECOVERY is no duplicate there).
-func (al *Alerting) slide(ctx context.Context, e *Event, alertID string) error {
-	if e.EventType == "RECOVERY" {
+// with each duplicate; a RECOVERY is no duplicate there), never back: an
+// event applied late (the sweep's) is older than the last one.
+func (al *Alerting) slide(ctx context.Context, e *Event, alertID string, last *wire.Time) error {
+	if e.EventType == "RECOVERY" || (last != nil && !e.CreatedAt.After(last.Time)) {
 		return nil
 	}
 	wctx, cancel, err := lease.Fence(ctx, keyFence)
