@@ -55,43 +55,43 @@ type Resource struct {
 // event_count and last_event_* are Nubes' additions: the key of the
 // events that feed it, how many did, and the latest.
 type Alert struct {
-	ID                 string        `bson:"_id" json:"-"`
-	AlertNumber        int64         `bson:"alert_number" json:"alert_number"`
-	AlertID            string        `bson:"alert_id" json:"alert_id"`
-	Title              string        `bson:"title" json:"title"`
-	State              string        `bson:"state" json:"state"`
-	Description        string        `bson:"description" json:"description"`
-	Assignee           string        `bson:"assignee" json:"assignee"`
-	Responder          string        `bson:"responder" json:"responder"`
-	Urgency            string        `bson:"urgency" json:"urgency"`
-	Severity           string        `bson:"severity" json:"severity"`
-	Rule               string        `bson:"rule" json:"rule"`
-	ImageURL           string        `bson:"image_url" json:"image_url"`
-	Resources          []Resource    `bson:"resources" json:"resources"`
-	Provider           string        `bson:"provider" json:"provider"`
-	Account            string        `bson:"account" json:"account"`
-	AdditionalInfo     freeform.Flat `bson:"additional_info" json:"additional_info"`
-	EscalationStep     int32         `bson:"escalation_step" json:"escalation_step"`
-	EscalationTTL      int32         `bson:"escalation_ttl" json:"escalation_ttl"`
-	TriggeredBy        string        `bson:"triggered_by" json:"triggered_by"`
-	EventKey           string        `bson:"event_key" json:"event_key"`
-	EventCount         int64         `bson:"event_count" json:"event_count"`
-	LastEventID        string        `bson:"last_event_id" json:"last_event_id"`
+	ID             string        `bson:"_id" json:"-"`
+	AlertNumber    int64         `bson:"alert_number" json:"alert_number"`
+	AlertID        string        `bson:"alert_id" json:"alert_id"`
+	Title          string        `bson:"title" json:"title"`
+	State          string        `bson:"state" json:"state"`
+	Description    string        `bson:"description" json:"description"`
+	Assignee       string        `bson:"assignee" json:"assignee"`
+	Responder      string        `bson:"responder" json:"responder"`
+	Urgency        string        `bson:"urgency" json:"urgency"`
+	Severity       string        `bson:"severity" json:"severity"`
+	Rule           string        `bson:"rule" json:"rule"`
+	ImageURL       string        `bson:"image_url" json:"image_url"`
+	Resources      []Resource    `bson:"resources" json:"resources"`
+	Provider       string        `bson:"provider" json:"provider"`
+	Account        string        `bson:"account" json:"account"`
+	AdditionalInfo freeform.Flat `bson:"additional_info" json:"additional_info"`
+	EscalationStep int32         `bson:"escalation_step" json:"escalation_step"`
+	EscalationTTL  int32         `bson:"escalation_ttl" json:"escalation_ttl"`
+	TriggeredBy    string        `bson:"triggered_by" json:"triggered_by"`
+	EventKey       string        `bson:"event_key" json:"event_key"`
+	EventCount     int64         `bson:"event_count" json:"event_count"`
+	LastEventID    string        `bson:"last_event_id" json:"last_event_id"`
 	// AppliedEvents are the ids of the last events counted (RecentEvents
 	// at most): a retried event already among them is not counted again,
 	// even when later events of its key were counted in between.
-	AppliedEvents []string `bson:"applied_events,omitempty" json:"-"`
-	LastEventAt        *wire.Time    `bson:"last_event_at" json:"last_event_at"`
-	DomainID           string        `bson:"domain_id" json:"domain_id"`
-	WorkspaceID        string        `bson:"workspace_id" json:"workspace_id"`
-	ProjectID          string        `bson:"project_id" json:"project_id"`
-	WebhookID          string        `bson:"webhook_id" json:"webhook_id"`
-	EscalationPolicyID string        `bson:"escalation_policy_id" json:"escalation_policy_id"`
-	CreatedAt          wire.Time     `bson:"created_at" json:"created_at"`
-	UpdatedAt          wire.Time     `bson:"updated_at" json:"updated_at"`
-	AcknowledgedAt     *wire.Time    `bson:"acknowledged_at" json:"acknowledged_at"`
-	ResolvedAt         *wire.Time    `bson:"resolved_at" json:"resolved_at"`
-	EscalatedAt        *wire.Time    `bson:"escalated_at" json:"escalated_at"`
+	AppliedEvents      []string   `bson:"applied_events,omitempty" json:"-"`
+	LastEventAt        *wire.Time `bson:"last_event_at" json:"last_event_at"`
+	DomainID           string     `bson:"domain_id" json:"domain_id"`
+	WorkspaceID        string     `bson:"workspace_id" json:"workspace_id"`
+	ProjectID          string     `bson:"project_id" json:"project_id"`
+	WebhookID          string     `bson:"webhook_id" json:"webhook_id"`
+	EscalationPolicyID string     `bson:"escalation_policy_id" json:"escalation_policy_id"`
+	CreatedAt          wire.Time  `bson:"created_at" json:"created_at"`
+	UpdatedAt          wire.Time  `bson:"updated_at" json:"updated_at"`
+	AcknowledgedAt     *wire.Time `bson:"acknowledged_at" json:"acknowledged_at"`
+	ResolvedAt         *wire.Time `bson:"resolved_at" json:"resolved_at"`
+	EscalatedAt        *wire.Time `bson:"escalated_at" json:"escalated_at"`
 	// ResolveNotice: resolved from an open state, its resolved
 	// notifications not sent yet (the escalation sends them).
 	ResolveNotice bool `bson:"resolve_notice" json:"-"`
