@@ -29,6 +29,15 @@ import (
 // A teardown that fails half-way leaves the mark: the record stays out of
 // every read, and a retry of the delete finds the marked record and
 // finishes the work (it answers 404 only once the record is gone).
+//
+// The mark must survive the record's other writers. FerretDB applies an
+// update by reading the document and writing it back whole by _id, so an
+// update that read the record just before the mark writes it back
+// without it, even one that $sets other fields only. Every write to such
+// a record therefore goes through Change or Live, which hold Lock (the
+// lease the mark is written under), read the record again inside it and
+// refuse a marked one; so does every create of a child (a collector's
+// job), which otherwise lands after the children were deleted.
 type Teardown[T any] struct {
 	Records  *mongo.Collection
 	Resource query.Resource // its Tenancy.Marks must be set
@@ -36,10 +45,9 @@ type Teardown[T any] struct {
 	// Check refuses a record the caller may not delete beyond the
 	// tenancy rule (a private dashboard of another user); optional.
 	Check func(doc *T) error
-	// Lock holds, while the mark is written, the lease the record's other
-	// writers hold while they write: FerretDB writes an update back whole,
-	// so a concurrent writer that read the record before the mark would
-	// drop it. Optional.
+	// Lock runs fn holding the record's lease (pkg/lease, a lease per
+	// record id): the mark is written under it, and so is every Change
+	// and Live. Required.
 	Lock func(ctx context.Context, id string, fn func(ctx context.Context) error) error
 	// Children deletes the record's children; it runs again on a retry.
 	Children func(ctx context.Context, doc *T) error
@@ -48,8 +56,8 @@ type Teardown[T any] struct {
 // Delete deletes the record id that p may change, and its children, and
 // returns the record as it was loaded.
 func (t Teardown[T]) Delete(ctx context.Context, p *auth.Principal, id string) (*T, error) {
-	if !t.Resource.Tenancy.Marks {
-		return nil, fmt.Errorf("teardown of %s: the resource declares no marks", t.Records.Name())
+	if err := t.declared(); err != nil {
+		return nil, err
 	}
 	doc, rec, err := loadFor[T](ctx, t.Records, t.Resource, p, t.Key, id, finish)
 	if err != nil {
@@ -89,10 +97,82 @@ func (t Teardown[T]) mark(ctx context.Context, id string) error {
 		}
 		return nil
 	}
-	if t.Lock == nil {
-		return set(ctx)
-	}
 	return t.Lock(ctx, id, set)
+}
+
+func (t Teardown[T]) declared() error {
+	if !t.Resource.Tenancy.Marks {
+		return fmt.Errorf("teardown of %s: the resource declares no marks", t.Records.Name())
+	}
+	if t.Lock == nil {
+		return fmt.Errorf("teardown of %s: no lock to write the mark under", t.Records.Name())
+	}
+	return nil
+}
+
+// Change is the update of a record that p may change: under Lock it
+// loads the record again (a marked one is 404, as for GetToChange), asks
+// fn for the fields to $set and writes them, and returns the record as
+// stored afterwards. fn sees the record as the last writer left it and
+// may refuse (its error is returned); no field set means no write. The
+// mark is never among the fields: only Delete writes it.
+func (t Teardown[T]) Change(ctx context.Context, p *auth.Principal, id string, fn func(ctx context.Context, doc *T) (bson.D, error)) (*T, error) {
+	var out *T
+	err := t.under(ctx, id, func(ctx context.Context) (*T, error) {
+		doc, _, err := loadFor[T](ctx, t.Records, t.Resource, p, t.Key, id, change)
+		return doc, err
+	}, func(ctx context.Context, doc *T) error {
+		set, err := fn(ctx, doc)
+		if err != nil {
+			return err
+		}
+		out, err = t.set(ctx, id, doc, set)
+		return err
+	})
+	return out, err
+}
+
+// Live runs fn under Lock on the record as stored, unless its delete has
+// begun (404, as GetLive): the service's own writes that go by no caller
+// (a worker's, a scheduler's) and the creates of the record's children.
+// fn writes the record through set, which $sets fields and returns the
+// record as stored afterwards.
+func (t Teardown[T]) Live(ctx context.Context, id string, fn func(ctx context.Context, doc *T, set func(fields bson.D) (*T, error)) error) error {
+	return t.under(ctx, id, func(ctx context.Context) (*T, error) {
+		return GetLive[T](ctx, t.Records, t.Key, id)
+	}, func(ctx context.Context, doc *T) error {
+		return fn(ctx, doc, func(fields bson.D) (*T, error) { return t.set(ctx, id, doc, fields) })
+	})
+}
+
+func (t Teardown[T]) under(ctx context.Context, id string, load func(ctx context.Context) (*T, error), fn func(ctx context.Context, doc *T) error) error {
+	if err := t.declared(); err != nil {
+		return err
+	}
+	// Refused early, without waiting for the lease, when already marked
+	// or out of reach; decided again under it.
+	if _, err := load(ctx); err != nil {
+		return err
+	}
+	return t.Lock(ctx, id, func(ctx context.Context) error {
+		doc, err := load(ctx)
+		if err != nil {
+			return err
+		}
+		return fn(ctx, doc)
+	})
+}
+
+func (t Teardown[T]) set(ctx context.Context, id string, doc *T, fields bson.D) (*T, error) {
+	if len(fields) == 0 {
+		return doc, nil
+	}
+	for _, f := range fields {
+		if f.Key == tenancy.MarkField {
+			return nil, fmt.Errorf("update of %s: only the delete writes %s", t.Records.Name(), tenancy.MarkField)
+		}
+	}
+	return SetByID[T](ctx, t.Records, t.Key, id, fields)
 }
 
 // GetLive is Get for a service's own reads that go by no caller (a

@@ -2,13 +2,18 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"sync"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/lease"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/tenancy"
@@ -38,7 +43,7 @@ func TestTeardown(t *testing.T) {
 	r := query.Resource{Tenancy: tenancy.InWorkspace.WithMarks()}
 	admin := &auth.Principal{DomainID: "d1", UserID: "a", Role: auth.DomainAdmin}
 	stranger := &auth.Principal{DomainID: "d2", UserID: "x", Role: auth.DomainAdmin}
-	td := store.Teardown[placed]{Records: parents, Resource: r, Key: "parent_id",
+	td := store.Teardown[placed]{Records: parents, Resource: r, Key: "parent_id", Lock: leased(db),
 		Children: func(ctx context.Context, doc *placed) error {
 			for _, c := range []string{"kids", "pets"} {
 				if err := store.DeleteChildren(ctx, db.Collection(c), bson.D{{Key: "parent", Value: doc.ID}}); err != nil {
@@ -104,8 +109,102 @@ func TestTeardown(t *testing.T) {
 		t.Fatal("p2 or its children were touched")
 	}
 	// A resource that declares no marks cannot be torn down.
-	if _, err := (store.Teardown[placed]{Records: parents, Resource: query.Resource{Tenancy: tenancy.InWorkspace}, Key: "parent_id"}).Delete(ctx, admin, "p2"); err == nil {
+	if _, err := (store.Teardown[placed]{Records: parents, Resource: query.Resource{Tenancy: tenancy.InWorkspace}, Key: "parent_id", Lock: leased(db)}).Delete(ctx, admin, "p2"); err == nil {
 		t.Fatal("a teardown without marks ran")
+	}
+	// Nor one without a lock to mark under.
+	if _, err := (store.Teardown[placed]{Records: parents, Resource: r, Key: "parent_id"}).Delete(ctx, admin, "p2"); err == nil {
+		t.Fatal("a teardown without a lock ran")
+	}
+}
+
+// leased is a Teardown's Lock on the record's lease in db's "locks".
+func leased(db *mongo.Database) func(ctx context.Context, id string, fn func(ctx context.Context) error) error {
+	return func(ctx context.Context, id string, fn func(ctx context.Context) error) error {
+		return lease.Run(ctx, db.Collection("locks"), "rec:"+id, 10*time.Second, 30*time.Second, fn)
+	}
+}
+
+// mutexes is a Teardown's Lock inside one process (the racing test's:
+// what it checks is what Teardown does under a lock, and a lease
+// serialises a dozen writers a round slowly on a loaded machine).
+func mutexes() func(ctx context.Context, id string, fn func(ctx context.Context) error) error {
+	var locks sync.Map
+	return func(ctx context.Context, id string, fn func(ctx context.Context) error) error {
+		mu, _ := locks.LoadOrStore(id, &sync.Mutex{})
+		mu.(*sync.Mutex).Lock()
+		defer mu.(*sync.Mutex).Unlock()
+		return fn(ctx)
+	}
+}
+
+// named is a record with a field that updates change.
+type named struct {
+	ID     string `bson:"_id"`
+	Domain string `bson:"domain_id"`
+	Name   string `bson:"name"`
+}
+
+// TestTeardownRacingChanges: updates racing a delete that fails after
+// its mark never write the record back without the mark (FerretDB writes
+// an update back whole, so an update that read the record before the
+// mark would drop it): in every round the record stays marked and out of
+// GetFor, each update either landed before the mark or answered 404, and
+// the retry finishes. Writers that skip Change (a plain $set after a
+// GetToChange) fail this within a few rounds.
+func TestTeardownRacingChanges(t *testing.T) {
+	ctx := context.Background()
+	db := testkit.Get().Database(t)
+	records := db.Collection("records")
+	r := query.Resource{Tenancy: tenancy.InDomain.WithMarks()}
+	admin := &auth.Principal{DomainID: "d1", UserID: "a", Role: auth.DomainAdmin}
+	td := store.Teardown[named]{Records: records, Resource: r, Key: "record_id", Lock: mutexes(),
+		Children: func(ctx context.Context, doc *named) error {
+			return store.DeleteChildren(ctx, db.Collection("toys"), bson.D{{Key: "parent", Value: doc.ID}})
+		}}
+	const rounds, writers = 10, 4
+	for round := range rounds {
+		id := fmt.Sprintf("r%d", round)
+		if _, err := records.InsertOne(ctx, named{ID: id, Domain: "d1", Name: "new"}); err != nil {
+			t.Fatal(err)
+		}
+		restore := store.FailChildDeletes("toys")
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for w := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				for i := range 3 {
+					_, err := td.Change(ctx, admin, id, func(_ context.Context, doc *named) (bson.D, error) {
+						return bson.D{{Key: "name", Value: fmt.Sprintf("w%d-%d", w, i)}}, nil
+					})
+					if code(err) == http.StatusNotFound {
+						return
+					}
+					if err != nil {
+						t.Errorf("round %d: update: %v", round, err)
+						return
+					}
+				}
+			}()
+		}
+		close(start)
+		if _, err := td.Delete(ctx, admin, id); code(err) != http.StatusServiceUnavailable {
+			t.Fatalf("round %d: delete with a failing child: %v, want 503", round, err)
+		}
+		wg.Wait()
+		restore()
+		if _, err := store.GetFor[named](ctx, records, r, admin, "record_id", id); code(err) != http.StatusNotFound {
+			t.Fatalf("round %d: the record shows after its mark (an update wrote it back without it): %v", round, err)
+		}
+		if _, err := td.Delete(ctx, admin, id); err != nil {
+			t.Fatalf("round %d: retry: %v", round, err)
+		}
+	}
+	if n, err := records.CountDocuments(ctx, bson.D{}); err != nil || n != 0 {
+		t.Fatalf("records left: %d %v", n, err)
 	}
 }
 

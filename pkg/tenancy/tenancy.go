@@ -75,7 +75,7 @@ type Fields struct {
 	// decides who may call.
 	Platform bool
 	// Marks says the resource's records have children and are deleted
-	// mark first (store.DeleteMarked): a record carrying MarkField is
+	// mark first (store.Teardown): a record carrying MarkField is
 	// reached by no read and no change, only by the delete that finishes
 	// it.
 	Marks bool

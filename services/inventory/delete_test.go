@@ -3,6 +3,7 @@ package inventory_test
 import (
 	"fmt"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -66,4 +67,52 @@ func TestCollectorDeleteMarkedFirst(t *testing.T) {
 		t.Fatalf("%d cloud services, %d before the delete", n, services)
 	}
 	s.adminA.Call("/inventory/v1/collector/get", map[string]any{"collector_id": other.CollectorID}).OK(nil)
+}
+
+// TestCollectorUpdateRacingDelete: updates racing a delete that fails
+// after its mark never write the collector back without the mark
+// (FerretDB writes an update back whole, so an update that read the
+// collector before the mark would drop it): in every round each update
+// answers 200 (it landed before the mark) or 404, the collector stays
+// marked and out of get and list, and the retry deletes it. Updates that
+// $set without the collector's lease fail this within a few rounds.
+func TestCollectorUpdateRacingDelete(t *testing.T) {
+	s := setup(t)
+	const rounds, writers = 6, 4
+	for round := range rounds {
+		c := s.createCollector(s.adminA, domainCollector())
+		id := map[string]any{"collector_id": c.CollectorID}
+		restore := store.FailChildDeletes(jobsColl)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for w := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				for i := range 3 {
+					r := s.adminA.Call("/inventory/v1/collector/update", map[string]any{"collector_id": c.CollectorID,
+						"name": fmt.Sprintf("w%d-%d", w, i), "tags": map[string]any{"round": round}})
+					if r.Status == http.StatusNotFound {
+						return
+					}
+					if r.Status != http.StatusOK {
+						t.Errorf("round %d: update: %d %s", round, r.Status, r.Body)
+						return
+					}
+				}
+			}()
+		}
+		close(start)
+		s.adminA.Call("/inventory/v1/collector/delete", id).Fails(http.StatusServiceUnavailable, errs.Unavailable)
+		wg.Wait()
+		restore()
+		if r := s.adminA.Call("/inventory/v1/collector/get", id); r.Status != http.StatusNotFound {
+			t.Fatalf("round %d: the collector shows after its mark (an update wrote it back without it): %d", round, r.Status)
+		}
+		s.adminA.Call("/inventory/v1/collector/delete", id).OK(nil)
+	}
+	if n := s.count(collectorsColl, nil); n != 0 {
+		t.Fatalf("%d collectors left", n)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -121,5 +122,52 @@ func TestAlertDeleteMarkedFirst(t *testing.T) {
 		if n := c.count(t, coll, bson.D{{Key: "alert_id", Value: keep.AlertID}}); n != 1 {
 			t.Fatalf("%s keeps %d records of the other alert", coll, n)
 		}
+	}
+}
+
+// TestWebhookUpdateRacingDelete: updates racing a delete that fails
+// after its mark never write the webhook back without the mark (FerretDB
+// writes an update back whole, so an update that read the webhook before
+// the mark would drop it): in every round each update answers 200 (it
+// landed before the mark) or 404, the webhook stays marked and out of
+// get, and the retry deletes it. Updates that $set without the webhook's
+// lease fail this within a few rounds.
+func TestWebhookUpdateRacingDelete(t *testing.T) {
+	c := setup(t)
+	const rounds, writers = 6, 4
+	for round := range rounds {
+		w := c.webhook(t, c.memberA1, fmt.Sprintf("Doomed %d", round))
+		id := map[string]any{"webhook_id": w.WebhookID}
+		restore := store.FailChildDeletes(mon.RequestsCollection)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for n := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				for i := range 3 {
+					r := c.memberA1.Call(wp+"update", map[string]any{"webhook_id": w.WebhookID, "name": fmt.Sprintf("w%d-%d", n, i)})
+					if r.Status == http.StatusNotFound {
+						return
+					}
+					if r.Status != http.StatusOK {
+						t.Errorf("round %d: update: %d %s", round, r.Status, r.Body)
+						return
+					}
+				}
+			}()
+		}
+		close(start)
+		c.memberA1.Call(wp+"delete", id).Fails(http.StatusServiceUnavailable, errs.Unavailable)
+		wg.Wait()
+		restore()
+		if r := c.memberA1.Call(wp+"get", id); r.Status != http.StatusNotFound {
+			t.Fatalf("round %d: the webhook shows after its mark (an update wrote it back without it): %d", round, r.Status)
+		}
+		c.memberA1.Call(wp+"delete", id).OK(nil)
+	}
+	if n := c.count(t, mon.WebhooksCollection, nil); n != 0 {
+		t.Fatalf("%d webhooks left", n)
 	}
 }

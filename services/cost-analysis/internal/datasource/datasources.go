@@ -323,7 +323,9 @@ func (ds *DataSources) change(ctx context.Context, p *auth.Principal, id string,
 		return nil, err
 	}
 	err = model.Lock(ctx, ds.db, model.DataSourceLock(id), func(ctx context.Context) error {
-		if doc, err = store.Get[DataSource](ctx, ds.c, "data_source_id", id); err != nil {
+		// Read again under the lease the deregister marks under: one
+		// marked meanwhile changes no more (404).
+		if doc, err = store.GetLive[DataSource](ctx, ds.c, "data_source_id", id); err != nil {
 			return err
 		}
 		fields, err := set(doc)

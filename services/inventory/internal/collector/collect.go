@@ -39,11 +39,26 @@ func (s *Service) collect(ctx context.Context, p *auth.Principal, r *collectRequ
 // the job SUCCESS at once, otherwise the tasks are queued and the
 // collector's last_collected_at set. requestWorkspace is the caller's
 // workspace ("" for a domain-wide caller or a schedule).
+//
+// It runs under the collector's lease on the collector as stored (a
+// collector whose delete has begun is 404): its writes to the collector
+// keep the delete's mark, and its job is created before the delete's
+// children go or not at all (store.Teardown.Live).
 func (s *Service) Collect(ctx context.Context, c *Collector, secretID, requestWorkspace string) (*inv.Job, error) {
 	if s.outbox == nil {
 		return nil, errs.Down("The job queue", errNoBus)
 	}
-	if err := s.upgrade(ctx, c); err != nil {
+	var job *inv.Job
+	err := s.records().Live(ctx, c.ID, func(ctx context.Context, c *Collector, set func(bson.D) (*Collector, error)) error {
+		var err error
+		job, err = s.collectLive(ctx, c, set, secretID, requestWorkspace)
+		return err
+	})
+	return job, err
+}
+
+func (s *Service) collectLive(ctx context.Context, c *Collector, setCollector func(bson.D) (*Collector, error), secretID, requestWorkspace string) (*inv.Job, error) {
+	if err := s.upgrade(ctx, c, setCollector); err != nil {
 		return nil, err
 	}
 	secrets, err := s.secrets(ctx, c, secretID)
@@ -82,8 +97,8 @@ func (s *Service) Collect(ctx context.Context, c *Collector, secretID, requestWo
 		_, _ = s.jobs.UpdateOne(context.WithoutCancel(ctx), bson.D{{Key: "_id", Value: id}}, bson.D{{Key: "$set", Value: fail}})
 		return nil, err
 	}
-	if _, err := s.c.UpdateOne(ctx, bson.D{{Key: "_id", Value: c.ID}}, bson.D{{Key: "$set", Value: bson.D{{Key: "last_collected_at", Value: now}}}}); err != nil {
-		return nil, store.Wrap(err)
+	if _, err := setCollector(bson.D{{Key: "last_collected_at", Value: now}}); err != nil {
+		return nil, err
 	}
 	return job, nil
 }
@@ -133,7 +148,7 @@ func (s *Service) cancelRunning(ctx context.Context, c *Collector, secretID, req
 // upgrade moves a collector whose upgrade mode is AUTO to the newest
 // version the repository has, initialising it again (upstream
 // _update_collector_plugin). c is updated in place.
-func (s *Service) upgrade(ctx context.Context, c *Collector) error {
+func (s *Service) upgrade(ctx context.Context, c *Collector, setCollector func(bson.D) (*Collector, error)) error {
 	if c.PluginInfo.UpgradeMode != "AUTO" {
 		return nil
 	}
@@ -148,8 +163,8 @@ func (s *Service) upgrade(ctx context.Context, c *Collector) error {
 		return err
 	}
 	info.Metadata = wire.Object(md)
-	if _, err := s.c.UpdateOne(ctx, bson.D{{Key: "_id", Value: c.ID}}, bson.D{{Key: "$set", Value: bson.D{{Key: "plugin_info", Value: info}}}}); err != nil {
-		return store.Wrap(err)
+	if _, err := setCollector(bson.D{{Key: "plugin_info", Value: info}}); err != nil {
+		return err
 	}
 	c.PluginInfo = info
 	return nil

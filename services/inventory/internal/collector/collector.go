@@ -12,6 +12,7 @@ package collector
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -21,6 +22,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/freeform"
+	"github.com/nubes-io/nubes/pkg/lease"
 	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/pluginref"
 	"github.com/nubes-io/nubes/pkg/query"
@@ -120,6 +122,7 @@ type Service struct {
 	c        *mongo.Collection
 	jobs     *mongo.Collection
 	tasks    *mongo.Collection
+	leases   *mongo.Collection
 	repo     pluginref.Repository
 	identity inv.Identity
 	plugins  *plugin.Client
@@ -132,7 +135,7 @@ type Service struct {
 func New(ctx context.Context, db *mongo.Database, repo pluginref.Repository, identity inv.Identity, plugins *plugin.Client,
 	outbox *events.Outbox, log *slog.Logger) (*Service, error) {
 	s := &Service{c: db.Collection(inv.CollectorsCollection), jobs: db.Collection(inv.JobsCollection),
-		tasks: db.Collection(inv.JobTasksCollection), repo: repo, identity: identity, plugins: plugins, outbox: outbox, log: log}
+		tasks: db.Collection(inv.JobTasksCollection), leases: db.Collection(inv.LeasesCollection), repo: repo, identity: identity, plugins: plugins, outbox: outbox, log: log}
 	return s, store.EnsureIndexes(ctx, s.c,
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "name", Value: 1}}},
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "workspace_id", Value: 1}}},
@@ -263,16 +266,39 @@ func (s *Service) Load(ctx context.Context, p *auth.Principal, id string) (*Coll
 	return store.GetFor[Collector](ctx, s.c, resource, p, "collector_id", id)
 }
 
+// Lease bounds of a collector's writers: the lease is renewed while its
+// holder works (a collect's identity and plugin calls), and a writer
+// waits lockWait for it before answering 503.
+var (
+	lockTTL  = 30 * time.Second
+	lockWait = 15 * time.Second
+)
+
+// records is the collector's teardown: its delete, and every write to it
+// or create of its jobs, under the collector's lease, so that no writer
+// drops the delete's mark (store.Teardown).
+func (s *Service) records() store.Teardown[Collector] {
+	return store.Teardown[Collector]{Records: s.c, Resource: resource, Key: "collector_id",
+		Lock: func(ctx context.Context, id string, fn func(ctx context.Context) error) error {
+			return lease.Run(ctx, s.leases, "collector-"+id, lockTTL, lockWait, fn)
+		},
+		Children: func(ctx context.Context, doc *Collector) error {
+			for _, c := range []*mongo.Collection{s.tasks, s.jobs} {
+				if err := store.DeleteChildren(ctx, c, bson.D{{Key: "domain_id", Value: doc.DomainID}, {Key: "collector_id", Value: doc.ID}}); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+}
+
 // writable loads a collector the caller may change.
 func (s *Service) writable(ctx context.Context, p *auth.Principal, id string) (*Collector, error) {
 	return store.GetToChange[Collector](ctx, s.c, resource, p, "collector_id", id)
 }
 
 func (s *Service) update(ctx context.Context, p *auth.Principal, r *updateCollector) (*Collector, error) {
-	doc, err := s.writable(ctx, p, r.CollectorID)
-	if err != nil {
-		return nil, err
-	}
 	set := bson.D{}
 	if r.Name != "" {
 		set = append(set, bson.E{Key: "name", Value: r.Name})
@@ -291,23 +317,21 @@ func (s *Service) update(ctx context.Context, p *auth.Principal, r *updateCollec
 		set = append(set, bson.E{Key: "secret_filter", Value: r.SecretFilter.Normalized()})
 	}
 	if len(set) == 0 {
-		return doc, nil
+		return s.writable(ctx, p, r.CollectorID)
 	}
-	return store.SetByID[Collector](ctx, s.c, "collector_id", doc.ID, set)
+	return s.records().Change(ctx, p, r.CollectorID, func(context.Context, *Collector) (bson.D, error) { return set, nil })
 }
 
 // updatePlugin changes version, options (replaced whole) and upgrade
 // mode, and keeps the metadata of a new init with them.
 func (s *Service) updatePlugin(ctx context.Context, p *auth.Principal, r *updatePlugin) (*Collector, error) {
-	doc, err := s.writable(ctx, p, r.CollectorID)
-	if err != nil {
-		return nil, err
-	}
-	info, err := s.repo.Change(ctx, doc.PluginInfo, r.Ask(r.UpgradeMode), s.init)
-	if err != nil {
-		return nil, err
-	}
-	return store.SetByID[Collector](ctx, s.c, "collector_id", doc.ID, bson.D{{Key: "plugin_info", Value: info}})
+	return s.records().Change(ctx, p, r.CollectorID, func(ctx context.Context, doc *Collector) (bson.D, error) {
+		info, err := s.repo.Change(ctx, doc.PluginInfo, r.Ask(r.UpgradeMode), s.init)
+		if err != nil {
+			return nil, err
+		}
+		return bson.D{{Key: "plugin_info", Value: info}}, nil
+	})
 }
 
 // verifyPlugin calls Collector.verify with the secret data of the
@@ -355,16 +379,7 @@ func (s *Service) secrets(ctx context.Context, c *Collector, secretID string) ([
 // half-way is finished by a retry. Workers drop messages of a job that
 // no longer exists.
 func (s *Service) delete(ctx context.Context, p *auth.Principal, r *collectorRequest) (*api.Empty, error) {
-	_, err := store.Teardown[Collector]{Records: s.c, Resource: resource, Key: "collector_id",
-		Children: func(ctx context.Context, doc *Collector) error {
-			for _, c := range []*mongo.Collection{s.tasks, s.jobs} {
-				if err := store.DeleteChildren(ctx, c, bson.D{{Key: "domain_id", Value: doc.DomainID}, {Key: "collector_id", Value: doc.ID}}); err != nil {
-					return err
-				}
-			}
-			return nil
-		},
-	}.Delete(ctx, p, r.CollectorID)
+	_, err := s.records().Delete(ctx, p, r.CollectorID)
 	if err != nil {
 		return nil, err
 	}

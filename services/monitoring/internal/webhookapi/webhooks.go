@@ -14,6 +14,7 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"strings"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -21,6 +22,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/freeform"
+	"github.com/nubes-io/nubes/pkg/lease"
 	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/pluginref"
 	"github.com/nubes-io/nubes/pkg/query"
@@ -92,6 +94,7 @@ func (r *createWebhook) Validate() error { return r.PluginInfo.Check(r.PluginInf
 type Webhooks struct {
 	c        *mongo.Collection
 	kept     *mongo.Collection // bodies kept for a retry (package ingest)
+	claims   *mongo.Collection // leases of the webhooks' writers
 	counters *mon.Counters
 	projects mon.Projects
 	repo     pluginref.Repository
@@ -104,8 +107,8 @@ type Webhooks struct {
 // of webhook_url.
 func New(ctx context.Context, db *mongo.Database, counters *mon.Counters, projects mon.Projects, repo pluginref.Repository,
 	plugins *plugin.Client, baseURL string, log *slog.Logger) (*Webhooks, error) {
-	ws := &Webhooks{c: db.Collection(mon.WebhooksCollection), kept: db.Collection(mon.PendingCollection), counters: counters, projects: projects, repo: repo,
-		plugins: plugins, baseURL: strings.TrimRight(baseURL, "/"), log: log}
+	ws := &Webhooks{c: db.Collection(mon.WebhooksCollection), kept: db.Collection(mon.PendingCollection), claims: db.Collection(mon.ClaimsCollection),
+		counters: counters, projects: projects, repo: repo, plugins: plugins, baseURL: strings.TrimRight(baseURL, "/"), log: log}
 	return ws, store.EnsureIndexes(ctx, ws.c,
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "created_at", Value: -1}}},
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "project_id", Value: 1}}},
@@ -205,19 +208,34 @@ func (ws *Webhooks) out(ctx context.Context, docs ...*Webhook) error {
 	return nil
 }
 
+// Lease bounds of a webhook's writers: renewed while its holder works
+// (an update_plugin's init), waited for lockWait before a 503.
+var (
+	lockTTL  = 15 * time.Second
+	lockWait = 15 * time.Second
+)
+
+// records is the webhook's teardown: its delete, and every change of it,
+// under the webhook's lease, so that no update drops the delete's mark
+// (store.Teardown).
+func (ws *Webhooks) records() store.Teardown[Webhook] {
+	return store.Teardown[Webhook]{Records: ws.c, Resource: resource, Key: "webhook_id",
+		Lock: func(ctx context.Context, id string, fn func(ctx context.Context) error) error {
+			return lease.Run(ctx, ws.claims, "webhook#"+id, lockTTL, lockWait, fn)
+		},
+		Children: func(ctx context.Context, doc *Webhook) error {
+			if err := store.DeleteChildren(ctx, ws.kept, bson.D{{Key: "webhook_id", Value: doc.ID}}); err != nil {
+				return err
+			}
+			return ws.counters.Forget(ctx, doc.ID)
+		},
+	}
+}
+
 func (ws *Webhooks) set(ctx context.Context, p *auth.Principal, id string, set func(doc *Webhook) (bson.D, error)) (*Webhook, error) {
-	doc, err := ws.writable(ctx, p, id)
+	doc, err := ws.records().Change(ctx, p, id, func(_ context.Context, doc *Webhook) (bson.D, error) { return set(doc) })
 	if err != nil {
 		return nil, err
-	}
-	fields, err := set(doc)
-	if err != nil {
-		return nil, err
-	}
-	if len(fields) > 0 {
-		if doc, err = store.SetByID[Webhook](ctx, ws.c, "webhook_id", doc.ID, fields); err != nil {
-			return nil, err
-		}
 	}
 	return doc, ws.out(ctx, doc)
 }
@@ -283,14 +301,7 @@ func (ws *Webhooks) disable(ctx context.Context, p *auth.Principal, r *webhookRe
 // delete cut short is finished by a retry. Its events stay, as upstream
 // keeps them.
 func (ws *Webhooks) delete(ctx context.Context, p *auth.Principal, r *webhookRequest) (*api.Empty, error) {
-	_, err := store.Teardown[Webhook]{Records: ws.c, Resource: resource, Key: "webhook_id",
-		Children: func(ctx context.Context, doc *Webhook) error {
-			if err := store.DeleteChildren(ctx, ws.kept, bson.D{{Key: "webhook_id", Value: doc.ID}}); err != nil {
-				return err
-			}
-			return ws.counters.Forget(ctx, doc.ID)
-		},
-	}.Delete(ctx, p, r.WebhookID)
+	_, err := ws.records().Delete(ctx, p, r.WebhookID)
 	if err != nil {
 		return nil, err
 	}

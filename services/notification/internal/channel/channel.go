@@ -21,6 +21,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/notification/internal/noti"
 )
@@ -79,8 +80,12 @@ func Subscriptions(isSubscribe bool, topics []string) ([]string, error) {
 // is asked (a new channel needs an ENABLED protocol, upstream).
 func Protocol(ctx context.Context, protocols *mongo.Collection, domainID, id string, enabled bool) (*noti.Protocol, error) {
 	var pr noti.Protocol
-	err := protocols.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&pr)
-	if errors.Is(err, mongo.ErrNoDocuments) || err == nil && pr.DomainID != domainID {
+	raw, err := protocols.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Raw()
+	if err == nil {
+		err = bson.Unmarshal(raw, &pr)
+	}
+	// One whose delete has begun takes no channel (store.Teardown).
+	if errors.Is(err, mongo.ErrNoDocuments) || err == nil && (pr.DomainID != domainID || tenancy.IsMarked(raw)) {
 		return nil, errs.NotFound("protocol_id", id)
 	}
 	if err != nil {

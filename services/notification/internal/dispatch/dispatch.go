@@ -39,6 +39,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/notification/internal/noti"
 )
@@ -162,9 +163,13 @@ func (d *Dispatcher) handle(ctx context.Context, msg jetstream.Msg) {
 // dispatch delivers one event, or says why it is skipped.
 func (d *Dispatcher) dispatch(ctx context.Context, ev events.NotificationDispatch) (outcome, reason string, err error) {
 	var pr noti.Protocol
-	err = d.protocols.FindOne(ctx, bson.D{{Key: "_id", Value: ev.ProtocolID}}).Decode(&pr)
+	raw, err := d.protocols.FindOne(ctx, bson.D{{Key: "_id", Value: ev.ProtocolID}}).Raw()
+	if err == nil {
+		err = bson.Unmarshal(raw, &pr)
+	}
 	switch {
-	case errors.Is(err, mongo.ErrNoDocuments) || (err == nil && pr.DomainID != ev.DomainID):
+	// One whose delete has begun (store.Teardown) is gone already.
+	case errors.Is(err, mongo.ErrNoDocuments) || (err == nil && (pr.DomainID != ev.DomainID || tenancy.IsMarked(raw))):
 		return Skipped, "no such protocol", nil
 	case err != nil:
 		return "", "", store.Wrap(err)

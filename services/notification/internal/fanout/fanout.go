@@ -31,6 +31,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/notification/internal/noti"
 )
@@ -330,7 +331,9 @@ func (f *Fanout) keepInbox(ctx context.Context, r events.NotificationRequest, ms
 
 func (f *Fanout) domainProtocols(ctx context.Context, domainID string) (map[string]noti.Protocol, error) {
 	var prs []noti.Protocol
-	if err := find(ctx, f.protocols, bson.D{{Key: "domain_id", Value: domainID}}, &prs); err != nil {
+	// One whose delete has begun (store.Teardown) is left out.
+	live := bson.D{{Key: "domain_id", Value: domainID}, {Key: tenancy.MarkField, Value: bson.D{{Key: "$ne", Value: true}}}}
+	if err := find(ctx, f.protocols, live, &prs); err != nil {
 		return nil, err
 	}
 	out := make(map[string]noti.Protocol, len(prs))

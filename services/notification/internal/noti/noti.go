@@ -32,6 +32,10 @@ const (
 	// DispatchesCollection records each notification handled (_id = the
 	// event's ID): a redelivered event is never dispatched twice.
 	DispatchesCollection = "notification_dispatches"
+	// LeasesCollection holds the leases of the protocols' writers
+	// (pkg/lease): a protocol changes, and its delete is marked, under
+	// its lease.
+	LeasesCollection = "notification_leases"
 )
 
 // Protocol states.
@@ -143,10 +147,10 @@ func (c Counters) Read(ctx context.Context, ids []string) (map[string]Usage, err
 	return store.ByIDs[Usage](ctx, c.C, ids)
 }
 
-// Forget deletes a protocol's counters.
+// Forget deletes a protocol's counters: a child of its delete
+// (store.DeleteChildren).
 func (c Counters) Forget(ctx context.Context, protocolID string) error {
-	_, err := c.C.DeleteOne(ctx, bson.D{{Key: "_id", Value: protocolID}})
-	return store.Wrap(err)
+	return store.DeleteChildren(ctx, c.C, bson.D{{Key: "_id", Value: protocolID}})
 }
 
 // The built-in INTERNAL protocol: upstream creates one per domain on the

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -23,6 +24,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/freeform"
+	"github.com/nubes-io/nubes/pkg/lease"
 	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/pluginref"
 	"github.com/nubes-io/nubes/pkg/query"
@@ -44,7 +46,9 @@ var resource = query.Resource{
 	Fields:        query.Without(query.FieldsOf[Protocol](), "usage"),
 	Maps:          freeform.FieldsOf[Protocol](),
 	Secret:        []string{"sealed"},
-	Tenancy:       tenancy.InDomain, // protocols belong to the whole domain
+	// Protocols belong to the whole domain, and are deleted mark first
+	// (store.Teardown).
+	Tenancy: tenancy.InDomain.WithMarks(),
 }
 
 type (
@@ -130,6 +134,7 @@ func checkDomain(p *auth.Principal, domainID string) error {
 // Protocols serves the protocol operations.
 type Protocols struct {
 	c        *mongo.Collection
+	leases   *mongo.Collection
 	counters noti.Counters
 	repo     pluginref.Repository
 	plugins  *plugin.Client
@@ -141,7 +146,7 @@ type Protocols struct {
 
 // New creates the collection's indexes.
 func New(ctx context.Context, db *mongo.Database, repo pluginref.Repository, plugins *plugin.Client, keys *seal.Keyring, log *slog.Logger) (*Protocols, error) {
-	ps := &Protocols{c: db.Collection(noti.ProtocolsCollection), counters: noti.Counters{C: db.Collection(noti.UsageCollection)},
+	ps := &Protocols{c: db.Collection(noti.ProtocolsCollection), leases: db.Collection(noti.LeasesCollection), counters: noti.Counters{C: db.Collection(noti.UsageCollection)},
 		repo: repo, plugins: plugins, keys: keys, log: log}
 	return ps, store.EnsureIndexes(ctx, ps.c,
 		// A name is unique in its domain (upstream: unique_with domain_id).
@@ -273,19 +278,54 @@ func (ps *Protocols) out(ctx context.Context, docs ...*Protocol) error {
 	return nil
 }
 
-func (ps *Protocols) set(ctx context.Context, p *auth.Principal, id string, set func(doc *Protocol) (bson.D, error)) (*Protocol, error) {
-	doc, err := ps.load(ctx, p, id)
-	if err != nil {
-		return nil, err
+// Lease bounds of a protocol's writers: renewed while its holder works
+// (an update_plugin's init), waited for lockWait before a 503.
+var (
+	lockTTL  = 15 * time.Second
+	lockWait = 15 * time.Second
+)
+
+// records is the protocol's teardown: its delete, and every change of
+// it, under the protocol's lease (store.Teardown), so that no update
+// drops the delete's mark.
+func (ps *Protocols) records() store.Teardown[Protocol] {
+	return store.Teardown[Protocol]{Records: ps.c, Resource: resource, Key: "protocol_id",
+		Lock: func(ctx context.Context, id string, fn func(ctx context.Context) error) error {
+			return lease.Run(ctx, ps.leases, "protocol#"+id, lockTTL, lockWait, fn)
+		},
+		Check: external,
+		Children: func(ctx context.Context, doc *Protocol) error {
+			// A channel created between the check and the mark (its
+			// create read the protocol unmarked): refused as upstream
+			// does; the protocol stays marked, and a retry once the
+			// channel is gone finishes the delete.
+			if err := ps.unused(ctx, doc); err != nil {
+				return err
+			}
+			return ps.counters.Forget(ctx, doc.ID)
+		},
 	}
-	fields, err := set(doc)
-	if err != nil {
-		return nil, err
-	}
-	if len(fields) > 0 {
-		if doc, err = store.SetByID[Protocol](ctx, ps.c, "protocol_id", doc.ID, fields); err != nil {
-			return nil, err
+}
+
+// unused refuses a protocol a project or user channel uses, as upstream
+// does (its channels would dispatch to nothing).
+func (ps *Protocols) unused(ctx context.Context, doc *Protocol) error {
+	for _, coll := range []string{noti.ProjectChannelsCollection, noti.UserChannelsCollection} {
+		n, err := ps.c.Database().Collection(coll).CountDocuments(ctx, bson.D{{Key: "domain_id", Value: doc.DomainID}, {Key: "protocol_id", Value: doc.ID}})
+		if err != nil {
+			return store.Wrap(err)
 		}
+		if n > 0 {
+			return errs.New(errs.ExistResource, "The protocol is used by %d channel(s); delete them first. (protocol_id = %s)", n, doc.ID)
+		}
+	}
+	return nil
+}
+
+func (ps *Protocols) set(ctx context.Context, p *auth.Principal, id string, set func(doc *Protocol) (bson.D, error)) (*Protocol, error) {
+	doc, err := ps.records().Change(ctx, p, id, func(_ context.Context, doc *Protocol) (bson.D, error) { return set(doc) })
+	if err != nil {
+		return nil, err
 	}
 	return doc, ps.out(ctx, doc)
 }
@@ -354,38 +394,24 @@ func (ps *Protocols) disable(ctx context.Context, p *auth.Principal, r *protocol
 	return ps.state(noti.Disabled)(ctx, p, r)
 }
 
-// delete removes the protocol, and its sealed secret data with it.
+// delete tears the protocol down mark first (store.Teardown): refused
+// while a channel uses it (upstream); from the mark on it is out of every
+// read, takes no channel and dispatches nothing; then its usage counters
+// go, and the protocol last, its sealed secret data with it. A delete
+// cut short is finished by a retry.
 func (ps *Protocols) delete(ctx context.Context, p *auth.Principal, r *protocolRequest) (*api.Empty, error) {
 	if err := checkDomain(p, r.DomainID); err != nil {
 		return nil, err
 	}
-	doc, err := ps.load(ctx, p, r.ProtocolID)
-	if err != nil {
-		return nil, err
-	}
-	if err := external(doc); err != nil {
-		return nil, err
-	}
-	// As upstream: a protocol a channel uses stays (its channels would
-	// dispatch to nothing).
-	for _, coll := range []string{noti.ProjectChannelsCollection, noti.UserChannelsCollection} {
-		n, err := ps.c.Database().Collection(coll).CountDocuments(ctx, bson.D{{Key: "domain_id", Value: doc.DomainID}, {Key: "protocol_id", Value: doc.ID}})
-		if err != nil {
-			return nil, store.Wrap(err)
+	td := ps.records()
+	td.Check = func(doc *Protocol) error {
+		if err := external(doc); err != nil {
+			return err
 		}
-		if n > 0 {
-			return nil, errs.New(errs.ExistResource, "The protocol is used by %d channel(s); delete them first. (protocol_id = %s)", n, doc.ID)
-		}
+		return ps.unused(ctx, doc) // before the mark: a refused delete leaves it as it was
 	}
-	res, err := ps.c.DeleteOne(ctx, bson.D{{Key: "_id", Value: doc.ID}})
-	if err != nil {
-		return nil, store.Wrap(err)
-	}
-	if res.DeletedCount == 0 {
-		return nil, errs.NotFound("protocol_id", doc.ID)
-	}
-	if err := ps.counters.Forget(ctx, doc.ID); err != nil {
-		ps.log.Warn("usage of a deleted protocol kept", "protocol_id", doc.ID, "error", err.Error())
+	if _, err := td.Delete(ctx, p, r.ProtocolID); err != nil {
+		return nil, err
 	}
 	return &api.Empty{}, nil
 }
