@@ -281,6 +281,8 @@ func (ps posts) update(ctx context.Context, p *auth.Principal, r *updatePost) (*
 	}
 	// _id alone is the filter FerretDB pushes down; the tenancy was checked
 	// above and never changes, so the update cannot reach another tenant.
+	ps.views.writes.Lock() // no view flush rewrites the post meanwhile
+	defer ps.views.writes.Unlock()
 	return store.SetByID[Post](ctx, ps.c, "post_id", r.PostID, set) // 404 if deleted meanwhile
 }
 
@@ -336,6 +338,12 @@ type views struct {
 	c       *mongo.Collection
 	mu      sync.Mutex
 	pending map[string]int32
+	// writes is held by a flush and by a post update: FerretDB 1.24
+	// applies an update as a read and a rewrite of the whole document, so
+	// a view's $inc racing an update's $set could write the post back
+	// with its old fields (a notice's workspaces, who reads it, too). It
+	// orders the two writers of this replica; MongoDB needs no help.
+	writes sync.Mutex
 }
 
 // add counts one view and returns the views of id not yet written.
@@ -348,6 +356,8 @@ func (v *views) add(id string) int32 {
 
 // flush writes the pending views; what fails to write stays pending.
 func (v *views) flush(ctx context.Context) error {
+	v.writes.Lock()
+	defer v.writes.Unlock()
 	v.mu.Lock()
 	batch := v.pending
 	v.pending = map[string]int32{}
