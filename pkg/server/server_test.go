@@ -35,6 +35,10 @@ type echoResp struct {
 func echoOp(path string, version int, access auth.Access) api.Op[echoReq, echoResp] {
 	return api.Op[echoReq, echoResp]{Path: path, Access: access, Handle: func(ctx context.Context, p *auth.Principal, r *echoReq) (*echoResp, error) {
 		time.Sleep(time.Duration(r.Sleep) * time.Millisecond)
+		if r.Text == "hold" {
+			held <- struct{}{}
+			<-release
+		}
 		switch r.Fail {
 		case "bug":
 			return nil, errors.New("secret internal detail")
@@ -225,9 +229,18 @@ func TestHealthReadyMetricsRequestID(t *testing.T) {
 	}
 }
 
+// held and release let TestGracefulShutdown hold requests in flight: a
+// request with text "hold" tells held it arrived and waits for release.
+var (
+	held    = make(chan struct{}, 16)
+	release chan struct{} // made anew by each run of the test
+)
+
 // TestGracefulShutdown: requests in flight when SIGTERM arrives finish,
-// and readiness fails during the drain delay.
+// after the listener has closed, and readiness fails from the signal on.
+// Each step waits for the state before it, not for a time.
 func TestGracefulShutdown(t *testing.T) {
+	release = make(chan struct{})
 	f := newFixture(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -242,7 +255,7 @@ func TestGracefulShutdown(t *testing.T) {
 	results := make(chan int, inflight)
 	for range inflight {
 		go func() {
-			resp, err := http.Post(base+"/svc/v1/thing/open", "application/json", strings.NewReader(`{"text":"x","sleep_ms":400}`))
+			resp, err := http.Post(base+"/svc/v1/thing/open", "application/json", strings.NewReader(`{"text":"hold"}`))
 			if err != nil {
 				results <- -1
 				return
@@ -252,12 +265,23 @@ func TestGracefulShutdown(t *testing.T) {
 			results <- resp.StatusCode
 		}()
 	}
-	time.Sleep(100 * time.Millisecond) // the requests are in flight
-	cancel()
-	time.Sleep(50 * time.Millisecond)
-	if resp, err := http.Get(base + "/readyz"); err != nil || resp.StatusCode != 503 {
-		t.Fatalf("readyz while draining: %v %v", resp, err)
+	for range inflight { // every request is in its handler
+		select {
+		case <-held:
+		case <-time.After(time.Minute):
+			t.Fatal("requests did not arrive")
+		}
 	}
+	cancel()
+	waitFor(t, "readiness to fail", func() bool { return f.call("GET", "/readyz", "", "").Code == 503 })
+	waitFor(t, "the listener to close", func() bool {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	})
+	close(release)
 	for range inflight {
 		if code := <-results; code != 200 {
 			t.Fatalf("an in-flight request ended with %d", code)
@@ -265,6 +289,16 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("Run returned %v", err)
+	}
+}
+
+// waitFor polls cond; the minute only bounds a failing test.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
 	}
 }
 
