@@ -30,13 +30,14 @@ const CheckTTL = 4 * time.Second
 // Checked verifies credentials with a and then asks c, caching each
 // answer (good or bad) for ttl. SYSTEM tokens have no record to check.
 func Checked(a Authenticator, c Checker, ttl time.Duration) Authenticator {
-	return &checked{a: a, c: c, ttl: ttl, cache: map[[32]byte]checkEntry{}}
+	return &checked{a: a, c: c, ttl: ttl, now: time.Now, cache: map[[32]byte]checkEntry{}}
 }
 
 type checked struct {
 	a     Authenticator
 	c     Checker
 	ttl   time.Duration
+	now   func() time.Time // time.Now; tests move their own clock
 	group singleflight.Group
 	mu    sync.Mutex
 	cache map[[32]byte]checkEntry
@@ -53,7 +54,7 @@ func (k *checked) Authenticate(ctx context.Context, bearer string) (*Principal, 
 		return p, err
 	}
 	key := sha256.Sum256([]byte(bearer))
-	now := time.Now()
+	now := k.now()
 	k.mu.Lock()
 	e, ok := k.cache[key]
 	k.mu.Unlock()
@@ -73,7 +74,7 @@ func (k *checked) Authenticate(ctx context.Context, bearer string) (*Principal, 
 				}
 			}
 		}
-		k.cache[key] = checkEntry{err: err, expires: time.Now().Add(k.ttl)}
+		k.cache[key] = checkEntry{err: err, expires: k.now().Add(k.ttl)}
 		k.mu.Unlock()
 		return err, nil
 	})

@@ -33,6 +33,10 @@ func TestCheckedCachesAndExpires(t *testing.T) {
 	v := verifierFor(t, s)
 	fc := &fakeChecker{}
 	a := Checked(v, fc, 100*time.Millisecond)
+	// The cache's clock moves only when the test moves it: a stalled
+	// machine neither expires an answer early nor keeps it late.
+	clock := time.Now()
+	a.(*checked).now = func() time.Time { return clock }
 	tok, _ := s.Issue(Principal{TokenType: APIKey, TokenID: "api-key-1", DomainID: "d", UserID: "u", Role: User}, 0)
 	sys, _ := s.Issue(Principal{TokenType: SystemToken, DomainID: "d", UserID: "root", Role: SystemAdmin}, time.Hour)
 
@@ -48,12 +52,12 @@ func TestCheckedCachesAndExpires(t *testing.T) {
 	if _, err := a.Authenticate(context.Background(), tok); err != nil {
 		t.Fatal("the cached good answer should hold until it expires")
 	}
-	time.Sleep(150 * time.Millisecond)
+	clock = clock.Add(150 * time.Millisecond)
 	if _, err := a.Authenticate(context.Background(), tok); err == nil {
 		t.Fatal("a disabled key was accepted after the cache expired")
 	}
 	fc.set(errs.Down("The identity service", errors.New("refused")))
-	time.Sleep(150 * time.Millisecond)
+	clock = clock.Add(150 * time.Millisecond)
 	calls := fc.calls.Load()
 	for range 3 {
 		if _, err := a.Authenticate(context.Background(), tok); err == nil {
