@@ -19,7 +19,7 @@ func (v *Verifier) Reload(read func(context.Context) ([]byte, error), minInterva
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	v.reload = &reloader{read: read, minInterval: minInterval, maxAge: maxAge, log: log}
+	v.reload = &reloader{read: read, minInterval: minInterval, maxAge: maxAge, log: log, now: time.Now}
 	v.reload.loaded.Store(time.Now().UnixNano())
 }
 
@@ -27,6 +27,7 @@ type reloader struct {
 	read                func(context.Context) ([]byte, error)
 	minInterval, maxAge time.Duration
 	log                 *slog.Logger
+	now                 func() time.Time // time.Now; tests move their own clock
 
 	loaded atomic.Int64 // when the held set was read, unix ns: the hot path reads it without mu
 
@@ -43,8 +44,11 @@ type reloader struct {
 func (v *Verifier) key(kid string) *rsa.PublicKey {
 	k := (*v.keys.Load())[kid]
 	r := v.reload
-	now := time.Now()
-	if r == nil || (k != nil && now.Sub(time.Unix(0, r.loaded.Load())) < r.maxAge) {
+	if r == nil {
+		return k
+	}
+	now := r.now()
+	if k != nil && now.Sub(time.Unix(0, r.loaded.Load())) < r.maxAge {
 		return k
 	}
 	if r.beforeLock != nil {
@@ -91,5 +95,5 @@ func (v *Verifier) readKeys(done chan struct{}) {
 		return
 	}
 	v.keys.Store(&keys)
-	r.loaded.Store(time.Now().UnixNano())
+	r.loaded.Store(r.now().UnixNano())
 }
