@@ -9,6 +9,7 @@ package identity
 import (
 	"context"
 	"fmt"
+	"github.com/nubes-io/nubes/pkg/api"
 	"os"
 	"time"
 
@@ -20,8 +21,20 @@ import (
 	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/seal/sealcmd"
 	"github.com/nubes-io/nubes/pkg/server"
+	"github.com/nubes-io/nubes/services/identity/internal/apikey"
+	"github.com/nubes-io/nubes/services/identity/internal/bootstrap"
 	"github.com/nubes-io/nubes/services/identity/internal/core"
-	"github.com/nubes-io/nubes/services/identity/internal/identityapi"
+	"github.com/nubes-io/nubes/services/identity/internal/domain"
+	"github.com/nubes-io/nubes/services/identity/internal/endpoint"
+	"github.com/nubes-io/nubes/services/identity/internal/project"
+	"github.com/nubes-io/nubes/services/identity/internal/role"
+	"github.com/nubes-io/nubes/services/identity/internal/rolebinding"
+	"github.com/nubes-io/nubes/services/identity/internal/token"
+	"github.com/nubes-io/nubes/services/identity/internal/trustedaccount"
+	"github.com/nubes-io/nubes/services/identity/internal/trustedserviceaccount"
+	"github.com/nubes-io/nubes/services/identity/internal/user"
+	"github.com/nubes-io/nubes/services/identity/internal/userprofile"
+	"github.com/nubes-io/nubes/services/identity/internal/workspace"
 )
 
 // Name is the service name.
@@ -38,7 +51,7 @@ const ReflectionTTL = 30 * time.Second
 type Config = core.Config
 
 // Bootstrapped is what the first start made (root domain and admin).
-type Bootstrapped = identityapi.Bootstrapped
+type Bootstrapped = bootstrap.Bootstrapped
 
 // Cipher encrypts secret data at rest.
 type Cipher = core.Cipher
@@ -84,11 +97,11 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*Built, error) {
 	if cfg.Plugins == nil {
 		cfg.Plugins = d.Plugins // trusted-account sync calls account collector plugins
 	}
-	s, err := identityapi.New(ctx, d.DB, d.Events, d.Log, cfg)
+	s, err := core.New(ctx, d.DB, d.Events, d.Log, cfg)
 	if err != nil {
 		return nil, err
 	}
-	b, err := s.Bootstrap(ctx)
+	b, err := bootstrap.Run(ctx, s)
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap: %w", err)
 	}
@@ -103,17 +116,30 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*Built, error) {
 				"admin_user_id", b.AdminUserID)
 		}
 	}
-	tok, err := s.SystemToken(b)
+	tok, err := bootstrap.SystemToken(s, b)
 	if err != nil {
 		return nil, err
 	}
-	routes := s.Routes()
-	svc := &app.Service{Name: Name, Routes: routes, Workers: s.Workers(), Auth: s.Authenticator(),
+	routes := Routes(s)
+	svc := &app.Service{Name: Name, Routes: routes, Workers: append([]func(context.Context) error{s.Outbox.Run}, trustedaccount.Workers(s)...), Auth: s.Authenticator(),
 		Documents: map[string][]byte{JWKSPath: s.JWKS()},
 		// The Ingress sends the console's reflection here: identity lists
 		// the whole suite, merged from the services in service_urls.
 		Reflection: server.SuiteReflection(Name, routes, cfg.ServiceURLs, ReflectionTTL, d.Log)}
 	return &Built{Service: svc, Bootstrap: b, SystemToken: tok}, nil
+}
+
+// Routes are every operation of the service, one package per resource
+// (internal/<resource>) over internal/core.
+func Routes(d *core.Deps) []api.Route {
+	var r []api.Route
+	for _, part := range [][]api.Route{
+		token.Routes(d), domain.Routes(d), workspace.Routes(d), project.Routes(d), role.Routes(), rolebinding.Routes(d),
+		user.Routes(d), userprofile.Routes(d), apikey.Routes(d), trustedaccount.Routes(d), trustedserviceaccount.Routes(d), endpoint.Routes(d),
+	} {
+		r = append(r, part...)
+	}
+	return r
 }
 
 // New returns the constructor for cfg.

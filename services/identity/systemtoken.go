@@ -16,8 +16,8 @@ import (
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/config"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/services/identity/internal/bootstrap"
 	"github.com/nubes-io/nubes/services/identity/internal/core"
-	"github.com/nubes-io/nubes/services/identity/internal/identityapi"
 )
 
 // SystemTokenCommand is the subcommand that prints the root domain's
@@ -66,7 +66,7 @@ func WriteSystemToken(ctx context.Context, base config.Base, signer *auth.Signer
 }
 
 func systemTokenFor(ctx context.Context, db *mongo.Database, signer *auth.Signer, ttl time.Duration, out io.Writer) error {
-	var b identityapi.Bootstrapped
+	var b bootstrap.Bootstrapped
 	err := db.Collection(core.BootstrapCollection).FindOne(ctx, bson.D{{Key: "_id", Value: "root"}}).Decode(&b)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return errors.New("no root domain yet: start identity once, then run this again")

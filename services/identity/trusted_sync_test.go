@@ -18,7 +18,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
 	"github.com/nubes-io/nubes/services/identity"
 	"github.com/nubes-io/nubes/services/identity/internal/core"
-	"github.com/nubes-io/nubes/services/identity/internal/identityapi"
+	"github.com/nubes-io/nubes/services/identity/internal/trustedaccount"
 )
 
 const syncMethod = "spaceone.api.identity.plugin.AccountCollector/sync"
@@ -83,18 +83,18 @@ func newSyncStack(t *testing.T, replicas int) *syncStack {
 	return st
 }
 
-func (st *syncStack) job(t *testing.T, id string) identityapi.IdentityJob {
+func (st *syncStack) job(t *testing.T, id string) trustedaccount.IdentityJob {
 	t.Helper()
-	var j identityapi.IdentityJob
+	var j trustedaccount.IdentityJob
 	if err := st.db.Collection(core.JobsCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: id}}).Decode(&j); err != nil {
 		t.Fatal(err)
 	}
 	return j
 }
 
-func (st *syncStack) waitJob(t *testing.T, id string) identityapi.IdentityJob {
+func (st *syncStack) waitJob(t *testing.T, id string) trustedaccount.IdentityJob {
 	t.Helper()
-	var j identityapi.IdentityJob
+	var j trustedaccount.IdentityJob
 	eventually(t, 15*time.Second, "sync job "+id, func() bool {
 		j = st.job(t, id)
 		return j.Status != "IN_PROGRESS"
@@ -219,7 +219,7 @@ func TestTrustedAccountSyncSchedule(t *testing.T) {
 	hour := time.Now().UTC().Hour()
 	id := st.createAccount(t, "aws", map[string]any{"state": "ENABLED", "hours": []int{hour}})
 	st.createAccount(t, "aws", map[string]any{"state": "DISABLED", "hours": []int{hour}})
-	var jobs []identityapi.IdentityJob
+	var jobs []trustedaccount.IdentityJob
 	eventually(t, 10*time.Second, "a scheduled sync", func() bool {
 		cur, err := st.db.Collection(core.JobsCollection).Find(context.Background(), bson.D{})
 		if err != nil {

@@ -19,7 +19,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/services/identity/internal/core"
-	"github.com/nubes-io/nubes/services/identity/internal/identityapi"
+	"github.com/nubes-io/nubes/services/identity/internal/trustedaccount"
 )
 
 var (
@@ -78,7 +78,7 @@ func jobEvents(t *testing.T) func(jobID string) map[string]any {
 		t.Fatal(err)
 	}
 	cons, err := bus.JS.OrderedConsumer(ctx, events.JobStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{identityapi.JobSubject}, DeliverPolicy: jetstream.DeliverNewPolicy,
+		FilterSubjects: []string{trustedaccount.JobSubject}, DeliverPolicy: jetstream.DeliverNewPolicy,
 	})
 	if err != nil {
 		t.Fatal(err)

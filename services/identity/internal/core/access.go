@@ -21,11 +21,11 @@ import (
 	"github.com/nubes-io/nubes/pkg/wire"
 )
 
-var SystemOnly = auth.Roles(auth.SystemAdmin)
-
-var DomainAdmin = auth.Roles(auth.SystemAdmin, auth.DomainAdmin)
-
-var Readers = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner, auth.WorkspaceMember)
+var (
+	SystemOnly  = auth.Roles(auth.SystemAdmin)
+	DomainAdmin = auth.Roles(auth.SystemAdmin, auth.DomainAdmin)
+	Readers     = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner, auth.WorkspaceMember)
+)
 
 type StatRequest struct {
 	Query *stat.Query `json:"query" v:"required"`
@@ -90,9 +90,10 @@ var WorkspaceResource = query.Resource{KeywordFields: []string{"workspace_id", "
 
 // WorkspaceInDomain is a workspace as a record of its domain alone, for
 // token/grant: the caller has no role there yet, its binding decides.
-var WorkspaceInDomain = query.Resource{Tenancy: tenancy.InDomain}
-
-var WorkspaceWriters = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner)
+var (
+	WorkspaceInDomain = query.Resource{Tenancy: tenancy.InDomain}
+	WorkspaceWriters  = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner)
+)
 
 // memberProjects are the projects a workspace member reaches: the public
 // ones of the workspace and those listing the user.

@@ -1,16 +1,15 @@
 package core
 
 import (
-	"errors"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"log/slog"
-	"sync/atomic"
-
 	"cmp"
 	"context"
+	"errors"
+	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"

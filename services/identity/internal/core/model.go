@@ -10,46 +10,31 @@ import (
 )
 
 // Collections owned by the identity service.
-
-const DomainsCollection = "identity_domains"
-
-const UsersCollection = "identity_users"
-
-const APIKeysCollection = "identity_api_keys"
-
-const WorkspacesCollection = "identity_workspaces"
-
-const ProjectsCollection = "identity_projects"
-
-const RoleBindingsCollection = "identity_role_bindings"
-
-const TrustedAccountsCollection = "identity_trusted_accounts"
-
-const TrustedSACollection = "identity_trusted_service_accounts"
-
-const JobsCollection = "identity_jobs"
-
-const CodesCollection = "identity_codes"
-
-const CountersCollection = "identity_counters"
-
-const BootstrapCollection = "identity_bootstrap"
-
-const OutboxCollection = "identity_outbox"
+const (
+	DomainsCollection         = "identity_domains"
+	UsersCollection           = "identity_users"
+	APIKeysCollection         = "identity_api_keys"
+	WorkspacesCollection      = "identity_workspaces"
+	ProjectsCollection        = "identity_projects"
+	RoleBindingsCollection    = "identity_role_bindings"
+	TrustedAccountsCollection = "identity_trusted_accounts"
+	TrustedSACollection       = "identity_trusted_service_accounts"
+	JobsCollection            = "identity_jobs"
+	CodesCollection           = "identity_codes"
+	CountersCollection        = "identity_counters"
+	BootstrapCollection       = "identity_bootstrap"
+	OutboxCollection          = "identity_outbox"
+)
 
 // States and enum values.
-
-const Enabled = "ENABLED"
-
-const Disabled = "DISABLED"
-
-const Pending = "PENDING"
-
-const Expired = "EXPIRED"
-
-const UpdatePassword = "UPDATE_PASSWORD"
-
-const EnforceMFA = "ENFORCE_MFA"
+const (
+	Enabled        = "ENABLED"
+	Disabled       = "DISABLED"
+	Pending        = "PENDING"
+	Expired        = "EXPIRED"
+	UpdatePassword = "UPDATE_PASSWORD"
+	EnforceMFA     = "ENFORCE_MFA"
+)
 
 // Config is what the identity rules need to know.
 type Config struct {
@@ -175,7 +160,7 @@ type User struct {
 	LoginFailures   LoginFailures `bson:"login_failures"`
 	// SessionEpoch is stamped into every access and refresh token issued
 	// to the user; a password, MFA or state change sets a new one, which
-	// ends every token before it (Service.Check, sessions.go).
+	// ends every token before it (Deps.Check, sessions.go).
 	SessionEpoch   int64     `bson:"session_epoch"`
 	CreatedAt      wire.Time `bson:"created_at"`
 	LastAccessedAt wire.Time `bson:"last_accessed_at"`

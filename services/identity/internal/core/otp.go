@@ -22,11 +22,11 @@ import (
 // user that no Info, query or stat reaches; enable-mfa answers it once, as
 // options.otp_qrcode_uri, like upstream.
 
-const otpStep = 30 * time.Second
-
-const otpDigits = 6
-
-const otpSkew = 1 // steps accepted on either side of now, for clock drift
+const (
+	otpStep   = 30 * time.Second
+	otpDigits = 6
+	otpSkew   = 1 // steps accepted on either side of now, for clock drift
+)
 
 var otpEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
 

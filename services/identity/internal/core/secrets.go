@@ -93,9 +93,10 @@ const maxCodeAttempts = 5
 // Each code is an e-mail, often to an address the caller just named:
 // a user gets at most maxCodesIssued in codeWindow, so no account can
 // be used to flood a mailbox.
-const maxCodesIssued = 10
-
-const codeWindow = time.Hour
+const (
+	maxCodesIssued = 10
+	codeWindow     = time.Hour
+)
 
 var errTooManyCodes error = errs.New(errs.TooManyRequests, "Too many verification codes were sent to this user; try again later.")
 

@@ -54,11 +54,11 @@ func (s *Deps) GuardCredentials(ctx context.Context, p *auth.Principal, u *User,
 // when it is verified. The text is fixed: a notice carries nothing a user
 // or a caller wrote.
 
-const NoticeEmail = "email"
-
-const NoticePassword = "password"
-
-const NoticeMFA = "mfa"
+const (
+	NoticeEmail    = "email"
+	NoticePassword = "password"
+	NoticeMFA      = "mfa"
+)
 
 var notices = map[string][2]string{
 	NoticeEmail:    {"The e-mail address of your Nubes account was changed", "The e-mail address of your Nubes account was changed to another one. If you did not change it, sign in, change your password and your address back, or ask your domain admin."},

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/nubes-io/nubes/pkg/auth"
@@ -29,11 +30,11 @@ type LoginThrottle struct {
 	pair, pairLong, account store.Slots
 }
 
-const backoffFactor = 3 // pairLong holds this many times the limit...
-
-const backoffWindow = 16 // ...over this many times LoginBlock
-
-const accountFactor = 10 // the account-wide bound, in times the limit
+const (
+	backoffFactor = 3  // pairLong holds this many times the limit...
+	backoffWindow = 16 // ...over this many times LoginBlock
+	accountFactor = 10 // the account-wide bound, in times the limit
+)
 
 func newLoginThrottle(counters *mongo.Collection, cfg Config) LoginThrottle {
 	return LoginThrottle{

@@ -27,29 +27,20 @@ import (
 	"github.com/nubes-io/nubes/pkg/wire"
 )
 
-const AuthLocal = "LOCAL"
-
-const AuthExternal = "EXTERNAL"
-
-const MFAEmail = "EMAIL"
-
-const MFAOTP = "OTP"
-
-const PurposeMFA = "mfa" // enable and disable confirmations
-
-const PurposeEmail = "verify_email" // e-mail address confirmation
-
-const PurposeLogin = "login" // token/issue second step (token.go)
-
-const ActionEnable = "enable"
-
-const ActionDisable = "disable"
-
-const ResetTTL = 24 * time.Hour // a reset link, as upstream
-
-const ResetMailEvery = time.Minute // at most one reset mail per user and minute
-
-const ResetFloor = 250 * time.Millisecond // reset_password answers no faster, found or not
+const (
+	AuthLocal      = "LOCAL"
+	AuthExternal   = "EXTERNAL"
+	MFAEmail       = "EMAIL"
+	MFAOTP         = "OTP"
+	PurposeMFA     = "mfa"          // enable and disable confirmations
+	PurposeEmail   = "verify_email" // e-mail address confirmation
+	PurposeLogin   = "login"        // token/issue second step (token.go)
+	ActionEnable   = "enable"
+	ActionDisable  = "disable"
+	ResetTTL       = 24 * time.Hour         // a reset link, as upstream
+	ResetMailEvery = time.Minute            // at most one reset mail per user and minute
+	ResetFloor     = 250 * time.Millisecond // reset_password answers no faster, found or not
+)
 
 // UserDoc is the stored user with the link state that User (model.go) does
 // not carry: the jti of the latest mailed link (invite or reset) and when
@@ -343,9 +334,10 @@ var UserResource = query.Resource{KeywordFields: UserKeywords, Fields: UserField
 var SelfResource = query.Resource{Tenancy: tenancy.Fields{Domain: "domain_id", Owner: "user_id"}}
 
 // UserSecret are the stored fields of a user holding a credential.
-var UserSecret = []string{"password_hash", "otp_secret", "otp_pending"}
-
-var AnyRole = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner, auth.WorkspaceMember, auth.User)
+var (
+	UserSecret = []string{"password_hash", "otp_secret", "otp_pending"}
+	AnyRole    = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner, auth.WorkspaceMember, auth.User)
+)
 
 // ProfileOnly is what a token may reach while UPDATE_PASSWORD (or
 // ENFORCE_MFA) is pending.

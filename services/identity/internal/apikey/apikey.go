@@ -1,4 +1,4 @@
-package identityapi
+package apikey
 
 import (
 	"context"
@@ -18,6 +18,32 @@ import (
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/identity/internal/core"
 )
+
+// API keys, v1 and v2 (spec part 1; semantics.md 4.3). One collection
+// holds both generations; Version says which one made a key, and both
+// generations see every key of the domain, each in its own shape.
+//
+// A key is a JWT signed by identity (typ API_KEY, jti = api_key_id). Its
+// value is shown once, in the create response, and never stored: the
+// record only says whether the key is still good, and every service asks
+// identity that (auth.Checked + core.Deps.Check) before trusting it.
+//
+// Rules (docs/decisions.md, "API keys"):
+//   - The key acts with the role its user has in the domain when it is
+//     made: DOMAIN_ADMIN for a domain admin, USER otherwise. Check refuses
+//     it once the user's role differs (a demoted admin's keys stop).
+//   - v2: a user manages its own keys. A DOMAIN_ADMIN (or SYSTEM) caller
+//     may also get, list, count, disable and delete the keys of every user
+//     of its domain, but not create, enable or rename them for others.
+//   - An API key cannot create or enable API keys, so a stolen key cannot
+//     outlive its own revocation. A SYSTEM token has no user and makes no
+//     v2 key.
+//   - v2 keys expire (default now + 365 days, at most 365 days ahead);
+//     once expired_at passes they report EXPIRED and can no longer be
+//     enabled. v1 keys never expire.
+//   - v1: DOMAIN_ADMIN of the named domain_id, or SYSTEM for any domain;
+//     a domain_id other than the caller's answers 404.
+//   - At most maxAPIKeysPerUser keys per user.
 
 // maxAPIKeyLifetime bounds a v2 key's expired_at (upstream: one year).
 const maxAPIKeyLifetime = 365 * 24 * time.Hour
@@ -125,7 +151,7 @@ func keysOf(p *auth.Principal, adminToo bool) query.Resource {
 	return r
 }
 
-func (s *Service) apiKeyRoutes() []api.Route {
+func (s *service) routes() []api.Route {
 	const v2, v1 = "/identity/v2/api-key/", "/identity/v1/api-key/"
 	return []api.Route{
 		api.Op[createAPIKeyV2, APIKeyInfoV2]{Path: v2 + "create", Access: core.AnyRole, Summary: "Create an API key of the caller; its value appears only in this answer.", Handle: s.createKeyV2},
@@ -207,7 +233,7 @@ func parseExpiry(s string) (time.Time, error) {
 }
 
 // newKey signs and records a key of userID, a user p reaches.
-func (s *Service) newKey(ctx context.Context, p *auth.Principal, userID, name string, version int, expiresAt time.Time) (*core.APIKey, string, error) {
+func (s *service) newKey(ctx context.Context, p *auth.Principal, userID, name string, version int, expiresAt time.Time) (*core.APIKey, string, error) {
 	u, err := s.UserFor(ctx, p, userID)
 	if err != nil {
 		return nil, "", err
@@ -247,7 +273,7 @@ func (s *Service) newKey(ctx context.Context, p *auth.Principal, userID, name st
 
 // sweepExpired marks the domain's keys whose expired_at passed as
 // EXPIRED, so that list and stat filters on state see what get reports.
-func (s *Service) sweepExpired(ctx context.Context, domainID string) error {
+func (s *service) sweepExpired(ctx context.Context, domainID string) error {
 	_, err := s.APIKeys.UpdateMany(ctx, bson.D{
 		{Key: "domain_id", Value: domainID},
 		{Key: "expired_at", Value: bson.D{{Key: "$type", Value: "date"}, {Key: "$lt", Value: wire.T(wire.Now())}}},
@@ -257,14 +283,14 @@ func (s *Service) sweepExpired(ctx context.Context, domainID string) error {
 }
 
 // setKeyState changes a key's state. Enabling an expired key is refused.
-func (s *Service) setKeyState(ctx context.Context, k *core.APIKey, state string) (*core.APIKey, error) {
+func (s *service) setKeyState(ctx context.Context, k *core.APIKey, state string) (*core.APIKey, error) {
 	if state == core.Enabled && keyState(k, time.Now()) == core.Expired {
 		return nil, errs.Invalid("api_key_id", "the API key has expired; create a new one")
 	}
 	return store.SetByID[core.APIKey](ctx, s.APIKeys, "api_key_id", k.ID, bson.D{{Key: "state", Value: state}})
 }
 
-func (s *Service) deleteKey(ctx context.Context, k *core.APIKey) error {
+func (s *service) deleteKey(ctx context.Context, k *core.APIKey) error {
 	_, err := s.APIKeys.DeleteOne(ctx, bson.D{{Key: "_id", Value: k.ID}})
 	return store.Wrap(err)
 }
@@ -272,11 +298,11 @@ func (s *Service) deleteKey(ctx context.Context, k *core.APIKey) error {
 // --- v2 ---
 
 // ownKey loads a key p may change (keysOf); anything else is 404.
-func (s *Service) ownKey(ctx context.Context, p *auth.Principal, id string, adminToo bool) (*core.APIKey, error) {
+func (s *service) ownKey(ctx context.Context, p *auth.Principal, id string, adminToo bool) (*core.APIKey, error) {
 	return store.GetToChange[core.APIKey](ctx, s.APIKeys, keysOf(p, adminToo), p, "api_key_id", id)
 }
 
-func (s *Service) createKeyV2(ctx context.Context, p *auth.Principal, r *createAPIKeyV2) (*APIKeyInfoV2, error) {
+func (s *service) createKeyV2(ctx context.Context, p *auth.Principal, r *createAPIKeyV2) (*APIKeyInfoV2, error) {
 	if err := keyIssuer(p, true); err != nil {
 		return nil, err
 	}
@@ -304,7 +330,7 @@ func (s *Service) createKeyV2(ctx context.Context, p *auth.Principal, r *createA
 	return &info, nil
 }
 
-func (s *Service) updateKeyV2(ctx context.Context, p *auth.Principal, r *updateAPIKeyV2) (*APIKeyInfoV2, error) {
+func (s *service) updateKeyV2(ctx context.Context, p *auth.Principal, r *updateAPIKeyV2) (*APIKeyInfoV2, error) {
 	k, err := s.ownKey(ctx, p, r.APIKeyID, false)
 	if err != nil {
 		return nil, err
@@ -318,7 +344,7 @@ func (s *Service) updateKeyV2(ctx context.Context, p *auth.Principal, r *updateA
 	return &info, nil
 }
 
-func (s *Service) enableKeyV2(ctx context.Context, p *auth.Principal, r *apiKeyRequestV2) (*APIKeyInfoV2, error) {
+func (s *service) enableKeyV2(ctx context.Context, p *auth.Principal, r *apiKeyRequestV2) (*APIKeyInfoV2, error) {
 	if err := keyIssuer(p, true); err != nil {
 		return nil, err
 	}
@@ -333,7 +359,7 @@ func (s *Service) enableKeyV2(ctx context.Context, p *auth.Principal, r *apiKeyR
 	return &info, nil
 }
 
-func (s *Service) disableKeyV2(ctx context.Context, p *auth.Principal, r *apiKeyRequestV2) (*APIKeyInfoV2, error) {
+func (s *service) disableKeyV2(ctx context.Context, p *auth.Principal, r *apiKeyRequestV2) (*APIKeyInfoV2, error) {
 	k, err := s.ownKey(ctx, p, r.APIKeyID, true)
 	if err != nil {
 		return nil, err
@@ -345,7 +371,7 @@ func (s *Service) disableKeyV2(ctx context.Context, p *auth.Principal, r *apiKey
 	return &info, nil
 }
 
-func (s *Service) deleteKeyV2(ctx context.Context, p *auth.Principal, r *apiKeyRequestV2) (*api.Empty, error) {
+func (s *service) deleteKeyV2(ctx context.Context, p *auth.Principal, r *apiKeyRequestV2) (*api.Empty, error) {
 	k, err := s.ownKey(ctx, p, r.APIKeyID, true)
 	if err != nil {
 		return nil, err
@@ -353,7 +379,7 @@ func (s *Service) deleteKeyV2(ctx context.Context, p *auth.Principal, r *apiKeyR
 	return &api.Empty{}, s.deleteKey(ctx, k)
 }
 
-func (s *Service) getKeyV2(ctx context.Context, p *auth.Principal, r *apiKeyRequestV2) (*APIKeyInfoV2, error) {
+func (s *service) getKeyV2(ctx context.Context, p *auth.Principal, r *apiKeyRequestV2) (*APIKeyInfoV2, error) {
 	k, err := store.GetFor[core.APIKey](ctx, s.APIKeys, keysOf(p, true), p, "api_key_id", r.APIKeyID)
 	if err != nil {
 		return nil, err
@@ -362,7 +388,7 @@ func (s *Service) getKeyV2(ctx context.Context, p *auth.Principal, r *apiKeyRequ
 	return &info, nil
 }
 
-func (s *Service) listKeysV2(ctx context.Context, p *auth.Principal, r *apiKeyQueryV2) (*api.List[APIKeyInfoV2], error) {
+func (s *service) listKeysV2(ctx context.Context, p *auth.Principal, r *apiKeyQueryV2) (*api.List[APIKeyInfoV2], error) {
 	if err := s.sweepExpired(ctx, p.DomainID); err != nil {
 		return nil, err
 	}
@@ -379,7 +405,7 @@ func (s *Service) listKeysV2(ctx context.Context, p *auth.Principal, r *apiKeyQu
 	return out, nil
 }
 
-func (s *Service) statKeysV2(ctx context.Context, p *auth.Principal, r *core.StatRequest) (*map[string]any, error) {
+func (s *service) statKeysV2(ctx context.Context, p *auth.Principal, r *core.StatRequest) (*map[string]any, error) {
 	if err := s.sweepExpired(ctx, p.DomainID); err != nil {
 		return nil, err
 	}
@@ -388,7 +414,7 @@ func (s *Service) statKeysV2(ctx context.Context, p *auth.Principal, r *core.Sta
 
 // --- v1 ---
 
-func (s *Service) keyV1(ctx context.Context, p *auth.Principal, id, domainID string) (*core.APIKey, error) {
+func (s *service) keyV1(ctx context.Context, p *auth.Principal, id, domainID string) (*core.APIKey, error) {
 	caller, err := s.CallerIn(ctx, p, domainID)
 	if err != nil {
 		return nil, err
@@ -396,7 +422,7 @@ func (s *Service) keyV1(ctx context.Context, p *auth.Principal, id, domainID str
 	return store.GetToChange[core.APIKey](ctx, s.APIKeys, keysOf(caller, true), caller, "api_key_id", id)
 }
 
-func (s *Service) createKeyV1(ctx context.Context, p *auth.Principal, r *createAPIKeyV1) (*APIKeyInfoV1, error) {
+func (s *service) createKeyV1(ctx context.Context, p *auth.Principal, r *createAPIKeyV1) (*APIKeyInfoV1, error) {
 	if err := keyIssuer(p, false); err != nil {
 		return nil, err
 	}
@@ -413,7 +439,7 @@ func (s *Service) createKeyV1(ctx context.Context, p *auth.Principal, r *createA
 	return &info, nil
 }
 
-func (s *Service) keyStateV1(state string) func(context.Context, *auth.Principal, *apiKeyRequestV1) (*APIKeyInfoV1, error) {
+func (s *service) keyStateV1(state string) func(context.Context, *auth.Principal, *apiKeyRequestV1) (*APIKeyInfoV1, error) {
 	return func(ctx context.Context, p *auth.Principal, r *apiKeyRequestV1) (*APIKeyInfoV1, error) {
 		if state == core.Enabled {
 			if err := keyIssuer(p, false); err != nil {
@@ -432,7 +458,7 @@ func (s *Service) keyStateV1(state string) func(context.Context, *auth.Principal
 	}
 }
 
-func (s *Service) deleteKeyV1(ctx context.Context, p *auth.Principal, r *apiKeyRequestV1) (*api.Empty, error) {
+func (s *service) deleteKeyV1(ctx context.Context, p *auth.Principal, r *apiKeyRequestV1) (*api.Empty, error) {
 	k, err := s.keyV1(ctx, p, r.APIKeyID, r.DomainID)
 	if err != nil {
 		return nil, err
@@ -440,7 +466,7 @@ func (s *Service) deleteKeyV1(ctx context.Context, p *auth.Principal, r *apiKeyR
 	return &api.Empty{}, s.deleteKey(ctx, k)
 }
 
-func (s *Service) getKeyV1(ctx context.Context, p *auth.Principal, r *getAPIKeyV1) (*APIKeyInfoV1, error) {
+func (s *service) getKeyV1(ctx context.Context, p *auth.Principal, r *getAPIKeyV1) (*APIKeyInfoV1, error) {
 	k, err := s.keyV1(ctx, p, r.APIKeyID, r.DomainID)
 	if err != nil {
 		return nil, err
@@ -452,7 +478,7 @@ func (s *Service) getKeyV1(ctx context.Context, p *auth.Principal, r *getAPIKeyV
 	return &info, nil
 }
 
-func (s *Service) listKeysV1(ctx context.Context, p *auth.Principal, r *apiKeyQueryV1) (*api.List[APIKeyInfoV1], error) {
+func (s *service) listKeysV1(ctx context.Context, p *auth.Principal, r *apiKeyQueryV1) (*api.List[APIKeyInfoV1], error) {
 	caller, err := s.CallerIn(ctx, p, r.DomainID)
 	if err != nil {
 		return nil, err
@@ -473,7 +499,7 @@ func (s *Service) listKeysV1(ctx context.Context, p *auth.Principal, r *apiKeyQu
 	return out, nil
 }
 
-func (s *Service) statKeysV1(ctx context.Context, p *auth.Principal, r *apiKeyStatV1) (*map[string]any, error) {
+func (s *service) statKeysV1(ctx context.Context, p *auth.Principal, r *apiKeyStatV1) (*map[string]any, error) {
 	caller, err := s.CallerIn(ctx, p, r.DomainID)
 	if err != nil {
 		return nil, err
@@ -483,3 +509,8 @@ func (s *Service) statKeysV1(ctx context.Context, p *auth.Principal, r *apiKeySt
 	}
 	return core.StatFor(ctx, s.APIKeys, caller, keysOf(caller, true), r.Query)
 }
+
+type service struct{ *core.Deps }
+
+// Routes are the operations of API keys (v1 and v2).
+func Routes(d *core.Deps) []api.Route { return (&service{Deps: d}).routes() }

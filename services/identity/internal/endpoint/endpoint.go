@@ -1,4 +1,4 @@
-package identityapi
+package endpoint
 
 import (
 	"context"
@@ -23,7 +23,7 @@ type endpoint struct {
 	State    string `json:"state"`
 }
 
-func (s *Service) endpointRoutes() []api.Route {
+func (s *service) routes() []api.Route {
 	return []api.Route{
 		api.Op[endpointQuery, api.List[endpoint]]{Path: "/identity/v2/endpoint/list", Access: auth.Public(), Summary: "The services of the suite and their base URLs (clients ask before signing in).", Handle: s.listEndpoints},
 	}
@@ -32,7 +32,7 @@ func (s *Service) endpointRoutes() []api.Route {
 // listEndpoints lists every service in service_urls, under endpoint_url
 // when that is set (a cluster behind one Ingress, where service_urls are
 // in-cluster addresses), else under its service_urls address.
-func (s *Service) listEndpoints(_ context.Context, _ *auth.Principal, r *endpointQuery) (*api.List[endpoint], error) {
+func (s *service) listEndpoints(_ context.Context, _ *auth.Principal, r *endpointQuery) (*api.List[endpoint], error) {
 	names := slices.Collect(maps.Keys(s.Cfg.ServiceURLs))
 	if s.Cfg.EndpointURL != "" && !slices.Contains(names, "identity") {
 		names = append(names, "identity")
@@ -52,3 +52,8 @@ func (s *Service) listEndpoints(_ context.Context, _ *auth.Principal, r *endpoin
 	out.TotalCount = int64(len(out.Results))
 	return out, nil
 }
+
+type service struct{ *core.Deps }
+
+// Routes are the operations of the endpoint list.
+func Routes(d *core.Deps) []api.Route { return (&service{Deps: d}).routes() }

@@ -1,4 +1,4 @@
-package identityapi
+package user
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 // caller's (a SYSTEM caller may name any), else the answer is not found.
 // Administration needs a domain admin; the self-service operations
 // (update, e-mail, MFA, get) take a domain admin on any user of the
-// domain, anyone else on itself only. The rules are in users.go.
+// domain, anyone else on itself only. The rules are in user.go, and userprofile.Profile's.
 
 type createUserV1 struct {
 	UserID        string        `json:"user_id" v:"required,max=40"`
@@ -144,19 +144,19 @@ var namesV1 = map[string]string{"auth_type": "backend"}
 
 func v1Info(u *core.User) *userInfoV1 { return toV1(u) }
 
-func (s *Service) userRoutesV1() []api.Route {
+func (s *service) userRoutesV1() []api.Route {
 	return []api.Route{
 		api.Op[createUserV1, userInfoV1]{Path: "/identity/v1/user/create", Access: core.DomainAdmin, Summary: "Create a user (PENDING); reset_password mails an invitation.", Handle: core.AsInfo(v1Info, s.createUserV1)},
 		api.Op[updateUserV1, userInfoV1]{Path: "/identity/v1/user/update", Access: core.AnyRole, Summary: "Change a user (an admin) or oneself (no password).", Handle: core.AsInfo(v1Info, s.updateUserV1)},
 		api.Op[verifyEmailV1, api.Empty]{Path: "/identity/v1/user/verify-email", Access: core.AnyRole, Summary: "Mail a code to confirm the e-mail (force: an admin marks it verified).", Handle: s.verifyEmailV1},
-		api.Op[codeRequestV1, userInfoV1]{Path: "/identity/v1/user/confirm-email", Access: core.AnyRole, Summary: "Confirm the e-mail with the mailed code.", Handle: core.AsInfo(v1Info, s.v1Code(s.confirmEmail))},
+		api.Op[codeRequestV1, userInfoV1]{Path: "/identity/v1/user/confirm-email", Access: core.AnyRole, Summary: "Confirm the e-mail with the mailed code.", Handle: core.AsInfo(v1Info, s.v1Code(s.profile.ConfirmEmail))},
 		api.Op[userRequestV1, api.Empty]{Path: "/identity/v1/user/reset-password", Access: auth.Public(), Summary: "Mail a password reset link to an eligible user; answers the same whether or not the user exists.", Handle: func(ctx context.Context, _ *auth.Principal, r *userRequestV1) (*api.Empty, error) {
-			return &api.Empty{}, s.requestReset(ctx, r.DomainID, r.UserID)
+			return &api.Empty{}, s.profile.RequestReset(ctx, r.DomainID, r.UserID)
 		}},
 		api.Op[setRequiredActionsV1, userInfoV1]{Path: "/identity/v1/user/set-required-actions", Access: core.DomainAdmin, Summary: "Add required actions to a user.", Handle: core.AsInfo(v1Info, s.setRequiredActionsV1)},
 		api.Op[enableMFAV1, userInfoV1]{Path: "/identity/v1/user/enable-mfa", Access: core.AnyRole, Summary: "Start turning MFA on: EMAIL mails a code to options.email; OTP answers the secret as options.otp_qrcode_uri.", Handle: core.AsInfo(v1Info, s.enableMFAV1)},
 		api.Op[disableMFAV1, userInfoV1]{Path: "/identity/v1/user/disable-mfa", Access: core.AnyRole, Summary: "Start turning MFA off with a mailed code (force: an admin turns it off).", Handle: core.AsInfo(v1Info, s.disableMFAV1)},
-		api.Op[codeRequestV1, userInfoV1]{Path: "/identity/v1/user/confirm-mfa", Access: core.AnyRole, Summary: "Confirm the pending MFA change with the mailed code (OTP: a code of the app).", Handle: core.AsInfo(v1Info, s.v1Code(s.confirmMFA))},
+		api.Op[codeRequestV1, userInfoV1]{Path: "/identity/v1/user/confirm-mfa", Access: core.AnyRole, Summary: "Confirm the pending MFA change with the mailed code (OTP: a code of the app).", Handle: core.AsInfo(v1Info, s.v1Code(s.profile.ConfirmMFA))},
 		api.Op[userRequestV1, userInfoV1]{Path: "/identity/v1/user/enable", Access: core.DomainAdmin, Summary: "Enable a user.", Handle: core.AsInfo(v1Info, s.v1Admin(s.stateTo(core.Enabled)))},
 		api.Op[userRequestV1, userInfoV1]{Path: "/identity/v1/user/disable", Access: core.DomainAdmin, Summary: "Disable a user (not the last domain admin).", Handle: core.AsInfo(v1Info, s.v1Admin(s.stateTo(core.Disabled)))},
 		api.Op[userRequestV1, api.Empty]{Path: "/identity/v1/user/delete", Access: core.DomainAdmin, Summary: "Delete a user with its role bindings and API keys (not the last domain admin).", Handle: s.deleteUserV1},
@@ -171,7 +171,7 @@ func (s *Service) userRoutesV1() []api.Route {
 // v1User resolves the target of a self-service operation: a domain admin
 // may name any user of the domain, anyone else only itself, and an API
 // key may not change its own user.
-func (s *Service) v1User(ctx context.Context, p *auth.Principal, domainID, userID string, write bool) (*core.User, bool, error) {
+func (s *service) v1User(ctx context.Context, p *auth.Principal, domainID, userID string, write bool) (*core.User, bool, error) {
 	caller, err := s.CallerIn(ctx, p, domainID)
 	if err != nil {
 		return nil, false, err
@@ -189,7 +189,7 @@ func (s *Service) v1User(ctx context.Context, p *auth.Principal, domainID, userI
 
 // v1Admin loads the user of an admin operation and applies then (nil:
 // return it unchanged).
-func (s *Service) v1Admin(then func(context.Context, *core.User) (*core.User, error)) func(context.Context, *auth.Principal, *userRequestV1) (*core.User, error) {
+func (s *service) v1Admin(then func(context.Context, *core.User) (*core.User, error)) func(context.Context, *auth.Principal, *userRequestV1) (*core.User, error) {
 	return func(ctx context.Context, p *auth.Principal, r *userRequestV1) (*core.User, error) {
 		caller, err := s.CallerIn(ctx, p, r.DomainID)
 		if err != nil {
@@ -206,7 +206,7 @@ func (s *Service) v1Admin(then func(context.Context, *core.User) (*core.User, er
 	}
 }
 
-func (s *Service) v1Code(rule func(context.Context, *core.User, string) (*core.User, error)) func(context.Context, *auth.Principal, *codeRequestV1) (*core.User, error) {
+func (s *service) v1Code(rule func(context.Context, *core.User, string) (*core.User, error)) func(context.Context, *auth.Principal, *codeRequestV1) (*core.User, error) {
 	return func(ctx context.Context, p *auth.Principal, r *codeRequestV1) (*core.User, error) {
 		u, _, err := s.v1User(ctx, p, r.DomainID, r.UserID, true)
 		if err != nil {
@@ -220,7 +220,7 @@ func adminOnly(what string) error {
 	return errs.New(errs.PermissionDenied, "Permission denied. (reason = %s is for a domain admin)", what)
 }
 
-func (s *Service) createUserV1(ctx context.Context, p *auth.Principal, r *createUserV1) (*core.User, error) {
+func (s *service) createUserV1(ctx context.Context, p *auth.Principal, r *createUserV1) (*core.User, error) {
 	dom, err := s.DomainOfRequest(ctx, p, r.DomainID)
 	if err != nil {
 		return nil, err
@@ -229,7 +229,7 @@ func (s *Service) createUserV1(ctx context.Context, p *auth.Principal, r *create
 		Password: r.Password, Name: r.Name, Email: r.Email, Language: r.Language, Timezone: r.Timezone, Tags: r.Tags, ResetPassword: r.ResetPassword})
 }
 
-func (s *Service) updateUserV1(ctx context.Context, p *auth.Principal, r *updateUserV1) (*core.User, error) {
+func (s *service) updateUserV1(ctx context.Context, p *auth.Principal, r *updateUserV1) (*core.User, error) {
 	u, admin, err := s.v1User(ctx, p, r.DomainID, r.UserID, true)
 	if err != nil {
 		return nil, err
@@ -242,10 +242,10 @@ func (s *Service) updateUserV1(ctx context.Context, p *auth.Principal, r *update
 			return nil, err
 		}
 	}
-	return s.adminUpdate(ctx, u, userChange{Name: r.Name, Email: r.Email, Language: r.Language, Timezone: r.Timezone, Tags: r.Tags}, r.Password, r.ResetPassword)
+	return s.adminUpdate(ctx, u, core.UserChange{Name: r.Name, Email: r.Email, Language: r.Language, Timezone: r.Timezone, Tags: r.Tags}, r.Password, r.ResetPassword)
 }
 
-func (s *Service) verifyEmailV1(ctx context.Context, p *auth.Principal, r *verifyEmailV1) (*api.Empty, error) {
+func (s *service) verifyEmailV1(ctx context.Context, p *auth.Principal, r *verifyEmailV1) (*api.Empty, error) {
 	u, admin, err := s.v1User(ctx, p, r.DomainID, r.UserID, true)
 	if err != nil {
 		return nil, err
@@ -262,9 +262,9 @@ func (s *Service) verifyEmailV1(ctx context.Context, p *auth.Principal, r *verif
 		}
 	}
 	if r.Force {
-		_, err = s.markEmailVerified(ctx, u, r.Email)
+		_, err = s.profile.MarkEmailVerified(ctx, u, r.Email)
 	} else {
-		err = s.requestEmailCode(ctx, u, r.Email)
+		err = s.profile.RequestEmailCode(ctx, u, r.Email)
 	}
 	if err != nil {
 		return nil, err
@@ -272,7 +272,7 @@ func (s *Service) verifyEmailV1(ctx context.Context, p *auth.Principal, r *verif
 	return &api.Empty{}, nil
 }
 
-func (s *Service) setRequiredActionsV1(ctx context.Context, p *auth.Principal, r *setRequiredActionsV1) (*core.User, error) {
+func (s *service) setRequiredActionsV1(ctx context.Context, p *auth.Principal, r *setRequiredActionsV1) (*core.User, error) {
 	caller, err := s.CallerIn(ctx, p, r.DomainID)
 	if err != nil {
 		return nil, err
@@ -284,17 +284,17 @@ func (s *Service) setRequiredActionsV1(ctx context.Context, p *auth.Principal, r
 	return s.addRequiredActions(ctx, u, r.Actions)
 }
 
-func (s *Service) enableMFAV1(ctx context.Context, p *auth.Principal, r *enableMFAV1) (*core.User, error) {
+func (s *service) enableMFAV1(ctx context.Context, p *auth.Principal, r *enableMFAV1) (*core.User, error) {
 	u, _, err := s.v1User(ctx, p, r.DomainID, r.UserID, true)
 	if err != nil {
 		return nil, err
 	}
-	return s.enableMFA(ctx, u, r.MFAType, r.Options, func() error {
+	return s.profile.EnableMFA(ctx, u, r.MFAType, r.Options, func() error {
 		return s.GuardCredentials(ctx, p, u, r.CurrentPassword, slices.Contains(u.RequiredActions, core.EnforceMFA))
 	})
 }
 
-func (s *Service) disableMFAV1(ctx context.Context, p *auth.Principal, r *disableMFAV1) (*core.User, error) {
+func (s *service) disableMFAV1(ctx context.Context, p *auth.Principal, r *disableMFAV1) (*core.User, error) {
 	u, admin, err := s.v1User(ctx, p, r.DomainID, r.UserID, true)
 	if err != nil {
 		return nil, err
@@ -306,12 +306,12 @@ func (s *Service) disableMFAV1(ctx context.Context, p *auth.Principal, r *disabl
 		if err := s.GuardCredentials(ctx, p, u, "", false); err != nil {
 			return nil, err
 		}
-		return s.resetMFA(ctx, u)
+		return s.profile.ResetMFA(ctx, u)
 	}
-	return s.requestMFADisable(ctx, u)
+	return s.profile.RequestMFADisable(ctx, u)
 }
 
-func (s *Service) deleteUserV1(ctx context.Context, p *auth.Principal, r *userRequestV1) (*api.Empty, error) {
+func (s *service) deleteUserV1(ctx context.Context, p *auth.Principal, r *userRequestV1) (*api.Empty, error) {
 	u, err := s.v1Admin(nil)(ctx, p, r)
 	if err != nil {
 		return nil, err
@@ -322,7 +322,7 @@ func (s *Service) deleteUserV1(ctx context.Context, p *auth.Principal, r *userRe
 	return &api.Empty{}, nil
 }
 
-func (s *Service) getUserV1(ctx context.Context, p *auth.Principal, r *getUserV1) (*userInfoV1, error) {
+func (s *service) getUserV1(ctx context.Context, p *auth.Principal, r *getUserV1) (*userInfoV1, error) {
 	u, _, err := s.v1User(ctx, p, r.DomainID, r.UserID, false)
 	if err != nil {
 		return nil, err
@@ -340,7 +340,7 @@ func renameV1(_ string, p *string) error {
 	return nil
 }
 
-func (s *Service) listUsersV1(ctx context.Context, p *auth.Principal, r *userQueryV1) (*api.List[userInfoV1], error) {
+func (s *service) listUsersV1(ctx context.Context, p *auth.Principal, r *userQueryV1) (*api.List[userInfoV1], error) {
 	caller, err := s.CallerIn(ctx, p, r.DomainID)
 	if err != nil {
 		return nil, err
@@ -351,7 +351,7 @@ func (s *Service) listUsersV1(ctx context.Context, p *auth.Principal, r *userQue
 	return searchUsers(ctx, s, caller, q, userResourceV1, func(u *core.User) userInfoV1 { return *toV1(u) }, namesV1)
 }
 
-func (s *Service) statUsersV1(ctx context.Context, p *auth.Principal, r *userStatV1) (*map[string]any, error) {
+func (s *service) statUsersV1(ctx context.Context, p *auth.Principal, r *userStatV1) (*map[string]any, error) {
 	caller, err := s.CallerIn(ctx, p, r.DomainID)
 	if err != nil {
 		return nil, err
@@ -359,7 +359,7 @@ func (s *Service) statUsersV1(ctx context.Context, p *auth.Principal, r *userSta
 	return s.userStat(ctx, caller, r.Query, renameV1, infoFieldsV1, namesV1)
 }
 
-func (s *Service) findUsersV1(ctx context.Context, p *auth.Principal, r *findUserV1) (*api.List[findUserInfo], error) {
+func (s *service) findUsersV1(ctx context.Context, p *auth.Principal, r *findUserV1) (*api.List[findUserInfo], error) {
 	caller, err := s.CallerIn(ctx, p, r.DomainID)
 	if err != nil {
 		return nil, err

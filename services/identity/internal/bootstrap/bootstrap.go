@@ -1,4 +1,4 @@
-package identityapi
+package bootstrap
 
 import (
 	"context"
@@ -21,12 +21,12 @@ type Bootstrapped struct {
 	Created       bool   `bson:"-"`
 }
 
-// Bootstrap creates the root domain and its admin on first start. It is
+// Run creates the root domain and its admin on first start. It is
 // safe to run on many replicas at once: the first insert of the
 // bootstrap record wins, every replica then converges on the same domain,
 // user and binding (deterministic ids, duplicate inserts ignored). A later
 // start changes nothing, not even the admin's password.
-func (s *Service) Bootstrap(ctx context.Context) (*Bootstrapped, error) {
+func Run(ctx context.Context, s *core.Deps) (*Bootstrapped, error) {
 	c := s.DB.Collection(core.BootstrapCollection)
 	want := Bootstrapped{DomainID: s.Cfg.RootDomainID, DomainName: s.Cfg.RootDomain, AdminUserID: s.Cfg.AdminUserID}
 	if want.DomainID == "" {
@@ -61,7 +61,7 @@ func (s *Service) Bootstrap(ctx context.Context) (*Bootstrapped, error) {
 }
 
 // SystemToken issues a SYSTEM token (SystemTokenTTL) for the root domain.
-func (s *Service) SystemToken(b *Bootstrapped) (string, error) {
+func SystemToken(s *core.Deps, b *Bootstrapped) (string, error) {
 	if b == nil || b.DomainID == "" {
 		return "", errors.New("not bootstrapped")
 	}

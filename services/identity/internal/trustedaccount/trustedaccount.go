@@ -1,4 +1,4 @@
-package identityapi
+package trustedaccount
 
 import (
 	"context"
@@ -16,27 +16,59 @@ import (
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/query"
-	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/identity/internal/core"
 )
 
+// Trusted accounts and trusted service accounts (identity v2).
+//
+// A trusted account holds a provider's credentials (secret_data) that
+// workspaces may use. secret_data is encrypted with the service's Cipher
+// (AES-256-GCM, versioned keys) and kept in its own collection,
+// identity_trusted_secrets, keyed by trusted_secret_id, with associated
+// data binding it to its secret id, its trusted account and its domain.
+// No operation returns it, and list, stat and their filters run over the
+// trusted account documents, which never hold it, so no query can read
+// or probe it.
+//
+// Who may do what (semantics.md 4.4, TrustedAccount):
+//   - write (create, update, update-secret-data, delete, sync):
+//     DOMAIN_ADMIN (and SYSTEM) in the domain, WORKSPACE_OWNER in its
+//     workspace; read: those plus WORKSPACE_MEMBER.
+//   - resource_group DOMAIN: workspace_id "*", only a domain-wide caller
+//     creates one; workspace callers read it but do not change it (403).
+//     WORKSPACE: the workspace of a workspace-scoped token, else the
+//     request's workspace_id, a workspace of the caller's domain.
+//   - Workspace callers see their workspace's records and the DOMAIN ones;
+//     anything else is 404.
+//
+// sync records an identity job (IN_PROGRESS) and publishes a job event on
+// nubes.job.identity through the outbox; a worker of any replica runs it
+// (sync.go). A later sync of the same account cancels the earlier
+// job that is still IN_PROGRESS (as inventory's collect does).
+//
+// Trusted service accounts are served at
+// /identity/v2/trusted-service-account/<op> (the spec lists them under the
+// trusted-account prefix, which would make two resources share six paths).
+// Their requests carry domain_id, which must be the caller's (SYSTEM may
+// name any domain); another domain answers 404.
+
 // JobSubject is the subject of identity's job events.
 const JobSubject = "nubes.job.identity"
 
 // Job states of identity jobs (semantics.md 5).
+const (
+	JobInProgress = "IN_PROGRESS"
+	JobCanceled   = "CANCELED"
+	JobFailure    = "FAILURE"
+)
 
-const JobInProgress = "IN_PROGRESS"
-
-const JobCanceled = "CANCELED"
-
-const JobFailure = "FAILURE"
-
-var trustedWriters = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner)
-
-var trustedReaders = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner, auth.WorkspaceMember)
+var (
+	trustedWriters = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner)
+	trustedReaders = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner, auth.WorkspaceMember)
+)
 
 // Scheduled is when a trusted account syncs.
 type Scheduled struct {
@@ -162,47 +194,6 @@ type trustedAccountQuery struct {
 	TrustedSecretID  string `json:"trusted_secret_id"`
 }
 
-type createTrustedSA struct {
-	Name        string         `json:"name" v:"required,max=255"`
-	Data        map[string]any `json:"data" v:"required"`
-	Provider    string         `json:"provider" v:"required,max=64"`
-	Scope       string         `json:"scope" v:"required,enum=DOMAIN|WORKSPACE"`
-	DomainID    string         `json:"domain_id" v:"required,max=64"`
-	Tags        freeform.Flat  `json:"tags"`
-	WorkspaceID string         `json:"workspace_id" v:"max=64"`
-}
-
-type updateTrustedSA struct {
-	TrustedServiceAccountID string         `json:"trusted_service_account_id" v:"required,max=64"`
-	DomainID                string         `json:"domain_id" v:"required,max=64"`
-	Name                    string         `json:"name" v:"max=255"`
-	Data                    map[string]any `json:"data"`
-	Tags                    freeform.Flat  `json:"tags"`
-	WorkspaceID             string         `json:"workspace_id" v:"max=64"`
-}
-
-type trustedSARequest struct {
-	TrustedServiceAccountID string `json:"trusted_service_account_id" v:"required,max=64"`
-	DomainID                string `json:"domain_id" v:"required,max=64"`
-	WorkspaceID             string `json:"workspace_id" v:"max=64"`
-}
-
-type trustedSAQuery struct {
-	Query                   *query.Query `json:"query"`
-	DomainID                string       `json:"domain_id" v:"required,max=64"`
-	TrustedServiceAccountID string       `json:"trusted_service_account_id"`
-	Name                    string       `json:"name"`
-	Provider                string       `json:"provider"`
-	Scope                   string       `json:"scope" v:"enum=DOMAIN|WORKSPACE"`
-	WorkspaceID             string       `json:"workspace_id"`
-}
-
-type trustedSAStat struct {
-	Query       *stat.Query `json:"query" v:"required"`
-	DomainID    string      `json:"domain_id" v:"required,max=64"`
-	WorkspaceID string      `json:"workspace_id" v:"max=64"`
-}
-
 var trustedResource = query.Resource{
 	KeywordFields: []string{"trusted_account_id", "name", "provider"},
 	DefaultSort:   []query.SortKey{{Key: "name"}},
@@ -215,17 +206,8 @@ var trustedResource = query.Resource{
 	Tenancy: tenancy.InWorkspace,
 }
 
-var trustedSAResource = query.Resource{
-	KeywordFields: []string{"trusted_service_account_id", "name", "provider"},
-	DefaultSort:   []query.SortKey{{Key: "name"}},
-	MinimalFields: []string{"trusted_service_account_id", "name", "provider", "scope", "workspace_id"},
-	Fields:        query.FieldsOf[core.TrustedServiceAccount](),
-	Maps:          freeform.FieldsOf[core.TrustedServiceAccount](),
-	Tenancy:       tenancy.InWorkspace,
-}
-
-func (s *Service) trustedRoutes() []api.Route {
-	const ta, tsa = "/identity/v2/trusted-account/", "/identity/v2/trusted-service-account/"
+func (s *service) routes() []api.Route {
+	const ta = "/identity/v2/trusted-account/"
 	return []api.Route{
 		api.Op[createTrustedAccount, TrustedAccount]{Path: ta + "create", Access: trustedWriters, Summary: "Create a trusted account; secret_data is stored encrypted and never returned.", Handle: s.createTrusted},
 		api.Op[updateTrustedAccount, TrustedAccount]{Path: ta + "update", Access: trustedWriters, Summary: "Change a trusted account (tags are replaced).", Handle: s.updateTrusted},
@@ -236,17 +218,8 @@ func (s *Service) trustedRoutes() []api.Route {
 		api.Op[trustedSecretDataRequest, TrustedSecretData]{Path: ta + "get-secret-data", Access: auth.Service(), Summary: "Read a trusted account's secret data (services only: a SYSTEM token, never a person's SYSTEM_ADMIN grant).", Handle: s.getTrustedSecretData},
 		api.Op[trustedAccountQuery, api.List[TrustedAccount]]{Path: ta + "list", Access: trustedReaders, Summary: "List trusted accounts.", Handle: s.listTrusted},
 		api.Op[core.StatRequest, map[string]any]{Path: ta + "stat", Access: trustedReaders, Summary: "Statistics over trusted accounts.", Handle: s.statTrusted},
-
-		api.Op[createTrustedSA, core.TrustedServiceAccount]{Path: tsa + "create", Access: trustedWriters, Summary: "Create a trusted service account.", Handle: s.createTrustedSA},
-		api.Op[updateTrustedSA, core.TrustedServiceAccount]{Path: tsa + "update", Access: trustedWriters, Summary: "Change a trusted service account.", Handle: s.updateTrustedSA},
-		api.Op[trustedSARequest, api.Empty]{Path: tsa + "delete", Access: trustedWriters, Summary: "Delete a trusted service account.", Handle: s.deleteTrustedSA},
-		api.Op[trustedSARequest, core.TrustedServiceAccount]{Path: tsa + "get", Access: trustedReaders, Summary: "Get a trusted service account.", Handle: s.getTrustedSA},
-		api.Op[trustedSAQuery, api.List[core.TrustedServiceAccount]]{Path: tsa + "list", Access: trustedReaders, Summary: "List trusted service accounts.", Handle: s.listTrustedSA},
-		api.Op[trustedSAStat, map[string]any]{Path: tsa + "stat", Access: trustedReaders, Summary: "Statistics over trusted service accounts.", Handle: s.statTrustedSA},
 	}
 }
-
-// --- shared rules ---
 
 // checkSchedule validates hours (0 to 23), drops repeats and sorts them.
 func checkSchedule(sc *Scheduled) (Scheduled, error) {
@@ -269,34 +242,24 @@ func checkSchedule(sc *Scheduled) (Scheduled, error) {
 	return out, nil
 }
 
-// checkKeys and checkAllKeys refuse free-form objects no store keeps
-// (freeform.Check: an empty key, NUL, nesting past 32 levels); keys with
-// dots, slashes, colons and a leading $ are kept, escaped in the store.
-
-var checkKeys = freeform.Check
-
-var checkAllKeys = freeform.CheckAll
-
-// --- trusted accounts ---
-
 // visibleTrusted loads a trusted account the caller may see; with write
 // it must also be one the caller may change.
-func (s *Service) visibleTrusted(ctx context.Context, p *auth.Principal, id string, write bool) (*TrustedAccount, error) {
+func (s *service) visibleTrusted(ctx context.Context, p *auth.Principal, id string, write bool) (*TrustedAccount, error) {
 	if write {
 		return store.GetToChange[TrustedAccount](ctx, s.Trusted, trustedResource, p, "trusted_account_id", id)
 	}
 	return store.GetFor[TrustedAccount](ctx, s.Trusted, trustedResource, p, "trusted_account_id", id)
 }
 
-func (s *Service) sealTrusted(secretID, accountID, domainID string, data map[string]any) (core.Sealed, error) {
+func (s *service) sealTrusted(secretID, accountID, domainID string, data map[string]any) (core.Sealed, error) {
 	return s.Cfg.Cipher.SealJSON(data, []byte(core.TrustedSecretAAD(secretID, accountID, domainID)))
 }
 
-func (s *Service) createTrusted(ctx context.Context, p *auth.Principal, r *createTrustedAccount) (*TrustedAccount, error) {
+func (s *service) createTrusted(ctx context.Context, p *auth.Principal, r *createTrustedAccount) (*TrustedAccount, error) {
 	if len(r.SecretData) == 0 {
 		return nil, errs.Required("secret_data")
 	}
-	if err := checkAllKeys("data", r.Data, "secret_data", r.SecretData, "sync_options", r.SyncOptions,
+	if err := freeform.CheckAll("data", r.Data, "secret_data", r.SecretData, "sync_options", r.SyncOptions,
 		"plugin_options", r.PluginOptions, "tags", r.Tags); err != nil {
 		return nil, err
 	}
@@ -334,12 +297,12 @@ func (s *Service) createTrusted(ctx context.Context, p *auth.Principal, r *creat
 	return t, nil
 }
 
-func (s *Service) updateTrusted(ctx context.Context, p *auth.Principal, r *updateTrustedAccount) (*TrustedAccount, error) {
+func (s *service) updateTrusted(ctx context.Context, p *auth.Principal, r *updateTrustedAccount) (*TrustedAccount, error) {
 	t, err := s.visibleTrusted(ctx, p, r.TrustedAccountID, true)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkAllKeys("tags", r.Tags, "data", r.Data, "sync_options", r.SyncOptions, "plugin_options", r.PluginOptions); err != nil {
+	if err := freeform.CheckAll("tags", r.Tags, "data", r.Data, "sync_options", r.SyncOptions, "plugin_options", r.PluginOptions); err != nil {
 		return nil, err
 	}
 	set := bson.D{{Key: "tags", Value: r.Tags}}
@@ -361,7 +324,7 @@ func (s *Service) updateTrusted(ctx context.Context, p *auth.Principal, r *updat
 	return store.SetByID[TrustedAccount](ctx, s.Trusted, "trusted_account_id", t.ID, set)
 }
 
-func (s *Service) updateTrustedSecret(ctx context.Context, p *auth.Principal, r *updateTrustedSecret) (*TrustedAccount, error) {
+func (s *service) updateTrustedSecret(ctx context.Context, p *auth.Principal, r *updateTrustedSecret) (*TrustedAccount, error) {
 	t, err := s.visibleTrusted(ctx, p, r.TrustedAccountID, true)
 	if err != nil {
 		return nil, err
@@ -369,7 +332,7 @@ func (s *Service) updateTrustedSecret(ctx context.Context, p *auth.Principal, r 
 	if len(r.SecretData) == 0 {
 		return nil, errs.Required("secret_data")
 	}
-	if err := checkKeys("secret_data", r.SecretData); err != nil {
+	if err := freeform.Check("secret_data", r.SecretData); err != nil {
 		return nil, err
 	}
 	sealed, err := s.sealTrusted(t.TrustedSecretID, t.TrustedAccountID, t.DomainID, r.SecretData)
@@ -388,7 +351,7 @@ func (s *Service) updateTrustedSecret(ctx context.Context, p *auth.Principal, r 
 	return store.SetByID[TrustedAccount](ctx, s.Trusted, "trusted_account_id", t.ID, bson.D{{Key: "secret_schema_id", Value: r.SecretSchemaID}})
 }
 
-func (s *Service) deleteTrusted(ctx context.Context, p *auth.Principal, r *trustedAccountRequest) (*api.Empty, error) {
+func (s *service) deleteTrusted(ctx context.Context, p *auth.Principal, r *trustedAccountRequest) (*api.Empty, error) {
 	t, err := s.visibleTrusted(ctx, p, r.TrustedAccountID, true)
 	if err != nil {
 		return nil, err
@@ -402,7 +365,7 @@ func (s *Service) deleteTrusted(ctx context.Context, p *auth.Principal, r *trust
 	return &api.Empty{}, nil
 }
 
-func (s *Service) syncTrusted(ctx context.Context, p *auth.Principal, r *trustedAccountRequest) (*IdentityJob, error) {
+func (s *service) syncTrusted(ctx context.Context, p *auth.Principal, r *trustedAccountRequest) (*IdentityJob, error) {
 	t, err := s.visibleTrusted(ctx, p, r.TrustedAccountID, true)
 	if err != nil {
 		return nil, err
@@ -411,7 +374,7 @@ func (s *Service) syncTrusted(ctx context.Context, p *auth.Principal, r *trusted
 }
 
 // startSync records a sync job of t and its event (the worker runs it).
-func (s *Service) startSync(ctx context.Context, t *TrustedAccount, createdBy string) (*IdentityJob, error) {
+func (s *service) startSync(ctx context.Context, t *TrustedAccount, createdBy string) (*IdentityJob, error) {
 	now := wire.T(wire.Now())
 	// The newest sync supersedes an earlier one still running.
 	if _, err := s.Jobs.UpdateMany(ctx, bson.D{{Key: "domain_id", Value: t.DomainID}, {Key: "trusted_account_id", Value: t.TrustedAccountID}, {Key: "status", Value: JobInProgress}},
@@ -437,11 +400,11 @@ func (s *Service) startSync(ctx context.Context, t *TrustedAccount, createdBy st
 	return j, nil
 }
 
-func (s *Service) getTrusted(ctx context.Context, p *auth.Principal, r *trustedAccountRequest) (*TrustedAccount, error) {
+func (s *service) getTrusted(ctx context.Context, p *auth.Principal, r *trustedAccountRequest) (*TrustedAccount, error) {
 	return s.visibleTrusted(ctx, p, r.TrustedAccountID, false)
 }
 
-func (s *Service) listTrusted(ctx context.Context, p *auth.Principal, r *trustedAccountQuery) (*api.List[TrustedAccount], error) {
+func (s *service) listTrusted(ctx context.Context, p *auth.Principal, r *trustedAccountQuery) (*api.List[TrustedAccount], error) {
 	caller, err := s.CallerIn(ctx, p, r.DomainID)
 	if err != nil {
 		return nil, err
@@ -466,7 +429,7 @@ type TrustedSecretData struct {
 // getTrustedSecretData unseals a trusted account's secret data for a
 // service of the suite (inventory collecting with it, identity's own
 // sync). Each read is logged, without the data.
-func (s *Service) getTrustedSecretData(ctx context.Context, p *auth.Principal, r *trustedSecretDataRequest) (*TrustedSecretData, error) {
+func (s *service) getTrustedSecretData(ctx context.Context, p *auth.Principal, r *trustedSecretDataRequest) (*TrustedSecretData, error) {
 	caller, err := s.CallerIn(ctx, p, r.DomainID)
 	if err != nil {
 		return nil, err
@@ -486,7 +449,7 @@ func (s *Service) getTrustedSecretData(ctx context.Context, p *auth.Principal, r
 }
 
 // trustedSecretData unseals the secret data of a trusted account.
-func (s *Service) trustedSecretData(ctx context.Context, t *TrustedAccount) (map[string]any, error) {
+func (s *service) trustedSecretData(ctx context.Context, t *TrustedAccount) (map[string]any, error) {
 	var sec trustedSecret
 	err := s.DB.Collection(core.TrustedSecretsCollection).FindOne(ctx, bson.D{{Key: "_id", Value: t.TrustedSecretID}}).Decode(&sec)
 	if errors.Is(err, mongo.ErrNoDocuments) {
@@ -504,128 +467,11 @@ func (s *Service) trustedSecretData(ctx context.Context, t *TrustedAccount) (map
 	return data, nil
 }
 
-func (s *Service) statTrusted(ctx context.Context, p *auth.Principal, r *core.StatRequest) (*map[string]any, error) {
+func (s *service) statTrusted(ctx context.Context, p *auth.Principal, r *core.StatRequest) (*map[string]any, error) {
 	return core.StatFor(ctx, s.Trusted, p, trustedResource, r.Query)
 }
 
-// --- trusted service accounts ---
+type service struct{ *core.Deps }
 
-// visibleTrustedSA loads a trusted service account the caller may see in
-// the request's domain (and workspace_id, when the request names one);
-// with write, one it may change. It answers the caller acting in that
-// domain.
-func (s *Service) visibleTrustedSA(ctx context.Context, p *auth.Principal, id, domainID, workspaceID string, write bool) (*core.TrustedServiceAccount, *auth.Principal, error) {
-	caller, err := s.CallerIn(ctx, p, domainID)
-	if err != nil {
-		return nil, nil, err
-	}
-	load := store.GetFor[core.TrustedServiceAccount]
-	if write {
-		load = store.GetToChange[core.TrustedServiceAccount]
-	}
-	t, err := load(ctx, s.TrustedSA, trustedSAResource, caller, "trusted_service_account_id", id)
-	if err != nil {
-		return nil, nil, err
-	}
-	if workspaceID != "" && workspaceID != t.WorkspaceID {
-		return nil, nil, errs.NotFound("trusted_service_account_id", id)
-	}
-	return t, caller, nil
-}
-
-func (s *Service) createTrustedSA(ctx context.Context, p *auth.Principal, r *createTrustedSA) (*core.TrustedServiceAccount, error) {
-	caller, err := s.CallerIn(ctx, p, r.DomainID)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkAllKeys("data", r.Data, "tags", r.Tags); err != nil {
-		return nil, err
-	}
-	ws, err := s.Placement(ctx, caller, r.Scope, r.WorkspaceID)
-	if err != nil {
-		return nil, err
-	}
-	id := wire.NewID("tsa")
-	t := &core.TrustedServiceAccount{ID: id, TrustedServiceAccountID: id, Name: r.Name, Data: r.Data, Provider: r.Provider,
-		Tags: wire.Object(r.Tags), Scope: r.Scope, DomainID: caller.DomainID, WorkspaceID: ws, CreatedAt: wire.T(wire.Now())}
-	if _, err := s.TrustedSA.InsertOne(ctx, t); err != nil {
-		return nil, store.Wrap(err)
-	}
-	return t, nil
-}
-
-func (s *Service) updateTrustedSA(ctx context.Context, p *auth.Principal, r *updateTrustedSA) (*core.TrustedServiceAccount, error) {
-	t, caller, err := s.visibleTrustedSA(ctx, p, r.TrustedServiceAccountID, r.DomainID, "", true)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkAllKeys("data", r.Data, "tags", r.Tags); err != nil {
-		return nil, err
-	}
-	set := bson.D{}
-	if r.Name != "" {
-		set = append(set, bson.E{Key: "name", Value: r.Name})
-	}
-	if r.Data != nil {
-		set = append(set, bson.E{Key: "data", Value: freeform.Map(r.Data)})
-	}
-	if r.Tags != nil {
-		set = append(set, bson.E{Key: "tags", Value: r.Tags})
-	}
-	if r.WorkspaceID != "" && r.WorkspaceID != t.WorkspaceID {
-		// Moving a WORKSPACE record to another workspace of the domain is
-		// for domain-wide callers; a DOMAIN record stays domain-wide.
-		ws, err := s.Placement(ctx, caller, t.Scope, r.WorkspaceID)
-		if err != nil {
-			return nil, err
-		}
-		set = append(set, bson.E{Key: "workspace_id", Value: ws})
-	}
-	if len(set) == 0 {
-		return t, nil
-	}
-	return store.SetByID[core.TrustedServiceAccount](ctx, s.TrustedSA, "trusted_service_account_id", t.ID, set)
-}
-
-func (s *Service) deleteTrustedSA(ctx context.Context, p *auth.Principal, r *trustedSARequest) (*api.Empty, error) {
-	t, _, err := s.visibleTrustedSA(ctx, p, r.TrustedServiceAccountID, r.DomainID, r.WorkspaceID, true)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := s.TrustedSA.DeleteOne(ctx, bson.D{{Key: "_id", Value: t.ID}}); err != nil {
-		return nil, store.Wrap(err)
-	}
-	return &api.Empty{}, nil
-}
-
-func (s *Service) getTrustedSA(ctx context.Context, p *auth.Principal, r *trustedSARequest) (*core.TrustedServiceAccount, error) {
-	t, _, err := s.visibleTrustedSA(ctx, p, r.TrustedServiceAccountID, r.DomainID, r.WorkspaceID, false)
-	return t, err
-}
-
-func (s *Service) listTrustedSA(ctx context.Context, p *auth.Principal, r *trustedSAQuery) (*api.List[core.TrustedServiceAccount], error) {
-	caller, err := s.CallerIn(ctx, p, r.DomainID)
-	if err != nil {
-		return nil, err
-	}
-	q := query.With(r.Query, query.Params("trusted_service_account_id", r.TrustedServiceAccountID, "name", r.Name,
-		"provider", r.Provider, "scope", r.Scope, "workspace_id", r.WorkspaceID)...)
-	return store.SearchFor[core.TrustedServiceAccount](ctx, s.TrustedSA, q, trustedSAResource, caller)
-}
-
-func (s *Service) statTrustedSA(ctx context.Context, p *auth.Principal, r *trustedSAStat) (*map[string]any, error) {
-	caller, err := s.CallerIn(ctx, p, r.DomainID)
-	if err != nil {
-		return nil, err
-	}
-	scope, err := store.Scope(caller, trustedSAResource)
-	if err != nil {
-		return nil, err
-	}
-	if r.WorkspaceID != "" {
-		// $and: the scope may hold a workspace_id condition of its own.
-		scope = bson.D{{Key: "$and", Value: bson.A{scope, bson.D{{Key: "workspace_id", Value: r.WorkspaceID}}}}}
-	}
-	res, err := stat.Run(ctx, s.TrustedSA, scope, trustedSAResource, r.Query)
-	return &res, err
-}
+// Routes are the operations of trusted accounts.
+func Routes(d *core.Deps) []api.Route { return (&service{Deps: d}).routes() }

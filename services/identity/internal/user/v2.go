@@ -1,4 +1,4 @@
-package identityapi
+package user
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 )
 
 // The v2 user operations: a domain admin (or SYSTEM) manages the users of
-// its own domain, the one in its token. The rules are in users.go.
+// its own domain, the one in its token. The rules are in user.go, and userprofile.Profile's.
 
 type createUserV2 struct {
 	UserID        string        `json:"user_id" v:"required,max=60"`
@@ -72,7 +72,7 @@ var userResourceV2 = query.Resource{KeywordFields: core.UserKeywords, DefaultSor
 var infoFieldsV2 = []string{"user_id", "name", "state", "email", "email_verified", "auth_type", "role_id", "role_type", "mfa",
 	"language", "timezone", "required_actions", "tags", "domain_id", "created_at", "last_accessed_at"}
 
-func (s *Service) userRoutesV2() []api.Route {
+func (s *service) userRoutesV2() []api.Route {
 	return []api.Route{
 		api.Op[createUserV2, core.UserInfoV2]{Path: "/identity/v2/user/create", Access: core.DomainAdmin, Summary: "Create a user (PENDING) in the caller's domain; reset_password mails an invitation.", Handle: core.AsInfo(core.ToV2, s.createUserV2)},
 		api.Op[updateUserV2, core.UserInfoV2]{Path: "/identity/v2/user/update", Access: core.DomainAdmin, Summary: "Change a user; a new e-mail is unverified; reset_password mails a reset link.", Handle: core.AsInfo(core.ToV2, s.updateUserV2)},
@@ -92,7 +92,7 @@ func (s *Service) userRoutesV2() []api.Route {
 
 // v2Target loads the user named by the request in the caller's domain and
 // applies then (nil: just return it).
-func (s *Service) v2Target(then func(context.Context, *core.User) (*core.User, error)) func(context.Context, *auth.Principal, *userRequestV2) (*core.User, error) {
+func (s *service) v2Target(then func(context.Context, *core.User) (*core.User, error)) func(context.Context, *auth.Principal, *userRequestV2) (*core.User, error) {
 	return func(ctx context.Context, p *auth.Principal, r *userRequestV2) (*core.User, error) {
 		if then == nil {
 			return s.UserFor(ctx, p, r.UserID)
@@ -105,16 +105,16 @@ func (s *Service) v2Target(then func(context.Context, *core.User) (*core.User, e
 	}
 }
 
-func (s *Service) stateTo(state string) func(context.Context, *core.User) (*core.User, error) {
+func (s *service) stateTo(state string) func(context.Context, *core.User) (*core.User, error) {
 	return func(ctx context.Context, u *core.User) (*core.User, error) { return s.setState(ctx, u, state) }
 }
 
-func (s *Service) createUserV2(ctx context.Context, p *auth.Principal, r *createUserV2) (*core.User, error) {
+func (s *service) createUserV2(ctx context.Context, p *auth.Principal, r *createUserV2) (*core.User, error) {
 	return s.createUser(ctx, newUser{DomainID: p.DomainID, UserID: r.UserID, AuthType: r.AuthType, UserType: "USER", AuthKey: "auth_type",
 		Password: r.Password, Name: r.Name, Email: r.Email, Language: r.Language, Timezone: r.Timezone, Tags: r.Tags, ResetPassword: r.ResetPassword})
 }
 
-func (s *Service) updateUserV2(ctx context.Context, p *auth.Principal, r *updateUserV2) (*core.User, error) {
+func (s *service) updateUserV2(ctx context.Context, p *auth.Principal, r *updateUserV2) (*core.User, error) {
 	u, err := s.UserToChange(ctx, p, r.UserID)
 	if err != nil {
 		return nil, err
@@ -124,10 +124,10 @@ func (s *Service) updateUserV2(ctx context.Context, p *auth.Principal, r *update
 			return nil, err
 		}
 	}
-	return s.adminUpdate(ctx, u, userChange{Name: r.Name, Email: r.Email, Language: r.Language, Timezone: r.Timezone, Tags: r.Tags}, r.Password, r.ResetPassword)
+	return s.adminUpdate(ctx, u, core.UserChange{Name: r.Name, Email: r.Email, Language: r.Language, Timezone: r.Timezone, Tags: r.Tags}, r.Password, r.ResetPassword)
 }
 
-func (s *Service) disableMFAV2(ctx context.Context, p *auth.Principal, r *userRequestV2) (*core.User, error) {
+func (s *service) disableMFAV2(ctx context.Context, p *auth.Principal, r *userRequestV2) (*core.User, error) {
 	u, err := s.UserToChange(ctx, p, r.UserID)
 	if err != nil {
 		return nil, err
@@ -135,10 +135,10 @@ func (s *Service) disableMFAV2(ctx context.Context, p *auth.Principal, r *userRe
 	if err := s.GuardCredentials(ctx, p, u, "", false); err != nil {
 		return nil, err
 	}
-	return s.resetMFA(ctx, u)
+	return s.profile.ResetMFA(ctx, u)
 }
 
-func (s *Service) verifyUserEmailV2(ctx context.Context, p *auth.Principal, r *verifyUserEmailV2) (*api.Empty, error) {
+func (s *service) verifyUserEmailV2(ctx context.Context, p *auth.Principal, r *verifyUserEmailV2) (*api.Empty, error) {
 	u, err := s.UserToChange(ctx, p, r.UserID)
 	if err != nil {
 		return nil, err
@@ -146,13 +146,13 @@ func (s *Service) verifyUserEmailV2(ctx context.Context, p *auth.Principal, r *v
 	if err := s.GuardCredentials(ctx, p, u, "", false); err != nil {
 		return nil, err
 	}
-	if _, err := s.markEmailVerified(ctx, u, r.Email); err != nil {
+	if _, err := s.profile.MarkEmailVerified(ctx, u, r.Email); err != nil {
 		return nil, err
 	}
 	return &api.Empty{}, nil
 }
 
-func (s *Service) setRequiredActionsV2(ctx context.Context, p *auth.Principal, r *setRequiredActionsV2) (*core.User, error) {
+func (s *service) setRequiredActionsV2(ctx context.Context, p *auth.Principal, r *setRequiredActionsV2) (*core.User, error) {
 	u, err := s.UserToChange(ctx, p, r.UserID)
 	if err != nil {
 		return nil, err
@@ -160,7 +160,7 @@ func (s *Service) setRequiredActionsV2(ctx context.Context, p *auth.Principal, r
 	return s.addRequiredActions(ctx, u, r.RequiredActions)
 }
 
-func (s *Service) deleteUserV2(ctx context.Context, p *auth.Principal, r *userRequestV2) (*api.Empty, error) {
+func (s *service) deleteUserV2(ctx context.Context, p *auth.Principal, r *userRequestV2) (*api.Empty, error) {
 	u, err := s.UserToChange(ctx, p, r.UserID)
 	if err != nil {
 		return nil, err
@@ -171,7 +171,7 @@ func (s *Service) deleteUserV2(ctx context.Context, p *auth.Principal, r *userRe
 	return &api.Empty{}, nil
 }
 
-func (s *Service) listUsersV2(ctx context.Context, p *auth.Principal, r *userSearchV2) (*api.List[core.UserInfoV2], error) {
+func (s *service) listUsersV2(ctx context.Context, p *auth.Principal, r *userSearchV2) (*api.List[core.UserInfoV2], error) {
 	q := query.With(r.Query, query.Params("user_id", r.UserID, "name", r.Name, "state", r.State, "email", r.Email, "auth_type", r.AuthType)...)
 	caller, err := s.CallerIn(ctx, p, r.DomainID)
 	if err != nil {
@@ -182,7 +182,7 @@ func (s *Service) listUsersV2(ctx context.Context, p *auth.Principal, r *userSea
 
 // searchUsers lists the users p reaches as Info rows; names maps stored
 // field names to the Info's (v1 backend) for only/minimal.
-func searchUsers[Info any](ctx context.Context, s *Service, p *auth.Principal, q *query.Query, r query.Resource, to func(*core.User) Info, names map[string]string) (*api.List[Info], error) {
+func searchUsers[Info any](ctx context.Context, s *service, p *auth.Principal, q *query.Query, r query.Resource, to func(*core.User) Info, names map[string]string) (*api.List[Info], error) {
 	list, err := store.SearchFor[core.User](ctx, s.Users, q, r, p)
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package identityapi
+package domain
 
 import (
 	"context"
@@ -82,7 +82,7 @@ func domainsOf(p *auth.Principal) query.Resource {
 	return r
 }
 
-func (s *Service) domainRoutes() []api.Route {
+func (s *service) routes() []api.Route {
 	return []api.Route{
 		api.Op[createDomain, core.Domain]{Path: "/identity/v2/domain/create", Access: core.SystemOnly, Summary: "Create a domain, optionally with its first admin.", Handle: s.createDomain},
 		api.Op[domainRequest, core.Domain]{Path: "/identity/v2/domain/get", Access: core.DomainAdmin, Summary: "Get a domain (a domain admin gets only its own).", Handle: s.getDomain},
@@ -94,7 +94,7 @@ func (s *Service) domainRoutes() []api.Route {
 	}
 }
 
-func (s *Service) createDomain(ctx context.Context, _ *auth.Principal, r *createDomain) (*core.Domain, error) {
+func (s *service) createDomain(ctx context.Context, _ *auth.Principal, r *createDomain) (*core.Domain, error) {
 	if r.Admin != nil {
 		if err := core.CheckPassword(r.Admin.Password); err != nil {
 			return nil, err
@@ -116,11 +116,11 @@ func (s *Service) createDomain(ctx context.Context, _ *auth.Principal, r *create
 	return d, nil
 }
 
-func (s *Service) getDomain(ctx context.Context, p *auth.Principal, r *domainRequest) (*core.Domain, error) {
+func (s *service) getDomain(ctx context.Context, p *auth.Principal, r *domainRequest) (*core.Domain, error) {
 	return store.GetFor[core.Domain](ctx, s.Domains, domainsOf(p), p, "domain_id", r.DomainID)
 }
 
-func (s *Service) domainState(state string) func(context.Context, *auth.Principal, *domainRequest) (*core.Domain, error) {
+func (s *service) domainState(state string) func(context.Context, *auth.Principal, *domainRequest) (*core.Domain, error) {
 	return func(ctx context.Context, p *auth.Principal, r *domainRequest) (*core.Domain, error) {
 		d, err := store.GetToChange[core.Domain](ctx, s.Domains, domainsOf(p), p, "domain_id", r.DomainID)
 		if err != nil {
@@ -130,12 +130,12 @@ func (s *Service) domainState(state string) func(context.Context, *auth.Principa
 	}
 }
 
-func (s *Service) listDomains(ctx context.Context, p *auth.Principal, r *domainQuery) (*api.List[core.Domain], error) {
+func (s *service) listDomains(ctx context.Context, p *auth.Principal, r *domainQuery) (*api.List[core.Domain], error) {
 	q := query.With(r.Query, query.Params("domain_id", r.DomainID, "name", r.Name, "state", r.State)...)
 	return store.SearchFor[core.Domain](ctx, s.Domains, q, domainsOf(p), p)
 }
 
-func (s *Service) authInfo(ctx context.Context, _ *auth.Principal, r *authInfoRequest) (*authInfo, error) {
+func (s *service) authInfo(ctx context.Context, _ *auth.Principal, r *authInfoRequest) (*authInfo, error) {
 	var d core.Domain
 	err := s.Domains.FindOne(ctx, bson.D{{Key: "name", Value: r.Name}}).Decode(&d)
 	if errors.Is(err, mongo.ErrNoDocuments) {
@@ -150,9 +150,14 @@ func (s *Service) authInfo(ctx context.Context, _ *auth.Principal, r *authInfoRe
 		Metadata: map[string]any{}, Config: authConfig{Settings: map[string]any{}}}, nil
 }
 
-func (s *Service) publicKey(ctx context.Context, _ *auth.Principal, r *domainRequest) (*publicKey, error) {
+func (s *service) publicKey(ctx context.Context, _ *auth.Principal, r *domainRequest) (*publicKey, error) {
 	if _, err := store.Get[core.Domain](ctx, s.Domains, "domain_id", r.DomainID); err != nil {
 		return nil, err
 	}
 	return &publicKey{DomainID: r.DomainID, PublicKey: string(core.MustJSON(s.Cfg.Signer.PublicJWK()))}, nil
 }
+
+type service struct{ *core.Deps }
+
+// Routes are the operations of domains.
+func Routes(d *core.Deps) []api.Route { return (&service{Deps: d}).routes() }

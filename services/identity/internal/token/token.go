@@ -1,4 +1,4 @@
-package identityapi
+package token
 
 import (
 	"context"
@@ -66,7 +66,7 @@ type checkedToken struct {
 	WorkspaceID string `json:"workspace_id"`
 }
 
-func (s *Service) tokenRoutes() []api.Route {
+func (s *service) routes() []api.Route {
 	return []api.Route{
 		api.Op[issueToken, tokenPair]{Path: "/identity/v2/token/issue", Access: auth.Public(), Summary: "Log in: a USER-scope access token and a refresh token (MFA: a second call with verify_code).", Handle: s.issue},
 		api.Op[grantToken, grantedToken]{Path: "/identity/v2/token/grant", Access: auth.Public(), Summary: "Exchange a refresh token for an access token of a scope (SYSTEM, DOMAIN, WORKSPACE, USER).", Handle: s.grant},
@@ -79,7 +79,7 @@ func (s *Service) tokenRoutes() []api.Route {
 	}
 }
 
-func (s *Service) issue(ctx context.Context, _ *auth.Principal, r *issueToken) (*tokenPair, error) {
+func (s *service) issue(ctx context.Context, _ *auth.Principal, r *issueToken) (*tokenPair, error) {
 	d, err := store.Get[core.Domain](ctx, s.Domains, "domain_id", r.DomainID)
 	if err != nil {
 		if core.IsNotFound(err) {
@@ -144,7 +144,7 @@ func (s *Service) issue(ctx context.Context, _ *auth.Principal, r *issueToken) (
 }
 
 // pair issues a USER-scope access token and a refresh token.
-func (s *Service) pair(u *core.User, timeout int) (*tokenPair, error) {
+func (s *service) pair(u *core.User, timeout int) (*tokenPair, error) {
 	ttl := s.Cfg.AccessTTL
 	if timeout > 0 {
 		ttl = min(time.Duration(timeout)*time.Second, s.Cfg.MaxAccessTTL)
@@ -165,7 +165,7 @@ func (s *Service) pair(u *core.User, timeout int) (*tokenPair, error) {
 
 // fromRefresh verifies a refresh token and loads its user, who must still
 // be allowed in (its session too), and answers the token's id.
-func (s *Service) fromRefresh(ctx context.Context, token string) (*core.User, string, error) {
+func (s *service) fromRefresh(ctx context.Context, token string) (*core.User, string, error) {
 	c, err := s.Verifier.Parse(token)
 	if err != nil {
 		return nil, "", err
@@ -183,7 +183,7 @@ func (s *Service) fromRefresh(ctx context.Context, token string) (*core.User, st
 
 // refresh rotates: the refresh token is spent and a new pair answered;
 // spending it twice ends the user's sessions (sessions.go).
-func (s *Service) refresh(ctx context.Context, _ *auth.Principal, r *refreshToken) (*tokenPair, error) {
+func (s *service) refresh(ctx context.Context, _ *auth.Principal, r *refreshToken) (*tokenPair, error) {
 	u, jti, err := s.fromRefresh(ctx, r.RefreshToken)
 	if err != nil {
 		return nil, err
@@ -201,7 +201,7 @@ func (s *Service) refresh(ctx context.Context, _ *auth.Principal, r *refreshToke
 // credential (the console's automatic refresh sends it in both places).
 // The body wins when both are there: a client that attaches its access
 // token to every call still grants with the token it names.
-func (s *Service) grant(ctx context.Context, _ *auth.Principal, r *grantToken) (*grantedToken, error) {
+func (s *service) grant(ctx context.Context, _ *auth.Principal, r *grantToken) (*grantedToken, error) {
 	token := r.Token
 	if token == "" {
 		token = auth.BearerFromContext(ctx)
@@ -291,7 +291,7 @@ func (s *Service) grant(ctx context.Context, _ *auth.Principal, r *grantToken) (
 	return out, nil
 }
 
-func (s *Service) check(ctx context.Context, p *auth.Principal, _ *api.Empty) (*checkedToken, error) {
+func (s *service) check(ctx context.Context, p *auth.Principal, _ *api.Empty) (*checkedToken, error) {
 	// Authentication answered from identity's cache (up to auth.CheckTTL
 	// old), and the asking service caches this answer again: look at the
 	// records afresh, or a revocation could take two cache lifetimes.
@@ -309,4 +309,14 @@ func maskEmail(e string) string {
 		return "***"
 	}
 	return name[:1] + strings.Repeat("*", len(name)-1) + "@" + host
+}
+
+type service struct {
+	*core.Deps
+	spentRefresh store.Slots // refresh tokens token/refresh exchanged (sessions.go)
+}
+
+// Routes are the operations of tokens.
+func Routes(d *core.Deps) []api.Route {
+	return (&service{Deps: d, spentRefresh: store.Slots{C: d.DB.Collection(core.CountersCollection), Max: 1, TTL: d.Cfg.RefreshTTL + time.Minute}}).routes()
 }

@@ -1,4 +1,4 @@
-package identityapi
+package trustedaccount
 
 import (
 	"context"
@@ -21,11 +21,29 @@ import (
 	"github.com/nubes-io/nubes/services/identity/internal/core"
 )
 
+// Trusted-account sync: the worker that runs the jobs trusted-account/sync
+// records, and the schedule that records them at the hours of an
+// account's schedule.
+//
+// A sync job's event (nubes.job.identity) is read by the durable consumer
+// identity-sync that every replica shares. The worker calls the account
+// collector plugin of the account's provider (config
+// account_collector_plugins: provider -> plugin_id[@version]) with
+// AccountCollector.sync {options: the account's plugin_options,
+// schema_id: its secret_schema_id, secret_data: its unsealed secret data,
+// domain_id}, and upserts one trusted service account per reported
+// account (found again by trusted_account_id and the plugin's resource_id,
+// or its name when it gives none; the reported secret_data is never
+// kept). The job ends SUCCESS, or FAILURE with the error's code and
+// message. A job that is no longer IN_PROGRESS (canceled by a later sync)
+// is not run; a redelivered job runs again, which upserts the same
+// records. Without a plugin client (Config.Plugins) no worker runs.
+
 // JobSuccess is the status of a sync that finished.
 const JobSuccess = "SUCCESS"
 
 // runSyncJobs consumes sync job events until ctx is done, one at a time.
-func (s *Service) runSyncJobs(ctx context.Context) error {
+func (s *service) runSyncJobs(ctx context.Context) error {
 	if s.Cfg.Plugins == nil || s.Bus == nil {
 		return nil
 	}
@@ -39,7 +57,7 @@ func (s *Service) runSyncJobs(ctx context.Context) error {
 	}}, 1, s.handleSync)
 }
 
-func (s *Service) handleSync(ctx context.Context, msg jetstream.Msg) {
+func (s *service) handleSync(ctx context.Context, msg jetstream.Msg) {
 	var ev TrustedSyncEvent
 	if err := json.Unmarshal(msg.Data(), &ev); err != nil || ev.JobID == "" {
 		_ = msg.Term()
@@ -58,7 +76,7 @@ func (s *Service) handleSync(ctx context.Context, msg jetstream.Msg) {
 }
 
 // runSync runs one sync job; an error is the store's (tried again).
-func (s *Service) runSync(ctx context.Context, ev TrustedSyncEvent) error {
+func (s *service) runSync(ctx context.Context, ev TrustedSyncEvent) error {
 	var job IdentityJob
 	err := s.Jobs.FindOne(ctx, bson.D{{Key: "_id", Value: ev.JobID}}).Decode(&job)
 	if errors.Is(err, mongo.ErrNoDocuments) {
@@ -116,7 +134,7 @@ func (s *Service) runSync(ctx context.Context, ev TrustedSyncEvent) error {
 }
 
 // accountCollector is the account collector plugin of a provider.
-func (s *Service) accountCollector(provider string) (plugin.AccountCollector, error) {
+func (s *service) accountCollector(provider string) (plugin.AccountCollector, error) {
 	ref := s.Cfg.AccountCollectors[provider]
 	if ref == "" {
 		return plugin.AccountCollector{}, errs.New(errs.NoPluginEndpoint,
@@ -128,7 +146,7 @@ func (s *Service) accountCollector(provider string) (plugin.AccountCollector, er
 
 // upsertSynced stores one account the plugin reported as a trusted
 // service account of t's scope.
-func (s *Service) upsertSynced(ctx context.Context, t *TrustedAccount, a map[string]any) error {
+func (s *service) upsertSynced(ctx context.Context, t *TrustedAccount, a map[string]any) error {
 	name, _ := a["name"].(string)
 	resourceID, _ := a["resource_id"].(string)
 	if resourceID == "" {
@@ -139,7 +157,7 @@ func (s *Service) upsertSynced(ctx context.Context, t *TrustedAccount, a map[str
 	}
 	data, _ := a["data"].(map[string]any)
 	tags, _ := a["tags"].(map[string]any)
-	if err := checkAllKeys("results.data", data, "results.tags", tags); err != nil {
+	if err := freeform.CheckAll("results.data", data, "results.tags", tags); err != nil {
 		return err
 	}
 	if name == "" {
@@ -165,7 +183,7 @@ func (s *Service) upsertSynced(ctx context.Context, t *TrustedAccount, a map[str
 }
 
 // finishSync ends a job: SUCCESS without code, else FAILURE with it.
-func (s *Service) finishSync(ctx context.Context, job *IdentityJob, code, message string) error {
+func (s *service) finishSync(ctx context.Context, job *IdentityJob, code, message string) error {
 	now := wire.T(wire.Now())
 	set := bson.D{{Key: "remained_tasks", Value: 0}, {Key: "finished_at", Value: now}, {Key: "updated_at", Value: now},
 		{Key: "error_code", Value: code}, {Key: "error_message", Value: message}}
@@ -182,7 +200,7 @@ func (s *Service) finishSync(ctx context.Context, job *IdentityJob, code, messag
 // ENABLED at each of its hours (UTC), once across replicas (pkg/schedule):
 // the replica that inserts the lease sync#<trusted_account_id>#<hour>
 // does.
-func (s *Service) runSyncSchedule(ctx context.Context) error {
+func (s *service) runSyncSchedule(ctx context.Context) error {
 	if s.Cfg.Plugins == nil {
 		return nil
 	}
@@ -190,7 +208,7 @@ func (s *Service) runSyncSchedule(ctx context.Context) error {
 }
 
 // syncSchedule is the scheduler of trusted-account syncs.
-func (s *Service) syncSchedule() *schedule.Scheduler[TrustedAccount] {
+func (s *service) syncSchedule() *schedule.Scheduler[TrustedAccount] {
 	return schedule.New(schedule.Config[TrustedAccount]{
 		Records: s.Trusted, Leases: s.DB.Collection(core.CountersCollection), Kind: "sync-schedule", LeasePrefix: "sync#",
 		ID: func(t *TrustedAccount) string { return t.TrustedAccountID },
@@ -204,6 +222,14 @@ func (s *Service) syncSchedule() *schedule.Scheduler[TrustedAccount] {
 
 // FireSyncSchedules records the syncs due in the hour of now that no
 // replica recorded yet.
-func (s *Service) FireSyncSchedules(ctx context.Context, now time.Time) error {
+func FireSyncSchedules(ctx context.Context, d *core.Deps, now time.Time) error {
+	s := &service{Deps: d}
 	return s.syncSchedule().FireAt(ctx, now)
+}
+
+// Workers are the sync worker and the sync schedule (neither runs without
+// a plugin client, Config.Plugins).
+func Workers(d *core.Deps) []func(context.Context) error {
+	s := &service{Deps: d}
+	return []func(context.Context) error{s.runSyncJobs, s.runSyncSchedule}
 }

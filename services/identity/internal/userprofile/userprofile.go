@@ -1,4 +1,4 @@
-package identityapi
+package userprofile
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 // The v2 user profile: any signed-in user acting on itself (the user in
 // its token), including with a token narrowed to the profile while
 // UPDATE_PASSWORD or ENFORCE_MFA is pending or from a mailed link; and the
-// unauthenticated password reset. The rules are in users.go.
+// unauthenticated password reset. The rules are in rules.go.
 
 type updateProfile struct {
 	Password        string        `json:"password" v:"max=72"`
@@ -80,17 +80,18 @@ type myWorkspace struct {
 	LastSyncedAt wire.Time     `json:"last_synced_at"`
 }
 
-func (s *Service) profileRoutes() []api.Route {
+func (s *Profile) routes() []api.Route {
 	return []api.Route{
+		api.Op[updatePassword, core.UserInfoV2]{Path: "/identity/v2/user-profile/update-password", Access: core.AnyRole, Summary: "Change one's own password (current_password needed unless UPDATE_PASSWORD is pending); ends every earlier session.", Handle: core.AsInfo(core.ToV2, s.updateOwnPassword)},
 		api.Op[updateProfile, core.UserInfoV2]{Path: "/identity/v2/user-profile/update", Access: core.AnyRole, Summary: "Change one's own profile or password (current_password needed unless UPDATE_PASSWORD is pending).", Handle: core.AsInfo(core.ToV2, s.updateProfile)},
 		api.Op[verifyEmail, api.Empty]{Path: "/identity/v2/user-profile/verify-email", Access: core.AnyRole, Summary: "Set one's e-mail (unverified) if given and mail a code to confirm it.", Handle: s.verifyOwnEmail},
-		api.Op[confirmCode, core.UserInfoV2]{Path: "/identity/v2/user-profile/confirm-email", Access: core.AnyRole, Summary: "Confirm one's e-mail with the mailed code.", Handle: core.AsInfo(core.ToV2, s.self(true, s.confirmEmail))},
+		api.Op[confirmCode, core.UserInfoV2]{Path: "/identity/v2/user-profile/confirm-email", Access: core.AnyRole, Summary: "Confirm one's e-mail with the mailed code.", Handle: core.AsInfo(core.ToV2, s.self(true, s.ConfirmEmail))},
 		api.Op[passwordReset, api.Empty]{Path: "/identity/v2/user-profile/reset-password", Access: auth.Public(), Summary: "Mail a password reset link to an eligible user; answers the same whether or not the user exists.", Handle: func(ctx context.Context, _ *auth.Principal, r *passwordReset) (*api.Empty, error) {
-			return &api.Empty{}, s.requestReset(ctx, r.DomainID, r.UserID)
+			return &api.Empty{}, s.RequestReset(ctx, r.DomainID, r.UserID)
 		}},
 		api.Op[enableMFA, core.UserInfoV2]{Path: "/identity/v2/user-profile/enable-mfa", Access: core.AnyRole, Summary: "Start turning MFA on: EMAIL mails a code to options.email; OTP answers the secret as options.otp_qrcode_uri.", Handle: core.AsInfo(core.ToV2, s.enableOwnMFA)},
 		api.Op[disableMFA, core.UserInfoV2]{Path: "/identity/v2/user-profile/disable-mfa", Access: core.AnyRole, Summary: "Start turning MFA off: EMAIL mails a code to the MFA address; OTP waits for a code of the app.", Handle: core.AsInfo(core.ToV2, s.disableOwnMFA)},
-		api.Op[confirmCode, core.UserInfoV2]{Path: "/identity/v2/user-profile/confirm-mfa", Access: core.AnyRole, Summary: "Confirm the pending MFA change with the mailed code (OTP: a code of the app).", Handle: core.AsInfo(core.ToV2, s.self(true, s.confirmMFA))},
+		api.Op[confirmCode, core.UserInfoV2]{Path: "/identity/v2/user-profile/confirm-mfa", Access: core.AnyRole, Summary: "Confirm the pending MFA change with the mailed code (OTP: a code of the app).", Handle: core.AsInfo(core.ToV2, s.self(true, s.ConfirmMFA))},
 		api.Op[api.Empty, core.UserInfoV2]{Path: "/identity/v2/user-profile/get", Access: core.AnyRole, Summary: "Get one's own user.", Handle: core.AsInfo(core.ToV2, s.getProfile)},
 		api.Op[myWorkspacesReq, api.List[myWorkspace]]{Path: "/identity/v2/user-profile/get-workspaces", Access: core.AnyRole, Summary: "The enabled workspaces one may enter, with one's role there.", Handle: s.myWorkspaces},
 	}
@@ -99,7 +100,7 @@ func (s *Service) profileRoutes() []api.Route {
 // selfDoc loads the caller's own user. A token narrowed to the profile
 // (pending action or mailed link) works only while its reason lasts; an
 // API key may read the profile but not change it.
-func (s *Service) selfDoc(ctx context.Context, p *auth.Principal, write bool) (*core.UserDoc, error) {
+func (s *Profile) selfDoc(ctx context.Context, p *auth.Principal, write bool) (*core.UserDoc, error) {
 	if write && p.TokenType == auth.APIKey {
 		return nil, errs.New(errs.PermissionDenied, "Permission denied. (reason = an API key cannot change its user's profile)")
 	}
@@ -115,7 +116,7 @@ func (s *Service) selfDoc(ctx context.Context, p *auth.Principal, write bool) (*
 
 // self adapts a rule on the caller's user taking a code (confirm-email,
 // confirm-mfa) to a handler.
-func (s *Service) self(write bool, rule func(context.Context, *core.User, string) (*core.User, error)) func(context.Context, *auth.Principal, *confirmCode) (*core.User, error) {
+func (s *Profile) self(write bool, rule func(context.Context, *core.User, string) (*core.User, error)) func(context.Context, *auth.Principal, *confirmCode) (*core.User, error) {
 	return func(ctx context.Context, p *auth.Principal, r *confirmCode) (*core.User, error) {
 		d, err := s.selfDoc(ctx, p, write)
 		if err != nil {
@@ -125,7 +126,7 @@ func (s *Service) self(write bool, rule func(context.Context, *core.User, string
 	}
 }
 
-func (s *Service) getProfile(ctx context.Context, p *auth.Principal, _ *api.Empty) (*core.User, error) {
+func (s *Profile) getProfile(ctx context.Context, p *auth.Principal, _ *api.Empty) (*core.User, error) {
 	d, err := s.selfDoc(ctx, p, false)
 	if err != nil {
 		return nil, err
@@ -133,15 +134,15 @@ func (s *Service) getProfile(ctx context.Context, p *auth.Principal, _ *api.Empt
 	return &d.User, nil
 }
 
-func (s *Service) updateProfile(ctx context.Context, p *auth.Principal, r *updateProfile) (*core.User, error) {
+func (s *Profile) updateProfile(ctx context.Context, p *auth.Principal, r *updateProfile) (*core.User, error) {
 	d, err := s.selfDoc(ctx, p, true)
 	if err != nil {
 		return nil, err
 	}
-	return s.selfUpdate(ctx, d, p, userChange{Name: r.Name, Email: r.Email, Language: r.Language, Timezone: r.Timezone, Tags: r.Tags}, r.Password, r.CurrentPassword)
+	return s.selfUpdate(ctx, d, p, core.UserChange{Name: r.Name, Email: r.Email, Language: r.Language, Timezone: r.Timezone, Tags: r.Tags}, r.Password, r.CurrentPassword)
 }
 
-func (s *Service) verifyOwnEmail(ctx context.Context, p *auth.Principal, r *verifyEmail) (*api.Empty, error) {
+func (s *Profile) verifyOwnEmail(ctx context.Context, p *auth.Principal, r *verifyEmail) (*api.Empty, error) {
 	d, err := s.selfDoc(ctx, p, true)
 	if err != nil {
 		return nil, err
@@ -154,20 +155,20 @@ func (s *Service) verifyOwnEmail(ctx context.Context, p *auth.Principal, r *veri
 			return nil, err
 		}
 	}
-	return &api.Empty{}, s.requestEmailCode(ctx, &d.User, r.Email)
+	return &api.Empty{}, s.RequestEmailCode(ctx, &d.User, r.Email)
 }
 
-func (s *Service) enableOwnMFA(ctx context.Context, p *auth.Principal, r *enableMFA) (*core.User, error) {
+func (s *Profile) enableOwnMFA(ctx context.Context, p *auth.Principal, r *enableMFA) (*core.User, error) {
 	d, err := s.selfDoc(ctx, p, true)
 	if err != nil {
 		return nil, err
 	}
-	return s.enableMFA(ctx, &d.User, r.MFAType, r.Options, func() error {
+	return s.EnableMFA(ctx, &d.User, r.MFAType, r.Options, func() error {
 		return s.GuardCredentials(ctx, p, &d.User, r.CurrentPassword, slices.Contains(d.RequiredActions, core.EnforceMFA))
 	})
 }
 
-func (s *Service) disableOwnMFA(ctx context.Context, p *auth.Principal, r *disableMFA) (*core.User, error) {
+func (s *Profile) disableOwnMFA(ctx context.Context, p *auth.Principal, r *disableMFA) (*core.User, error) {
 	if r.Force {
 		return nil, errs.New(errs.PermissionDenied, "Permission denied. (reason = force is for an admin: /identity/v2/user/disable-mfa)")
 	}
@@ -175,13 +176,13 @@ func (s *Service) disableOwnMFA(ctx context.Context, p *auth.Principal, r *disab
 	if err != nil {
 		return nil, err
 	}
-	return s.requestMFADisable(ctx, &d.User)
+	return s.RequestMFADisable(ctx, &d.User)
 }
 
 // myWorkspaces lists the enabled workspaces the caller may enter: every
 // one of the domain for a domain admin (as owner, which is what
 // token/grant gives it there), else those of its workspace bindings.
-func (s *Service) myWorkspaces(ctx context.Context, p *auth.Principal, r *myWorkspacesReq) (*api.List[myWorkspace], error) {
+func (s *Profile) myWorkspaces(ctx context.Context, p *auth.Principal, r *myWorkspacesReq) (*api.List[myWorkspace], error) {
 	d, err := s.selfDoc(ctx, p, false)
 	if err != nil {
 		return nil, err
@@ -234,3 +235,28 @@ func (s *Service) myWorkspaces(ctx context.Context, p *auth.Principal, r *myWork
 	}
 	return out, nil
 }
+
+type updatePassword struct {
+	CurrentPassword string `json:"current_password" v:"max=72" doc:"required unless UPDATE_PASSWORD is pending or the caller came through its latest mailed link"`
+	NewPassword     string `json:"new_password" v:"required,max=72"`
+}
+
+// updateOwnPassword is user-profile/update with the password alone: the
+// same rules (LOCAL users, the password format, current_password checked
+// as a login, not the same password, earlier sessions ended, the user
+// told), and no API key.
+func (s *Profile) updateOwnPassword(ctx context.Context, p *auth.Principal, r *updatePassword) (*core.User, error) {
+	d, err := s.selfDoc(ctx, p, true)
+	if err != nil {
+		return nil, err
+	}
+	return s.selfUpdate(ctx, d, p, core.UserChange{}, r.NewPassword, r.CurrentPassword)
+}
+
+// Profile holds the rules of one's own user: the profile, e-mail
+// verification, MFA and the password reset. The user package's v1
+// self-service operations use them too.
+type Profile struct{ *core.Deps }
+
+// Routes are the operations of the user profile.
+func Routes(d *core.Deps) []api.Route { return (&Profile{Deps: d}).routes() }

@@ -1,4 +1,4 @@
-package identityapi
+package token
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 // spendRefresh marks a refresh token used (token/refresh rotates it). A
 // token used before is a stolen copy or its owner's, and Nubes cannot
 // tell which: its chain ends with every other session of the user.
-func (s *Service) spendRefresh(ctx context.Context, u *core.User, jti string) error {
+func (s *service) spendRefresh(ctx context.Context, u *core.User, jti string) error {
 	first, err := s.spentRefresh.Take(ctx, "refresh:"+jti)
 	if err != nil {
 		return err
@@ -33,7 +33,7 @@ func (s *Service) spendRefresh(ctx context.Context, u *core.User, jti string) er
 
 // refreshSpent refuses a refresh token that token/refresh already
 // exchanged, ending the user's sessions as spendRefresh does.
-func (s *Service) refreshSpent(ctx context.Context, u *core.User, jti string) error {
+func (s *service) refreshSpent(ctx context.Context, u *core.User, jti string) error {
 	n, err := s.spentRefresh.Used(ctx, "refresh:"+jti)
 	if err != nil || n == 0 {
 		return err
@@ -41,7 +41,7 @@ func (s *Service) refreshSpent(ctx context.Context, u *core.User, jti string) er
 	return s.refreshReused(ctx, u)
 }
 
-func (s *Service) refreshReused(ctx context.Context, u *core.User) error {
+func (s *service) refreshReused(ctx context.Context, u *core.User) error {
 	if _, err := s.Users.UpdateOne(ctx, bson.D{{Key: "_id", Value: u.ID}}, bson.D{{Key: "$set", Value: bson.D{core.EndSessions()}}}); err != nil {
 		return store.Wrap(err)
 	}

@@ -1,0 +1,147 @@
+package project
+
+import (
+	"context"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/nubes-io/nubes/pkg/api"
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/freeform"
+	"github.com/nubes-io/nubes/pkg/query"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/tenancy"
+	"github.com/nubes-io/nubes/pkg/wire"
+	"github.com/nubes-io/nubes/services/identity/internal/core"
+)
+
+type createProject struct {
+	Name        string        `json:"name" v:"required,max=128"`
+	ProjectType string        `json:"project_type" v:"enum=PRIVATE|PUBLIC"`
+	WorkspaceID string        `json:"workspace_id"`
+	Users       []string      `json:"users" v:"max=1000"`
+	Tags        freeform.Flat `json:"tags"`
+}
+
+type updateProject struct {
+	ProjectID   string        `json:"project_id" v:"required"`
+	Name        string        `json:"name" v:"max=128"`
+	ProjectType string        `json:"project_type" v:"enum=PRIVATE|PUBLIC"`
+	Users       []string      `json:"users" v:"max=1000"`
+	Tags        freeform.Flat `json:"tags"`
+}
+
+type projectRequest struct {
+	ProjectID string `json:"project_id" v:"required"`
+}
+
+type projectQuery struct {
+	Query       *query.Query `json:"query"`
+	ProjectID   string       `json:"project_id"`
+	Name        string       `json:"name"`
+	WorkspaceID string       `json:"workspace_id"`
+	// DomainID: a SYSTEM caller (another service's schedule or worker)
+	// names the domain it lists for; anyone else only their own.
+	DomainID string `json:"domain_id" v:"max=64"`
+}
+
+// A workspace member reaches the projects of its token (semantics.md
+// §4.4 user_projects: the workspace's PUBLIC projects and the PRIVATE
+// ones listing it).
+var projectResource = query.Resource{KeywordFields: []string{"project_id", "name"}, DefaultSort: []query.SortKey{{Key: "name"}}, Fields: query.FieldsOf[core.Project](), Maps: freeform.FieldsOf[core.Project](),
+	Tenancy: tenancy.InProject}
+
+func (s *service) routes() []api.Route {
+	return []api.Route{
+		api.Op[createProject, core.Project]{Path: "/identity/v2/project/create", Access: core.WorkspaceWriters, Summary: "Create a project in a workspace.", Handle: s.createProject},
+		api.Op[updateProject, core.Project]{Path: "/identity/v2/project/update", Access: core.WorkspaceWriters, Summary: "Change a project.", Handle: s.updateProject},
+		api.Op[projectRequest, api.Empty]{Path: "/identity/v2/project/delete", Access: core.WorkspaceWriters, Summary: "Delete a project.", Handle: s.deleteProject},
+		api.Op[projectRequest, core.Project]{Path: "/identity/v2/project/get", Access: core.Readers, Summary: "Get a project.", Handle: s.getProject},
+		api.Op[projectQuery, api.List[core.Project]]{Path: "/identity/v2/project/list", Access: core.Readers, Summary: "List projects.", Handle: s.listProjects},
+	}
+}
+
+func (s *service) createProject(ctx context.Context, p *auth.Principal, r *createProject) (*core.Project, error) {
+	ws := r.WorkspaceID
+	if p.WorkspaceID != "" {
+		ws = p.WorkspaceID // a workspace owner creates in its own workspace
+	}
+	if ws == "" {
+		return nil, errs.Required("workspace_id")
+	}
+	w, err := store.GetFor[core.Workspace](ctx, s.Workspaces, core.WorkspaceResource, p, "workspace_id", ws)
+	if err != nil {
+		return nil, err
+	}
+	rule, err := tenancy.For(p, projectResource.Tenancy)
+	if err != nil {
+		return nil, err
+	}
+	if err := rule.Admits(tenancy.Record{Domain: w.DomainID, Workspace: w.WorkspaceID}); err != nil {
+		return nil, err
+	}
+	kind := r.ProjectType
+	if kind == "" {
+		kind = "PRIVATE"
+	}
+	id := wire.NewID("project")
+	pr := &core.Project{ID: id, ProjectID: id, Name: r.Name, ProjectType: kind, Users: wire.List(r.Users), Tags: wire.Object(r.Tags),
+		WorkspaceID: w.WorkspaceID, DomainID: w.DomainID, CreatedBy: p.UserID, CreatedAt: wire.T(wire.Now())}
+	if _, err := s.Projects.InsertOne(ctx, pr); err != nil {
+		return nil, store.Wrap(err)
+	}
+	return pr, nil
+}
+
+func (s *service) updateProject(ctx context.Context, p *auth.Principal, r *updateProject) (*core.Project, error) {
+	pr, err := store.GetToChange[core.Project](ctx, s.Projects, projectResource, p, "project_id", r.ProjectID)
+	if err != nil {
+		return nil, err
+	}
+	set := bson.D{}
+	for k, v := range map[string]any{"name": r.Name, "project_type": r.ProjectType} {
+		if v != "" {
+			set = append(set, bson.E{Key: k, Value: v})
+		}
+	}
+	if r.Users != nil {
+		set = append(set, bson.E{Key: "users", Value: r.Users})
+	}
+	if r.Tags != nil {
+		set = append(set, bson.E{Key: "tags", Value: r.Tags})
+	}
+	if len(set) == 0 {
+		return pr, nil
+	}
+	return store.SetByID[core.Project](ctx, s.Projects, "project_id", pr.ID, set)
+}
+
+func (s *service) deleteProject(ctx context.Context, p *auth.Principal, r *projectRequest) (*api.Empty, error) {
+	pr, err := store.GetToChange[core.Project](ctx, s.Projects, projectResource, p, "project_id", r.ProjectID)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.Projects.DeleteOne(ctx, bson.D{{Key: "_id", Value: pr.ID}}); err != nil {
+		return nil, store.Wrap(err)
+	}
+	return &api.Empty{}, nil
+}
+
+func (s *service) getProject(ctx context.Context, p *auth.Principal, r *projectRequest) (*core.Project, error) {
+	return store.GetFor[core.Project](ctx, s.Projects, projectResource, p, "project_id", r.ProjectID)
+}
+
+func (s *service) listProjects(ctx context.Context, p *auth.Principal, r *projectQuery) (*api.List[core.Project], error) {
+	q := query.With(r.Query, query.Params("project_id", r.ProjectID, "name", r.Name, "workspace_id", r.WorkspaceID)...)
+	caller, err := s.CallerIn(ctx, p, r.DomainID)
+	if err != nil {
+		return nil, err
+	}
+	return store.SearchFor[core.Project](ctx, s.Projects, q, projectResource, caller)
+}
+
+type service struct{ *core.Deps }
+
+// Routes are the operations of projects.
+func Routes(d *core.Deps) []api.Route { return (&service{Deps: d}).routes() }

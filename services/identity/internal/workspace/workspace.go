@@ -1,0 +1,118 @@
+package workspace
+
+import (
+	"context"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/nubes-io/nubes/pkg/api"
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/freeform"
+	"github.com/nubes-io/nubes/pkg/query"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/wire"
+	"github.com/nubes-io/nubes/services/identity/internal/core"
+)
+
+type createWorkspace struct {
+	Name string        `json:"name" v:"required,max=128"`
+	Tags freeform.Flat `json:"tags"`
+}
+
+type updateWorkspace struct {
+	WorkspaceID string        `json:"workspace_id" v:"required"`
+	Name        string        `json:"name" v:"max=128"`
+	Tags        freeform.Flat `json:"tags"`
+}
+
+type workspaceRequest struct {
+	WorkspaceID string `json:"workspace_id" v:"required"`
+}
+
+type workspaceQuery struct {
+	Query       *query.Query `json:"query"`
+	WorkspaceID string       `json:"workspace_id"`
+	Name        string       `json:"name"`
+	State       string       `json:"state" v:"enum=ENABLED|DISABLED"`
+}
+
+func (s *service) routes() []api.Route {
+	return []api.Route{
+		api.Op[createWorkspace, core.Workspace]{Path: "/identity/v2/workspace/create", Access: core.DomainAdmin, Summary: "Create a workspace in the caller's domain.", Handle: s.createWorkspace},
+		api.Op[updateWorkspace, core.Workspace]{Path: "/identity/v2/workspace/update", Access: core.DomainAdmin, Summary: "Rename a workspace or change its tags.", Handle: s.updateWorkspace},
+		api.Op[workspaceRequest, core.Workspace]{Path: "/identity/v2/workspace/enable", Access: core.DomainAdmin, Summary: "Enable a workspace.", Handle: s.workspaceState(core.Enabled)},
+		api.Op[workspaceRequest, core.Workspace]{Path: "/identity/v2/workspace/disable", Access: core.DomainAdmin, Summary: "Disable a workspace.", Handle: s.workspaceState(core.Disabled)},
+		api.Op[workspaceRequest, api.Empty]{Path: "/identity/v2/workspace/delete", Access: core.DomainAdmin, Summary: "Delete a workspace with its projects and bindings.", Handle: s.deleteWorkspace},
+		api.Op[workspaceRequest, core.Workspace]{Path: "/identity/v2/workspace/get", Access: core.Readers, Summary: "Get a workspace.", Handle: s.getWorkspace},
+		api.Op[workspaceQuery, api.List[core.Workspace]]{Path: "/identity/v2/workspace/list", Access: core.Readers, Summary: "List workspaces.", Handle: s.listWorkspaces},
+	}
+}
+
+func (s *service) createWorkspace(ctx context.Context, p *auth.Principal, r *createWorkspace) (*core.Workspace, error) {
+	id := wire.NewID("workspace")
+	w := &core.Workspace{ID: id, WorkspaceID: id, Name: r.Name, State: core.Enabled, Tags: wire.Object(r.Tags), DomainID: p.DomainID, CreatedBy: p.UserID, CreatedAt: wire.T(wire.Now())}
+	if _, err := s.Workspaces.InsertOne(ctx, w); err != nil {
+		return nil, store.Wrap(err)
+	}
+	return w, nil
+}
+
+func (s *service) updateWorkspace(ctx context.Context, p *auth.Principal, r *updateWorkspace) (*core.Workspace, error) {
+	w, err := store.GetToChange[core.Workspace](ctx, s.Workspaces, core.WorkspaceResource, p, "workspace_id", r.WorkspaceID)
+	if err != nil {
+		return nil, err
+	}
+	set := bson.D{}
+	if r.Name != "" {
+		set = append(set, bson.E{Key: "name", Value: r.Name})
+	}
+	if r.Tags != nil {
+		set = append(set, bson.E{Key: "tags", Value: r.Tags})
+	}
+	if len(set) == 0 {
+		return w, nil
+	}
+	return store.SetByID[core.Workspace](ctx, s.Workspaces, "workspace_id", w.ID, set)
+}
+
+func (s *service) workspaceState(state string) func(context.Context, *auth.Principal, *workspaceRequest) (*core.Workspace, error) {
+	return func(ctx context.Context, p *auth.Principal, r *workspaceRequest) (*core.Workspace, error) {
+		w, err := store.GetToChange[core.Workspace](ctx, s.Workspaces, core.WorkspaceResource, p, "workspace_id", r.WorkspaceID)
+		if err != nil {
+			return nil, err
+		}
+		return store.SetByID[core.Workspace](ctx, s.Workspaces, "workspace_id", w.ID, bson.D{{Key: "state", Value: state}})
+	}
+}
+
+func (s *service) deleteWorkspace(ctx context.Context, p *auth.Principal, r *workspaceRequest) (*api.Empty, error) {
+	w, err := store.GetToChange[core.Workspace](ctx, s.Workspaces, core.WorkspaceResource, p, "workspace_id", r.WorkspaceID)
+	if err != nil {
+		return nil, err
+	}
+	inside := bson.D{{Key: "domain_id", Value: w.DomainID}, {Key: "workspace_id", Value: w.WorkspaceID}}
+	for _, c := range []*mongo.Collection{s.Projects, s.Bindings} {
+		if _, err := c.DeleteMany(ctx, inside); err != nil {
+			return nil, store.Wrap(err)
+		}
+	}
+	if _, err := s.Workspaces.DeleteOne(ctx, bson.D{{Key: "_id", Value: w.ID}}); err != nil {
+		return nil, store.Wrap(err)
+	}
+	return &api.Empty{}, nil
+}
+
+func (s *service) getWorkspace(ctx context.Context, p *auth.Principal, r *workspaceRequest) (*core.Workspace, error) {
+	return store.GetFor[core.Workspace](ctx, s.Workspaces, core.WorkspaceResource, p, "workspace_id", r.WorkspaceID)
+}
+
+func (s *service) listWorkspaces(ctx context.Context, p *auth.Principal, r *workspaceQuery) (*api.List[core.Workspace], error) {
+	q := query.With(r.Query, query.Params("workspace_id", r.WorkspaceID, "name", r.Name, "state", r.State)...)
+	return store.SearchFor[core.Workspace](ctx, s.Workspaces, q, core.WorkspaceResource, p)
+}
+
+type service struct{ *core.Deps }
+
+// Routes are the operations of workspaces.
+func Routes(d *core.Deps) []api.Route { return (&service{Deps: d}).routes() }
