@@ -12,6 +12,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/testkit"
@@ -25,7 +26,7 @@ import (
 // returns its USER-scope access token.
 func (h *harness) directUser(domainID, userID, password string) string {
 	h.t.Helper()
-	hash, err := core.HashPassword(password)
+	hash, err := core.HashPassword(password, bcrypt.MinCost)
 	if err != nil {
 		h.t.Fatal(err)
 	}

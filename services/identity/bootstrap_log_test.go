@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/nubes-io/nubes/pkg/app"
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/testkit"
@@ -28,7 +30,7 @@ func TestGeneratedAdminPasswordNotLogged(t *testing.T) {
 	defer bus.Close()
 	cipher, _ := identity.NewCipher(identity.RandomCipherSpec())
 	built, err := identity.Build(ctx, app.Deps{DB: env.Database(t), Events: bus, Log: log},
-		identity.Config{Signer: env.Signer, Cipher: cipher, AdminUserID: "admin"})
+		identity.Config{PasswordCost: bcrypt.MinCost, Signer: env.Signer, Cipher: cipher, AdminUserID: "admin"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/app"
 	"github.com/nubes-io/nubes/pkg/errs"
@@ -220,7 +222,7 @@ func buildWith(t *testing.T, urls map[string]string, endpointURL string) http.Ha
 	}
 	t.Cleanup(bus.Close)
 	cipher, _ := identity.NewCipher(identity.RandomCipherSpec())
-	b, err := identity.Build(ctx, app.Deps{DB: env.Database(t), Events: bus, Log: log}, identity.Config{
+	b, err := identity.Build(ctx, app.Deps{DB: env.Database(t), Events: bus, Log: log}, identity.Config{PasswordCost: bcrypt.MinCost,
 		Signer: env.Signer, Cipher: cipher, AdminPassword: adminPassword, ServiceURLs: urls, EndpointURL: endpointURL})
 	if err != nil {
 		t.Fatal(err)

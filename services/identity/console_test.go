@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/nubes-io/nubes/pkg/app"
 	"github.com/nubes-io/nubes/pkg/errs"
@@ -257,7 +258,7 @@ func restart(t *testing.T, h *harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := identity.Build(t.Context(), app.Deps{DB: h.db, Events: bus, Log: log}, identity.Config{
+	if _, err := identity.Build(t.Context(), app.Deps{DB: h.db, Events: bus, Log: log}, identity.Config{PasswordCost: bcrypt.MinCost,
 		Signer: h.signer, Cipher: cipher, AdminUserID: "admin", AdminPassword: adminPassword}); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/nubes-io/nubes/pkg/app"
 	"github.com/nubes-io/nubes/pkg/auth"
@@ -64,7 +65,7 @@ func newHarnessOn(t *testing.T, natsURL string) *harness {
 	spec := identity.RandomCipherSpec()
 	cipher, _ := identity.NewCipher(spec)
 	h := &harness{t: t, db: env.Database(t), signer: env.Signer, cipherSpec: spec}
-	h.built, err = identity.Build(ctx, app.Deps{DB: h.db, Events: bus, Log: log}, identity.Config{
+	h.built, err = identity.Build(ctx, app.Deps{DB: h.db, Events: bus, Log: log}, identity.Config{PasswordCost: bcrypt.MinCost,
 		Signer: env.Signer, Cipher: cipher, AdminUserID: "admin", AdminPassword: adminPassword,
 		LoginBlock: time.Minute, MaxLoginFailures: 3, // the window outlasts 4 bcrypt calls under -race on a loaded machine
 	})

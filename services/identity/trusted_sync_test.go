@@ -8,6 +8,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"golang.org/x/crypto/bcrypt"
 	"google.golang.org/grpc/codes"
 
 	"github.com/nubes-io/nubes/pkg/app"
@@ -53,7 +54,7 @@ func newSyncStack(t *testing.T, replicas int) *syncStack {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := identity.Build(ctx, app.Deps{DB: st.db, Events: bus, Log: log, Plugins: plugins}, identity.Config{
+		b, err := identity.Build(ctx, app.Deps{DB: st.db, Events: bus, Log: log, Plugins: plugins}, identity.Config{PasswordCost: bcrypt.MinCost,
 			Signer: env.Signer, Cipher: cipher, AdminUserID: "admin", AdminPassword: adminPassword,
 			AccountCollectors: map[string]string{"aws": "plugin-aws-account"}, SyncScheduleTick: 100 * time.Millisecond,
 		})

@@ -35,7 +35,7 @@ type StatRequest struct {
 // records have deterministic ids, so running it twice (or on two replicas
 // at once) makes one user and one binding.
 func (s *Deps) EnsureAdmin(ctx context.Context, domainID, userID, password, email, name string) (bool, error) {
-	hash, err := HashPassword(password)
+	hash, err := s.HashPassword(password)
 	if err != nil {
 		return false, err
 	}

@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
@@ -40,6 +42,9 @@ type Deps struct {
 	Bus        *events.Bus
 	Log        *slog.Logger
 	root       atomic.Pointer[string] // the root domain's id, once read
+	// dummyHash is what an unknown user's password is compared with
+	// (PasswordMatches): made on first use, not at package init.
+	dummyHash func() []byte
 }
 
 // New creates the indexes and returns the dependencies of every resource.
@@ -67,6 +72,10 @@ func New(ctx context.Context, db *mongo.Database, bus *events.Bus, log *slog.Log
 			Attempts: store.Slots{C: db.Collection(CountersCollection), Max: maxCodeAttempts, TTL: 24 * time.Hour},
 			issued:   store.Slots{C: db.Collection(CountersCollection), Max: maxCodesIssued, TTL: codeWindow}},
 	}
+	s.dummyHash = sync.OnceValue(func() []byte {
+		h, _ := bcrypt.GenerateFromPassword([]byte("Nubes-dummy-password-1"), cfg.PasswordCost)
+		return h
+	})
 	s.Logins = newLoginThrottle(db.Collection(CountersCollection), cfg)
 	if s.Outbox, err = events.NewOutbox(ctx, db, OutboxCollection, bus, log); err != nil {
 		return nil, err

@@ -3,6 +3,8 @@ package core
 import (
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/plugin"
@@ -78,6 +80,10 @@ type Config struct {
 	// docs/operations.md).
 	SystemTokenTTL time.Duration
 	VerifyKeys     []*auth.Signer
+	// PasswordCost is the bcrypt cost of new password hashes (0:
+	// bcrypt.DefaultCost). Tests lower it: one hash at the default cost
+	// takes seconds under the race detector.
+	PasswordCost int
 }
 
 // Defaults fills unset durations and limits with upstream's values.
@@ -97,6 +103,9 @@ func (c *Config) Defaults() {
 	set(&c.SyncAckWait, 4*time.Minute)
 	set(&c.SyncScheduleTick, 30*time.Second)
 	set(&c.SystemTokenTTL, 30*24*time.Hour)
+	if c.PasswordCost == 0 {
+		c.PasswordCost = bcrypt.DefaultCost
+	}
 	if c.MaxLoginFailures == 0 {
 		c.MaxLoginFailures = 10
 	}

@@ -42,23 +42,25 @@ func CheckPassword(pw string) error {
 	return nil
 }
 
-// HashPassword checks the rules and hashes with bcrypt.
-func HashPassword(pw string) (string, error) {
+// HashPassword checks the rules and hashes with bcrypt at cost (0:
+// bcrypt.DefaultCost).
+func HashPassword(pw string, cost int) (string, error) {
 	if err := CheckPassword(pw); err != nil {
 		return "", err
 	}
-	h, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.DefaultCost)
+	h, err := bcrypt.GenerateFromPassword([]byte(pw), cmp.Or(cost, bcrypt.DefaultCost))
 	return string(h), err
 }
 
-// dummyHash keeps a login for an unknown user as slow as for a known one.
-var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("Nubes-dummy-password-1"), bcrypt.DefaultCost)
+// HashPassword hashes at the configured cost (Config.PasswordCost).
+func (s *Deps) HashPassword(pw string) (string, error) { return HashPassword(pw, s.Cfg.PasswordCost) }
 
 // PasswordMatches compares in constant time (bcrypt); an empty hash
-// still costs one comparison.
-func PasswordMatches(hash, pw string) bool {
+// still costs one comparison, against a hash of the configured cost, so
+// a login for an unknown user is as slow as for a known one.
+func (s *Deps) PasswordMatches(hash, pw string) bool {
 	if hash == "" {
-		_ = bcrypt.CompareHashAndPassword(dummyHash, []byte(pw))
+		_ = bcrypt.CompareHashAndPassword(s.dummyHash(), []byte(pw))
 		return false
 	}
 	return bcrypt.CompareHashAndPassword([]byte(hash), []byte(pw)) == nil

@@ -105,12 +105,12 @@ func (s *Deps) Login(ctx context.Context, domainID, userID, password string) (*U
 	u, err := store.Get[User](ctx, s.Users, "user_id", UserKey(domainID, userID))
 	if err != nil {
 		if IsNotFound(err) {
-			PasswordMatches("", password)
+			s.PasswordMatches("", password)
 			return nil, ErrLogin
 		}
 		return nil, err
 	}
-	if u.AuthType != "LOCAL" || !PasswordMatches(u.PasswordHash, password) {
+	if u.AuthType != "LOCAL" || !s.PasswordMatches(u.PasswordHash, password) {
 		return nil, ErrLogin
 	}
 	if u.State == Disabled {

@@ -83,7 +83,7 @@ func (s *service) issue(ctx context.Context, _ *auth.Principal, r *issueToken) (
 	d, err := store.Get[core.Domain](ctx, s.Domains, "domain_id", r.DomainID)
 	if err != nil {
 		if core.IsNotFound(err) {
-			core.PasswordMatches("", r.Credentials.Password)
+			s.PasswordMatches("", r.Credentials.Password)
 			return nil, core.ErrLogin
 		}
 		return nil, err

@@ -116,7 +116,7 @@ func (s *service) createUser(ctx context.Context, n newUser) (*core.User, error)
 	hash := "" // no password: nobody can log in until the invitation is used
 	if n.Password != "" {
 		var err error
-		if hash, err = core.HashPassword(n.Password); err != nil {
+		if hash, err = s.HashPassword(n.Password); err != nil {
 			return nil, err
 		}
 	}
@@ -175,7 +175,7 @@ func (s *service) adminUpdate(ctx context.Context, u *core.User, c core.UserChan
 	}
 	set := c.Fields(u)
 	if password != "" {
-		hash, err := core.HashPassword(password)
+		hash, err := s.HashPassword(password)
 		if err != nil {
 			return nil, err
 		}

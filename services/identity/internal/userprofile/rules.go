@@ -84,10 +84,10 @@ func (s *Profile) selfUpdate(ctx context.Context, d *core.UserDoc, p *auth.Princ
 		}
 	}
 	if password != "" {
-		if core.PasswordMatches(u.PasswordHash, password) {
+		if s.PasswordMatches(u.PasswordHash, password) {
 			return nil, errs.New(errs.PasswordNotChanged, "The new password is the same as the current one.")
 		}
-		hash, err := core.HashPassword(password)
+		hash, err := s.HashPassword(password)
 		if err != nil {
 			return nil, err
 		}
