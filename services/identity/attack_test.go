@@ -528,7 +528,7 @@ func TestPersonSystemGrantIsNotAService(t *testing.T) {
 func (h *harness) rebuilt(edit func(*identity.Config)) *testkit.Client {
 	h.t.Helper()
 	cipher, _ := identity.NewCipher(h.cipherSpec)
-	cfg := identity.Config{PasswordCost: bcrypt.MinCost, Signer: h.signer, Cipher: cipher, AdminUserID: "admin", AdminPassword: adminPassword, LoginBlock: time.Minute, MaxLoginFailures: 3}
+	cfg := identity.Config{PasswordCost: bcrypt.MinCost, Signer: h.signer, Cipher: cipher, AdminUserID: "admin", AdminPassword: adminPassword, LoginBlock: time.Hour, MaxLoginFailures: 3}
 	edit(&cfg)
 	log := slog.New(slog.DiscardHandler)
 	bus, err := events.Connect(context.Background(), testkit.Get().NATS.URL, "identity-test", log)
