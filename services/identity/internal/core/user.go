@@ -76,6 +76,10 @@ type UserInfoV2 struct {
 	DomainID        string        `json:"domain_id"`
 	CreatedAt       wire.Time     `json:"created_at"`
 	LastAccessedAt  wire.Time     `json:"last_accessed_at"`
+	// APIKeyCount is how many API keys the user holds (upstream keeps it
+	// on the user; the console's user list reads it). Filled by
+	// AsInfoV2 and Deps.CountAPIKeys, never stored.
+	APIKeyCount int `json:"api_key_count"`
 }
 
 func MFAOf(u *User) MFA {
@@ -93,6 +97,53 @@ func ToV2(u *User) *UserInfoV2 {
 		Timezone: u.Timezone, RequiredActions: wire.List(u.RequiredActions), Tags: wire.Object(u.Tags),
 		DomainID: u.DomainID, CreatedAt: u.CreatedAt, LastAccessedAt: u.LastAccessedAt,
 	}
+}
+
+// AsInfoV2 is AsInfo(ToV2, h) with the user's api_key_count.
+func AsInfoV2[Req any](s *Deps, h func(context.Context, *auth.Principal, *Req) (*User, error)) func(context.Context, *auth.Principal, *Req) (*UserInfoV2, error) {
+	return func(ctx context.Context, p *auth.Principal, r *Req) (*UserInfoV2, error) {
+		u, err := h(ctx, p, r)
+		if err != nil {
+			return nil, err
+		}
+		info := ToV2(u)
+		if err := s.CountAPIKeys(ctx, u.DomainID, info); err != nil {
+			return nil, err
+		}
+		return info, nil
+	}
+}
+
+// CountAPIKeys sets the api_key_count of users of domainID. A key counts
+// for the user of its own domain and user id only: a user of another
+// domain with the same id adds nothing.
+func (s *Deps) CountAPIKeys(ctx context.Context, domainID string, users ...*UserInfoV2) error {
+	if len(users) == 0 {
+		return nil
+	}
+	ids := bson.A{}
+	for _, u := range users {
+		ids = append(ids, u.UserID)
+	}
+	cur, err := s.APIKeys.Find(ctx, bson.D{{Key: "domain_id", Value: domainID}, {Key: "user_id", Value: bson.D{{Key: "$in", Value: ids}}}},
+		options.Find().SetProjection(bson.D{{Key: "user_id", Value: 1}}))
+	if err != nil {
+		return store.Wrap(err)
+	}
+	var keys []struct {
+		UserID string `bson:"user_id"`
+	}
+	if err := cur.All(ctx, &keys); err != nil {
+		return store.Wrap(err)
+	}
+	n := map[string]int{}
+	for _, k := range keys {
+		n[k.UserID]++
+	}
+	for _, u := range users {
+		u.APIKeyCount = n[u.UserID]
+	}
+	return nil
 }
 
 // convert maps a handler that answers a *User to one that answers an Info.

@@ -74,15 +74,15 @@ var infoFieldsV2 = []string{"user_id", "name", "state", "email", "email_verified
 
 func (s *service) userRoutesV2() []api.Route {
 	return []api.Route{
-		api.Op[createUserV2, core.UserInfoV2]{Path: "/identity/v2/user/create", Access: core.DomainAdmin, Summary: "Create a user (PENDING) in the caller's domain; reset_password mails an invitation.", Handle: core.AsInfo(core.ToV2, s.createUserV2)},
-		api.Op[updateUserV2, core.UserInfoV2]{Path: "/identity/v2/user/update", Access: core.DomainAdmin, Summary: "Change a user; a new e-mail is unverified; reset_password mails a reset link.", Handle: core.AsInfo(core.ToV2, s.updateUserV2)},
+		api.Op[createUserV2, core.UserInfoV2]{Path: "/identity/v2/user/create", Access: core.DomainAdmin, Summary: "Create a user (PENDING) in the caller's domain; reset_password mails an invitation.", Handle: core.AsInfoV2(s.Deps, s.createUserV2)},
+		api.Op[updateUserV2, core.UserInfoV2]{Path: "/identity/v2/user/update", Access: core.DomainAdmin, Summary: "Change a user; a new e-mail is unverified; reset_password mails a reset link.", Handle: core.AsInfoV2(s.Deps, s.updateUserV2)},
 		api.Op[verifyUserEmailV2, api.Empty]{Path: "/identity/v2/user/verify-email", Access: core.DomainAdmin, Summary: "Mark a user's e-mail (optionally a new one) verified, without a code.", Handle: s.verifyUserEmailV2},
-		api.Op[userRequestV2, core.UserInfoV2]{Path: "/identity/v2/user/disable-mfa", Access: core.DomainAdmin, Summary: "Turn a user's MFA off without a code (not one's own, not with an API key).", Handle: core.AsInfo(core.ToV2, s.disableMFAV2)},
-		api.Op[setRequiredActionsV2, core.UserInfoV2]{Path: "/identity/v2/user/set-required-actions", Access: core.DomainAdmin, Summary: "Add required actions (UPDATE_PASSWORD, ENFORCE_MFA) to a user.", Handle: core.AsInfo(core.ToV2, s.setRequiredActionsV2)},
-		api.Op[userRequestV2, core.UserInfoV2]{Path: "/identity/v2/user/enable", Access: core.DomainAdmin, Summary: "Enable a user.", Handle: core.AsInfo(core.ToV2, s.v2Target(s.stateTo(core.Enabled)))},
-		api.Op[userRequestV2, core.UserInfoV2]{Path: "/identity/v2/user/disable", Access: core.DomainAdmin, Summary: "Disable a user: its credentials stop working (not the last domain admin).", Handle: core.AsInfo(core.ToV2, s.v2Target(s.stateTo(core.Disabled)))},
+		api.Op[userRequestV2, core.UserInfoV2]{Path: "/identity/v2/user/disable-mfa", Access: core.DomainAdmin, Summary: "Turn a user's MFA off without a code (not one's own, not with an API key).", Handle: core.AsInfoV2(s.Deps, s.disableMFAV2)},
+		api.Op[setRequiredActionsV2, core.UserInfoV2]{Path: "/identity/v2/user/set-required-actions", Access: core.DomainAdmin, Summary: "Add required actions (UPDATE_PASSWORD, ENFORCE_MFA) to a user.", Handle: core.AsInfoV2(s.Deps, s.setRequiredActionsV2)},
+		api.Op[userRequestV2, core.UserInfoV2]{Path: "/identity/v2/user/enable", Access: core.DomainAdmin, Summary: "Enable a user.", Handle: core.AsInfoV2(s.Deps, s.v2Target(s.stateTo(core.Enabled)))},
+		api.Op[userRequestV2, core.UserInfoV2]{Path: "/identity/v2/user/disable", Access: core.DomainAdmin, Summary: "Disable a user: its credentials stop working (not the last domain admin).", Handle: core.AsInfoV2(s.Deps, s.v2Target(s.stateTo(core.Disabled)))},
 		api.Op[userRequestV2, api.Empty]{Path: "/identity/v2/user/delete", Access: core.DomainAdmin, Summary: "Delete a user with its role bindings and API keys (not the last domain admin).", Handle: s.deleteUserV2},
-		api.Op[userRequestV2, core.UserInfoV2]{Path: "/identity/v2/user/get", Access: core.DomainAdmin, Summary: "Get a user.", Handle: core.AsInfo(core.ToV2, s.v2Target(nil))},
+		api.Op[userRequestV2, core.UserInfoV2]{Path: "/identity/v2/user/get", Access: core.DomainAdmin, Summary: "Get a user.", Handle: core.AsInfoV2(s.Deps, s.v2Target(nil))},
 		api.Op[userSearchV2, api.List[core.UserInfoV2]]{Path: "/identity/v2/user/list", Access: core.DomainAdmin, Summary: "List the users of the caller's domain.", Handle: s.listUsersV2},
 		api.Op[core.StatRequest, map[string]any]{Path: "/identity/v2/user/stat", Access: core.DomainAdmin, Summary: "Statistics over the users of the caller's domain.", Handle: func(ctx context.Context, p *auth.Principal, r *core.StatRequest) (*map[string]any, error) {
 			return s.userStat(ctx, p, r.Query, noRename, infoFieldsV2, nil)
@@ -177,7 +177,15 @@ func (s *service) listUsersV2(ctx context.Context, p *auth.Principal, r *userSea
 	if err != nil {
 		return nil, err
 	}
-	return searchUsers(ctx, s, caller, q, userResourceV2, func(u *core.User) core.UserInfoV2 { return *core.ToV2(u) }, nil)
+	out, err := searchUsers(ctx, s, caller, q, userResourceV2, func(u *core.User) core.UserInfoV2 { return *core.ToV2(u) }, nil)
+	if err != nil {
+		return nil, err
+	}
+	page := make([]*core.UserInfoV2, len(out.Results))
+	for i := range out.Results {
+		page[i] = &out.Results[i]
+	}
+	return out, s.CountAPIKeys(ctx, caller.DomainID, page...)
 }
 
 // searchUsers lists the users p reaches as Info rows; names maps stored

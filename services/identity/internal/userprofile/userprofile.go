@@ -82,17 +82,17 @@ type myWorkspace struct {
 
 func (s *Profile) routes() []api.Route {
 	return []api.Route{
-		api.Op[updatePassword, core.UserInfoV2]{Path: "/identity/v2/user-profile/update-password", Access: core.AnyRole, Summary: "Change one's own password (current_password needed unless UPDATE_PASSWORD is pending); ends every earlier session.", Handle: core.AsInfo(core.ToV2, s.updateOwnPassword)},
-		api.Op[updateProfile, core.UserInfoV2]{Path: "/identity/v2/user-profile/update", Access: core.AnyRole, Summary: "Change one's own profile or password (current_password needed unless UPDATE_PASSWORD is pending).", Handle: core.AsInfo(core.ToV2, s.updateProfile)},
+		api.Op[updatePassword, core.UserInfoV2]{Path: "/identity/v2/user-profile/update-password", Access: core.AnyRole, Summary: "Change one's own password (current_password needed unless UPDATE_PASSWORD is pending); ends every earlier session.", Handle: core.AsInfoV2(s.Deps, s.updateOwnPassword)},
+		api.Op[updateProfile, core.UserInfoV2]{Path: "/identity/v2/user-profile/update", Access: core.AnyRole, Summary: "Change one's own profile or password (current_password needed unless UPDATE_PASSWORD is pending).", Handle: core.AsInfoV2(s.Deps, s.updateProfile)},
 		api.Op[verifyEmail, api.Empty]{Path: "/identity/v2/user-profile/verify-email", Access: core.AnyRole, Summary: "Set one's e-mail (unverified) if given and mail a code to confirm it.", Handle: s.verifyOwnEmail},
-		api.Op[confirmCode, core.UserInfoV2]{Path: "/identity/v2/user-profile/confirm-email", Access: core.AnyRole, Summary: "Confirm one's e-mail with the mailed code.", Handle: core.AsInfo(core.ToV2, s.self(true, s.ConfirmEmail))},
+		api.Op[confirmCode, core.UserInfoV2]{Path: "/identity/v2/user-profile/confirm-email", Access: core.AnyRole, Summary: "Confirm one's e-mail with the mailed code.", Handle: core.AsInfoV2(s.Deps, s.self(true, s.ConfirmEmail))},
 		api.Op[passwordReset, api.Empty]{Path: "/identity/v2/user-profile/reset-password", Access: auth.Public(), Summary: "Mail a password reset link to an eligible user; answers the same whether or not the user exists.", Handle: func(ctx context.Context, _ *auth.Principal, r *passwordReset) (*api.Empty, error) {
 			return &api.Empty{}, s.RequestReset(ctx, r.DomainID, r.UserID)
 		}},
-		api.Op[enableMFA, core.UserInfoV2]{Path: "/identity/v2/user-profile/enable-mfa", Access: core.AnyRole, Summary: "Start turning MFA on: EMAIL mails a code to options.email; OTP answers the secret as options.otp_qrcode_uri.", Handle: core.AsInfo(core.ToV2, s.enableOwnMFA)},
-		api.Op[disableMFA, core.UserInfoV2]{Path: "/identity/v2/user-profile/disable-mfa", Access: core.AnyRole, Summary: "Start turning MFA off: EMAIL mails a code to the MFA address; OTP waits for a code of the app.", Handle: core.AsInfo(core.ToV2, s.disableOwnMFA)},
-		api.Op[confirmCode, core.UserInfoV2]{Path: "/identity/v2/user-profile/confirm-mfa", Access: core.AnyRole, Summary: "Confirm the pending MFA change with the mailed code (OTP: a code of the app).", Handle: core.AsInfo(core.ToV2, s.self(true, s.ConfirmMFA))},
-		api.Op[api.Empty, core.UserInfoV2]{Path: "/identity/v2/user-profile/get", Access: core.AnyRole, Summary: "Get one's own user.", Handle: core.AsInfo(core.ToV2, s.getProfile)},
+		api.Op[enableMFA, core.UserInfoV2]{Path: "/identity/v2/user-profile/enable-mfa", Access: core.AnyRole, Summary: "Start turning MFA on: EMAIL mails a code to options.email; OTP answers the secret as options.otp_qrcode_uri.", Handle: core.AsInfoV2(s.Deps, s.enableOwnMFA)},
+		api.Op[disableMFA, core.UserInfoV2]{Path: "/identity/v2/user-profile/disable-mfa", Access: core.AnyRole, Summary: "Start turning MFA off: EMAIL mails a code to the MFA address; OTP waits for a code of the app.", Handle: core.AsInfoV2(s.Deps, s.disableOwnMFA)},
+		api.Op[confirmCode, core.UserInfoV2]{Path: "/identity/v2/user-profile/confirm-mfa", Access: core.AnyRole, Summary: "Confirm the pending MFA change with the mailed code (OTP: a code of the app).", Handle: core.AsInfoV2(s.Deps, s.self(true, s.ConfirmMFA))},
+		api.Op[api.Empty, core.UserInfoV2]{Path: "/identity/v2/user-profile/get", Access: core.AnyRole, Summary: "Get one's own user.", Handle: core.AsInfoV2(s.Deps, s.getProfile)},
 		api.Op[myWorkspacesReq, api.List[myWorkspace]]{Path: "/identity/v2/user-profile/get-workspaces", Access: core.AnyRole, Summary: "The enabled workspaces one may enter, with one's role there.", Handle: s.myWorkspaces},
 	}
 }
