@@ -68,7 +68,10 @@ type Reply struct {
 	// Delay is waited before answering (before the first message).
 	Delay time.Duration `json:"-"`
 	// Gate, when set, is waited on after Delay before a unary answer: the
-	// test decides when the plugin answers.
+	// test decides when the plugin answers. A stream with Cut waits on it
+	// after its messages, before the cut: the test cuts once the caller
+	// has them (else the cut follows 50 ms after, which a loaded machine
+	// may not deliver them in).
 	Gate <-chan struct{} `json:"-"`
 	// Interval is waited between stream messages.
 	Interval time.Duration `json:"-"`
@@ -326,7 +329,12 @@ func (s *Server) serveStream(full string, md protoreflect.MethodDescriptor, stre
 		}
 	}
 	if r.Cut {
-		time.Sleep(50 * time.Millisecond) // let the messages sent reach the caller
+		if r.Gate == nil {
+			time.Sleep(50 * time.Millisecond) // let the messages sent reach the caller
+		} else if !opened(ctx, r.Gate) {
+			s.cancelled(idx)
+			return ctx.Err()
+		}
 		s.Cut()
 		return status.Error(codes.Unavailable, "cut")
 	}
