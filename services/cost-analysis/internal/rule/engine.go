@@ -66,7 +66,13 @@ func NewEngine(rules []model.Rule, dir Directory, workspaceID string) *Engine {
 
 // Apply runs the rules on row and returns the ids of the rules that
 // matched, in order.
-func (e *Engine) Apply(row map[string]any) []string {
+func (e *Engine) Apply(row map[string]any) []string { return e.apply(row, true) }
+
+// Run runs the rules on row, as Apply, without listing the rules that
+// matched: a sync runs every rule on every row, and the list is not kept.
+func (e *Engine) Run(row map[string]any) { e.apply(row, false) }
+
+func (e *Engine) apply(row map[string]any, list bool) []string {
 	var matched []string
 	ownInfo := false // row's additional_info is a copy of this Apply's
 	for i := range e.rules {
@@ -74,7 +80,9 @@ func (e *Engine) Apply(row map[string]any) []string {
 		if !Matches(r.ConditionsPolicy, r.Conditions, row) {
 			continue
 		}
-		matched = append(matched, r.DataSourceRuleID)
+		if list {
+			matched = append(matched, r.DataSourceRuleID)
+		}
 		e.act(r.Actions, row, &ownInfo)
 		if r.Options.StopProcessing {
 			break

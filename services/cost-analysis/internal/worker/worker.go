@@ -450,7 +450,9 @@ func CostID(taskID string, index int) string {
 // Build turns one streamed CostInfo into the cost row stored: defaults
 // filled, stamped with the task's job, data source, tenancy and trusted
 // account (USE_SERVICE_ACCOUNT_SECRET), then changed by the rules. A row
-// without billed_date (YYYY-MM-DD) fails the task.
+// without billed_date (YYYY-MM-DD) fails the task. row is the caller's
+// to give up: it is changed in place (a streamed row is decoded for this
+// one use, and a copy per row is a sync's cost for nothing).
 func Build(row map[string]any, engine *rule.Engine, ds *model.DataSource, j *model.Job, task *model.Task, index int, currency string) (*model.Cost, error) {
 	bd, _ := row["billed_date"].(string)
 	if bd == "" {
@@ -460,10 +462,7 @@ func Build(row map[string]any, engine *rule.Engine, ds *model.DataSource, j *mod
 		return nil, errs.Invalid("plugin_cost_data.billed_date", fmt.Sprintf("row %d: %q is not YYYY-MM-DD", index, bd))
 	}
 	bd = bd[:10]
-	r := map[string]any{}
-	for k, v := range row {
-		r[k] = v
-	}
+	r := row
 	r["workspace_id"] = ds.WorkspaceID
 	if task.TrustedAccountID != "" {
 		// The trusted account the task synced with, before the rules (as
@@ -474,7 +473,7 @@ func Build(row map[string]any, engine *rule.Engine, ds *model.DataSource, j *mod
 			r["workspace_id"] = task.AccountWorkspaceID
 		}
 	}
-	engine.Apply(r)
+	engine.Run(r)
 	str := func(k string) string { s, _ := r[k].(string); return s }
 	num := func(k string) float64 { f, _ := r[k].(float64); return f }
 	obj := func(k string) map[string]any { m, _ := r[k].(map[string]any); return wire.Object(m) }
