@@ -15,6 +15,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/freeform"
+	"github.com/nubes-io/nubes/pkg/lease"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
@@ -281,9 +282,14 @@ func (ps posts) update(ctx context.Context, p *auth.Principal, r *updatePost) (*
 	}
 	// _id alone is the filter FerretDB pushes down; the tenancy was checked
 	// above and never changes, so the update cannot reach another tenant.
-	ps.views.writes.Lock() // no view flush rewrites the post meanwhile
-	defer ps.views.writes.Unlock()
-	return store.SetByID[Post](ctx, ps.c, "post_id", r.PostID, set) // 404 if deleted meanwhile
+	// Under the post's lease: no view flush of any replica rewrites it meanwhile.
+	var out *Post
+	err = ps.views.lock(ctx, r.PostID, func(ctx context.Context) error {
+		var err error
+		out, err = store.SetByID[Post](ctx, ps.c, "post_id", r.PostID, set) // 404 if deleted meanwhile
+		return err
+	})
+	return out, err
 }
 
 // toChange loads a post the caller may change (the tenancy rule); a
@@ -336,14 +342,23 @@ func (ps posts) get(ctx context.Context, p *auth.Principal, r *postRequest) (*Po
 // views buffers view counts until the next flush.
 type views struct {
 	c       *mongo.Collection
+	leases  *mongo.Collection
 	mu      sync.Mutex
 	pending map[string]int32
-	// writes is held by a flush and by a post update: FerretDB 1.24
-	// applies an update as a read and a rewrite of the whole document, so
-	// a view's $inc racing an update's $set could write the post back
-	// with its old fields (a notice's workspaces, who reads it, too). It
-	// orders the two writers of this replica; MongoDB needs no help.
-	writes sync.Mutex
+}
+
+// The post's lease is held by a view flush and by a post update: FerretDB
+// 1.24 applies an update as a read and a rewrite of the whole document,
+// so a view's $inc racing an update's $set, on this replica or another,
+// could write the post back with its old fields (a notice's workspaces,
+// who reads it, too). MongoDB needs no help, and pays one lease per write.
+const (
+	postLeaseTTL  = 15 * time.Second
+	postLeaseWait = 15 * time.Second
+)
+
+func (v *views) lock(ctx context.Context, postID string, fn func(ctx context.Context) error) error {
+	return lease.Run(ctx, v.leases, "post#"+postID, postLeaseTTL, postLeaseWait, fn)
 }
 
 // add counts one view and returns the views of id not yet written.
@@ -356,15 +371,16 @@ func (v *views) add(id string) int32 {
 
 // flush writes the pending views; what fails to write stays pending.
 func (v *views) flush(ctx context.Context) error {
-	v.writes.Lock()
-	defer v.writes.Unlock()
 	v.mu.Lock()
 	batch := v.pending
 	v.pending = map[string]int32{}
 	v.mu.Unlock()
 	var firstErr error
 	for id, n := range batch {
-		_, err := v.c.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "view_count", Value: n}}}})
+		err := v.lock(ctx, id, func(ctx context.Context) error {
+			_, err := v.c.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "view_count", Value: n}}}})
+			return store.Wrap(err)
+		})
 		if err != nil {
 			v.mu.Lock()
 			v.pending[id] += n
@@ -377,10 +393,18 @@ func (v *views) flush(ctx context.Context) error {
 	return firstErr
 }
 
-// run flushes every interval and once more on stop.
+// keepPostLeases is how long a post's ended leases are kept before the
+// writer purges them (every take stores a claim, pkg/lease): the writes
+// under them need no fencing, so an hour is far above any holder's TTL.
+const keepPostLeases = time.Hour
+
+// run flushes every interval and once more on stop, and purges the
+// posts' ended leases every minute.
 func (v *views) run(ctx context.Context, interval time.Duration, log *slog.Logger) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	purge := time.NewTicker(time.Minute)
+	defer purge.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -390,6 +414,10 @@ func (v *views) run(ctx context.Context, interval time.Duration, log *slog.Logge
 		case <-t.C:
 			if err := v.flush(ctx); err != nil {
 				log.Warn("view counts not written yet", "error", err.Error())
+			}
+		case <-purge.C:
+			if err := lease.Purge(ctx, v.leases, keepPostLeases); err != nil {
+				log.Warn("post leases not purged", "error", err.Error())
 			}
 		}
 	}

@@ -16,6 +16,7 @@ import (
 const (
 	BoardsCollection = "board_boards"
 	PostsCollection  = "board_posts"
+	LeasesCollection = "board_leases" // a post's writers take turns (pkg/lease)
 )
 
 // ViewFlush is how often buffered post views are written.
@@ -26,7 +27,7 @@ const ViewFlush = 250 * time.Millisecond
 func Routes(ctx context.Context, db *mongo.Database, log *slog.Logger) ([]api.Route, func(context.Context) error, error) {
 	b := boards{c: db.Collection(BoardsCollection)}
 	p := posts{c: db.Collection(PostsCollection), boards: b.c}
-	p.views = &views{c: p.c, pending: map[string]int32{}}
+	p.views = &views{c: p.c, leases: db.Collection(LeasesCollection), pending: map[string]int32{}}
 	worker := func(ctx context.Context) error { return p.views.run(ctx, ViewFlush, log) }
 	if err := store.EnsureIndexes(ctx, b.c,
 		store.Index{Keys: bson.D{{Key: "name", Value: 1}}},
