@@ -9,7 +9,8 @@ import (
 	"log/slog"
 
 	"github.com/nubes-io/nubes/pkg/app"
-	"github.com/nubes-io/nubes/services/board/internal/boardapi"
+	"github.com/nubes-io/nubes/services/board/internal/board"
+	"github.com/nubes-io/nubes/services/board/internal/post"
 )
 
 // Name is the service name.
@@ -21,9 +22,13 @@ func New(ctx context.Context, d app.Deps) (*app.Service, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	routes, views, err := boardapi.Routes(ctx, d.DB, log)
+	boards, err := board.Routes(ctx, d.DB)
 	if err != nil {
 		return nil, err
 	}
-	return &app.Service{Name: Name, Routes: routes, Workers: []func(context.Context) error{views}}, nil
+	posts, views, err := post.Routes(ctx, d.DB, log)
+	if err != nil {
+		return nil, err
+	}
+	return &app.Service{Name: Name, Routes: append(boards, posts...), Workers: []func(context.Context) error{views}}, nil
 }

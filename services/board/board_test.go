@@ -19,7 +19,8 @@ import (
 	"github.com/nubes-io/nubes/pkg/server"
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/services/board"
-	"github.com/nubes-io/nubes/services/board/internal/boardapi"
+	internalboard "github.com/nubes-io/nubes/services/board/internal/board"
+	"github.com/nubes-io/nubes/services/board/internal/post"
 )
 
 func TestMain(m *testing.M) { testkit.Main(m) }
@@ -131,7 +132,7 @@ func (c *callers) count(t *testing.T, coll string) int64 {
 func (c *callers) stored(t *testing.T, postID string) postInfo {
 	t.Helper()
 	var p postInfo
-	raw, err := c.db.Collection(boardapi.PostsCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: postID}}).Raw()
+	raw, err := c.db.Collection(post.PostsCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: postID}}).Raw()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +220,7 @@ func TestBoardWritesNeedSystem(t *testing.T) {
 	}
 	var got boardInfo
 	c.system.Call("/board/v1/board/get", map[string]any{"board_id": b.BoardID}).OK(&got)
-	if n := c.count(t, boardapi.BoardsCollection); n != 1 || got.Name != "Notices" || len(got.Categories) != 1 || got.Categories[0] != "a" {
+	if n := c.count(t, internalboard.BoardsCollection); n != 1 || got.Name != "Notices" || len(got.Categories) != 1 || got.Categories[0] != "a" {
 		t.Fatalf("a refused write changed the store: %d boards, %+v", n, got)
 	}
 	c.userA.Call("/board/v1/board/get", map[string]any{"board_id": b.BoardID}).Fails(http.StatusForbidden, errs.PermissionDenied)
@@ -296,7 +297,7 @@ func TestPostLifecycle(t *testing.T) {
 
 	c.adminA.Call("/board/v1/post/delete", map[string]any{"post_id": p.PostID}).OK(nil)
 	c.adminA.Call("/board/v1/post/get", map[string]any{"post_id": p.PostID}).Fails(http.StatusNotFound, errs.NotFoundCode)
-	if n := c.count(t, boardapi.PostsCollection); n != 2 {
+	if n := c.count(t, post.PostsCollection); n != 2 {
 		t.Fatalf("%d posts stored after delete, want 2", n)
 	}
 }
@@ -305,7 +306,7 @@ func TestPostRules(t *testing.T) {
 	c := setup(t)
 	b := c.board(t, "Notices", "maintenance")
 	p := c.post(t, c.adminA, b.BoardID, "maintenance", "Kept")
-	posts := c.count(t, boardapi.PostsCollection)
+	posts := c.count(t, post.PostsCollection)
 
 	create := func(body map[string]any) map[string]any {
 		base := map[string]any{"board_id": b.BoardID, "board_type": "NOTICE", "title": "t", "contents": "c", "resource_group": "DOMAIN"}
@@ -340,7 +341,7 @@ func TestPostRules(t *testing.T) {
 		t.Run(r.name, func(t *testing.T) {
 			r.as.Call(r.path, r.body).Fails(r.status, r.code)
 			s := c.stored(t, p.PostID)
-			if n := c.count(t, boardapi.PostsCollection); n != posts || s.Title != "Kept" || s.Category != "maintenance" ||
+			if n := c.count(t, post.PostsCollection); n != posts || s.Title != "Kept" || s.Category != "maintenance" ||
 				s.BoardID != b.BoardID || s.DomainID != "domain-a" {
 				t.Fatalf("refused request changed the store: %d posts, %+v", n, s)
 			}
@@ -425,7 +426,7 @@ func TestDomainIsolation(t *testing.T) {
 func TestBadInput(t *testing.T) {
 	c := setup(t)
 	b := c.board(t, "Notices", "maintenance")
-	boards, posts := c.count(t, boardapi.BoardsCollection), c.count(t, boardapi.PostsCollection)
+	boards, posts := c.count(t, internalboard.BoardsCollection), c.count(t, post.PostsCollection)
 	huge := `{"name": "` + strings.Repeat("x", 1<<20) + `"}`
 	cases := []struct {
 		name   string
@@ -469,7 +470,7 @@ func TestBadInput(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.as.Call(tc.path, tc.body).Fails(tc.status, tc.code)
-			if nb, np := c.count(t, boardapi.BoardsCollection), c.count(t, boardapi.PostsCollection); nb != boards || np != posts {
+			if nb, np := c.count(t, internalboard.BoardsCollection), c.count(t, post.PostsCollection); nb != boards || np != posts {
 				t.Fatalf("bad input stored something: %d boards, %d posts", nb, np)
 			}
 		})
@@ -560,7 +561,7 @@ func TestPostTenancy(t *testing.T) {
 	p := c.post(t, c.adminA, b.BoardID, "", "for domain a")
 	id := map[string]any{"post_id": p.PostID}
 	testkit.Tenancy{
-		Handler: c.h, Coll: c.db.Collection(boardapi.PostsCollection), ID: p.PostID, Domain: "domain-a",
+		Handler: c.h, Coll: c.db.Collection(post.PostsCollection), ID: p.PostID, Domain: "domain-a",
 		Insider: auth.Principal{DomainID: "domain-a", UserID: "mia", Role: auth.WorkspaceMember, WorkspaceID: "workspace-1"},
 		Get:     testkit.Req{Path: "/board/v1/post/get", Body: id},
 		List:    testkit.Req{Path: "/board/v1/post/list", Body: id},
@@ -672,7 +673,7 @@ func TestPost2xBadInput(t *testing.T) {
 	var kept postInfo
 	c.adminA.Call("/board/post/create", map[string]any{"board_type": "NOTICE", "title": "Kept", "contents": "c",
 		"resource_group": "DOMAIN", "workspaces": []string{"*"}}).OK(&kept)
-	posts := c.count(t, boardapi.PostsCollection)
+	posts := c.count(t, post.PostsCollection)
 	create := func(body map[string]any) map[string]any {
 		base := map[string]any{"board_type": "NOTICE", "title": "t", "contents": "c", "resource_group": "DOMAIN", "workspaces": []string{"*"}}
 		for k, v := range body {
@@ -712,7 +713,7 @@ func TestPost2xBadInput(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.as.Call(tc.path, tc.body).Fails(tc.status, tc.code)
 			s := c.stored(t, kept.PostID)
-			if n := c.count(t, boardapi.PostsCollection); n != posts || s.Title != "Kept" {
+			if n := c.count(t, post.PostsCollection); n != posts || s.Title != "Kept" {
 				t.Fatalf("refused request changed the store: %d posts, %+v", n, s)
 			}
 		})
@@ -756,7 +757,7 @@ func TestNoticeWorkspaces(t *testing.T) {
 	two := notice("two and three", []string{"workspace-2", "workspace-3"})
 	all := notice("all", []string{"*"})
 	// A post stored before workspaces existed: no field at all.
-	if _, err := c.db.Collection(boardapi.PostsCollection).InsertOne(context.Background(), bson.D{
+	if _, err := c.db.Collection(post.PostsCollection).InsertOne(context.Background(), bson.D{
 		{Key: "_id", Value: "post-legacy"}, {Key: "post_id", Value: "post-legacy"}, {Key: "board_type", Value: "NOTICE"},
 		{Key: "title", Value: "legacy"}, {Key: "domain_id", Value: "domain-a"}, {Key: "created_at", Value: time.Now().UTC()},
 	}); err != nil {
@@ -864,7 +865,7 @@ func TestNoticeWorkspacesTenancy(t *testing.T) {
 		"resource_group": "DOMAIN", "workspaces": []string{"workspace-1"}}).OK(&p)
 	id := map[string]any{"post_id": p.PostID}
 	testkit.Tenancy{
-		Handler: c.h, Coll: c.db.Collection(boardapi.PostsCollection), ID: p.PostID, Domain: "domain-a", Workspace: "workspace-1",
+		Handler: c.h, Coll: c.db.Collection(post.PostsCollection), ID: p.PostID, Domain: "domain-a", Workspace: "workspace-1",
 		Insider: auth.Principal{DomainID: "domain-a", UserID: "mia", Role: auth.WorkspaceMember, WorkspaceID: "workspace-1"},
 		Get:     testkit.Req{Path: "/board/post/get", Body: id},
 		List:    testkit.Req{Path: "/board/post/list", Body: id},

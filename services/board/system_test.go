@@ -8,7 +8,8 @@ import (
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/testkit"
-	"github.com/nubes-io/nubes/services/board/internal/boardapi"
+	"github.com/nubes-io/nubes/services/board/internal/board"
+	"github.com/nubes-io/nubes/services/board/internal/post"
 )
 
 // Issue 21: boards and SYSTEM posts are the platform's; a service
@@ -24,7 +25,7 @@ func TestSystemScopeIsForServices(t *testing.T) {
 		"title": "For all", "contents": "x", "resource_group": "SYSTEM"}).OK(&sys)
 
 	snapshot := func() [2]any {
-		return [2]any{testkit.Docs(t, c.db.Collection(boardapi.BoardsCollection)), testkit.Docs(t, c.db.Collection(boardapi.PostsCollection))}
+		return [2]any{testkit.Docs(t, c.db.Collection(board.BoardsCollection)), testkit.Docs(t, c.db.Collection(post.PostsCollection))}
 	}
 	before := snapshot()
 	refused := []struct {

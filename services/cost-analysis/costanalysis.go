@@ -32,13 +32,13 @@ import (
 	"github.com/nubes-io/nubes/pkg/pluginref"
 	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/seal/sealcmd"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/core"
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/cost"
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/datasource"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/datasourcerule"
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/exchangerate"
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/job"
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/jobtask"
-	"github.com/nubes-io/nubes/services/cost-analysis/internal/model"
-	"github.com/nubes-io/nubes/services/cost-analysis/internal/rule"
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/worker"
 )
 
@@ -93,14 +93,14 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 			return nil, err
 		}
 	}
-	rules, err := rule.New(ctx, d.DB)
+	rules, err := datasourcerule.New(ctx, d.DB)
 	if err != nil {
 		return nil, err
 	}
 	var outbox *events.Outbox
 	var workers []func(context.Context) error
 	if d.Events != nil {
-		if outbox, err = events.NewOutbox(ctx, d.DB, model.OutboxCollection, d.Events, log); err != nil {
+		if outbox, err = events.NewOutbox(ctx, d.DB, core.OutboxCollection, d.Events, log); err != nil {
 			return nil, err
 		}
 		workers = append(workers, outbox.Run)
@@ -111,7 +111,7 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	sources, err := datasource.New(ctx, d.DB, pluginref.Repository{Client: d.Services.Client("repository"), Kind: model.PluginKind, Strict: true, Log: log}, plugins, cfg.Keys, rules, jobs, log)
+	sources, err := datasource.New(ctx, d.DB, pluginref.Repository{Client: d.Services.Client("repository"), Kind: core.PluginKind, Strict: true, Log: log}, plugins, cfg.Keys, rules, jobs, log)
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +220,7 @@ func FromEnv(ctx context.Context, d app.Deps) (*app.Service, error) {
 
 // ResealTargets are the sealed fields of the service.
 func ResealTargets(db *mongo.Database) []seal.Target {
-	return []seal.Target{{Coll: db.Collection(model.DataSourcesCollection), Field: seal.Field{Path: "sealed", AD: func(doc bson.Raw) ([]byte, error) {
+	return []seal.Target{{Coll: db.Collection(core.DataSourcesCollection), Field: seal.Field{Path: "sealed", AD: func(doc bson.Raw) ([]byte, error) {
 		var d struct {
 			ID       string `bson:"_id"`
 			DomainID string `bson:"domain_id"`
@@ -228,7 +228,7 @@ func ResealTargets(db *mongo.Database) []seal.Target {
 		if err := bson.Unmarshal(doc, &d); err != nil {
 			return nil, err
 		}
-		return model.AD(d.ID, d.DomainID), nil
+		return core.AD(d.ID, d.DomainID), nil
 	}}}}
 }
 

@@ -11,13 +11,13 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/testkit"
-	"github.com/nubes-io/nubes/services/cost-analysis/internal/model"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/core"
 )
 
 // storedDeny is a data source's permissions.deny as stored.
 func (e *env) storedDeny(t *testing.T, id string) any {
 	t.Helper()
-	perms, _ := e.raw(t, model.DataSourcesCollection, id)["permissions"].(bson.M)
+	perms, _ := e.raw(t, core.DataSourcesCollection, id)["permissions"].(bson.M)
 	if deny, ok := perms["deny"].(bson.A); ok {
 		return []any(deny)
 	}

@@ -16,8 +16,8 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/schedule"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/core"
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/job"
-	"github.com/nubes-io/nubes/services/cost-analysis/internal/model"
 )
 
 // SyncSchedule configures the scheduled syncs.
@@ -34,12 +34,12 @@ const DefaultSyncScheduleTick = schedule.DefaultEvery
 // syncScheduler starts the scheduled syncs. A data source that is
 // disabled, or whose previous job still runs, is skipped until its next
 // hour with an info line; any other refusal is logged as a failure.
-func syncScheduler(db *mongo.Database, jobs *job.Jobs, cfg SyncSchedule, log *slog.Logger) *schedule.Scheduler[model.DataSource] {
-	s := schedule.New(schedule.Config[model.DataSource]{
-		Records: db.Collection(model.DataSourcesCollection),
-		Leases:  db.Collection(model.LocksCollection), Kind: "sync-schedule", LeasePrefix: "schedule#",
-		ID: func(ds *model.DataSource) string { return ds.DataSourceID },
-		Fire: func(ctx context.Context, ds *model.DataSource) error {
+func syncScheduler(db *mongo.Database, jobs *job.Jobs, cfg SyncSchedule, log *slog.Logger) *schedule.Scheduler[core.DataSource] {
+	s := schedule.New(schedule.Config[core.DataSource]{
+		Records: db.Collection(core.DataSourcesCollection),
+		Leases:  db.Collection(core.LocksCollection), Kind: "sync-schedule", LeasePrefix: "schedule#",
+		ID: func(ds *core.DataSource) string { return ds.DataSourceID },
+		Fire: func(ctx context.Context, ds *core.DataSource) error {
 			if ds.Deleting {
 				return nil // being deregistered
 			}

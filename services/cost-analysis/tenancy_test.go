@@ -12,7 +12,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/testkit"
-	"github.com/nubes-io/nubes/services/cost-analysis/internal/model"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/core"
 )
 
 // TestTenancy runs the tenancy matrix over every cost-analysis resource:
@@ -23,7 +23,7 @@ func TestTenancy(t *testing.T) {
 	owner := auth.Principal{DomainID: "domain-a", UserID: "olga", Role: auth.WorkspaceOwner, WorkspaceID: "workspace-1"}
 	member := auth.Principal{DomainID: "domain-a", UserID: "mia", Role: auth.WorkspaceMember, WorkspaceID: "workspace-1", Projects: []string{"project-1"}}
 	var watch []*mongo.Collection
-	for _, c := range []string{model.DataSourcesCollection, model.RulesCollection, model.JobsCollection, model.TasksCollection, model.CostsCollection} {
+	for _, c := range []string{core.DataSourcesCollection, core.RulesCollection, core.JobsCollection, core.TasksCollection, core.CostsCollection} {
 		watch = append(watch, e.db.Collection(c))
 	}
 	matrix := func(coll, id, project string, insider auth.Principal, get, list testkit.Req, stat string, changes ...testkit.Req) testkit.Tenancy {
@@ -45,7 +45,7 @@ func TestTenancy(t *testing.T) {
 	ds := e.register(t, e.ownerA1, workspaceSource("AWS one", ""))
 	dsID := M{"data_source_id": ds.DataSourceID}
 	t.Run("data source", func(t *testing.T) {
-		withDistinct(matrix(model.DataSourcesCollection, ds.DataSourceID, "", owner,
+		withDistinct(matrix(core.DataSourcesCollection, ds.DataSourceID, "", owner,
 			testkit.Req{Path: dsBase + "get", Body: dsID}, testkit.Req{Path: dsBase + "list", Body: dsID}, dsBase+"stat",
 			testkit.Req{Path: dsBase + "update", Body: M{"data_source_id": ds.DataSourceID, "name": "taken"}},
 			testkit.Req{Path: dsBase + "update-plugin", Body: M{"data_source_id": ds.DataSourceID, "options": M{"region": "eu-west-1"}}},
@@ -60,7 +60,7 @@ func TestTenancy(t *testing.T) {
 		body["resource_group"] = "WORKSPACE"
 		r := e.createRule(t, e.ownerA1, body)
 		id := M{"data_source_rule_id": r.DataSourceRuleID}
-		withDistinct(matrix(model.RulesCollection, r.DataSourceRuleID, "", owner,
+		withDistinct(matrix(core.RulesCollection, r.DataSourceRuleID, "", owner,
 			testkit.Req{Path: ruleBase + "get", Body: id}, testkit.Req{Path: ruleBase + "list", Body: id}, ruleBase+"stat",
 			testkit.Req{Path: ruleBase + "update", Body: M{"data_source_rule_id": r.DataSourceRuleID, "name": "taken"}},
 			testkit.Req{Path: ruleBase + "change-order", Body: M{"data_source_rule_id": r.DataSourceRuleID, "order": 1}},
@@ -68,29 +68,29 @@ func TestTenancy(t *testing.T) {
 		), "data_source_rule_id").Run(t)
 	})
 	t.Run("job", func(t *testing.T) {
-		insert(model.JobsCollection, bson.D{{Key: "_id", Value: "job-t1"}, {Key: "job_id", Value: "job-t1"}, {Key: "status", Value: "IN_PROGRESS"},
+		insert(core.JobsCollection, bson.D{{Key: "_id", Value: "job-t1"}, {Key: "job_id", Value: "job-t1"}, {Key: "status", Value: "IN_PROGRESS"},
 			{Key: "domain_id", Value: "domain-a"}, {Key: "workspace_id", Value: "workspace-1"}, {Key: "data_source_id", Value: ds.DataSourceID}})
 		id := M{"job_id": "job-t1"}
-		withDistinct(matrix(model.JobsCollection, "job-t1", "", owner,
+		withDistinct(matrix(core.JobsCollection, "job-t1", "", owner,
 			testkit.Req{Path: jobBase + "get", Body: id}, testkit.Req{Path: jobBase + "list", Body: id}, jobBase+"stat",
 			testkit.Req{Path: jobBase + "cancel", Body: id},
 		), "job_id").Run(t)
 	})
 	t.Run("job task", func(t *testing.T) {
-		insert(model.TasksCollection, bson.D{{Key: "_id", Value: "job-task-t1"}, {Key: "job_task_id", Value: "job-task-t1"}, {Key: "status", Value: "SUCCESS"},
+		insert(core.TasksCollection, bson.D{{Key: "_id", Value: "job-task-t1"}, {Key: "job_task_id", Value: "job-task-t1"}, {Key: "status", Value: "SUCCESS"},
 			{Key: "domain_id", Value: "domain-a"}, {Key: "workspace_id", Value: "workspace-1"}, {Key: "data_source_id", Value: ds.DataSourceID}})
 		id := M{"job_task_id": "job-task-t1"}
-		withDistinct(matrix(model.TasksCollection, "job-task-t1", "", owner,
+		withDistinct(matrix(core.TasksCollection, "job-task-t1", "", owner,
 			testkit.Req{Path: taskBase + "get", Body: id}, testkit.Req{Path: taskBase + "list", Body: id}, taskBase+"stat",
 		), "job_task_id").Run(t)
 	})
 	t.Run("cost", func(t *testing.T) {
-		insert(model.CostsCollection, bson.D{{Key: "_id", Value: "cost-t1"}, {Key: "cost_id", Value: "cost-t1"}, {Key: "cost", Value: 1.5},
+		insert(core.CostsCollection, bson.D{{Key: "_id", Value: "cost-t1"}, {Key: "cost_id", Value: "cost-t1"}, {Key: "cost", Value: 1.5},
 			{Key: "provider", Value: "aws"}, {Key: "billed_date", Value: "2026-11-01"}, {Key: "billed_month", Value: "2026-11"}, {Key: "billed_year", Value: "2026"},
 			{Key: "domain_id", Value: "domain-a"}, {Key: "workspace_id", Value: "workspace-1"}, {Key: "project_id", Value: "project-1"},
 			{Key: "data_source_id", Value: ds.DataSourceID}})
 		id := M{"cost_id": "cost-t1"}
-		m := matrix(model.CostsCollection, "cost-t1", "project-1", member,
+		m := matrix(core.CostsCollection, "cost-t1", "project-1", member,
 			testkit.Req{Path: costBase + "get", Body: id}, testkit.Req{Path: costBase + "list", Body: M{"cost_id": "cost-t1", "data_source_id": ds.DataSourceID}}, costBase+"stat")
 		m.Stat.Body = M{"data_source_id": ds.DataSourceID, "query": M{"distinct": "cost_id"}}
 		m.Run(t)
@@ -108,14 +108,14 @@ func TestDomainDataSourceRules(t *testing.T) {
 	ds := e.register(t, e.adminA, domainSource("AWS all"))
 	body := customRule(ds.DataSourceID, "sneak")
 	body["resource_group"] = "WORKSPACE"
-	before := e.count(t, model.RulesCollection)
+	before := e.count(t, core.RulesCollection)
 	e.ownerA1.Call(ruleBase+"create", body).Fails(http.StatusForbidden, errs.PermissionDenied)
-	if n := e.count(t, model.RulesCollection); n != before {
+	if n := e.count(t, core.RulesCollection); n != before {
 		t.Fatalf("%d rules stored, %d before", n, before)
 	}
 	body["workspace_id"] = "workspace-1"
 	r := e.createRule(t, e.adminA, body)
-	stored := e.raw(t, model.RulesCollection, r.DataSourceRuleID)
+	stored := e.raw(t, core.RulesCollection, r.DataSourceRuleID)
 	for _, q := range []testkit.Req{
 		{Path: ruleBase + "update", Body: M{"data_source_rule_id": r.DataSourceRuleID, "name": "taken"}},
 		{Path: ruleBase + "change-order", Body: M{"data_source_rule_id": r.DataSourceRuleID, "order": 1}},
@@ -123,7 +123,7 @@ func TestDomainDataSourceRules(t *testing.T) {
 	} {
 		e.ownerA1.Call(q.Path, q.Body).Fails(http.StatusForbidden, errs.PermissionDenied)
 	}
-	if after := e.raw(t, model.RulesCollection, r.DataSourceRuleID); !equalDocs(stored, after) {
+	if after := e.raw(t, core.RulesCollection, r.DataSourceRuleID); !equalDocs(stored, after) {
 		t.Fatalf("rule changed: %v -> %v", stored, after)
 	}
 	// The owner still reads the rule the admin made for its workspace.

@@ -12,7 +12,7 @@ import (
 	"log/slog"
 
 	"github.com/nubes-io/nubes/pkg/app"
-	"github.com/nubes-io/nubes/services/dashboard/internal/projectdash"
+	"github.com/nubes-io/nubes/services/dashboard/internal/projectdashboard"
 )
 
 // Name is the service name.
@@ -24,7 +24,7 @@ func New(ctx context.Context, d app.Deps) (*app.Service, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	routes, err := projectdash.Routes(ctx, d.DB, d.Services, log)
+	routes, err := projectdashboard.Routes(ctx, d.DB, d.Services, log)
 	if err != nil {
 		return nil, err
 	}

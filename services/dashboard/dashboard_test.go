@@ -24,7 +24,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/server"
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/services/dashboard"
-	"github.com/nubes-io/nubes/services/dashboard/internal/projectdash"
+	"github.com/nubes-io/nubes/services/dashboard/internal/projectdashboard"
 )
 
 func TestMain(m *testing.M) { testkit.Main(m) }
@@ -153,7 +153,7 @@ func (c *callers) count(t *testing.T, coll string) int64 {
 // stored is the dashboard as stored, as canonical JSON of its document.
 func (c *callers) stored(t *testing.T, id string) string {
 	t.Helper()
-	m, ok := testkit.Find(t, c.db.Collection(projectdash.DashboardsCollection), id)
+	m, ok := testkit.Find(t, c.db.Collection(projectdashboard.DashboardsCollection), id)
 	if !ok {
 		return ""
 	}
@@ -169,7 +169,7 @@ type snap struct {
 
 func (c *callers) snap(t *testing.T, id string) snap {
 	t.Helper()
-	return snap{c.count(t, projectdash.DashboardsCollection), c.count(t, projectdash.VersionsCollection), c.stored(t, id)}
+	return snap{c.count(t, projectdashboard.DashboardsCollection), c.count(t, projectdashboard.VersionsCollection), c.stored(t, id)}
 }
 
 func (c *callers) versions(t *testing.T, as *testkit.Client, domain, id string) list[versionInfo] {
@@ -328,11 +328,11 @@ func TestLifecycle(t *testing.T) {
 	c.adminA.Call(prefix+"get", body("domain-a", "project_dashboard_id", id)).Fails(http.StatusNotFound, errs.NotFoundCode)
 	c.adminA.Call(prefix+"list-versions", body("domain-a", "project_dashboard_id", id)).Fails(http.StatusNotFound, errs.NotFoundCode)
 	c.adminA.Call(prefix+"delete", body("domain-a", "project_dashboard_id", id)).Fails(http.StatusNotFound, errs.NotFoundCode)
-	n, err := c.db.Collection(projectdash.VersionsCollection).CountDocuments(context.Background(), bson.D{{Key: "project_dashboard_id", Value: id}})
+	n, err := c.db.Collection(projectdashboard.VersionsCollection).CountDocuments(context.Background(), bson.D{{Key: "project_dashboard_id", Value: id}})
 	if err != nil || n != 0 {
 		t.Fatalf("%d versions left after delete (%v)", n, err)
 	}
-	if c.count(t, projectdash.DashboardsCollection) != 1 {
+	if c.count(t, projectdashboard.DashboardsCollection) != 1 {
 		t.Fatal("delete removed another dashboard")
 	}
 }
@@ -498,7 +498,7 @@ func TestProjectMustExist(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.as.Call(prefix+"create", body(tc.domain, "project_id", tc.project, "name", "X", "viewers", "PUBLIC", "layouts", layout("x"))).
 				Fails(http.StatusNotFound, errs.NotFoundCode)
-			if n, v := c.count(t, projectdash.DashboardsCollection), c.count(t, projectdash.VersionsCollection); n != 0 || v != 0 {
+			if n, v := c.count(t, projectdashboard.DashboardsCollection), c.count(t, projectdashboard.VersionsCollection); n != 0 || v != 0 {
 				t.Fatalf("stored %d dashboards, %d versions", n, v)
 			}
 		})
@@ -513,7 +513,7 @@ func TestProjectMustExist(t *testing.T) {
 	d := setupWith(t, &url)
 	d.adminA.Call(prefix+"create", body("domain-a", "project_id", "project-a1", "name", "X", "viewers", "PUBLIC", "layouts", layout("x"))).
 		Fails(http.StatusServiceUnavailable, errs.Unavailable)
-	if n, v := d.count(t, projectdash.DashboardsCollection), d.count(t, projectdash.VersionsCollection); n != 0 || v != 0 {
+	if n, v := d.count(t, projectdashboard.DashboardsCollection), d.count(t, projectdashboard.VersionsCollection); n != 0 || v != 0 {
 		t.Fatalf("identity down: stored %d dashboards, %d versions", n, v)
 	}
 	// Without identity, the other operations still work on what exists.
@@ -755,7 +755,7 @@ func TestConcurrentUpdates(t *testing.T) {
 			t.Fatalf("settings lost a merge: %v", got.Settings)
 		}
 	}
-	if held, err := lease.Held(context.Background(), c.db.Collection(projectdash.LocksCollection), id); held || err != nil {
+	if held, err := lease.Held(context.Background(), c.db.Collection(projectdashboard.LocksCollection), id); held || err != nil {
 		t.Fatalf("the lock is left held (%v)", err)
 	}
 }
@@ -777,11 +777,11 @@ func TestCrashedWriter(t *testing.T) {
 	id := d.ProjectDashboardID
 	ctx := context.Background()
 	// The lease of a dead writer, never released, expired.
-	if l, err := lease.TryTake(ctx, c.db.Collection(projectdash.LocksCollection), id, time.Millisecond); l == nil || err != nil {
+	if l, err := lease.TryTake(ctx, c.db.Collection(projectdashboard.LocksCollection), id, time.Millisecond); l == nil || err != nil {
 		t.Fatal(l, err)
 	}
 	// Version 2, stored by a writer that died before updating the dashboard.
-	if _, err := c.db.Collection(projectdash.VersionsCollection).InsertOne(ctx, bson.M{"_id": id + "#2", "project_dashboard_id": id, "version": int32(2),
+	if _, err := c.db.Collection(projectdashboard.VersionsCollection).InsertOne(ctx, bson.M{"_id": id + "#2", "project_dashboard_id": id, "version": int32(2),
 		"layouts": layout("orphan"), "variables": bson.M{}, "settings": bson.M{}, "variables_schema": bson.M{}, "domain_id": "domain-a", "created_at": past()}); err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/store"
-	"github.com/nubes-io/nubes/services/dashboard/internal/projectdash"
+	"github.com/nubes-io/nubes/services/dashboard/internal/projectdashboard"
 )
 
 // TestDeleteMarkedFirst: a delete whose versions' delete fails answers
@@ -25,7 +25,7 @@ func TestDeleteMarkedFirst(t *testing.T) {
 	id := d.ProjectDashboardID
 	c.adminA.Call(prefix+"update", body("domain-a", "project_dashboard_id", id, "layouts", layout("second"))).OK(nil)
 	versions := func() int64 {
-		n, err := c.db.Collection(projectdash.VersionsCollection).CountDocuments(context.Background(), bson.D{{Key: "project_dashboard_id", Value: id}})
+		n, err := c.db.Collection(projectdashboard.VersionsCollection).CountDocuments(context.Background(), bson.D{{Key: "project_dashboard_id", Value: id}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -35,10 +35,10 @@ func TestDeleteMarkedFirst(t *testing.T) {
 		t.Fatalf("%d versions", versions())
 	}
 
-	restore := store.FailChildDeletes(projectdash.VersionsCollection)
+	restore := store.FailChildDeletes(projectdashboard.VersionsCollection)
 	c.adminA.Call(prefix+"delete", body("domain-a", "project_dashboard_id", id)).Fails(http.StatusServiceUnavailable, errs.Unavailable)
 	restore()
-	if versions() != 2 || c.count(t, projectdash.DashboardsCollection) != 2 {
+	if versions() != 2 || c.count(t, projectdashboard.DashboardsCollection) != 2 {
 		t.Fatal("the failed delete deleted something")
 	}
 	for _, op := range []string{"get", "list-versions"} {
@@ -61,7 +61,7 @@ func TestDeleteMarkedFirst(t *testing.T) {
 	}
 
 	c.adminA.Call(prefix+"delete", body("domain-a", "project_dashboard_id", id)).OK(nil)
-	if versions() != 0 || c.count(t, projectdash.DashboardsCollection) != 1 {
+	if versions() != 0 || c.count(t, projectdashboard.DashboardsCollection) != 1 {
 		t.Fatal("the retry left versions or the dashboard")
 	}
 	c.adminA.Call(prefix+"delete", body("domain-a", "project_dashboard_id", id)).Fails(http.StatusNotFound, errs.NotFoundCode)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/testkit"
-	"github.com/nubes-io/nubes/services/dashboard/internal/projectdash"
+	"github.com/nubes-io/nubes/services/dashboard/internal/projectdashboard"
 )
 
 // The kit's tenancy matrix over a project dashboard: another domain's
@@ -22,7 +22,7 @@ func TestTenancyMatrix(t *testing.T) {
 		"filter":    []any{map[string]any{"k": "project_dashboard_id", "v": id, "o": "eq"}},
 		"aggregate": []any{map[string]any{"group": map[string]any{"keys": []any{map[string]any{"key": "name", "name": "n"}}}}}})}
 	testkit.Tenancy{
-		Handler: c.handler, NamesDomain: true, Coll: c.db.Collection(projectdash.DashboardsCollection), ID: id,
+		Handler: c.handler, NamesDomain: true, Coll: c.db.Collection(projectdashboard.DashboardsCollection), ID: id,
 		Domain: "domain-a", Workspace: "workspace-1", Project: "project-a1",
 		Get:  testkit.Req{Path: prefix + "get", Body: body("domain-a", "project_dashboard_id", id)},
 		List: testkit.Req{Path: prefix + "list", Body: body("domain-a", "project_dashboard_id", id)},
@@ -36,7 +36,7 @@ func TestTenancyMatrix(t *testing.T) {
 			{Path: prefix + "list-versions", Body: body("domain-a", "project_dashboard_id", id)},
 		},
 		Insider: memberOf("insider", "project-a1"),
-		Watch:   []*mongo.Collection{c.db.Collection(projectdash.VersionsCollection)},
+		Watch:   []*mongo.Collection{c.db.Collection(projectdashboard.VersionsCollection)},
 	}.Run(t)
 }
 

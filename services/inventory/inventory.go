@@ -25,10 +25,9 @@ import (
 	"github.com/nubes-io/nubes/services/inventory/internal/cloudservice"
 	"github.com/nubes-io/nubes/services/inventory/internal/cloudservicetype"
 	"github.com/nubes-io/nubes/services/inventory/internal/collector"
-	"github.com/nubes-io/nubes/services/inventory/internal/inv"
+	"github.com/nubes-io/nubes/services/inventory/internal/core"
 	"github.com/nubes-io/nubes/services/inventory/internal/job"
 	"github.com/nubes-io/nubes/services/inventory/internal/jobtask"
-	"github.com/nubes-io/nubes/services/inventory/internal/schedule"
 	"github.com/nubes-io/nubes/services/inventory/internal/worker"
 )
 
@@ -121,13 +120,13 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 			return nil, err
 		}
 	}
-	identity := inv.Identity{Identity: trusted.Identity{Client: d.Services.Client("identity")}}
-	repo := pluginref.Repository{Client: d.Services.Client("repository"), Kind: inv.CollectorKind, Log: log}
+	identity := core.Identity{Identity: trusted.Identity{Client: d.Services.Client("identity")}}
+	repo := pluginref.Repository{Client: d.Services.Client("repository"), Kind: core.CollectorKind, Log: log}
 	var workers []func(context.Context) error
 	var outbox *events.Outbox
 	if d.Events != nil {
 		var err error
-		if outbox, err = events.NewOutbox(ctx, d.DB, inv.OutboxCollection, d.Events, log); err != nil {
+		if outbox, err = events.NewOutbox(ctx, d.DB, core.OutboxCollection, d.Events, log); err != nil {
 			return nil, err
 		}
 		workers = append(workers, outbox.Run)
@@ -157,7 +156,7 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	if d.Events != nil && !cfg.NoWorkers {
 		w := worker.New(d.DB, d.Events, identity, plugins, worker.Config{Workers: cfg.Workers, AckWait: cfg.AckWait,
 			JobTimeout: cfg.JobTimeout, SlotRetry: cfg.SlotRetry, Batch: cfg.Batch, SweepEvery: cfg.SweepEvery, Notify: outbox}, log)
-		sched := schedule.New(d.DB, func(ctx context.Context, c *inv.Collector) error {
+		sched := collector.NewScheduler(d.DB, func(ctx context.Context, c *core.Collector) error {
 			_, err := collectors.Collect(ctx, c, "", "")
 			return err
 		}, cfg.ScheduleTick, log)

@@ -23,7 +23,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/server"
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/services/monitoring"
-	"github.com/nubes-io/nubes/services/monitoring/internal/mon"
+	"github.com/nubes-io/nubes/services/monitoring/internal/core"
 )
 
 const ap = "/monitoring/v1/alert/"
@@ -197,7 +197,7 @@ func TestAlertBadInput(t *testing.T) {
 		}
 		r.Fails(tc.status, tc.code)
 	}
-	if n := c.count(t, mon.AlertsCollection, nil); n != 1 {
+	if n := c.count(t, core.AlertsCollection, nil); n != 1 {
 		t.Fatalf("%d alerts stored", n)
 	}
 	if got := c.getAlert(t, a.AlertID); got.Title != "x" || got.State != "TRIGGERED" || got.ProjectID != "project-a1" || got.Urgency != "HIGH" {
@@ -209,7 +209,7 @@ func TestAlertBadInput(t *testing.T) {
 // ERROR event).
 func (c *callers) setState(t *testing.T, id, state string) {
 	t.Helper()
-	if _, err := c.db.Collection(mon.AlertsCollection).UpdateOne(context.Background(), bson.D{{Key: "_id", Value: id}},
+	if _, err := c.db.Collection(core.AlertsCollection).UpdateOne(context.Background(), bson.D{{Key: "_id", Value: id}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "state", Value: state}}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -256,14 +256,14 @@ func TestAlertTransitions(t *testing.T) {
 	t.Run("ERROR refuses", func(t *testing.T) {
 		a := c.alert(t, c.memberA1, "x", "project-a1")
 		c.setState(t, a.AlertID, "ERROR")
-		before := c.raw(t, mon.AlertsCollection, a.AlertID)
+		before := c.raw(t, core.AlertsCollection, a.AlertID)
 		for _, body := range []map[string]any{{"state": "ACKNOWLEDGED"}, {"state": "RESOLVED"}, {"state": "TRIGGERED"}, {"title": "y"},
 			{"urgency": "LOW"}, {"reset_description": true}} {
 			body["alert_id"] = a.AlertID
 			c.memberA1.Call(ap+"update", body).Fails(http.StatusConflict, errs.AlertInvalidState)
 		}
 		c.memberA1.Call(ap+"assign-user", map[string]any{"alert_id": a.AlertID, "assignee": "mia"}).Fails(http.StatusConflict, errs.AlertInvalidState)
-		if after := c.raw(t, mon.AlertsCollection, a.AlertID); !reflect.DeepEqual(after, before) {
+		if after := c.raw(t, core.AlertsCollection, a.AlertID); !reflect.DeepEqual(after, before) {
 			t.Fatalf("changed: %v -> %v", before, after)
 		}
 	})
@@ -307,7 +307,7 @@ func TestAlertDeleteCascades(t *testing.T) {
 	keep := c.alert(t, c.memberA1, "y", "project-a1")
 	for _, id := range []string{a.AlertID, keep.AlertID} {
 		c.memberA1.Call("/monitoring/v1/note/create", map[string]any{"alert_id": id, "note": "n"}).OK(nil)
-		if _, err := c.db.Collection(mon.EventsCollection).InsertOne(context.Background(), bson.D{{Key: "_id", Value: "event-" + id},
+		if _, err := c.db.Collection(core.EventsCollection).InsertOne(context.Background(), bson.D{{Key: "_id", Value: "event-" + id},
 			{Key: "alert_id", Value: id}, {Key: "domain_id", Value: "domain-a"}}); err != nil {
 			t.Fatal(err)
 		}
@@ -315,7 +315,7 @@ func TestAlertDeleteCascades(t *testing.T) {
 	c.memberA1.Call(ap+"delete", map[string]any{"alert_id": a.AlertID}).OK(nil)
 	c.memberA1.Call(ap+"get", map[string]any{"alert_id": a.AlertID}).Fails(404, errs.NotFoundCode)
 	c.memberA1.Call(ap+"delete", map[string]any{"alert_id": a.AlertID}).Fails(404, errs.NotFoundCode)
-	for _, coll := range []string{mon.NotesCollection, mon.EventsCollection} {
+	for _, coll := range []string{core.NotesCollection, core.EventsCollection} {
 		if n := c.count(t, coll, bson.D{{Key: "alert_id", Value: a.AlertID}}); n != 0 {
 			t.Fatalf("%s keeps %d records of the deleted alert", coll, n)
 		}
@@ -380,7 +380,7 @@ func (c *callers) checkNumbers(t *testing.T, n int) {
 func TestAlertNumberAfterKilledCreator(t *testing.T) {
 	c := setup(t)
 	c.alert(t, c.memberA1, "one", "project-a1")
-	claims := c.db.Collection(mon.ClaimsCollection)
+	claims := c.db.Collection(core.ClaimsCollection)
 	set := func(next int, pending string) {
 		if _, err := claims.UpdateOne(context.Background(), bson.D{{Key: "_id", Value: "alert-number#domain-a"}},
 			bson.D{{Key: "$set", Value: bson.D{{Key: "next", Value: next}, {Key: "pending", Value: pending}}}}); err != nil {

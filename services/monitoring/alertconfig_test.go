@@ -8,7 +8,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/testkit"
-	"github.com/nubes-io/nubes/services/monitoring/internal/mon"
+	"github.com/nubes-io/nubes/services/monitoring/internal/core"
 )
 
 const cp = "/monitoring/v1/project-alert-config/"
@@ -59,7 +59,7 @@ func TestAlertConfig(t *testing.T) {
 	if a := c.alert(t, c.memberA1, "x", "project-a1"); a.EscalationPolicyID != own.EscalationPolicyID || a.EscalationTTL != 6 {
 		t.Fatalf("an alert of the project: %+v", a)
 	}
-	before := c.raw(t, mon.ConfigsCollection, "project-a1")
+	before := c.raw(t, core.ConfigsCollection, "project-a1")
 	for _, tc := range []struct {
 		name   string
 		as     *testkit.Client
@@ -84,12 +84,12 @@ func TestAlertConfig(t *testing.T) {
 				t.Fatalf("%d %s", r.Status, r.Body)
 			}
 			r.Fails(tc.status, tc.code)
-			if after := c.raw(t, mon.ConfigsCollection, "project-a1"); !reflect.DeepEqual(after, before) {
+			if after := c.raw(t, core.ConfigsCollection, "project-a1"); !reflect.DeepEqual(after, before) {
 				t.Fatalf("changed: %v -> %v", before, after)
 			}
 		})
 	}
-	n := c.count(t, mon.ConfigsCollection, nil)
+	n := c.count(t, core.ConfigsCollection, nil)
 	for _, body := range []map[string]any{
 		{},
 		{"project_id": "project-nope"},
@@ -101,7 +101,7 @@ func TestAlertConfig(t *testing.T) {
 			t.Fatalf("%v: %d %s", body, r.Status, r.Body)
 		}
 	}
-	if got := c.count(t, mon.ConfigsCollection, nil); got != n {
+	if got := c.count(t, core.ConfigsCollection, nil); got != n {
 		t.Fatalf("refused creates stored %d", got-n)
 	}
 	var l list[configInfo]
@@ -134,7 +134,7 @@ func TestAlertConfigTenancy(t *testing.T) {
 	c := setup(t)
 	c.memberA1.Call(cp+"create", map[string]any{"project_id": "project-a1"}).OK(nil)
 	id := map[string]any{"project_id": "project-a1"}
-	testkit.Tenancy{Handler: c.handler, Coll: c.db.Collection(mon.ConfigsCollection), ID: "project-a1", Domain: "domain-a", Workspace: "workspace-1",
+	testkit.Tenancy{Handler: c.handler, Coll: c.db.Collection(core.ConfigsCollection), ID: "project-a1", Domain: "domain-a", Workspace: "workspace-1",
 		Project: "project-a1", Insider: memberA1,
 		Get:  testkit.Req{Path: cp + "get", Body: id},
 		List: testkit.Req{Path: cp + "list", Body: id},

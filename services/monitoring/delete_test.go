@@ -13,7 +13,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/services/monitoring"
-	"github.com/nubes-io/nubes/services/monitoring/internal/mon"
+	"github.com/nubes-io/nubes/services/monitoring/internal/core"
 )
 
 // TestWebhookDeleteMarkedFirst: a webhook delete whose second child
@@ -34,16 +34,16 @@ func TestWebhookDeleteMarkedFirst(t *testing.T) {
 	c.post(w, `{"n": 2}`).Fails(http.StatusBadGateway, errs.WebhookPluginUnavailable)
 	mine := bson.D{{Key: "webhook_id", Value: w.WebhookID}}
 	eventually(t, "counters", func() bool { n, _ := c.requests(t, w.WebhookID); return n == 2 })
-	if c.count(t, mon.PendingCollection, mine) != 1 || c.count(t, mon.EventsCollection, nil) != 1 {
+	if c.count(t, core.PendingCollection, mine) != 1 || c.count(t, core.EventsCollection, nil) != 1 {
 		t.Fatal("no kept body or event")
 	}
 	id := map[string]any{"webhook_id": w.WebhookID}
 
-	restore := store.FailChildDeletes(mon.RequestsCollection)
+	restore := store.FailChildDeletes(core.RequestsCollection)
 	c.memberA1.Call(wp+"delete", id).Fails(http.StatusServiceUnavailable, errs.Unavailable)
 	restore()
-	if c.count(t, mon.PendingCollection, mine) != 0 || c.count(t, mon.RequestsCollection, bson.D{{Key: "_id", Value: w.WebhookID}}) != 1 ||
-		c.count(t, mon.WebhooksCollection, bson.D{{Key: "_id", Value: w.WebhookID}}) != 1 {
+	if c.count(t, core.PendingCollection, mine) != 0 || c.count(t, core.RequestsCollection, bson.D{{Key: "_id", Value: w.WebhookID}}) != 1 ||
+		c.count(t, core.WebhooksCollection, bson.D{{Key: "_id", Value: w.WebhookID}}) != 1 {
 		t.Fatal("the failed delete did not stop between its children")
 	}
 	c.post(w, `{"n": 3}`).Fails(http.StatusNotFound, errs.NotFoundCode)
@@ -62,11 +62,11 @@ func TestWebhookDeleteMarkedFirst(t *testing.T) {
 	c.adminB.Call(wp+"delete", id).Fails(http.StatusNotFound, errs.NotFoundCode)
 
 	c.memberA1.Call(wp+"delete", id).OK(nil)
-	if c.count(t, mon.RequestsCollection, bson.D{{Key: "_id", Value: w.WebhookID}}) != 0 || c.count(t, mon.WebhooksCollection, bson.D{{Key: "_id", Value: w.WebhookID}}) != 0 {
+	if c.count(t, core.RequestsCollection, bson.D{{Key: "_id", Value: w.WebhookID}}) != 0 || c.count(t, core.WebhooksCollection, bson.D{{Key: "_id", Value: w.WebhookID}}) != 0 {
 		t.Fatal("the retry left the counters or the webhook")
 	}
 	c.memberA1.Call(wp+"delete", id).Fails(http.StatusNotFound, errs.NotFoundCode)
-	if c.count(t, mon.EventsCollection, nil) != 1 {
+	if c.count(t, core.EventsCollection, nil) != 1 {
 		t.Fatal("the webhook's events went with it")
 	}
 }
@@ -82,7 +82,7 @@ func TestAlertDeleteMarkedFirst(t *testing.T) {
 	keep := c.alert(t, c.memberA1, "y", "project-a1")
 	for _, id := range []string{a.AlertID, keep.AlertID} {
 		c.memberA1.Call("/monitoring/v1/note/create", map[string]any{"alert_id": id, "note": "n"}).OK(nil)
-		if _, err := c.db.Collection(mon.EventsCollection).InsertOne(context.Background(), bson.D{{Key: "_id", Value: "event-" + id},
+		if _, err := c.db.Collection(core.EventsCollection).InsertOne(context.Background(), bson.D{{Key: "_id", Value: "event-" + id},
 			{Key: "alert_id", Value: id}, {Key: "domain_id", Value: "domain-a"}}); err != nil {
 			t.Fatal(err)
 		}
@@ -90,11 +90,11 @@ func TestAlertDeleteMarkedFirst(t *testing.T) {
 	mine := bson.D{{Key: "alert_id", Value: a.AlertID}}
 	id := map[string]any{"alert_id": a.AlertID}
 
-	restore := store.FailChildDeletes(mon.EventsCollection)
+	restore := store.FailChildDeletes(core.EventsCollection)
 	c.memberA1.Call(ap+"delete", id).Fails(http.StatusServiceUnavailable, errs.Unavailable)
 	restore()
-	if c.count(t, mon.NotesCollection, mine) != 0 || c.count(t, mon.EventsCollection, mine) != 1 ||
-		c.count(t, mon.AlertsCollection, bson.D{{Key: "_id", Value: a.AlertID}}) != 1 {
+	if c.count(t, core.NotesCollection, mine) != 0 || c.count(t, core.EventsCollection, mine) != 1 ||
+		c.count(t, core.AlertsCollection, bson.D{{Key: "_id", Value: a.AlertID}}) != 1 {
 		t.Fatal("the failed delete did not stop between its children")
 	}
 	c.memberA1.Call(ap+"get", id).Fails(http.StatusNotFound, errs.NotFoundCode)
@@ -109,16 +109,16 @@ func TestAlertDeleteMarkedFirst(t *testing.T) {
 		t.Fatalf("stat counts %v", st["results"])
 	}
 	c.adminB.Call(ap+"delete", id).Fails(http.StatusNotFound, errs.NotFoundCode)
-	if c.count(t, mon.EventsCollection, mine) != 1 {
+	if c.count(t, core.EventsCollection, mine) != 1 {
 		t.Fatal("another domain's delete went on")
 	}
 
 	c.memberA1.Call(ap+"delete", id).OK(nil)
-	if c.count(t, mon.EventsCollection, mine) != 0 || c.count(t, mon.AlertsCollection, bson.D{{Key: "_id", Value: a.AlertID}}) != 0 {
+	if c.count(t, core.EventsCollection, mine) != 0 || c.count(t, core.AlertsCollection, bson.D{{Key: "_id", Value: a.AlertID}}) != 0 {
 		t.Fatal("the retry left events or the alert")
 	}
 	c.memberA1.Call(ap+"delete", id).Fails(http.StatusNotFound, errs.NotFoundCode)
-	for _, coll := range []string{mon.NotesCollection, mon.EventsCollection} {
+	for _, coll := range []string{core.NotesCollection, core.EventsCollection} {
 		if n := c.count(t, coll, bson.D{{Key: "alert_id", Value: keep.AlertID}}); n != 1 {
 			t.Fatalf("%s keeps %d records of the other alert", coll, n)
 		}
@@ -138,7 +138,7 @@ func TestWebhookUpdateRacingDelete(t *testing.T) {
 	for round := range rounds {
 		w := c.webhook(t, c.memberA1, fmt.Sprintf("Doomed %d", round))
 		id := map[string]any{"webhook_id": w.WebhookID}
-		restore := store.FailChildDeletes(mon.RequestsCollection)
+		restore := store.FailChildDeletes(core.RequestsCollection)
 		var wg sync.WaitGroup
 		start := make(chan struct{})
 		for n := range writers {
@@ -167,7 +167,7 @@ func TestWebhookUpdateRacingDelete(t *testing.T) {
 		}
 		c.memberA1.Call(wp+"delete", id).OK(nil)
 	}
-	if n := c.count(t, mon.WebhooksCollection, nil); n != 0 {
+	if n := c.count(t, core.WebhooksCollection, nil); n != 0 {
 		t.Fatalf("%d webhooks left", n)
 	}
 }

@@ -14,7 +14,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
-	"github.com/nubes-io/nubes/services/monitoring/internal/mon"
+	"github.com/nubes-io/nubes/services/monitoring/internal/core"
 )
 
 type ingestResult struct {
@@ -97,12 +97,12 @@ func TestEventsBecomeAlerts(t *testing.T) {
 		t.Fatalf("after the resolve: %+v", next)
 	}
 	// A recovery with no open alert is dropped, not stored.
-	events := c.count(t, mon.EventsCollection, nil)
+	events := c.count(t, core.EventsCollection, nil)
 	c.parses(alert("k-9", "RECOVERY"))
 	if res := c.ingest(t, w, `{"n": 7}`); !res.Results[0].Dropped || res.Results[0].AlertID != "" {
 		t.Fatalf("a lone recovery: %+v", res)
 	}
-	if n := c.count(t, mon.EventsCollection, nil); n != events {
+	if n := c.count(t, core.EventsCollection, nil); n != events {
 		t.Fatalf("a dropped recovery was stored: %d -> %d", events, n)
 	}
 	// A body the plugin cannot parse: an ERROR alert; the same body again
@@ -153,7 +153,7 @@ func TestEventsExactlyOnceOnTwoReplicas(t *testing.T) {
 				cl = other
 			}
 			wg.Go(func() {
-				r := cl.Call(mon.IngestPath(w.WebhookID, w.AccessKey), fmt.Sprintf(`{"n": %d}`, b))
+				r := cl.Call(core.IngestPath(w.WebhookID, w.AccessKey), fmt.Sprintf(`{"n": %d}`, b))
 				if r.Status != http.StatusOK {
 					t.Errorf("body %d try %d: %d %s", b, i, r.Status, r.Body)
 				}
@@ -166,7 +166,7 @@ func TestEventsExactlyOnceOnTwoReplicas(t *testing.T) {
 	if l.TotalCount != 1 || l.Results[0].EventCount != bodies || l.Results[0].AlertNumber != 1 {
 		t.Fatalf("alerts %+v", l)
 	}
-	if n := c.count(t, mon.EventsCollection, nil); n != bodies {
+	if n := c.count(t, core.EventsCollection, nil); n != bodies {
 		t.Fatalf("%d events stored, want %d", n, bodies)
 	}
 }
@@ -180,7 +180,7 @@ func TestEventsAfterAKilledWorker(t *testing.T) {
 	// starts for the last one.
 	c := setup(t)
 	w := c.webhook(t, c.memberA1, "Grafana")
-	events := c.db.Collection(mon.EventsCollection)
+	events := c.db.Collection(core.EventsCollection)
 	unapply := func(id string) {
 		t.Helper()
 		if _, err := events.UpdateOne(context.Background(), bson.D{{Key: "_id", Value: id}},
@@ -194,7 +194,7 @@ func TestEventsAfterAKilledWorker(t *testing.T) {
 	res := c.ingest(t, w, `{"n": 1}`)
 	first := res.Results[0].AlertID
 	unapply(res.Results[0].EventID)
-	if _, err := c.db.Collection(mon.ClaimsCollection).DeleteMany(context.Background(), bson.D{{Key: "alert_id", Value: first}}); err != nil {
+	if _, err := c.db.Collection(core.ClaimsCollection).DeleteMany(context.Background(), bson.D{{Key: "alert_id", Value: first}}); err != nil {
 		t.Fatal(err)
 	}
 	if again := c.ingest(t, w, `{"n": 1}`); again.Results[0].Duplicate || again.Results[0].AlertID != first {
@@ -212,11 +212,11 @@ func TestEventsAfterAKilledWorker(t *testing.T) {
 	res = c.ingest(t, w, `{"n": 3}`)
 	second := res.Results[0].AlertID
 	unapply(res.Results[0].EventID)
-	if _, err := c.db.Collection(mon.AlertsCollection).DeleteOne(context.Background(), bson.D{{Key: "_id", Value: second}}); err != nil {
+	if _, err := c.db.Collection(core.AlertsCollection).DeleteOne(context.Background(), bson.D{{Key: "_id", Value: second}}); err != nil {
 		t.Fatal(err)
 	}
 	// (the counter moved on: the alert is stored again with its number)
-	if _, err := c.db.Collection(mon.ClaimsCollection).UpdateOne(context.Background(), bson.D{{Key: "_id", Value: "alert-number#domain-a"}},
+	if _, err := c.db.Collection(core.ClaimsCollection).UpdateOne(context.Background(), bson.D{{Key: "_id", Value: "alert-number#domain-a"}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "next", Value: 2}, {Key: "pending", Value: second}}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +224,7 @@ func TestEventsAfterAKilledWorker(t *testing.T) {
 	stop := c.instance(t)
 	defer stop()
 	eventually(t, "the sweep", func() bool {
-		return testkit.Count(t, c.db.Collection(mon.AlertsCollection), bson.E{Key: "_id", Value: second}) == 1
+		return testkit.Count(t, c.db.Collection(core.AlertsCollection), bson.E{Key: "_id", Value: second}) == 1
 	})
 	if a := c.getAlert(t, second); a.EventCount != 1 || a.AlertNumber != 2 {
 		t.Fatalf("swept: %+v", a)
@@ -233,7 +233,7 @@ func TestEventsAfterAKilledWorker(t *testing.T) {
 		var ev struct {
 			Applied bool `bson:"applied"`
 		}
-		raw := c.raw(t, mon.EventsCollection, res.Results[0].EventID)
+		raw := c.raw(t, core.EventsCollection, res.Results[0].EventID)
 		b, _ := json.Marshal(raw)
 		_ = json.Unmarshal(b, &ev)
 		return ev.Applied
@@ -252,7 +252,7 @@ func TestEventRetryAfterNumberedInsert(t *testing.T) {
 	res := c.ingest(t, w, `{"n": 1}`)
 	first := res.Results[0].AlertID
 	ctx := context.Background()
-	claims := c.db.Collection(mon.ClaimsCollection)
+	claims := c.db.Collection(core.ClaimsCollection)
 	// The state of the death: the counter still pending on the stored
 	// alert, the key's open alert not recorded, the event not marked.
 	if _, err := claims.UpdateOne(ctx, bson.D{{Key: "_id", Value: "alert-number#domain-a"}},
@@ -262,7 +262,7 @@ func TestEventRetryAfterNumberedInsert(t *testing.T) {
 	if _, err := claims.DeleteMany(ctx, bson.D{{Key: "alert_id", Value: first}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.db.Collection(mon.EventsCollection).UpdateOne(ctx, bson.D{{Key: "_id", Value: res.Results[0].EventID}},
+	if _, err := c.db.Collection(core.EventsCollection).UpdateOne(ctx, bson.D{{Key: "_id", Value: res.Results[0].EventID}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "applied", Value: false}, {Key: "alert_id", Value: ""}}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +330,7 @@ func TestEventRetryAfterLaterEvents(t *testing.T) {
 	c.parses(alert("k-1", "ALERT"))
 	first := c.ingest(t, w, `{"n": 1}`).Results[0].AlertID
 	died := c.ingest(t, w, `{"n": 2}`).Results[0].EventID
-	if _, err := c.db.Collection(mon.EventsCollection).UpdateOne(context.Background(), bson.D{{Key: "_id", Value: died}},
+	if _, err := c.db.Collection(core.EventsCollection).UpdateOne(context.Background(), bson.D{{Key: "_id", Value: died}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "applied", Value: false}, {Key: "alert_id", Value: ""}}}}); err != nil {
 		t.Fatal(err)
 	}

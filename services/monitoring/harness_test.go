@@ -23,7 +23,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
 	"github.com/nubes-io/nubes/services/monitoring"
-	"github.com/nubes-io/nubes/services/monitoring/internal/mon"
+	"github.com/nubes-io/nubes/services/monitoring/internal/core"
 )
 
 func TestMain(m *testing.M) { testkit.Main(m) }
@@ -113,7 +113,7 @@ func setupWith(t *testing.T, o options) *callers {
 	t.Helper()
 	env := testkit.Get()
 	db := env.Database(t)
-	fake := testkit.FakeIdentity(t, knownProjects).Handle(mon.RoleBindingListPath, bindingsOf(knownBindings))
+	fake := testkit.FakeIdentity(t, knownProjects).Handle(core.RoleBindingListPath, bindingsOf(knownBindings))
 	repo := testkit.FakeRepository(t, knownPlugins)
 	fp := fakeplugin.Start(t, fakeplugin.Options{})
 	fp.Script(initMethod, fakeplugin.Reply{Result: map[string]any{"metadata": map[string]any{"supported_event_type": []any{"ALERT"}}}})

@@ -19,13 +19,13 @@ import (
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
 	"github.com/nubes-io/nubes/services/monitoring"
-	"github.com/nubes-io/nubes/services/monitoring/internal/mon"
+	"github.com/nubes-io/nubes/services/monitoring/internal/core"
 )
 
 // stored is what the ingest may have written: events and kept bodies.
 func (c *callers) stored(t *testing.T) (int64, int64) {
 	t.Helper()
-	return c.count(t, mon.EventsCollection, nil), c.count(t, mon.PendingCollection, nil)
+	return c.count(t, core.EventsCollection, nil), c.count(t, core.PendingCollection, nil)
 }
 
 func randomKey() string {
@@ -44,7 +44,7 @@ func TestIngestAbuse(t *testing.T) {
 	gone := c.webhook(t, c.memberA1, "Gone")
 	c.memberA1.Call(wp+"delete", map[string]any{"webhook_id": gone.WebhookID}).OK(nil)
 	c.parses(alert("k", "ALERT"))
-	url := mon.IngestPath(w.WebhookID, w.AccessKey)
+	url := core.IngestPath(w.WebhookID, w.AccessKey)
 	cases := []struct {
 		name   string
 		path   string
@@ -61,15 +61,15 @@ func TestIngestAbuse(t *testing.T) {
 		{"trailing garbage", url, `{"a": 1} x`, 400, errs.JSONFormat},
 		{"empty body", url, ``, 400, errs.JSONFormat},
 		{"oversize body", url, `{"a": "` + strings.Repeat("x", 1<<20) + `"}`, 413, errs.RequestTooLarge},
-		{"wrong key", mon.IngestPath(w.WebhookID, randomKey()), `{"a": 1}`, 403, errs.PermissionDenied},
-		{"short key", mon.IngestPath(w.WebhookID, w.AccessKey[:31]), `{"a": 1}`, 403, errs.PermissionDenied},
-		{"key in upper case", mon.IngestPath(w.WebhookID, strings.ToUpper(w.AccessKey)), `{"a": 1}`, 403, errs.PermissionDenied},
-		{"another webhook's key", mon.IngestPath(w.WebhookID, off.AccessKey), `{"a": 1}`, 403, errs.PermissionDenied},
-		{"wrong key of a disabled webhook", mon.IngestPath(off.WebhookID, w.AccessKey), `{"a": 1}`, 403, errs.PermissionDenied},
-		{"disabled webhook", mon.IngestPath(off.WebhookID, off.AccessKey), `{"a": 1}`, 403, errs.WebhookStateDisabled},
-		{"deleted webhook", mon.IngestPath(gone.WebhookID, gone.AccessKey), `{"a": 1}`, 404, errs.NotFoundCode},
-		{"unknown webhook", mon.IngestPath("webhook-000000000000", w.AccessKey), `{"a": 1}`, 404, errs.NotFoundCode},
-		{"not a webhook id", mon.IngestPath("ep-000000000000", w.AccessKey), `{"a": 1}`, 404, errs.NotFoundCode},
+		{"wrong key", core.IngestPath(w.WebhookID, randomKey()), `{"a": 1}`, 403, errs.PermissionDenied},
+		{"short key", core.IngestPath(w.WebhookID, w.AccessKey[:31]), `{"a": 1}`, 403, errs.PermissionDenied},
+		{"key in upper case", core.IngestPath(w.WebhookID, strings.ToUpper(w.AccessKey)), `{"a": 1}`, 403, errs.PermissionDenied},
+		{"another webhook's key", core.IngestPath(w.WebhookID, off.AccessKey), `{"a": 1}`, 403, errs.PermissionDenied},
+		{"wrong key of a disabled webhook", core.IngestPath(off.WebhookID, w.AccessKey), `{"a": 1}`, 403, errs.PermissionDenied},
+		{"disabled webhook", core.IngestPath(off.WebhookID, off.AccessKey), `{"a": 1}`, 403, errs.WebhookStateDisabled},
+		{"deleted webhook", core.IngestPath(gone.WebhookID, gone.AccessKey), `{"a": 1}`, 404, errs.NotFoundCode},
+		{"unknown webhook", core.IngestPath("webhook-000000000000", w.AccessKey), `{"a": 1}`, 404, errs.NotFoundCode},
+		{"not a webhook id", core.IngestPath("ep-000000000000", w.AccessKey), `{"a": 1}`, 404, errs.NotFoundCode},
 		{"injection in the id", "/monitoring/v1/webhook/" + `%7B%22%24ne%22%3A1%7D` + "/" + w.AccessKey + "/events", `{"a": 1}`, 404, errs.NotFoundCode},
 		{"no key", "/monitoring/v1/webhook/" + w.WebhookID + "//events", `{"a": 1}`, 403, errs.PermissionDenied},
 	}
@@ -151,7 +151,7 @@ func TestIngestSlowBody(t *testing.T) {
 	}
 	defer conn.Close()
 	start := time.Now()
-	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"a\": ", mon.IngestPath(w.WebhookID, w.AccessKey))
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"a\": ", core.IngestPath(w.WebhookID, w.AccessKey))
 	_ = conn.SetReadDeadline(time.Now().Add(time.Minute)) // only bounds a failing test
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
@@ -255,7 +255,7 @@ func TestIngestBounds(t *testing.T) {
 	eventually(t, "counters", func() bool { n, e := c.requests(t, w.WebhookID); return n == 4 && e == 4 })
 
 	// The webhook's plugin has no endpoint (plugin_endpoints lacks it).
-	if _, err := c.db.Collection(mon.WebhooksCollection).UpdateOne(t.Context(), bson.D{{Key: "_id", Value: other.WebhookID}},
+	if _, err := c.db.Collection(core.WebhooksCollection).UpdateOne(t.Context(), bson.D{{Key: "_id", Value: other.WebhookID}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "plugin_info.plugin_id", Value: "plugin-without-endpoint"}}}}); err != nil {
 		t.Fatal(err)
 	}

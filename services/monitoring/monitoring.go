@@ -23,15 +23,15 @@ import (
 	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/seal/sealcmd"
 	"github.com/nubes-io/nubes/pkg/server"
-	"github.com/nubes-io/nubes/services/monitoring/internal/alertapi"
-	"github.com/nubes-io/nubes/services/monitoring/internal/alertconfigapi"
+	"github.com/nubes-io/nubes/services/monitoring/internal/alert"
+	"github.com/nubes-io/nubes/services/monitoring/internal/core"
 	"github.com/nubes-io/nubes/services/monitoring/internal/escalation"
-	"github.com/nubes-io/nubes/services/monitoring/internal/eventapi"
+	"github.com/nubes-io/nubes/services/monitoring/internal/escalationpolicy"
+	"github.com/nubes-io/nubes/services/monitoring/internal/event"
 	"github.com/nubes-io/nubes/services/monitoring/internal/ingest"
-	"github.com/nubes-io/nubes/services/monitoring/internal/mon"
-	"github.com/nubes-io/nubes/services/monitoring/internal/noteapi"
-	"github.com/nubes-io/nubes/services/monitoring/internal/policyapi"
-	"github.com/nubes-io/nubes/services/monitoring/internal/webhookapi"
+	"github.com/nubes-io/nubes/services/monitoring/internal/note"
+	"github.com/nubes-io/nubes/services/monitoring/internal/projectalertconfig"
+	"github.com/nubes-io/nubes/services/monitoring/internal/webhook"
 )
 
 // Name is the service name.
@@ -79,7 +79,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{IngestRate: 50, IngestBurst: 100, ParseTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second,
 		RetryInterval: 30 * time.Second, MaxAttempts: 10, MaxKept: ingest.DefaultMaxKept, CounterFlush: 250 * time.Millisecond,
-		LinkTTL: alertapi.DefaultLinkTTL, SweepEvery: 30 * time.Second, SweepAge: time.Minute,
+		LinkTTL: alert.DefaultLinkTTL, SweepEvery: 30 * time.Second, SweepAge: time.Minute,
 		EscalationTick: time.Minute}
 }
 
@@ -147,32 +147,32 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	projects := mon.Projects{Identity: d.Services.Client("identity")}
-	policies, err := policyapi.New(ctx, d.DB, projects, log)
+	projects := core.Projects{Identity: d.Services.Client("identity")}
+	policies, err := escalationpolicy.New(ctx, d.DB, projects, log)
 	if err != nil {
 		return nil, err
 	}
 	if cfg.Keys == nil {
 		log.Warn("monitoring runs without encryption_keys: notifications of alerts carry no acknowledge link")
 	}
-	configs, err := alertconfigapi.New(ctx, d.DB, projects, policyReader{policies})
+	configs, err := projectalertconfig.New(ctx, d.DB, projects, policyReader{policies})
 	if err != nil {
 		return nil, err
 	}
-	alerts, err := alertapi.New(ctx, d.DB, projects, policyOf(policies, configs),
-		alertapi.Config{BaseURL: cfg.WebhookBaseURL, Keys: cfg.Keys, LinkTTL: cfg.LinkTTL}, log)
+	alerts, err := alert.New(ctx, d.DB, projects, policyOf(policies, configs),
+		alert.Config{BaseURL: cfg.WebhookBaseURL, Keys: cfg.Keys, LinkTTL: cfg.LinkTTL}, log)
 	if err != nil {
 		return nil, err
 	}
 	if cfg.Clock != nil {
 		alerts.SetClock(cfg.Clock)
 	}
-	notes, err := noteapi.New(ctx, d.DB, func(ctx context.Context, p *auth.Principal, id string) (*noteapi.Alert, error) {
+	notes, err := note.New(ctx, d.DB, func(ctx context.Context, p *auth.Principal, id string) (*note.Alert, error) {
 		a, err := alerts.GetFor(ctx, p, id)
 		if err != nil {
 			return nil, err
 		}
-		return &noteapi.Alert{DomainID: a.DomainID, WorkspaceID: a.WorkspaceID, ProjectID: a.ProjectID}, nil
+		return &note.Alert{DomainID: a.DomainID, WorkspaceID: a.WorkspaceID, ProjectID: a.ProjectID}, nil
 	})
 	if err != nil {
 		return nil, err
@@ -187,21 +187,21 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	var workers []func(context.Context) error
 	var outbox *events.Outbox
 	if d.Events != nil {
-		if outbox, err = events.NewOutbox(ctx, d.DB, mon.OutboxCollection, d.Events, log); err != nil {
+		if outbox, err = events.NewOutbox(ctx, d.DB, core.OutboxCollection, d.Events, log); err != nil {
 			return nil, err
 		}
 		workers = append(workers, outbox.Run)
 	} else {
 		log.Warn("monitoring runs without an event bus: received events are stored, not published")
 	}
-	counters := &mon.Counters{C: d.DB.Collection(mon.RequestsCollection), Log: log}
+	counters := &core.Counters{C: d.DB.Collection(core.RequestsCollection), Log: log}
 	workers = append(workers, func(ctx context.Context) error { return counters.Run(ctx, cfg.CounterFlush) })
-	webhooks, err := webhookapi.New(ctx, d.DB, counters, projects, pluginref.Repository{Client: d.Services.Client("repository"), Kind: mon.WebhookKind, Log: log},
+	webhooks, err := webhook.New(ctx, d.DB, counters, projects, pluginref.Repository{Client: d.Services.Client("repository"), Kind: core.WebhookKind, Log: log},
 		plugins, cfg.WebhookBaseURL, log)
 	if err != nil {
 		return nil, err
 	}
-	evs, err := eventapi.NewStore(ctx, d.DB, outbox, eventapi.NewAlerting(d.DB, alerts, configs, cfg.Clock, log), log)
+	evs, err := event.NewStore(ctx, d.DB, outbox, event.NewAlerting(d.DB, alerts, configs, cfg.Clock, log), log)
 	if err != nil {
 		return nil, err
 	}
@@ -234,43 +234,43 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 }
 
 // policyReader gives project alert configs the escalation policies.
-type policyReader struct{ ps *policyapi.Policies }
+type policyReader struct{ ps *escalationpolicy.Policies }
 
-func (r policyReader) Policy(ctx context.Context, id string) (*alertconfigapi.Policy, error) {
+func (r policyReader) Policy(ctx context.Context, id string) (*projectalertconfig.Policy, error) {
 	pol, err := r.ps.Get(ctx, id)
 	if err != nil || pol == nil {
 		return nil, err
 	}
-	return &alertconfigapi.Policy{ID: pol.EscalationPolicyID, Name: pol.Name, ResourceGroup: pol.ResourceGroup, ProjectID: pol.ProjectID,
+	return &projectalertconfig.Policy{ID: pol.EscalationPolicyID, Name: pol.Name, ResourceGroup: pol.ResourceGroup, ProjectID: pol.ProjectID,
 		WorkspaceID: pol.WorkspaceID, DomainID: pol.DomainID}, nil
 }
 
 // policyOf is the policy of a new alert: its project's alert config's,
 // else (no config, a config without one, or its policy deleted) the
 // default of the workspace, else of the domain; none: the built-in rule.
-func policyOf(ps *policyapi.Policies, cs *alertconfigapi.Configs) alertapi.PolicyOf {
-	return func(ctx context.Context, domainID, workspaceID, projectID string) (alertapi.Policy, error) {
+func policyOf(ps *escalationpolicy.Policies, cs *projectalertconfig.Configs) alert.PolicyOf {
+	return func(ctx context.Context, domainID, workspaceID, projectID string) (alert.Policy, error) {
 		cfg, err := cs.Of(ctx, domainID, projectID)
 		if err != nil {
-			return alertapi.Policy{}, err
+			return alert.Policy{}, err
 		}
-		var pol *policyapi.Policy
+		var pol *escalationpolicy.Policy
 		if cfg != nil && cfg.EscalationPolicyInfo.EscalationPolicyID != "" {
 			if pol, err = ps.Get(ctx, cfg.EscalationPolicyInfo.EscalationPolicyID); err != nil {
-				return alertapi.Policy{}, err
+				return alert.Policy{}, err
 			}
 		}
 		if pol == nil {
 			if pol, err = ps.DefaultOf(ctx, domainID, workspaceID); err != nil || pol == nil {
-				return alertapi.Policy{}, err
+				return alert.Policy{}, err
 			}
 		}
-		return alertapi.Policy{ID: pol.EscalationPolicyID, RepeatCount: pol.RepeatCount}, nil
+		return alert.Policy{ID: pol.EscalationPolicyID, RepeatCount: pol.RepeatCount}, nil
 	}
 }
 
 // escalationPolicies gives the escalation the policies' rules.
-func escalationPolicies(ps *policyapi.Policies) escalation.Policies {
+func escalationPolicies(ps *escalationpolicy.Policies) escalation.Policies {
 	return func(ctx context.Context, id string) (*escalation.Policy, error) {
 		pol, err := ps.Get(ctx, id)
 		if err != nil || pol == nil {

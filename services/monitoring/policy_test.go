@@ -10,7 +10,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/testkit"
-	"github.com/nubes-io/nubes/services/monitoring/internal/mon"
+	"github.com/nubes-io/nubes/services/monitoring/internal/core"
 )
 
 const ep = "/monitoring/v1/escalation-policy/"
@@ -146,7 +146,7 @@ func TestPolicyRules(t *testing.T) {
 	def := c.policy(t, c.adminA, "Default", "DOMAIN", nil)
 	other := c.policy(t, c.adminA, "Other", "DOMAIN", nil)
 	proj := c.policy(t, c.memberA1, "Project", "PROJECT", map[string]any{"project_id": "project-a1"})
-	before := c.count(t, mon.PoliciesCollection, nil)
+	before := c.count(t, core.PoliciesCollection, nil)
 	id := func(p policyInfo) map[string]any { return map[string]any{"escalation_policy_id": p.EscalationPolicyID} }
 	refused := []struct {
 		name   string
@@ -187,7 +187,7 @@ func TestPolicyRules(t *testing.T) {
 	for _, r := range refused {
 		t.Run(r.name, func(t *testing.T) {
 			r.as.Call(ep+r.path, r.body).Fails(r.status, r.code)
-			if n := c.count(t, mon.PoliciesCollection, nil); n != before {
+			if n := c.count(t, core.PoliciesCollection, nil); n != before {
 				t.Fatalf("%d policies stored, want %d", n, before)
 			}
 			if got := c.getPolicy(t, c.adminA, other.EscalationPolicyID); got.Name != "Other" || got.IsDefault {
@@ -219,10 +219,10 @@ func TestPolicyDefaultUnderConcurrency(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		n := c.count(t, mon.PoliciesCollection, bson.D{{Key: "domain_id", Value: "domain-a"}, {Key: "workspace_id", Value: "*"}, {Key: "is_default", Value: true}})
+		n := c.count(t, core.PoliciesCollection, bson.D{{Key: "domain_id", Value: "domain-a"}, {Key: "workspace_id", Value: "*"}, {Key: "is_default", Value: true}})
 		var l list[policyInfo]
 		c.adminA.Call(ep+"list", map[string]any{"is_default": true}).OK(&l)
-		owner, err := mon.Claims{C: c.db.Collection(mon.ClaimsCollection)}.Owner(t.Context(), "ep-default#domain-a#*")
+		owner, err := core.Claims{C: c.db.Collection(core.ClaimsCollection)}.Owner(t.Context(), "ep-default#domain-a#*")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -251,7 +251,7 @@ func TestPolicyDefaultUnderConcurrency(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if n := c.count(t, mon.PoliciesCollection, bson.D{{Key: "name", Value: "same"}}); won != 1 || n != 1 {
+	if n := c.count(t, core.PoliciesCollection, bson.D{{Key: "name", Value: "same"}}); won != 1 || n != 1 {
 		t.Fatalf("%d creates of one name won, %d stored", won, n)
 	}
 }
@@ -277,13 +277,13 @@ func TestNoteLifecycle(t *testing.T) {
 		t.Fatalf("get = %v", raw)
 	}
 	c.memberA1.Call(np+"update", map[string]any{"note_id": n.NoteID, "note": "fixed"}).OK(nil)
-	if got := c.raw(t, mon.NotesCollection, n.NoteID); got["note"] != "fixed" || got["created_by"] != "mia" || got["alert_id"] != a.AlertID {
+	if got := c.raw(t, core.NotesCollection, n.NoteID); got["note"] != "fixed" || got["created_by"] != "mia" || got["alert_id"] != a.AlertID {
 		t.Fatalf("stored after update: %v", got)
 	}
 	// A domain admin's note on another workspace's alert is that alert's.
 	var other noteInfo
 	c.adminA.Call(np+"create", map[string]any{"alert_id": elsewhere.AlertID, "note": "domain note"}).OK(&other)
-	if got := c.raw(t, mon.NotesCollection, other.NoteID); got["workspace_id"] != "workspace-2" || got["project_id"] != "project-a2" {
+	if got := c.raw(t, core.NotesCollection, other.NoteID); got["workspace_id"] != "workspace-2" || got["project_id"] != "project-a2" {
 		t.Fatalf("admin's note: %v", got)
 	}
 	var l list[map[string]any]
@@ -302,7 +302,7 @@ func TestNoteLifecycle(t *testing.T) {
 		t.Fatalf("stat = %v", st)
 	}
 
-	before := c.count(t, mon.NotesCollection, nil)
+	before := c.count(t, core.NotesCollection, nil)
 	for _, tc := range []struct {
 		name   string
 		as     *testkit.Client
@@ -327,7 +327,7 @@ func TestNoteLifecycle(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.as.Call(np+tc.path, tc.body).Fails(tc.status, tc.code)
-			if got := c.raw(t, mon.NotesCollection, n.NoteID); c.count(t, mon.NotesCollection, nil) != before || got["note"] != "fixed" {
+			if got := c.raw(t, core.NotesCollection, n.NoteID); c.count(t, core.NotesCollection, nil) != before || got["note"] != "fixed" {
 				t.Fatalf("refused request changed notes: %v", got)
 			}
 		})

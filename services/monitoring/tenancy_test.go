@@ -11,7 +11,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/testkit"
-	"github.com/nubes-io/nubes/services/monitoring/internal/mon"
+	"github.com/nubes-io/nubes/services/monitoring/internal/core"
 )
 
 // TestTenancy runs the tenancy matrix over every monitoring resource: a
@@ -20,8 +20,8 @@ import (
 func TestTenancy(t *testing.T) {
 	c := setup(t)
 	member := auth.Principal{DomainID: "domain-a", UserID: "mia", Role: auth.WorkspaceMember, WorkspaceID: "workspace-1", Projects: []string{"project-a1"}}
-	watch := []*mongo.Collection{c.db.Collection(mon.WebhooksCollection), c.db.Collection(mon.PoliciesCollection),
-		c.db.Collection(mon.NotesCollection), c.db.Collection(mon.EventsCollection), c.db.Collection(mon.AlertsCollection)}
+	watch := []*mongo.Collection{c.db.Collection(core.WebhooksCollection), c.db.Collection(core.PoliciesCollection),
+		c.db.Collection(core.NotesCollection), c.db.Collection(core.EventsCollection), c.db.Collection(core.AlertsCollection)}
 	matrix := func(coll, id, project string, insider auth.Principal, get, list testkit.Req, stat *testkit.Req, changes ...testkit.Req) testkit.Tenancy {
 		return testkit.Tenancy{Handler: c.handler, Coll: c.db.Collection(coll), ID: id, Domain: "domain-a", Workspace: "workspace-1",
 			Project: project, Insider: insider, Get: get, List: list, Stat: stat, Changes: changes, Watch: watch}
@@ -35,7 +35,7 @@ func TestTenancy(t *testing.T) {
 	t.Run("webhook", func(t *testing.T) {
 		w := c.webhook(t, c.memberA1, "Grafana")
 		id := map[string]any{"webhook_id": w.WebhookID}
-		matrix(mon.WebhooksCollection, w.WebhookID, "project-a1", member,
+		matrix(core.WebhooksCollection, w.WebhookID, "project-a1", member,
 			testkit.Req{Path: base + "webhook/get", Body: id}, testkit.Req{Path: base + "webhook/list", Body: id},
 			at(distinct("webhook_id"), base+"webhook/stat"),
 			testkit.Req{Path: base + "webhook/update", Body: map[string]any{"webhook_id": w.WebhookID, "name": "taken"}},
@@ -48,7 +48,7 @@ func TestTenancy(t *testing.T) {
 	t.Run("escalation policy", func(t *testing.T) {
 		p := c.policy(t, c.memberA1, "Project one", "PROJECT", map[string]any{"project_id": "project-a1"})
 		id := map[string]any{"escalation_policy_id": p.EscalationPolicyID}
-		matrix(mon.PoliciesCollection, p.EscalationPolicyID, "project-a1", member,
+		matrix(core.PoliciesCollection, p.EscalationPolicyID, "project-a1", member,
 			testkit.Req{Path: base + "escalation-policy/get", Body: id}, testkit.Req{Path: base + "escalation-policy/list", Body: id},
 			at(distinct("escalation_policy_id"), base+"escalation-policy/stat"),
 			testkit.Req{Path: base + "escalation-policy/update", Body: map[string]any{"escalation_policy_id": p.EscalationPolicyID, "name": "taken"}},
@@ -63,7 +63,7 @@ func TestTenancy(t *testing.T) {
 		a := c.alert(t, c.memberA1, "disk full", "project-a1")
 		c.ownerA1.Call(base+"note/create", map[string]any{"alert_id": a.AlertID, "note": "looking"}).OK(&n)
 		id := map[string]any{"note_id": n.NoteID}
-		matrix(mon.NotesCollection, n.NoteID, "project-a1", member,
+		matrix(core.NotesCollection, n.NoteID, "project-a1", member,
 			testkit.Req{Path: base + "note/get", Body: id}, testkit.Req{Path: base + "note/list", Body: id},
 			at(distinct("note_id"), base+"note/stat"),
 			testkit.Req{Path: base + "note/update", Body: map[string]any{"note_id": n.NoteID, "note": "taken"}},
@@ -73,7 +73,7 @@ func TestTenancy(t *testing.T) {
 	t.Run("alert", func(t *testing.T) {
 		a := c.alert(t, c.memberA1, "disk full", "project-a1")
 		id := map[string]any{"alert_id": a.AlertID}
-		matrix(mon.AlertsCollection, a.AlertID, "project-a1", member,
+		matrix(core.AlertsCollection, a.AlertID, "project-a1", member,
 			testkit.Req{Path: base + "alert/get", Body: id}, testkit.Req{Path: base + "alert/list", Body: id},
 			at(distinct("alert_id"), base+"alert/stat"),
 			testkit.Req{Path: base + "alert/update", Body: map[string]any{"alert_id": a.AlertID, "title": "taken"}},
@@ -83,13 +83,13 @@ func TestTenancy(t *testing.T) {
 		).Run(t)
 	})
 	t.Run("event", func(t *testing.T) {
-		if _, err := c.db.Collection(mon.EventsCollection).InsertOne(context.Background(), bson.D{{Key: "_id", Value: "event-t1"},
+		if _, err := c.db.Collection(core.EventsCollection).InsertOne(context.Background(), bson.D{{Key: "_id", Value: "event-t1"},
 			{Key: "event_id", Value: "event-t1"}, {Key: "title", Value: "disk full"}, {Key: "domain_id", Value: "domain-a"},
 			{Key: "workspace_id", Value: "workspace-1"}, {Key: "project_id", Value: "project-a1"}}); err != nil {
 			t.Fatal(err)
 		}
 		id := map[string]any{"event_id": "event-t1"}
-		matrix(mon.EventsCollection, "event-t1", "project-a1", member,
+		matrix(core.EventsCollection, "event-t1", "project-a1", member,
 			testkit.Req{Path: base + "event/get", Body: id}, testkit.Req{Path: base + "event/list", Body: id}, nil,
 		).Run(t)
 	})
@@ -101,11 +101,11 @@ func TestTenancy(t *testing.T) {
 func TestMemberOutsideProject(t *testing.T) {
 	c := setup(t)
 	outsider := c.anon.For(auth.Principal{DomainID: "domain-a", UserID: "mo", Role: auth.WorkspaceMember, WorkspaceID: "workspace-1", Projects: []string{"project-other"}})
-	before := c.count(t, mon.WebhooksCollection, nil) + c.count(t, mon.PoliciesCollection, nil)
+	before := c.count(t, core.WebhooksCollection, nil) + c.count(t, core.PoliciesCollection, nil)
 	outsider.Call(wp+"create", map[string]any{"name": "sneak", "project_id": "project-a1",
 		"plugin_info": map[string]any{"plugin_id": "plugin-grafana-mon-webhook"}}).Fails(http.StatusNotFound, errs.NotFoundCode)
 	outsider.Call(ep+"create", policyBody("sneak", "PROJECT", map[string]any{"project_id": "project-a1"})).Fails(http.StatusNotFound, errs.NotFoundCode)
-	if n := c.count(t, mon.WebhooksCollection, nil) + c.count(t, mon.PoliciesCollection, nil); n != before {
+	if n := c.count(t, core.WebhooksCollection, nil) + c.count(t, core.PoliciesCollection, nil); n != before {
 		t.Fatalf("%d records stored, %d before", n, before)
 	}
 	c.webhook(t, c.ownerA1, "Grafana")

@@ -15,7 +15,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
-	"github.com/nubes-io/nubes/services/monitoring/internal/mon"
+	"github.com/nubes-io/nubes/services/monitoring/internal/core"
 )
 
 const wp = "/monitoring/v1/webhook/"
@@ -71,7 +71,7 @@ func (c *callers) webhook(t *testing.T, as *testkit.Client, name string) webhook
 
 // post sends body to a webhook's ingest URL.
 func (c *callers) post(w webhookInfo, body string) *testkit.Response {
-	return c.anon.Call(mon.IngestPath(w.WebhookID, w.AccessKey), body)
+	return c.anon.Call(core.IngestPath(w.WebhookID, w.AccessKey), body)
 }
 
 // parses scripts the plugin to answer events.
@@ -172,13 +172,13 @@ func TestWebhookLifecycle(t *testing.T) {
 		t.Fatalf("stored event: %+v", ev)
 	}
 	c.post(w, body).OK(&res) // the same again: duplicates
-	if !res.Results[0].Duplicate || !res.Results[1].Duplicate || c.count(t, mon.EventsCollection, nil) != 2 {
-		t.Fatalf("repeat = %+v, %d stored", res, c.count(t, mon.EventsCollection, nil))
+	if !res.Results[0].Duplicate || !res.Results[1].Duplicate || c.count(t, core.EventsCollection, nil) != 2 {
+		t.Fatalf("repeat = %+v, %d stored", res, c.count(t, core.EventsCollection, nil))
 	}
 	c.parses(alert("k-1", "RECOVERY"))
 	c.post(w, `{"status": "resolved"}`).OK(&res)
 	c.memberA1.Call("/monitoring/v1/event/get", map[string]any{"event_id": res.Results[0].EventID}).OK(&ev)
-	if res.Results[0].Duplicate || ev.EventType != "RECOVERY" || ev.RawData["status"] != "resolved" || c.count(t, mon.EventsCollection, nil) != 3 {
+	if res.Results[0].Duplicate || ev.EventType != "RECOVERY" || ev.RawData["status"] != "resolved" || c.count(t, core.EventsCollection, nil) != 3 {
 		t.Fatalf("a recovery is an event of its alert: %+v", ev)
 	}
 	var el list[eventInfo]
@@ -192,7 +192,7 @@ func TestWebhookLifecycle(t *testing.T) {
 		t.Fatalf("another domain sees events: %+v", el)
 	}
 	// Published on JetStream through the outbox.
-	eventually(t, "the outbox to drain", func() bool { return c.count(t, mon.OutboxCollection, nil) == 0 })
+	eventually(t, "the outbox to drain", func() bool { return c.count(t, core.OutboxCollection, nil) == 0 })
 	msg, err := c.bus.JS.Stream(context.Background(), events.MonitoringStream)
 	if err != nil {
 		t.Fatal(err)
@@ -228,7 +228,7 @@ func TestWebhookLifecycle(t *testing.T) {
 	}
 	c.parses(alert("k-3", "ALERT"))
 	c.post(w, `{"a": 1}`).Fails(http.StatusForbidden, errs.WebhookStateDisabled)
-	if n := c.count(t, mon.EventsCollection, nil); n != 3 {
+	if n := c.count(t, core.EventsCollection, nil); n != 3 {
 		t.Fatalf("a disabled webhook stored an event: %d", n)
 	}
 	c.memberA1.Call(wp+"enable", map[string]any{"webhook_id": w.WebhookID}).OK(&got)
@@ -238,7 +238,7 @@ func TestWebhookLifecycle(t *testing.T) {
 	c.memberA1.Call(wp+"delete", map[string]any{"webhook_id": w.WebhookID}).OK(nil)
 	c.post(w, `{"a": 1}`).Fails(http.StatusNotFound, errs.NotFoundCode)
 	c.memberA1.Call(wp+"get", map[string]any{"webhook_id": w.WebhookID}).Fails(http.StatusNotFound, errs.NotFoundCode)
-	if n := c.count(t, mon.EventsCollection, nil); n != 4 {
+	if n := c.count(t, core.EventsCollection, nil); n != 4 {
 		t.Fatalf("events after delete: %d", n)
 	}
 }
@@ -246,7 +246,7 @@ func TestWebhookLifecycle(t *testing.T) {
 func TestWebhookRules(t *testing.T) {
 	c := setup(t)
 	w := c.webhook(t, c.memberA1, "Kept")
-	before := c.count(t, mon.WebhooksCollection, nil)
+	before := c.count(t, core.WebhooksCollection, nil)
 	create := func(extra map[string]any) map[string]any {
 		b := map[string]any{"name": "x", "project_id": "project-a1", "plugin_info": map[string]any{"plugin_id": "plugin-grafana-mon-webhook"}}
 		for k, v := range extra {
@@ -305,11 +305,11 @@ func TestWebhookRules(t *testing.T) {
 				tc.setup()
 			}
 			tc.as.Call(wp+tc.path, tc.body).Fails(tc.status, tc.code)
-			var got mon.Webhook
-			if err := c.db.Collection(mon.WebhooksCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: w.WebhookID}}).Decode(&got); err != nil {
+			var got core.Webhook
+			if err := c.db.Collection(core.WebhooksCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: w.WebhookID}}).Decode(&got); err != nil {
 				t.Fatal(err)
 			}
-			if n := c.count(t, mon.WebhooksCollection, nil); n != before || got.Name != "Kept" || got.State != "ENABLED" ||
+			if n := c.count(t, core.WebhooksCollection, nil); n != before || got.Name != "Kept" || got.State != "ENABLED" ||
 				got.PluginInfo.Version != "1.2.0" || len(got.PluginInfo.Options) != 1 {
 				t.Fatalf("refused request changed webhooks: %d, %+v", n, got)
 			}

@@ -26,13 +26,12 @@ import (
 	"github.com/nubes-io/nubes/pkg/pluginref"
 	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/seal/sealcmd"
+	"github.com/nubes-io/nubes/services/notification/internal/core"
 	"github.com/nubes-io/nubes/services/notification/internal/dispatch"
 	"github.com/nubes-io/nubes/services/notification/internal/fanout"
-	"github.com/nubes-io/nubes/services/notification/internal/inbox"
-	"github.com/nubes-io/nubes/services/notification/internal/noti"
-	"github.com/nubes-io/nubes/services/notification/internal/notificationapi"
+	"github.com/nubes-io/nubes/services/notification/internal/notification"
 	"github.com/nubes-io/nubes/services/notification/internal/projectchannel"
-	"github.com/nubes-io/nubes/services/notification/internal/protocolapi"
+	"github.com/nubes-io/nubes/services/notification/internal/protocol"
 	"github.com/nubes-io/nubes/services/notification/internal/userchannel"
 )
 
@@ -78,7 +77,7 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 			return nil, err
 		}
 	}
-	protocols, err := protocolapi.New(ctx, d.DB, pluginref.Repository{Client: d.Services.Client("repository"), Kind: noti.PluginKind, Strict: true, Log: log}, plugins, cfg.Keys, log)
+	protocols, err := protocol.New(ctx, d.DB, pluginref.Repository{Client: d.Services.Client("repository"), Kind: core.PluginKind, Strict: true, Log: log}, plugins, cfg.Keys, log)
 	if err != nil {
 		return nil, err
 	}
@@ -117,8 +116,8 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	routes = append(routes, protocols.Routes()...)
 	routes = append(routes, projectChannels.Routes()...)
 	routes = append(routes, userChannels.Routes()...)
-	routes = append(routes, notificationapi.API{Fanout: fan, Bus: d.Events}.Routes()...)
-	routes = append(routes, inbox.New(d.DB).Routes()...)
+	routes = append(routes, notification.API{Fanout: fan, Bus: d.Events}.Routes()...)
+	routes = append(routes, notification.New(d.DB).Routes()...)
 	return &app.Service{Name: Name, Routes: routes, Workers: workers}, nil
 }
 
@@ -167,7 +166,7 @@ func FromEnv(ctx context.Context, d app.Deps) (*app.Service, error) {
 
 // ResealTargets are the sealed fields of the service.
 func ResealTargets(db *mongo.Database) []seal.Target {
-	return []seal.Target{{Coll: db.Collection(noti.ProtocolsCollection), Field: seal.Field{Path: "sealed", AD: func(doc bson.Raw) ([]byte, error) {
+	return []seal.Target{{Coll: db.Collection(core.ProtocolsCollection), Field: seal.Field{Path: "sealed", AD: func(doc bson.Raw) ([]byte, error) {
 		var d struct {
 			ID       string `bson:"_id"`
 			DomainID string `bson:"domain_id"`
@@ -175,7 +174,7 @@ func ResealTargets(db *mongo.Database) []seal.Target {
 		if err := bson.Unmarshal(doc, &d); err != nil {
 			return nil, err
 		}
-		return noti.AD(d.ID, d.DomainID), nil
+		return core.AD(d.ID, d.DomainID), nil
 	}}}}
 }
 

@@ -24,11 +24,11 @@ import (
 	"github.com/nubes-io/nubes/pkg/outward"
 	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/seal/sealcmd"
-	"github.com/nubes-io/nubes/services/repository/internal/pluginapi"
-	"github.com/nubes-io/nubes/services/repository/internal/policyapi"
+	"github.com/nubes-io/nubes/services/repository/internal/plugin"
+	"github.com/nubes-io/nubes/services/repository/internal/policy"
 	"github.com/nubes-io/nubes/services/repository/internal/registry"
-	"github.com/nubes-io/nubes/services/repository/internal/repoapi"
-	"github.com/nubes-io/nubes/services/repository/internal/schemaapi"
+	"github.com/nubes-io/nubes/services/repository/internal/repository"
+	"github.com/nubes-io/nubes/services/repository/internal/schema"
 )
 
 // Name is the service name.
@@ -36,10 +36,10 @@ const Name = "repository"
 
 // Collections owned by the repository service.
 const (
-	RepositoriesCollection = repoapi.Collection
-	PluginsCollection      = pluginapi.Collection
-	PoliciesCollection     = policyapi.Collection
-	SchemasCollection      = schemaapi.Collection
+	RepositoriesCollection = repository.Collection
+	PluginsCollection      = plugin.Collection
+	PoliciesCollection     = policy.Collection
+	SchemasCollection      = schema.Collection
 )
 
 // DefaultPublicHub is the registry of PUBLIC_HUB plugins unless configured.
@@ -47,7 +47,7 @@ const DefaultPublicHub = "https://registry-1.docker.io"
 
 // Remote is one remote repository: another repository service speaking
 // this API, its base URL and the bearer credential it accepts.
-type Remote = repoapi.RemoteConfig
+type Remote = repository.RemoteConfig
 
 // Config configures the service.
 type Config struct {
@@ -78,20 +78,20 @@ func New(cfg Config) app.Constructor {
 		if cfg.PublicHubURL == "" {
 			cfg.PublicHubURL = DefaultPublicHub
 		}
-		repos, err := repoapi.Open(ctx, d.DB, cfg.Remotes, cfg.HTTPClient, log)
+		repos, err := repository.Open(ctx, d.DB, cfg.Remotes, cfg.HTTPClient, log)
 		if err != nil {
 			return nil, err
 		}
-		plugins, err := pluginapi.Routes(ctx, d.DB, repos, pluginapi.Config{PublicHubURL: cfg.PublicHubURL,
+		plugins, err := plugin.Routes(ctx, d.DB, repos, plugin.Config{PublicHubURL: cfg.PublicHubURL,
 			Registry: registry.New(cfg.Outward, cfg.RegistryPageSize), Keys: cfg.Keys})
 		if err != nil {
 			return nil, err
 		}
-		policies, err := policyapi.Routes(ctx, d.DB, repos)
+		policies, err := policy.Routes(ctx, d.DB, repos)
 		if err != nil {
 			return nil, err
 		}
-		schemas, err := schemaapi.Routes(ctx, d.DB, repos)
+		schemas, err := schema.Routes(ctx, d.DB, repos)
 		if err != nil {
 			return nil, err
 		}
@@ -193,7 +193,7 @@ func load() (Settings, *seal.Keyring, error) {
 
 // ResealTargets are the sealed fields of the service.
 func ResealTargets(db *mongo.Database) []seal.Target {
-	return []seal.Target{pluginapi.ResealTarget(db)}
+	return []seal.Target{plugin.ResealTarget(db)}
 }
 
 // ResealMain is `repository reseal`: it re-seals every plugin's

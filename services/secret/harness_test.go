@@ -20,7 +20,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/server"
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/services/secret"
-	"github.com/nubes-io/nubes/services/secret/internal/secretapi"
+	"github.com/nubes-io/nubes/services/secret/internal/usersecret"
 )
 
 func TestMain(m *testing.M) { testkit.Main(m) }
@@ -59,7 +59,7 @@ func (r *fakeRepo) serve(w http.ResponseWriter, req *http.Request) {
 		w.WriteHeader(status)
 		_, _ = w.Write([]byte(`{"detail":{"code":"` + code + `","message":"fake repository"}}`))
 	}
-	if r.mode == "unrouted" || req.URL.Path != secretapi.SchemaGetPath {
+	if r.mode == "unrouted" || req.URL.Path != usersecret.SchemaGetPath {
 		fail(http.StatusNotFound, "ERROR_UNSUPPORTED_API")
 		return
 	}
@@ -175,7 +175,7 @@ func (h *harness) getData(id, domainID string) dataInfo {
 // docs are every stored document, raw.
 func (h *harness) docs() []bson.Raw {
 	h.t.Helper()
-	cur, err := h.db.Collection(secretapi.Collection).Find(context.Background(), bson.D{})
+	cur, err := h.db.Collection(usersecret.Collection).Find(context.Background(), bson.D{})
 	if err != nil {
 		h.t.Fatal(err)
 	}

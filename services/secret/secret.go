@@ -18,7 +18,8 @@ import (
 	"github.com/nubes-io/nubes/pkg/config"
 	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/seal/sealcmd"
-	"github.com/nubes-io/nubes/services/secret/internal/secretapi"
+	"github.com/nubes-io/nubes/services/secret/internal/trustedsecret"
+	"github.com/nubes-io/nubes/services/secret/internal/usersecret"
 )
 
 // Name is the service name.
@@ -36,10 +37,11 @@ func New(keys *seal.Keyring) app.Constructor {
 		if log == nil {
 			log = slog.Default()
 		}
-		routes, err := secretapi.Routes(ctx, d.DB, keys, d.Services.Client("repository"), d.Services.Client("identity"), log)
+		routes, err := usersecret.Routes(ctx, d.DB, keys, d.Services.Client("repository"), log)
 		if err != nil {
 			return nil, err
 		}
+		routes = append(routes, trustedsecret.Routes(d.Services.Client("identity"))...)
 		return &app.Service{Name: Name, Routes: routes}, nil
 	}
 }
@@ -80,7 +82,7 @@ func FromEnv(ctx context.Context, d app.Deps) (*app.Service, error) {
 
 // ResealTargets are the sealed fields of the service.
 func ResealTargets(db *mongo.Database) []seal.Target {
-	return []seal.Target{secretapi.ResealTarget(db)}
+	return []seal.Target{usersecret.ResealTarget(db)}
 }
 
 // ResealMain is `secret reseal`: it re-seals every secret with the active

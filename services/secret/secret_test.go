@@ -16,7 +16,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/services/secret"
-	"github.com/nubes-io/nubes/services/secret/internal/secretapi"
+	"github.com/nubes-io/nubes/services/secret/internal/usersecret"
 )
 
 var (
@@ -512,9 +512,9 @@ func TestSealingAndRotation(t *testing.T) {
 	ctx := context.Background()
 	a := h.create(h.alice, map[string]any{"name": "a", "data": map[string]any{"k": "a"}})
 	b := h.create(h.alice, map[string]any{"name": "b", "data": map[string]any{"k": "b"}})
-	coll := h.db.Collection(secretapi.Collection)
+	coll := h.db.Collection(usersecret.Collection)
 	sealedOf := func(id string) seal.Sealed {
-		var doc secretapi.UserSecret
+		var doc usersecret.UserSecret
 		if err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&doc); err != nil {
 			t.Fatal(err)
 		}
@@ -581,8 +581,8 @@ func TestResealCommand(t *testing.T) {
 	if code := secret.ResealMain([]string{"-batch", "1"}); code != 0 {
 		t.Fatalf("reseal exit %d", code)
 	}
-	var doc secretapi.UserSecret
-	if err := h.db.Collection(secretapi.Collection).FindOne(context.Background(), bson.D{{Key: "_id", Value: a.UserSecretID}}).Decode(&doc); err != nil {
+	var doc usersecret.UserSecret
+	if err := h.db.Collection(usersecret.Collection).FindOne(context.Background(), bson.D{{Key: "_id", Value: a.UserSecretID}}).Decode(&doc); err != nil {
 		t.Fatal(err)
 	}
 	if doc.Sealed.KeyID != "2" {

@@ -5,7 +5,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/testkit"
-	"github.com/nubes-io/nubes/services/secret/internal/secretapi"
+	"github.com/nubes-io/nubes/services/secret/internal/usersecret"
 )
 
 // The kit's tenancy matrix over a user secret: another domain's admin, a
@@ -16,7 +16,7 @@ func TestTenancyMatrix(t *testing.T) {
 	s := h.create(h.alice, map[string]any{"name": "matrix", "data": map[string]any{"password": "p1"}})
 	id := s.UserSecretID
 	testkit.Tenancy{
-		Handler: h.handler, Coll: h.db.Collection(secretapi.Collection), ID: id, Domain: "domain-a",
+		Handler: h.handler, Coll: h.db.Collection(usersecret.Collection), ID: id, Domain: "domain-a",
 		Get:  testkit.Req{Path: p + "get", Body: map[string]any{"user_secret_id": id}},
 		List: testkit.Req{Path: p + "list", Body: map[string]any{"user_secret_id": id}},
 		Stat: &testkit.Req{Path: p + "stat", Body: map[string]any{"query": map[string]any{

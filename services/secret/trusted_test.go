@@ -18,7 +18,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/server"
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/services/secret"
-	"github.com/nubes-io/nubes/services/secret/internal/secretapi"
+	"github.com/nubes-io/nubes/services/secret/internal/trustedsecret"
 )
 
 // fakeIdentity answers trusted-account/list as identity does for the
@@ -34,7 +34,7 @@ type fakeIdentity struct {
 func (f *fakeIdentity) serve(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if r.URL.Path != secretapi.TrustedAccountListPath {
+	if r.URL.Path != trustedsecret.TrustedAccountListPath {
 		w.WriteHeader(http.StatusNotFound)
 		_, _ = w.Write([]byte(`{"detail":{"code":"ERROR_UNSUPPORTED_API","message":"fake"}}`))
 		return

@@ -29,11 +29,11 @@ import (
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/tenancy"
-	"github.com/nubes-io/nubes/services/cost-analysis/internal/model"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/core"
 )
 
 // Cost is the CostInfo sent.
-type Cost = model.Cost
+type Cost = core.Cost
 
 var resource = query.Resource{
 	KeywordFields: []string{"cost_id", "product", "resource", "usage_type"},
@@ -84,8 +84,8 @@ type Costs struct {
 
 // New serves the costs of db.
 func New(db *mongo.Database) *Costs {
-	return &Costs{db: db, c: db.Collection(model.CostsCollection), jobs: db.Collection(model.JobsCollection),
-		sources: db.Collection(model.DataSourcesCollection)}
+	return &Costs{db: db, c: db.Collection(core.CostsCollection), jobs: db.Collection(core.JobsCollection),
+		sources: db.Collection(core.DataSourcesCollection)}
 }
 
 // Resource is the list and stat description of costs.
@@ -95,10 +95,10 @@ func Resource() query.Resource { return resource }
 func (cs *Costs) Routes() []api.Route {
 	const base = "/cost-analysis/v1/cost/"
 	return []api.Route{
-		api.Op[costRequest, Cost]{Path: base + "get", Access: model.Readers, Summary: "Get a cost row.", Handle: cs.get},
-		api.Op[costQuery, api.List[Cost]]{Path: base + "list", Access: model.Readers, Summary: "List the cost rows the caller may see.", Handle: cs.list},
-		api.Op[statQuery, map[string]any]{Path: base + "stat", Access: model.Readers, Summary: "Statistics over the cost rows the caller may see.", Handle: cs.stat},
-		api.Op[analyzeQuery, map[string]any]{Path: base + "analyze", Access: model.Readers, Summary: "Analyze the cost rows the caller may see (TimeSeriesAnalyzeQuery over billed_date, billed_month or billed_year by granularity).", Handle: cs.analyze},
+		api.Op[costRequest, Cost]{Path: base + "get", Access: core.Readers, Summary: "Get a cost row.", Handle: cs.get},
+		api.Op[costQuery, api.List[Cost]]{Path: base + "list", Access: core.Readers, Summary: "List the cost rows the caller may see.", Handle: cs.list},
+		api.Op[statQuery, map[string]any]{Path: base + "stat", Access: core.Readers, Summary: "Statistics over the cost rows the caller may see.", Handle: cs.stat},
+		api.Op[analyzeQuery, map[string]any]{Path: base + "analyze", Access: core.Readers, Summary: "Analyze the cost rows the caller may see (TimeSeriesAnalyzeQuery over billed_date, billed_month or billed_year by granularity).", Handle: cs.analyze},
 	}
 }
 

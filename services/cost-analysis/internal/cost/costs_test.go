@@ -9,7 +9,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/testkit"
-	"github.com/nubes-io/nubes/services/cost-analysis/internal/model"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/core"
 )
 
 func TestMain(m *testing.M) { testkit.Main(m) }
@@ -33,25 +33,25 @@ func TestVisibleOnlyReadsTheMarksAgain(t *testing.T) {
 			}
 		}
 	}
-	job := func(id, status string, pending bool, swap ...model.Changed) {
-		set(model.JobsCollection, id, bson.D{{Key: "job_id", Value: id}, {Key: "status", Value: status}, {Key: "pending", Value: pending},
+	job := func(id, status string, pending bool, swap ...core.Changed) {
+		set(core.JobsCollection, id, bson.D{{Key: "job_id", Value: id}, {Key: "status", Value: status}, {Key: "pending", Value: pending},
 			{Key: "data_source_id", Value: "ds-1"}, {Key: "domain_id", Value: "domain-a"}, {Key: "swap", Value: swap}})
 	}
 	row := func(id, jobID, dsID, month string) {
-		set(model.CostsCollection, id, bson.D{{Key: "cost_id", Value: id}, {Key: "job_id", Value: jobID}, {Key: "data_source_id", Value: dsID},
+		set(core.CostsCollection, id, bson.D{{Key: "cost_id", Value: id}, {Key: "job_id", Value: jobID}, {Key: "data_source_id", Value: dsID},
 			{Key: "billed_month", Value: month}, {Key: "billed_date", Value: month + "-01"}, {Key: "provider", Value: "aws"},
 			{Key: "domain_id", Value: "domain-a"}, {Key: "workspace_id", Value: "*"}})
 	}
 	// job-old (settled) stored Jan and Feb; job-new is running and has
 	// stored its Jan; ds-2 has a row too.
-	job("job-old", model.Success, false)
+	job("job-old", core.Success, false)
 	row("old-jan", "job-old", "ds-1", "2024-01")
 	row("old-feb", "job-old", "ds-1", "2024-02")
-	job("job-new", model.InProgress, true)
+	job("job-new", core.InProgress, true)
 	row("new-jan", "job-new", "ds-1", "2024-01")
 	row("other", "job-x", "ds-2", "2024-01")
 	// Another domain's running job is no business of domain-a's reads.
-	set(model.JobsCollection, "job-b", bson.D{{Key: "job_id", Value: "job-b"}, {Key: "status", Value: model.InProgress},
+	set(core.JobsCollection, "job-b", bson.D{{Key: "job_id", Value: "job-b"}, {Key: "status", Value: core.InProgress},
 		{Key: "pending", Value: true}, {Key: "domain_id", Value: "domain-b"}})
 
 	shown := func(scope bson.D) []string {
@@ -70,7 +70,7 @@ func TestVisibleOnlyReadsTheMarksAgain(t *testing.T) {
 		slices.Sort(ids)
 		return ids
 	}
-	jan := model.Changed{Start: "2024-01", End: "2024-01", Filter: model.Object{"provider": "aws"}}
+	jan := core.Changed{Start: "2024-01", End: "2024-01", Filter: core.Object{"provider": "aws"}}
 	for _, c := range []struct {
 		name   string
 		during []func() // what happens during each read
@@ -79,19 +79,19 @@ func TestVisibleOnlyReadsTheMarksAgain(t *testing.T) {
 		fails  bool
 	}{
 		{"running job", nil, 1, []string{"old-feb", "old-jan", "other"}, false},
-		{"the job swaps January during the read", []func(){func() { job("job-new", model.Success, true, jan) }}, 2,
+		{"the job swaps January during the read", []func(){func() { job("job-new", core.Success, true, jan) }}, 2,
 			[]string{"new-jan", "old-feb", "other"}, false},
-		{"swap settled: old January deleted", []func(){func() { set(model.CostsCollection, "old-jan", nil); job("job-new", model.Success, false) }}, 2,
+		{"swap settled: old January deleted", []func(){func() { set(core.CostsCollection, "old-jan", nil); job("job-new", core.Success, false) }}, 2,
 			[]string{"new-jan", "old-feb", "other"}, false},
 		{"a deregister of ds-2 begins during the read", []func(){func() {
-			set(model.DataSourcesCollection, "ds-2", bson.D{{Key: "domain_id", Value: "domain-a"}, {Key: "deleting", Value: true}})
+			set(core.DataSourcesCollection, "ds-2", bson.D{{Key: "domain_id", Value: "domain-a"}, {Key: "deleting", Value: true}})
 		}}, 2, []string{"new-jan", "old-feb"}, false},
 		{"jobs keep starting", []func(){
-			func() { job("job-1", model.InProgress, true) }, func() { job("job-2", model.InProgress, true) },
-			func() { job("job-3", model.InProgress, true) }, func() { job("job-4", model.InProgress, true) },
-			func() { job("job-5", model.InProgress, true) },
+			func() { job("job-1", core.InProgress, true) }, func() { job("job-2", core.InProgress, true) },
+			func() { job("job-3", core.InProgress, true) }, func() { job("job-4", core.InProgress, true) },
+			func() { job("job-5", core.InProgress, true) },
 		}, readAttempts, nil, true},
-		{"a job fails: its rows stay left out until tidied", []func(){func() { job("job-5", model.Failure, true); row("five", "job-5", "ds-1", "2024-03") }}, 2,
+		{"a job fails: its rows stay left out until tidied", []func(){func() { job("job-5", core.Failure, true); row("five", "job-5", "ds-1", "2024-03") }}, 2,
 			[]string{"new-jan", "old-feb"}, false},
 	} {
 		reads := 0

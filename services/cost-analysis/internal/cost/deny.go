@@ -10,7 +10,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/tenancy"
-	"github.com/nubes-io/nubes/services/cost-analysis/internal/model"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/core"
 )
 
 // source is the data source a cost read is about, as upstream requires it
@@ -44,7 +44,7 @@ func (cs *Costs) denied(ctx context.Context, p *auth.Principal, id string) ([]st
 	if tenancy.DomainWide(p) {
 		return nil, nil
 	}
-	ds, err := model.LoadDataSource(ctx, cs.db, p, id)
+	ds, err := core.LoadDataSource(ctx, cs.db, p, id)
 	var e *errs.Error
 	if errors.As(err, &e) && e.Code == errs.NotFoundCode {
 		return nil, nil
@@ -88,7 +88,7 @@ func leaveOut(c *Cost, deny []string) {
 		switch family {
 		case "data":
 			if !keyed {
-				c.Data = model.Object{}
+				c.Data = core.Object{}
 				continue
 			}
 			deletePath(c.Data, key)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/store"
-	"github.com/nubes-io/nubes/services/cost-analysis/internal/model"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/core"
 )
 
 // readAttempts bounds how often a read runs again because what it must
@@ -20,7 +20,7 @@ const readAttempts = 5
 
 // marks is what a domain's cost reads leave out at one moment: the rows
 // of its Pending jobs that have not succeeded, the rows a Pending SUCCESS
-// job swapped out (model.Job), and every row of a data source whose
+// job swapped out (core.Job), and every row of a data source whose
 // deregister has begun.
 type marks struct {
 	jobs    map[string]string // Pending job -> status
@@ -37,18 +37,18 @@ func (cs *Costs) marksOf(ctx context.Context, domainID string) (*marks, error) {
 	if err != nil {
 		return nil, store.Wrap(err)
 	}
-	var jobs []model.Job
+	var jobs []core.Job
 	if err := cur.All(ctx, &jobs); err != nil {
 		return nil, store.Wrap(err)
 	}
 	m := &marks{jobs: map[string]string{}}
 	for _, j := range jobs {
 		m.jobs[j.JobID] = j.Status
-		if j.Status != model.Success {
+		if j.Status != core.Success {
 			continue
 		}
 		for _, c := range j.Swap {
-			if f, ok := model.WindowFilter(j.DataSourceID, j.DomainID, j.JobID, c); ok {
+			if f, ok := core.WindowFilter(j.DataSourceID, j.DomainID, j.JobID, c); ok {
 				m.swapped = append(m.swapped, f)
 			}
 		}
@@ -82,7 +82,7 @@ func (m *marks) nor() bson.A {
 	var out bson.A
 	var hidden []string
 	for id, status := range m.jobs {
-		if status != model.Success {
+		if status != core.Success {
 			hidden = append(hidden, id)
 		}
 	}

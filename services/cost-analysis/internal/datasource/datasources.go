@@ -35,13 +35,13 @@ import (
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/trusted"
 	"github.com/nubes-io/nubes/pkg/wire"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/core"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/datasourcerule"
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/job"
-	"github.com/nubes-io/nubes/services/cost-analysis/internal/model"
-	"github.com/nubes-io/nubes/services/cost-analysis/internal/rule"
 )
 
 // DataSource is the DataSourceInfo sent.
-type DataSource = model.DataSource
+type DataSource = core.DataSource
 
 var resource = query.Resource{
 	KeywordFields: []string{"data_source_id", "name"},
@@ -49,7 +49,7 @@ var resource = query.Resource{
 	MinimalFields: []string{"data_source_id", "name", "state", "data_source_type", "provider", "workspace_id"},
 	Fields:        query.FieldsOf[DataSource](),
 	Secret:        []string{"sealed"},
-	Tenancy:       model.DataSourceResource.Tenancy,
+	Tenancy:       core.DataSourceResource.Tenancy,
 	Maps:          freeform.FieldsOf[DataSource](),
 }
 
@@ -118,7 +118,7 @@ type (
 )
 
 // Validate: every deny entry names a cost key family or one of its keys.
-func (r *updatePermissions) Validate() error { return model.CheckDeny(r.Permissions.Deny) }
+func (r *updatePermissions) Validate() error { return core.CheckDeny(r.Permissions.Deny) }
 
 // Validate: hours of the day, each once.
 func (s *schedule) Validate() error {
@@ -140,7 +140,7 @@ func (r *register) Validate() error {
 	if err := r.PluginInfo.Check(r.PluginInfo.UpgradeMode); err != nil {
 		return err
 	}
-	if r.SecretType != model.UseServiceAccountSecret {
+	if r.SecretType != core.UseServiceAccountSecret {
 		if r.SecretFilter != nil {
 			return errs.Invalid("secret_filter", "only a USE_SERVICE_ACCOUNT_SECRET data source selects trusted accounts")
 		}
@@ -172,15 +172,15 @@ type DataSources struct {
 	repo    pluginref.Repository
 	plugins *plugin.Client
 	keys    *seal.Keyring
-	rules   *rule.Rules
+	rules   *datasourcerule.Rules
 	jobs    *job.Jobs
 	log     *slog.Logger
 }
 
 // New creates the collection's indexes.
 func New(ctx context.Context, db *mongo.Database, repo pluginref.Repository, plugins *plugin.Client, keys *seal.Keyring,
-	rules *rule.Rules, jobs *job.Jobs, log *slog.Logger) (*DataSources, error) {
-	ds := &DataSources{db: db, c: db.Collection(model.DataSourcesCollection), repo: repo, plugins: plugins, keys: keys,
+	rules *datasourcerule.Rules, jobs *job.Jobs, log *slog.Logger) (*DataSources, error) {
+	ds := &DataSources{db: db, c: db.Collection(core.DataSourcesCollection), repo: repo, plugins: plugins, keys: keys,
 		rules: rules, jobs: jobs, log: log}
 	return ds, store.EnsureIndexes(ctx, ds.c,
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "workspace_id", Value: 1}, {Key: "name", Value: 1}}},
@@ -192,22 +192,22 @@ func New(ctx context.Context, db *mongo.Database, repo pluginref.Repository, plu
 func (ds *DataSources) Routes() []api.Route {
 	const base = "/cost-analysis/v1/data-source/"
 	return []api.Route{
-		api.Op[register, DataSource]{Path: base + "register", Access: model.Writers, Summary: "Register a data source from a cost_analysis.DataSource plugin; the plugin is initialised and its MANAGED rules created.", Handle: ds.register},
-		api.Op[update, DataSource]{Path: base + "update", Access: model.Writers, Summary: "Change a data source's name, secret filter (USE_SERVICE_ACCOUNT_SECRET only), schedule or tags.", Handle: ds.update},
-		api.Op[updatePermissions, DataSource]{Path: base + "update-permissions", Access: model.Writers, Summary: "Replace the data source's permissions: deny names the cost keys (data.<key>, tags.<key>, additional_info.<key>, or a whole family) that workspace callers do not read.", Handle: ds.updatePermissions},
-		api.Op[updatePlugin, DataSource]{Path: base + "update-plugin", Access: model.Writers, Summary: "Change the plugin's version or options and initialise it again; the MANAGED rules follow its metadata.", Handle: ds.updatePlugin},
-		api.Op[dsRequest, api.Empty]{Path: base + "verify-plugin", Access: model.Writers, Summary: "Ask the plugin to verify the data source's options and secret data (DataSource.verify); a USE_SERVICE_ACCOUNT_SECRET data source verifies with the first trusted account it syncs with.", Handle: ds.verifyPlugin},
-		api.Op[dsRequest, DataSource]{Path: base + "enable", Access: model.Writers, Summary: "Enable the data source: it syncs.", Handle: ds.enable},
-		api.Op[dsRequest, DataSource]{Path: base + "disable", Access: model.Writers, Summary: "Disable the data source: sync is refused.", Handle: ds.disable},
-		api.Op[dsRequest, api.Empty]{Path: base + "deregister", Access: model.Writers, Summary: "Deregister the data source with its rules, jobs and costs.", Handle: ds.deregister},
-		api.Op[dsRequest, DataSource]{Path: base + "get", Access: model.Readers, Summary: "Get a data source.", Handle: ds.get},
-		api.Op[dsQuery, api.List[DataSource]]{Path: base + "list", Access: model.Readers, Summary: "List the data sources the caller may see.", Handle: ds.list},
-		api.Op[statQuery, map[string]any]{Path: base + "stat", Access: model.Readers, Summary: "Statistics over the data sources the caller may see.", Handle: ds.stat},
-		api.Op[syncRequest, job.Job]{Path: base + "sync", Access: model.Writers, Summary: "Sync the data source's costs (from start, YYYY-MM, when given): answers the cost job.", Handle: ds.sync},
+		api.Op[register, DataSource]{Path: base + "register", Access: core.Writers, Summary: "Register a data source from a cost_analysis.DataSource plugin; the plugin is initialised and its MANAGED rules created.", Handle: ds.register},
+		api.Op[update, DataSource]{Path: base + "update", Access: core.Writers, Summary: "Change a data source's name, secret filter (USE_SERVICE_ACCOUNT_SECRET only), schedule or tags.", Handle: ds.update},
+		api.Op[updatePermissions, DataSource]{Path: base + "update-permissions", Access: core.Writers, Summary: "Replace the data source's permissions: deny names the cost keys (data.<key>, tags.<key>, additional_info.<key>, or a whole family) that workspace callers do not read.", Handle: ds.updatePermissions},
+		api.Op[updatePlugin, DataSource]{Path: base + "update-plugin", Access: core.Writers, Summary: "Change the plugin's version or options and initialise it again; the MANAGED rules follow its metadata.", Handle: ds.updatePlugin},
+		api.Op[dsRequest, api.Empty]{Path: base + "verify-plugin", Access: core.Writers, Summary: "Ask the plugin to verify the data source's options and secret data (DataSource.verify); a USE_SERVICE_ACCOUNT_SECRET data source verifies with the first trusted account it syncs with.", Handle: ds.verifyPlugin},
+		api.Op[dsRequest, DataSource]{Path: base + "enable", Access: core.Writers, Summary: "Enable the data source: it syncs.", Handle: ds.enable},
+		api.Op[dsRequest, DataSource]{Path: base + "disable", Access: core.Writers, Summary: "Disable the data source: sync is refused.", Handle: ds.disable},
+		api.Op[dsRequest, api.Empty]{Path: base + "deregister", Access: core.Writers, Summary: "Deregister the data source with its rules, jobs and costs.", Handle: ds.deregister},
+		api.Op[dsRequest, DataSource]{Path: base + "get", Access: core.Readers, Summary: "Get a data source.", Handle: ds.get},
+		api.Op[dsQuery, api.List[DataSource]]{Path: base + "list", Access: core.Readers, Summary: "List the data sources the caller may see.", Handle: ds.list},
+		api.Op[statQuery, map[string]any]{Path: base + "stat", Access: core.Readers, Summary: "Statistics over the data sources the caller may see.", Handle: ds.stat},
+		api.Op[syncRequest, job.Job]{Path: base + "sync", Access: core.Writers, Summary: "Sync the data source's costs (from start, YYYY-MM, when given): answers the cost job.", Handle: ds.sync},
 	}
 }
 
-func (ds *DataSources) target(info model.PluginInfo) plugin.CostDataSource {
+func (ds *DataSources) target(info core.PluginInfo) plugin.CostDataSource {
 	return plugin.CostDataSource{Target: ds.plugins.Plugin(info.PluginID, info.Version)}
 }
 
@@ -220,33 +220,33 @@ func (ds *DataSources) init(domainID string) pluginref.Init {
 
 // managedSpecs reads the MANAGED rules of a plugin's metadata; an entry
 // that is not a valid rule is skipped (and logged).
-func (ds *DataSources) managedSpecs(md map[string]any) []rule.ManagedSpec {
+func (ds *DataSources) managedSpecs(md map[string]any) []datasourcerule.ManagedSpec {
 	// Through JSON: metadata read back from the store holds bson.A, not []any.
 	b, _ := json.Marshal(md["data_source_rules"])
 	var raw []json.RawMessage
 	_ = json.Unmarshal(b, &raw)
-	var out []rule.ManagedSpec
+	var out []datasourcerule.ManagedSpec
 	for i, r := range raw {
 		var s struct {
-			Name             string            `json:"name"`
-			Conditions       []model.Condition `json:"conditions"`
-			ConditionsPolicy string            `json:"conditions_policy"`
-			Actions          model.Actions     `json:"actions"`
-			Options          model.RuleOptions `json:"options"`
-			Tags             freeform.Flat     `json:"tags"`
+			Name             string           `json:"name"`
+			Conditions       []core.Condition `json:"conditions"`
+			ConditionsPolicy string           `json:"conditions_policy"`
+			Actions          core.Actions     `json:"actions"`
+			Options          core.RuleOptions `json:"options"`
+			Tags             freeform.Flat    `json:"tags"`
 		}
 		if err := json.Unmarshal(r, &s); err != nil || !slices.Contains([]string{"ALL", "ANY", "ALWAYS"}, s.ConditionsPolicy) {
 			ds.log.Warn("a MANAGED rule of the plugin's metadata skipped", "index", i)
 			continue
 		}
-		out = append(out, rule.ManagedSpec{Name: s.Name, Conditions: s.Conditions, ConditionsPolicy: s.ConditionsPolicy,
+		out = append(out, datasourcerule.ManagedSpec{Name: s.Name, Conditions: s.Conditions, ConditionsPolicy: s.ConditionsPolicy,
 			Actions: s.Actions, Options: s.Options, Tags: s.Tags})
 	}
 	return out
 }
 
 func (ds *DataSources) register(ctx context.Context, p *auth.Principal, r *register) (*DataSource, error) {
-	ws, err := model.Placement(p, r.ResourceGroup, r.WorkspaceID)
+	ws, err := core.Placement(p, r.ResourceGroup, r.WorkspaceID)
 	if err != nil {
 		return nil, err
 	}
@@ -258,15 +258,15 @@ func (ds *DataSources) register(ctx context.Context, p *auth.Principal, r *regis
 	if err != nil {
 		return nil, err
 	}
-	info := model.PluginInfo{Info: pi, SchemaID: r.PluginInfo.SchemaID}
-	secretType, filter := model.Manual, trusted.Filter{}
-	if r.SecretType == model.UseServiceAccountSecret {
-		secretType = model.UseServiceAccountSecret
+	info := core.PluginInfo{Info: pi, SchemaID: r.PluginInfo.SchemaID}
+	secretType, filter := core.Manual, trusted.Filter{}
+	if r.SecretType == core.UseServiceAccountSecret {
+		secretType = core.UseServiceAccountSecret
 		if r.SecretFilter != nil {
 			filter = *r.SecretFilter
 		}
 	}
-	if secretType == model.Manual && r.PluginInfo.SecretData != nil {
+	if secretType == core.Manual && r.PluginInfo.SecretData != nil {
 		if err := ds.target(info).Verify(ctx, info.Options, r.PluginInfo.SecretData, "", p.DomainID); err != nil {
 			return nil, err
 		}
@@ -279,19 +279,19 @@ func (ds *DataSources) register(ctx context.Context, p *auth.Principal, r *regis
 	if provider == "" {
 		provider = rp.Provider
 	}
-	sched := model.Schedule{State: model.Disabled, Hours: []int{}}
+	sched := core.Schedule{State: core.Disabled, Hours: []int{}}
 	if r.Schedule != nil {
-		sched = model.Schedule{State: r.Schedule.State, Hours: wire.List(r.Schedule.Hours)}
+		sched = core.Schedule{State: r.Schedule.State, Hours: wire.List(r.Schedule.Hours)}
 		if sched.State == "" {
-			sched.State = model.Enabled
+			sched.State = core.Enabled
 		}
 	}
-	doc := &DataSource{ID: id, DataSourceID: id, Name: r.Name, State: model.Enabled, DataSourceType: "EXTERNAL", Provider: provider,
+	doc := &DataSource{ID: id, DataSourceID: id, Name: r.Name, State: core.Enabled, DataSourceType: "EXTERNAL", Provider: provider,
 		SecretType: secretType, SecretFilter: filter.Normalized(), PluginInfo: info, Schedule: sched, Tags: wire.Object(r.Tags), CostTagKeys: []string{},
-		CostAdditionalInfoKeys: []string{}, CostDataKeys: []string{}, Permissions: model.Permissions{Deny: []string{}}, ResourceGroup: r.ResourceGroup, WorkspaceID: ws,
+		CostAdditionalInfoKeys: []string{}, CostDataKeys: []string{}, Permissions: core.Permissions{Deny: []string{}}, ResourceGroup: r.ResourceGroup, WorkspaceID: ws,
 		DomainID: p.DomainID, CreatedAt: wire.T(wire.Now())}
-	if secretType == model.Manual && r.PluginInfo.SecretData != nil {
-		sealed, err := ds.keys.SealJSON(r.PluginInfo.SecretData, model.AD(id, p.DomainID))
+	if secretType == core.Manual && r.PluginInfo.SecretData != nil {
+		sealed, err := ds.keys.SealJSON(r.PluginInfo.SecretData, core.AD(id, p.DomainID))
 		if err != nil {
 			return nil, err
 		}
@@ -312,17 +312,17 @@ func (ds *DataSources) register(ctx context.Context, p *auth.Principal, r *regis
 
 // load returns a data source the caller may see (404 otherwise).
 func (ds *DataSources) load(ctx context.Context, p *auth.Principal, id string) (*DataSource, error) {
-	return model.LoadDataSource(ctx, ds.db, p, id)
+	return core.LoadDataSource(ctx, ds.db, p, id)
 }
 
 // change loads a data source the caller may change and writes the fields
 // set returns, under the data source's lease.
 func (ds *DataSources) change(ctx context.Context, p *auth.Principal, id string, set func(doc *DataSource) (bson.D, error)) (*DataSource, error) {
-	doc, err := model.ChangeDataSource(ctx, ds.db, p, id)
+	doc, err := core.ChangeDataSource(ctx, ds.db, p, id)
 	if err != nil {
 		return nil, err
 	}
-	err = model.Lock(ctx, ds.db, model.DataSourceLock(id), func(ctx context.Context) error {
+	err = core.Lock(ctx, ds.db, core.DataSourceLock(id), func(ctx context.Context) error {
 		// Read again under the lease the deregister marks under: one
 		// marked meanwhile changes no more (404).
 		if doc, err = store.GetLive[DataSource](ctx, ds.c, "data_source_id", id); err != nil {
@@ -348,13 +348,13 @@ func (ds *DataSources) update(ctx context.Context, p *auth.Principal, r *update)
 			set = append(set, bson.E{Key: "name", Value: r.Name})
 		}
 		if r.SecretFilter != nil {
-			if doc.SecretType != model.UseServiceAccountSecret {
+			if doc.SecretType != core.UseServiceAccountSecret {
 				return nil, errs.Invalid("secret_filter", "only a USE_SERVICE_ACCOUNT_SECRET data source selects trusted accounts")
 			}
 			set = append(set, bson.E{Key: "secret_filter", Value: r.SecretFilter.Normalized()})
 		}
 		if r.Schedule != nil {
-			s := model.Schedule{State: r.Schedule.State, Hours: wire.List(r.Schedule.Hours)}
+			s := core.Schedule{State: r.Schedule.State, Hours: wire.List(r.Schedule.Hours)}
 			if s.State == "" {
 				s.State = doc.Schedule.State
 			}
@@ -377,7 +377,7 @@ func (ds *DataSources) updatePermissions(ctx context.Context, p *auth.Principal,
 		}
 	}
 	return ds.change(ctx, p, r.DataSourceID, func(*DataSource) (bson.D, error) {
-		return bson.D{{Key: "permissions", Value: model.Permissions{Deny: deny}}}, nil
+		return bson.D{{Key: "permissions", Value: core.Permissions{Deny: deny}}}, nil
 	})
 }
 
@@ -402,7 +402,7 @@ func (ds *DataSources) updatePlugin(ctx context.Context, p *auth.Principal, r *u
 }
 
 func (ds *DataSources) verifyPlugin(ctx context.Context, p *auth.Principal, r *dsRequest) (*api.Empty, error) {
-	doc, err := model.ChangeDataSource(ctx, ds.db, p, r.DataSourceID)
+	doc, err := core.ChangeDataSource(ctx, ds.db, p, r.DataSourceID)
 	if err != nil {
 		return nil, err
 	}
@@ -428,11 +428,11 @@ func (ds *DataSources) state(state string) func(ctx context.Context, p *auth.Pri
 }
 
 func (ds *DataSources) enable(ctx context.Context, p *auth.Principal, r *dsRequest) (*DataSource, error) {
-	return ds.state(model.Enabled)(ctx, p, r)
+	return ds.state(core.Enabled)(ctx, p, r)
 }
 
 func (ds *DataSources) disable(ctx context.Context, p *auth.Principal, r *dsRequest) (*DataSource, error) {
-	return ds.state(model.Disabled)(ctx, p, r)
+	return ds.state(core.Disabled)(ctx, p, r)
 }
 
 // deregister tears the data source down mark first (store.Teardown):
@@ -445,7 +445,7 @@ func (ds *DataSources) deregister(ctx context.Context, p *auth.Principal, r *dsR
 	_, err := store.Teardown[DataSource]{Records: ds.c, Resource: resource, Key: "data_source_id",
 		// Under the record's lease, which its writers (sync, update) hold.
 		Lock: func(ctx context.Context, id string, fn func(ctx context.Context) error) error {
-			return model.Lock(ctx, ds.db, model.DataSourceLock(id), fn)
+			return core.Lock(ctx, ds.db, core.DataSourceLock(id), fn)
 		},
 		Children: func(ctx context.Context, doc *DataSource) error {
 			if err := ds.jobs.Forget(ctx, doc.ID); err != nil {
@@ -476,7 +476,7 @@ func (ds *DataSources) stat(ctx context.Context, p *auth.Principal, r *statQuery
 }
 
 func (ds *DataSources) sync(ctx context.Context, p *auth.Principal, r *syncRequest) (*job.Job, error) {
-	doc, err := model.ChangeDataSource(ctx, ds.db, p, r.DataSourceID)
+	doc, err := core.ChangeDataSource(ctx, ds.db, p, r.DataSourceID)
 	if err != nil {
 		return nil, err
 	}

@@ -23,7 +23,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/store"
-	"github.com/nubes-io/nubes/services/cost-analysis/internal/model"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/core"
 )
 
 // UnsupportedCurrency is the code of a currency outside the configured set.
@@ -76,19 +76,19 @@ func New(db *mongo.Database, defaults map[string]float64) *Rates {
 	for k, v := range defaults {
 		d[strings.ToUpper(strings.TrimSpace(k))] = v
 	}
-	return &Rates{c: db.Collection(model.ExchangeRatesCollection), defaults: d}
+	return &Rates{c: db.Collection(core.ExchangeRatesCollection), defaults: d}
 }
 
 // Routes are the operations (no stat: the spec has none).
 func (rs *Rates) Routes() []api.Route {
 	const base = "/cost-analysis/v1/exchange-rate/"
 	return []api.Route{
-		api.Op[setRequest, Rate]{Path: base + "set", Access: model.Admins, Summary: "Override the rate of a currency for the caller's domain.", Handle: rs.set},
-		api.Op[rateRequest, Rate]{Path: base + "reset", Access: model.Admins, Summary: "Return a currency to its default rate.", Handle: rs.reset},
-		api.Op[rateRequest, Rate]{Path: base + "enable", Access: model.Admins, Summary: "Enable a currency for the caller's domain.", Handle: rs.enable},
-		api.Op[rateRequest, Rate]{Path: base + "disable", Access: model.Admins, Summary: "Disable a currency for the caller's domain.", Handle: rs.disable},
-		api.Op[rateRequest, Rate]{Path: base + "get", Access: model.Readers, Summary: "Get the rate of a currency: the domain's override, else the default.", Handle: rs.get},
-		api.Op[rateQuery, api.List[Rate]]{Path: base + "list", Access: model.Readers, Summary: "List every supported currency's rate for the caller's domain.", Handle: rs.list},
+		api.Op[setRequest, Rate]{Path: base + "set", Access: core.Admins, Summary: "Override the rate of a currency for the caller's domain.", Handle: rs.set},
+		api.Op[rateRequest, Rate]{Path: base + "reset", Access: core.Admins, Summary: "Return a currency to its default rate.", Handle: rs.reset},
+		api.Op[rateRequest, Rate]{Path: base + "enable", Access: core.Admins, Summary: "Enable a currency for the caller's domain.", Handle: rs.enable},
+		api.Op[rateRequest, Rate]{Path: base + "disable", Access: core.Admins, Summary: "Disable a currency for the caller's domain.", Handle: rs.disable},
+		api.Op[rateRequest, Rate]{Path: base + "get", Access: core.Readers, Summary: "Get the rate of a currency: the domain's override, else the default.", Handle: rs.get},
+		api.Op[rateQuery, api.List[Rate]]{Path: base + "list", Access: core.Readers, Summary: "List every supported currency's rate for the caller's domain.", Handle: rs.list},
 	}
 }
 
@@ -117,7 +117,7 @@ func (rs *Rates) currency(c string) (string, error) {
 func (rs *Rates) supported() []string { return slices.Sorted(maps.Keys(rs.defaults)) }
 
 func (rs *Rates) byDefault(currency, domainID string) *Rate {
-	return &Rate{Currency: currency, Rate: rs.defaults[currency], State: model.Enabled, IsDefault: true, DomainID: domainID}
+	return &Rate{Currency: currency, Rate: rs.defaults[currency], State: core.Enabled, IsDefault: true, DomainID: domainID}
 }
 
 func key(domainID, currency string) string { return domainID + "/" + currency }
@@ -162,7 +162,7 @@ func (rs *Rates) set(ctx context.Context, p *auth.Principal, r *setRequest) (*Ra
 	if err != nil {
 		return nil, err
 	}
-	state := model.Enabled
+	state := core.Enabled
 	if cur, err := rs.custom(ctx, d, c); err != nil {
 		return nil, err
 	} else if cur != nil {
@@ -200,10 +200,10 @@ func (rs *Rates) enable(ctx context.Context, p *auth.Principal, r *rateRequest) 
 			return nil, store.Wrap(err)
 		}
 		return rs.byDefault(c, d), nil
-	case cur.State == model.Enabled:
+	case cur.State == core.Enabled:
 		return cur, nil
 	}
-	cur.State = model.Enabled
+	cur.State = core.Enabled
 	return rs.put(ctx, cur)
 }
 
@@ -220,10 +220,10 @@ func (rs *Rates) disable(ctx context.Context, p *auth.Principal, r *rateRequest)
 	}
 	if cur == nil {
 		cur = &Rate{Currency: c, Rate: 0, DomainID: d}
-	} else if cur.State == model.Disabled {
+	} else if cur.State == core.Disabled {
 		return cur, nil
 	}
-	cur.State = model.Disabled
+	cur.State = core.Disabled
 	return rs.put(ctx, cur)
 }
 

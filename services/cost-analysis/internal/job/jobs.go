@@ -4,7 +4,7 @@
 // tasks, the tasks go through the outbox to the JetStream work queue, and
 // the workers (package worker) report back here.
 //
-// A job's record changes only under its lease (model.JobLock): FerretDB
+// A job's record changes only under its lease (core.JobLock): FerretDB
 // writes an update back whole, so cancel, timeout, a failing task and the
 // settling of the counters would otherwise overwrite one another. Its
 // counters are recomputed from its tasks' records, each written by the
@@ -37,8 +37,8 @@ import (
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/trusted"
 	"github.com/nubes-io/nubes/pkg/wire"
-	"github.com/nubes-io/nubes/services/cost-analysis/internal/model"
-	"github.com/nubes-io/nubes/services/cost-analysis/internal/rule"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/core"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/datasourcerule"
 )
 
 // Error codes a job or task keeps (upstream's names).
@@ -49,14 +49,14 @@ const (
 )
 
 // Job is the JobInfo sent.
-type Job = model.Job
+type Job = core.Job
 
 var resource = query.Resource{
 	KeywordFields: []string{"job_id", "data_source_id"},
 	DefaultSort:   []query.SortKey{{Key: "created_at", Desc: true}},
 	MinimalFields: []string{"job_id", "status", "total_tasks", "remained_tasks", "data_source_id", "created_at", "finished_at"},
 	Fields:        query.FieldsOf[Job](),
-	Tenancy:       model.DataSourceTenancy,
+	Tenancy:       core.DataSourceTenancy,
 	Maps:          freeform.FieldsOf[Job](),
 }
 
@@ -104,7 +104,7 @@ type Jobs struct {
 	jobs, tasks, costs, sources, dirs *mongo.Collection
 	plugins                           *plugin.Client
 	keys                              *seal.Keyring
-	rules                             *rule.Rules
+	rules                             *datasourcerule.Rules
 	identity                          *call.Client
 	trusted                           trusted.Identity
 	outbox                            *events.Outbox
@@ -114,7 +114,7 @@ type Jobs struct {
 
 // New creates the collections' indexes. Without an outbox (no event bus)
 // a sync answers 503.
-func New(ctx context.Context, db *mongo.Database, plugins *plugin.Client, keys *seal.Keyring, rules *rule.Rules,
+func New(ctx context.Context, db *mongo.Database, plugins *plugin.Client, keys *seal.Keyring, rules *datasourcerule.Rules,
 	identity *call.Client, outbox *events.Outbox, cfg Config, log *slog.Logger) (*Jobs, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultConfig().Timeout
@@ -122,9 +122,9 @@ func New(ctx context.Context, db *mongo.Database, plugins *plugin.Client, keys *
 	if cfg.SweepEvery <= 0 {
 		cfg.SweepEvery = min(DefaultConfig().SweepEvery, cfg.Timeout/2)
 	}
-	js := &Jobs{db: db, jobs: db.Collection(model.JobsCollection), tasks: db.Collection(model.TasksCollection),
-		costs: db.Collection(model.CostsCollection), sources: db.Collection(model.DataSourcesCollection),
-		dirs: db.Collection(model.DirectoriesCollection), plugins: plugins, keys: keys, rules: rules,
+	js := &Jobs{db: db, jobs: db.Collection(core.JobsCollection), tasks: db.Collection(core.TasksCollection),
+		costs: db.Collection(core.CostsCollection), sources: db.Collection(core.DataSourcesCollection),
+		dirs: db.Collection(core.DirectoriesCollection), plugins: plugins, keys: keys, rules: rules,
 		identity: identity, trusted: trusted.Identity{Client: identity}, outbox: outbox, cfg: cfg, log: log}
 	if err := store.EnsureIndexes(ctx, js.jobs,
 		store.Index{Keys: bson.D{{Key: "data_source_id", Value: 1}, {Key: "status", Value: 1}}},
@@ -153,10 +153,10 @@ func (js *Jobs) Timeout() time.Duration { return js.cfg.Timeout }
 func (js *Jobs) Routes() []api.Route {
 	const base = "/cost-analysis/v1/job/"
 	return []api.Route{
-		api.Op[jobRequest, Job]{Path: base + "cancel", Access: model.Readers, Summary: "Cancel a running job: it is CANCELED at once; its workers stop between two chunks; none of its rows shows, and they are deleted.", Handle: js.cancel},
-		api.Op[jobRequest, Job]{Path: base + "get", Access: model.Readers, Summary: "Get a cost job.", Handle: js.get},
-		api.Op[jobQuery, api.List[Job]]{Path: base + "list", Access: model.Readers, Summary: "List the cost jobs the caller may see.", Handle: js.list},
-		api.Op[statQuery, map[string]any]{Path: base + "stat", Access: model.Readers, Summary: "Statistics over the cost jobs the caller may see.", Handle: js.stat},
+		api.Op[jobRequest, Job]{Path: base + "cancel", Access: core.Readers, Summary: "Cancel a running job: it is CANCELED at once; its workers stop between two chunks; none of its rows shows, and they are deleted.", Handle: js.cancel},
+		api.Op[jobRequest, Job]{Path: base + "get", Access: core.Readers, Summary: "Get a cost job.", Handle: js.get},
+		api.Op[jobQuery, api.List[Job]]{Path: base + "list", Access: core.Readers, Summary: "List the cost jobs the caller may see.", Handle: js.list},
+		api.Op[statQuery, map[string]any]{Path: base + "stat", Access: core.Readers, Summary: "Statistics over the cost jobs the caller may see.", Handle: js.stat},
 	}
 }
 
@@ -198,10 +198,10 @@ func (js *Jobs) cancel(ctx context.Context, p *auth.Principal, r *jobRequest) (*
 	var out *Job
 	js.cfg.hook("cancel", j.JobID)
 	err = js.change(ctx, j.JobID, func(j *Job) (bson.D, error) {
-		if j.Status != model.InProgress {
+		if j.Status != core.InProgress {
 			return nil, errs.New(errs.JobState, "Only running jobs can be canceled. (job_id = %s, status = %s)", j.JobID, j.Status)
 		}
-		return finish(j, model.Canceled, "", ""), nil
+		return finish(j, core.Canceled, "", ""), nil
 	}, &out)
 	return out, err
 }
@@ -231,7 +231,7 @@ func (js *Jobs) notifyFailure(ctx context.Context, j *Job) error {
 // change runs fn on the fresh job under its lease and writes the fields
 // fn returns; the job as written goes to out when not nil.
 func (js *Jobs) change(ctx context.Context, jobID string, fn func(j *Job) (bson.D, error), out **Job) error {
-	return model.Lock(ctx, js.db, model.JobLock(jobID), func(ctx context.Context) error {
+	return core.Lock(ctx, js.db, core.JobLock(jobID), func(ctx context.Context) error {
 		j, err := store.Get[Job](ctx, js.jobs, "job_id", jobID)
 		if err != nil {
 			return err
@@ -241,7 +241,7 @@ func (js *Jobs) change(ctx context.Context, jobID string, fn func(j *Job) (bson.
 		if err != nil {
 			return err
 		}
-		if was != model.Failure && j.Status == model.Failure {
+		if was != core.Failure && j.Status == core.Failure {
 			// Recorded before the job ends: a retry records the same id
 			// again, a no-op.
 			if err := js.notifyFailure(ctx, j); err != nil {
@@ -252,7 +252,7 @@ func (js *Jobs) change(ctx context.Context, jobID string, fn func(j *Job) (bson.
 			// Fenced: fn may have run long (a window's deletes), and a
 			// cancel that took a lapsed lease must not see SUCCESS land
 			// over its CANCELED.
-			wctx, cancel, err := model.Fence(ctx)
+			wctx, cancel, err := core.Fence(ctx)
 			if err != nil {
 				return err
 			}
@@ -272,10 +272,10 @@ func (js *Jobs) change(ctx context.Context, jobID string, fn func(j *Job) (bson.
 // tasks stop at their next chunk.
 func (js *Jobs) Fail(ctx context.Context, jobID, code, message string) error {
 	return js.change(ctx, jobID, func(j *Job) (bson.D, error) {
-		if j.Status != model.InProgress {
+		if j.Status != core.InProgress {
 			return nil, nil
 		}
-		return finish(j, model.Failure, code, message), nil
+		return finish(j, core.Failure, code, message), nil
 	}, nil)
 }
 
@@ -285,7 +285,7 @@ func (js *Jobs) Fail(ctx context.Context, jobID, code, message string) error {
 // tasks stop; a USE_SERVICE_ACCOUNT_SECRET job goes on with its other
 // accounts and the task alone is FAILURE (Settle).
 func (js *Jobs) TaskFailed(ctx context.Context, j *Job, message string) error {
-	if j.SecretType == model.UseServiceAccountSecret {
+	if j.SecretType == core.UseServiceAccountSecret {
 		return nil
 	}
 	return js.Fail(ctx, j.JobID, JobTaskFailed, message)
@@ -296,7 +296,7 @@ func (js *Jobs) TaskFailed(ctx context.Context, j *Job, message string) error {
 func (js *Jobs) Expire(ctx context.Context, jobID string) (bool, error) {
 	done := false
 	err := js.change(ctx, jobID, func(j *Job) (bson.D, error) {
-		if j.Status != model.InProgress {
+		if j.Status != core.InProgress {
 			done = true
 			return nil, nil
 		}
@@ -304,7 +304,7 @@ func (js *Jobs) Expire(ctx context.Context, jobID string) (bool, error) {
 			return nil, nil
 		}
 		done = true
-		return finish(j, model.Timeout, JobTimeout, "The job ran longer than "+js.cfg.Timeout.String()+"."), nil
+		return finish(j, core.Timeout, JobTimeout, "The job ran longer than "+js.cfg.Timeout.String()+"."), nil
 	}, nil)
 	return done, err
 }
@@ -321,7 +321,7 @@ func (js *Jobs) Sweep(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		cur, err := js.jobs.Find(ctx, bson.D{{Key: "status", Value: model.InProgress},
+		cur, err := js.jobs.Find(ctx, bson.D{{Key: "status", Value: core.InProgress},
 			{Key: "created_at", Value: bson.D{{Key: "$lt", Value: wire.Now().Add(-js.cfg.Timeout)}}}})
 		if err != nil {
 			js.log.Warn("cost job sweep", "error", err.Error())
@@ -363,9 +363,9 @@ func (js *Jobs) Settle(ctx context.Context, jobID string) error {
 		failedAccounts := map[string]bool{}
 		for _, t := range tasks {
 			switch t.Status {
-			case model.Pending, model.InProgress:
+			case core.Pending, core.InProgress:
 				remained++
-			case model.Failure:
+			case core.Failure:
 				failed++
 				if t.TrustedAccountID != "" {
 					failedAccounts[t.TrustedAccountID] = true
@@ -375,14 +375,14 @@ func (js *Jobs) Settle(ctx context.Context, jobID string) error {
 		}
 		set := bson.D{{Key: "remained_tasks", Value: remained}}
 		j.RemainedTasks = remained
-		if j.Status != model.InProgress || remained > 0 {
+		if j.Status != core.InProgress || remained > 0 {
 			now := wire.T(wire.Now())
 			j.UpdatedAt = now
 			return append(set, bson.E{Key: "updated_at", Value: now}), nil
 		}
 		js.cfg.hook("settle:final", j.JobID)
-		if failed > 0 && j.SecretType != model.UseServiceAccountSecret {
-			return append(set, finish(j, model.Failure, JobTaskFailed, "A task of the job failed.")...), nil
+		if failed > 0 && j.SecretType != core.UseServiceAccountSecret {
+			return append(set, finish(j, core.Failure, JobTaskFailed, "A task of the job failed.")...), nil
 		}
 		if failed > 0 {
 			js.log.Info("cost job succeeded with failed tasks (USE_SERVICE_ACCOUNT_SECRET)", "job_id", j.JobID, "failed_tasks", failed)
@@ -391,7 +391,7 @@ func (js *Jobs) Settle(ctx context.Context, jobID string) error {
 		// tasks at once each saw the other's task unfinished outside it.
 		succeeded = true
 		j.Swap = swapWindows(j, tasks, failedAccounts)
-		return append(append(set, finish(j, model.Success, "", "")...), bson.E{Key: "swap", Value: j.Swap}), nil
+		return append(append(set, finish(j, core.Success, "", "")...), bson.E{Key: "swap", Value: j.Swap}), nil
 	}, &after)
 	if err != nil {
 		return err
@@ -401,7 +401,7 @@ func (js *Jobs) Settle(ctx context.Context, jobID string) error {
 			return err
 		}
 	}
-	if after.Pending && after.Status != model.InProgress && after.RemainedTasks == 0 {
+	if after.Pending && after.Status != core.InProgress && after.RemainedTasks == 0 {
 		return js.Tidy(ctx, after)
 	}
 	return nil
@@ -419,8 +419,8 @@ func union(a, b []string) []string {
 // synced records a finished sync on the data source: last_synchronized_at
 // and the cost keys seen.
 func (js *Jobs) synced(ctx context.Context, dataSourceID string, keys [3][]string) error {
-	return model.Lock(ctx, js.db, model.DataSourceLock(dataSourceID), func(ctx context.Context) error {
-		ds, err := store.Get[model.DataSource](ctx, js.sources, "data_source_id", dataSourceID)
+	return core.Lock(ctx, js.db, core.DataSourceLock(dataSourceID), func(ctx context.Context) error {
+		ds, err := store.Get[core.DataSource](ctx, js.sources, "data_source_id", dataSourceID)
 		if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
 			return nil // deregistered meanwhile
 		}
@@ -445,7 +445,7 @@ func sorted(s []string) []string {
 }
 
 // TasksOf reads a job's tasks by _id.
-func (js *Jobs) TasksOf(ctx context.Context, j *Job) ([]model.Task, error) {
+func (js *Jobs) TasksOf(ctx context.Context, j *Job) ([]core.Task, error) {
 	if len(j.TaskIDs) == 0 {
 		return nil, nil
 	}
@@ -453,12 +453,12 @@ func (js *Jobs) TasksOf(ctx context.Context, j *Job) ([]model.Task, error) {
 	if err != nil {
 		return nil, store.Wrap(err)
 	}
-	var out []model.Task
+	var out []core.Task
 	return out, store.Wrap(cur.All(ctx, &out))
 }
 
 // OpenSecret unseals a data source's secret data ({} when it has none).
-func OpenSecret(keys *seal.Keyring, ds *model.DataSource) (map[string]any, error) {
+func OpenSecret(keys *seal.Keyring, ds *core.DataSource) (map[string]any, error) {
 	secret := map[string]any{}
 	if ds.Sealed == nil {
 		return secret, nil
@@ -466,7 +466,7 @@ func OpenSecret(keys *seal.Keyring, ds *model.DataSource) (map[string]any, error
 	if keys == nil {
 		return nil, errs.Down("The data source's secret data", errors.New("no encryption keys configured"))
 	}
-	if err := keys.OpenJSON(*ds.Sealed, model.AD(ds.ID, ds.DomainID), &secret); err != nil {
+	if err := keys.OpenJSON(*ds.Sealed, core.AD(ds.ID, ds.DomainID), &secret); err != nil {
 		return nil, errs.Down("The data source's secret data", err)
 	}
 	return secret, nil
@@ -474,7 +474,7 @@ func OpenSecret(keys *seal.Keyring, ds *model.DataSource) (map[string]any, error
 
 // PluginOptions are the options sent to the plugin: the data source's,
 // with secret_type added as upstream does.
-func PluginOptions(ds *model.DataSource) map[string]any {
+func PluginOptions(ds *core.DataSource) map[string]any {
 	out := map[string]any{}
 	for k, v := range ds.PluginInfo.Options {
 		out[k] = v

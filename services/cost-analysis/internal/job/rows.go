@@ -8,7 +8,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/store"
-	"github.com/nubes-io/nubes/services/cost-analysis/internal/model"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/core"
 )
 
 // A job's rows are shown whole or not at all (docs/decisions.md, "Cost
@@ -24,13 +24,13 @@ import (
 // changed windows and those of its succeeded tasks, except the windows of
 // a trusted account whose task failed (nothing came to replace its old
 // costs).
-func swapWindows(j *Job, tasks []model.Task, failedAccounts map[string]bool) []model.Changed {
-	out := []model.Changed{}
-	add := func(c model.Changed) {
+func swapWindows(j *Job, tasks []core.Task, failedAccounts map[string]bool) []core.Changed {
+	out := []core.Changed{}
+	add := func(c core.Changed) {
 		if a, _ := c.Filter[WindowAccountKey].(string); a != "" && failedAccounts[a] {
 			return
 		}
-		if _, ok := model.WindowFilter(j.DataSourceID, j.DomainID, j.JobID, c); ok {
+		if _, ok := core.WindowFilter(j.DataSourceID, j.DomainID, j.JobID, c); ok {
 			out = append(out, c)
 		}
 	}
@@ -38,7 +38,7 @@ func swapWindows(j *Job, tasks []model.Task, failedAccounts map[string]bool) []m
 		add(c)
 	}
 	for _, t := range tasks {
-		if t.Status == model.Success && t.Changed != nil {
+		if t.Status == core.Success && t.Changed != nil {
 			add(*t.Changed)
 		}
 	}
@@ -52,12 +52,12 @@ func swapWindows(j *Job, tasks []model.Task, failedAccounts map[string]bool) []m
 // idempotent: a failed Tidy is run again by the next Settle of the job,
 // the sweeper or the data source's next sync.
 func (js *Jobs) Tidy(ctx context.Context, j *Job) error {
-	if !j.Pending || j.Status == model.InProgress {
+	if !j.Pending || j.Status == core.InProgress {
 		return nil
 	}
-	if j.Status == model.Success {
+	if j.Status == core.Success {
 		for _, c := range j.Swap {
-			f, ok := model.WindowFilter(j.DataSourceID, j.DomainID, j.JobID, c)
+			f, ok := core.WindowFilter(j.DataSourceID, j.DomainID, j.JobID, c)
 			if !ok {
 				continue
 			}
@@ -72,7 +72,7 @@ func (js *Jobs) Tidy(ctx context.Context, j *Job) error {
 		}
 		late := j.FinishedAt != nil && time.Since(j.FinishedAt.Time) > js.cfg.Timeout
 		for _, t := range tasks {
-			if !model.Finished(t.Status) && !late {
+			if !core.Finished(t.Status) && !late {
 				return nil // its worker may still store rows: the last task's Settle tidies
 			}
 		}
@@ -114,7 +114,7 @@ func (js *Jobs) swapPending(ctx context.Context, dataSourceID string) (bool, err
 		return false, err
 	}
 	for _, j := range pending {
-		if j.Status == model.Success {
+		if j.Status == core.Success {
 			return true, nil
 		}
 	}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/trusted"
-	"github.com/nubes-io/nubes/services/cost-analysis/internal/model"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/core"
 )
 
 // secret is one secret a sync asks the plugin for tasks with: the data
@@ -19,7 +19,7 @@ type secret struct {
 
 // WindowAccountKey is the filter key of a trusted account's changed
 // windows: the cost field that keeps the account a row was synced with
-// (model.Cost.TrustedAccountID). Not service_account_id, which the rules
+// (core.Cost.TrustedAccountID). Not service_account_id, which the rules
 // may change (match_service_account): the window would then miss the
 // account's old rows and a sync would store them twice.
 const WindowAccountKey = "trusted_account_id"
@@ -28,13 +28,13 @@ const WindowAccountKey = "trusted_account_id"
 // account's replaces the costs of that account only, so an account whose
 // task fails, or that the data source no longer syncs with, keeps its
 // costs.
-func (s secret) window(c model.Changed) model.Changed {
+func (s secret) window(c core.Changed) core.Changed {
 	if s.account == nil {
 		return c
 	}
 	f := maps.Clone(c.Filter)
 	if f == nil {
-		f = model.Object{}
+		f = core.Object{}
 	}
 	f[WindowAccountKey] = s.account.TrustedAccountID
 	c.Filter = f
@@ -44,14 +44,14 @@ func (s secret) window(c model.Changed) model.Changed {
 // Owner is a data source's tenancy, for picking its trusted accounts: a
 // DOMAIN data source uses every account of its domain, a WORKSPACE one
 // those of its workspace and the domain-wide ones.
-func Owner(ds *model.DataSource) trusted.Owner {
+func Owner(ds *core.DataSource) trusted.Owner {
 	return trusted.Owner{DomainID: ds.DomainID, ResourceGroup: ds.ResourceGroup, WorkspaceID: ds.WorkspaceID}
 }
 
 // Accounts are the trusted accounts a USE_SERVICE_ACCOUNT_SECRET data
 // source syncs with: its provider's, in its scope, through its secret
 // filter (listed by identity with the service credential).
-func (js *Jobs) Accounts(ctx context.Context, ds *model.DataSource) ([]trusted.Account, error) {
+func (js *Jobs) Accounts(ctx context.Context, ds *core.DataSource) ([]trusted.Account, error) {
 	all, err := js.trusted.Accounts(ctx, ds.DomainID, ds.Provider)
 	if err != nil {
 		return nil, err
@@ -61,8 +61,8 @@ func (js *Jobs) Accounts(ctx context.Context, ds *model.DataSource) ([]trusted.A
 
 // secrets are the secrets a sync of ds asks for tasks with. An account
 // deleted between the listing and the read of its secret data is left out.
-func (js *Jobs) secrets(ctx context.Context, ds *model.DataSource) ([]secret, error) {
-	if ds.SecretType != model.UseServiceAccountSecret {
+func (js *Jobs) secrets(ctx context.Context, ds *core.DataSource) ([]secret, error) {
+	if ds.SecretType != core.UseServiceAccountSecret {
 		data, err := OpenSecret(js.keys, ds)
 		if err != nil {
 			return nil, err
@@ -92,7 +92,7 @@ func (js *Jobs) secrets(ctx context.Context, ds *model.DataSource) ([]secret, er
 // TaskSecret is the secret data a task runs with, read again at each run
 // and never kept: the data source's own, or its trusted account's from
 // identity.
-func (js *Jobs) TaskSecret(ctx context.Context, ds *model.DataSource, task *model.Task) (map[string]any, error) {
+func (js *Jobs) TaskSecret(ctx context.Context, ds *core.DataSource, task *core.Task) (map[string]any, error) {
 	if task.TrustedAccountID == "" {
 		return OpenSecret(js.keys, ds)
 	}
@@ -102,8 +102,8 @@ func (js *Jobs) TaskSecret(ctx context.Context, ds *model.DataSource, task *mode
 // VerifySecret is the secret data verify_plugin checks: the data source's
 // own, or that of the first trusted account it syncs with (404 when it has
 // none), as inventory verifies a collector.
-func (js *Jobs) VerifySecret(ctx context.Context, ds *model.DataSource) (map[string]any, error) {
-	if ds.SecretType != model.UseServiceAccountSecret {
+func (js *Jobs) VerifySecret(ctx context.Context, ds *core.DataSource) (map[string]any, error) {
+	if ds.SecretType != core.UseServiceAccountSecret {
 		return OpenSecret(js.keys, ds)
 	}
 	accounts, err := js.Accounts(ctx, ds)

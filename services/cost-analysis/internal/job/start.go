@@ -15,8 +15,8 @@ import (
 	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
-	"github.com/nubes-io/nubes/services/cost-analysis/internal/model"
-	"github.com/nubes-io/nubes/services/cost-analysis/internal/rule"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/core"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/datasourcerule"
 )
 
 // Start runs a sync of ds as plugin-protocols.md section 5 says: refuse a
@@ -32,8 +32,8 @@ import (
 // that account has no task. Everything read from identity (accounts,
 // their secret data, the rules' directory) is read before the job is
 // created: identity unreachable answers 503 and leaves no job.
-func (js *Jobs) Start(ctx context.Context, p *auth.Principal, ds *model.DataSource, start string) (*Job, error) {
-	if ds.State != model.Enabled {
+func (js *Jobs) Start(ctx context.Context, p *auth.Principal, ds *core.DataSource, start string) (*Job, error) {
+	if ds.State != core.Enabled {
 		return nil, errs.New(errs.DataSourceState, "The data source is %s: it does not sync. (data_source_id = %s)", ds.State, ds.DataSourceID)
 	}
 	if js.outbox == nil {
@@ -53,7 +53,7 @@ func (js *Jobs) Start(ctx context.Context, p *auth.Principal, ds *model.DataSour
 	if start != "" {
 		opts["start"] = start
 	}
-	j := &Job{ID: id, JobID: id, Status: model.InProgress, Options: opts, Changed: []model.Changed{}, SyncedAccounts: []model.SyncedAccount{},
+	j := &Job{ID: id, JobID: id, Status: core.InProgress, Options: opts, Changed: []core.Changed{}, SyncedAccounts: []core.SyncedAccount{},
 		ResourceGroup: ds.ResourceGroup, DomainID: ds.DomainID, WorkspaceID: ds.WorkspaceID, DataSourceID: ds.DataSourceID,
 		SecretType: ds.SecretType, TaskIDs: []string{}, Pending: true, CreatedAt: now, UpdatedAt: now}
 	// The swapped-out rows of the data source's last job go first: its
@@ -62,17 +62,17 @@ func (js *Jobs) Start(ctx context.Context, p *auth.Principal, ds *model.DataSour
 	if err := js.tidySource(ctx, ds.DataSourceID); err != nil {
 		return nil, err
 	}
-	err = model.Lock(ctx, js.db, model.SyncLock(ds.DataSourceID), func(ctx context.Context) error {
+	err = core.Lock(ctx, js.db, core.SyncLock(ds.DataSourceID), func(ctx context.Context) error {
 		// ds was read before identity and the plugin were asked (a
 		// scheduled sync read it before the syncs ahead of it): deregister
 		// may have forgotten its jobs since, and would never delete this
 		// one. It looks for jobs under this lease too (Forget).
-		if cur, err := store.Get[model.DataSource](ctx, js.sources, "data_source_id", ds.DataSourceID); err != nil {
+		if cur, err := store.Get[core.DataSource](ctx, js.sources, "data_source_id", ds.DataSourceID); err != nil {
 			return err
 		} else if cur.Deleting {
 			return errs.NotFound("data_source_id", ds.DataSourceID)
 		}
-		cur, err := js.jobs.Find(ctx, bson.D{{Key: "data_source_id", Value: ds.DataSourceID}, {Key: "status", Value: model.InProgress}})
+		cur, err := js.jobs.Find(ctx, bson.D{{Key: "data_source_id", Value: ds.DataSourceID}, {Key: "status", Value: core.InProgress}})
 		if err != nil {
 			return store.Wrap(err)
 		}
@@ -121,9 +121,9 @@ func (js *Jobs) Start(ctx context.Context, p *auth.Principal, ds *model.DataSour
 	}
 	// The secret data goes to the plugin and nowhere else: from here on
 	// only sec.data holds it, until Start returns.
-	tasks := make([]model.Task, 0)
-	chg := []model.Changed{}
-	accounts := []model.SyncedAccount{}
+	tasks := make([]core.Task, 0)
+	chg := []core.Changed{}
+	accounts := []core.SyncedAccount{}
 	for _, sec := range secrets {
 		reply, err := plugin.CostDataSource{Target: js.plugins.Plugin(ds.PluginInfo.PluginID, ds.PluginInfo.Version)}.GetTasks(ctx, plugin.CostTasksRequest{
 			Options: PluginOptions(ds), SecretData: sec.data, Start: start, LastSynchronizedAt: last, DomainID: ds.DomainID})
@@ -143,7 +143,7 @@ func (js *Jobs) Start(ctx context.Context, p *auth.Principal, ds *model.DataSour
 		for _, t := range list(reply, "tasks") {
 			tid := wire.NewID("job-task")
 			to, _ := t["task_options"].(map[string]any)
-			task := model.Task{ID: tid, JobTaskID: tid, Status: model.Pending, Options: wire.Object(to), JobID: id,
+			task := core.Task{ID: tid, JobTaskID: tid, Status: core.Pending, Options: wire.Object(to), JobID: id,
 				DataSourceID: ds.DataSourceID, DomainID: ds.DomainID, WorkspaceID: ds.WorkspaceID, CreatedAt: now}
 			if c, ok := t["task_changed"].(map[string]any); ok && len(c) > 0 {
 				ch := sec.window(changed(c))
@@ -159,7 +159,7 @@ func (js *Jobs) Start(ctx context.Context, p *auth.Principal, ds *model.DataSour
 		}
 		for _, a := range list(reply, "synced_accounts") {
 			if s, _ := a["account_id"].(string); s != "" {
-				accounts = append(accounts, model.SyncedAccount{AccountID: s})
+				accounts = append(accounts, core.SyncedAccount{AccountID: s})
 			}
 		}
 	}
@@ -181,7 +181,7 @@ func (js *Jobs) Start(ctx context.Context, p *auth.Principal, ds *model.DataSour
 	if err != nil {
 		return nil, js.gone(ctx, id, err)
 	}
-	if j.Status != model.InProgress { // cancelled while get_tasks ran
+	if j.Status != core.InProgress { // cancelled while get_tasks ran
 		js.unqueued(ctx, ids, "The job is "+j.Status+".")
 		// Recounts remained_tasks; the job is answered as it is either way.
 		if err := js.Settle(ctx, id); err == nil {
@@ -235,8 +235,8 @@ func (js *Jobs) unqueued(ctx context.Context, ids []string, message string) {
 	}
 	now := wire.T(wire.Now())
 	if _, err := js.tasks.UpdateMany(context.WithoutCancel(ctx),
-		bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}, {Key: "status", Value: model.Pending}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "status", Value: model.Canceled}, {Key: "error_message", Value: message},
+		bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}, {Key: "status", Value: core.Pending}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "status", Value: core.Canceled}, {Key: "error_message", Value: message},
 			{Key: "finished_at", Value: now}}}}); err != nil {
 		js.log.Warn("cost tasks not queued stay PENDING", "tasks", len(ids), "error", err.Error())
 	}
@@ -246,10 +246,10 @@ func (js *Jobs) unqueued(ctx context.Context, ids []string, message string) {
 func (js *Jobs) failed(ctx context.Context, j *Job, code, message string) (*Job, error) {
 	var out *Job
 	err := js.change(ctx, j.JobID, func(cur *Job) (bson.D, error) {
-		if cur.Status != model.InProgress {
+		if cur.Status != core.InProgress {
 			return nil, nil
 		}
-		return finish(cur, model.Failure, code, message), nil
+		return finish(cur, core.Failure, code, message), nil
 	}, &out)
 	return out, js.gone(ctx, j.JobID, err)
 }
@@ -282,21 +282,21 @@ func checkWindows(reply map[string]any) error {
 				return errs.Invalid("changed.filter", "an object of cost fields")
 			}
 		}
-		if err := model.CheckWindowFilter(w.Filter); err != nil {
+		if err := core.CheckWindowFilter(w.Filter); err != nil {
 			return err
 		}
-		if _, ok := model.WindowFilter("", "", "", w); !ok {
+		if _, ok := core.WindowFilter("", "", "", w); !ok {
 			return errs.Invalid("changed", fmt.Sprintf("start %q and end %q must be YYYY-MM or YYYY-MM-DD", w.Start, w.End))
 		}
 	}
 	return nil
 }
 
-func changed(c map[string]any) model.Changed {
+func changed(c map[string]any) core.Changed {
 	s, _ := c["start"].(string)
 	e, _ := c["end"].(string)
 	f, _ := c["filter"].(map[string]any)
-	return model.Changed{Start: s, End: e, Filter: wire.Object(f)}
+	return core.Changed{Start: s, End: e, Filter: wire.Object(f)}
 }
 
 // ProjectListPath is identity's operation the rules' projects come from.
@@ -310,7 +310,7 @@ const ProjectListPath = "/identity/v2/project/list"
 //
 // Both are read with the service credential, naming the domain: a
 // scheduled sync has no caller.
-func (js *Jobs) directory(ctx context.Context, ds *model.DataSource) (*rule.Directory, error) {
+func (js *Jobs) directory(ctx context.Context, ds *core.DataSource) (*datasourcerule.Directory, error) {
 	rules, err := js.rules.Of(ctx, ds.DataSourceID)
 	if err != nil {
 		return nil, err
@@ -323,7 +323,7 @@ func (js *Jobs) directory(ctx context.Context, ds *model.DataSource) (*rule.Dire
 	if !projects && !accounts {
 		return nil, nil
 	}
-	dir := &rule.Directory{Projects: []rule.Project{}, ServiceAccounts: []rule.ServiceAccount{}}
+	dir := &datasourcerule.Directory{Projects: []datasourcerule.Project{}, ServiceAccounts: []datasourcerule.ServiceAccount{}}
 	if projects {
 		if dir.Projects, err = js.projects(ctx, ds.DomainID); err != nil {
 			return nil, err
@@ -335,8 +335,8 @@ func (js *Jobs) directory(ctx context.Context, ds *model.DataSource) (*rule.Dire
 			return nil, err
 		}
 		for _, sa := range sas {
-			dir.ServiceAccounts = append(dir.ServiceAccounts, rule.ServiceAccount{ServiceAccountID: sa.TrustedServiceAccountID,
-				Name: sa.Name, WorkspaceID: sa.WorkspaceID, Data: model.Object(sa.Data)})
+			dir.ServiceAccounts = append(dir.ServiceAccounts, datasourcerule.ServiceAccount{ServiceAccountID: sa.TrustedServiceAccountID,
+				Name: sa.Name, WorkspaceID: sa.WorkspaceID, Data: core.Object(sa.Data)})
 		}
 	}
 	return dir, nil
@@ -345,22 +345,22 @@ func (js *Jobs) directory(ctx context.Context, ds *model.DataSource) (*rule.Dire
 // projects lists the projects of domainID, with the service credential
 // naming the domain (identity takes domain_id from SYSTEM callers), so a
 // scheduled sync reads them as one a user started does.
-func (js *Jobs) projects(ctx context.Context, domainID string) ([]rule.Project, error) {
+func (js *Jobs) projects(ctx context.Context, domainID string) ([]datasourcerule.Project, error) {
 	return call.ListAll(ctx, js.identity, ProjectListPath, map[string]any{"domain_id": domainID},
-		func(p rule.Project) bool { return p.DomainID == domainID })
+		func(p datasourcerule.Project) bool { return p.DomainID == domainID })
 }
 
 // Directory returns what was kept for a job's rules (empty when nothing).
-func (js *Jobs) Directory(ctx context.Context, jobID string) (rule.Directory, error) {
+func (js *Jobs) Directory(ctx context.Context, jobID string) (datasourcerule.Directory, error) {
 	var doc struct {
-		Projects        []rule.Project        `bson:"projects"`
-		ServiceAccounts []rule.ServiceAccount `bson:"service_accounts"`
+		Projects        []datasourcerule.Project        `bson:"projects"`
+		ServiceAccounts []datasourcerule.ServiceAccount `bson:"service_accounts"`
 	}
 	err := js.dirs.FindOne(ctx, bson.D{{Key: "_id", Value: jobID}}).Decode(&doc)
 	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
-		return rule.Directory{}, store.Wrap(err)
+		return datasourcerule.Directory{}, store.Wrap(err)
 	}
-	return rule.Directory{Projects: doc.Projects, ServiceAccounts: doc.ServiceAccounts}, nil
+	return datasourcerule.Directory{Projects: doc.Projects, ServiceAccounts: doc.ServiceAccounts}, nil
 }
 
 // Forget deletes every job, task, kept directory and cost of a data
@@ -370,7 +370,7 @@ func (js *Jobs) Forget(ctx context.Context, dataSourceID string) error {
 	// Under the lease Start creates a job under, after the data source
 	// record is gone: a job is either found here or never created.
 	var jobs []Job
-	if err := model.Lock(ctx, js.db, model.SyncLock(dataSourceID), func(ctx context.Context) error {
+	if err := core.Lock(ctx, js.db, core.SyncLock(dataSourceID), func(ctx context.Context) error {
 		cur, err := js.jobs.Find(ctx, bson.D{{Key: "data_source_id", Value: dataSourceID}})
 		if err != nil {
 			return store.Wrap(err)
@@ -382,12 +382,12 @@ func (js *Jobs) Forget(ctx context.Context, dataSourceID string) error {
 	ids := bson.A{}
 	for _, j := range jobs {
 		ids = append(ids, j.JobID)
-		if j.Status == model.InProgress {
+		if j.Status == core.InProgress {
 			if err := js.change(ctx, j.JobID, func(cur *Job) (bson.D, error) {
-				if cur.Status != model.InProgress {
+				if cur.Status != core.InProgress {
 					return nil, nil
 				}
-				return finish(cur, model.Canceled, "", "The data source was deregistered."), nil
+				return finish(cur, core.Canceled, "", "The data source was deregistered."), nil
 			}, nil); err != nil {
 				return err
 			}

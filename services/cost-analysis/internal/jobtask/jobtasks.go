@@ -27,27 +27,27 @@ import (
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
-	"github.com/nubes-io/nubes/services/cost-analysis/internal/model"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/core"
 )
 
-// Info is the JobTaskInfo sent: the fields of a stored model.Task that
+// Info is the JobTaskInfo sent: the fields of a stored core.Task that
 // upstream's JobTaskInfo has. Only these may be filtered, sorted or
 // aggregated on.
 type Info struct {
-	ID           string       `bson:"_id" json:"-"`
-	JobTaskID    string       `bson:"job_task_id" json:"job_task_id"`
-	Status       string       `bson:"status" json:"status"`
-	Options      model.Object `bson:"options" json:"options"`
-	CreatedCount int          `bson:"created_count" json:"created_count"`
-	ErrorCode    string       `bson:"error_code" json:"error_code"`
-	ErrorMessage string       `bson:"error_message" json:"error_message"`
-	JobID        string       `bson:"job_id" json:"job_id"`
-	DataSourceID string       `bson:"data_source_id" json:"data_source_id"`
-	DomainID     string       `bson:"domain_id" json:"domain_id"`
-	WorkspaceID  string       `bson:"workspace_id" json:"workspace_id"`
-	CreatedAt    wire.Time    `bson:"created_at" json:"created_at"`
-	StartedAt    *wire.Time   `bson:"started_at" json:"started_at"`
-	FinishedAt   *wire.Time   `bson:"finished_at" json:"finished_at"`
+	ID           string      `bson:"_id" json:"-"`
+	JobTaskID    string      `bson:"job_task_id" json:"job_task_id"`
+	Status       string      `bson:"status" json:"status"`
+	Options      core.Object `bson:"options" json:"options"`
+	CreatedCount int         `bson:"created_count" json:"created_count"`
+	ErrorCode    string      `bson:"error_code" json:"error_code"`
+	ErrorMessage string      `bson:"error_message" json:"error_message"`
+	JobID        string      `bson:"job_id" json:"job_id"`
+	DataSourceID string      `bson:"data_source_id" json:"data_source_id"`
+	DomainID     string      `bson:"domain_id" json:"domain_id"`
+	WorkspaceID  string      `bson:"workspace_id" json:"workspace_id"`
+	CreatedAt    wire.Time   `bson:"created_at" json:"created_at"`
+	StartedAt    *wire.Time  `bson:"started_at" json:"started_at"`
+	FinishedAt   *wire.Time  `bson:"finished_at" json:"finished_at"`
 }
 
 var resource = query.Resource{
@@ -55,7 +55,7 @@ var resource = query.Resource{
 	DefaultSort:   []query.SortKey{{Key: "created_at", Desc: true}},
 	MinimalFields: []string{"job_task_id", "status", "created_count", "job_id", "data_source_id", "created_at", "started_at", "finished_at"},
 	Fields:        query.FieldsOf[Info](),
-	Tenancy:       model.DataSourceTenancy,
+	Tenancy:       core.DataSourceTenancy,
 	Maps:          freeform.FieldsOf[Info](),
 }
 
@@ -82,7 +82,7 @@ type Tasks struct{ c *mongo.Collection }
 // New serves the tasks of db, creating the indexes of their reads: a
 // domain's tasks newest first (list), and a domain's tasks by status.
 func New(ctx context.Context, db *mongo.Database) (*Tasks, error) {
-	ts := &Tasks{c: db.Collection(model.TasksCollection)}
+	ts := &Tasks{c: db.Collection(core.TasksCollection)}
 	return ts, store.EnsureIndexes(ctx, ts.c,
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "created_at", Value: -1}}},
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "status", Value: 1}}},
@@ -93,9 +93,9 @@ func New(ctx context.Context, db *mongo.Database) (*Tasks, error) {
 func (ts *Tasks) Routes() []api.Route {
 	const base = "/cost-analysis/v1/job-task/"
 	return []api.Route{
-		api.Op[taskRequest, Info]{Path: base + "get", Access: model.Readers, Summary: "Get a task of a cost job.", Handle: ts.get},
-		api.Op[taskQuery, api.List[Info]]{Path: base + "list", Access: model.Readers, Summary: "List the tasks of cost jobs the caller may see.", Handle: ts.list},
-		api.Op[statQuery, map[string]any]{Path: base + "stat", Access: model.Readers, Summary: "Statistics over the tasks of cost jobs the caller may see.", Handle: ts.stat},
+		api.Op[taskRequest, Info]{Path: base + "get", Access: core.Readers, Summary: "Get a task of a cost job.", Handle: ts.get},
+		api.Op[taskQuery, api.List[Info]]{Path: base + "list", Access: core.Readers, Summary: "List the tasks of cost jobs the caller may see.", Handle: ts.list},
+		api.Op[statQuery, map[string]any]{Path: base + "stat", Access: core.Readers, Summary: "Statistics over the tasks of cost jobs the caller may see.", Handle: ts.stat},
 	}
 }
 

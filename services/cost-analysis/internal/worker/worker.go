@@ -42,9 +42,9 @@ import (
 	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/core"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/datasourcerule"
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/job"
-	"github.com/nubes-io/nubes/services/cost-analysis/internal/model"
-	"github.com/nubes-io/nubes/services/cost-analysis/internal/rule"
 )
 
 // Config bounds the workers.
@@ -79,7 +79,7 @@ type Worker struct {
 	costs   *mongo.Collection
 	sources *mongo.Collection
 	jobs    *job.Jobs
-	rules   *rule.Rules
+	rules   *datasourcerule.Rules
 	plugins *plugin.Client
 	keys    *seal.Keyring
 	cfg     Config
@@ -87,7 +87,7 @@ type Worker struct {
 }
 
 // New builds a worker.
-func New(db *mongo.Database, bus *events.Bus, jobs *job.Jobs, rules *rule.Rules, plugins *plugin.Client, keys *seal.Keyring, cfg Config, log *slog.Logger) *Worker {
+func New(db *mongo.Database, bus *events.Bus, jobs *job.Jobs, rules *datasourcerule.Rules, plugins *plugin.Client, keys *seal.Keyring, cfg Config, log *slog.Logger) *Worker {
 	d := DefaultConfig()
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = d.Concurrency
@@ -104,8 +104,8 @@ func New(db *mongo.Database, bus *events.Bus, jobs *job.Jobs, rules *rule.Rules,
 	if cfg.Poll <= 0 {
 		cfg.Poll = d.Poll
 	}
-	return &Worker{bus: bus, db: db, tasks: db.Collection(model.TasksCollection), costs: db.Collection(model.CostsCollection),
-		sources: db.Collection(model.DataSourcesCollection), jobs: jobs, rules: rules, plugins: plugins, keys: keys, cfg: cfg, log: log}
+	return &Worker{bus: bus, db: db, tasks: db.Collection(core.TasksCollection), costs: db.Collection(core.CostsCollection),
+		sources: db.Collection(core.DataSourcesCollection), jobs: jobs, rules: rules, plugins: plugins, keys: keys, cfg: cfg, log: log}
 }
 
 // Run consumes until ctx is done, Concurrency tasks at once. It waits for
@@ -153,14 +153,14 @@ func (w *Worker) Handle(ctx context.Context, msg jetstream.Msg) {
 
 // run returns nil when the message is done with, an error to retry it.
 func (w *Worker) run(ctx context.Context, msg jetstream.Msg, m events.CostTask, attempt int) error {
-	task, err := store.Get[model.Task](ctx, w.tasks, "job_task_id", m.JobTaskID)
+	task, err := store.Get[core.Task](ctx, w.tasks, "job_task_id", m.JobTaskID)
 	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
 		return nil // deregistered
 	}
 	if err != nil {
 		return err
 	}
-	if model.Finished(task.Status) {
+	if core.Finished(task.Status) {
 		// A redelivery of a finished task: the settling may not have
 		// happened (the worker died or the store failed after the task's
 		// status was written); settling again is harmless.
@@ -170,7 +170,7 @@ func (w *Worker) run(ctx context.Context, msg jetstream.Msg, m events.CostTask, 
 	if err != nil || j == nil {
 		return err
 	}
-	if j.Status == model.InProgress {
+	if j.Status == core.InProgress {
 		if _, err := w.jobs.Expire(ctx, j.JobID); err != nil {
 			return err
 		}
@@ -178,11 +178,11 @@ func (w *Worker) run(ctx context.Context, msg jetstream.Msg, m events.CostTask, 
 			return err
 		}
 	}
-	if j.Status != model.InProgress {
-		return w.abandon(ctx, task, model.Canceled, "", "The job is "+j.Status+".")
+	if j.Status != core.InProgress {
+		return w.abandon(ctx, task, core.Canceled, "", "The job is "+j.Status+".")
 	}
 	now := wire.T(wire.Now())
-	if err := w.set(ctx, task.ID, bson.D{{Key: "status", Value: model.InProgress}, {Key: "attempt", Value: attempt},
+	if err := w.set(ctx, task.ID, bson.D{{Key: "status", Value: core.InProgress}, {Key: "attempt", Value: attempt},
 		{Key: "started_at", Value: now}, {Key: "created_count", Value: 0}}); err != nil {
 		return err
 	}
@@ -212,7 +212,7 @@ func (w *Worker) run(ctx context.Context, msg jetstream.Msg, m events.CostTask, 
 		if err := w.jobs.TaskFailed(ctx, j, "Task "+task.ID+" failed: "+code+": "+message); err != nil {
 			return err
 		}
-		return w.abandon(ctx, task, model.Failure, code, message)
+		return w.abandon(ctx, task, core.Failure, code, message)
 	}
 	// The job may have been cancelled after the last chunk: the task then
 	// keeps nothing either.
@@ -222,7 +222,7 @@ func (w *Worker) run(ctx context.Context, msg jetstream.Msg, m events.CostTask, 
 		return w.stopped(ctx, task)
 	}
 	done := wire.T(wire.Now())
-	if err := w.set(ctx, task.ID, bson.D{{Key: "status", Value: model.Success}, {Key: "created_count", Value: n},
+	if err := w.set(ctx, task.ID, bson.D{{Key: "status", Value: core.Success}, {Key: "created_count", Value: n},
 		{Key: "finished_at", Value: done}, {Key: "tag_keys", Value: keys[0]}, {Key: "additional_info_keys", Value: keys[1]},
 		{Key: "data_keys", Value: keys[2]}}); err != nil {
 		return err
@@ -235,8 +235,8 @@ func (w *Worker) run(ctx context.Context, msg jetstream.Msg, m events.CostTask, 
 // CANCELED. A task gone with its data source (deregister) has its rows
 // deleted too: the chunks stored between deregister's delete of the costs
 // and the worker noticing would otherwise stay, shown, for good.
-func (w *Worker) stopped(ctx context.Context, task *model.Task) error {
-	cur, err := store.Get[model.Task](ctx, w.tasks, "job_task_id", task.ID)
+func (w *Worker) stopped(ctx context.Context, task *core.Task) error {
+	cur, err := store.Get[core.Task](ctx, w.tasks, "job_task_id", task.ID)
 	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
 		_, err := w.costs.DeleteMany(context.WithoutCancel(ctx), bson.D{{Key: "job_task_id", Value: task.ID}})
 		return store.Wrap(err)
@@ -244,14 +244,14 @@ func (w *Worker) stopped(ctx context.Context, task *model.Task) error {
 	if err != nil {
 		return err
 	}
-	if cur.Attempt != task.Attempt || model.Finished(cur.Status) {
+	if cur.Attempt != task.Attempt || core.Finished(cur.Status) {
 		return nil
 	}
-	return w.abandon(ctx, task, model.Canceled, "", "The job stopped.")
+	return w.abandon(ctx, task, core.Canceled, "", "The job stopped.")
 }
 
 // abandon deletes a task's rows and gives it a final status.
-func (w *Worker) abandon(ctx context.Context, task *model.Task, status, code, message string) error {
+func (w *Worker) abandon(ctx context.Context, task *core.Task, status, code, message string) error {
 	ctx = context.WithoutCancel(ctx)
 	if _, err := w.costs.DeleteMany(ctx, bson.D{{Key: "job_task_id", Value: task.ID}}); err != nil {
 		return store.Wrap(err)
@@ -270,15 +270,15 @@ func (w *Worker) set(ctx context.Context, id string, set bson.D) error {
 
 // current reports whether the task may go on: its job runs and the task
 // is still this attempt's.
-func (w *Worker) current(ctx context.Context, task *model.Task) (bool, error) {
+func (w *Worker) current(ctx context.Context, task *core.Task) (bool, error) {
 	j, err := w.jobs.Load(ctx, task.JobID)
 	if err != nil || j == nil {
 		return false, err
 	}
-	if j.Status != model.InProgress || time.Since(j.CreatedAt.Time) >= w.jobs.Timeout() {
+	if j.Status != core.InProgress || time.Since(j.CreatedAt.Time) >= w.jobs.Timeout() {
 		return false, nil
 	}
-	cur, err := store.Get[model.Task](ctx, w.tasks, "job_task_id", task.ID)
+	cur, err := store.Get[core.Task](ctx, w.tasks, "job_task_id", task.ID)
 	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
 		return false, nil
 	}
@@ -290,9 +290,9 @@ func (w *Worker) current(ctx context.Context, task *model.Task) (bool, error) {
 
 // stream runs Cost.get_data for the task and stores each chunk. It
 // returns the rows stored and the tag, additional_info and data keys seen.
-func (w *Worker) stream(ctx context.Context, msg jetstream.Msg, task *model.Task, j *model.Job) (int, [3][]string, error) {
+func (w *Worker) stream(ctx context.Context, msg jetstream.Msg, task *core.Task, j *core.Job) (int, [3][]string, error) {
 	var keys [3][]string
-	ds, err := store.Get[model.DataSource](ctx, w.sources, "data_source_id", task.DataSourceID)
+	ds, err := store.Get[core.DataSource](ctx, w.sources, "data_source_id", task.DataSourceID)
 	if err != nil {
 		if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
 			return 0, keys, errStop
@@ -311,7 +311,7 @@ func (w *Worker) stream(ctx context.Context, msg jetstream.Msg, task *model.Task
 	if err != nil {
 		return 0, keys, err
 	}
-	engine := rule.NewEngine(rules, dir, ds.WorkspaceID)
+	engine := datasourcerule.NewEngine(rules, dir, ds.WorkspaceID)
 	currency, _ := ds.PluginInfo.Metadata["currency"].(string)
 	if currency == "" {
 		currency = "USD"
@@ -453,7 +453,7 @@ func CostID(taskID string, index int) string {
 // without billed_date (YYYY-MM-DD) fails the task. row is the caller's
 // to give up: it is changed in place (a streamed row is decoded for this
 // one use, and a copy per row is a sync's cost for nothing).
-func Build(row map[string]any, engine *rule.Engine, ds *model.DataSource, j *model.Job, task *model.Task, index int, currency string) (*model.Cost, error) {
+func Build(row map[string]any, engine *datasourcerule.Engine, ds *core.DataSource, j *core.Job, task *core.Task, index int, currency string) (*core.Cost, error) {
 	bd, _ := row["billed_date"].(string)
 	if bd == "" {
 		return nil, MissingBilledDate(index)
@@ -469,7 +469,7 @@ func Build(row map[string]any, engine *rule.Engine, ds *model.DataSource, j *mod
 		// upstream stamps the secret's service account); its workspace
 		// when it has one and the data source is domain-wide.
 		r["service_account_id"] = task.TrustedAccountID
-		if ds.WorkspaceID == model.Global && task.AccountWorkspaceID != "" && task.AccountWorkspaceID != model.Global {
+		if ds.WorkspaceID == core.Global && task.AccountWorkspaceID != "" && task.AccountWorkspaceID != core.Global {
 			r["workspace_id"] = task.AccountWorkspaceID
 		}
 	}
@@ -482,10 +482,10 @@ func Build(row map[string]any, engine *rule.Engine, ds *model.DataSource, j *mod
 	if ws == "" {
 		ws = ds.WorkspaceID
 	}
-	if ds.WorkspaceID != model.Global {
+	if ds.WorkspaceID != core.Global {
 		ws = ds.WorkspaceID // a WORKSPACE data source's costs stay in its workspace
 	}
-	return &model.Cost{ID: id, CostID: id, Cost: num("cost"), UsageQuantity: num("usage_quantity"), UsageUnit: str("usage_unit"),
+	return &core.Cost{ID: id, CostID: id, Cost: num("cost"), UsageQuantity: num("usage_quantity"), UsageUnit: str("usage_unit"),
 		Provider: str("provider"), RegionCode: str("region_code"), Product: str("product"), UsageType: str("usage_type"),
 		Resource: str("resource"), Tags: obj("tags"), AdditionalInfo: obj("additional_info"), Data: obj("data"),
 		Currency: currency, BilledDate: bd, BilledMonth: bd[:7], BilledYear: bd[:4], ProjectID: str("project_id"),

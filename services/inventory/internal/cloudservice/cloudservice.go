@@ -17,11 +17,11 @@ import (
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/tenancy"
-	"github.com/nubes-io/nubes/services/inventory/internal/inv"
+	"github.com/nubes-io/nubes/services/inventory/internal/core"
 )
 
 // CloudService is the CloudServiceInfo sent.
-type CloudService = inv.CloudService
+type CloudService = core.CloudService
 
 var resource = query.Resource{
 	KeywordFields: []string{"cloud_service_id", "name", "cloud_service_type", "cloud_service_group", "provider", "account", "region_code"},
@@ -61,7 +61,7 @@ type Service struct{ c *mongo.Collection }
 // New creates the collection's indexes (the workers' match and garbage
 // collection read it too).
 func New(ctx context.Context, db *mongo.Database) (*Service, error) {
-	s := &Service{c: db.Collection(inv.CloudServicesCollection)}
+	s := &Service{c: db.Collection(core.CloudServicesCollection)}
 	return s, store.EnsureIndexes(ctx, s.c,
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "workspace_id", Value: 1}, {Key: "created_at", Value: -1}}},
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "provider", Value: 1}, {Key: "cloud_service_group", Value: 1}, {Key: "cloud_service_type", Value: 1}}},
@@ -73,9 +73,9 @@ func New(ctx context.Context, db *mongo.Database) (*Service, error) {
 func (s *Service) Routes() []api.Route {
 	const base = "/inventory/v1/cloud-service/"
 	return []api.Route{
-		api.Op[request, CloudService]{Path: base + "get", Access: inv.Readers, Summary: "Get a collected cloud service (Nubes' addition).", Handle: s.get},
-		api.Op[listQuery, api.List[CloudService]]{Path: base + "list", Access: inv.Readers, Summary: "List the collected cloud services the caller may see (Nubes' addition).", Handle: s.list},
-		api.Op[statQuery, map[string]any]{Path: base + "stat", Access: inv.Readers, Summary: "Statistics over the collected cloud services the caller may see (Nubes' addition).", Handle: s.stat},
+		api.Op[request, CloudService]{Path: base + "get", Access: core.Readers, Summary: "Get a collected cloud service (Nubes' addition).", Handle: s.get},
+		api.Op[listQuery, api.List[CloudService]]{Path: base + "list", Access: core.Readers, Summary: "List the collected cloud services the caller may see (Nubes' addition).", Handle: s.list},
+		api.Op[statQuery, map[string]any]{Path: base + "stat", Access: core.Readers, Summary: "Statistics over the collected cloud services the caller may see (Nubes' addition).", Handle: s.stat},
 	}
 }
 

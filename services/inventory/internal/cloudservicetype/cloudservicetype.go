@@ -1,6 +1,6 @@
 // Package cloudservicetype holds the cloud service type operations of
 // the inventory service. A type's key is <provider>.<group>.<name>,
-// unique in its workspace: the key is claimed in inv.KeysCollection by
+// unique in its workspace: the key is claimed in core.KeysCollection by
 // the insert of its _id, which is atomic on MongoDB and FerretDB alike.
 // name, provider and group never change. Collectors upsert the types
 // their plugins report through Upsert (package worker).
@@ -25,11 +25,11 @@ import (
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
-	"github.com/nubes-io/nubes/services/inventory/internal/inv"
+	"github.com/nubes-io/nubes/services/inventory/internal/core"
 )
 
 // Type is the CloudServiceTypeInfo sent.
-type Type = inv.CloudServiceType
+type Type = core.CloudServiceType
 
 var resource = query.Resource{
 	KeywordFields: []string{"cloud_service_type_id", "name", "group", "provider", "cloud_service_type_key"},
@@ -99,12 +99,12 @@ func (r *createType) Validate() error {
 			return err
 		}
 	}
-	return inv.CheckAllKeys("metadata", r.Metadata, "tags", r.Tags, "labels", r.Labels)
+	return core.CheckAllKeys("metadata", r.Metadata, "tags", r.Tags, "labels", r.Labels)
 }
 
 // Validate checks the objects' keys.
 func (r *updateType) Validate() error {
-	return inv.CheckAllKeys("metadata", r.Metadata, "tags", r.Tags, "labels", r.Labels)
+	return core.CheckAllKeys("metadata", r.Metadata, "tags", r.Tags, "labels", r.Labels)
 }
 
 // keyPart refuses a dot in a part of <provider>.<group>.<name>: the key
@@ -126,7 +126,7 @@ type Service struct {
 
 // New creates the collection's indexes.
 func New(ctx context.Context, db *mongo.Database) (*Service, error) {
-	s := &Service{c: db.Collection(inv.CloudServiceTypesCollection), keys: db.Collection(inv.KeysCollection)}
+	s := &Service{c: db.Collection(core.CloudServiceTypesCollection), keys: db.Collection(core.KeysCollection)}
 	return s, store.EnsureIndexes(ctx, s.c,
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "workspace_id", Value: 1}, {Key: "cloud_service_type_key", Value: 1}}},
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "provider", Value: 1}, {Key: "group", Value: 1}}},
@@ -137,12 +137,12 @@ func New(ctx context.Context, db *mongo.Database) (*Service, error) {
 func (s *Service) Routes() []api.Route {
 	const base = "/inventory/v1/cloud-service-type/"
 	return []api.Route{
-		api.Op[createType, Type]{Path: base + "create", Access: inv.Writers, Summary: "Create a cloud service type; its key <provider>.<group>.<name> is unique in its workspace.", Handle: s.create},
-		api.Op[updateType, Type]{Path: base + "update", Access: inv.Writers, Summary: "Change a cloud service type; name, provider and group never change.", Handle: s.update},
-		api.Op[typeRequest, api.Empty]{Path: base + "delete", Access: inv.Writers, Summary: "Delete a cloud service type.", Handle: s.delete},
-		api.Op[typeRequest, Type]{Path: base + "get", Access: inv.Readers, Summary: "Get a cloud service type.", Handle: s.get},
-		api.Op[typeQuery, api.List[Type]]{Path: base + "list", Access: inv.Readers, Summary: "List the cloud service types the caller may see.", Handle: s.list},
-		api.Op[statQuery, map[string]any]{Path: base + "stat", Access: inv.Readers, Summary: "Statistics over the cloud service types the caller may see.", Handle: s.stat},
+		api.Op[createType, Type]{Path: base + "create", Access: core.Writers, Summary: "Create a cloud service type; its key <provider>.<group>.<name> is unique in its workspace.", Handle: s.create},
+		api.Op[updateType, Type]{Path: base + "update", Access: core.Writers, Summary: "Change a cloud service type; name, provider and group never change.", Handle: s.update},
+		api.Op[typeRequest, api.Empty]{Path: base + "delete", Access: core.Writers, Summary: "Delete a cloud service type.", Handle: s.delete},
+		api.Op[typeRequest, Type]{Path: base + "get", Access: core.Readers, Summary: "Get a cloud service type.", Handle: s.get},
+		api.Op[typeQuery, api.List[Type]]{Path: base + "list", Access: core.Readers, Summary: "List the cloud service types the caller may see.", Handle: s.list},
+		api.Op[statQuery, map[string]any]{Path: base + "stat", Access: core.Readers, Summary: "Statistics over the cloud service types the caller may see.", Handle: s.stat},
 	}
 }
 
@@ -164,7 +164,7 @@ func Key(provider, group, name string) string { return provider + "." + group + 
 func Create(ctx context.Context, c, keys *mongo.Collection, domainID, workspaceID string, f Fields) (*Type, error) {
 	key := Key(f.Provider, f.Group, f.Name)
 	id := wire.NewID("cloud-svc-type")
-	claim := inv.Key{ID: inv.TypeKey(domainID, workspaceID, key), Target: id, At: time.Now().UTC()}
+	claim := core.Key{ID: core.TypeKey(domainID, workspaceID, key), Target: id, At: time.Now().UTC()}
 	if _, err := keys.InsertOne(ctx, claim); err != nil {
 		if mongo.IsDuplicateKeyError(err) {
 			return nil, errs.New(errs.SaveUniqueValues, "A cloud service type with this key exists in the workspace. (cloud_service_type_key = %s)", key)
@@ -172,7 +172,7 @@ func Create(ctx context.Context, c, keys *mongo.Collection, domainID, workspaceI
 		return nil, store.Wrap(err)
 	}
 	if f.ResourceType == "" {
-		f.ResourceType = inv.TypeCloudService
+		f.ResourceType = core.TypeCloudService
 	}
 	if f.UpdatedBy == "" {
 		f.UpdatedBy = "manual"
@@ -192,8 +192,8 @@ func Create(ctx context.Context, c, keys *mongo.Collection, domainID, workspaceI
 // Find returns the type holding a key in a workspace, nil when none does.
 // A claim whose type is gone (a create that died halfway) is freed.
 func Find(ctx context.Context, c, keys *mongo.Collection, domainID, workspaceID, key string) (*Type, error) {
-	var k inv.Key
-	err := keys.FindOne(ctx, bson.D{{Key: "_id", Value: inv.TypeKey(domainID, workspaceID, key)}}).Decode(&k)
+	var k core.Key
+	err := keys.FindOne(ctx, bson.D{{Key: "_id", Value: core.TypeKey(domainID, workspaceID, key)}}).Decode(&k)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return nil, nil
 	}
@@ -203,7 +203,7 @@ func Find(ctx context.Context, c, keys *mongo.Collection, domainID, workspaceID,
 	t, err := store.Get[Type](ctx, c, "cloud_service_type_id", k.Target)
 	if err != nil {
 		e, ok := errs.As(err)
-		if ok && e.Code == errs.NotFoundCode && time.Since(k.At) > inv.StaleKey {
+		if ok && e.Code == errs.NotFoundCode && time.Since(k.At) > core.StaleKey {
 			_, _ = keys.DeleteOne(ctx, bson.D{{Key: "_id", Value: k.ID}})
 			return nil, nil
 		}
@@ -224,7 +224,7 @@ func (s *Service) create(ctx context.Context, p *auth.Principal, r *createType) 
 	}
 	at := rule.Stamp()
 	if at.Workspace == "" {
-		at.Workspace = inv.Global
+		at.Workspace = core.Global
 	}
 	if err := rule.Admits(at); err != nil {
 		return nil, err
@@ -291,8 +291,8 @@ func (s *Service) delete(ctx context.Context, p *auth.Principal, r *typeRequest)
 	}
 	// The key is free again, if it is still this type's (read, then
 	// deleted by _id alone: FerretDB scans for any other condition).
-	keyID := inv.TypeKey(doc.DomainID, doc.WorkspaceID, doc.CloudServiceTypeKey)
-	var k inv.Key
+	keyID := core.TypeKey(doc.DomainID, doc.WorkspaceID, doc.CloudServiceTypeKey)
+	var k core.Key
 	if err := s.keys.FindOne(ctx, bson.D{{Key: "_id", Value: keyID}}).Decode(&k); err == nil && k.Target == doc.ID {
 		if _, err := s.keys.DeleteOne(ctx, bson.D{{Key: "_id", Value: keyID}}); err != nil {
 			return nil, store.Wrap(err)

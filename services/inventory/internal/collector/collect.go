@@ -14,7 +14,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/trusted"
 	"github.com/nubes-io/nubes/pkg/wire"
-	"github.com/nubes-io/nubes/services/inventory/internal/inv"
+	"github.com/nubes-io/nubes/services/inventory/internal/core"
 )
 
 var errNoBus = errors.New("inventory runs without an event bus")
@@ -22,7 +22,7 @@ var errNoBus = errors.New("inventory runs without an event bus")
 // collect is open to workspace members as upstream has it (semantics.md
 // §4.4: Access is inventory's readers); a collector of the whole domain
 // stays the domain admin's (s.writable: 403).
-func (s *Service) collect(ctx context.Context, p *auth.Principal, r *collectRequest) (*inv.Job, error) {
+func (s *Service) collect(ctx context.Context, p *auth.Principal, r *collectRequest) (*core.Job, error) {
 	doc, err := s.writable(ctx, p, r.CollectorID)
 	if err != nil {
 		return nil, err
@@ -44,11 +44,11 @@ func (s *Service) collect(ctx context.Context, p *auth.Principal, r *collectRequ
 // collector whose delete has begun is 404): its writes to the collector
 // keep the delete's mark, and its job is created before the delete's
 // children go or not at all (store.Teardown.Live).
-func (s *Service) Collect(ctx context.Context, c *Collector, secretID, requestWorkspace string) (*inv.Job, error) {
+func (s *Service) Collect(ctx context.Context, c *Collector, secretID, requestWorkspace string) (*core.Job, error) {
 	if s.outbox == nil {
 		return nil, errs.Down("The job queue", errNoBus)
 	}
-	var job *inv.Job
+	var job *core.Job
 	err := s.records().Live(ctx, c.ID, func(ctx context.Context, c *Collector, set func(bson.D) (*Collector, error)) error {
 		var err error
 		job, err = s.collectLive(ctx, c, set, secretID, requestWorkspace)
@@ -57,7 +57,7 @@ func (s *Service) Collect(ctx context.Context, c *Collector, secretID, requestWo
 	return job, err
 }
 
-func (s *Service) collectLive(ctx context.Context, c *Collector, setCollector func(bson.D) (*Collector, error), secretID, requestWorkspace string) (*inv.Job, error) {
+func (s *Service) collectLive(ctx context.Context, c *Collector, setCollector func(bson.D) (*Collector, error), secretID, requestWorkspace string) (*core.Job, error) {
 	if err := s.upgrade(ctx, c, setCollector); err != nil {
 		return nil, err
 	}
@@ -70,18 +70,18 @@ func (s *Service) collectLive(ctx context.Context, c *Collector, setCollector fu
 		return nil, err
 	}
 	id := wire.NewID("job")
-	job := &inv.Job{ID: id, JobID: id, Status: inv.JobInProgress, TotalTasks: int32(len(secrets)), RemainedTasks: int32(len(secrets)),
+	job := &core.Job{ID: id, JobID: id, Status: core.JobInProgress, TotalTasks: int32(len(secrets)), RemainedTasks: int32(len(secrets)),
 		RequestSecretID: secretID, RequestWorkspaceID: requestWorkspace, SecretID: secretID, Filter: map[string]any{},
 		ResourceGroup: c.ResourceGroup, DomainID: c.DomainID, WorkspaceID: c.WorkspaceID, CollectorID: c.CollectorID,
 		PluginID: c.PluginInfo.PluginID, CreatedAt: now, UpdatedAt: now, TaskIDs: []string{}, Concurrency: concurrency(c.PluginInfo.Metadata)}
 	if len(secrets) == 0 {
-		job.Status, job.FinishedAt = inv.JobSuccess, now
+		job.Status, job.FinishedAt = core.JobSuccess, now
 	}
 	tasks := make([]any, len(secrets))
 	for i, a := range secrets {
 		tid := wire.NewID("job-task")
 		job.TaskIDs = append(job.TaskIDs, tid)
-		tasks[i] = &inv.JobTask{ID: tid, JobTaskID: tid, Status: inv.TaskPending, Provider: c.Provider, Errors: []inv.ErrorInfo{},
+		tasks[i] = &core.JobTask{ID: tid, JobTaskID: tid, Status: core.TaskPending, Provider: c.Provider, Errors: []core.ErrorInfo{},
 			DomainID: c.DomainID, WorkspaceID: trusted.Workspace(a, c.WorkspaceID), ServiceAccountID: a.TrustedAccountID, JobID: id,
 			SecretID: a.TrustedSecretID, CollectorID: c.CollectorID, CreatedAt: now, SubTasks: []freeform.Map{}}
 	}
@@ -93,7 +93,7 @@ func (s *Service) collectLive(ctx context.Context, c *Collector, setCollector fu
 	}
 	if err := s.queue(ctx, job, tasks); err != nil {
 		// A job whose tasks are not all queued would never finish.
-		fail := bson.D{{Key: "status", Value: inv.JobFailure}, {Key: "finished_at", Value: now}, {Key: "updated_at", Value: now}}
+		fail := bson.D{{Key: "status", Value: core.JobFailure}, {Key: "finished_at", Value: now}, {Key: "updated_at", Value: now}}
 		_, _ = s.jobs.UpdateOne(context.WithoutCancel(ctx), bson.D{{Key: "_id", Value: id}}, bson.D{{Key: "$set", Value: fail}})
 		return nil, err
 	}
@@ -104,12 +104,12 @@ func (s *Service) collectLive(ctx context.Context, c *Collector, setCollector fu
 }
 
 // queue stores the tasks and their messages (the outbox publishes them).
-func (s *Service) queue(ctx context.Context, job *inv.Job, tasks []any) error {
+func (s *Service) queue(ctx context.Context, job *core.Job, tasks []any) error {
 	if _, err := s.tasks.InsertMany(ctx, tasks); err != nil {
 		return store.Wrap(err)
 	}
 	for _, t := range tasks {
-		jt := t.(*inv.JobTask)
+		jt := t.(*core.JobTask)
 		msg := events.InventoryTask{ID: jt.JobTaskID, JobID: job.JobID, JobTaskID: jt.JobTaskID, DomainID: job.DomainID, SubTask: -1}
 		if err := s.outbox.Add(ctx, events.InventoryTaskSubject, msg.ID, msg); err != nil {
 			return store.Wrap(err)
@@ -122,11 +122,11 @@ func (s *Service) queue(ctx context.Context, job *inv.Job, tasks []any) error {
 // requesting workspace and requested secret, and their unfinished tasks.
 func (s *Service) cancelRunning(ctx context.Context, c *Collector, secretID, requestWorkspace string, now wire.Time) error {
 	cur, err := s.jobs.Find(ctx, bson.D{{Key: "domain_id", Value: c.DomainID}, {Key: "collector_id", Value: c.CollectorID},
-		{Key: "status", Value: inv.JobInProgress}})
+		{Key: "status", Value: core.JobInProgress}})
 	if err != nil {
 		return store.Wrap(err)
 	}
-	var running []inv.Job
+	var running []core.Job
 	if err := cur.All(ctx, &running); err != nil {
 		return store.Wrap(err)
 	}
@@ -134,11 +134,11 @@ func (s *Service) cancelRunning(ctx context.Context, c *Collector, secretID, req
 		if j.RequestSecretID != secretID || j.RequestWorkspaceID != requestWorkspace {
 			continue
 		}
-		set := bson.D{{Key: "status", Value: inv.JobCanceled}, {Key: "finished_at", Value: now}, {Key: "updated_at", Value: now}}
+		set := bson.D{{Key: "status", Value: core.JobCanceled}, {Key: "finished_at", Value: now}, {Key: "updated_at", Value: now}}
 		if _, err := s.jobs.UpdateOne(ctx, bson.D{{Key: "_id", Value: j.ID}}, bson.D{{Key: "$set", Value: set}}); err != nil {
 			return store.Wrap(err)
 		}
-		if err := inv.EndTasks(ctx, s.tasks, j.TaskIDs, inv.TaskCanceled, nil, now); err != nil {
+		if err := core.EndTasks(ctx, s.tasks, j.TaskIDs, core.TaskCanceled, nil, now); err != nil {
 			return err
 		}
 	}

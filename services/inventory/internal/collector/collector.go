@@ -31,11 +31,11 @@ import (
 	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/trusted"
 	"github.com/nubes-io/nubes/pkg/wire"
-	"github.com/nubes-io/nubes/services/inventory/internal/inv"
+	"github.com/nubes-io/nubes/services/inventory/internal/core"
 )
 
 // Collector is the CollectorInfo sent.
-type Collector = inv.Collector
+type Collector = core.Collector
 
 var resource = query.Resource{
 	KeywordFields: []string{"collector_id", "name", "provider"},
@@ -55,7 +55,7 @@ type (
 		Name          string          `json:"name" v:"required,max=255"`
 		PluginInfo    *pluginInfo     `json:"plugin_info" v:"required"`
 		ResourceGroup string          `json:"resource_group" v:"required,enum=DOMAIN|WORKSPACE"`
-		Schedule      *inv.Schedule   `json:"schedule"`
+		Schedule      *core.Schedule  `json:"schedule"`
 		Provider      string          `json:"provider" v:"max=255"`
 		SecretFilter  *trusted.Filter `json:"secret_filter"`
 		Tags          freeform.Flat   `json:"tags"`
@@ -64,7 +64,7 @@ type (
 	updateCollector struct {
 		CollectorID  string          `json:"collector_id" v:"required,max=64"`
 		Name         string          `json:"name" v:"max=255"`
-		Schedule     *inv.Schedule   `json:"schedule"`
+		Schedule     *core.Schedule  `json:"schedule"`
 		SecretFilter *trusted.Filter `json:"secret_filter"`
 		Tags         freeform.Flat   `json:"tags"`
 		// PluginInfo is what clients echo back; plugin changes go through
@@ -108,14 +108,14 @@ func (r *createCollector) Validate() error {
 	if err := r.PluginInfo.Check(r.PluginInfo.UpgradeMode); err != nil {
 		return err
 	}
-	return inv.CheckAllKeys("plugin_info.options", r.PluginInfo.Options, "tags", r.Tags)
+	return core.CheckAllKeys("plugin_info.options", r.PluginInfo.Options, "tags", r.Tags)
 }
 
 // Validate checks the tags' keys.
-func (r *updateCollector) Validate() error { return inv.CheckKeys("tags", r.Tags) }
+func (r *updateCollector) Validate() error { return core.CheckKeys("tags", r.Tags) }
 
 // Validate checks the options' keys.
-func (r *updatePlugin) Validate() error { return inv.CheckKeys("options", r.Options) }
+func (r *updatePlugin) Validate() error { return core.CheckKeys("options", r.Options) }
 
 // Service serves the collector operations.
 type Service struct {
@@ -124,7 +124,7 @@ type Service struct {
 	tasks    *mongo.Collection
 	leases   *mongo.Collection
 	repo     pluginref.Repository
-	identity inv.Identity
+	identity core.Identity
 	plugins  *plugin.Client
 	outbox   *events.Outbox
 	log      *slog.Logger
@@ -132,10 +132,10 @@ type Service struct {
 
 // New creates the collection's indexes. outbox queues the tasks of
 // collect (nil: collect answers 503).
-func New(ctx context.Context, db *mongo.Database, repo pluginref.Repository, identity inv.Identity, plugins *plugin.Client,
+func New(ctx context.Context, db *mongo.Database, repo pluginref.Repository, identity core.Identity, plugins *plugin.Client,
 	outbox *events.Outbox, log *slog.Logger) (*Service, error) {
-	s := &Service{c: db.Collection(inv.CollectorsCollection), jobs: db.Collection(inv.JobsCollection),
-		tasks: db.Collection(inv.JobTasksCollection), leases: db.Collection(inv.LeasesCollection), repo: repo, identity: identity, plugins: plugins, outbox: outbox, log: log}
+	s := &Service{c: db.Collection(core.CollectorsCollection), jobs: db.Collection(core.JobsCollection),
+		tasks: db.Collection(core.JobTasksCollection), leases: db.Collection(core.LeasesCollection), repo: repo, identity: identity, plugins: plugins, outbox: outbox, log: log}
 	return s, store.EnsureIndexes(ctx, s.c,
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "name", Value: 1}}},
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "workspace_id", Value: 1}}},
@@ -147,23 +147,23 @@ func New(ctx context.Context, db *mongo.Database, repo pluginref.Repository, ide
 func (s *Service) Routes() []api.Route {
 	const base = "/inventory/v1/collector/"
 	return []api.Route{
-		api.Op[createCollector, Collector]{Path: base + "create", Access: inv.Writers, Summary: "Create a collector from an inventory.Collector plugin (initialised; its metadata kept).", Handle: s.create},
-		api.Op[updateCollector, Collector]{Path: base + "update", Access: inv.Writers, Summary: "Change a collector's name, schedule, secret filter or tags.", Handle: s.update},
-		api.Op[updatePlugin, Collector]{Path: base + "update-plugin", Access: inv.Writers, Summary: "Change the plugin's version, options or upgrade mode and initialise it again.", Handle: s.updatePlugin},
-		api.Op[verifyPlugin, api.Empty]{Path: base + "verify-plugin", Access: inv.Writers, Summary: "Ask the plugin to verify the collector's options with the secret data of its first secret.", Handle: s.verifyPlugin},
-		api.Op[collectorRequest, api.Empty]{Path: base + "delete", Access: inv.Writers, Summary: "Delete a collector with its jobs and job tasks; collected resources stay.", Handle: s.delete},
-		api.Op[collectorRequest, Collector]{Path: base + "get", Access: inv.Readers, Summary: "Get a collector.", Handle: s.get},
-		api.Op[collectorQuery, api.List[Collector]]{Path: base + "list", Access: inv.Readers, Summary: "List the collectors the caller may see.", Handle: s.list},
-		api.Op[statQuery, map[string]any]{Path: base + "stat", Access: inv.Readers, Summary: "Statistics over the collectors the caller may see.", Handle: s.stat},
-		api.Op[collectRequest, inv.Job]{Path: base + "collect", Access: inv.Readers, Summary: "Collect now: one job, one task per secret (trusted account) of the collector's provider in its scope.", Handle: s.collect},
+		api.Op[createCollector, Collector]{Path: base + "create", Access: core.Writers, Summary: "Create a collector from an inventory.Collector plugin (initialised; its metadata kept).", Handle: s.create},
+		api.Op[updateCollector, Collector]{Path: base + "update", Access: core.Writers, Summary: "Change a collector's name, schedule, secret filter or tags.", Handle: s.update},
+		api.Op[updatePlugin, Collector]{Path: base + "update-plugin", Access: core.Writers, Summary: "Change the plugin's version, options or upgrade mode and initialise it again.", Handle: s.updatePlugin},
+		api.Op[verifyPlugin, api.Empty]{Path: base + "verify-plugin", Access: core.Writers, Summary: "Ask the plugin to verify the collector's options with the secret data of its first secret.", Handle: s.verifyPlugin},
+		api.Op[collectorRequest, api.Empty]{Path: base + "delete", Access: core.Writers, Summary: "Delete a collector with its jobs and job tasks; collected resources stay.", Handle: s.delete},
+		api.Op[collectorRequest, Collector]{Path: base + "get", Access: core.Readers, Summary: "Get a collector.", Handle: s.get},
+		api.Op[collectorQuery, api.List[Collector]]{Path: base + "list", Access: core.Readers, Summary: "List the collectors the caller may see.", Handle: s.list},
+		api.Op[statQuery, map[string]any]{Path: base + "stat", Access: core.Readers, Summary: "Statistics over the collectors the caller may see.", Handle: s.stat},
+		api.Op[collectRequest, core.Job]{Path: base + "collect", Access: core.Readers, Summary: "Collect now: one job, one task per secret (trusted account) of the collector's provider in its scope.", Handle: s.collect},
 	}
 }
 
-func (s *Service) target(info inv.PluginInfo) plugin.Collector {
+func (s *Service) target(info core.PluginInfo) plugin.Collector {
 	return plugin.Collector{Target: s.plugins.Plugin(info.PluginID, info.Version)}
 }
 
-func (s *Service) init(ctx context.Context, info inv.PluginInfo) (map[string]any, error) {
+func (s *Service) init(ctx context.Context, info core.PluginInfo) (map[string]any, error) {
 	return s.target(info).Init(ctx, info.Options)
 }
 
@@ -172,18 +172,18 @@ func (s *Service) init(ctx context.Context, info inv.PluginInfo) (map[string]any
 // workspace of the domain named in the request.
 func (s *Service) placement(ctx context.Context, p *auth.Principal, group, workspaceID string) (string, error) {
 	switch {
-	case group == inv.GroupDomain && !tenancy.DomainWide(p):
+	case group == core.GroupDomain && !tenancy.DomainWide(p):
 		return "", errs.Forbidden()
-	case group == inv.GroupDomain && workspaceID != "" && workspaceID != inv.Global:
+	case group == core.GroupDomain && workspaceID != "" && workspaceID != core.Global:
 		return "", errs.Invalid("workspace_id", "a DOMAIN collector belongs to no workspace")
-	case group == inv.GroupDomain:
-		return inv.Global, nil
+	case group == core.GroupDomain:
+		return core.Global, nil
 	case p.WorkspaceID != "":
 		if workspaceID != "" && workspaceID != p.WorkspaceID {
 			return "", errs.NotFound("workspace_id", workspaceID)
 		}
 		return p.WorkspaceID, nil
-	case workspaceID == "" || workspaceID == inv.Global:
+	case workspaceID == "" || workspaceID == core.Global:
 		return "", errs.Required("workspace_id")
 	}
 	if err := s.identity.Workspace(ctx, p, workspaceID); err != nil {
@@ -195,7 +195,7 @@ func (s *Service) placement(ctx context.Context, p *auth.Principal, group, works
 // provider resolves a collector's provider: the request's, else the
 // plugin's; it must be one the plugin supports when the plugin says.
 func provider(asked string, rp *pluginref.Plugin) (string, error) {
-	supported := inv.SupportedProviders(rp)
+	supported := core.SupportedProviders(rp)
 	pr := asked
 	if pr == "" {
 		pr = rp.Provider
@@ -223,7 +223,7 @@ func (s *Service) create(ctx context.Context, p *auth.Principal, r *createCollec
 	if err != nil {
 		return nil, err
 	}
-	sched, err := inv.CheckSchedule(r.Schedule)
+	sched, err := core.CheckSchedule(r.Schedule)
 	if err != nil {
 		return nil, err
 	}
@@ -307,7 +307,7 @@ func (s *Service) update(ctx context.Context, p *auth.Principal, r *updateCollec
 		set = append(set, bson.E{Key: "tags", Value: r.Tags})
 	}
 	if r.Schedule != nil {
-		sched, err := inv.CheckSchedule(r.Schedule)
+		sched, err := core.CheckSchedule(r.Schedule)
 		if err != nil {
 			return nil, err
 		}
@@ -368,7 +368,7 @@ func (s *Service) secrets(ctx context.Context, c *Collector, secretID string) ([
 	if err != nil {
 		return nil, err
 	}
-	return trusted.Select(accounts, inv.Owner(c), c.SecretFilter, secretID), nil
+	return trusted.Select(accounts, core.Owner(c), c.SecretFilter, secretID), nil
 }
 
 // delete tears the collector down mark first (store.Teardown): from the

@@ -21,11 +21,11 @@ import (
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/tenancy"
-	"github.com/nubes-io/nubes/services/inventory/internal/inv"
+	"github.com/nubes-io/nubes/services/inventory/internal/core"
 )
 
 // Job is the JobInfo sent.
-type Job = inv.Job
+type Job = core.Job
 
 // Resource is what a job query may read.
 var Resource = query.Resource{
@@ -65,7 +65,7 @@ type Service struct {
 
 // New creates the collection's indexes.
 func New(ctx context.Context, db *mongo.Database) (*Service, error) {
-	s := &Service{c: db.Collection(inv.JobsCollection), tasks: db.Collection(inv.JobTasksCollection)}
+	s := &Service{c: db.Collection(core.JobsCollection), tasks: db.Collection(core.JobTasksCollection)}
 	return s, store.EnsureIndexes(ctx, s.c,
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "created_at", Value: -1}}},
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "collector_id", Value: 1}, {Key: "status", Value: 1}}},
@@ -77,11 +77,11 @@ func New(ctx context.Context, db *mongo.Database) (*Service, error) {
 func (s *Service) Routes() []api.Route {
 	const base = "/inventory/v1/job/"
 	return []api.Route{
-		api.Op[jobRequest, api.Empty]{Path: base + "delete", Access: inv.Writers, Summary: "Delete a job and its tasks.", Handle: s.delete},
-		api.Op[jobRequest, Job]{Path: base + "get", Access: inv.Readers, Summary: "Get a job.", Handle: s.get},
-		api.Op[jobQuery, api.List[Job]]{Path: base + "list", Access: inv.Readers, Summary: "List the jobs the caller may see.", Handle: s.list},
-		api.Op[analyzeQuery, map[string]any]{Path: base + "analyze", Access: inv.Readers, Summary: "Analyze the jobs the caller may see (group_by, fields, select, sort, page, field_group).", Handle: s.analyze},
-		api.Op[statQuery, map[string]any]{Path: base + "stat", Access: inv.Readers, Summary: "Statistics over the jobs the caller may see.", Handle: s.stat},
+		api.Op[jobRequest, api.Empty]{Path: base + "delete", Access: core.Writers, Summary: "Delete a job and its tasks.", Handle: s.delete},
+		api.Op[jobRequest, Job]{Path: base + "get", Access: core.Readers, Summary: "Get a job.", Handle: s.get},
+		api.Op[jobQuery, api.List[Job]]{Path: base + "list", Access: core.Readers, Summary: "List the jobs the caller may see.", Handle: s.list},
+		api.Op[analyzeQuery, map[string]any]{Path: base + "analyze", Access: core.Readers, Summary: "Analyze the jobs the caller may see (group_by, fields, select, sort, page, field_group).", Handle: s.analyze},
+		api.Op[statQuery, map[string]any]{Path: base + "stat", Access: core.Readers, Summary: "Statistics over the jobs the caller may see.", Handle: s.stat},
 	}
 }
 

@@ -19,11 +19,11 @@ import (
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/tenancy"
-	"github.com/nubes-io/nubes/services/inventory/internal/inv"
+	"github.com/nubes-io/nubes/services/inventory/internal/core"
 )
 
 // Task is the JobTaskInfo sent.
-type Task = inv.JobTask
+type Task = core.JobTask
 
 var resource = query.Resource{
 	KeywordFields: []string{"job_task_id", "job_id", "secret_id", "service_account_id", "status"},
@@ -59,7 +59,7 @@ type Service struct{ c *mongo.Collection }
 
 // New creates the collection's indexes.
 func New(ctx context.Context, db *mongo.Database) (*Service, error) {
-	s := &Service{c: db.Collection(inv.JobTasksCollection)}
+	s := &Service{c: db.Collection(core.JobTasksCollection)}
 	return s, store.EnsureIndexes(ctx, s.c,
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "job_id", Value: 1}}},
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "created_at", Value: -1}}},
@@ -71,10 +71,10 @@ func New(ctx context.Context, db *mongo.Database) (*Service, error) {
 func (s *Service) Routes() []api.Route {
 	const base = "/inventory/v1/job-task/"
 	return []api.Route{
-		api.Op[taskRequest, api.Empty]{Path: base + "delete", Access: inv.Writers, Summary: "Delete a job task.", Handle: s.delete},
-		api.Op[taskRequest, Task]{Path: base + "get", Access: inv.Readers, Summary: "Get a job task.", Handle: s.get},
-		api.Op[taskQuery, api.List[Task]]{Path: base + "list", Access: inv.Readers, Summary: "List the job tasks the caller may see.", Handle: s.list},
-		api.Op[statQuery, map[string]any]{Path: base + "stat", Access: inv.Readers, Summary: "Statistics over the job tasks the caller may see.", Handle: s.stat},
+		api.Op[taskRequest, api.Empty]{Path: base + "delete", Access: core.Writers, Summary: "Delete a job task.", Handle: s.delete},
+		api.Op[taskRequest, Task]{Path: base + "get", Access: core.Readers, Summary: "Get a job task.", Handle: s.get},
+		api.Op[taskQuery, api.List[Task]]{Path: base + "list", Access: core.Readers, Summary: "List the job tasks the caller may see.", Handle: s.list},
+		api.Op[statQuery, map[string]any]{Path: base + "stat", Access: core.Readers, Summary: "Statistics over the job tasks the caller may see.", Handle: s.stat},
 	}
 }
 

@@ -19,14 +19,14 @@ import (
 	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
-	"github.com/nubes-io/nubes/services/inventory/internal/inv"
+	"github.com/nubes-io/nubes/services/inventory/internal/core"
 )
 
 // collect runs Collector.collect for one sub-task and writes what the
 // plugin streams, in batches. A store failure is returned (the message
 // is tried again); a broken stream is the sub-task's failure: its counts
 // become {failure_count: 1} with ERROR_COLLECTOR_PLUGIN, as upstream.
-func (w *Worker) collect(ctx context.Context, job *inv.Job, task *inv.JobTask, c *inv.Collector, taskOptions, secret map[string]any,
+func (w *Worker) collect(ctx context.Context, job *core.Job, task *core.JobTask, c *core.Collector, taskOptions, secret map[string]any,
 	rec Record, run string) (Record, error) {
 	h := &handler{w: w, job: job, task: task, collector: c, rec: &rec, run: run, seen: map[string]bool{}, keyOf: map[string]string{},
 		mine: map[string][]string{}}
@@ -72,9 +72,9 @@ func (w *Worker) collect(ctx context.Context, job *inv.Job, task *inv.JobTask, c
 // handler writes the resources of one run of a sub-task.
 type handler struct {
 	w         *Worker
-	job       *inv.Job
-	task      *inv.JobTask
-	collector *inv.Collector
+	job       *core.Job
+	task      *core.JobTask
+	collector *core.Collector
 	rec       *Record
 	// run is the sub-task (its record id): what it creates is marked
 	// with it, so a run again after a crash counts it as created.
@@ -89,7 +89,7 @@ type handler struct {
 	dropped int // errors not kept (MaxErrors)
 }
 
-func (h *handler) addError(e inv.ErrorInfo) {
+func (h *handler) addError(e core.ErrorInfo) {
 	if len(h.rec.Errors) >= h.w.cfg.MaxErrors {
 		h.dropped++
 		return
@@ -100,7 +100,7 @@ func (h *handler) addError(e inv.ErrorInfo) {
 // fail counts one failed resource.
 func (h *handler) fail(code, msg string, additional map[string]any) {
 	h.rec.Failure++
-	h.addError(inv.ErrorInfo{ErrorCode: code, Message: msg, Additional: wire.Object(additional)})
+	h.addError(core.ErrorInfo{ErrorCode: code, Message: msg, Additional: wire.Object(additional)})
 }
 
 // additional is the error's additional: the resource as the plugin sent
@@ -121,7 +121,7 @@ func additional(res map[string]any, rt string) map[string]any {
 	return out
 }
 
-var knownTypes = []string{inv.TypeCloudService, inv.TypeCloudServiceType, inv.TypeRegion, inv.TypeErrorResource}
+var knownTypes = []string{core.TypeCloudService, core.TypeCloudServiceType, core.TypeRegion, core.TypeErrorResource}
 
 // flush handles a batch of streamed ResourceInfo messages.
 func (h *handler) flush(ctx context.Context, batch []map[string]any) error {
@@ -135,11 +135,11 @@ func (h *handler) flush(ctx context.Context, batch []map[string]any) error {
 		}
 		rules, _ := ri["match_rules"].(map[string]any)
 		switch {
-		case rt == inv.TypeNamespace || rt == inv.TypeMetric:
+		case rt == core.TypeNamespace || rt == core.TypeMetric:
 			continue // Nubes keeps no metrics or namespaces; upstream does not count them either
 		case !slices.Contains(knownTypes, rt):
 			h.fail(errs.Unknown, fmt.Sprintf("failed to upsert %s: unknown resource type", rt), additional(res, rt))
-		case state == "FAILURE" || rt == inv.TypeErrorResource:
+		case state == "FAILURE" || rt == core.TypeErrorResource:
 			msg, _ := ri["message"].(string)
 			if msg == "" {
 				msg = "Unknown error."
@@ -147,14 +147,14 @@ func (h *handler) flush(ctx context.Context, batch []map[string]any) error {
 			h.fail(ErrPlugin, msg, additional(res, rt))
 		case len(rules) == 0:
 			h.fail(ErrMatchRule, "Match rule is not defined.", additional(res, rt))
-		case rt == inv.TypeCloudServiceType:
+		case rt == core.TypeCloudServiceType:
 			if err := h.upsertType(ctx, res); err != nil {
 				if !permanent(err) {
 					return err
 				}
 				h.failWith(err, res, rt)
 			}
-		case rt == inv.TypeRegion:
+		case rt == core.TypeRegion:
 			if err := h.upsertRegion(ctx, res); err != nil {
 				if !permanent(err) {
 					return err
@@ -202,7 +202,7 @@ func (h *handler) prepare(res map[string]any, rules map[string]any) (*item, erro
 		}
 	}
 	for _, k := range []string{"data", "metadata", "reference", "tags"} {
-		if err := inv.CheckKeys("resource."+k, res[k]); err != nil {
+		if err := core.CheckKeys("resource."+k, res[k]); err != nil {
 			return nil, err
 		}
 	}
@@ -292,8 +292,8 @@ func (h *handler) matchKey(res map[string]any, paths []string) string {
 		return ""
 	}
 	sort.Strings(pairs)
-	parts := append([]string{h.task.DomainID, h.task.WorkspaceID, inv.TypeCloudService}, pairs...)
-	return inv.HashKey("cs", parts...)
+	parts := append([]string{h.task.DomainID, h.task.WorkspaceID, core.TypeCloudService}, pairs...)
+	return core.HashKey("cs", parts...)
 }
 
 // lookup reads a dotted path of a resource.
@@ -380,7 +380,7 @@ func (h *handler) writeServices(ctx context.Context, items []*item) error {
 	now := wire.T(wire.Now())
 	for _, k := range need {
 		if _, ok := looked[k]; !ok && h.keyOf[k] != "" {
-			newKeys = append(newKeys, inv.Key{ID: k, Target: h.keyOf[k], At: now.Time})
+			newKeys = append(newKeys, core.Key{ID: k, Target: h.keyOf[k], At: now.Time})
 			looked[k] = h.keyOf[k]
 		}
 	}
@@ -469,7 +469,7 @@ func (h *handler) writeOneByOne(ctx context.Context, items []*item, models []mon
 		case mongo.IsDuplicateKeyError(err):
 			h.rec.Updated++ // created meanwhile by another run that reported it too
 		default:
-			h.fail(errs.Unknown, "failed to upsert inventory.CloudService: the store refused it", additional(items[i].res, inv.TypeCloudService))
+			h.fail(errs.Unknown, "failed to upsert inventory.CloudService: the store refused it", additional(items[i].res, core.TypeCloudService))
 		}
 	}
 	return nil
@@ -499,7 +499,7 @@ func union(a, b []string) []string {
 }
 
 func (h *handler) lookKeys(ctx context.Context, ids []string) (map[string]string, error) {
-	keys, err := inv.ByIDs[inv.Key](ctx, h.w.keys, ids, nil)
+	keys, err := core.ByIDs[core.Key](ctx, h.w.keys, ids, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -510,12 +510,12 @@ func (h *handler) lookKeys(ctx context.Context, ids []string) (map[string]string
 	return out, nil
 }
 
-func (h *handler) existing(ctx context.Context, ids []string) (map[string]inv.CloudService, error) {
-	docs, err := inv.ByIDs[inv.CloudService](ctx, h.w.services, ids, bson.D{{Key: "created_by_task", Value: 1}, {Key: "match_keys", Value: 1}})
+func (h *handler) existing(ctx context.Context, ids []string) (map[string]core.CloudService, error) {
+	docs, err := core.ByIDs[core.CloudService](ctx, h.w.services, ids, bson.D{{Key: "created_by_task", Value: 1}, {Key: "match_keys", Value: 1}})
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]inv.CloudService, len(docs))
+	out := make(map[string]core.CloudService, len(docs))
 	for id, d := range docs {
 		d.ID = id
 		out[id] = *d
@@ -523,14 +523,14 @@ func (h *handler) existing(ctx context.Context, ids []string) (map[string]inv.Cl
 	return out, nil
 }
 
-func (h *handler) collection(now wire.Time) inv.CollectionInfo {
-	return inv.CollectionInfo{CollectorID: h.task.CollectorID, ServiceAccountID: h.task.ServiceAccountID, SecretID: h.task.SecretID,
+func (h *handler) collection(now wire.Time) core.CollectionInfo {
+	return core.CollectionInfo{CollectorID: h.task.CollectorID, ServiceAccountID: h.task.ServiceAccountID, SecretID: h.task.SecretID,
 		JobID: h.task.JobID, JobTaskID: h.task.ID, LastCollectedAt: now}
 }
 
-func (h *handler) newDoc(it *item, now wire.Time) *inv.CloudService {
+func (h *handler) newDoc(it *item, now wire.Time) *core.CloudService {
 	r := it.res
-	d := &inv.CloudService{ID: it.target, CloudServiceID: it.target, Name: str(r["name"]), State: inv.StateActive,
+	d := &core.CloudService{ID: it.target, CloudServiceID: it.target, Name: str(r["name"]), State: core.StateActive,
 		Account: str(r["account"]), InstanceType: str(r["instance_type"]), InstanceSize: num(r["instance_size"]),
 		IPAddresses: strList(r["ip_addresses"]), CloudServiceType: str(r["cloud_service_type"]),
 		CloudServiceGroup: str(r["cloud_service_group"]), Provider: str(r["provider"]), Data: obj(r["data"]),
@@ -555,7 +555,7 @@ func (h *handler) refs(provider, group, typ, region string) (string, string) {
 // and the collection's own.
 func (h *handler) updateFields(it *item, keys []string, now wire.Time) bson.D {
 	r := it.res
-	set := bson.D{{Key: "state", Value: inv.StateActive}, {Key: "collection_info", Value: h.collection(now)}, {Key: "updated_at", Value: now},
+	set := bson.D{{Key: "state", Value: core.StateActive}, {Key: "collection_info", Value: h.collection(now)}, {Key: "updated_at", Value: now},
 		{Key: "disconnect_count", Value: 0}, {Key: "gc_task", Value: ""}, {Key: "doomed", Value: false}, {Key: "match_keys", Value: keys}}
 	add := func(k string, v any) { set = append(set, bson.E{Key: k, Value: v}) }
 	for _, k := range []string{"name", "account", "instance_type", "cloud_service_type", "cloud_service_group", "provider", "region_code", "launched_at"} {
@@ -649,11 +649,11 @@ func tags(v any) freeform.Flat {
 // yield gives the keys lost to another run (lost indexes newKeys) to
 // their holders: an item that was to create a resource under a lost key
 // updates the holder's instead.
-func (h *handler) yield(ctx context.Context, newKeys []any, lost []int, items []*item, existing map[string]inv.CloudService) error {
+func (h *handler) yield(ctx context.Context, newKeys []any, lost []int, items []*item, existing map[string]core.CloudService) error {
 	var ids []string
 	for _, i := range lost {
 		if i >= 0 && i < len(newKeys) {
-			ids = append(ids, newKeys[i].(inv.Key).ID)
+			ids = append(ids, newKeys[i].(core.Key).ID)
 		}
 	}
 	holders, err := h.lookKeys(ctx, ids)

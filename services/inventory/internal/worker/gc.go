@@ -9,7 +9,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
-	"github.com/nubes-io/nubes/services/inventory/internal/inv"
+	"github.com/nubes-io/nubes/services/inventory/internal/core"
 )
 
 // Garbage collection (upstream DEFAULT_DISCONNECTED_STATE_DELETE_POLICY):
@@ -36,12 +36,12 @@ type rosterPart struct {
 	IDs []string `bson:"ids"`
 }
 
-func rosterKey(t *inv.JobTask) string {
-	return "roster-" + inv.HashKey("r", t.DomainID, t.CollectorID, t.SecretID)
+func rosterKey(t *core.JobTask) string {
+	return "roster-" + core.HashKey("r", t.DomainID, t.CollectorID, t.SecretID)
 }
 
 func (w *Worker) readRoster(ctx context.Context, key string) ([]string, error) {
-	heads, err := inv.ByIDs[rosterHead](ctx, w.rosters, []string{key}, nil)
+	heads, err := core.ByIDs[rosterHead](ctx, w.rosters, []string{key}, nil)
 	if err != nil || heads[key] == nil {
 		return nil, err
 	}
@@ -49,7 +49,7 @@ func (w *Worker) readRoster(ctx context.Context, key string) ([]string, error) {
 	for i := range names {
 		names[i] = key + "-" + strconv.Itoa(i)
 	}
-	parts, err := inv.ByIDs[rosterPart](ctx, w.rosters, names, nil)
+	parts, err := core.ByIDs[rosterPart](ctx, w.rosters, names, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +81,7 @@ func (w *Worker) writeRoster(ctx context.Context, key, taskID string, ids []stri
 
 // seenBy is every cloud service the sub-tasks of a task wrote.
 func (w *Worker) seenBy(ctx context.Context, recordIDs []string) (map[string]bool, error) {
-	recs, err := inv.ByIDs[Record](ctx, w.records, recordIDs, bson.D{{Key: "seen", Value: 1}})
+	recs, err := core.ByIDs[Record](ctx, w.records, recordIDs, bson.D{{Key: "seen", Value: 1}})
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +105,7 @@ type garbage struct {
 // crash counts the same. A resource gone, or reported since by another
 // collector or secret, leaves the roster. The new roster is what the
 // task saw and what it did not delete.
-func (w *Worker) collectGarbage(ctx context.Context, task *inv.JobTask, seen map[string]bool) (garbage, error) {
+func (w *Worker) collectGarbage(ctx context.Context, task *core.JobTask, seen map[string]bool) (garbage, error) {
 	key := rosterKey(task)
 	old, err := w.readRoster(ctx, key)
 	if err != nil {
@@ -117,7 +117,7 @@ func (w *Worker) collectGarbage(ctx context.Context, task *inv.JobTask, seen map
 			missing = append(missing, id)
 		}
 	}
-	docs, err := inv.ByIDs[inv.CloudService](ctx, w.services, missing, bson.D{{Key: "collection_info", Value: 1},
+	docs, err := core.ByIDs[core.CloudService](ctx, w.services, missing, bson.D{{Key: "collection_info", Value: 1},
 		{Key: "disconnect_count", Value: 1}, {Key: "gc_task", Value: 1}, {Key: "doomed", Value: 1}})
 	if err != nil {
 		return garbage{}, err
@@ -137,7 +137,7 @@ func (w *Worker) collectGarbage(ctx context.Context, task *inv.JobTask, seen map
 			d.DisconnectCount++
 			d.Doomed = d.DisconnectCount >= deleteAfter
 			set := bson.D{{Key: "disconnect_count", Value: d.DisconnectCount}, {Key: "gc_task", Value: task.ID}, {Key: "doomed", Value: d.Doomed},
-				{Key: "state", Value: inv.StateDisconnected}, {Key: "updated_at", Value: now}}
+				{Key: "state", Value: core.StateDisconnected}, {Key: "updated_at", Value: now}}
 			if _, err := w.services.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}}, bson.D{{Key: "$set", Value: set}}); err != nil {
 				return garbage{}, store.Wrap(err)
 			}
@@ -159,11 +159,11 @@ func (w *Worker) collectGarbage(ctx context.Context, task *inv.JobTask, seen map
 
 // dropDoomed deletes the resources a task's garbage collection doomed,
 // with their match keys, and forgets them.
-func (w *Worker) dropDoomed(ctx context.Context, task *inv.JobTask) error {
+func (w *Worker) dropDoomed(ctx context.Context, task *core.JobTask) error {
 	if len(task.DoomedIDs) == 0 {
 		return nil
 	}
-	docs, err := inv.ByIDs[inv.CloudService](ctx, w.services, task.DoomedIDs, bson.D{{Key: "match_keys", Value: 1}, {Key: "gc_task", Value: 1}, {Key: "doomed", Value: 1}})
+	docs, err := core.ByIDs[core.CloudService](ctx, w.services, task.DoomedIDs, bson.D{{Key: "match_keys", Value: 1}, {Key: "gc_task", Value: 1}, {Key: "doomed", Value: 1}})
 	if err != nil {
 		return err
 	}
@@ -173,7 +173,7 @@ func (w *Worker) dropDoomed(ctx context.Context, task *inv.JobTask) error {
 		}
 		// A key is dropped only while it still leads to this resource
 		// (read, then deleted by _id alone: FerretDB scans for more).
-		keys, err := inv.ByIDs[inv.Key](ctx, w.keys, d.MatchKeys, nil)
+		keys, err := core.ByIDs[core.Key](ctx, w.keys, d.MatchKeys, nil)
 		if err != nil {
 			return err
 		}

@@ -3,7 +3,7 @@ package worker
 import (
 	"testing"
 
-	"github.com/nubes-io/nubes/services/inventory/internal/inv"
+	"github.com/nubes-io/nubes/services/inventory/internal/core"
 )
 
 func TestParseRules(t *testing.T) {
@@ -28,7 +28,7 @@ func TestTruthy(t *testing.T) {
 }
 
 func TestMatchKey(t *testing.T) {
-	h := &handler{task: &inv.JobTask{DomainID: "d", WorkspaceID: "w"}}
+	h := &handler{task: &core.JobTask{DomainID: "d", WorkspaceID: "w"}}
 	res := map[string]any{"provider": "aws", "account": "", "reference": map[string]any{"resource_id": "i-1"}}
 	k1 := h.matchKey(res, []string{"reference.resource_id", "provider", "account"})
 	k2 := h.matchKey(res, []string{"provider", "reference.resource_id"})
@@ -38,7 +38,7 @@ func TestMatchKey(t *testing.T) {
 	if h.matchKey(res, []string{"account", "missing.path"}) != "" {
 		t.Fatal("no truthy value: no key")
 	}
-	other := &handler{task: &inv.JobTask{DomainID: "d", WorkspaceID: "w2"}}
+	other := &handler{task: &core.JobTask{DomainID: "d", WorkspaceID: "w2"}}
 	if other.matchKey(res, []string{"provider", "reference.resource_id"}) == k1 {
 		t.Fatal("keys are per workspace")
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
-	"github.com/nubes-io/nubes/services/inventory/internal/inv"
+	"github.com/nubes-io/nubes/services/inventory/internal/core"
 )
 
 // Codes recorded in job task errors.
@@ -33,14 +33,14 @@ const (
 // Record is the stored outcome of one sub-task (_id =
 // <job_task_id>-<n>); the first one stored is the one that counts.
 type Record struct {
-	ID        string          `bson:"_id"`
-	JobID     string          `bson:"job_id"`
-	JobTaskID string          `bson:"job_task_id"`
-	Created   int32           `bson:"created"`
-	Updated   int32           `bson:"updated"`
-	Failure   int32           `bson:"failure"`
-	Failed    bool            `bson:"failed"`
-	Errors    []inv.ErrorInfo `bson:"errors"`
+	ID        string           `bson:"_id"`
+	JobID     string           `bson:"job_id"`
+	JobTaskID string           `bson:"job_task_id"`
+	Created   int32            `bson:"created"`
+	Updated   int32            `bson:"updated"`
+	Failure   int32            `bson:"failure"`
+	Failed    bool             `bson:"failed"`
+	Errors    []core.ErrorInfo `bson:"errors"`
 	// Seen are the cloud services the sub-task wrote (garbage collection
 	// keeps them).
 	Seen []string  `bson:"seen"`
@@ -72,13 +72,13 @@ func (w *Worker) run(ctx context.Context, msg jetstream.Msg, t events.InventoryT
 	if err != nil || task == nil || task.JobID != job.JobID {
 		return err
 	}
-	if job.Status != inv.JobInProgress {
+	if job.Status != core.JobInProgress {
 		// Canceled or failed (timed out): the task ends with it.
-		status := inv.TaskCanceled
-		if job.Status == inv.JobFailure {
-			status = inv.TaskFailure
+		status := core.TaskCanceled
+		if job.Status == core.JobFailure {
+			status = core.TaskFailure
 		}
-		return inv.EndTasks(ctx, w.tasks, []string{task.ID}, status, nil, wire.T(wire.Now()))
+		return core.EndTasks(ctx, w.tasks, []string{task.ID}, status, nil, wire.T(wire.Now()))
 	}
 	if w.timedOut(job) {
 		return w.TimeOut(ctx, job)
@@ -89,12 +89,12 @@ func (w *Worker) run(ctx context.Context, msg jetstream.Msg, t events.InventoryT
 	return w.subTask(ctx, msg, job, task, t.SubTask)
 }
 
-func (w *Worker) timedOut(job *inv.Job) bool {
+func (w *Worker) timedOut(job *core.Job) bool {
 	return time.Since(job.CreatedAt.Time) > w.cfg.JobTimeout
 }
 
-func (w *Worker) job(ctx context.Context, id string) (*inv.Job, error) {
-	var j inv.Job
+func (w *Worker) job(ctx context.Context, id string) (*core.Job, error) {
+	var j core.Job
 	err := w.jobs.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&j)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return nil, nil
@@ -102,8 +102,8 @@ func (w *Worker) job(ctx context.Context, id string) (*inv.Job, error) {
 	return &j, store.Wrap(err)
 }
 
-func (w *Worker) task(ctx context.Context, id string) (*inv.JobTask, error) {
-	var t inv.JobTask
+func (w *Worker) task(ctx context.Context, id string) (*core.JobTask, error) {
+	var t core.JobTask
 	err := w.tasks.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&t)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return nil, nil
@@ -113,15 +113,15 @@ func (w *Worker) task(ctx context.Context, id string) (*inv.JobTask, error) {
 
 // collector loads a job's collector; nil for one deleted, or whose
 // delete has begun (its jobs go with it).
-func (w *Worker) collector(ctx context.Context, id string) (*inv.Collector, error) {
-	c, err := store.GetLive[inv.Collector](ctx, w.collectors, "collector_id", id)
+func (w *Worker) collector(ctx context.Context, id string) (*core.Collector, error) {
+	c, err := store.GetLive[core.Collector](ctx, w.collectors, "collector_id", id)
 	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
 		return nil, nil
 	}
 	return c, err
 }
 
-func (w *Worker) target(c *inv.Collector) plugin.Collector {
+func (w *Worker) target(c *core.Collector) plugin.Collector {
 	return plugin.Collector{Target: w.plugins.Plugin(c.PluginInfo.PluginID, c.PluginInfo.Version)}
 }
 
@@ -133,7 +133,7 @@ func permanent(err error) bool {
 }
 
 // errorInfo is the job task error of a failed call.
-func errorInfo(code string, err error) inv.ErrorInfo {
+func errorInfo(code string, err error) core.ErrorInfo {
 	msg := err.Error()
 	if f, ok := plugin.FailureOf(err); ok {
 		msg = f.Error()
@@ -146,13 +146,13 @@ func errorInfo(code string, err error) inv.ErrorInfo {
 	if code == "" {
 		code = errs.Unknown
 	}
-	return inv.ErrorInfo{ErrorCode: code, Message: msg, Additional: map[string]any{}}
+	return core.ErrorInfo{ErrorCode: code, Message: msg, Additional: map[string]any{}}
 }
 
 // split asks the plugin for the task's sub-tasks, stores them and queues
 // one message per sub-task. Any failure of Job.get_tasks is swallowed, as
 // upstream does: the task runs as one sub-task without task_options.
-func (w *Worker) split(ctx context.Context, job *inv.Job, task *inv.JobTask) error {
+func (w *Worker) split(ctx context.Context, job *core.Job, task *core.JobTask) error {
 	if !task.Split {
 		c, err := w.collector(ctx, job.CollectorID)
 		if err != nil || c == nil {
@@ -179,7 +179,7 @@ func (w *Worker) split(ctx context.Context, job *inv.Job, task *inv.JobTask) err
 		now := wire.T(wire.Now())
 		n := int32(len(subs))
 		set := bson.D{{Key: "sub_tasks", Value: subs}, {Key: "split", Value: true}, {Key: "total_sub_tasks", Value: n},
-			{Key: "remained_sub_tasks", Value: n}, {Key: "status", Value: inv.TaskInProgress}, {Key: "started_at", Value: now}}
+			{Key: "remained_sub_tasks", Value: n}, {Key: "status", Value: core.TaskInProgress}, {Key: "started_at", Value: now}}
 		if _, err := w.tasks.UpdateOne(ctx, bson.D{{Key: "_id", Value: task.ID}}, bson.D{{Key: "$set", Value: set}}); err != nil {
 			return store.Wrap(err)
 		}
@@ -197,10 +197,10 @@ func (w *Worker) split(ctx context.Context, job *inv.Job, task *inv.JobTask) err
 }
 
 // failTask ends a task that cannot run at all (FAILURE with err).
-func (w *Worker) failTask(ctx context.Context, job *inv.Job, task *inv.JobTask, e inv.ErrorInfo) error {
+func (w *Worker) failTask(ctx context.Context, job *core.Job, task *core.JobTask, e core.ErrorInfo) error {
 	err := lease.Run(ctx, w.leases, "task-"+task.ID, leaseTTL, leaseWait, func(ctx context.Context) error {
 		now := wire.T(wire.Now())
-		set := bson.D{{Key: "status", Value: inv.TaskFailure}, {Key: "errors", Value: []inv.ErrorInfo{e}}, {Key: "failure_count", Value: 1},
+		set := bson.D{{Key: "status", Value: core.TaskFailure}, {Key: "errors", Value: []core.ErrorInfo{e}}, {Key: "failure_count", Value: 1},
 			{Key: "finished_at", Value: now}, {Key: "split", Value: true}, {Key: "remained_sub_tasks", Value: 0}}
 		_, err := w.tasks.UpdateOne(ctx, bson.D{{Key: "_id", Value: task.ID}}, bson.D{{Key: "$set", Value: set}})
 		return store.Wrap(err)
@@ -212,11 +212,11 @@ func (w *Worker) failTask(ctx context.Context, job *inv.Job, task *inv.JobTask, 
 }
 
 // subTask runs sub-task n and records its outcome.
-func (w *Worker) subTask(ctx context.Context, msg jetstream.Msg, job *inv.Job, task *inv.JobTask, n int) error {
+func (w *Worker) subTask(ctx context.Context, msg jetstream.Msg, job *core.Job, task *core.JobTask, n int) error {
 	if n >= len(task.SubTasks) {
 		return nil // not a sub-task of this task
 	}
-	if inv.Final(task.Status) && task.Split && task.RemainedSubTasks == 0 {
+	if core.Final(task.Status) && task.Split && task.RemainedSubTasks == 0 {
 		return w.afterRecord(ctx, job, task) // finished: make sure the job is counted
 	}
 	recID := RecordID(task.ID, n)
@@ -241,11 +241,11 @@ func (w *Worker) subTask(ctx context.Context, msg jetstream.Msg, job *inv.Job, t
 	if err != nil || c == nil {
 		return err
 	}
-	rec := Record{ID: recID, JobID: job.JobID, JobTaskID: task.ID, Errors: []inv.ErrorInfo{}}
+	rec := Record{ID: recID, JobID: job.JobID, JobTaskID: task.ID, Errors: []core.ErrorInfo{}}
 	secret, err := w.identity.SecretData(ctx, task.DomainID, task.ServiceAccountID)
 	switch {
 	case err != nil && permanent(err):
-		rec.Failed, rec.Failure, rec.Errors = true, 1, []inv.ErrorInfo{errorInfo("", err)}
+		rec.Failed, rec.Failure, rec.Errors = true, 1, []core.ErrorInfo{errorInfo("", err)}
 	case err != nil:
 		return err
 	default:
@@ -283,7 +283,7 @@ func (w *Worker) subTask(ctx context.Context, msg jetstream.Msg, job *inv.Job, t
 // timeout (handle keeps the message). A lost slot stops the run too
 // (returning false: the message comes again), so that no more than the
 // job's concurrency ever runs.
-func (w *Worker) heartbeat(ctx context.Context, job *inv.Job, slot *lease.Lease, stop func()) bool {
+func (w *Worker) heartbeat(ctx context.Context, job *core.Job, slot *lease.Lease, stop func()) bool {
 	t := time.NewTicker(max(w.cfg.AckWait/3, 10*time.Millisecond))
 	defer t.Stop()
 	for {
@@ -302,7 +302,7 @@ func (w *Worker) heartbeat(ctx context.Context, job *inv.Job, slot *lease.Lease,
 		if err != nil {
 			continue // the store will tell the run itself
 		}
-		if j == nil || j.Status != inv.JobInProgress || w.timedOut(j) {
+		if j == nil || j.Status != core.JobInProgress || w.timedOut(j) {
 			stop()
 			return true
 		}
@@ -320,14 +320,14 @@ func (w *Worker) recorded(ctx context.Context, id string) (bool, error) {
 // afterRecord moves the task on from its records: progress while
 // sub-tasks remain; once none does, the task finishes (garbage
 // collection when it succeeded) and the job is counted.
-func (w *Worker) afterRecord(ctx context.Context, job *inv.Job, task *inv.JobTask) error {
+func (w *Worker) afterRecord(ctx context.Context, job *core.Job, task *core.JobTask) error {
 	var finished bool
 	err := lease.Run(ctx, w.leases, "task-"+task.ID, leaseTTL, leaseWait, func(ctx context.Context) error {
 		cur, err := w.task(ctx, task.ID)
 		if err != nil || cur == nil {
 			return err
 		}
-		if inv.Final(cur.Status) && cur.RemainedSubTasks == 0 {
+		if core.Final(cur.Status) && cur.RemainedSubTasks == 0 {
 			finished = true
 			return w.dropDoomed(ctx, cur) // a finish that died after counting
 		}
@@ -335,7 +335,7 @@ func (w *Worker) afterRecord(ctx context.Context, job *inv.Job, task *inv.JobTas
 		for i := range ids {
 			ids[i] = RecordID(cur.ID, i)
 		}
-		found, err := inv.ByIDs[Record](ctx, w.records, ids, bson.D{{Key: "seen", Value: 0}})
+		found, err := core.ByIDs[Record](ctx, w.records, ids, bson.D{{Key: "seen", Value: 0}})
 		if err != nil {
 			return err
 		}
@@ -347,7 +347,7 @@ func (w *Worker) afterRecord(ctx context.Context, job *inv.Job, task *inv.JobTas
 		}
 		var created, updated, failure int32
 		failed := false
-		errList := []inv.ErrorInfo{}
+		errList := []core.ErrorInfo{}
 		for _, r := range recs {
 			created, updated, failure = created+r.Created, updated+r.Updated, failure+r.Failure
 			failed = failed || r.Failed || r.Failure > 0
@@ -360,13 +360,13 @@ func (w *Worker) afterRecord(ctx context.Context, job *inv.Job, task *inv.JobTas
 		set := bson.D{{Key: "created_count", Value: created}, {Key: "updated_count", Value: updated}, {Key: "failure_count", Value: failure},
 			{Key: "errors", Value: errList}, {Key: "remained_sub_tasks", Value: remained}}
 		if failed && remained > 0 {
-			set = append(set, bson.E{Key: "status", Value: inv.TaskFailure}) // as upstream, at the first failed sub-task
+			set = append(set, bson.E{Key: "status", Value: core.TaskFailure}) // as upstream, at the first failed sub-task
 		}
 		if remained == 0 {
 			finished = true
-			status := inv.TaskFailure
+			status := core.TaskFailure
 			if !failed {
-				status = inv.TaskSuccess
+				status = core.TaskSuccess
 				seen, err := w.seenBy(ctx, ids)
 				if err != nil {
 					return err
@@ -408,13 +408,13 @@ const maxTaskErrors = 1000
 // accountJob computes the job's counters from its tasks' statuses and
 // finishes it once no task remains: FAILURE if a task failed, else
 // SUCCESS. It runs under the job's lease so counts never go backwards.
-func (w *Worker) accountJob(ctx context.Context, job *inv.Job) error {
+func (w *Worker) accountJob(ctx context.Context, job *core.Job) error {
 	return lease.Run(ctx, w.leases, "job-"+job.ID, leaseTTL, leaseWait, func(ctx context.Context) error {
 		cur, err := w.job(ctx, job.ID)
-		if err != nil || cur == nil || cur.Status != inv.JobInProgress {
+		if err != nil || cur == nil || cur.Status != core.JobInProgress {
 			return err // deleted, canceled or finished meanwhile
 		}
-		tasks, err := inv.ByIDs[inv.JobTask](ctx, w.tasks, job.TaskIDs,
+		tasks, err := core.ByIDs[core.JobTask](ctx, w.tasks, job.TaskIDs,
 			bson.D{{Key: "status", Value: 1}, {Key: "remained_sub_tasks", Value: 1}, {Key: "split", Value: 1}})
 		if err != nil {
 			return err
@@ -422,9 +422,9 @@ func (w *Worker) accountJob(ctx context.Context, job *inv.Job) error {
 		var success, failure int32
 		for _, t := range tasks {
 			switch {
-			case t.Status == inv.TaskSuccess:
+			case t.Status == core.TaskSuccess:
 				success++
-			case inv.Final(t.Status) && t.Split && t.RemainedSubTasks == 0, t.Status == inv.TaskCanceled:
+			case core.Final(t.Status) && t.Split && t.RemainedSubTasks == 0, t.Status == core.TaskCanceled:
 				failure++
 			}
 		}
@@ -434,12 +434,12 @@ func (w *Worker) accountJob(ctx context.Context, job *inv.Job) error {
 		set := bson.D{{Key: "success_tasks", Value: success}, {Key: "failure_tasks", Value: failure}, {Key: "remained_tasks", Value: remained},
 			{Key: "updated_at", Value: now}}
 		if remained == 0 {
-			status := inv.JobSuccess
+			status := core.JobSuccess
 			if failure > 0 {
-				status = inv.JobFailure
+				status = core.JobFailure
 			}
 			set = append(set, bson.E{Key: "status", Value: status}, bson.E{Key: "finished_at", Value: now})
-			if status == inv.JobFailure {
+			if status == core.JobFailure {
 				// Recorded before the job ends: a retry after a failed
 				// update records the same id again, a no-op.
 				if err := w.notifyFailure(ctx, cur, fmt.Sprintf("%d of %d tasks failed.", failure, len(tasks))); err != nil {
@@ -456,23 +456,23 @@ func (w *Worker) accountJob(ctx context.Context, job *inv.Job) error {
 
 // TimeOut ends a job past its timeout: FAILURE, and its unfinished tasks
 // FAILURE with ERROR_JOB_TIMEOUT.
-func (w *Worker) TimeOut(ctx context.Context, job *inv.Job) error {
+func (w *Worker) TimeOut(ctx context.Context, job *core.Job) error {
 	now := wire.T(wire.Now())
-	e := inv.ErrorInfo{ErrorCode: ErrJobTimeout, Message: fmt.Sprintf("The job did not finish within %s.", w.cfg.JobTimeout), Additional: map[string]any{}}
+	e := core.ErrorInfo{ErrorCode: ErrJobTimeout, Message: fmt.Sprintf("The job did not finish within %s.", w.cfg.JobTimeout), Additional: map[string]any{}}
 	return lease.Run(ctx, w.leases, "job-"+job.ID, leaseTTL, leaseWait, func(ctx context.Context) error {
 		cur, err := w.job(ctx, job.ID)
-		if err != nil || cur == nil || cur.Status != inv.JobInProgress {
+		if err != nil || cur == nil || cur.Status != core.JobInProgress {
 			return err
 		}
 		// The tasks end first: a reader who sees the job FAILURE sees
 		// its unfinished tasks FAILURE too.
-		if err := inv.EndTasks(ctx, w.tasks, cur.TaskIDs, inv.TaskFailure, &e, now); err != nil {
+		if err := core.EndTasks(ctx, w.tasks, cur.TaskIDs, core.TaskFailure, &e, now); err != nil {
 			return err
 		}
 		if err := w.notifyFailure(ctx, cur, e.Message); err != nil {
 			return err
 		}
-		set := bson.D{{Key: "status", Value: inv.JobFailure}, {Key: "finished_at", Value: now}, {Key: "updated_at", Value: now}}
+		set := bson.D{{Key: "status", Value: core.JobFailure}, {Key: "finished_at", Value: now}, {Key: "updated_at", Value: now}}
 		_, err = w.jobs.UpdateOne(ctx, bson.D{{Key: "_id", Value: job.ID}}, bson.D{{Key: "$set", Value: set}})
 		return store.Wrap(err)
 	})
@@ -480,7 +480,7 @@ func (w *Worker) TimeOut(ctx context.Context, job *inv.Job) error {
 
 // notifyFailure asks for a notification of the domain's admins that the
 // job failed (one per job: its id is the job's).
-func (w *Worker) notifyFailure(ctx context.Context, job *inv.Job, why string) error {
+func (w *Worker) notifyFailure(ctx context.Context, job *core.Job, why string) error {
 	if w.cfg.Notify == nil {
 		return nil
 	}
@@ -511,11 +511,11 @@ func (w *Worker) Sweep(ctx context.Context) error {
 
 func (w *Worker) sweepOnce(ctx context.Context) error {
 	cutoff := time.Now().Add(-w.cfg.JobTimeout)
-	cur, err := w.jobs.Find(ctx, bson.D{{Key: "status", Value: inv.JobInProgress}, {Key: "created_at", Value: bson.D{{Key: "$lt", Value: cutoff}}}})
+	cur, err := w.jobs.Find(ctx, bson.D{{Key: "status", Value: core.JobInProgress}, {Key: "created_at", Value: bson.D{{Key: "$lt", Value: cutoff}}}})
 	if err != nil {
 		return store.Wrap(err)
 	}
-	var jobs []inv.Job
+	var jobs []core.Job
 	if err := cur.All(ctx, &jobs); err != nil {
 		return store.Wrap(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/inventory/internal/cloudservicetype"
-	"github.com/nubes-io/nubes/services/inventory/internal/inv"
+	"github.com/nubes-io/nubes/services/inventory/internal/core"
 )
 
 // upsertType writes a cloud service type the plugin reported, found by
@@ -34,7 +34,7 @@ func (h *handler) upsertType(ctx context.Context, res map[string]any) error {
 			return errs.Required("resource." + k)
 		}
 	}
-	if err := inv.CheckAllKeys("resource.metadata", f.Metadata, "resource.tags", f.Tags); err != nil {
+	if err := core.CheckAllKeys("resource.metadata", f.Metadata, "resource.tags", f.Tags); err != nil {
 		return err
 	}
 	key := cloudservicetype.Key(f.Provider, f.Group, f.Name)
@@ -75,23 +75,23 @@ func (h *handler) upsertRegion(ctx context.Context, res map[string]any) error {
 	if code == "" {
 		return errs.Required("resource.region_code")
 	}
-	if err := inv.CheckKeys("resource.tags", res["tags"]); err != nil {
+	if err := core.CheckKeys("resource.tags", res["tags"]); err != nil {
 		return err
 	}
-	key := inv.RegionKeyOf(h.task.DomainID, h.task.WorkspaceID, provider, code)
+	key := core.RegionKeyOf(h.task.DomainID, h.task.WorkspaceID, provider, code)
 	now := wire.T(wire.Now())
-	var k inv.Key
+	var k core.Key
 	err := h.w.keys.FindOne(ctx, bson.D{{Key: "_id", Value: key}}).Decode(&k)
 	switch {
 	case errors.Is(err, mongo.ErrNoDocuments):
 		id := wire.NewID("region")
-		if _, err := h.w.keys.InsertOne(ctx, inv.Key{ID: key, Target: id, At: time.Now().UTC()}); err != nil {
+		if _, err := h.w.keys.InsertOne(ctx, core.Key{ID: key, Target: id, At: time.Now().UTC()}); err != nil {
 			if mongo.IsDuplicateKeyError(err) {
 				return nil // another run reports the same region at the same time
 			}
 			return store.Wrap(err)
 		}
-		r := &inv.Region{ID: id, RegionID: id, Name: str(res["name"]), RegionKey: provider + "." + code, RegionCode: code, Provider: provider,
+		r := &core.Region{ID: id, RegionID: id, Name: str(res["name"]), RegionKey: provider + "." + code, RegionCode: code, Provider: provider,
 			Tags: tags(res["tags"]), DomainID: h.task.DomainID, WorkspaceID: h.task.WorkspaceID, CreatedAt: now, UpdatedAt: now}
 		_, err = h.w.regions.InsertOne(ctx, r)
 		return store.Wrap(err)

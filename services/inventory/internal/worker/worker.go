@@ -37,7 +37,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/plugin"
-	"github.com/nubes-io/nubes/services/inventory/internal/inv"
+	"github.com/nubes-io/nubes/services/inventory/internal/core"
 )
 
 // Config tunes the workers.
@@ -112,7 +112,7 @@ type Worker struct {
 	records    *mongo.Collection
 	leases     *mongo.Collection
 	rosters    *mongo.Collection
-	identity   inv.Identity
+	identity   core.Identity
 	plugins    *plugin.Client
 	cfg        Config
 	log        *slog.Logger
@@ -120,12 +120,12 @@ type Worker struct {
 }
 
 // New builds a worker on db.
-func New(db *mongo.Database, bus *events.Bus, identity inv.Identity, plugins *plugin.Client, cfg Config, log *slog.Logger) *Worker {
-	return &Worker{bus: bus, jobs: db.Collection(inv.JobsCollection), tasks: db.Collection(inv.JobTasksCollection),
-		collectors: db.Collection(inv.CollectorsCollection), services: db.Collection(inv.CloudServicesCollection),
-		types: db.Collection(inv.CloudServiceTypesCollection), regions: db.Collection(inv.RegionsCollection),
-		keys: db.Collection(inv.KeysCollection), records: db.Collection(inv.RecordsCollection),
-		leases: db.Collection(inv.LeasesCollection), rosters: db.Collection(inv.RostersCollection), identity: identity, plugins: plugins, cfg: cfg.withDefaults(), log: log,
+func New(db *mongo.Database, bus *events.Bus, identity core.Identity, plugins *plugin.Client, cfg Config, log *slog.Logger) *Worker {
+	return &Worker{bus: bus, jobs: db.Collection(core.JobsCollection), tasks: db.Collection(core.JobTasksCollection),
+		collectors: db.Collection(core.CollectorsCollection), services: db.Collection(core.CloudServicesCollection),
+		types: db.Collection(core.CloudServiceTypesCollection), regions: db.Collection(core.RegionsCollection),
+		keys: db.Collection(core.KeysCollection), records: db.Collection(core.RecordsCollection),
+		leases: db.Collection(core.LeasesCollection), rosters: db.Collection(core.RostersCollection), identity: identity, plugins: plugins, cfg: cfg.withDefaults(), log: log,
 		holder: holderName()}
 }
 

@@ -7,7 +7,7 @@
 //
 // Once across replicas and surviving restarts: the state (escalation_step,
 // escalation_ttl, escalated_at) lives on the alert, each alert's step is
-// decided and written under the alert's lease (alertapi.Change) from
+// decided and written under the alert's lease (alert.Change) from
 // what is stored, and the request's id is derived from the step it
 // announces, so a step retried after a crash publishes nothing twice (the
 // outbox and the stream drop a repeated id). A tick runs on one replica
@@ -31,9 +31,9 @@ import (
 	"github.com/nubes-io/nubes/pkg/lease"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
-	"github.com/nubes-io/nubes/services/monitoring/internal/alertapi"
-	"github.com/nubes-io/nubes/services/monitoring/internal/alertconfigapi"
-	"github.com/nubes-io/nubes/services/monitoring/internal/mon"
+	"github.com/nubes-io/nubes/services/monitoring/internal/alert"
+	"github.com/nubes-io/nubes/services/monitoring/internal/core"
+	"github.com/nubes-io/nubes/services/monitoring/internal/projectalertconfig"
 )
 
 // Topic is what subscriptions name for alerts (upstream's).
@@ -55,7 +55,7 @@ type Policy struct {
 
 // Builtin is upstream's default policy, for an alert whose policy is
 // gone or that never had one: one message at ALL, stop when acknowledged.
-var Builtin = Policy{Name: "Default", Rules: []Rule{{Level: events.LevelAll}}, FinishCondition: alertapi.Acknowledged}
+var Builtin = Policy{Name: "Default", Rules: []Rule{{Level: events.LevelAll}}, FinishCondition: alert.Acknowledged}
 
 // Policies reads a policy by id (nil when it is gone).
 type Policies func(ctx context.Context, id string) (*Policy, error)
@@ -67,10 +67,10 @@ type Notifier interface {
 
 // Worker runs the escalation.
 type Worker struct {
-	alerts   *alertapi.Alerts
+	alerts   *alert.Alerts
 	coll     *mongo.Collection
 	claims   *mongo.Collection
-	configs  *alertconfigapi.Configs
+	configs  *projectalertconfig.Configs
 	policies Policies
 	notify   Notifier
 	now      func() time.Time
@@ -80,12 +80,12 @@ type Worker struct {
 }
 
 // New builds the worker; now may be nil (wire.Now).
-func New(db *mongo.Database, alerts *alertapi.Alerts, configs *alertconfigapi.Configs, policies Policies, notify Notifier,
+func New(db *mongo.Database, alerts *alert.Alerts, configs *projectalertconfig.Configs, policies Policies, notify Notifier,
 	tick time.Duration, now func() time.Time, log *slog.Logger) *Worker {
 	if now == nil {
 		now = wire.Now
 	}
-	return &Worker{alerts: alerts, coll: db.Collection(mon.AlertsCollection), claims: db.Collection(mon.ClaimsCollection), configs: configs,
+	return &Worker{alerts: alerts, coll: db.Collection(core.AlertsCollection), claims: db.Collection(core.ClaimsCollection), configs: configs,
 		policies: policies, notify: notify, now: now, tick: tick, log: log, kicks: make(chan string, 1024)}
 }
 
@@ -139,10 +139,10 @@ func (w *Worker) Tick(ctx context.Context) error {
 // Pass steps every alert that is due and sends the resolved notices.
 func (w *Worker) Pass(ctx context.Context) error {
 	cur, err := w.coll.Find(ctx, bson.D{{Key: "$or", Value: bson.A{
-		bson.D{{Key: "state", Value: bson.D{{Key: "$in", Value: bson.A{alertapi.Triggered, alertapi.Acknowledged}}}},
+		bson.D{{Key: "state", Value: bson.D{{Key: "$in", Value: bson.A{alert.Triggered, alert.Acknowledged}}}},
 			{Key: "escalation_ttl", Value: bson.D{{Key: "$gt", Value: 0}}}},
-		bson.D{{Key: "state", Value: alertapi.Error}, {Key: "escalation_ttl", Value: bson.D{{Key: "$gt", Value: 0}}}, {Key: "escalated_at", Value: nil}},
-		bson.D{{Key: alertapi.ResolveNoticeField, Value: true}},
+		bson.D{{Key: "state", Value: alert.Error}, {Key: "escalation_ttl", Value: bson.D{{Key: "$gt", Value: 0}}}, {Key: "escalated_at", Value: nil}},
+		bson.D{{Key: alert.ResolveNoticeField, Value: true}},
 	}}}, options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}}))
 	if err != nil {
 		return store.Wrap(err)
@@ -173,7 +173,7 @@ func isNotFound(err error) bool {
 	return ok && e.Code == errs.NotFoundCode
 }
 
-func (w *Worker) policyOf(ctx context.Context, a *alertapi.Alert) (Policy, error) {
+func (w *Worker) policyOf(ctx context.Context, a *alert.Alert) (Policy, error) {
 	if a.EscalationPolicyID == "" {
 		return Builtin, nil
 	}
@@ -190,13 +190,13 @@ func (w *Worker) policyOf(ctx context.Context, a *alertapi.Alert) (Policy, error
 // Step takes one alert one step on (upstream's create_alert_notification),
 // or sends its resolved notices.
 func (w *Worker) Step(ctx context.Context, id string) error {
-	_, err := w.alerts.Change(ctx, id, func(a *alertapi.Alert) (bson.D, error) {
+	_, err := w.alerts.Change(ctx, id, func(a *alert.Alert) (bson.D, error) {
 		now := w.now()
 		pol, err := w.policyOf(ctx, a)
 		if err != nil {
 			return nil, err
 		}
-		if a.State == alertapi.Error {
+		if a.State == alert.Error {
 			// Upstream announces an ERROR alert once, at its creation.
 			if a.EscalatedAt != nil || a.EscalationTTL <= 0 {
 				return nil, nil
@@ -215,7 +215,7 @@ func (w *Worker) Step(ctx context.Context, id string) error {
 			if err := w.resolved(ctx, a, pol); err != nil {
 				return nil, err
 			}
-			return bson.D{{Key: alertapi.ResolveNoticeField, Value: false}}, nil
+			return bson.D{{Key: alert.ResolveNoticeField, Value: false}}, nil
 		}
 		if a.EscalationTTL <= 0 {
 			return nil, nil
@@ -225,8 +225,8 @@ func (w *Worker) Step(ctx context.Context, id string) error {
 			return nil, err
 		}
 		stop := bson.D{{Key: "escalation_ttl", Value: int32(0)}}
-		if (opts.NotificationUrgency == alertconfigapi.UrgencyHighOnly && a.Urgency == alertapi.Low) ||
-			(pol.FinishCondition == alertapi.Acknowledged && a.State == alertapi.Acknowledged) {
+		if (opts.NotificationUrgency == projectalertconfig.UrgencyHighOnly && a.Urgency == alert.Low) ||
+			(pol.FinishCondition == alert.Acknowledged && a.State == alert.Acknowledged) {
 			return stop, nil
 		}
 		step, ttl := a.EscalationStep, a.EscalationTTL
@@ -258,9 +258,9 @@ func (w *Worker) Step(ctx context.Context, id string) error {
 }
 
 // resolveNotice reports whether the alert's resolved notices are due.
-func resolveNotice(a *alertapi.Alert) bool { return a.ResolveNotice }
+func resolveNotice(a *alert.Alert) bool { return a.ResolveNotice }
 
-func tags(a *alertapi.Alert) []events.MessageTag {
+func tags(a *alert.Alert) []events.MessageTag {
 	var res []string
 	for _, r := range a.Resources {
 		res = append(res, r.Name)
@@ -279,7 +279,7 @@ func tags(a *alertapi.Alert) []events.MessageTag {
 	return t
 }
 
-func (w *Worker) request(a *alertapi.Alert, id, typ, level, title string) events.NotificationRequest {
+func (w *Worker) request(a *alert.Alert, id, typ, level, title string) events.NotificationRequest {
 	return events.NotificationRequest{ID: id, DomainID: a.DomainID, WorkspaceID: a.WorkspaceID, ProjectID: a.ProjectID, Topic: Topic,
 		NotificationType: typ, Level: level, Message: events.NotificationMessage{Title: title, Description: a.Description,
 			ImageURL: a.ImageURL, Tags: tags(a), OccurredAt: wire.FormatTime(a.CreatedAt.Time)}}
@@ -291,7 +291,7 @@ func StepID(alertID string, ttl, step int32) string {
 	return fmt.Sprintf("notify-%s-r%d-s%d", alertID, ttl, step)
 }
 
-func (w *Worker) alerting(ctx context.Context, a *alertapi.Alert, level string) error {
+func (w *Worker) alerting(ctx context.Context, a *alert.Alert, level string) error {
 	r := w.request(a, StepID(a.AlertID, a.EscalationTTL, a.EscalationStep), events.NotifyError, level, "[Alerting] "+a.Title)
 	link, err := w.alerts.LinkURL(a)
 	if err != nil {
@@ -305,7 +305,7 @@ func (w *Worker) alerting(ctx context.Context, a *alertapi.Alert, level string) 
 
 // resolved sends one [Resolved] message per step the alert reached, each
 // at its level (upstream), without a callback.
-func (w *Worker) resolved(ctx context.Context, a *alertapi.Alert, pol Policy) error {
+func (w *Worker) resolved(ctx context.Context, a *alert.Alert, pol Policy) error {
 	var at int64
 	if a.ResolvedAt != nil {
 		at = a.ResolvedAt.UnixMilli()

@@ -7,7 +7,7 @@
 // nothing stored; a plugin that fails or hangs is a 502 or 504; never a
 // 500.
 //
-// It holds no rule of the webhook resource itself (package webhookapi).
+// It holds no rule of the webhook resource itself (package webhook).
 package ingest
 
 import (
@@ -34,8 +34,8 @@ import (
 	"github.com/nubes-io/nubes/pkg/server"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
-	"github.com/nubes-io/nubes/services/monitoring/internal/eventapi"
-	"github.com/nubes-io/nubes/services/monitoring/internal/mon"
+	"github.com/nubes-io/nubes/services/monitoring/internal/core"
+	"github.com/nubes-io/nubes/services/monitoring/internal/event"
 )
 
 // Path is the ingest route (echo syntax).
@@ -66,8 +66,8 @@ type Config struct {
 type Ingest struct {
 	webhooks *mongo.Collection
 	pending  *mongo.Collection
-	events   *eventapi.Store
-	counters *mon.Counters
+	events   *event.Store
+	counters *core.Counters
 	plugins  *plugin.Client
 	limit    *limiter
 	cfg      Config
@@ -75,8 +75,8 @@ type Ingest struct {
 }
 
 // New builds the ingest.
-func New(ctx context.Context, db *mongo.Database, evs *eventapi.Store, counters *mon.Counters, plugins *plugin.Client, cfg Config, log *slog.Logger) (*Ingest, error) {
-	in := &Ingest{webhooks: db.Collection(mon.WebhooksCollection), pending: db.Collection(mon.PendingCollection), events: evs,
+func New(ctx context.Context, db *mongo.Database, evs *event.Store, counters *core.Counters, plugins *plugin.Client, cfg Config, log *slog.Logger) (*Ingest, error) {
+	in := &Ingest{webhooks: db.Collection(core.WebhooksCollection), pending: db.Collection(core.PendingCollection), events: evs,
 		counters: counters, plugins: plugins, limit: newLimiter(cfg.Rate, cfg.Burst), cfg: cfg, log: log}
 	return in, in.ensurePending(ctx)
 }
@@ -90,7 +90,7 @@ var webhookIDPattern = regexp.MustCompile(`^webhook-[0-9a-f]{12}$`)
 
 // Response is the answer to an accepted body.
 type Response struct {
-	Results []eventapi.Outcome `json:"results"`
+	Results []event.Outcome `json:"results"`
 	// Error is set when the plugin could not parse the body: the error
 	// event stored for it is in Results.
 	Error string `json:"error,omitempty"`
@@ -114,7 +114,7 @@ func (in *Ingest) serve(w http.ResponseWriter, r *http.Request) error {
 	if !webhookIDPattern.MatchString(id) {
 		return errs.NotFound("webhook_id", id)
 	}
-	wh, err := store.GetLive[mon.Webhook](r.Context(), in.webhooks, "webhook_id", id)
+	wh, err := store.GetLive[core.Webhook](r.Context(), in.webhooks, "webhook_id", id)
 	if err != nil {
 		return err
 	}
@@ -124,7 +124,7 @@ func (in *Ingest) serve(w http.ResponseWriter, r *http.Request) error {
 	if subtle.ConstantTimeCompare(given[:], want[:]) != 1 || wh.AccessKey == "" {
 		return errs.New(errs.PermissionDenied, "Permission denied: the access key does not match.")
 	}
-	if wh.State != mon.Enabled {
+	if wh.State != core.Enabled {
 		return errs.New(errs.WebhookStateDisabled, "The webhook is disabled. (webhook_id = %s)", id)
 	}
 	now := time.Now
@@ -206,7 +206,7 @@ func decodeObject(raw []byte) (map[string]any, error) {
 // answer of 200 that says so. A plugin that cannot be reached or does
 // not answer in time keeps the body for the retry worker and answers 502
 // or 504.
-func (in *Ingest) parse(ctx context.Context, wh *mon.Webhook, raw string, data map[string]any) (*Response, error) {
+func (in *Ingest) parse(ctx context.Context, wh *core.Webhook, raw string, data map[string]any) (*Response, error) {
 	pctx, cancel := context.WithTimeout(ctx, in.cfg.ParseTimeout)
 	results, err := plugin.Webhook{Target: in.plugins.Plugin(wh.PluginInfo.PluginID, wh.PluginInfo.Version)}.
 		Parse(pctx, wire.Object(wh.PluginInfo.Options), data)
@@ -219,24 +219,24 @@ func (in *Ingest) parse(ctx context.Context, wh *mon.Webhook, raw string, data m
 			}
 			return nil, errs.New(code, "The webhook's plugin did not parse the body (%s); it is kept and will be retried.", reason(err))
 		}
-		e := eventapi.ParseError(wh, eventapi.BodyKey(raw), reason(err), raw, now)
+		e := event.ParseError(wh, event.BodyKey(raw), reason(err), raw, now)
 		out, serr := in.events.Save(ctx, e)
 		if serr != nil {
 			return nil, serr
 		}
-		return &Response{Results: []eventapi.Outcome{out}, Error: reason(err)}, nil
+		return &Response{Results: []event.Outcome{out}, Error: reason(err)}, nil
 	}
 	if len(results) > MaxEvents {
-		e := eventapi.ParseError(wh, eventapi.BodyKey(raw), "the plugin returned more than 1000 events for one body", raw, now)
+		e := event.ParseError(wh, event.BodyKey(raw), "the plugin returned more than 1000 events for one body", raw, now)
 		out, serr := in.events.Save(ctx, e)
 		if serr != nil {
 			return nil, serr
 		}
-		return &Response{Results: []eventapi.Outcome{out}, Error: "too many events"}, nil
+		return &Response{Results: []event.Outcome{out}, Error: "too many events"}, nil
 	}
-	res := &Response{Results: []eventapi.Outcome{}}
+	res := &Response{Results: []event.Outcome{}}
 	for _, m := range results {
-		out, err := in.events.Save(ctx, eventapi.FromPlugin(wh, m, raw, now))
+		out, err := in.events.Save(ctx, event.FromPlugin(wh, m, raw, now))
 		if err != nil {
 			return nil, err
 		}

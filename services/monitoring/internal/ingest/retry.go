@@ -12,8 +12,8 @@ import (
 	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
-	"github.com/nubes-io/nubes/services/monitoring/internal/eventapi"
-	"github.com/nubes-io/nubes/services/monitoring/internal/mon"
+	"github.com/nubes-io/nubes/services/monitoring/internal/core"
+	"github.com/nubes-io/nubes/services/monitoring/internal/event"
 )
 
 // A kept body: the ingest answered 502 or 504 because the plugin could
@@ -46,7 +46,7 @@ const DefaultMaxKept = 1000
 // then the body is dropped (the sender gets 503 and sends it again
 // later) and counted among the webhook's failed requests. Two replicas
 // keeping at once may pass the bound by one each.
-func (in *Ingest) keep(ctx context.Context, wh *mon.Webhook, raw string, cause error) error {
+func (in *Ingest) keep(ctx context.Context, wh *core.Webhook, raw string, cause error) error {
 	maxKept := in.cfg.MaxKept
 	if maxKept <= 0 {
 		maxKept = DefaultMaxKept
@@ -129,7 +129,7 @@ func (in *Ingest) retry(ctx context.Context, k kept) error {
 		_, err := in.pending.DeleteOne(ctx, bson.D{{Key: "_id", Value: k.ID}})
 		return store.Wrap(err)
 	}
-	wh, err := store.GetLive[mon.Webhook](ctx, in.webhooks, "webhook_id", k.WebhookID)
+	wh, err := store.GetLive[core.Webhook](ctx, in.webhooks, "webhook_id", k.WebhookID)
 	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
 		in.log.Info("kept body of a deleted webhook dropped", "pending_id", k.ID, "webhook_id", k.WebhookID)
 		return done()
@@ -155,13 +155,13 @@ func (in *Ingest) retry(ctx context.Context, k kept) error {
 		if _, again := transient(err); again {
 			msg = fmt.Sprintf("the plugin could not parse the body after %d tries: %s", k.Attempts+1, msg)
 		}
-		if _, err := in.events.Save(ctx, eventapi.ParseError(wh, "error-"+k.ID, msg, k.Body, now)); err != nil {
+		if _, err := in.events.Save(ctx, event.ParseError(wh, "error-"+k.ID, msg, k.Body, now)); err != nil {
 			return err
 		}
 		return done()
 	}
 	for _, m := range results[:min(len(results), MaxEvents)] {
-		if _, err := in.events.Save(ctx, eventapi.FromPlugin(wh, m, k.Body, now)); err != nil {
+		if _, err := in.events.Save(ctx, event.FromPlugin(wh, m, k.Body, now)); err != nil {
 			return err
 		}
 	}

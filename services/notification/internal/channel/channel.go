@@ -23,7 +23,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
-	"github.com/nubes-io/nubes/services/notification/internal/noti"
+	"github.com/nubes-io/nubes/services/notification/internal/core"
 )
 
 // Schemas of the built-in protocol's channel data (it has no plugin to
@@ -47,7 +47,7 @@ func mustCompile(s map[string]any) *jsonschema.Schema {
 
 // Schedule checks is_scheduled with schedule: without is_scheduled the
 // schedule is null (upstream drops it); with it, a valid one is needed.
-func Schedule(isScheduled bool, s *noti.Schedule) (*noti.Schedule, error) {
+func Schedule(isScheduled bool, s *core.Schedule) (*core.Schedule, error) {
 	if !isScheduled {
 		return nil, nil
 	}
@@ -78,8 +78,8 @@ func Subscriptions(isSubscribe bool, topics []string) ([]string, error) {
 // Protocol loads a protocol of the domain: another domain's or an unknown
 // one is 404; a DISABLED one is 400 ERROR_PROTOCOL_DISABLED when enabled
 // is asked (a new channel needs an ENABLED protocol, upstream).
-func Protocol(ctx context.Context, protocols *mongo.Collection, domainID, id string, enabled bool) (*noti.Protocol, error) {
-	var pr noti.Protocol
+func Protocol(ctx context.Context, protocols *mongo.Collection, domainID, id string, enabled bool) (*core.Protocol, error) {
+	var pr core.Protocol
 	raw, err := protocols.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Raw()
 	if err == nil {
 		err = bson.Unmarshal(raw, &pr)
@@ -91,7 +91,7 @@ func Protocol(ctx context.Context, protocols *mongo.Collection, domainID, id str
 	if err != nil {
 		return nil, store.Wrap(err)
 	}
-	if enabled && pr.State != noti.Enabled {
+	if enabled && pr.State != core.Enabled {
 		return nil, errs.New(errs.ProtocolDisabled, "The protocol is disabled. (protocol_id = %s)", id)
 	}
 	return &pr, nil
@@ -101,19 +101,19 @@ func Protocol(ctx context.Context, protocols *mongo.Collection, domainID, id str
 // built-in protocol's, for a user channel when user) and returns what the
 // channel stores: the data itself for a PLAIN_TEXT protocol, or {} and the
 // data sealed to the channel for a SECRET one.
-func Data(pr *noti.Protocol, data map[string]any, user bool, keys *seal.Keyring, channelID, domainID string) (map[string]any, *seal.Sealed, error) {
+func Data(pr *core.Protocol, data map[string]any, user bool, keys *seal.Keyring, channelID, domainID string) (map[string]any, *seal.Sealed, error) {
 	if data == nil {
 		return nil, nil, errs.Required("data")
 	}
 	var schema *jsonschema.Schema
 	switch {
-	case pr.ProtocolType == noti.Internal && user:
+	case pr.ProtocolType == core.Internal && user:
 		schema = builtinUser
-	case pr.ProtocolType == noti.Internal:
+	case pr.ProtocolType == core.Internal:
 		schema = builtinProject
-	case noti.DataSchema(pr) != nil:
+	case core.DataSchema(pr) != nil:
 		var err error
-		if schema, err = jsonschema.Compile(noti.DataSchema(pr)); err != nil {
+		if schema, err = jsonschema.Compile(core.DataSchema(pr)); err != nil {
 			// The plugin's own schema is broken: its settings, not the
 			// client's data.
 			return nil, nil, errs.New(errs.WrongPluginSettings, "The protocol's data schema is not valid. (protocol_id = %s)", pr.ProtocolID)
@@ -124,10 +124,10 @@ func Data(pr *noti.Protocol, data map[string]any, user bool, keys *seal.Keyring,
 			return nil, nil, err
 		}
 	}
-	if noti.DataType(pr) != "SECRET" {
+	if core.DataType(pr) != "SECRET" {
 		return data, nil, nil
 	}
-	s, err := keys.SealJSON(data, noti.ChannelAD(channelID, domainID))
+	s, err := keys.SealJSON(data, core.ChannelAD(channelID, domainID))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -189,7 +189,7 @@ func (o Ops[T]) Stat(ctx context.Context, p *auth.Principal, q *stat.Query) (*ma
 func State(state string) bson.D { return bson.D{{Key: "state", Value: state}} }
 
 // ScheduleSet is the set of set_schedule.
-func ScheduleSet(isScheduled bool, s *noti.Schedule) (bson.D, error) {
+func ScheduleSet(isScheduled bool, s *core.Schedule) (bson.D, error) {
 	sch, err := Schedule(isScheduled, s)
 	if err != nil {
 		return nil, err

@@ -4,7 +4,7 @@
 // the call only.
 //
 // Each event ID is handled once: its outcome is recorded in
-// noti.DispatchesCollection before the message is acknowledged, and a
+// core.DispatchesCollection before the message is acknowledged, and a
 // redelivered or republished event with a recorded outcome is acknowledged
 // without a second dispatch. A plugin failure that may pass (the plugin
 // unreachable, slow or failing on its side: 5xx) is retried with a growing
@@ -41,7 +41,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
-	"github.com/nubes-io/nubes/services/notification/internal/noti"
+	"github.com/nubes-io/nubes/services/notification/internal/core"
 )
 
 // Outcomes recorded per event.
@@ -87,7 +87,7 @@ type Dispatcher struct {
 	bus       *events.Bus
 	protocols *mongo.Collection
 	records   *mongo.Collection
-	counters  noti.Counters
+	counters  core.Counters
 	plugins   *plugin.Client
 	keys      *seal.Keyring
 	cfg       Config
@@ -96,8 +96,8 @@ type Dispatcher struct {
 
 // New builds the dispatcher and its collection's indexes.
 func New(ctx context.Context, db *mongo.Database, bus *events.Bus, plugins *plugin.Client, keys *seal.Keyring, cfg Config, log *slog.Logger) (*Dispatcher, error) {
-	d := &Dispatcher{bus: bus, protocols: db.Collection(noti.ProtocolsCollection), records: db.Collection(noti.DispatchesCollection),
-		counters: noti.Counters{C: db.Collection(noti.UsageCollection)}, plugins: plugins, keys: keys, cfg: cfg, log: log}
+	d := &Dispatcher{bus: bus, protocols: db.Collection(core.ProtocolsCollection), records: db.Collection(core.DispatchesCollection),
+		counters: core.Counters{C: db.Collection(core.UsageCollection)}, plugins: plugins, keys: keys, cfg: cfg, log: log}
 	return d, store.EnsureIndexes(ctx, d.records, store.Index{Keys: bson.D{{Key: "protocol_id", Value: 1}, {Key: "at", Value: -1}}})
 }
 
@@ -162,7 +162,7 @@ func (d *Dispatcher) handle(ctx context.Context, msg jetstream.Msg) {
 
 // dispatch delivers one event, or says why it is skipped.
 func (d *Dispatcher) dispatch(ctx context.Context, ev events.NotificationDispatch) (outcome, reason string, err error) {
-	var pr noti.Protocol
+	var pr core.Protocol
 	raw, err := d.protocols.FindOne(ctx, bson.D{{Key: "_id", Value: ev.ProtocolID}}).Raw()
 	if err == nil {
 		err = bson.Unmarshal(raw, &pr)
@@ -173,18 +173,18 @@ func (d *Dispatcher) dispatch(ctx context.Context, ev events.NotificationDispatc
 		return Skipped, "no such protocol", nil
 	case err != nil:
 		return "", "", store.Wrap(err)
-	case pr.State != noti.Enabled:
+	case pr.State != core.Enabled:
 		return Skipped, "protocol disabled", nil
 	}
 	channel := ev.ChannelData
 	if ev.SealedChannelData != nil {
 		// A SECRET protocol's channel data, as its channel keeps it.
 		channel = map[string]any{}
-		if err := d.keys.OpenJSON(*ev.SealedChannelData, noti.ChannelAD(ev.ChannelID, ev.DomainID), &channel); err != nil {
+		if err := d.keys.OpenJSON(*ev.SealedChannelData, core.ChannelAD(ev.ChannelID, ev.DomainID), &channel); err != nil {
 			return "", "", errs.Down("The channel's sealed data", err)
 		}
 	}
-	if pr.ProtocolType == noti.Internal {
+	if pr.ProtocolType == core.Internal {
 		// The built-in protocol: an e-mail channel goes through the
 		// mailer; users' inboxes were filled when the request was
 		// fanned out, so anything else has nothing left to deliver.
@@ -199,7 +199,7 @@ func (d *Dispatcher) dispatch(ctx context.Context, ev events.NotificationDispatc
 	}
 	secret := map[string]any{}
 	if pr.Sealed != nil {
-		if err := d.keys.OpenJSON(*pr.Sealed, noti.AD(pr.ID, pr.DomainID), &secret); err != nil {
+		if err := d.keys.OpenJSON(*pr.Sealed, core.AD(pr.ID, pr.DomainID), &secret); err != nil {
 			// A key withdrawn from the keyring: an operator's matter, not
 			// the plugin's; retried until dead-lettered.
 			return "", "", errs.Down("The protocol's secret data", err)
@@ -267,7 +267,7 @@ func (d *Dispatcher) record(ctx context.Context, ev events.NotificationDispatch,
 	if err != nil {
 		return store.Wrap(err)
 	}
-	u := noti.Usage{}
+	u := core.Usage{}
 	switch outcome {
 	case Sent:
 		u.Sent = 1
@@ -319,7 +319,7 @@ func (d *Dispatcher) retry(msg jetstream.Msg, deliveries int, _ error) {
 // Outcome reads an event's recorded outcome ("" when none yet).
 func Outcome(ctx context.Context, db *mongo.Database, id string) (Record, error) {
 	var rec Record
-	err := db.Collection(noti.DispatchesCollection).FindOne(ctx, bson.D{{Key: "_id", Value: id}}, options.FindOne()).Decode(&rec)
+	err := db.Collection(core.DispatchesCollection).FindOne(ctx, bson.D{{Key: "_id", Value: id}}, options.FindOne()).Decode(&rec)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return Record{}, nil
 	}

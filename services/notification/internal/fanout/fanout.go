@@ -33,7 +33,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
-	"github.com/nubes-io/nubes/services/notification/internal/noti"
+	"github.com/nubes-io/nubes/services/notification/internal/core"
 )
 
 // Config bounds the consumer.
@@ -75,8 +75,8 @@ func New(ctx context.Context, db *mongo.Database, bus *events.Bus, identity *cal
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	f := &Fanout{bus: bus, identity: identity, protocols: db.Collection(noti.ProtocolsCollection), projectCh: db.Collection(noti.ProjectChannelsCollection),
-		userCh: db.Collection(noti.UserChannelsCollection), inbox: db.Collection(noti.InboxCollection), cfg: cfg, log: log}
+	f := &Fanout{bus: bus, identity: identity, protocols: db.Collection(core.ProtocolsCollection), projectCh: db.Collection(core.ProjectChannelsCollection),
+		userCh: db.Collection(core.UserChannelsCollection), inbox: db.Collection(core.InboxCollection), cfg: cfg, log: log}
 	return f, store.EnsureIndexes(ctx, f.inbox, store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "user_id", Value: 1}, {Key: "created_at", Value: -1}}})
 }
 
@@ -158,20 +158,20 @@ func (f *Fanout) Handle(ctx context.Context, r events.NotificationRequest) error
 	}
 	users := slices.Clone(r.UserIDs)
 	if r.ProjectID != "" {
-		var chs []noti.ProjectChannel
-		if err := find(ctx, f.projectCh, bson.D{{Key: "domain_id", Value: r.DomainID}, {Key: "project_id", Value: r.ProjectID}, {Key: "state", Value: noti.Enabled}}, &chs); err != nil {
+		var chs []core.ProjectChannel
+		if err := find(ctx, f.projectCh, bson.D{{Key: "domain_id", Value: r.DomainID}, {Key: "project_id", Value: r.ProjectID}, {Key: "state", Value: core.Enabled}}, &chs); err != nil {
 			return err
 		}
 		for _, c := range chs {
 			if (r.Level != events.LevelAll && r.Level != c.NotificationLevel) ||
-				!noti.Picks(c.State, c.IsSubscribe, c.Subscriptions, c.IsScheduled, c.Schedule, r.Topic, now) {
+				!core.Picks(c.State, c.IsSubscribe, c.Subscriptions, c.IsScheduled, c.Schedule, r.Topic, now) {
 				continue
 			}
 			pr, ok := protocols[c.ProtocolID]
 			if !ok {
 				continue // its protocol was deleted
 			}
-			if pr.ProtocolType == noti.Internal {
+			if pr.ProtocolType == core.Internal {
 				// The built-in protocol reaches users, each as a user.
 				for _, u := range stringsOf(c.Data["users"]) {
 					users = append(users, u)
@@ -199,7 +199,7 @@ func (f *Fanout) Handle(ctx context.Context, r events.NotificationRequest) error
 	}
 	// Every channel of the users, whatever its state: a user who made
 	// one chose how to be reached, and is mailed by no other way.
-	var chs []noti.UserChannel
+	var chs []core.UserChannel
 	if err := find(ctx, f.userCh, bson.D{{Key: "domain_id", Value: r.DomainID}, {Key: "user_id", Value: bson.D{{Key: "$in", Value: users}}}}, &chs); err != nil {
 		return err
 	}
@@ -211,7 +211,7 @@ func (f *Fanout) Handle(ctx context.Context, r events.NotificationRequest) error
 	reached := map[string]bool{}
 	for _, c := range chs {
 		reached[c.UserID] = true
-		if !noti.Picks(c.State, c.IsSubscribe, c.Subscriptions, c.IsScheduled, c.Schedule, r.Topic, now) {
+		if !core.Picks(c.State, c.IsSubscribe, c.Subscriptions, c.IsScheduled, c.Schedule, r.Topic, now) {
 			continue
 		}
 		if _, ok := protocols[c.ProtocolID]; !ok {
@@ -291,12 +291,12 @@ func (f *Fanout) admins(ctx context.Context, domainID string) ([]Admin, error) {
 
 // internal is the id of the domain's built-in protocol, stored now if no
 // read has stored it yet (as the protocol service does on a first read).
-func (f *Fanout) internal(ctx context.Context, protocols map[string]noti.Protocol, domainID string) (string, error) {
-	id := noti.InternalID(domainID)
+func (f *Fanout) internal(ctx context.Context, protocols map[string]core.Protocol, domainID string) (string, error) {
+	id := core.InternalID(domainID)
 	if _, ok := protocols[id]; ok {
 		return id, nil
 	}
-	pr := noti.InternalProtocol(domainID)
+	pr := core.InternalProtocol(domainID)
 	if _, err := f.protocols.InsertOne(ctx, pr); err != nil && !mongo.IsDuplicateKeyError(err) {
 		return "", store.Wrap(err)
 	}
@@ -321,7 +321,7 @@ func (f *Fanout) dispatch(ctx context.Context, r events.NotificationRequest, msg
 // keepInbox stores the user's inbox entry of the request, once.
 func (f *Fanout) keepInbox(ctx context.Context, r events.NotificationRequest, msg map[string]any, userID string) error {
 	id := "notification-" + hash(r.ID, userID)[:12]
-	_, err := f.inbox.InsertOne(ctx, noti.Inbox{ID: id, NotificationID: id, Topic: r.Topic, Message: msg, NotificationType: r.NotificationType,
+	_, err := f.inbox.InsertOne(ctx, core.Inbox{ID: id, NotificationID: id, Topic: r.Topic, Message: msg, NotificationType: r.NotificationType,
 		NotificationLevel: r.Level, UserID: userID, DomainID: r.DomainID, CreatedAt: wire.T(wire.Now())})
 	if err != nil && !mongo.IsDuplicateKeyError(err) {
 		return store.Wrap(err)
@@ -329,14 +329,14 @@ func (f *Fanout) keepInbox(ctx context.Context, r events.NotificationRequest, ms
 	return nil
 }
 
-func (f *Fanout) domainProtocols(ctx context.Context, domainID string) (map[string]noti.Protocol, error) {
-	var prs []noti.Protocol
+func (f *Fanout) domainProtocols(ctx context.Context, domainID string) (map[string]core.Protocol, error) {
+	var prs []core.Protocol
 	// One whose delete has begun (store.Teardown) is left out.
 	live := bson.D{{Key: "domain_id", Value: domainID}, {Key: tenancy.MarkField, Value: bson.D{{Key: "$ne", Value: true}}}}
 	if err := find(ctx, f.protocols, live, &prs); err != nil {
 		return nil, err
 	}
-	out := make(map[string]noti.Protocol, len(prs))
+	out := make(map[string]core.Protocol, len(prs))
 	for _, p := range prs {
 		out[p.ID] = p
 	}

@@ -21,11 +21,11 @@ import (
 	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/notification/internal/channel"
-	"github.com/nubes-io/nubes/services/notification/internal/noti"
+	"github.com/nubes-io/nubes/services/notification/internal/core"
 )
 
 // Channel is the ProjectChannelInfo sent.
-type Channel = noti.ProjectChannel
+type Channel = core.ProjectChannel
 
 // Resource declares project channels to the kit: in a project, the
 // sealed data secret.
@@ -56,7 +56,7 @@ type (
 		Subscriptions     []string       `json:"subscriptions" v:"max=100"`
 		NotificationLevel string         `json:"notification_level" v:"enum=LV1|LV2|LV3|LV4|LV5|LV6|LV7|LV8|LV9|LV10"`
 		IsScheduled       bool           `json:"is_scheduled"`
-		Schedule          *noti.Schedule `json:"schedule"`
+		Schedule          *core.Schedule `json:"schedule"`
 		Tags              freeform.Flat  `json:"tags"`
 		ProjectID         string         `json:"project_id" v:"required,max=64"`
 	}
@@ -70,7 +70,7 @@ type (
 	scheduleRequest struct {
 		ProjectChannelID string         `json:"project_channel_id" v:"required"`
 		IsScheduled      bool           `json:"is_scheduled"`
-		Schedule         *noti.Schedule `json:"schedule"`
+		Schedule         *core.Schedule `json:"schedule"`
 	}
 	subscriptionRequest struct {
 		ProjectChannelID string   `json:"project_channel_id" v:"required"`
@@ -105,9 +105,9 @@ type Channels struct {
 
 // New creates the collection's indexes.
 func New(ctx context.Context, db *mongo.Database, identity *call.Client, keys *seal.Keyring) (*Channels, error) {
-	c := db.Collection(noti.ProjectChannelsCollection)
+	c := db.Collection(core.ProjectChannelsCollection)
 	cs := &Channels{ops: channel.Ops[Channel]{C: c, Resource: Resource, Key: "project_channel_id"},
-		protocols: db.Collection(noti.ProtocolsCollection), identity: identity, keys: keys}
+		protocols: db.Collection(core.ProtocolsCollection), identity: identity, keys: keys}
 	return cs, store.EnsureIndexes(ctx, c,
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "project_id", Value: 1}, {Key: "state", Value: 1}}},
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "workspace_id", Value: 1}}},
@@ -122,8 +122,8 @@ func (cs *Channels) Routes() []api.Route {
 		api.Op[updateRequest, Channel]{Path: base + "update", Access: writers, Summary: "Change a project channel's name, data, level or tags (protocol and project fixed).", Handle: cs.update},
 		api.Op[scheduleRequest, Channel]{Path: base + "set-schedule", Access: writers, Summary: "Set the channel's delivery window (UTC days and hours).", Handle: cs.setSchedule},
 		api.Op[subscriptionRequest, Channel]{Path: base + "set-subscription", Access: writers, Summary: "Set the topics the channel takes.", Handle: cs.setSubscription},
-		api.Op[channelRequest, Channel]{Path: base + "enable", Access: writers, Summary: "Enable the channel.", Handle: cs.state(noti.Enabled)},
-		api.Op[channelRequest, Channel]{Path: base + "disable", Access: writers, Summary: "Disable the channel: nothing is dispatched to it.", Handle: cs.state(noti.Disabled)},
+		api.Op[channelRequest, Channel]{Path: base + "enable", Access: writers, Summary: "Enable the channel.", Handle: cs.state(core.Enabled)},
+		api.Op[channelRequest, Channel]{Path: base + "disable", Access: writers, Summary: "Disable the channel: nothing is dispatched to it.", Handle: cs.state(core.Disabled)},
 		api.Op[channelRequest, api.Empty]{Path: base + "delete", Access: writers, Summary: "Delete the channel and its sealed data.", Handle: cs.delete},
 		api.Op[channelRequest, Channel]{Path: base + "get", Access: readers, Summary: "Get a project channel.", Handle: cs.get},
 		api.Op[channelQuery, api.List[Channel]]{Path: base + "list", Access: readers, Summary: "List the project channels the caller reaches.", Handle: cs.list},
@@ -167,7 +167,7 @@ func (cs *Channels) create(ctx context.Context, p *auth.Principal, r *createRequ
 	if err != nil {
 		return nil, err
 	}
-	id := wire.NewID(noti.ProjectChannelPrefix)
+	id := wire.NewID(core.ProjectChannelPrefix)
 	data, sealed, err := channel.Data(pr, r.Data, false, cs.keys, id, p.DomainID)
 	if err != nil {
 		return nil, err
@@ -176,7 +176,7 @@ func (cs *Channels) create(ctx context.Context, p *auth.Principal, r *createRequ
 	if level == "" {
 		level = "LV1"
 	}
-	doc := &Channel{ID: id, ProjectChannelID: id, Name: r.Name, State: noti.Enabled, Data: data, IsSubscribe: r.IsSubscribe,
+	doc := &Channel{ID: id, ProjectChannelID: id, Name: r.Name, State: core.Enabled, Data: data, IsSubscribe: r.IsSubscribe,
 		Subscriptions: subs, NotificationLevel: level, IsScheduled: r.IsScheduled, Schedule: sch, Tags: wire.Object(r.Tags),
 		ProtocolID: pr.ProtocolID, Sealed: sealed, ProjectID: pj.ProjectID, WorkspaceID: pj.WorkspaceID, DomainID: p.DomainID,
 		CreatedAt: wire.T(wire.Now())}

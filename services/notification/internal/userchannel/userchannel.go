@@ -19,11 +19,11 @@ import (
 	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/notification/internal/channel"
-	"github.com/nubes-io/nubes/services/notification/internal/noti"
+	"github.com/nubes-io/nubes/services/notification/internal/core"
 )
 
 // Channel is the UserChannelInfo sent.
-type Channel = noti.UserChannel
+type Channel = core.UserChannel
 
 // Resource declares user channels to the kit: owned by their user, the
 // sealed data secret.
@@ -49,20 +49,20 @@ type (
 		IsSubscribe   bool           `json:"is_subscribe"`
 		Subscriptions []string       `json:"subscriptions" v:"max=100"`
 		IsScheduled   bool           `json:"is_scheduled"`
-		Schedule      *noti.Schedule `json:"schedule"`
+		Schedule      *core.Schedule `json:"schedule"`
 		Tags          freeform.Flat  `json:"tags"`
 	}
 	updateRequest struct {
 		UserChannelID string         `json:"user_channel_id" v:"required"`
 		Name          string         `json:"name" v:"max=255"`
 		Data          map[string]any `json:"data"`
-		Schedule      *noti.Schedule `json:"schedule"`
+		Schedule      *core.Schedule `json:"schedule"`
 		Tags          freeform.Flat  `json:"tags"`
 	}
 	scheduleRequest struct {
 		UserChannelID string         `json:"user_channel_id" v:"required"`
 		IsScheduled   bool           `json:"is_scheduled"`
-		Schedule      *noti.Schedule `json:"schedule"`
+		Schedule      *core.Schedule `json:"schedule"`
 	}
 	subscriptionRequest struct {
 		UserChannelID string   `json:"user_channel_id" v:"required"`
@@ -94,9 +94,9 @@ type Channels struct {
 
 // New creates the collection's indexes.
 func New(ctx context.Context, db *mongo.Database, keys *seal.Keyring) (*Channels, error) {
-	c := db.Collection(noti.UserChannelsCollection)
+	c := db.Collection(core.UserChannelsCollection)
 	cs := &Channels{ops: channel.Ops[Channel]{C: c, Resource: Resource, Key: "user_channel_id"},
-		protocols: db.Collection(noti.ProtocolsCollection), keys: keys}
+		protocols: db.Collection(core.ProtocolsCollection), keys: keys}
 	return cs, store.EnsureIndexes(ctx, c,
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "user_id", Value: 1}, {Key: "state", Value: 1}}})
 }
@@ -109,8 +109,8 @@ func (cs *Channels) Routes() []api.Route {
 		api.Op[updateRequest, Channel]{Path: base + "update", Access: users, Summary: "Change your channel's name, data, schedule or tags (protocol fixed).", Handle: cs.update},
 		api.Op[scheduleRequest, Channel]{Path: base + "set-schedule", Access: users, Summary: "Set the channel's delivery window (UTC days and hours).", Handle: cs.setSchedule},
 		api.Op[subscriptionRequest, Channel]{Path: base + "set-subscription", Access: users, Summary: "Set the topics the channel takes.", Handle: cs.setSubscription},
-		api.Op[channelRequest, Channel]{Path: base + "enable", Access: users, Summary: "Enable the channel.", Handle: cs.state(noti.Enabled)},
-		api.Op[channelRequest, Channel]{Path: base + "disable", Access: users, Summary: "Disable the channel: nothing is dispatched to it.", Handle: cs.state(noti.Disabled)},
+		api.Op[channelRequest, Channel]{Path: base + "enable", Access: users, Summary: "Enable the channel.", Handle: cs.state(core.Enabled)},
+		api.Op[channelRequest, Channel]{Path: base + "disable", Access: users, Summary: "Disable the channel: nothing is dispatched to it.", Handle: cs.state(core.Disabled)},
 		api.Op[channelRequest, api.Empty]{Path: base + "delete", Access: users, Summary: "Delete the channel and its sealed data.", Handle: cs.delete},
 		api.Op[channelRequest, Channel]{Path: base + "get", Access: users, Summary: "Get one of your channels.", Handle: cs.get},
 		api.Op[channelQuery, api.List[Channel]]{Path: base + "list", Access: users, Summary: "List your channels.", Handle: cs.list},
@@ -136,12 +136,12 @@ func (cs *Channels) create(ctx context.Context, p *auth.Principal, r *createRequ
 	if err != nil {
 		return nil, err
 	}
-	id := wire.NewID(noti.UserChannelPrefix)
+	id := wire.NewID(core.UserChannelPrefix)
 	data, sealed, err := channel.Data(pr, r.Data, true, cs.keys, id, stamp.Domain)
 	if err != nil {
 		return nil, err
 	}
-	doc := &Channel{ID: id, UserChannelID: id, Name: r.Name, State: noti.Enabled, Data: data, IsSubscribe: r.IsSubscribe,
+	doc := &Channel{ID: id, UserChannelID: id, Name: r.Name, State: core.Enabled, Data: data, IsSubscribe: r.IsSubscribe,
 		Subscriptions: subs, IsScheduled: r.IsScheduled, Schedule: sch, Tags: wire.Object(r.Tags), ProtocolID: pr.ProtocolID,
 		Sealed: sealed, UserID: stamp.Owner, DomainID: stamp.Domain, CreatedAt: wire.T(wire.Now())}
 	if sealed != nil {

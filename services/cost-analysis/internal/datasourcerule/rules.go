@@ -1,0 +1,451 @@
+// Package datasourcerule holds the data source rules of the cost-analysis service
+// (spec part 2, /cost-analysis/v1/data-source-rule; semantics.md section 7
+// "Rule ordering") and the engine that applies them to cost rows.
+//
+// Rules of one data source and rule type are numbered 1..n. Every change
+// of that numbering (create, change_order, delete, the MANAGED rules of a
+// plugin) runs under the data source's lease (core.RulesLock): FerretDB
+// applies neither $inc nor conditional updates atomically, so the lease,
+// an insert-to-acquire record with an expiry, is what keeps two
+// concurrent calls from leaving two rules with one order.
+//
+// It must not run jobs or read costs.
+package datasourcerule
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/nubes-io/nubes/pkg/api"
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/freeform"
+	"github.com/nubes-io/nubes/pkg/query"
+	"github.com/nubes-io/nubes/pkg/stat"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/tenancy"
+	"github.com/nubes-io/nubes/pkg/wire"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/core"
+)
+
+// Error codes of rule changes.
+const (
+	NotAllowedToChangeOrder   = errs.NotAllowedToChangeOrder
+	NotAllowedToChangeManaged = errs.NotAllowedToChangeManagedRule
+)
+
+// Rule is the DataSourceRuleInfo sent.
+type Rule = core.Rule
+
+var resource = query.Resource{
+	KeywordFields: []string{"data_source_rule_id", "name"},
+	DefaultSort:   []query.SortKey{{Key: "data_source_id"}, {Key: "rule_type"}, {Key: "order"}},
+	MinimalFields: []string{"data_source_rule_id", "name", "rule_type", "order", "data_source_id"},
+	Fields:        query.FieldsOf[Rule](),
+	Tenancy:       tenancy.InWorkspace,
+	Maps:          freeform.FieldsOf[Rule](),
+}
+
+type (
+	createRule struct {
+		DataSourceID     string            `json:"data_source_id" v:"required,max=64"`
+		Name             string            `json:"name" v:"max=255"`
+		Conditions       []core.Condition  `json:"conditions" v:"max=100"`
+		ConditionsPolicy string            `json:"conditions_policy" v:"required,enum=ALL|ANY|ALWAYS"`
+		Actions          *core.Actions     `json:"actions" v:"required"`
+		Options          *core.RuleOptions `json:"options"`
+		Tags             freeform.Flat     `json:"tags"`
+		ResourceGroup    string            `json:"resource_group" v:"required,enum=DOMAIN|WORKSPACE"`
+		WorkspaceID      string            `json:"workspace_id" v:"max=64"`
+	}
+	updateRule struct {
+		DataSourceRuleID string            `json:"data_source_rule_id" v:"required,max=64"`
+		Name             *string           `json:"name" v:"max=255"`
+		Conditions       *[]core.Condition `json:"conditions"`
+		ConditionsPolicy string            `json:"conditions_policy" v:"enum=ALL|ANY|ALWAYS"`
+		Actions          *core.Actions     `json:"actions"`
+		Options          *core.RuleOptions `json:"options"`
+		Tags             freeform.Flat     `json:"tags"`
+	}
+	changeOrder struct {
+		DataSourceRuleID string `json:"data_source_rule_id" v:"required,max=64"`
+		Order            *int   `json:"order" v:"required"`
+	}
+	ruleRequest struct {
+		DataSourceRuleID string `json:"data_source_rule_id" v:"required,max=64"`
+	}
+	ruleQuery struct {
+		Query            *query.Query `json:"query"`
+		DataSourceRuleID string       `json:"data_source_rule_id"`
+		Name             string       `json:"name"`
+		RuleType         string       `json:"rule_type" v:"enum=MANAGED|CUSTOM"`
+		WorkspaceID      string       `json:"workspace_id"`
+		DataSourceID     string       `json:"data_source_id"`
+	}
+	statQuery struct {
+		Query *stat.Query `json:"query" v:"required"`
+	}
+)
+
+// conditionKeys are the cost fields a condition may read; tags.* and
+// additional_info.* name a key inside them.
+var conditionKeys = []string{"provider", "region_code", "product", "account", "usage_type", "resource_group", "resource"}
+
+func checkConditions(policy string, conds []core.Condition) error {
+	if policy != "ALWAYS" && len(conds) == 0 {
+		return errs.Required("conditions")
+	}
+	for i, c := range conds {
+		if c.Key == "" || c.Operator == "" {
+			return errs.Required("conditions.key")
+		}
+		ok := slices.Contains(conditionKeys, c.Key) ||
+			(strings.HasPrefix(c.Key, "tags.") && len(c.Key) > len("tags.")) ||
+			(strings.HasPrefix(c.Key, "additional_info.") && len(c.Key) > len("additional_info."))
+		if !ok {
+			return errs.Invalid("conditions.key", "condition "+strconv.Itoa(i+1)+": "+c.Key+" is not one of "+strings.Join(conditionKeys, ", ")+", tags.*, additional_info.*")
+		}
+	}
+	return nil
+}
+
+func checkActions(a *core.Actions) error {
+	if a.ChangeProject == "" && a.MatchProject == nil && a.MatchServiceAccount == nil && len(a.AddAdditionalInfo) == 0 {
+		return errs.Required("actions")
+	}
+	if m := a.MatchProject; m != nil && m.Target != "project_id" && m.Target != "name" {
+		return errs.Invalid("actions.match_project.target", "must be project_id or name")
+	}
+	if m := a.MatchServiceAccount; m != nil && m.Target != "service_account_id" && m.Target != "name" && !strings.HasPrefix(m.Target, "data.") {
+		return errs.Invalid("actions.match_service_account.target", "must be service_account_id, name or data.<key>")
+	}
+	return nil
+}
+
+// Validate: conditions as the policy needs them, at least one action.
+func (r *createRule) Validate() error {
+	if err := checkConditions(r.ConditionsPolicy, r.Conditions); err != nil {
+		return err
+	}
+	return checkActions(r.Actions)
+}
+
+// Validate: the order is a position (1 or more).
+func (r *changeOrder) Validate() error {
+	if *r.Order < 1 {
+		return errs.Invalid("order", "must be 1 or more")
+	}
+	return nil
+}
+
+// Rules serves the rule operations and keeps the rule orders.
+type Rules struct {
+	db *mongo.Database
+	c  *mongo.Collection
+}
+
+// New creates the collection's indexes.
+func New(ctx context.Context, db *mongo.Database) (*Rules, error) {
+	rs := &Rules{db: db, c: db.Collection(core.RulesCollection)}
+	return rs, store.EnsureIndexes(ctx, rs.c,
+		store.Index{Keys: bson.D{{Key: "data_source_id", Value: 1}, {Key: "rule_type", Value: 1}, {Key: "order", Value: 1}}},
+		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "workspace_id", Value: 1}}},
+	)
+}
+
+// Routes are the operations.
+func (rs *Rules) Routes() []api.Route {
+	const base = "/cost-analysis/v1/data-source-rule/"
+	return []api.Route{
+		api.Op[createRule, Rule]{Path: base + "create", Access: core.Writers, Summary: "Append a CUSTOM rule to a data source's rules (order = count + 1).", Handle: rs.create},
+		api.Op[updateRule, Rule]{Path: base + "update", Access: core.Writers, Summary: "Change a CUSTOM rule's name, conditions, actions, options or tags.", Handle: rs.update},
+		api.Op[changeOrder, Rule]{Path: base + "change-order", Access: core.Writers, Summary: "Move a CUSTOM rule to another position; the others are renumbered 1..n.", Handle: rs.changeOrder},
+		api.Op[ruleRequest, api.Empty]{Path: base + "delete", Access: core.Writers, Summary: "Delete a CUSTOM rule; the others are renumbered 1..n.", Handle: rs.delete},
+		api.Op[ruleRequest, Rule]{Path: base + "get", Access: core.Readers, Summary: "Get a rule.", Handle: rs.get},
+		api.Op[ruleQuery, api.List[Rule]]{Path: base + "list", Access: core.Readers, Summary: "List the rules the caller may see.", Handle: rs.list},
+		api.Op[statQuery, map[string]any]{Path: base + "stat", Access: core.Readers, Summary: "Statistics over the rules the caller may see.", Handle: rs.stat},
+	}
+}
+
+// load returns a rule the caller may see (404 otherwise).
+func (rs *Rules) load(ctx context.Context, p *auth.Principal, id string) (*Rule, error) {
+	return store.GetFor[Rule](ctx, rs.c, resource, p, "data_source_rule_id", id)
+}
+
+// writable returns a rule the caller may change: never a MANAGED rule
+// (code says which change), a default (domain) rule only by a domain
+// admin, and a rule of a data source only by who may change the data
+// source (a DOMAIN data source's rules are the domain admin's alone).
+func (rs *Rules) writable(ctx context.Context, p *auth.Principal, id, managedCode string) (*Rule, error) {
+	r, err := store.GetToChange[Rule](ctx, rs.c, resource, p, "data_source_rule_id", id)
+	if err != nil {
+		return nil, err
+	}
+	if r.RuleType == core.Managed {
+		return nil, errs.New(managedCode, "A MANAGED rule cannot be changed; it follows the data source's plugin. (data_source_rule_id = %s)", r.DataSourceRuleID)
+	}
+	if r.IsDefault && !tenancy.DomainWide(p) {
+		return nil, errs.Forbidden()
+	}
+	if _, err := core.ChangeDataSource(ctx, rs.db, p, r.DataSourceID); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// siblings are the rules of a data source and type, in order (ties by
+// creation), read under the data source's lease.
+func (rs *Rules) siblings(ctx context.Context, dataSourceID, ruleType string) ([]Rule, error) {
+	cur, err := rs.c.Find(ctx, bson.D{{Key: "data_source_id", Value: dataSourceID}, {Key: "rule_type", Value: ruleType}})
+	if err != nil {
+		return nil, store.Wrap(err)
+	}
+	var out []Rule
+	if err := cur.All(ctx, &out); err != nil {
+		return nil, store.Wrap(err)
+	}
+	slices.SortStableFunc(out, func(a, b Rule) int {
+		return cmp.Or(cmp.Compare(a.Order, b.Order), a.CreatedAt.Compare(b.CreatedAt.Time), cmp.Compare(a.ID, b.ID))
+	})
+	return out, nil
+}
+
+// renumber writes orders 1..n to rules in their slice order, touching only
+// the rules whose order changes.
+func (rs *Rules) renumber(ctx context.Context, rules []Rule) error {
+	for i := range rules {
+		if rules[i].Order == i+1 {
+			continue
+		}
+		rules[i].Order = i + 1
+		if _, err := rs.c.UpdateOne(ctx, bson.D{{Key: "_id", Value: rules[i].ID}}, bson.D{{Key: "$set", Value: bson.D{{Key: "order", Value: i + 1}}}}); err != nil {
+			return store.Wrap(err)
+		}
+	}
+	return nil
+}
+
+func (rs *Rules) create(ctx context.Context, p *auth.Principal, r *createRule) (*Rule, error) {
+	// A rule changes its data source's costs: the caller must be one who
+	// may change the data source (a DOMAIN one: a domain admin).
+	ds, err := core.ChangeDataSource(ctx, rs.db, p, r.DataSourceID)
+	if err != nil {
+		return nil, err
+	}
+	ws, err := core.Placement(p, r.ResourceGroup, r.WorkspaceID)
+	if err != nil {
+		return nil, err
+	}
+	if ds.WorkspaceID != core.Global && ws != ds.WorkspaceID {
+		return nil, errs.Invalid("workspace_id", "a rule of a WORKSPACE data source belongs to the data source's workspace")
+	}
+	conds := r.Conditions
+	if r.ConditionsPolicy == "ALWAYS" || conds == nil {
+		conds = []core.Condition{}
+	}
+	opts := core.RuleOptions{}
+	if r.Options != nil {
+		opts = *r.Options
+	}
+	id := wire.NewID("rule")
+	doc := &Rule{ID: id, DataSourceRuleID: id, Name: r.Name, RuleType: core.Custom, Conditions: conds,
+		ConditionsPolicy: r.ConditionsPolicy, Actions: *r.Actions, Options: opts, Tags: wire.Object(r.Tags),
+		IsDefault: r.ResourceGroup == core.Domain, ResourceGroup: r.ResourceGroup, WorkspaceID: ws,
+		DomainID: ds.DomainID, DataSourceID: ds.DataSourceID, CreatedAt: wire.T(wire.Now())}
+	err = core.Lock(ctx, rs.db, core.RulesLock(ds.DataSourceID), func(ctx context.Context) error {
+		sibs, err := rs.siblings(ctx, ds.DataSourceID, core.Custom)
+		if err != nil {
+			return err
+		}
+		if err := rs.renumber(ctx, sibs); err != nil { // heal a numbering a crash left behind
+			return err
+		}
+		doc.Order = len(sibs) + 1
+		_, err = rs.c.InsertOne(ctx, doc)
+		return store.Wrap(err)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return doc, nil
+}
+
+func (rs *Rules) update(ctx context.Context, p *auth.Principal, r *updateRule) (*Rule, error) {
+	doc, err := rs.writable(ctx, p, r.DataSourceRuleID, NotAllowedToChangeManaged)
+	if err != nil {
+		return nil, err
+	}
+	policy, conds := doc.ConditionsPolicy, doc.Conditions
+	if r.ConditionsPolicy != "" {
+		policy = r.ConditionsPolicy
+	}
+	if r.Conditions != nil {
+		conds = *r.Conditions
+		for _, c := range conds {
+			if c.Key == "" || c.Operator == "" || !slices.Contains([]string{"eq", "contain", "not", "not_contain"}, c.Operator) {
+				return nil, errs.Invalid("conditions", "each condition needs key, value and operator (eq, contain, not, not_contain)")
+			}
+		}
+	}
+	if policy == "ALWAYS" || conds == nil {
+		conds = []core.Condition{}
+	}
+	if err := checkConditions(policy, conds); err != nil {
+		return nil, err
+	}
+	set := bson.D{{Key: "conditions_policy", Value: policy}, {Key: "conditions", Value: conds}}
+	if r.Actions != nil {
+		if err := checkActions(r.Actions); err != nil {
+			return nil, err
+		}
+		set = append(set, bson.E{Key: "actions", Value: *r.Actions})
+	}
+	if r.Name != nil {
+		if len([]rune(*r.Name)) > 255 {
+			return nil, errs.Invalid("name", "longer than 255 characters")
+		}
+		set = append(set, bson.E{Key: "name", Value: strings.TrimSpace(*r.Name)})
+	}
+	if r.Options != nil {
+		set = append(set, bson.E{Key: "options", Value: *r.Options})
+	}
+	if r.Tags != nil {
+		set = append(set, bson.E{Key: "tags", Value: r.Tags})
+	}
+	return store.SetByID[Rule](ctx, rs.c, "data_source_rule_id", doc.ID, set)
+}
+
+// changeOrder moves the rule to position order among its data source's
+// rules of its type and renumbers them 1..n, under the data source's lease.
+func (rs *Rules) changeOrder(ctx context.Context, p *auth.Principal, r *changeOrder) (*Rule, error) {
+	doc, err := rs.writable(ctx, p, r.DataSourceRuleID, NotAllowedToChangeOrder)
+	if err != nil {
+		return nil, err
+	}
+	var out *Rule
+	err = core.Lock(ctx, rs.db, core.RulesLock(doc.DataSourceID), func(ctx context.Context) error {
+		sibs, err := rs.siblings(ctx, doc.DataSourceID, doc.RuleType)
+		if err != nil {
+			return err
+		}
+		at := slices.IndexFunc(sibs, func(x Rule) bool { return x.ID == doc.ID })
+		if at < 0 { // deleted meanwhile
+			return errs.NotFound("data_source_rule_id", doc.ID)
+		}
+		if *r.Order > len(sibs) {
+			return errs.Invalid("order", "greater than the number of rules ("+strconv.Itoa(len(sibs))+")")
+		}
+		target := sibs[at]
+		rest := slices.Delete(slices.Clone(sibs), at, at+1)
+		rest = slices.Insert(rest, *r.Order-1, target)
+		if err := rs.renumber(ctx, rest); err != nil {
+			return err
+		}
+		out = &rest[*r.Order-1]
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (rs *Rules) delete(ctx context.Context, p *auth.Principal, r *ruleRequest) (*api.Empty, error) {
+	doc, err := rs.writable(ctx, p, r.DataSourceRuleID, NotAllowedToChangeManaged)
+	if err != nil {
+		return nil, err
+	}
+	err = core.Lock(ctx, rs.db, core.RulesLock(doc.DataSourceID), func(ctx context.Context) error {
+		res, err := rs.c.DeleteOne(ctx, bson.D{{Key: "_id", Value: doc.ID}})
+		if err != nil {
+			return store.Wrap(err)
+		}
+		if res.DeletedCount == 0 {
+			return errs.NotFound("data_source_rule_id", doc.ID)
+		}
+		sibs, err := rs.siblings(ctx, doc.DataSourceID, doc.RuleType)
+		if err != nil {
+			return err
+		}
+		return rs.renumber(ctx, sibs)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &api.Empty{}, nil
+}
+
+func (rs *Rules) get(ctx context.Context, p *auth.Principal, r *ruleRequest) (*Rule, error) {
+	return rs.load(ctx, p, r.DataSourceRuleID)
+}
+
+func (rs *Rules) list(ctx context.Context, p *auth.Principal, r *ruleQuery) (*api.List[Rule], error) {
+	q := query.With(r.Query, query.Params("data_source_rule_id", r.DataSourceRuleID, "name", r.Name, "rule_type", r.RuleType,
+		"workspace_id", r.WorkspaceID, "data_source_id", r.DataSourceID)...)
+	return store.SearchFor[Rule](ctx, rs.c, q, resource, p)
+}
+
+func (rs *Rules) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*map[string]any, error) {
+	res, err := stat.RunFor(ctx, rs.c, p, resource, r.Query)
+	return &res, err
+}
+
+// ManagedSpec is one entry of a plugin's metadata data_source_rules.
+type ManagedSpec struct {
+	Name             string
+	Conditions       []core.Condition
+	ConditionsPolicy string
+	Actions          core.Actions
+	Options          core.RuleOptions
+	Tags             freeform.Flat
+}
+
+// ReplaceManaged deletes the data source's MANAGED rules and creates
+// specs as its MANAGED rules, numbered 1..n in their order, under the data
+// source's lease.
+func (rs *Rules) ReplaceManaged(ctx context.Context, ds *core.DataSource, specs []ManagedSpec) error {
+	return core.Lock(ctx, rs.db, core.RulesLock(ds.DataSourceID), func(ctx context.Context) error {
+		if _, err := rs.c.DeleteMany(ctx, bson.D{{Key: "data_source_id", Value: ds.DataSourceID}, {Key: "rule_type", Value: core.Managed}}); err != nil {
+			return store.Wrap(err)
+		}
+		now := wire.T(wire.Now())
+		for i, s := range specs {
+			id := wire.NewID("rule")
+			conds := s.Conditions
+			if conds == nil || s.ConditionsPolicy == "ALWAYS" {
+				conds = []core.Condition{}
+			}
+			doc := Rule{ID: id, DataSourceRuleID: id, Name: s.Name, RuleType: core.Managed, Order: i + 1, Conditions: conds,
+				ConditionsPolicy: s.ConditionsPolicy, Actions: s.Actions, Options: s.Options, Tags: wire.Object(s.Tags),
+				IsDefault: ds.WorkspaceID == core.Global, ResourceGroup: ds.ResourceGroup, WorkspaceID: ds.WorkspaceID,
+				DomainID: ds.DomainID, DataSourceID: ds.DataSourceID, CreatedAt: now}
+			if _, err := rs.c.InsertOne(ctx, doc); err != nil {
+				return store.Wrap(err)
+			}
+		}
+		return nil
+	})
+}
+
+// DeleteAll deletes every rule of a data source.
+func (rs *Rules) DeleteAll(ctx context.Context, dataSourceID string) error {
+	return core.Lock(ctx, rs.db, core.RulesLock(dataSourceID), func(ctx context.Context) error {
+		return store.DeleteChildren(ctx, rs.c, bson.D{{Key: "data_source_id", Value: dataSourceID}})
+	})
+}
+
+// Of returns every rule of a data source (for the engine).
+func (rs *Rules) Of(ctx context.Context, dataSourceID string) ([]Rule, error) {
+	cur, err := rs.c.Find(ctx, bson.D{{Key: "data_source_id", Value: dataSourceID}})
+	if err != nil {
+		return nil, store.Wrap(err)
+	}
+	var out []Rule
+	return out, store.Wrap(cur.All(ctx, &out))
+}

@@ -1,0 +1,113 @@
+package projectdashboard
+
+import (
+	"context"
+	"strconv"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/nubes-io/nubes/pkg/api"
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/query"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/wire"
+)
+
+func (s *service) deleteVersion(ctx context.Context, p *auth.Principal, r *versionReq) (*api.Empty, error) {
+	if err := checkDomain(p, r.DomainID); err != nil {
+		return nil, err
+	}
+	// Under the lock: the latest version cannot change between the check
+	// and the delete.
+	err := s.locked(ctx, p, r.ProjectDashboardID, func(d *Dashboard) error {
+		if r.Version == d.Version {
+			return errs.New(errs.LatestVersion, "The latest version cannot be deleted. (version = %d)", r.Version)
+		}
+		res, err := s.versions.DeleteOne(ctx, bson.D{{Key: "_id", Value: versionID(d.ID, r.Version)}})
+		if err != nil {
+			return store.Wrap(err)
+		}
+		if res.DeletedCount == 0 {
+			return errs.NotFound("version", strconv.Itoa(int(r.Version)))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &api.Empty{}, nil
+}
+
+// revertVersion copies an old version's layouts, variables and
+// variables_schema (not its settings) into a new version: the number
+// never goes back.
+func (s *service) revertVersion(ctx context.Context, p *auth.Principal, r *versionReq) (*Dashboard, error) {
+	if err := checkDomain(p, r.DomainID); err != nil {
+		return nil, err
+	}
+	var out *Dashboard
+	err := s.locked(ctx, p, r.ProjectDashboardID, func(d *Dashboard) error {
+		old, err := s.getSnapshot(ctx, d, r.Version)
+		if err != nil {
+			return err
+		}
+		next := *d
+		next.Version = d.Version + 1
+		next.Layouts, next.Variables, next.VariablesSchema = old.Layouts, old.Variables, old.VariablesSchema
+		out, err = s.bump(ctx, &next, bson.D{{Key: "updated_at", Value: wire.T(wire.Now())}})
+		return err
+	})
+	return out, err
+}
+
+// getSnapshot reads version n of d by its _id; a missing one is 404.
+func (s *service) getSnapshot(ctx context.Context, d *Dashboard, n int32) (*Version, error) {
+	v, err := store.Get[Version](ctx, s.versions, "version", versionID(d.ID, n))
+	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+		return nil, errs.NotFound("version", strconv.Itoa(int(n)))
+	}
+	if err != nil {
+		return nil, err
+	}
+	v.Latest = v.Version == d.Version
+	return v, nil
+}
+
+func (s *service) getVersion(ctx context.Context, p *auth.Principal, r *getVersionReq) (*Version, error) {
+	if err := checkDomain(p, r.DomainID); err != nil {
+		return nil, err
+	}
+	d, err := s.visible(ctx, p, r.ProjectDashboardID)
+	if err != nil {
+		return nil, err
+	}
+	v, err := s.getSnapshot(ctx, d, r.Version)
+	if err != nil {
+		return nil, err
+	}
+	v.only = r.Only
+	return v, nil
+}
+
+func (s *service) listVersions(ctx context.Context, p *auth.Principal, r *versionQuery) (*api.List[Version], error) {
+	if err := checkDomain(p, r.DomainID); err != nil {
+		return nil, err
+	}
+	d, err := s.visible(ctx, p, r.ProjectDashboardID)
+	if err != nil {
+		return nil, err
+	}
+	q := query.With(r.Query, query.Params("version", r.Version)...)
+	// Versions are the dashboard's children: reaching d (visible) is
+	// reaching them.
+	sc := bson.D{{Key: "domain_id", Value: d.DomainID}, {Key: "project_dashboard_id", Value: d.ID}}
+	out, err := store.Search[Version](ctx, s.versions, q, versionResource, sc)
+	if err != nil {
+		return nil, err
+	}
+	for i := range out.Results {
+		out.Results[i].Latest = out.Results[i].Version == d.Version
+	}
+	return out, nil
+}

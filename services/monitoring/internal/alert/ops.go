@@ -1,0 +1,284 @@
+package alert
+
+import (
+	"context"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/nubes-io/nubes/pkg/api"
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/lease"
+	"github.com/nubes-io/nubes/pkg/query"
+	"github.com/nubes-io/nubes/pkg/stat"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/tenancy"
+	"github.com/nubes-io/nubes/pkg/wire"
+	"github.com/nubes-io/nubes/services/monitoring/internal/core"
+)
+
+type (
+	createAlert struct {
+		Title       string `json:"title" v:"required,max=1000"`
+		ProjectID   string `json:"project_id" v:"required,max=255"`
+		Description string `json:"description" v:"max=20000"`
+		Assignee    string `json:"assignee" v:"max=255"`
+		Urgency     string `json:"urgency" v:"enum=HIGH|LOW"`
+	}
+	updateAlert struct {
+		AlertID          string `json:"alert_id" v:"required"`
+		Title            string `json:"title" v:"max=1000"`
+		State            string `json:"state" v:"enum=TRIGGERED|ACKNOWLEDGED|RESOLVED"`
+		Description      string `json:"description" v:"max=20000"`
+		ResetDescription bool   `json:"reset_description"`
+		Urgency          string `json:"urgency" v:"enum=HIGH|LOW"`
+		ProjectID        string `json:"project_id" v:"max=255"`
+	}
+	assignUser struct {
+		AlertID  string `json:"alert_id" v:"required"`
+		Assignee string `json:"assignee" v:"required,max=255"`
+	}
+	updateState struct {
+		AlertID   string `json:"alert_id" v:"required"`
+		AccessKey string `json:"access_key" v:"required,max=1000"`
+		State     string `json:"state" v:"enum=ACKNOWLEDGED"`
+		Responder string `json:"responder" v:"max=255"`
+	}
+	alertRequest struct {
+		AlertID string `json:"alert_id" v:"required"`
+	}
+	alertQuery struct {
+		Query              *query.Query `json:"query"`
+		AlertNumber        int64        `json:"alert_number"`
+		AlertID            string       `json:"alert_id"`
+		Title              string       `json:"title"`
+		State              string       `json:"state" v:"enum=TRIGGERED|ACKNOWLEDGED|RESOLVED|ERROR"`
+		Assignee           string       `json:"assignee"`
+		Urgency            string       `json:"urgency" v:"enum=HIGH|LOW"`
+		Severity           string       `json:"severity" v:"enum=CRITICAL|ERROR|WARNING|INFO|NOT_AVAILABLE|NONE"`
+		Resource           string       `json:"resource"`
+		Provider           string       `json:"provider"`
+		Account            string       `json:"account"`
+		TriggeredBy        string       `json:"triggered_by"`
+		WebhookID          string       `json:"webhook_id"`
+		EscalationPolicyID string       `json:"escalation_policy_id"`
+		WorkspaceID        string       `json:"workspace_id"`
+		ProjectID          string       `json:"project_id"`
+	}
+	statQuery struct {
+		Query *stat.Query `json:"query" v:"required"`
+	}
+)
+
+// Routes are the operations (Nubes' addition to the spec: upstream's
+// monitoring/v1/alert).
+func (as *Alerts) Routes() []api.Route {
+	const base = "/monitoring/v1/alert/"
+	return []api.Route{
+		api.Op[createAlert, Alert]{Path: base + "create", Access: core.Writers, Summary: "Open an alert in a project (Nubes' addition); triggered_by is the caller.", Handle: as.create},
+		api.Op[updateAlert, Alert]{Path: base + "update", Access: core.Writers, Summary: "Change an alert's title, state, description, urgency or project (Nubes' addition); an ERROR alert changes no more.", Handle: as.update},
+		api.Op[updateState, Alert]{Path: base + "update-state", Access: auth.Public(), Summary: "Acknowledge an alert with the access key of a notification's link, without a token (Nubes' addition).", Handle: as.updateStateOp},
+		api.Op[assignUser, Alert]{Path: base + "assign-user", Access: core.Writers, Summary: "Assign an alert to a user (Nubes' addition).", Handle: as.assign},
+		api.Op[alertRequest, api.Empty]{Path: base + "delete", Access: core.Writers, Summary: "Delete an alert with its events and notes (Nubes' addition).", Handle: as.delete},
+		api.Op[alertRequest, Alert]{Path: base + "get", Access: core.Readers, Summary: "Get an alert (Nubes' addition).", Handle: as.get},
+		api.Op[alertQuery, api.List[Alert]]{Path: base + "list", Access: core.Readers, Summary: "List the alerts the caller may see (Nubes' addition).", Handle: as.list},
+		api.Op[statQuery, map[string]any]{Path: base + "stat", Access: core.Readers, Summary: "Statistics over the alerts the caller may see (Nubes' addition).", Handle: as.stat},
+	}
+}
+
+// NewAlert is an alert of a project with upstream's defaults, its
+// escalation policy resolved; the caller fills what its source gives.
+func (as *Alerts) NewAlert(ctx context.Context, id string, pr *core.Project, now time.Time) (*Alert, error) {
+	pol, err := as.policy(ctx, pr.DomainID, pr.WorkspaceID, pr.ProjectID)
+	if err != nil {
+		return nil, err
+	}
+	return &Alert{ID: id, AlertID: id, State: Triggered, Urgency: High, Severity: "NONE", Resources: []Resource{},
+		AdditionalInfo: map[string]any{}, EscalationStep: 1, EscalationTTL: pol.RepeatCount + 1, EscalationPolicyID: pol.ID,
+		DomainID: pr.DomainID, WorkspaceID: pr.WorkspaceID, ProjectID: pr.ProjectID, CreatedAt: wire.T(now), UpdatedAt: wire.T(now)}, nil
+}
+
+func (as *Alerts) create(ctx context.Context, p *auth.Principal, r *createAlert) (*Alert, error) {
+	rule, err := tenancy.For(p, resource.Tenancy)
+	if err != nil {
+		return nil, err
+	}
+	pr, err := as.projects.Get(ctx, p, r.ProjectID)
+	if err != nil {
+		return nil, err
+	}
+	if err := rule.Admits(tenancy.Record{Domain: pr.DomainID, Workspace: pr.WorkspaceID, Project: pr.ProjectID}); err != nil {
+		return nil, err
+	}
+	a, err := as.NewAlert(ctx, wire.NewID("alert"), pr, as.now())
+	if err != nil {
+		return nil, err
+	}
+	a.Title, a.Description, a.Assignee, a.TriggeredBy = r.Title, r.Description, r.Assignee, p.UserID
+	if r.Urgency != "" {
+		a.Urgency = r.Urgency
+	}
+	out, _, err := as.Insert(ctx, a)
+	return out, err
+}
+
+// changeFor checks that the caller may change the alert, then changes it
+// under its lease (Change).
+func (as *Alerts) changeFor(ctx context.Context, p *auth.Principal, id string, fn func(a *Alert) (bson.D, error)) (*Alert, error) {
+	if _, err := store.GetToChange[Alert](ctx, as.c, resource, p, "alert_id", id); err != nil {
+		return nil, err
+	}
+	return as.Change(ctx, id, fn)
+}
+
+func refuseError(a *Alert) error {
+	if a.State == Error {
+		return errs.New(InvalidState, "The alert is in state ERROR and cannot be changed. (alert_id = %s)", a.AlertID)
+	}
+	return nil
+}
+
+// StateChange is the $set of a move to state by responder at now, as
+// upstream's update does it.
+func StateChange(a *Alert, state, responder string, now time.Time) bson.D {
+	set := bson.D{{Key: "state", Value: state}}
+	switch state {
+	case Acknowledged:
+		set = append(set, bson.E{Key: "responder", Value: responder}, bson.E{Key: "acknowledged_at", Value: ptr(now)},
+			bson.E{Key: "resolved_at", Value: nil})
+	case Resolved:
+		set = append(set, bson.E{Key: "escalation_ttl", Value: int32(0)}, bson.E{Key: "resolved_at", Value: ptr(now)})
+	case Triggered:
+		// ttl is not restored, as upstream (*(d)* in spec/alerts.md).
+		set = append(set, bson.E{Key: "acknowledged_at", Value: nil}, bson.E{Key: "resolved_at", Value: nil})
+	}
+	return set
+}
+
+func (as *Alerts) update(ctx context.Context, p *auth.Principal, r *updateAlert) (*Alert, error) {
+	var moved *core.Project
+	var pol Policy
+	if r.ProjectID != "" {
+		cur, err := store.GetToChange[Alert](ctx, as.c, resource, p, "alert_id", r.AlertID)
+		if err != nil {
+			return nil, err
+		}
+		if r.ProjectID != cur.ProjectID {
+			if moved, err = as.projects.Get(ctx, p, r.ProjectID); err != nil {
+				return nil, err
+			}
+			rule, err := tenancy.For(p, resource.Tenancy)
+			if err != nil {
+				return nil, err
+			}
+			if err := rule.Admits(tenancy.Record{Domain: moved.DomainID, Workspace: moved.WorkspaceID, Project: moved.ProjectID}); err != nil {
+				return nil, err
+			}
+			if pol, err = as.policy(ctx, moved.DomainID, moved.WorkspaceID, moved.ProjectID); err != nil {
+				return nil, err
+			}
+		}
+	}
+	now := as.now()
+	return as.changeFor(ctx, p, r.AlertID, func(a *Alert) (bson.D, error) {
+		if err := refuseError(a); err != nil {
+			return nil, err
+		}
+		var set bson.D
+		if r.Title != "" {
+			set = append(set, bson.E{Key: "title", Value: r.Title})
+		}
+		switch {
+		case r.ResetDescription:
+			set = append(set, bson.E{Key: "description", Value: ""})
+		case r.Description != "":
+			set = append(set, bson.E{Key: "description", Value: r.Description})
+		}
+		if r.Urgency != "" {
+			set = append(set, bson.E{Key: "urgency", Value: r.Urgency})
+		}
+		if moved != nil && moved.ProjectID != a.ProjectID {
+			// The new project's policy starts over (upstream: ttl =
+			// repeat_count, without the +1 of a create).
+			set = append(set, bson.E{Key: "project_id", Value: moved.ProjectID}, bson.E{Key: "workspace_id", Value: moved.WorkspaceID},
+				bson.E{Key: "escalation_policy_id", Value: pol.ID}, bson.E{Key: "escalation_ttl", Value: pol.RepeatCount},
+				bson.E{Key: "escalation_step", Value: int32(1)}, bson.E{Key: "escalated_at", Value: nil})
+		}
+		if r.State != "" {
+			set = append(set, StateChange(a, r.State, p.UserID, now)...)
+			if r.State == Resolved && a.Open() {
+				set = append(set, bson.E{Key: ResolveNoticeField, Value: true})
+			}
+		}
+		return set, nil
+	})
+}
+
+// ResolveNoticeField marks an alert resolved from an open state whose
+// resolved notification is still to be sent (by the escalation worker).
+const ResolveNoticeField = "resolve_notice"
+
+func (as *Alerts) assign(ctx context.Context, p *auth.Principal, r *assignUser) (*Alert, error) {
+	// The alert first (404 for one the caller does not reach), then the
+	// user: one of its workspace (upstream's check), asked of identity.
+	a, err := store.GetToChange[Alert](ctx, as.c, resource, p, "alert_id", r.AlertID)
+	if err != nil {
+		return nil, err
+	}
+	if err := as.projects.WorkspaceUser(ctx, a.DomainID, a.WorkspaceID, r.Assignee); err != nil {
+		return nil, err
+	}
+	return as.changeFor(ctx, p, r.AlertID, func(a *Alert) (bson.D, error) {
+		if err := refuseError(a); err != nil {
+			return nil, err
+		}
+		return bson.D{{Key: "assignee", Value: r.Assignee}}, nil
+	})
+}
+
+// delete tears the alert down mark first (store.Teardown), under its
+// lease: from the mark on it is out of every read and refuses every
+// change; then its notes and events go, and the alert last. A delete cut
+// short is finished by a retry.
+func (as *Alerts) delete(ctx context.Context, p *auth.Principal, r *alertRequest) (*api.Empty, error) {
+	_, err := store.Teardown[Alert]{Records: as.c, Resource: resource, Key: "alert_id",
+		Lock: func(ctx context.Context, id string, fn func(ctx context.Context) error) error {
+			return lease.Run(ctx, as.claims, "alert#"+id, changeTTL, changeWait, fn)
+		},
+		Children: func(ctx context.Context, a *Alert) error {
+			for _, c := range as.cascade {
+				if err := store.DeleteChildren(ctx, c, bson.D{{Key: "alert_id", Value: a.ID}}); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}.Delete(ctx, p, r.AlertID)
+	if err != nil {
+		return nil, err
+	}
+	return &api.Empty{}, nil
+}
+
+func (as *Alerts) get(ctx context.Context, p *auth.Principal, r *alertRequest) (*Alert, error) {
+	return store.GetFor[Alert](ctx, as.c, resource, p, "alert_id", r.AlertID)
+}
+
+// GetFor reads an alert the caller may see (notes check their alert).
+func (as *Alerts) GetFor(ctx context.Context, p *auth.Principal, id string) (*Alert, error) {
+	return store.GetFor[Alert](ctx, as.c, resource, p, "alert_id", id)
+}
+
+func (as *Alerts) list(ctx context.Context, p *auth.Principal, r *alertQuery) (*api.List[Alert], error) {
+	params := query.Params("alert_number", r.AlertNumber, "alert_id", r.AlertID, "title", r.Title, "state", r.State, "assignee", r.Assignee,
+		"urgency", r.Urgency, "severity", r.Severity, "resources.name", r.Resource, "provider", r.Provider, "account", r.Account,
+		"triggered_by", r.TriggeredBy, "webhook_id", r.WebhookID, "escalation_policy_id", r.EscalationPolicyID,
+		"workspace_id", r.WorkspaceID, "project_id", r.ProjectID)
+	return store.SearchFor[Alert](ctx, as.c, query.With(r.Query, params...), resource, p)
+}
+
+func (as *Alerts) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*map[string]any, error) {
+	res, err := stat.RunFor(ctx, as.c, p, resource, r.Query)
+	return &res, err
+}

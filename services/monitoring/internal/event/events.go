@@ -1,0 +1,303 @@
+// Package event holds the events webhooks receive: how an event the
+// plugin parsed is stored (one record per event_key within a webhook,
+// the raw body kept) and published, and the read-only event/list and
+// event/get operations, Nubes' addition to the spec.
+//
+// It must not call plugins; package ingest does and hands it the results.
+package event
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/nubes-io/nubes/pkg/api"
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/freeform"
+	"github.com/nubes-io/nubes/pkg/query"
+	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/tenancy"
+	"github.com/nubes-io/nubes/pkg/wire"
+	"github.com/nubes-io/nubes/services/monitoring/internal/core"
+)
+
+// Event is one event a webhook received, stored and sent in the same
+// shape except raw_data, stored as the JSON text of the body (a body's
+// keys may hold characters a document key may not).
+type Event struct {
+	ID             string        `bson:"_id" json:"-"`
+	EventID        string        `bson:"event_id" json:"event_id"`
+	EventKey       string        `bson:"event_key" json:"event_key"`
+	EventType      string        `bson:"event_type" json:"event_type"`
+	Title          string        `bson:"title" json:"title"`
+	Description    string        `bson:"description" json:"description"`
+	Severity       string        `bson:"severity" json:"severity"`
+	Resource       freeform.Map  `bson:"resource" json:"resource"`
+	Resources      []string      `bson:"resources" json:"resources"`
+	Rule           string        `bson:"rule" json:"rule"`
+	ImageURL       string        `bson:"image_url" json:"image_url"`
+	Provider       string        `bson:"provider" json:"provider"`
+	Account        string        `bson:"account" json:"account"`
+	AdditionalInfo freeform.Flat `bson:"additional_info" json:"additional_info"`
+	RawData        rawJSON       `bson:"raw_data" json:"raw_data"`
+	OccurredAt     wire.Time     `bson:"occurred_at" json:"occurred_at"`
+	WebhookID      string        `bson:"webhook_id" json:"webhook_id"`
+	// AlertID is the alert the event opened or updated ("" while it is
+	// not applied yet); Applied says it was (alerting.go).
+	AlertID string `bson:"alert_id" json:"alert_id"`
+	Applied bool   `bson:"applied" json:"-"`
+	// DuplicateWindow is how long after the last event of its key in its
+	// project an event still counts on that key's alert, in seconds
+	// (the webhook plugin's metadata duplicate_event_time, else 600).
+	DuplicateWindow int64     `bson:"duplicate_window,omitempty" json:"-"`
+	ProjectID       string    `bson:"project_id" json:"project_id"`
+	WorkspaceID     string    `bson:"workspace_id" json:"workspace_id"`
+	DomainID        string    `bson:"domain_id" json:"domain_id"`
+	CreatedAt       wire.Time `bson:"created_at" json:"created_at"`
+	UpdatedAt       wire.Time `bson:"updated_at" json:"updated_at"`
+}
+
+// rawJSON is JSON text stored as a string and sent as JSON.
+type rawJSON string
+
+// MarshalJSON sends the text as JSON ({} when empty).
+func (r rawJSON) MarshalJSON() ([]byte, error) {
+	if r == "" || !json.Valid([]byte(r)) {
+		return []byte("{}"), nil
+	}
+	return []byte(r), nil
+}
+
+// Severities and event types of EventInfo.
+var (
+	Severities = []string{"NONE", "CRITICAL", "ERROR", "WARNING", "INFO", "NOT_AVAILABLE"}
+	EventTypes = []string{"ALERT", "RECOVERY", "ERROR"}
+)
+
+// ID is the event id of one delivery of an event: its webhook, key,
+// type and the body it came in. A webhook that sends the same body
+// again (a retry) makes the same ids, which collide on insert,
+// atomically on MongoDB and on FerretDB, so a retried delivery is one
+// event; the same key in another body (the alert firing again, its
+// recovery) is another event of the same alert. 96 bits of SHA-256:
+// collisions between different deliveries are not a practical concern.
+func ID(webhookID, eventKey, eventType, raw string) string {
+	body := sha256.Sum256([]byte(raw))
+	sum := sha256.Sum256([]byte(webhookID + "\x00" + eventKey + "\x00" + eventType + "\x00" + hex.EncodeToString(body[:])))
+	return "event-" + hex.EncodeToString(sum[:12])
+}
+
+// BodyKey is the event_key of a body that failed to parse: the same
+// failing body sent again is the same error event.
+func BodyKey(raw string) string {
+	sum := sha256.Sum256([]byte(raw))
+	return "error-" + hex.EncodeToString(sum[:12])
+}
+
+// Store writes events, applies them to alerts (alerting.go) and
+// publishes them.
+type Store struct {
+	c      *mongo.Collection
+	outbox *events.Outbox // nil: events are stored, not published
+	alerts *Alerting
+	log    *slog.Logger
+}
+
+// NewStore creates the collection's indexes; outbox may be nil.
+func NewStore(ctx context.Context, db *mongo.Database, outbox *events.Outbox, alerts *Alerting, log *slog.Logger) (*Store, error) {
+	s := &Store{c: db.Collection(core.EventsCollection), outbox: outbox, alerts: alerts, log: log}
+	if alerts != nil {
+		alerts.events = s.c
+	}
+	return s, store.EnsureIndexes(ctx, s.c,
+		store.Index{Keys: bson.D{{Key: "webhook_id", Value: 1}, {Key: "event_key", Value: 1}}},
+		store.Index{Keys: bson.D{{Key: "applied", Value: 1}, {Key: "created_at", Value: 1}}},
+		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "alert_id", Value: 1}}},
+		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "created_at", Value: -1}}},
+		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "webhook_id", Value: 1}, {Key: "created_at", Value: -1}}},
+	)
+}
+
+// Outcome says what became of one parsed event: stored, or a duplicate
+// of one stored, with the alert it opened or updated; a RECOVERY with no
+// open alert is dropped (not stored, as upstream).
+type Outcome struct {
+	EventID   string `json:"event_id"`
+	EventKey  string `json:"event_key"`
+	Duplicate bool   `json:"duplicate"`
+	AlertID   string `json:"alert_id"`
+	Dropped   bool   `json:"dropped,omitempty"`
+}
+
+// FromPlugin turns one EventInfo of Event.parse into an event of wh, as
+// upstream does: severity NONE, provider and account "" by default,
+// resource.name added to resources, occurred_at read as ISO 8601 (now
+// when absent or unreadable). An event without event_key is keyed by
+// its content, so the same event sent twice is still one.
+func FromPlugin(wh *core.Webhook, m map[string]any, raw string, now time.Time) *Event {
+	str := func(k string) string { s, _ := m[k].(string); return strings.TrimSpace(s) }
+	obj := func(k string) map[string]any { o, _ := m[k].(map[string]any); return wire.Object(o) }
+	e := &Event{EventKey: str("event_key"), EventType: strings.ToUpper(str("event_type")), Title: str("title"), Description: str("description"),
+		Severity: strings.ToUpper(str("severity")), Resource: obj("resource"), Rule: str("rule"), ImageURL: str("image_url"),
+		Provider: str("provider"), Account: str("account"), AdditionalInfo: obj("additional_info"), RawData: rawJSON(raw)}
+	if e.EventKey == "" {
+		b, _ := json.Marshal(m)
+		sum := sha256.Sum256(b)
+		e.EventKey = "content-" + hex.EncodeToString(sum[:16])
+	}
+	if !core.OneOf(e.Severity, Severities...) {
+		e.Severity = "NONE"
+	}
+	if e.EventType == "" {
+		e.EventType = "ALERT"
+	}
+	if list, ok := m["resources"].([]any); ok {
+		for _, v := range list {
+			if s, ok := v.(string); ok {
+				e.Resources = append(e.Resources, s)
+			}
+		}
+	}
+	if name, ok := e.Resource["name"].(string); ok && name != "" && !core.OneOf(name, e.Resources...) {
+		e.Resources = append(e.Resources, name)
+	}
+	e.Resources = wire.List(e.Resources)
+	e.OccurredAt = wire.T(now)
+	if t, err := time.Parse(time.RFC3339Nano, str("occurred_at")); err == nil {
+		e.OccurredAt = wire.T(t)
+	}
+	own(e, wh, now)
+	return e
+}
+
+// ParseError is the event upstream stores when a body cannot be parsed:
+// type ERROR, severity CRITICAL, the reason in the description. key
+// makes a retried failure of the same body the same event.
+func ParseError(wh *core.Webhook, key, reason, raw string, now time.Time) *Event {
+	e := &Event{EventKey: key, EventType: "ERROR", Title: "Webhook Event Parsing Error - " + wh.Name, Description: reason,
+		Severity: "CRITICAL", Resource: map[string]any{}, Resources: []string{}, AdditionalInfo: map[string]any{},
+		RawData: rawJSON(raw), OccurredAt: wire.T(now)}
+	own(e, wh, now)
+	return e
+}
+
+func own(e *Event, wh *core.Webhook, now time.Time) {
+	e.EventID = ID(wh.WebhookID, e.EventKey, e.EventType, string(e.RawData))
+	e.ID = e.EventID
+	e.WebhookID, e.ProjectID, e.WorkspaceID, e.DomainID = wh.WebhookID, wh.ProjectID, wh.WorkspaceID, wh.DomainID
+	e.CreatedAt, e.UpdatedAt = wire.T(now), wire.T(now)
+	e.DuplicateWindow = DuplicateEventTime
+	switch v := wh.PluginInfo.Metadata["duplicate_event_time"].(type) {
+	case int32:
+		e.DuplicateWindow = int64(v)
+	case int64:
+		e.DuplicateWindow = v
+	case float64:
+		e.DuplicateWindow = int64(v)
+	}
+}
+
+// DuplicateEventTime is upstream's DUPLICATE_EVENT_TIME: an event of a key
+// counts on the key's open alert when the key's last event came at most
+// this many seconds before it (a webhook plugin's metadata
+// duplicate_event_time overrides it).
+const DuplicateEventTime = 600
+
+// Save stores an event, applies it to its alert (Alerting.Apply) and
+// publishes it. A delivery stored and applied already is a duplicate:
+// nothing changes. One stored but not applied (its request died mid-way,
+// or another replica is at it) is applied now; Apply decides once.
+func (s *Store) Save(ctx context.Context, e *Event) (Outcome, error) {
+	out := Outcome{EventID: e.EventID, EventKey: e.EventKey}
+	_, err := s.c.InsertOne(ctx, e)
+	switch {
+	case err == nil:
+	case mongo.IsDuplicateKeyError(err):
+		var cur Event
+		if err := s.c.FindOne(ctx, bson.D{{Key: "_id", Value: e.ID}}).Decode(&cur); err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+			return out, store.Wrap(err)
+		} else if err == nil && cur.Applied {
+			out.Duplicate, out.AlertID = true, cur.AlertID
+			return out, nil
+		}
+	default:
+		return out, store.Wrap(err)
+	}
+	if s.alerts != nil {
+		alertID, dropped, err := s.alerts.Apply(ctx, e)
+		if err != nil {
+			return out, err
+		}
+		if out.AlertID, out.Dropped = alertID, dropped; dropped {
+			return out, nil
+		}
+		e.AlertID = alertID
+	}
+	if s.outbox != nil {
+		if err := s.outbox.Add(ctx, events.MonitoringEventSubject, e.EventID, payload(e)); err != nil {
+			// The event is stored; only its announcement is lost.
+			s.log.Warn("event stored but not queued for publishing", "event_id", e.EventID, "error", err.Error())
+		}
+	}
+	return out, nil
+}
+
+func payload(e *Event) events.MonitoringEvent {
+	return events.MonitoringEvent{EventID: e.EventID, EventKey: e.EventKey, EventType: e.EventType, Title: e.Title,
+		Description: e.Description, Severity: e.Severity, Resources: e.Resources, Provider: e.Provider, Account: e.Account,
+		OccurredAt: wire.FormatTime(e.OccurredAt.Time), WebhookID: e.WebhookID, ProjectID: e.ProjectID,
+		WorkspaceID: e.WorkspaceID, DomainID: e.DomainID, ReceivedAt: wire.FormatTime(e.UpdatedAt.Time)}
+}
+
+var resource = query.Resource{
+	KeywordFields: []string{"event_id", "event_key", "title", "description"},
+	DefaultSort:   []query.SortKey{{Key: "created_at", Desc: true}},
+	MinimalFields: []string{"event_id", "event_key", "event_type", "title", "severity", "webhook_id", "created_at"},
+	Fields:        query.FieldsOf[Event](),
+	Tenancy:       tenancy.InProject,
+	Maps:          freeform.FieldsOf[Event](),
+}
+
+type (
+	eventRequest struct {
+		EventID string `json:"event_id" v:"required"`
+	}
+	eventQuery struct {
+		Query     *query.Query `json:"query"`
+		EventID   string       `json:"event_id"`
+		EventKey  string       `json:"event_key"`
+		AlertID   string       `json:"alert_id"`
+		EventType string       `json:"event_type" v:"enum=ALERT|RECOVERY|ERROR"`
+		Severity  string       `json:"severity" v:"enum=NONE|CRITICAL|ERROR|WARNING|INFO|NOT_AVAILABLE"`
+		WebhookID string       `json:"webhook_id"`
+		ProjectID string       `json:"project_id"`
+	}
+)
+
+// Routes are the read-only operations (Nubes' addition).
+func (s *Store) Routes() []api.Route {
+	const base = "/monitoring/v1/event/"
+	return []api.Route{
+		api.Op[eventRequest, Event]{Path: base + "get", Access: core.Readers, Summary: "Get an event a webhook received (Nubes' addition).", Handle: s.get},
+		api.Op[eventQuery, api.List[Event]]{Path: base + "list", Access: core.Readers, Summary: "List the events webhooks received (Nubes' addition).", Handle: s.list},
+	}
+}
+
+func (s *Store) get(ctx context.Context, p *auth.Principal, r *eventRequest) (*Event, error) {
+	return store.GetFor[Event](ctx, s.c, resource, p, "event_id", r.EventID)
+}
+
+func (s *Store) list(ctx context.Context, p *auth.Principal, r *eventQuery) (*api.List[Event], error) {
+	q := query.With(r.Query, query.Params("event_id", r.EventID, "event_key", r.EventKey, "alert_id", r.AlertID, "event_type", r.EventType,
+		"severity", r.Severity, "webhook_id", r.WebhookID, "project_id", r.ProjectID)...)
+	return store.SearchFor[Event](ctx, s.c, q, resource, p)
+}
