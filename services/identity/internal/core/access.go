@@ -86,12 +86,12 @@ func (s *Deps) Binding(ctx context.Context, domainID, userID, workspaceID string
 // reaches the workspace of its token (its bindings tell it which it may
 // enter), a domain admin every workspace of the domain.
 var WorkspaceResource = query.Resource{KeywordFields: []string{"workspace_id", "name"}, DefaultSort: []query.SortKey{{Key: "name"}}, Fields: query.FieldsOf[Workspace](), Maps: freeform.FieldsOf[Workspace](),
-	Tenancy: tenancy.InWorkspace}
+	Tenancy: tenancy.InWorkspace.WithMarks()}
 
 // WorkspaceInDomain is a workspace as a record of its domain alone, for
 // token/grant: the caller has no role there yet, its binding decides.
 var (
-	WorkspaceInDomain = query.Resource{Tenancy: tenancy.InDomain}
+	WorkspaceInDomain = query.Resource{Tenancy: tenancy.InDomain.WithMarks()}
 	WorkspaceWriters  = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner)
 )
 
@@ -212,4 +212,27 @@ func (s *Deps) Placement(ctx context.Context, p *auth.Principal, group, workspac
 		return "", err
 	}
 	return w.WorkspaceID, nil
+}
+
+// WorkspaceRecords are the workspace records with their teardown (store.Teardown):
+// a workspace is deleted mark first, then its projects and role bindings,
+// then itself. Every write to a workspace (Change) and every create of a
+// child in one (Live) holds the workspace's lease, as the mark is
+// written under it: FerretDB writes an update back whole, so a writer
+// that read the workspace before the mark would drop it.
+func (s *Deps) WorkspaceRecords() store.Teardown[Workspace] {
+	return store.Teardown[Workspace]{Records: s.Workspaces, Resource: WorkspaceResource, Key: "workspace_id",
+		Lock: func(ctx context.Context, id string, fn func(ctx context.Context) error) error {
+			return lease.Run(ctx, s.DB.Collection(CountersCollection), "workspace:"+id, 30*time.Second, 10*time.Second, fn)
+		},
+		Children: func(ctx context.Context, w *Workspace) error {
+			inside := bson.D{{Key: "domain_id", Value: w.DomainID}, {Key: "workspace_id", Value: w.WorkspaceID}}
+			for _, c := range []*mongo.Collection{s.Projects, s.Bindings} {
+				if err := store.DeleteChildren(ctx, c, inside); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
 }

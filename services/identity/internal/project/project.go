@@ -88,8 +88,14 @@ func (s *service) createProject(ctx context.Context, p *auth.Principal, r *creat
 	id := wire.NewID("project")
 	pr := &core.Project{ID: id, ProjectID: id, Name: r.Name, ProjectType: kind, Users: wire.List(r.Users), Tags: wire.Object(r.Tags),
 		WorkspaceID: w.WorkspaceID, DomainID: w.DomainID, CreatedBy: p.UserID, CreatedAt: wire.T(wire.Now())}
-	if _, err := s.Projects.InsertOne(ctx, pr); err != nil {
-		return nil, store.Wrap(err)
+	// Under the workspace's lease: a workspace whose delete has begun
+	// takes no project that its teardown would miss.
+	err = s.WorkspaceRecords().Live(ctx, w.ID, func(ctx context.Context, _ *core.Workspace, _ func(bson.D) (*core.Workspace, error)) error {
+		_, err := s.Projects.InsertOne(ctx, pr)
+		return store.Wrap(err)
+	})
+	if err != nil {
+		return nil, err
 	}
 	return pr, nil
 }

@@ -91,11 +91,26 @@ func (s *service) createBinding(ctx context.Context, p *auth.Principal, r *creat
 		ws = w.WorkspaceID
 	}
 	b := core.NewBinding(u.DomainID, u.UserID, role.RoleID, role.RoleType, r.ResourceGroup, ws)
-	if _, err := s.Bindings.InsertOne(ctx, b); err != nil {
-		if e, ok := errs.As(store.Wrap(err)); ok && e.Status() == 409 {
-			return nil, errs.Duplicate("user_id", u.UserID)
+	insert := func(ctx context.Context) error {
+		if _, err := s.Bindings.InsertOne(ctx, b); err != nil {
+			if e, ok := errs.As(store.Wrap(err)); ok && e.Status() == 409 {
+				return errs.Duplicate("user_id", u.UserID)
+			}
+			return store.Wrap(err)
 		}
-		return nil, store.Wrap(err)
+		return nil
+	}
+	if ws != "" {
+		// Under the workspace's lease: a workspace whose delete has begun
+		// takes no binding that its teardown would miss.
+		err = s.WorkspaceRecords().Live(ctx, ws, func(ctx context.Context, _ *core.Workspace, _ func(bson.D) (*core.Workspace, error)) error {
+			return insert(ctx)
+		})
+	} else {
+		err = insert(ctx)
+	}
+	if err != nil {
+		return nil, err
 	}
 	if ws == "" {
 		if _, err := store.SetByID[core.User](ctx, s.Users, "user_id", u.ID, bson.D{{Key: "role_type", Value: role.RoleType}, {Key: "role_id", Value: role.RoleID}}); err != nil {

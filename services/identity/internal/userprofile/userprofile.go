@@ -12,6 +12,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/identity/internal/core"
 )
@@ -195,7 +196,8 @@ func (s *Profile) myWorkspaces(ctx context.Context, p *auth.Principal, r *myWork
 	if err != nil {
 		return nil, err
 	}
-	filter := bson.D{{Key: "domain_id", Value: u.DomainID}, {Key: "state", Value: core.Enabled}}
+	filter := bson.D{{Key: "domain_id", Value: u.DomainID}, {Key: "state", Value: core.Enabled},
+		{Key: tenancy.MarkField, Value: bson.D{{Key: "$ne", Value: true}}}} // a workspace being deleted is not entered
 	roleOf := map[string]core.Role{}
 	if admin == nil || admin.RoleType != string(auth.DomainAdmin) {
 		cur, err := s.Bindings.Find(ctx, bson.D{{Key: "domain_id", Value: u.DomainID}, {Key: "user_id", Value: u.UserID}})

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
@@ -59,46 +58,29 @@ func (s *service) createWorkspace(ctx context.Context, p *auth.Principal, r *cre
 }
 
 func (s *service) updateWorkspace(ctx context.Context, p *auth.Principal, r *updateWorkspace) (*core.Workspace, error) {
-	w, err := store.GetToChange[core.Workspace](ctx, s.Workspaces, core.WorkspaceResource, p, "workspace_id", r.WorkspaceID)
-	if err != nil {
-		return nil, err
-	}
-	set := bson.D{}
-	if r.Name != "" {
-		set = append(set, bson.E{Key: "name", Value: r.Name})
-	}
-	if r.Tags != nil {
-		set = append(set, bson.E{Key: "tags", Value: r.Tags})
-	}
-	if len(set) == 0 {
-		return w, nil
-	}
-	return store.SetByID[core.Workspace](ctx, s.Workspaces, "workspace_id", w.ID, set)
+	return s.WorkspaceRecords().Change(ctx, p, r.WorkspaceID, func(context.Context, *core.Workspace) (bson.D, error) {
+		set := bson.D{}
+		if r.Name != "" {
+			set = append(set, bson.E{Key: "name", Value: r.Name})
+		}
+		if r.Tags != nil {
+			set = append(set, bson.E{Key: "tags", Value: r.Tags})
+		}
+		return set, nil
+	})
 }
 
 func (s *service) workspaceState(state string) func(context.Context, *auth.Principal, *workspaceRequest) (*core.Workspace, error) {
 	return func(ctx context.Context, p *auth.Principal, r *workspaceRequest) (*core.Workspace, error) {
-		w, err := store.GetToChange[core.Workspace](ctx, s.Workspaces, core.WorkspaceResource, p, "workspace_id", r.WorkspaceID)
-		if err != nil {
-			return nil, err
-		}
-		return store.SetByID[core.Workspace](ctx, s.Workspaces, "workspace_id", w.ID, bson.D{{Key: "state", Value: state}})
+		return s.WorkspaceRecords().Change(ctx, p, r.WorkspaceID, func(context.Context, *core.Workspace) (bson.D, error) {
+			return bson.D{{Key: "state", Value: state}}, nil
+		})
 	}
 }
 
 func (s *service) deleteWorkspace(ctx context.Context, p *auth.Principal, r *workspaceRequest) (*api.Empty, error) {
-	w, err := store.GetToChange[core.Workspace](ctx, s.Workspaces, core.WorkspaceResource, p, "workspace_id", r.WorkspaceID)
-	if err != nil {
+	if _, err := s.WorkspaceRecords().Delete(ctx, p, r.WorkspaceID); err != nil {
 		return nil, err
-	}
-	inside := bson.D{{Key: "domain_id", Value: w.DomainID}, {Key: "workspace_id", Value: w.WorkspaceID}}
-	for _, c := range []*mongo.Collection{s.Projects, s.Bindings} {
-		if _, err := c.DeleteMany(ctx, inside); err != nil {
-			return nil, store.Wrap(err)
-		}
-	}
-	if _, err := s.Workspaces.DeleteOne(ctx, bson.D{{Key: "_id", Value: w.ID}}); err != nil {
-		return nil, store.Wrap(err)
 	}
 	return &api.Empty{}, nil
 }
