@@ -240,9 +240,14 @@ func TestPostLifecycle(t *testing.T) {
 	if got.ViewCount != 1 {
 		t.Fatalf("first get: view_count %d, want 1", got.ViewCount)
 	}
+	// The answer is the stored count plus this replica's pending views; a
+	// flush that lands between the get's read and its count takes the
+	// first view out of both (docs/decisions.md: an answer may be off by
+	// the views being written at that moment), so 1 is right then too.
+	// The stored count below is exact.
 	c.adminA.Call("/board/v1/post/get", map[string]any{"post_id": p.PostID}).OK(&got)
-	if got.ViewCount != 2 {
-		t.Fatalf("second get: view_count %d, want 2", got.ViewCount)
+	if got.ViewCount != 2 && got.ViewCount != 1 {
+		t.Fatalf("second get: view_count %d, want 2 (1 during a flush)", got.ViewCount)
 	}
 	// The views reach the store with the next flush of the writer.
 	deadline := time.Now().Add(60 * time.Second)
