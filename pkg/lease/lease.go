@@ -304,9 +304,16 @@ func (l *Lease) keep(ctx context.Context, cancel context.CancelCauseFunc, done <
 		case <-ctx.Done():
 			return
 		case <-expiry.C:
+			if starving(l.key) {
+				expiry.Reset(every)
+				continue
+			}
 			cancel(ErrLost)
 			return
 		case <-tick.C:
+		}
+		if starving(l.key) {
+			continue
 		}
 		// A slow store gets until the deadline: a renew cut earlier
 		// would lose a lease that a late answer could still keep.
@@ -319,6 +326,19 @@ func (l *Lease) keep(ctx context.Context, cancel context.CancelCauseFunc, done <
 		}
 		expiry.Reset(time.Until(l.Deadline()))
 	}
+}
+
+var starved sync.Map // key -> struct{}
+
+func starving(key string) bool { _, ok := starved.Load(key); return ok }
+
+// Starve stops Run's renewals of key, and the end of its context when
+// the lease expires, until restore is called: the holder goes on as one
+// whose process was starved of CPU past its TTL would, for tests of the
+// writes Fence guards.
+func Starve(key string) (restore func()) {
+	starved.Store(key, struct{}{})
+	return func() { starved.Delete(key) }
 }
 
 // Fence guards a final write under Run that a later holder must not see
@@ -337,6 +357,21 @@ func Fence(ctx context.Context, margin time.Duration) (context.Context, context.
 	}
 	wctx, cancel := context.WithTimeout(ctx, margin)
 	return wctx, cancel, nil
+}
+
+// Fencer is Fence with margin for a write that must be under Run
+// (store.Teardown's Fence): outside Run it refuses (500), since the
+// write would be guarded by nothing. Take margin at most a third of the
+// lease's TTL, the period Run renews at: a holder whose renewals land on
+// time always has more left, so only one starved or cut off for a whole
+// period is refused, and a write has the rest of that period to land.
+func Fencer(margin time.Duration) func(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	return func(ctx context.Context) (context.Context, context.CancelFunc, error) {
+		if FromContext(ctx) == nil {
+			return nil, nil, errors.New("a fenced write outside lease.Run")
+		}
+		return Fence(ctx, margin)
+	}
 }
 
 // Held reports whether a live holder holds key in c (for tests and

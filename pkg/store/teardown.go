@@ -38,6 +38,15 @@ import (
 // lease the mark is written under), read the record again inside it and
 // refuse a marked one; so does every create of a child (a collector's
 // job), which otherwise lands after the children were deleted.
+//
+// A lease can be lost while its holder still runs: a holder starved past
+// the TTL (a loaded machine, a stalled store) writes after the delete
+// took the lease over and wrote the mark, and erases it as above. So the
+// writes made under Lock (the mark, and the $set of Change and Live) go
+// through Fence, which refuses (503) unless the lease is held well
+// beyond the write and ends the write before the lease can end. The
+// children and the record are deleted after the mark, outside the lease:
+// every writer refuses a marked record, so none can follow them.
 type Teardown[T any] struct {
 	Records  *mongo.Collection
 	Resource query.Resource // its Tenancy.Marks must be set
@@ -49,6 +58,11 @@ type Teardown[T any] struct {
 	// record id): the mark is written under it, and so is every Change
 	// and Live. Required.
 	Lock func(ctx context.Context, id string, fn func(ctx context.Context) error) error
+	// Fence guards each write made under Lock (lease.Fencer): it answers
+	// 503 unless the lease held in ctx lasts beyond the write, and
+	// returns the context to write with, ended before the lease can be
+	// lost. Required.
+	Fence func(ctx context.Context) (context.Context, context.CancelFunc, error)
 	// Children deletes the record's children; it runs again on a retry.
 	Children func(ctx context.Context, doc *T) error
 }
@@ -87,6 +101,11 @@ func (t Teardown[T]) Delete(ctx context.Context, p *auth.Principal, id string) (
 
 func (t Teardown[T]) mark(ctx context.Context, id string) error {
 	set := func(ctx context.Context) error {
+		ctx, cancel, err := t.Fence(ctx)
+		if err != nil {
+			return err
+		}
+		defer cancel()
 		res, err := t.Records.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}},
 			bson.D{{Key: "$set", Value: bson.D{{Key: tenancy.MarkField, Value: true}}}})
 		if err != nil {
@@ -106,6 +125,9 @@ func (t Teardown[T]) declared() error {
 	}
 	if t.Lock == nil {
 		return fmt.Errorf("teardown of %s: no lock to write the mark under", t.Records.Name())
+	}
+	if t.Fence == nil {
+		return fmt.Errorf("teardown of %s: no fence for the writes under its lock", t.Records.Name())
 	}
 	return nil
 }
@@ -172,6 +194,11 @@ func (t Teardown[T]) set(ctx context.Context, id string, doc *T, fields bson.D) 
 			return nil, fmt.Errorf("update of %s: only the delete writes %s", t.Records.Name(), tenancy.MarkField)
 		}
 	}
+	ctx, cancel, err := t.Fence(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
 	return SetByID[T](ctx, t.Records, t.Key, id, fields)
 }
 

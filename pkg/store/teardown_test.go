@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -43,7 +44,7 @@ func TestTeardown(t *testing.T) {
 	r := query.Resource{Tenancy: tenancy.InWorkspace.WithMarks()}
 	admin := &auth.Principal{DomainID: "d1", UserID: "a", Role: auth.DomainAdmin}
 	stranger := &auth.Principal{DomainID: "d2", UserID: "x", Role: auth.DomainAdmin}
-	td := store.Teardown[placed]{Records: parents, Resource: r, Key: "parent_id", Lock: leased(db),
+	td := store.Teardown[placed]{Records: parents, Resource: r, Key: "parent_id", Lock: leased(db), Fence: fenced,
 		Children: func(ctx context.Context, doc *placed) error {
 			for _, c := range []string{"kids", "pets"} {
 				if err := store.DeleteChildren(ctx, db.Collection(c), bson.D{{Key: "parent", Value: doc.ID}}); err != nil {
@@ -109,12 +110,19 @@ func TestTeardown(t *testing.T) {
 		t.Fatal("p2 or its children were touched")
 	}
 	// A resource that declares no marks cannot be torn down.
-	if _, err := (store.Teardown[placed]{Records: parents, Resource: query.Resource{Tenancy: tenancy.InWorkspace}, Key: "parent_id", Lock: leased(db)}).Delete(ctx, admin, "p2"); err == nil {
+	if _, err := (store.Teardown[placed]{Records: parents, Resource: query.Resource{Tenancy: tenancy.InWorkspace}, Key: "parent_id", Lock: leased(db), Fence: fenced}).Delete(ctx, admin, "p2"); err == nil {
 		t.Fatal("a teardown without marks ran")
 	}
 	// Nor one without a lock to mark under.
-	if _, err := (store.Teardown[placed]{Records: parents, Resource: r, Key: "parent_id"}).Delete(ctx, admin, "p2"); err == nil {
+	if _, err := (store.Teardown[placed]{Records: parents, Resource: r, Key: "parent_id", Fence: fenced}).Delete(ctx, admin, "p2"); err == nil {
 		t.Fatal("a teardown without a lock ran")
+	}
+	// Nor one without a fence for the writes under its lock.
+	if _, err := (store.Teardown[placed]{Records: parents, Resource: r, Key: "parent_id", Lock: leased(db)}).Delete(ctx, admin, "p2"); err == nil {
+		t.Fatal("a teardown without a fence ran")
+	}
+	if count("parents", bson.D{{Key: "_id", Value: "p2"}, {Key: tenancy.MarkField, Value: true}}) != 0 {
+		t.Fatal("a refused teardown marked p2")
 	}
 }
 
@@ -123,6 +131,15 @@ func leased(db *mongo.Database) func(ctx context.Context, id string, fn func(ctx
 	return func(ctx context.Context, id string, fn func(ctx context.Context) error) error {
 		return lease.Run(ctx, db.Collection("locks"), "rec:"+id, 10*time.Second, 30*time.Second, fn)
 	}
+}
+
+// fenced is leased's Fence: a renew period of its 10 s TTL.
+var fenced = lease.Fencer(10 * time.Second / 3)
+
+// unfenced is mutexes' Fence: a lock inside one process is never lost
+// while its holder runs.
+func unfenced(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	return ctx, func() {}, nil
 }
 
 // mutexes is a Teardown's Lock inside one process (the racing test's:
@@ -158,7 +175,7 @@ func TestTeardownRacingChanges(t *testing.T) {
 	records := db.Collection("records")
 	r := query.Resource{Tenancy: tenancy.InDomain.WithMarks()}
 	admin := &auth.Principal{DomainID: "d1", UserID: "a", Role: auth.DomainAdmin}
-	td := store.Teardown[named]{Records: records, Resource: r, Key: "record_id", Lock: mutexes(),
+	td := store.Teardown[named]{Records: records, Resource: r, Key: "record_id", Lock: mutexes(), Fence: unfenced,
 		Children: func(ctx context.Context, doc *named) error {
 			return store.DeleteChildren(ctx, db.Collection("toys"), bson.D{{Key: "parent", Value: doc.ID}})
 		}}
@@ -183,6 +200,11 @@ func TestTeardownRacingChanges(t *testing.T) {
 					if code(err) == http.StatusNotFound {
 						return
 					}
+					// A lock waited out or a fence refused: nothing
+					// written, as a client told to retry later sees.
+					if code(err) == http.StatusServiceUnavailable {
+						continue
+					}
 					if err != nil {
 						t.Errorf("round %d: update: %v", round, err)
 						return
@@ -205,6 +227,74 @@ func TestTeardownRacingChanges(t *testing.T) {
 	}
 	if n, err := records.CountDocuments(ctx, bson.D{}); err != nil || n != 0 {
 		t.Fatalf("records left: %d %v", n, err)
+	}
+}
+
+// TestTeardownStarvedHolder: a Change whose holder was starved past its
+// lease's TTL (no renewals, its context not ended: lease.Starve) after
+// it loaded the record, while the delete took the lease over and wrote
+// the mark, refuses its write (503, nothing written) instead of landing
+// after the later holder's; the record stays marked, with its old name.
+// Without the fence on Change's write the update answers 200.
+func TestTeardownStarvedHolder(t *testing.T) {
+	ctx := context.Background()
+	db := testkit.Get().Database(t)
+	records := db.Collection("records")
+	r := query.Resource{Tenancy: tenancy.InDomain.WithMarks()}
+	admin := &auth.Principal{DomainID: "d1", UserID: "a", Role: auth.DomainAdmin}
+	const ttl = 3 * time.Second
+	key := func(id string) string { return "rec:" + id }
+	td := store.Teardown[named]{Records: records, Resource: r, Key: "record_id",
+		Lock: func(ctx context.Context, id string, fn func(ctx context.Context) error) error {
+			return lease.Run(ctx, db.Collection("locks"), key(id), ttl, time.Minute, fn)
+		},
+		Fence: lease.Fencer(ttl / 3),
+		Children: func(ctx context.Context, doc *named) error {
+			return store.DeleteChildren(ctx, db.Collection("toys"), bson.D{{Key: "parent", Value: doc.ID}})
+		}}
+	if _, err := records.InsertOne(ctx, named{ID: "s1", Domain: "d1", Name: "old"}); err != nil {
+		t.Fatal(err)
+	}
+	loaded, proceed := make(chan struct{}), make(chan struct{})
+	changed := make(chan error, 1)
+	go func() {
+		_, err := td.Change(ctx, admin, "s1", func(_ context.Context, doc *named) (bson.D, error) {
+			close(loaded)
+			<-proceed
+			return bson.D{{Key: "name", Value: "late"}}, nil
+		})
+		changed <- err
+	}()
+	<-loaded
+	restore := lease.Starve(key("s1"))
+	defer restore()
+	// The holder's claim expires (nothing renews it); the delete takes
+	// the lease over, marks the record and fails on its children.
+	for {
+		held, err := lease.Held(ctx, db.Collection("locks"), key("s1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !held {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	undo := store.FailChildDeletes("toys")
+	if _, err := td.Delete(ctx, admin, "s1"); code(err) != http.StatusServiceUnavailable {
+		t.Fatalf("delete with a failing child: %v, want 503", err)
+	}
+	undo()
+	close(proceed)
+	if err := <-changed; code(err) != http.StatusServiceUnavailable || !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("the starved holder's update: %v, want 503 (lease lost)", err)
+	}
+	var doc bson.M
+	if err := records.FindOne(ctx, bson.D{{Key: "_id", Value: "s1"}}).Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc[tenancy.MarkField] != true || doc["name"] != "old" {
+		t.Fatalf("after the starved holder: %v, want marked and named old", doc)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/freeform"
+	"github.com/nubes-io/nubes/pkg/lease"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
@@ -287,6 +288,7 @@ func (s *service) delete(ctx context.Context, p *auth.Principal, r *dashboardReq
 	_, err := store.Teardown[Dashboard]{Records: s.dashboards, Resource: dashboardResource, Key: "project_dashboard_id",
 		Check: func(d *Dashboard) error { return private(p, d) },
 		Lock:  s.locks.with,
+		Fence: lease.Fencer(s.locks.ttl / 3), // a renew period: see lease.Fencer
 		Children: func(ctx context.Context, d *Dashboard) error {
 			return store.DeleteChildren(ctx, s.versions, bson.D{{Key: "project_dashboard_id", Value: d.ID}})
 		},

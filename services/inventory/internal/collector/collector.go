@@ -282,6 +282,7 @@ func (s *Service) records() store.Teardown[Collector] {
 		Lock: func(ctx context.Context, id string, fn func(ctx context.Context) error) error {
 			return lease.Run(ctx, s.leases, "collector-"+id, lockTTL, lockWait, fn)
 		},
+		Fence: lease.Fencer(lockTTL / 3), // a renew period: see lease.Fencer
 		Children: func(ctx context.Context, doc *Collector) error {
 			for _, c := range []*mongo.Collection{s.tasks, s.jobs} {
 				if err := store.DeleteChildren(ctx, c, bson.D{{Key: "domain_id", Value: doc.DomainID}, {Key: "collector_id", Value: doc.ID}}); err != nil {

@@ -246,6 +246,7 @@ func (as *Alerts) delete(ctx context.Context, p *auth.Principal, r *alertRequest
 		Lock: func(ctx context.Context, id string, fn func(ctx context.Context) error) error {
 			return lease.Run(ctx, as.claims, "alert#"+id, changeTTL, changeWait, fn)
 		},
+		Fence: lease.Fencer(changeTTL / 3), // a renew period: see lease.Fencer
 		Children: func(ctx context.Context, a *Alert) error {
 			for _, c := range as.cascade {
 				if err := store.DeleteChildren(ctx, c, bson.D{{Key: "alert_id", Value: a.ID}}); err != nil {

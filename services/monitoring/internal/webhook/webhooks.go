@@ -223,6 +223,7 @@ func (ws *Webhooks) records() store.Teardown[Webhook] {
 		Lock: func(ctx context.Context, id string, fn func(ctx context.Context) error) error {
 			return lease.Run(ctx, ws.claims, "webhook#"+id, lockTTL, lockWait, fn)
 		},
+		Fence: lease.Fencer(lockTTL / 3), // a renew period: see lease.Fencer
 		Children: func(ctx context.Context, doc *Webhook) error {
 			if err := store.DeleteChildren(ctx, ws.kept, bson.D{{Key: "webhook_id", Value: doc.ID}}); err != nil {
 				return err

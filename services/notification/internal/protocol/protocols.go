@@ -293,6 +293,7 @@ func (ps *Protocols) records() store.Teardown[Protocol] {
 		Lock: func(ctx context.Context, id string, fn func(ctx context.Context) error) error {
 			return lease.Run(ctx, ps.leases, "protocol#"+id, lockTTL, lockWait, fn)
 		},
+		Fence: lease.Fencer(lockTTL / 3), // a renew period: see lease.Fencer
 		Check: external,
 		Children: func(ctx context.Context, doc *Protocol) error {
 			// A channel created between the check and the mark (its
