@@ -448,7 +448,7 @@ func (ds *DataSources) deregister(ctx context.Context, p *auth.Principal, r *dsR
 		Lock: func(ctx context.Context, id string, fn func(ctx context.Context) error) error {
 			return core.Lock(ctx, ds.db, core.DataSourceLock(id), fn)
 		},
-		Fence: lease.Fencer(model.LockTTL / 3), // a renew period: see lease.Fencer
+		Fence: lease.Fencer(core.LockTTL / 3), // a renew period: see lease.Fencer
 		Children: func(ctx context.Context, doc *DataSource) error {
 			if err := ds.jobs.Forget(ctx, doc.ID); err != nil {
 				return err

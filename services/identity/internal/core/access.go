@@ -225,6 +225,7 @@ func (s *Deps) WorkspaceRecords() store.Teardown[Workspace] {
 		Lock: func(ctx context.Context, id string, fn func(ctx context.Context) error) error {
 			return lease.Run(ctx, s.DB.Collection(CountersCollection), "workspace:"+id, 30*time.Second, 10*time.Second, fn)
 		},
+		Fence: lease.Fencer(30 * time.Second / 3), // a renew period of its TTL: see lease.Fencer
 		Children: func(ctx context.Context, w *Workspace) error {
 			inside := bson.D{{Key: "domain_id", Value: w.DomainID}, {Key: "workspace_id", Value: w.WorkspaceID}}
 			for _, c := range []*mongo.Collection{s.Projects, s.Bindings} {
