@@ -409,11 +409,22 @@ func (v *views) run(ctx context.Context, interval time.Duration, log *slog.Logge
 	for {
 		select {
 		case <-ctx.Done():
+			// The last flush; views it cannot write are lost with the
+			// replica, as on a crash (decisions), not a failed stop.
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			defer cancel()
-			return v.flush(fctx)
+			if err := v.flush(fctx); err != nil {
+				log.Warn("view counts lost at stop", "error", err.Error())
+			}
+			return nil
 		case <-t.C:
-			if err := v.flush(ctx); err != nil {
+			// Not cut by the stop: a post's lease whose take was cut
+			// after its insert would stay held for its TTL, and the last
+			// flush would wait for it.
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), postLeaseTTL)
+			err := v.flush(fctx)
+			cancel()
+			if err != nil {
 				log.Warn("view counts not written yet", "error", err.Error())
 			}
 		case <-purge.C:
