@@ -316,8 +316,15 @@ type CostTask struct {
 
 // DeadNotification is published on NotificationDeadSubject when a
 // notification cannot be delivered.
+//
+// A notification request (NotificationRequestSubject) the service gave up
+// on is dead-lettered the same way: Request holds it (Raw its payload
+// when it did not decode) and Notification is empty; republishing
+// Request on NotificationRequestSubject replays it.
 type DeadNotification struct {
 	Notification NotificationDispatch `json:"notification"`
+	Request      *NotificationRequest `json:"request,omitempty"`
+	Raw          string               `json:"raw,omitempty"`
 	Reason       string               `json:"reason"`
 	Deliveries   int                  `json:"deliveries"`
 	FailedAt     string               `json:"failed_at"` // ISO 8601 UTC

@@ -3,12 +3,15 @@ package notification_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -342,5 +345,118 @@ func TestNotificationDomainAdmins(t *testing.T) {
 	e.dispatched(t, 2)
 	if to := mailsTo(2); !reflect.DeepEqual(to, []string{"dora@a.example.com", "dora@a.example.com"}) {
 		t.Fatalf("mailed %v", to)
+	}
+}
+
+// TestNotificationRequestDeadLettered: a request that cannot be handled
+// is never lost. One that keeps failing (identity answering 503 for a
+// DomainAdmins request) is tried MaxDeliver (5) times, then ends on the
+// dead-letter stream with the request and in notification_requests as
+// DEAD; one that breaks the contract, or does not decode, ends there at
+// once. Republishing the dead letter's request once the cause is gone
+// notifies.
+func TestNotificationRequestDeadLettered(t *testing.T) {
+	e := setupWith(t, options{bus: true})
+	plain := e.protocolWith(t, "hooks", "PLAIN_TEXT")
+	e.plugin.Reset()
+	var calls atomic.Int64
+	down := true
+	var mu sync.Mutex
+	e.identity.Handle(fanout.RoleBindingListPath, func(p *auth.Principal, req map[string]any) (any, error) {
+		calls.Add(1)
+		mu.Lock()
+		defer mu.Unlock()
+		if down {
+			return nil, errs.Down("identity's store", errors.New("test: down"))
+		}
+		return M{"results": []M{{"role_binding_id": "rb-dora", "user_id": "dora", "role_type": "DOMAIN_ADMIN", "domain_id": "domain-a"}}, "total_count": 1}, nil
+	}).Handle(fanout.UserListPath, func(p *auth.Principal, req map[string]any) (any, error) {
+		return M{"results": []M{{"user_id": "dora", "email": "dora@a.example.com", "state": "ENABLED", "domain_id": "domain-a"}}, "total_count": 1}, nil
+	})
+	dora := e.ownerA1.For(auth.Principal{DomainID: "domain-a", UserID: "dora", Role: auth.DomainAdmin})
+	dora.Call(ucBase+"create", M{"protocol_id": plain, "name": "mine", "data": M{"webhook_url": "https://hooks.example.com/dora"}}).OK(nil)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cons, err := e.bus.JS.CreateOrUpdateConsumer(ctx, events.NotificationDeadStream, jetstream.ConsumerConfig{AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func() events.DeadNotification {
+		t.Helper()
+		m, err := cons.Next(jetstream.FetchMaxWait(15 * time.Second))
+		if err != nil {
+			t.Fatalf("no dead letter: %v", err)
+		}
+		_ = m.Ack()
+		var d events.DeadNotification
+		if err := json.Unmarshal(m.Data(), &d); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	// The record follows the dead letter's publish.
+	record := func(id string) bson.M {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if e.countWhere(t, "notification_requests", bson.D{{Key: "_id", Value: id}}) == 1 {
+				break
+			}
+		}
+		return e.raw(t, "notification_requests", id)
+	}
+
+	failing := events.NotificationRequest{ID: "job-0123456789ab-dead", DomainID: "domain-a", DomainAdmins: true, Topic: "inventory.Job",
+		NotificationType: events.NotifyError, Message: events.NotificationMessage{Title: "Collection failed"}}
+	e.request(t, failing)
+	d := next()
+	if d.Request == nil || d.Request.ID != failing.ID || d.Deliveries != 5 || d.Reason == "" {
+		t.Fatalf("dead letter %+v: want the request after 5 deliveries", d)
+	}
+	if rec := record(failing.ID); rec["outcome"] != "DEAD" || rec["deliveries"] != int32(5) || rec["domain_id"] != "domain-a" {
+		t.Fatalf("record %v", rec)
+	}
+	if n := calls.Load(); n < 5 {
+		t.Errorf("identity asked %d times, want at least 5 (one per delivery)", n)
+	}
+
+	// Breaking the contract (published past Outbox.Notify): dead at once.
+	bad := events.NotificationRequest{ID: "req-no-title", DomainID: "domain-a", ProjectID: "project-1", Topic: "t"}
+	e.request(t, bad)
+	if d := next(); d.Request == nil || d.Request.ID != bad.ID || d.Deliveries != 1 {
+		t.Fatalf("dead letter %+v: want the request at its first delivery", d)
+	}
+	if rec := record(bad.ID); rec["outcome"] != "DEAD" || rec["deliveries"] != int32(1) {
+		t.Fatalf("record %v", rec)
+	}
+	// Not JSON: dead at once, the payload kept as received.
+	if err := e.bus.Publish(ctx, events.NotificationRequestSubject, "req-raw", json.RawMessage(`"not a request"`)); err != nil {
+		t.Fatal(err)
+	}
+	if d := next(); d.Request != nil || d.Raw != `"not a request"` {
+		t.Fatalf("dead letter %+v: want the raw payload", d)
+	}
+	dead := func() int64 {
+		return e.countWhere(t, "notification_requests", bson.D{{Key: "outcome", Value: "DEAD"}, {Key: "_id", Value: bson.D{{Key: "$regex", Value: "^seq-"}}}})
+	}
+	for deadline := time.Now().Add(10 * time.Second); dead() == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	}
+	if n := e.countWhere(t, "notification_requests", bson.D{{Key: "outcome", Value: "DEAD"}}); n != 3 {
+		t.Errorf("%d DEAD records, want 3", n)
+	}
+	if n := len(e.plugin.Calls(dispatchMethod)); n != 0 {
+		t.Fatalf("%d dispatches of requests that were not handled", n)
+	}
+
+	// The operator's replay: identity is back, the dead request is
+	// published again (a new message id) and notifies.
+	mu.Lock()
+	down = false
+	mu.Unlock()
+	if err := e.bus.Publish(ctx, events.NotificationRequestSubject, "replay-"+d.Request.ID, *d.Request); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.dispatched(t, 1); got["https://hooks.example.com/dora"] == nil {
+		t.Fatalf("dispatched %v", got)
 	}
 }

@@ -18,6 +18,10 @@ const (
 	// InboxCollection holds users' in-app notifications (upstream's
 	// Notification of a user), _id = "<request id>-<user id>" hashed.
 	InboxCollection = "notification_inbox"
+	// RequestsCollection records each notification request given up on
+	// (_id = the request's ID, outcome DEAD): what an operator counts and
+	// replays besides the dead letter on events.NotificationDeadSubject.
+	RequestsCollection = "notification_requests"
 
 	ProjectChannelPrefix = "project-ch"
 	UserChannelPrefix    = "user-ch"

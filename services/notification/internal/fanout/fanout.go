@@ -8,6 +8,12 @@
 // adds nothing: the stream drops a dispatch id it saw, the dispatcher
 // never delivers one twice, and inbox entries are keyed the same way.
 //
+// A request is never dropped: one that breaks the contract or does not
+// decode, or still cannot be fanned out at its last delivery, is
+// published on events.NotificationDeadSubject (a DeadNotification with
+// the request, kept in events.NotificationDeadStream) and recorded DEAD
+// in core.RequestsCollection, as the dispatcher dead-letters its events.
+//
 // It holds no operation of the API; notification/create hands its
 // requests to Handle.
 package fanout
@@ -18,6 +24,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"time"
@@ -40,8 +47,11 @@ import (
 type Config struct {
 	// Now is the clock of the schedule windows (UTC); nil: the real one.
 	Now func() time.Time
-	// MaxDeliver, Backoff: a request that cannot be fanned out (the store
-	// or NATS down) is tried again after Backoff, up to MaxDeliver times.
+	// MaxDeliver, Backoff: a request that cannot be fanned out (the store,
+	// NATS or identity down) is tried again after Backoff, up to
+	// MaxDeliver deliveries; then, or at once for a request that breaks
+	// the contract, it is dead-lettered (events.NotificationDeadSubject
+	// and core.RequestsCollection).
 	MaxDeliver int
 	Backoff    time.Duration
 	AckWait    time.Duration
@@ -65,6 +75,7 @@ type Fanout struct {
 	bus                                 *events.Bus
 	identity                            *call.Client
 	protocols, projectCh, userCh, inbox *mongo.Collection
+	deadRecs                            *mongo.Collection
 	cfg                                 Config
 	log                                 *slog.Logger
 }
@@ -76,7 +87,8 @@ func New(ctx context.Context, db *mongo.Database, bus *events.Bus, identity *cal
 		cfg.Now = time.Now
 	}
 	f := &Fanout{bus: bus, identity: identity, protocols: db.Collection(core.ProtocolsCollection), projectCh: db.Collection(core.ProjectChannelsCollection),
-		userCh: db.Collection(core.UserChannelsCollection), inbox: db.Collection(core.InboxCollection), cfg: cfg, log: log}
+		userCh: db.Collection(core.UserChannelsCollection), inbox: db.Collection(core.InboxCollection),
+		deadRecs: db.Collection(core.RequestsCollection), cfg: cfg, log: log}
 	return f, store.EnsureIndexes(ctx, f.inbox, store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "user_id", Value: 1}, {Key: "created_at", Value: -1}}})
 }
 
@@ -110,28 +122,88 @@ func (f *Fanout) Run(ctx context.Context) error {
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       f.cfg.AckWait,
-		MaxDeliver:    f.cfg.MaxDeliver,
+		// One more than ours: the last delivery is ours to dead-letter, so
+		// JetStream never drops a request on its own.
+		MaxDeliver:    f.cfg.MaxDeliver + 1,
 		MaxAckPending: 256,
 	}}, 1, f.handle)
 }
 
+// Dead is the outcome recorded for a request given up on.
+const Dead = "DEAD"
+
+// Record is a request given up on, in core.RequestsCollection (_id = the
+// request's ID, or "seq-<stream sequence>" when it had none).
+type Record struct {
+	ID         string    `bson:"_id"`
+	DomainID   string    `bson:"domain_id,omitempty"`
+	Topic      string    `bson:"topic,omitempty"`
+	Outcome    string    `bson:"outcome"`
+	Reason     string    `bson:"reason"`
+	Deliveries int       `bson:"deliveries"`
+	At         wire.Time `bson:"at"`
+}
+
+// handle decides one message: ack (fanned out, or dead-lettered), or nak
+// with a delay (try again). Nothing is dropped: a request that breaks the
+// contract, does not decode, or still fails at the last delivery goes to
+// the dead letter, as the dispatcher's events do.
 func (f *Fanout) handle(ctx context.Context, msg jetstream.Msg) {
+	deliveries := 1
+	if md, err := msg.Metadata(); err == nil {
+		deliveries = int(md.NumDelivered)
+	}
 	var r events.NotificationRequest
 	if err := json.Unmarshal(msg.Data(), &r); err != nil {
-		f.log.Warn("notification request dropped: not JSON", "error", err.Error())
-		_ = msg.Term()
+		f.dead(ctx, msg, nil, deliveries, "not JSON: "+err.Error())
 		return
 	}
-	if err := f.Handle(ctx, r); err != nil {
-		if e, ok := errs.As(err); ok && e.Status() < 500 {
-			f.log.Warn("notification request dropped", "id", r.ID, "error", err.Error())
-			_ = msg.Term()
-			return
+	err := f.Handle(ctx, r)
+	if err == nil {
+		_ = msg.Ack()
+		return
+	}
+	if ctx.Err() != nil {
+		_ = msg.Nak() // shutting down: another replica takes it
+		return
+	}
+	if e, ok := errs.As(err); ok && e.Status() < 500 || deliveries >= f.cfg.MaxDeliver {
+		f.dead(ctx, msg, &r, deliveries, err.Error())
+		return
+	}
+	f.log.Info("notification request not fanned out yet; retried", "id", r.ID, "delivery", deliveries, "error", err.Error())
+	_ = msg.NakWithDelay(f.cfg.Backoff)
+}
+
+// dead publishes the request on the dead-letter subject (kept 30 days in
+// events.NotificationDeadStream), records it in core.RequestsCollection
+// and acknowledges it. When either write fails the request is naked, and
+// so tried again: it is acked only once both are kept.
+func (f *Fanout) dead(ctx context.Context, msg jetstream.Msg, r *events.NotificationRequest, deliveries int, reason string) {
+	dn := events.DeadNotification{Request: r, Reason: reason, Deliveries: deliveries, FailedAt: wire.FormatTime(wire.Now())}
+	rec := Record{Outcome: Dead, Reason: reason, Deliveries: deliveries, At: wire.T(wire.Now())}
+	if r != nil && events.ValidID(r.ID) {
+		rec.ID, rec.DomainID, rec.Topic = r.ID, r.DomainID, r.Topic
+	} else {
+		if r == nil {
+			dn.Raw = string(msg.Data())
 		}
-		f.log.Info("notification request not fanned out yet; retried", "id", r.ID, "error", err.Error())
+		rec.ID = "seq-0"
+		if md, err := msg.Metadata(); err == nil {
+			rec.ID = fmt.Sprintf("seq-%d", md.Sequence.Stream)
+		}
+	}
+	if err := f.bus.Publish(ctx, events.NotificationDeadSubject, "dead-request-"+rec.ID, dn); err != nil {
+		f.log.Warn("notification request: dead-letter publish failed; retried", "id", rec.ID, "error", err.Error())
 		_ = msg.NakWithDelay(f.cfg.Backoff)
 		return
 	}
+	if _, err := f.deadRecs.InsertOne(ctx, rec); err != nil && !mongo.IsDuplicateKeyError(err) {
+		f.log.Warn("notification request: dead record not kept; retried", "id", rec.ID, "error", err.Error())
+		_ = msg.NakWithDelay(f.cfg.Backoff)
+		return
+	}
+	f.log.Warn("notification request dead-lettered", "id", rec.ID, "domain_id", rec.DomainID, "deliveries", deliveries, "reason", reason)
 	_ = msg.Ack()
 }
 
