@@ -2,8 +2,8 @@
 // the inventory service. A type's key is <provider>.<group>.<name>,
 // unique in its workspace: the key is claimed in core.KeysCollection by
 // the insert of its _id, which is atomic on MongoDB and FerretDB alike.
-// name, provider and group never change. Collectors upsert the types
-// their plugins report through Upsert (package worker).
+// name, provider and group never change. A collect run upserts the types
+// its plugin reports through Find and Create (package collectrun).
 //
 // It knows nothing of plugins or jobs.
 package cloudservicetype

@@ -37,7 +37,7 @@ const (
 	// KeysCollection holds the records that make a value unique or
 	// findable by _id alone: cloud service type keys per workspace, region
 	// codes, and the match-rule keys of collected cloud services (see
-	// package worker). Only the insert of a new _id is atomic on both
+	// package collectrun). Only the insert of a new _id is atomic on both
 	// stores (docs/decisions.md "Storage"), so uniqueness is decided here.
 	KeysCollection = "inventory_keys"
 	// RecordsCollection holds the outcome of each sub-task (_id =

@@ -16,19 +16,13 @@ import (
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/lease"
-	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/inventory/internal/core"
 )
 
-// Codes recorded in job task errors.
-const (
-	ErrCollectorPlugin = "ERROR_COLLECTOR_PLUGIN"
-	ErrPlugin          = "ERROR_PLUGIN"
-	ErrMatchRule       = "ERROR_MATCH_RULE"
-	ErrJobTimeout      = "ERROR_JOB_TIMEOUT"
-)
+// ErrJobTimeout is the job task error of a job past its timeout.
+const ErrJobTimeout = "ERROR_JOB_TIMEOUT"
 
 // Record is the stored outcome of one sub-task (_id =
 // <job_task_id>-<n>); the first one stored is the one that counts.
@@ -121,34 +115,6 @@ func (w *Worker) collector(ctx context.Context, id string) (*core.Collector, err
 	return c, err
 }
 
-func (w *Worker) target(c *core.Collector) plugin.Collector {
-	return plugin.Collector{Target: w.plugins.Plugin(c.PluginInfo.PluginID, c.PluginInfo.Version)}
-}
-
-// permanent reports an error that trying again does not fix: one the
-// callee answered with a 4xx (an account deleted, a plugin that refuses).
-func permanent(err error) bool {
-	e, ok := errs.As(err)
-	return ok && e.Status() < 500
-}
-
-// errorInfo is the job task error of a failed call.
-func errorInfo(code string, err error) core.ErrorInfo {
-	msg := err.Error()
-	if f, ok := plugin.FailureOf(err); ok {
-		msg = f.Error()
-	} else if e, ok := errs.As(err); ok {
-		if code == "" {
-			code = e.Code
-		}
-		msg = e.Message
-	}
-	if code == "" {
-		code = errs.Unknown
-	}
-	return core.ErrorInfo{ErrorCode: code, Message: msg, Additional: map[string]any{}}
-}
-
 // split asks the plugin for the task's sub-tasks, stores them and queues
 // one message per sub-task. Any failure of Job.get_tasks is swallowed, as
 // upstream does: the task runs as one sub-task without task_options.
@@ -161,14 +127,14 @@ func (w *Worker) split(ctx context.Context, job *core.Job, task *core.JobTask) e
 		subs := []freeform.Map{nil}
 		secret, err := w.identity.SecretData(ctx, task.DomainID, task.ServiceAccountID)
 		switch {
-		case err != nil && permanent(err):
+		case err != nil && core.Permanent(err):
 			// Without its secret the task cannot run: it fails as a
 			// whole, with identity's answer.
-			return w.failTask(ctx, job, task, errorInfo("", err))
+			return w.failTask(ctx, job, task, core.TaskError("", err))
 		case err != nil:
 			return err
 		}
-		if got, err := w.target(c).GetTasks(ctx, c.PluginInfo.Options, secret); err == nil && len(got) > 0 {
+		if got, err := core.CollectorPlugin(w.plugins, c).GetTasks(ctx, c.PluginInfo.Options, secret); err == nil && len(got) > 0 {
 			subs = subs[:0]
 			for _, o := range got {
 				subs = append(subs, o)
@@ -244,8 +210,8 @@ func (w *Worker) subTask(ctx context.Context, msg jetstream.Msg, job *core.Job, 
 	rec := Record{ID: recID, JobID: job.JobID, JobTaskID: task.ID, Errors: []core.ErrorInfo{}}
 	secret, err := w.identity.SecretData(ctx, task.DomainID, task.ServiceAccountID)
 	switch {
-	case err != nil && permanent(err):
-		rec.Failed, rec.Failure, rec.Errors = true, 1, []core.ErrorInfo{errorInfo("", err)}
+	case err != nil && core.Permanent(err):
+		rec.Failed, rec.Failure, rec.Errors = true, 1, []core.ErrorInfo{core.TaskError("", err)}
 	case err != nil:
 		return err
 	default:
@@ -256,7 +222,7 @@ func (w *Worker) subTask(ctx context.Context, msg jetstream.Msg, job *core.Job, 
 			defer close(ended)
 			jobOver = w.heartbeat(runCtx, job, slot, stop)
 		}()
-		rec, err = w.collect(runCtx, job, task, c, task.SubTasks[n], secret, rec, recID)
+		out, err := w.collect.Run(runCtx, job, task, c, task.SubTasks[n], secret, recID)
 		stop()
 		<-ended
 		if jobOver {
@@ -265,6 +231,8 @@ func (w *Worker) subTask(ctx context.Context, msg jetstream.Msg, job *core.Job, 
 		if err != nil {
 			return err
 		}
+		rec.Created, rec.Updated, rec.Failure, rec.Failed = out.Created, out.Updated, out.Failure, out.Failed
+		rec.Errors, rec.Seen = out.Errors, out.Seen
 	}
 	rec.At = time.Now().UTC()
 	if _, err := w.records.InsertOne(ctx, rec); err != nil {
@@ -317,6 +285,21 @@ func (w *Worker) recorded(ctx context.Context, id string) (bool, error) {
 	return err == nil, store.Wrap(err)
 }
 
+// seenBy is every cloud service the sub-tasks of a task wrote.
+func (w *Worker) seenBy(ctx context.Context, recordIDs []string) (map[string]bool, error) {
+	recs, err := core.ByIDs[Record](ctx, w.records, recordIDs, bson.D{{Key: "seen", Value: 1}})
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, r := range recs {
+		for _, id := range r.Seen {
+			seen[id] = true
+		}
+	}
+	return seen, nil
+}
+
 // afterRecord moves the task on from its records: progress while
 // sub-tasks remain; once none does, the task finishes (garbage
 // collection when it succeeded) and the job is counted.
@@ -329,7 +312,7 @@ func (w *Worker) afterRecord(ctx context.Context, job *core.Job, task *core.JobT
 		}
 		if core.Final(cur.Status) && cur.RemainedSubTasks == 0 {
 			finished = true
-			return w.dropDoomed(ctx, cur) // a finish that died after counting
+			return w.garbage.Drop(ctx, cur) // a finish that died after counting
 		}
 		ids := make([]string, len(cur.SubTasks))
 		for i := range ids {
@@ -371,13 +354,13 @@ func (w *Worker) afterRecord(ctx context.Context, job *core.Job, task *core.JobT
 				if err != nil {
 					return err
 				}
-				gc, err := w.collectGarbage(ctx, cur, seen)
+				gc, err := w.garbage.Collect(ctx, cur, seen)
 				if err != nil {
 					return err
 				}
-				cur.DoomedIDs = gc.doomed
-				set = append(set, bson.E{Key: "disconnected_count", Value: gc.disconnected}, bson.E{Key: "deleted_count", Value: int32(len(gc.doomed))},
-					bson.E{Key: "doomed_ids", Value: wire.List(gc.doomed)})
+				cur.DoomedIDs = gc.Doomed
+				set = append(set, bson.E{Key: "disconnected_count", Value: gc.Disconnected}, bson.E{Key: "deleted_count", Value: int32(len(gc.Doomed))},
+					bson.E{Key: "doomed_ids", Value: wire.List(gc.Doomed)})
 			}
 			set = append(set, bson.E{Key: "status", Value: status}, bson.E{Key: "finished_at", Value: wire.T(wire.Now())})
 		}
@@ -392,7 +375,7 @@ func (w *Worker) afterRecord(ctx context.Context, job *core.Job, task *core.JobT
 					return store.Wrap(err)
 				}
 			}
-			return w.dropDoomed(ctx, cur)
+			return w.garbage.Drop(ctx, cur)
 		}
 		return nil
 	})

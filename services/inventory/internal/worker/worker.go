@@ -6,20 +6,18 @@
 // heartbeats.
 //
 // A task message asks the plugin for sub-tasks (Job.get_tasks) and
-// queues one message per sub-task; a sub-task message runs
-// Collector.collect and handles each streamed resource as the upstream
-// core does (plugin-protocols.md 3): match rules, create or update,
-// ERROR_PLUGIN, ERROR_MATCH_RULE, a broken stream ERROR_COLLECTOR_PLUGIN.
+// queues one message per sub-task; a sub-task message runs one collect
+// (package collectrun) and records what it counted. The last record of a
+// task that succeeded runs its garbage collection (package garbage).
 //
 // Nothing counts twice when a message is delivered again: a sub-task's
 // counts are stored once, as a record keyed by <job_task_id>-<n> (the
-// first insert wins); a cloud service remembers the task that created it,
-// so a run again after a crash still counts it as created; task and job
-// counters are computed from those records and the tasks' statuses, never
-// incremented, and written under leases (pkg/lease, safe on MongoDB and
-// FerretDB alike). At most the plugin's init concurrency of a
-// job's sub-tasks run at once, across replicas (slots in the leases
-// collection). A job past its timeout becomes FAILURE.
+// first insert wins); task and job counters are computed from those
+// records and the tasks' statuses, never incremented, and written under
+// leases (pkg/lease, safe on MongoDB and FerretDB alike). At most the
+// plugin's init concurrency of a job's sub-tasks run at once, across
+// replicas (slots in the leases collection). A job past its timeout
+// becomes FAILURE.
 //
 // It serves no operation and never logs secret data.
 package worker
@@ -37,7 +35,9 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/plugin"
+	"github.com/nubes-io/nubes/services/inventory/internal/collectrun"
 	"github.com/nubes-io/nubes/services/inventory/internal/core"
+	"github.com/nubes-io/nubes/services/inventory/internal/garbage"
 )
 
 // Config tunes the workers.
@@ -105,13 +105,10 @@ type Worker struct {
 	jobs       *mongo.Collection
 	tasks      *mongo.Collection
 	collectors *mongo.Collection
-	services   *mongo.Collection
-	types      *mongo.Collection
-	regions    *mongo.Collection
-	keys       *mongo.Collection
 	records    *mongo.Collection
 	leases     *mongo.Collection
-	rosters    *mongo.Collection
+	collect    *collectrun.Runner
+	garbage    *garbage.Rosters
 	identity   core.Identity
 	plugins    *plugin.Client
 	cfg        Config
@@ -121,12 +118,11 @@ type Worker struct {
 
 // New builds a worker on db.
 func New(db *mongo.Database, bus *events.Bus, identity core.Identity, plugins *plugin.Client, cfg Config, log *slog.Logger) *Worker {
+	cfg = cfg.withDefaults()
 	return &Worker{bus: bus, jobs: db.Collection(core.JobsCollection), tasks: db.Collection(core.JobTasksCollection),
-		collectors: db.Collection(core.CollectorsCollection), services: db.Collection(core.CloudServicesCollection),
-		types: db.Collection(core.CloudServiceTypesCollection), regions: db.Collection(core.RegionsCollection),
-		keys: db.Collection(core.KeysCollection), records: db.Collection(core.RecordsCollection),
-		leases: db.Collection(core.LeasesCollection), rosters: db.Collection(core.RostersCollection), identity: identity, plugins: plugins, cfg: cfg.withDefaults(), log: log,
-		holder: holderName()}
+		collectors: db.Collection(core.CollectorsCollection), records: db.Collection(core.RecordsCollection),
+		leases: db.Collection(core.LeasesCollection), collect: collectrun.New(db, plugins, collectrun.Config{Batch: cfg.Batch, MaxErrors: cfg.MaxErrors}),
+		garbage: garbage.New(db), identity: identity, plugins: plugins, cfg: cfg, log: log, holder: holderName()}
 }
 
 // Run consumes task messages until ctx is done, Workers at once, each

@@ -1,4 +1,18 @@
-package worker
+// Package collectrun is one collect run of an inventory sub-task: it
+// calls the plugin's Collector.collect and writes what the plugin streams
+// as the upstream core does (plugin-protocols.md 3): match rules, create
+// or update of cloud services, cloud service types and regions,
+// ERROR_PLUGIN, ERROR_MATCH_RULE, a broken stream ERROR_COLLECTOR_PLUGIN.
+//
+// A cloud service is found by its match keys, records of
+// core.KeysCollection keyed by _id (one read however large the
+// inventory), and remembers the run that created it, so a run again after
+// a crash still counts it as created. The run returns its counts and what
+// it wrote; storing them, and what follows, is package worker's.
+//
+// It serves no operation, takes no lease, reads no job or task record and
+// never logs secret data.
+package collectrun
 
 import (
 	"context"
@@ -22,18 +36,66 @@ import (
 	"github.com/nubes-io/nubes/services/inventory/internal/core"
 )
 
-// collect runs Collector.collect for one sub-task and writes what the
-// plugin streams, in batches. A store failure is returned (the message
-// is tried again); a broken stream is the sub-task's failure: its counts
-// become {failure_count: 1} with ERROR_COLLECTOR_PLUGIN, as upstream.
-func (w *Worker) collect(ctx context.Context, job *core.Job, task *core.JobTask, c *core.Collector, taskOptions, secret map[string]any,
-	rec Record, run string) (Record, error) {
+// Codes recorded in job task errors.
+const (
+	ErrCollectorPlugin = "ERROR_COLLECTOR_PLUGIN"
+	ErrPlugin          = "ERROR_PLUGIN"
+	ErrMatchRule       = "ERROR_MATCH_RULE"
+)
+
+// Config tunes a run.
+type Config struct {
+	// Batch is how many streamed resources are matched and written
+	// together.
+	Batch int
+	// MaxErrors is how many errors one run keeps (the rest are counted,
+	// not kept).
+	MaxErrors int
+}
+
+// Runner runs collects on the inventory's collections.
+type Runner struct {
+	services *mongo.Collection
+	types    *mongo.Collection
+	regions  *mongo.Collection
+	keys     *mongo.Collection
+	plugins  *plugin.Client
+	cfg      Config
+}
+
+// New builds a runner on db; cfg's values must be set (worker's
+// defaults).
+func New(db *mongo.Database, plugins *plugin.Client, cfg Config) *Runner {
+	return &Runner{services: db.Collection(core.CloudServicesCollection), types: db.Collection(core.CloudServiceTypesCollection),
+		regions: db.Collection(core.RegionsCollection), keys: db.Collection(core.KeysCollection), plugins: plugins, cfg: cfg}
+}
+
+// Outcome is what one run counted and wrote.
+type Outcome struct {
+	Created int32
+	Updated int32
+	Failure int32
+	Failed  bool
+	Errors  []core.ErrorInfo
+	// Seen are the cloud services the run wrote (garbage collection
+	// keeps them).
+	Seen []string
+}
+
+// Run runs Collector.collect for one sub-task (run is its record id) and
+// writes what the plugin streams, in batches. A store failure is returned
+// (the message is tried again); a broken stream is the sub-task's
+// failure: its counts become {failure_count: 1} with
+// ERROR_COLLECTOR_PLUGIN, as upstream.
+func (w *Runner) Run(ctx context.Context, job *core.Job, task *core.JobTask, c *core.Collector, taskOptions, secret map[string]any,
+	run string) (Outcome, error) {
+	rec := Outcome{Errors: []core.ErrorInfo{}}
 	h := &handler{w: w, job: job, task: task, collector: c, rec: &rec, run: run, seen: map[string]bool{}, keyOf: map[string]string{},
 		mine: map[string][]string{}}
 	var pending []map[string]any
 	var storeErr error
 	req := plugin.CollectRequest{Options: c.PluginInfo.Options, SecretData: secret, Filter: map[string]any{}, TaskOptions: taskOptions}
-	err := w.target(c).Collect(ctx, req, func(r plugin.M) error {
+	err := core.CollectorPlugin(w.plugins, c).Collect(ctx, req, func(r plugin.M) error {
 		pending = append(pending, r)
 		if len(pending) < w.cfg.Batch {
 			return nil
@@ -60,7 +122,7 @@ func (w *Worker) collect(ctx context.Context, job *core.Job, task *core.JobTask,
 	}
 	if err != nil {
 		rec.Created, rec.Updated, rec.Failure, rec.Failed = 0, 0, 1, true
-		h.addError(errorInfo(ErrCollectorPlugin, err))
+		h.addError(core.TaskError(ErrCollectorPlugin, err))
 	}
 	rec.Seen = make([]string, 0, len(h.seen))
 	for id := range h.seen {
@@ -71,11 +133,11 @@ func (w *Worker) collect(ctx context.Context, job *core.Job, task *core.JobTask,
 
 // handler writes the resources of one run of a sub-task.
 type handler struct {
-	w         *Worker
+	w         *Runner
 	job       *core.Job
 	task      *core.JobTask
 	collector *core.Collector
-	rec       *Record
+	rec       *Outcome
 	// run is the sub-task (its record id): what it creates is marked
 	// with it, so a run again after a crash counts it as created.
 	run string
@@ -149,14 +211,14 @@ func (h *handler) flush(ctx context.Context, batch []map[string]any) error {
 			h.fail(ErrMatchRule, "Match rule is not defined.", additional(res, rt))
 		case rt == core.TypeCloudServiceType:
 			if err := h.upsertType(ctx, res); err != nil {
-				if !permanent(err) {
+				if !core.Permanent(err) {
 					return err
 				}
 				h.failWith(err, res, rt)
 			}
 		case rt == core.TypeRegion:
 			if err := h.upsertRegion(ctx, res); err != nil {
-				if !permanent(err) {
+				if !core.Permanent(err) {
 					return err
 				}
 				h.failWith(err, res, rt)
@@ -177,7 +239,7 @@ func (h *handler) flush(ctx context.Context, batch []map[string]any) error {
 }
 
 func (h *handler) failWith(err error, res map[string]any, rt string) {
-	e := errorInfo("", err)
+	e := core.TaskError("", err)
 	e.Additional = additional(res, rt)
 	h.rec.Failure++
 	h.addError(e)
