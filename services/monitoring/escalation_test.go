@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	mongoopts "go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/server"
@@ -245,4 +247,38 @@ func TestEscalationStartsAtCreation(t *testing.T) {
 	if got[0].Level != "ALL" || got[0].Message.Title != "[Alerting] CPU high" {
 		t.Fatalf("first step %+v", got[0])
 	}
+}
+
+// TestEscalationTakesOnlyDueAlerts: a tick takes the lease of the alerts
+// due for a step only. Between steps, many ticks take no alert's lease
+// (a lease's epoch counts its takes); once the
+// step's wait is over, the next step is asked for, once.
+func TestEscalationTakesOnlyDueAlerts(t *testing.T) {
+	c := setupWith(t, options{settings: escalating})
+	c.adminA.Call(ep+"create", policyWith("Oncall", "ACKNOWLEDGED", 0, step("LV1", 10), step("LV2", 10))).OK(nil)
+	a := c.alert(t, c.memberA1, "disk full", "project-a1")
+	b := c.alert(t, c.memberA1, "cpu high", "project-a1")
+	c.waitRequests(t, a.AlertID, 1)
+	c.waitRequests(t, b.AlertID, 1)
+	// A lease's epoch grows with every take (pkg/lease).
+	takes := func(key string) int64 {
+		t.Helper()
+		var cl struct {
+			Epoch int64 `bson:"epoch"`
+		}
+		err := c.db.Collection("monitoring_claims").FindOne(context.Background(), bson.D{{Key: "lease", Value: key}},
+			mongoopts.FindOne().SetSort(bson.D{{Key: "epoch", Value: -1}})).Decode(&cl)
+		if err != nil {
+			t.Fatalf("%s: %v", key, err)
+		}
+		return cl.Epoch
+	}
+	ta, tb, ticks := takes("alert#"+a.AlertID), takes("alert#"+b.AlertID), takes("escalation#tick")
+	eventually(t, "ten ticks", func() bool { return takes("escalation#tick") >= ticks+10 })
+	if na, nb := takes("alert#"+a.AlertID), takes("alert#"+b.AlertID); na != ta || nb != tb {
+		t.Fatalf("alert leases taken %d and %d times over ten ticks with no step due", na-ta, nb-tb)
+	}
+	c.clock.Advance(11 * time.Minute)
+	c.waitRequests(t, a.AlertID, 2)
+	c.waitRequests(t, b.AlertID, 2)
 }

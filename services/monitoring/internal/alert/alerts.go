@@ -92,6 +92,11 @@ type Alert struct {
 	AcknowledgedAt     *wire.Time `bson:"acknowledged_at" json:"acknowledged_at"`
 	ResolvedAt         *wire.Time `bson:"resolved_at" json:"resolved_at"`
 	EscalatedAt        *wire.Time `bson:"escalated_at" json:"escalated_at"`
+	// EscalateAt is when the escalation next looks at the alert (its next
+	// step, or its stop, is due); nil: at the next tick. The escalation
+	// selects alerts by it and decides under the alert's lease from what
+	// is stored, so a stale value costs a look, never a wrong step.
+	EscalateAt *wire.Time `bson:"escalate_at,omitempty" json:"-"`
 	// ResolveNotice: resolved from an open state, its resolved
 	// notifications not sent yet (the escalation sends them).
 	ResolveNotice bool `bson:"resolve_notice" json:"-"`
@@ -172,6 +177,7 @@ func New(ctx context.Context, db *mongo.Database, projects core.Projects, policy
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "alert_number", Value: 1}}},
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "project_id", Value: 1}, {Key: "state", Value: 1}}},
 		store.Index{Keys: bson.D{{Key: "state", Value: 1}, {Key: "escalation_ttl", Value: 1}}},
+		store.Index{Keys: bson.D{{Key: "state", Value: 1}, {Key: EscalateAtField, Value: 1}}},
 	)
 }
 

@@ -142,7 +142,8 @@ func refuseError(a *Alert) error {
 // StateChange is the $set of a move to state by responder at now, as
 // upstream's update does it.
 func StateChange(a *Alert, state, responder string, now time.Time) bson.D {
-	set := bson.D{{Key: "state", Value: state}}
+	// The escalation looks at the alert next tick: the move may finish it.
+	set := bson.D{{Key: "state", Value: state}, {Key: EscalateAtField, Value: nil}}
 	switch state {
 	case Acknowledged:
 		set = append(set, bson.E{Key: "responder", Value: responder}, bson.E{Key: "acknowledged_at", Value: ptr(now)},
@@ -211,9 +212,19 @@ func (as *Alerts) update(ctx context.Context, p *auth.Principal, r *updateAlert)
 				set = append(set, bson.E{Key: ResolveNoticeField, Value: true})
 			}
 		}
+		if len(set) > 0 && r.State == "" {
+			// A change may stop or restart the escalation (urgency,
+			// another project): the escalation looks at it next tick
+			// (StateChange says so for a state).
+			set = append(set, bson.E{Key: EscalateAtField, Value: nil})
+		}
 		return set, nil
 	})
 }
+
+// EscalateAtField is the stored time of an alert's next escalation look
+// (Alert.EscalateAt).
+const EscalateAtField = "escalate_at"
 
 // ResolveNoticeField marks an alert resolved from an open state whose
 // resolved notification is still to be sent (by the escalation worker).

@@ -5,8 +5,13 @@
 // (events.NotificationRequest through the service's outbox), and the
 // resolved notices of alerts that were resolved.
 //
+// A tick takes the lease of the alerts due only: each open alert stores
+// when the escalation next looks at it (escalate_at: its next step's
+// time; unset by a change that may finish it), the tick selects by it,
+// and Step decides again under the lease from what is stored.
+//
 // Once across replicas and surviving restarts: the state (escalation_step,
-// escalation_ttl, escalated_at) lives on the alert, each alert's step is
+// escalation_ttl, escalated_at, escalate_at) lives on the alert, each alert's step is
 // decided and written under the alert's lease (alert.Change) from
 // what is stored, and the request's id is derived from the step it
 // announces, so a step retried after a crash publishes nothing twice (the
@@ -138,9 +143,17 @@ func (w *Worker) Tick(ctx context.Context) error {
 
 // Pass steps every alert that is due and sends the resolved notices.
 func (w *Worker) Pass(ctx context.Context) error {
+	// Only the alerts due: an open one whose stored next look has come
+	// (or was never set), an ERROR one not announced yet, a resolved one
+	// whose notices are not sent. Step decides each again under its lease.
+	now := wire.T(w.now())
 	cur, err := w.coll.Find(ctx, bson.D{{Key: "$or", Value: bson.A{
 		bson.D{{Key: "state", Value: bson.D{{Key: "$in", Value: bson.A{alert.Triggered, alert.Acknowledged}}}},
-			{Key: "escalation_ttl", Value: bson.D{{Key: "$gt", Value: 0}}}},
+			{Key: "escalation_ttl", Value: bson.D{{Key: "$gt", Value: 0}}},
+			{Key: "$or", Value: bson.A{
+				bson.D{{Key: alert.EscalateAtField, Value: nil}},
+				bson.D{{Key: alert.EscalateAtField, Value: bson.D{{Key: "$lte", Value: now}}}},
+			}}},
 		bson.D{{Key: "state", Value: alert.Error}, {Key: "escalation_ttl", Value: bson.D{{Key: "$gt", Value: 0}}}, {Key: "escalated_at", Value: nil}},
 		bson.D{{Key: alert.ResolveNoticeField, Value: true}},
 	}}}, options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}}))
@@ -235,8 +248,10 @@ func (w *Worker) Step(ctx context.Context, id string) error {
 		}
 		if a.EscalatedAt != nil {
 			wait := time.Duration(pol.Rules[step-1].EscalateMinutes) * time.Minute
-			if !now.After(a.EscalatedAt.Add(wait)) {
-				return nil, nil
+			if due := a.EscalatedAt.Add(wait); !now.After(due) {
+				// Not due (the policy changed, or a look asked for by a
+				// change): the next look is when it is.
+				return lookAt(a, due), nil
 			}
 			switch {
 			case int(step) < len(pol.Rules):
@@ -252,9 +267,23 @@ func (w *Worker) Step(ctx context.Context, id string) error {
 			return nil, err
 		}
 		at := wire.T(now)
-		return bson.D{{Key: "escalation_step", Value: step}, {Key: "escalation_ttl", Value: ttl}, {Key: "escalated_at", Value: &at}}, nil
+		next := wire.T(now.Add(time.Duration(pol.Rules[step-1].EscalateMinutes)*time.Minute + time.Millisecond))
+		return bson.D{{Key: "escalation_step", Value: step}, {Key: "escalation_ttl", Value: ttl}, {Key: "escalated_at", Value: &at},
+			{Key: alert.EscalateAtField, Value: &next}}, nil
 	})
 	return err
+}
+
+// lookAt is the $set storing due as the alert's next look, nil when it is
+// stored already. The look is due just after due (Step steps only once
+// now is after it), so it is stored a millisecond later: a pass at due
+// itself would take the lease for nothing.
+func lookAt(a *alert.Alert, due time.Time) bson.D {
+	next := wire.T(due.Add(time.Millisecond))
+	if a.EscalateAt != nil && a.EscalateAt.Equal(next.Time) {
+		return nil
+	}
+	return bson.D{{Key: alert.EscalateAtField, Value: &next}}
 }
 
 // resolveNotice reports whether the alert's resolved notices are due.
