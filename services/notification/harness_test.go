@@ -72,7 +72,7 @@ func setupWith(t *testing.T, o options) *env {
 	fp.Script(initMethod, fakeplugin.Reply{Result: M{"metadata": M{"data_type": "PLAIN_TEXT", "data": M{"schema": M{"type": "object"}}}}})
 	plugins := fakeplugin.Client(t, map[string]string{"plugin-email-noti-protocol": fp.Endpoint, "plugin-offline-protocol": fp.Endpoint,
 		"plugin-unreachable": fakeplugin.Unreachable},
-		plugin.Options{ReadyTimeout: 300 * time.Millisecond, CallTimeout: 2 * time.Second, Retries: -1})
+		plugin.Options{ReadyTimeout: 3 * time.Second, CallTimeout: 30 * time.Second, Retries: -1})
 	keys, err := seal.Parse(seal.RandomSpec("k1"), "k1")
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +93,7 @@ func setupWith(t *testing.T, o options) *env {
 		deps.Events, e.bus = bus, bus
 	}
 	cfg := notification.Config{Keys: keys, Dispatch: dispatch.Config{MaxDeliver: 3, Backoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
-		CallTimeout: 2 * time.Second, AckWait: 10 * time.Second}}
+		CallTimeout: 30 * time.Second, AckWait: time.Minute}}
 	cfg.Fanout = fanout.Config{Now: o.now, MaxDeliver: 5, Backoff: 50 * time.Millisecond, AckWait: 10 * time.Second}
 	if o.purge {
 		cfg.Fanout.InboxKeep, cfg.Fanout.PurgeEvery = fanout.InboxKeep, 50*time.Millisecond
