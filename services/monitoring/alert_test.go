@@ -398,7 +398,25 @@ func TestAlertNumberAfterKilledCreator(t *testing.T) {
 	if a := c.alert(t, c.memberA1, "four", "project-a1"); a.AlertNumber != 4 {
 		t.Fatalf("got %d, want 4", a.AlertNumber)
 	}
-	c.checkNumbers(t, 4)
+	// A batch left by a holder killed mid-way: its stored prefix took
+	// 5 and 6, the rest was never stored.
+	batch := func(next int, ids ...string) {
+		if _, err := claims.UpdateOne(context.Background(), bson.D{{Key: "_id", Value: "alert-number#domain-a"}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: "next", Value: next}, {Key: "batch", Value: ids}}}, {Key: "$unset", Value: bson.D{{Key: "pending", Value: ""}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	five, six := c.alert(t, c.memberA1, "five", "project-a1"), c.alert(t, c.memberA1, "six", "project-a1")
+	batch(5, five.AlertID, six.AlertID, "alert-0123456789cd")
+	if a := c.alert(t, c.memberA1, "seven", "project-a1"); a.AlertNumber != 7 {
+		t.Fatalf("got %d, want 7", a.AlertNumber)
+	}
+	// Killed before its first insert: 8 is still free, whatever follows.
+	batch(8, "alert-0123456789ef", six.AlertID)
+	if a := c.alert(t, c.memberA1, "eight", "project-a1"); a.AlertNumber != 8 {
+		t.Fatalf("got %d, want 8", a.AlertNumber)
+	}
+	c.checkNumbers(t, 8)
 }
 
 // linkOf makes the acknowledge link a notification would carry.

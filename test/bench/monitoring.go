@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
@@ -235,10 +236,17 @@ func (b *bench) measureMonitoring(ctx context.Context, db *mongo.Database) ([]re
 			}
 		}
 		progress("monitoring: %s", o.name)
+		// -cpuprofile: the phase, and for the first the wait for its
+		// notifications (the whole pipeline runs in this process).
+		stopProfile, err := b.startProfile("monitoring-"+strings.ReplaceAll(o.name, " ", "-"), "nubes")
+		if err != nil {
+			return nil, err
+		}
 		start := time.Now()
 		p := b.run(ctx, b.cfg.concurrency, o.fn)
 		out = append(out, result{op: operation{name: "monitoring " + o.name}, nubes: p})
 		if ctx.Err() != nil {
+			stopProfile()
 			return nil, errors.Join(ctx.Err(), errors.New("monitoring bench interrupted"))
 		}
 		if len(out) == 1 {
@@ -246,22 +254,28 @@ func (b *bench) measureMonitoring(ctx context.Context, db *mongo.Database) ([]re
 			// policy's one message): events per second from the first
 			// ingest to the last dispatch the plugin received.
 			progress("monitoring: waiting for the notifications of %d alerts", len(p.lat))
-			e2e, err := waitDispatches(ctx, pp, len(p.lat), start, b.cfg.duration)
+			e2e, err := waitDispatches(ctx, pp, len(p.lat), p.cut+p.errors, start, b.cfg.duration)
 			if err != nil {
+				stopProfile()
 				return nil, err
 			}
 			out = append(out, result{op: operation{name: "monitoring ingest to notification"}, nubes: e2e})
 		}
+		stopProfile()
 	}
 	// Every answered event is stored and applied: one alert per new key,
 	// numbered 1..n, and the open alert counted every event of its key.
+	// A call cut at the phase's hard stop, or answered with an error
+	// after the store took it, may have stored its event: it counts
+	// towards the bound, not the exact number.
 	newAlerts, opened := int64(len(out[0].nubes.lat)), int64(len(out[2].nubes.lat))
+	unsure, unsureOpen := int64(out[0].nubes.cut+out[0].nubes.errors), int64(out[2].nubes.cut+out[2].nubes.errors)
 	alerts, err := db.Collection("monitoring_alerts").CountDocuments(ctx, bson.D{})
 	if err != nil {
 		return nil, err
 	}
-	if want := min(newAlerts, monitoringScript) + 1; alerts != want {
-		return nil, fmt.Errorf("monitoring: %d alerts stored, want %d", alerts, want)
+	if want := min(newAlerts, monitoringScript) + 1; alerts < want || alerts > want+unsure {
+		return nil, fmt.Errorf("monitoring: %d alerts stored, want %d (up to %d more of calls cut or failed)", alerts, want, unsure)
 	}
 	var open struct {
 		EventCount int64 `bson:"event_count"`
@@ -269,8 +283,8 @@ func (b *bench) measureMonitoring(ctx context.Context, db *mongo.Database) ([]re
 	if err := db.Collection("monitoring_alerts").FindOne(ctx, bson.D{{Key: "event_key", Value: "bench-open"}}).Decode(&open); err != nil {
 		return nil, err
 	}
-	if open.EventCount != opened+1 {
-		return nil, fmt.Errorf("monitoring: the open alert counted %d events, %d were answered", open.EventCount, opened+1)
+	if open.EventCount < opened+1 || open.EventCount > opened+1+unsureOpen {
+		return nil, fmt.Errorf("monitoring: the open alert counted %d events, %d were answered (%d cut or failed)", open.EventCount, opened+1, unsureOpen)
 	}
 	return out, nil
 }
@@ -283,7 +297,10 @@ const dispatchMethod = string(plugin.NotificationDispatch)
 // the phase from start to the last of them: its ops/s are events per
 // second from the webhook to the notification; latencies are not kept
 // (a dispatch is not tied to its event).
-func waitDispatches(ctx context.Context, pp *fakeplugin.Server, n int, start time.Time, d time.Duration) (phase, error) {
+//
+// extra alerts may have been stored by calls cut or failed: up to that
+// many more dispatches are theirs.
+func waitDispatches(ctx context.Context, pp *fakeplugin.Server, n, extra int, start time.Time, d time.Duration) (phase, error) {
 	deadline := time.Now().Add(max(10*d, 2*time.Minute))
 	last, seen := time.Now(), 0
 	for {
@@ -299,8 +316,8 @@ func waitDispatches(ctx context.Context, pp *fakeplugin.Server, n int, start tim
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if got := len(pp.Calls(dispatchMethod)); got != n {
-		return phase{}, fmt.Errorf("monitoring: %d dispatches for %d alerts", got, n)
+	if got := len(pp.Calls(dispatchMethod)); got > n+extra {
+		return phase{}, fmt.Errorf("monitoring: %d dispatches for %d alerts (and %d calls cut or failed)", got, n, extra)
 	}
 	return phase{lat: make([]time.Duration, n), elapsed: last.Sub(start)}, nil
 }

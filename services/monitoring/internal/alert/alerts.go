@@ -13,6 +13,7 @@ package alert
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -153,6 +154,9 @@ type Alerts struct {
 	now      func() time.Time
 	// numbering and changing queue each replica's callers (stripes).
 	numbering, changing stripes
+	// queued are the creates waiting for their numbers, by domain.
+	queueMu sync.Mutex
+	queued  map[string][]*waiting
 	// created is told of every alert this replica stores (the
 	// escalation's first step); nil: nobody.
 	created func(alertID string)
