@@ -16,7 +16,11 @@
 //     latest claim of a key, so epochs never go back, and only claims
 //     older than a live one are purged;
 //   - a taker that read a purged epoch and re-inserted it sees, when it
-//     reads again after its insert, a later claim, and does not hold.
+//     reads again after its insert, a later claim, and does not hold;
+//   - a take that fails or is cut after its insert may have gone through
+//     releases its own claim (abandon: a released claim inserted under
+//     the same _id, or the existing one marked if its owner token is the
+//     take's), so that the key is free at once, not after the TTL.
 //
 // A holder holds while its clock is before the expiry it wrote; a renew
 // counts only if its answer came back before the expiry it extends (so
@@ -157,17 +161,26 @@ func takeAfter(ctx context.Context, c *mongo.Collection, key string, ttl time.Du
 	// The expiry stored is the one this process holds by: a taker that
 	// finds it passed finds it passed here too.
 	_, err := c.InsertOne(ctx, claim{ID: claimID(key, epoch), Key: key, Epoch: epoch, Owner: l.owner, ExpiresAt: l.expires.UTC()})
+	if err == nil {
+		if cut, ok := cuts.Load(key); ok {
+			cut.(func())()
+			err = ctx.Err() // as the driver answers a context ended in flight
+		}
+	}
 	if mongo.IsDuplicateKeyError(err) {
 		return nil, nil // another taker won this epoch
 	}
 	if err != nil {
+		// The insert may have been applied (or be in flight): a claim
+		// left behind would keep the key for its TTL with no holder.
+		l.abandon(ctx)
 		return nil, store.Wrap(err)
 	}
 	// A taker that read before a purge may have inserted an epoch that
 	// was purged: a later claim then exists, and this one never held.
 	after, err := latest(ctx, c, key)
 	if err != nil {
-		l.Release(ctx)
+		l.abandon(ctx)
 		return nil, err
 	}
 	if after == nil || after.Epoch != epoch || after.Owner != l.owner {
@@ -256,6 +269,39 @@ func (l *Lease) Release(ctx context.Context) {
 	_, _ = l.c.UpdateOne(ctx, l.byID(), bson.D{{Key: "$set", Value: bson.D{{Key: "released", Value: true}}}})
 }
 
+// abandon releases the claim of a take that failed or was cut after its
+// insert may have gone through, on a context of its own (the take's may
+// have ended). Whether the insert was applied is unknown, and so is
+// whether another taker of the same epoch won the _id; the writes are
+// safe on FerretDB's non-atomic filters all the same:
+//
+//   - a released claim of this owner is inserted first: if the _id is
+//     free, the epoch ends released at once, and an insert of the take
+//     still in flight lands on a duplicate _id, never as a live claim;
+//   - if the _id exists, the claim is read by _id and marked released
+//     by _id only when its owner token is this take's: another taker's
+//     claim is never touched, and this owner's is written by no one
+//     else (a stale re-insert of a purged epoch never held, as byID).
+//
+// When the store does not answer either, the claim ends with its TTL.
+func (l *Lease) abandon(ctx context.Context) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lost = true
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, err := l.c.InsertOne(ctx, claim{ID: claimID(l.key, l.epoch), Key: l.key, Epoch: l.epoch, Owner: l.owner,
+		ExpiresAt: l.expires.UTC(), Released: true})
+	if !mongo.IsDuplicateKeyError(err) {
+		return
+	}
+	var cur claim
+	if err := l.c.FindOne(ctx, l.byID()).Decode(&cur); err != nil || cur.Owner != l.owner || cur.Released {
+		return
+	}
+	_, _ = l.c.UpdateOne(ctx, l.byID(), bson.D{{Key: "$set", Value: bson.D{{Key: "released", Value: true}}}})
+}
+
 type ctxKey struct{}
 
 // FromContext returns the lease Run holds for ctx, nil outside Run.
@@ -339,6 +385,18 @@ func starving(key string) bool { _, ok := starved.Load(key); return ok }
 func Starve(key string) (restore func()) {
 	starved.Store(key, struct{}{})
 	return func() { starved.Delete(key) }
+}
+
+var cuts sync.Map // key -> func()
+
+// CutAfterInsert makes every take of key, until restore is called, run
+// cut right after its insert was applied on the store and then answer
+// as one whose context ended before the answer came (ctx.Err()): a test
+// cancels the take's context in cut, as a stop landing while the insert
+// is in flight.
+func CutAfterInsert(key string, cut func()) (restore func()) {
+	cuts.Store(key, cut)
+	return func() { cuts.Delete(key) }
 }
 
 // Fence guards a final write under Run that a later holder must not see

@@ -306,3 +306,64 @@ func TestPurgeKeepsLiveAndRecentClaims(t *testing.T) {
 		}
 	}
 }
+
+// TestTakeCutAfterInsert: a take whose context ends right after its
+// insert was applied on the store (a stop landing while the insert is in
+// flight) answers the context's error and leaves the key free for the
+// next taker at once, not after its TTL.
+func TestTakeCutAfterInsert(t *testing.T) {
+	c := leases(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	restore := CutAfterInsert("k", cancel)
+	l, err := Take(ctx, c, "k", time.Hour, time.Minute)
+	restore()
+	if l != nil || !errors.Is(err, context.Canceled) {
+		t.Fatalf("a cut take: %v %v, want context.Canceled", l, err)
+	}
+	if n := testkit.Count(t, c, bson.E{Key: "_id", Value: claimID("k", 1)}); n != 1 {
+		t.Fatalf("the cut take's claim: %d, want its insert applied", n)
+	}
+	next, err := TryTake(context.Background(), c, "k", time.Minute)
+	if err != nil || next == nil || next.Epoch() != 2 {
+		t.Fatalf("the next taker: %v %v, want epoch 2 at once", next, err)
+	}
+}
+
+// TestAbandonOwnClaimOnly: the release of a take whose insert is in
+// doubt frees the key whether the insert landed or not, and an insert
+// still in flight that lands afterwards takes nothing; it never releases
+// another taker's claim of the same epoch.
+func TestAbandonOwnClaimOnly(t *testing.T) {
+	c, ctx := leases(t), context.Background()
+	mine := func(epoch int64) *Lease {
+		return &Lease{c: c, ttl: time.Hour, key: "k", epoch: epoch, owner: newOwner(), expires: expiry(time.Now(), time.Hour)}
+	}
+	// Not inserted (cut before it reached the store): the epoch ends
+	// released, and the late insert is a duplicate.
+	a := mine(1)
+	a.abandon(ctx)
+	late := claim{ID: claimID("k", 1), Key: "k", Epoch: 1, Owner: a.owner, ExpiresAt: a.expires.UTC()}
+	if _, err := c.InsertOne(ctx, late); !mongo.IsDuplicateKeyError(err) {
+		t.Fatalf("the late insert of an abandoned take: %v, want a duplicate", err)
+	}
+	if held, err := Held(ctx, c, "k"); held || err != nil {
+		t.Fatalf("held after an abandoned take: %v %v", held, err)
+	}
+	// Another taker won epoch 2: its claim stays held.
+	b, err := TryTake(ctx, c, "k", time.Hour)
+	if err != nil || b == nil || b.Epoch() != 2 {
+		t.Fatalf("the taker of epoch 2: %v %v", b, err)
+	}
+	mine(2).abandon(ctx)
+	if err := b.Check(time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := TryTake(ctx, c, "k", time.Hour); o != nil {
+		t.Fatal("a loser of epoch 2 released the winner's claim")
+	}
+	// Inserted (its answer lost): released by its owner.
+	b.abandon(ctx)
+	if o, err := TryTake(ctx, c, "k", time.Hour); o == nil || o.Epoch() != 3 {
+		t.Fatalf("after the owner's abandon: %v %v", o, err)
+	}
+}
