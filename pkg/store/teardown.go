@@ -42,8 +42,8 @@ import (
 // A lease can be lost while its holder still runs: a holder starved past
 // the TTL (a loaded machine, a stalled store) writes after the delete
 // took the lease over and wrote the mark, and erases it as above. So the
-// writes made under Lock (the mark, and the $set of Change and Live) go
-// through Fence, which refuses (503) unless the lease is held well
+// writes made under Lock (the mark, the $set of Change and Live, and
+// Live's child creates) go through Fence, which refuses (503) unless the lease is held well
 // beyond the write and ends the write before the lease can end. The
 // children and the record are deleted after the mark, outside the lease:
 // every writer refuses a marked record, so none can follow them.
@@ -157,14 +157,40 @@ func (t Teardown[T]) Change(ctx context.Context, p *auth.Principal, id string, f
 // Live runs fn under Lock on the record as stored, unless its delete has
 // begun (404, as GetLive): the service's own writes that go by no caller
 // (a worker's, a scheduler's) and the creates of the record's children.
-// fn writes the record through set, which $sets fields and returns the
-// record as stored afterwards.
-func (t Teardown[T]) Live(ctx context.Context, id string, fn func(ctx context.Context, doc *T, set func(fields bson.D) (*T, error)) error) error {
+// fn writes through w only: w.Set $sets fields of the record, w.Do runs
+// a child's create; each is fenced as Change's write is, so a holder
+// starved past the lease's TTL creates no child after the delete's mark
+// (its children step would miss it) and writes nothing over the mark.
+func (t Teardown[T]) Live(ctx context.Context, id string, fn func(ctx context.Context, doc *T, w Writes[T]) error) error {
 	return t.under(ctx, id, func(ctx context.Context) (*T, error) {
 		return GetLive[T](ctx, t.Records, t.Key, id)
 	}, func(ctx context.Context, doc *T) error {
-		return fn(ctx, doc, func(fields bson.D) (*T, error) { return t.set(ctx, id, doc, fields) })
+		return fn(ctx, doc, Writes[T]{t: t, ctx: ctx, id: id, doc: doc})
 	})
+}
+
+// Writes are the writes of a Live's fn, each made through the
+// Teardown's Fence under the record's lease.
+type Writes[T any] struct {
+	t   Teardown[T]
+	ctx context.Context
+	id  string
+	doc *T
+}
+
+// Set $sets fields of the record and returns it as stored afterwards.
+func (w Writes[T]) Set(fields bson.D) (*T, error) { return w.t.set(w.ctx, w.id, w.doc, fields) }
+
+// Do runs write (a child's create, or several bounded writes) with the
+// fenced context it is given, which ends before the lease can be lost:
+// 503 (nothing run) unless the lease is held beyond it.
+func (w Writes[T]) Do(write func(ctx context.Context) error) error {
+	ctx, cancel, err := w.t.Fence(w.ctx)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	return write(ctx)
 }
 
 func (t Teardown[T]) under(ctx context.Context, id string, load func(ctx context.Context) (*T, error), fn func(ctx context.Context, doc *T) error) error {

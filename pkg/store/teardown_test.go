@@ -298,6 +298,69 @@ func TestTeardownStarvedHolder(t *testing.T) {
 	}
 }
 
+// TestTeardownStarvedLiveCreate: a child create under Live whose holder
+// was starved past its lease's TTL (lease.Starve) after it found the
+// parent live, while the delete took the lease over, marked the parent,
+// deleted its children and the parent, is refused (503, nothing
+// created) instead of leaving a child of a deleted parent. With the
+// create unfenced (Writes.Do running it on Live's context) the child
+// lands.
+func TestTeardownStarvedLiveCreate(t *testing.T) {
+	ctx := context.Background()
+	db := testkit.Get().Database(t)
+	records, toys := db.Collection("records"), db.Collection("toys")
+	r := query.Resource{Tenancy: tenancy.InDomain.WithMarks()}
+	admin := &auth.Principal{DomainID: "d1", UserID: "a", Role: auth.DomainAdmin}
+	const ttl = 3 * time.Second
+	key := func(id string) string { return "rec:" + id }
+	td := store.Teardown[named]{Records: records, Resource: r, Key: "record_id",
+		Lock: func(ctx context.Context, id string, fn func(ctx context.Context) error) error {
+			return lease.Run(ctx, db.Collection("locks"), key(id), ttl, time.Minute, fn)
+		},
+		Fence: lease.Fencer(ttl / 3),
+		Children: func(ctx context.Context, doc *named) error {
+			return store.DeleteChildren(ctx, toys, bson.D{{Key: "parent", Value: doc.ID}})
+		}}
+	if _, err := records.InsertOne(ctx, named{ID: "s1", Domain: "d1", Name: "old"}); err != nil {
+		t.Fatal(err)
+	}
+	loaded, proceed := make(chan struct{}), make(chan struct{})
+	created := make(chan error, 1)
+	go func() {
+		created <- td.Live(ctx, "s1", func(_ context.Context, doc *named, w store.Writes[named]) error {
+			close(loaded)
+			<-proceed
+			return w.Do(func(ctx context.Context) error {
+				_, err := toys.InsertOne(ctx, bson.D{{Key: "_id", Value: "late"}, {Key: "parent", Value: doc.ID}})
+				return store.Wrap(err)
+			})
+		})
+	}()
+	<-loaded
+	restore := lease.Starve(key("s1"))
+	defer restore()
+	for {
+		held, err := lease.Held(ctx, db.Collection("locks"), key("s1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !held {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := td.Delete(ctx, admin, "s1"); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	close(proceed)
+	if err := <-created; code(err) != http.StatusServiceUnavailable || !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("the starved holder's child create: %v, want 503 (lease lost)", err)
+	}
+	if n, err := toys.CountDocuments(ctx, bson.D{{Key: "parent", Value: "s1"}}); err != nil || n != 0 {
+		t.Fatalf("children of the deleted parent: %d %v, want none", n, err)
+	}
+}
+
 func code(err error) int {
 	if e, ok := errs.As(err); ok {
 		return e.Status()

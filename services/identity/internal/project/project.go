@@ -90,9 +90,11 @@ func (s *service) createProject(ctx context.Context, p *auth.Principal, r *creat
 		WorkspaceID: w.WorkspaceID, DomainID: w.DomainID, CreatedBy: p.UserID, CreatedAt: wire.T(wire.Now())}
 	// Under the workspace's lease: a workspace whose delete has begun
 	// takes no project that its teardown would miss.
-	err = s.WorkspaceRecords().Live(ctx, w.ID, func(ctx context.Context, _ *core.Workspace, _ func(bson.D) (*core.Workspace, error)) error {
-		_, err := s.Projects.InsertOne(ctx, pr)
-		return store.Wrap(err)
+	err = s.WorkspaceRecords().Live(ctx, w.ID, func(_ context.Context, _ *core.Workspace, lw store.Writes[core.Workspace]) error {
+		return lw.Do(func(ctx context.Context) error {
+			_, err := s.Projects.InsertOne(ctx, pr)
+			return store.Wrap(err)
+		})
 	})
 	if err != nil {
 		return nil, err

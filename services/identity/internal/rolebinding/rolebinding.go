@@ -103,8 +103,8 @@ func (s *service) createBinding(ctx context.Context, p *auth.Principal, r *creat
 	if ws != "" {
 		// Under the workspace's lease: a workspace whose delete has begun
 		// takes no binding that its teardown would miss.
-		err = s.WorkspaceRecords().Live(ctx, ws, func(ctx context.Context, _ *core.Workspace, _ func(bson.D) (*core.Workspace, error)) error {
-			return insert(ctx)
+		err = s.WorkspaceRecords().Live(ctx, ws, func(_ context.Context, _ *core.Workspace, w store.Writes[core.Workspace]) error {
+			return w.Do(insert)
 		})
 	} else {
 		err = insert(ctx)

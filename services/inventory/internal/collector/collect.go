@@ -49,16 +49,16 @@ func (s *Service) Collect(ctx context.Context, c *Collector, secretID, requestWo
 		return nil, errs.Down("The job queue", errNoBus)
 	}
 	var job *core.Job
-	err := s.records().Live(ctx, c.ID, func(ctx context.Context, c *Collector, set func(bson.D) (*Collector, error)) error {
+	err := s.records().Live(ctx, c.ID, func(ctx context.Context, c *Collector, w store.Writes[Collector]) error {
 		var err error
-		job, err = s.collectLive(ctx, c, set, secretID, requestWorkspace)
+		job, err = s.collectLive(ctx, c, w, secretID, requestWorkspace)
 		return err
 	})
 	return job, err
 }
 
-func (s *Service) collectLive(ctx context.Context, c *Collector, setCollector func(bson.D) (*Collector, error), secretID, requestWorkspace string) (*core.Job, error) {
-	if err := s.upgrade(ctx, c, setCollector); err != nil {
+func (s *Service) collectLive(ctx context.Context, c *Collector, w store.Writes[Collector], secretID, requestWorkspace string) (*core.Job, error) {
+	if err := s.upgrade(ctx, c, w.Set); err != nil {
 		return nil, err
 	}
 	secrets, err := s.secrets(ctx, c, secretID)
@@ -85,19 +85,24 @@ func (s *Service) collectLive(ctx context.Context, c *Collector, setCollector fu
 			DomainID: c.DomainID, WorkspaceID: trusted.Workspace(a, c.WorkspaceID), ServiceAccountID: a.TrustedAccountID, JobID: id,
 			SecretID: a.TrustedSecretID, CollectorID: c.CollectorID, CreatedAt: now, SubTasks: []freeform.Map{}}
 	}
-	if _, err := s.jobs.InsertOne(ctx, job); err != nil {
-		return nil, store.Wrap(err)
+	// The job and its tasks are the collector's children: created fenced
+	// (store.Writes.Do), or not at all.
+	if err := w.Do(func(ctx context.Context) error {
+		_, err := s.jobs.InsertOne(ctx, job)
+		return store.Wrap(err)
+	}); err != nil {
+		return nil, err
 	}
 	if len(tasks) == 0 {
 		return job, nil
 	}
-	if err := s.queue(ctx, job, tasks); err != nil {
+	if err := w.Do(func(ctx context.Context) error { return s.queue(ctx, job, tasks) }); err != nil {
 		// A job whose tasks are not all queued would never finish.
 		fail := bson.D{{Key: "status", Value: core.JobFailure}, {Key: "finished_at", Value: now}, {Key: "updated_at", Value: now}}
 		_, _ = s.jobs.UpdateOne(context.WithoutCancel(ctx), bson.D{{Key: "_id", Value: id}}, bson.D{{Key: "$set", Value: fail}})
 		return nil, err
 	}
-	if _, err := setCollector(bson.D{{Key: "last_collected_at", Value: now}}); err != nil {
+	if _, err := w.Set(bson.D{{Key: "last_collected_at", Value: now}}); err != nil {
 		return nil, err
 	}
 	return job, nil
