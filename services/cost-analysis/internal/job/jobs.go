@@ -112,7 +112,8 @@ type Jobs struct {
 	log                               *slog.Logger
 }
 
-// New creates the collections' indexes. Without an outbox (no event bus)
+// New creates the collections' indexes (the cost rows' where the store
+// uses them: ensureCostIndexes). Without an outbox (no event bus)
 // a sync answers 503.
 func New(ctx context.Context, db *mongo.Database, plugins *plugin.Client, keys *seal.Keyring, rules *datasourcerule.Rules,
 	identity *call.Client, outbox *events.Outbox, cfg Config, log *slog.Logger) (*Jobs, error) {
@@ -139,11 +140,7 @@ func New(ctx context.Context, db *mongo.Database, plugins *plugin.Client, keys *
 		store.Index{Keys: bson.D{{Key: "data_source_id", Value: 1}}}); err != nil {
 		return nil, err
 	}
-	return js, store.EnsureIndexes(ctx, js.costs,
-		store.Index{Keys: bson.D{{Key: "job_task_id", Value: 1}}},
-		store.Index{Keys: bson.D{{Key: "data_source_id", Value: 1}, {Key: "billed_month", Value: 1}}},
-		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "workspace_id", Value: 1}, {Key: "billed_date", Value: -1}}},
-	)
+	return js, ensureCostIndexes(ctx, db, js.costs)
 }
 
 // Timeout is how long a job may run.
