@@ -240,7 +240,10 @@ func setupWith(t *testing.T, o options) *env {
 		deps.Events, e.bus = bus, bus
 	}
 	cfg := costanalysis.DefaultConfig(keys)
-	cfg.Jobs = job.Config{Timeout: 30 * time.Second, SweepEvery: 200 * time.Millisecond}
+	// A job's timeout bounds a wait for its end like waitBound: at load 28
+	// a 3-row scheduled job ran past 30 s (TestScheduledSync met TIMEOUT).
+	// Tests of the timeout set their own (options.jobTimeout).
+	cfg.Jobs = job.Config{Timeout: waitBound, SweepEvery: 200 * time.Millisecond}
 	// Schedules are looked at once an hour: a test whose data source's
 	// schedule holds the current hour gets no job it did not ask for
 	// (TestScheduledSync drives its own clock).

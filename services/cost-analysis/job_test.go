@@ -16,6 +16,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/job"
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/worker"
 )
 
@@ -296,6 +297,40 @@ func TestJobTimeout(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	e.adminA.Call(jobBase+"cancel", M{"job_id": j.JobID}).Fails(http.StatusConflict, errs.JobState)
+}
+
+// TestCanceledTaskEndsTimeout: a task its worker left CANCELED because
+// the job's time was up (the worker's watcher saw it before the sweeper
+// did; TestJobTimeout met it under load) ends the job TIMEOUT, never
+// SUCCESS: the task's rows are gone. The sweeper is held off, so the
+// task's settling alone decides.
+func TestCanceledTaskEndsTimeout(t *testing.T) {
+	const timeout = time.Second
+	e := setupWith(t, options{bus: true, noWorkers: true, jobTimeout: timeout,
+		jobs: func(c *job.Config) { c.SweepEvery = time.Hour }})
+	ds := e.register(t, e.adminA, domainSource("aws"))
+	e.plugin.Script(getTasksMethod, tasksReply(1))
+	e.plugin.Script(getDataMethod, fakeplugin.Reply{Stream: []M{rows(2, "2024-03", "t")}})
+	j := e.sync(t, e.adminA, ds.DataSourceID, "")
+	// What the worker writes when its watcher stops the task at the
+	// job's timeout (worker.abandon), once that time has passed.
+	if _, err := e.db.Collection(tasks).UpdateMany(t.Context(), bson.D{{Key: "job_id", Value: j.JobID}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "status", Value: "CANCELED"}, {Key: "error_message", Value: "The job stopped."}}}}); err != nil {
+		t.Fatal(err)
+	}
+	created, err := time.Parse(time.RFC3339Nano, j.CreatedAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for time.Since(created) < timeout {
+		time.Sleep(20 * time.Millisecond)
+	}
+	// A worker now receives the task, finds it finished and settles the job.
+	e.cfg.NoWorkers = false
+	e.start(t)
+	if j = e.waitJob(t, e.adminA, j.JobID, finished); j.Status != "TIMEOUT" || j.ErrorCode != "ERROR_JOB_TIMEOUT" {
+		t.Fatalf("job %+v", j)
+	}
 }
 
 func TestTaskFailures(t *testing.T) {

@@ -356,12 +356,14 @@ func (js *Jobs) Settle(ctx context.Context, jobID string) error {
 		if err != nil {
 			return nil, err
 		}
-		remained, failed := 0, 0
+		remained, failed, canceled := 0, 0, 0
 		failedAccounts := map[string]bool{}
 		for _, t := range tasks {
 			switch t.Status {
 			case core.Pending, core.InProgress:
 				remained++
+			case core.Canceled:
+				canceled++
 			case core.Failure:
 				failed++
 				if t.TrustedAccountID != "" {
@@ -378,6 +380,18 @@ func (js *Jobs) Settle(ctx context.Context, jobID string) error {
 			return append(set, bson.E{Key: "updated_at", Value: now}), nil
 		}
 		js.cfg.hook("settle:final", j.JobID)
+		if canceled > 0 {
+			// A task is CANCELED under a running job when its worker saw
+			// the job's time up before the sweeper did (worker.current):
+			// its rows are gone, so the job ends TIMEOUT, never SUCCESS.
+			// Seen otherwise (another replica's clock), the sweeper ends it.
+			if time.Since(j.CreatedAt.Time) >= js.cfg.Timeout {
+				return append(set, finish(j, core.Timeout, JobTimeout, "The job ran longer than "+js.cfg.Timeout.String()+".")...), nil
+			}
+			now := wire.T(wire.Now())
+			j.UpdatedAt = now
+			return append(set, bson.E{Key: "updated_at", Value: now}), nil
+		}
 		if failed > 0 && j.SecretType != core.UseServiceAccountSecret {
 			return append(set, finish(j, core.Failure, JobTaskFailed, "A task of the job failed.")...), nil
 		}
