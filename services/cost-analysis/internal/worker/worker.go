@@ -182,9 +182,21 @@ func (w *Worker) run(ctx context.Context, msg jetstream.Msg, m events.CostTask, 
 		return w.abandon(ctx, task, core.Canceled, "", "The job is "+j.Status+".")
 	}
 	now := wire.T(wire.Now())
-	if err := w.set(ctx, task.ID, bson.D{{Key: "status", Value: core.InProgress}, {Key: "attempt", Value: attempt},
-		{Key: "started_at", Value: now}, {Key: "created_count", Value: 0}}); err != nil {
+	owned, err := w.decide(ctx, task.ID, func(cur *core.Task) bson.D {
+		if core.Finished(cur.Status) {
+			return nil // an earlier attempt finished it meanwhile
+		}
+		return bson.D{{Key: "status", Value: core.InProgress}, {Key: "attempt", Value: attempt},
+			{Key: "started_at", Value: now}, {Key: "created_count", Value: 0}}
+	})
+	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+		return nil // deregistered
+	}
+	if err != nil {
 		return err
+	}
+	if !owned {
+		return w.jobs.Settle(ctx, task.JobID)
 	}
 	task.Attempt = attempt
 	// What an earlier attempt stored goes: this attempt stores it all again.
@@ -222,12 +234,54 @@ func (w *Worker) run(ctx context.Context, msg jetstream.Msg, m events.CostTask, 
 		return w.stopped(ctx, task)
 	}
 	done := wire.T(wire.Now())
-	if err := w.set(ctx, task.ID, bson.D{{Key: "status", Value: core.Success}, {Key: "created_count", Value: n},
-		{Key: "finished_at", Value: done}, {Key: "tag_keys", Value: keys[0]}, {Key: "additional_info_keys", Value: keys[1]},
-		{Key: "data_keys", Value: keys[2]}}); err != nil {
+	owned, err = w.decide(ctx, task.ID, func(cur *core.Task) bson.D {
+		if cur.Attempt != task.Attempt || core.Finished(cur.Status) {
+			return nil // a newer attempt took the task over: its rows are its own
+		}
+		return bson.D{{Key: "status", Value: core.Success}, {Key: "created_count", Value: n},
+			{Key: "finished_at", Value: done}, {Key: "tag_keys", Value: keys[0]}, {Key: "additional_info_keys", Value: keys[1]},
+			{Key: "data_keys", Value: keys[2]}}
+	})
+	if err != nil || !owned {
 		return err
 	}
 	return w.jobs.Settle(ctx, j.JobID)
+}
+
+// TaskLock is the lease under which a task's attempt is claimed and its
+// SUCCESS recorded. A task redelivered while its first attempt still runs
+// (the worker was only slow to show life) has two attempts at once;
+// without it, the newer one could claim a task the first had just made
+// SUCCESS, or the first make SUCCESS a task the newer one had claimed and
+// emptied: either way a job shown SUCCESS lost rows (TestSyncStoresCosts
+// stored 8 of 10 at load 25).
+func TaskLock(taskID string) string { return "task:" + taskID }
+
+// decide reads the task under TaskLock and writes what set returns from
+// it (nothing when nil); it reports whether it wrote.
+func (w *Worker) decide(ctx context.Context, taskID string, set func(cur *core.Task) bson.D) (bool, error) {
+	wrote := false
+	err := core.Lock(ctx, w.db, TaskLock(taskID), func(ctx context.Context) error {
+		cur, err := store.Get[core.Task](ctx, w.tasks, "job_task_id", taskID)
+		if err != nil {
+			return err
+		}
+		d := set(cur)
+		if d == nil {
+			return nil
+		}
+		wctx, cancel, err := core.Fence(ctx)
+		if err != nil {
+			return err
+		}
+		defer cancel()
+		if err := w.set(wctx, taskID, d); err != nil {
+			return err
+		}
+		wrote = true
+		return nil
+	})
+	return wrote, err
 }
 
 // stopped ends a task that must stop: if a newer attempt owns it, that
