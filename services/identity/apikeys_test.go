@@ -17,6 +17,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/services/identity/internal/core"
+	"github.com/nubes-io/nubes/services/identity/internal/password"
 )
 
 // Helpers shared by the API key, trusted account and cross-service tests.
@@ -24,9 +25,9 @@ import (
 // directUser stores an enabled LOCAL user without a role binding straight
 // in the database (the user operations are another file's business) and
 // returns its USER-scope access token.
-func (h *harness) directUser(domainID, userID, password string) string {
+func (h *harness) directUser(domainID, userID, pw string) string {
 	h.t.Helper()
-	hash, err := core.HashPassword(password, bcrypt.MinCost)
+	hash, err := password.Hash(pw, bcrypt.MinCost)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -39,7 +40,7 @@ func (h *harness) directUser(domainID, userID, password string) string {
 	if _, err := h.db.Collection(core.UsersCollection).InsertOne(context.Background(), u); err != nil {
 		h.t.Fatal(err)
 	}
-	return h.loginIn(domainID, userID, password).AccessToken
+	return h.loginIn(domainID, userID, pw).AccessToken
 }
 
 // bindRole gives userID a managed role through role-binding/create, as

@@ -22,6 +22,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/services/identity"
 	"github.com/nubes-io/nubes/services/identity/internal/core"
+	"github.com/nubes-io/nubes/services/identity/internal/verification"
 )
 
 // The attacks of issue 21 through the HTTP API, each as an attacker runs
@@ -264,7 +265,7 @@ func otpCodes(t *testing.T, enabled map[string]any) func(time.Duration) string {
 		t.Fatal(err)
 	}
 	return func(at time.Duration) string {
-		c, err := core.OTPCode(uri.Query().Get("secret"), time.Now().Add(at))
+		c, err := verification.OTPCode(uri.Query().Get("secret"), time.Now().Add(at))
 		if err != nil {
 			t.Fatal(err)
 		}

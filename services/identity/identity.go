@@ -24,6 +24,7 @@ import (
 	"github.com/nubes-io/nubes/services/identity/internal/apikey"
 	"github.com/nubes-io/nubes/services/identity/internal/bootstrap"
 	"github.com/nubes-io/nubes/services/identity/internal/core"
+	"github.com/nubes-io/nubes/services/identity/internal/credential"
 	"github.com/nubes-io/nubes/services/identity/internal/domain"
 	"github.com/nubes-io/nubes/services/identity/internal/endpoint"
 	"github.com/nubes-io/nubes/services/identity/internal/project"
@@ -121,7 +122,7 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*Built, error) {
 		return nil, err
 	}
 	routes := Routes(s)
-	svc := &app.Service{Name: Name, Routes: routes, Workers: append([]func(context.Context) error{s.Outbox.Run}, trustedaccount.Workers(s)...), Auth: s.Authenticator(),
+	svc := &app.Service{Name: Name, Routes: routes, Workers: append([]func(context.Context) error{s.Outbox.Run}, trustedaccount.Workers(s)...), Auth: credential.Authenticator(s),
 		Documents: map[string][]byte{JWKSPath: s.JWKS()},
 		// The Ingress sends the console's reflection here: identity lists
 		// the whole suite, merged from the services in service_urls.

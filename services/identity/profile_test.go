@@ -14,6 +14,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/services/identity/internal/core"
+	"github.com/nubes-io/nubes/services/identity/internal/verification"
 )
 
 func TestProfileUpdate(t *testing.T) {
@@ -441,7 +442,7 @@ func TestProfileOTP(t *testing.T) {
 		t.Fatal("the OTP secret is stored in the clear")
 	}
 	code := func(at time.Duration) string {
-		c, err := core.OTPCode(secret, time.Now().Add(at))
+		c, err := verification.OTPCode(secret, time.Now().Add(at))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -508,7 +509,7 @@ func TestOTPDisableGuessesNotForgiven(t *testing.T) {
 	oona.Call("/identity/v2/user-profile/enable-mfa", map[string]any{"current_password": userPassword, "mfa_type": "OTP", "options": map[string]any{}}).OK(&u)
 	uri, _ := url.Parse(fmt.Sprint(u["mfa"].(map[string]any)["options"].(map[string]any)["otp_qrcode_uri"]))
 	code := func(at time.Duration) string {
-		c, err := core.OTPCode(uri.Query().Get("secret"), time.Now().Add(at))
+		c, err := verification.OTPCode(uri.Query().Get("secret"), time.Now().Add(at))
 		if err != nil {
 			t.Fatal(err)
 		}

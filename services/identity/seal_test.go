@@ -12,6 +12,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/services/identity"
 	"github.com/nubes-io/nubes/services/identity/internal/core"
+	"github.com/nubes-io/nubes/services/identity/internal/verification"
 )
 
 // toLegacy rewrites a sealed field into the form identity stored before
@@ -67,10 +68,10 @@ func TestSealedRecordsAcrossKeyRotation(t *testing.T) {
 	secret := uri.Query().Get("secret")
 	toLegacy(t, h, core.UsersCollection, userKey, "otp_pending")
 	waitForFreshOTPStep(t)
-	code, _ := core.OTPCode(secret, time.Now())
+	code, _ := verification.OTPCode(secret, time.Now())
 	rota.Call("/identity/v2/user-profile/confirm-mfa", map[string]any{"verify_code": code}).OK(&u) // opens the legacy record
 	toLegacy(t, h, core.UsersCollection, userKey, "otp_secret")
-	next, _ := core.OTPCode(secret, time.Now().Add(30*time.Second))
+	next, _ := verification.OTPCode(secret, time.Now().Add(30*time.Second))
 	h.anon.Call("/identity/v2/token/issue", map[string]any{"credentials": map[string]any{"user_id": "rota", "password": userPassword},
 		"domain_id": h.domain, "auth_type": "MFA", "verify_code": next}).OK(nil)
 

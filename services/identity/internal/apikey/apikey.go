@@ -17,6 +17,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/identity/internal/core"
+	"github.com/nubes-io/nubes/services/identity/internal/credential"
 )
 
 // API keys, v1 and v2 (spec part 1; semantics.md 4.3). One collection
@@ -26,7 +27,7 @@ import (
 // A key is a JWT signed by identity (typ API_KEY, jti = api_key_id). Its
 // value is shown once, in the create response, and never stored: the
 // record only says whether the key is still good, and every service asks
-// identity that (auth.Checked + core.Deps.Check) before trusting it.
+// identity that (auth.Checked + credential.Checker.Check) before trusting it.
 //
 // Rules (docs/decisions.md, "API keys"):
 //   - The key acts with the role its user has in the domain when it is
@@ -254,7 +255,7 @@ func (s *service) newKey(ctx context.Context, p *auth.Principal, userID, name st
 		}
 	}
 	id := wire.NewID("api-key")
-	token, err := s.Cfg.Signer.Issue(auth.Principal{TokenType: auth.APIKey, TokenID: id, DomainID: domainID, UserID: u.UserID, Role: core.KeyRole(u)}, ttl)
+	token, err := s.Cfg.Signer.Issue(auth.Principal{TokenType: auth.APIKey, TokenID: id, DomainID: domainID, UserID: u.UserID, Role: credential.KeyRole(u)}, ttl)
 	if err != nil {
 		return nil, "", err
 	}

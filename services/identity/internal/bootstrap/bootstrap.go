@@ -10,6 +10,8 @@ import (
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/identity/internal/core"
+	"github.com/nubes-io/nubes/services/identity/internal/domainadmin"
+	"github.com/nubes-io/nubes/services/identity/internal/password"
 )
 
 // Bootstrapped is what the first start made.
@@ -45,17 +47,17 @@ func Run(ctx context.Context, s *core.Deps) (*Bootstrapped, error) {
 	if _, err := s.Domains.InsertOne(ctx, d); err != nil && !mongo.IsDuplicateKeyError(err) {
 		return nil, store.Wrap(err)
 	}
-	password := s.Cfg.AdminPassword
-	if password == "" {
-		password = core.RandomPassword()
+	pw := s.Cfg.AdminPassword
+	if pw == "" {
+		pw = password.Random()
 	}
-	created, err := s.EnsureAdmin(ctx, got.DomainID, got.AdminUserID, password, "", "Administrator")
+	created, err := domainadmin.Ensure(ctx, s, got.DomainID, got.AdminUserID, pw, "", "Administrator")
 	if err != nil {
 		return nil, err
 	}
 	got.Created = created
 	if created || s.Cfg.AdminPassword != "" {
-		got.AdminPassword = password
+		got.AdminPassword = pw
 	}
 	return &got, nil
 }

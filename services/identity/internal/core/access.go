@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -29,35 +28,6 @@ var (
 
 type StatRequest struct {
 	Query *stat.Query `json:"query" v:"required"`
-}
-
-// ensureAdmin creates a LOCAL user bound to the domain admin role. Both
-// records have deterministic ids, so running it twice (or on two replicas
-// at once) makes one user and one binding.
-func (s *Deps) EnsureAdmin(ctx context.Context, domainID, userID, password, email, name string) (bool, error) {
-	hash, err := s.HashPassword(password)
-	if err != nil {
-		return false, err
-	}
-	now := wire.T(wire.Now())
-	u := &User{
-		ID: UserKey(domainID, userID), UserID: userID, DomainID: domainID, Name: name, State: Enabled, Email: email,
-		AuthType: "LOCAL", UserType: "USER", RoleType: string(auth.DomainAdmin), RoleID: "managed-domain-admin",
-		MFA: MFA{State: Disabled, Options: map[string]any{}}, Language: "en", Timezone: "UTC", RequiredActions: []string{},
-		Tags: map[string]any{}, PasswordHash: hash, CreatedAt: now,
-	}
-	created := true
-	if _, err := s.Users.InsertOne(ctx, u); err != nil {
-		if !mongo.IsDuplicateKeyError(err) {
-			return false, store.Wrap(err)
-		}
-		created = false
-	}
-	b := NewBinding(domainID, userID, "managed-domain-admin", string(auth.DomainAdmin), "DOMAIN", "")
-	if _, err := s.Bindings.InsertOne(ctx, b); err != nil && !mongo.IsDuplicateKeyError(err) {
-		return false, store.Wrap(err)
-	}
-	return created, nil
 }
 
 // BindingID is deterministic: one binding per user and workspace (""
@@ -112,32 +82,6 @@ func (s *Deps) MemberProjects(ctx context.Context, domainID, workspaceID, userID
 		out = append(out, r.ProjectID)
 	}
 	return out, nil
-}
-
-// keepAnAdmin runs take, which takes userID's domain-admin rights away
-// (unbind, disable, delete), unless userID is the last enabled domain
-// admin of domainID. Check and change hold the domain's admin lock, so two
-// admins removing each other at once cannot leave the domain without one.
-func (s *Deps) KeepAnAdmin(ctx context.Context, domainID, userID string, take func() error) error {
-	return lease.Run(ctx, s.DB.Collection(CountersCollection), "admins:"+domainID, 30*time.Second, 10*time.Second, func(ctx context.Context) error {
-		n, err := s.Users.CountDocuments(ctx, bson.D{{Key: "domain_id", Value: domainID}, {Key: "role_type", Value: string(auth.DomainAdmin)},
-			{Key: "state", Value: bson.D{{Key: "$ne", Value: Disabled}}}, {Key: "user_id", Value: bson.D{{Key: "$ne", Value: userID}}}})
-		if err != nil {
-			return store.Wrap(err)
-		}
-		if n == 0 {
-			return errs.New(errs.LastAdmin, "The last domain admin cannot be disabled or deleted.")
-		}
-		return take()
-	})
-}
-
-func MustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return b
 }
 
 // StatFor runs a StatisticsQuery over what p reaches of resource r.

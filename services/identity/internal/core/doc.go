@@ -1,17 +1,33 @@
-// Package core is what identity's resources share: the stored models
-// used by more than one resource (domains, users, API keys, workspaces,
-// projects, role bindings, trusted service accounts), the configuration
-// and wiring (Deps: collections, outbox, verifier), sealing (pkg/seal
-// keys, the reseal targets), passwords, verification codes, the login
-// throttle, sessions, the takeover rules, the tenancy declarations
-// (query.Resource with pkg/tenancy) that several resources read through,
-// and the credential check every service relies on (Deps.Check).
+// Package core is what every resource of identity shares, and nothing
+// more: the stored models (domains, users, API keys, workspaces,
+// projects, role bindings, trusted service accounts), the collections,
+// Config and Deps (the wiring: collections, outbox, verifier), sealing
+// (the pkg/seal keyring, the associated data each sealed field is bound
+// to, the reseal targets), the tenancy declarations several resources
+// read through (query.Resource with pkg/tenancy: UserResource,
+// WorkspaceResource, Placement, CallerIn), loading and writing a user
+// record, and the workspace teardown.
 //
-// Identity is the one issuer of credentials of Nubes. Every rule here is
-// one an attacker will try: tenancy always comes from the token, secrets
-// are never returned or logged, codes are single use and compared in
-// constant time. Decoding, validation and errors come from pkg.
+// It must not hold a rule that fewer than several resources use (a rule
+// of one resource lives in that resource; a rule of two or three in a
+// small package named for its job), must not declare a route, must not
+// import any package of identity, and must not return, log or decide on
+// a secret: passwords, codes, OTP and links have their own packages.
 //
-// core imports no resource package of identity and declares no route: a
-// rule used by one resource lives in that resource's package.
+// Imports run one way, each package importing only those before it:
+//
+//	password                   the password rules, bcrypt (no identity import)
+//	core                       models, Deps, sealing, tenancy
+//	session                    session epochs, profile-only tokens
+//	login                      the password check of a login and its throttle
+//	verification               mailed codes and TOTP
+//	credential                 the check every credential passes (auth.Checker)
+//	takeover                   who may change a credential, notices, mailed links
+//	domainadmin                every domain keeps an enabled admin
+//	domain, workspace, project, role, rolebinding, token, apikey,
+//	trustedaccount, trustedserviceaccount, endpoint, userprofile
+//	                           one package per resource (over the above)
+//	user                       imports userprofile (v1's self-service rules)
+//	bootstrap                  the first start (root domain, admin)
+//	identity (root)            wires the routes, workers and authenticator
 package core

@@ -169,7 +169,7 @@ type User struct {
 	LoginFailures   LoginFailures `bson:"login_failures"`
 	// SessionEpoch is stamped into every access and refresh token issued
 	// to the user; a password, MFA or state change sets a new one, which
-	// ends every token before it (Deps.Check, sessions.go).
+	// ends every token before it (credential.Checker, internal/session).
 	SessionEpoch   int64     `bson:"session_epoch"`
 	CreatedAt      wire.Time `bson:"created_at"`
 	LastAccessedAt wire.Time `bson:"last_accessed_at"`

@@ -2,17 +2,7 @@ package core
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/subtle"
-	"encoding/hex"
 	"errors"
-	"net/mail"
-	"net/url"
-	"slices"
-	"strconv"
-	"strings"
-	"time"
-	"unicode"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -20,7 +10,6 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
-	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/tenancy"
@@ -28,18 +17,15 @@ import (
 )
 
 const (
-	AuthLocal      = "LOCAL"
-	AuthExternal   = "EXTERNAL"
-	MFAEmail       = "EMAIL"
-	MFAOTP         = "OTP"
-	PurposeMFA     = "mfa"          // enable and disable confirmations
-	PurposeEmail   = "verify_email" // e-mail address confirmation
-	PurposeLogin   = "login"        // token/issue second step (token.go)
-	ActionEnable   = "enable"
-	ActionDisable  = "disable"
-	ResetTTL       = 24 * time.Hour         // a reset link, as upstream
-	ResetMailEvery = time.Minute            // at most one reset mail per user and minute
-	ResetFloor     = 250 * time.Millisecond // reset_password answers no faster, found or not
+	AuthLocal     = "LOCAL"
+	AuthExternal  = "EXTERNAL"
+	MFAEmail      = "EMAIL"
+	MFAOTP        = "OTP"
+	PurposeMFA    = "mfa"          // enable and disable confirmations
+	PurposeEmail  = "verify_email" // e-mail address confirmation
+	PurposeLogin  = "login"        // token/issue second step (token.go)
+	ActionEnable  = "enable"
+	ActionDisable = "disable"
 )
 
 // UserDoc is the stored user with the link state that User (model.go) does
@@ -49,112 +35,6 @@ type UserDoc struct {
 	User          `bson:",inline"`
 	LinkTokenID   string    `bson:"link_token_id"`
 	LinkExpiresAt wire.Time `bson:"link_expires_at"`
-}
-
-// isLink reports whether p is the user's latest mailed link, still valid.
-func (d *UserDoc) IsLink(p *auth.Principal) bool {
-	return p.TokenID != "" && d.LinkTokenID != "" && time.Now().Before(d.LinkExpiresAt.Time) &&
-		subtle.ConstantTimeCompare([]byte(p.TokenID), []byte(d.LinkTokenID)) == 1
-}
-
-// UserInfoV2 is the v2 UserInfo: every field, never the password hash or
-// the login failures.
-type UserInfoV2 struct {
-	UserID          string        `json:"user_id"`
-	Name            string        `json:"name"`
-	State           string        `json:"state"`
-	Email           string        `json:"email"`
-	EmailVerified   bool          `json:"email_verified"`
-	AuthType        string        `json:"auth_type"`
-	RoleID          string        `json:"role_id"`
-	RoleType        string        `json:"role_type"`
-	MFA             MFA           `json:"mfa"`
-	Language        string        `json:"language"`
-	Timezone        string        `json:"timezone"`
-	RequiredActions []string      `json:"required_actions"`
-	Tags            freeform.Flat `json:"tags"`
-	DomainID        string        `json:"domain_id"`
-	CreatedAt       wire.Time     `json:"created_at"`
-	LastAccessedAt  wire.Time     `json:"last_accessed_at"`
-	// APIKeyCount is how many API keys the user holds (upstream keeps it
-	// on the user; the console's user list reads it). Filled by
-	// AsInfoV2 and Deps.CountAPIKeys, never stored.
-	APIKeyCount int `json:"api_key_count"`
-}
-
-func MFAOf(u *User) MFA {
-	m := MFA{State: u.MFA.State, MFAType: u.MFA.MFAType, Options: wire.Object(u.MFA.Options)}
-	if m.State == "" {
-		m.State = Disabled
-	}
-	return m
-}
-
-func ToV2(u *User) *UserInfoV2 {
-	return &UserInfoV2{
-		UserID: u.UserID, Name: u.Name, State: u.State, Email: u.Email, EmailVerified: u.EmailVerified,
-		AuthType: u.AuthType, RoleID: u.RoleID, RoleType: u.RoleType, MFA: MFAOf(u), Language: u.Language,
-		Timezone: u.Timezone, RequiredActions: wire.List(u.RequiredActions), Tags: wire.Object(u.Tags),
-		DomainID: u.DomainID, CreatedAt: u.CreatedAt, LastAccessedAt: u.LastAccessedAt,
-	}
-}
-
-// AsInfoV2 is AsInfo(ToV2, h) with the user's api_key_count.
-func AsInfoV2[Req any](s *Deps, h func(context.Context, *auth.Principal, *Req) (*User, error)) func(context.Context, *auth.Principal, *Req) (*UserInfoV2, error) {
-	return func(ctx context.Context, p *auth.Principal, r *Req) (*UserInfoV2, error) {
-		u, err := h(ctx, p, r)
-		if err != nil {
-			return nil, err
-		}
-		info := ToV2(u)
-		if err := s.CountAPIKeys(ctx, u.DomainID, info); err != nil {
-			return nil, err
-		}
-		return info, nil
-	}
-}
-
-// CountAPIKeys sets the api_key_count of users of domainID. A key counts
-// for the user of its own domain and user id only: a user of another
-// domain with the same id adds nothing.
-func (s *Deps) CountAPIKeys(ctx context.Context, domainID string, users ...*UserInfoV2) error {
-	if len(users) == 0 {
-		return nil
-	}
-	ids := bson.A{}
-	for _, u := range users {
-		ids = append(ids, u.UserID)
-	}
-	cur, err := s.APIKeys.Find(ctx, bson.D{{Key: "domain_id", Value: domainID}, {Key: "user_id", Value: bson.D{{Key: "$in", Value: ids}}}},
-		options.Find().SetProjection(bson.D{{Key: "user_id", Value: 1}}))
-	if err != nil {
-		return store.Wrap(err)
-	}
-	var keys []struct {
-		UserID string `bson:"user_id"`
-	}
-	if err := cur.All(ctx, &keys); err != nil {
-		return store.Wrap(err)
-	}
-	n := map[string]int{}
-	for _, k := range keys {
-		n[k.UserID]++
-	}
-	for _, u := range users {
-		u.APIKeyCount = n[u.UserID]
-	}
-	return nil
-}
-
-// convert maps a handler that answers a *User to one that answers an Info.
-func AsInfo[Req, Info any](to func(*User) *Info, h func(context.Context, *auth.Principal, *Req) (*User, error)) func(context.Context, *auth.Principal, *Req) (*Info, error) {
-	return func(ctx context.Context, p *auth.Principal, r *Req) (*Info, error) {
-		u, err := h(ctx, p, r)
-		if err != nil {
-			return nil, err
-		}
-		return to(u), nil
-	}
 }
 
 // userFor loads a user of p's domain that p reaches (UserResource);
@@ -225,146 +105,6 @@ func (s *Deps) SetUser(ctx context.Context, u *User, set bson.D) (*User, error) 
 	return out, err
 }
 
-func CheckUserID(id string) error {
-	for _, r := range id {
-		if unicode.IsControl(r) || unicode.IsSpace(r) {
-			return errs.Invalid("user_id", "no spaces or control characters")
-		}
-	}
-	return nil
-}
-
-// checkEmail accepts one bare address (no display name, no header
-// characters), so an address can never inject a mail header.
-func CheckEmailAddress(key, e string) error {
-	if e == "" {
-		return nil
-	}
-	a, err := mail.ParseAddress(e)
-	if err != nil || a.Address != e || a.Name != "" {
-		return errs.Invalid(key, "not an e-mail address")
-	}
-	return nil
-}
-
-// CheckLocale keeps language ("en", "ko", "ko-KR") and timezone ("UTC",
-// "Asia/Seoul") to the characters their names use.
-func CheckLocale(language, timezone string) error {
-	for _, r := range language {
-		if !(r < unicode.MaxASCII && (unicode.IsLetter(r) || r == '-' || r == '_')) {
-			return errs.Invalid("language", "a language tag such as en or ko")
-		}
-	}
-	for _, r := range timezone {
-		if !(r < unicode.MaxASCII && (unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune("/_+-", r))) {
-			return errs.Invalid("timezone", "a zone name such as UTC or Asia/Seoul")
-		}
-	}
-	return nil
-}
-
-func CheckPasswordIfSet(pw string) error {
-	if pw == "" {
-		return nil
-	}
-	return CheckPassword(pw)
-}
-
-func FirstNonEmpty(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
-}
-
-// mailLink mails a console link carrying an access token narrowed to the
-// user profile, valid for ttl. Only the latest link of a user works, and
-// only until the password is changed (see selfDoc).
-func (s *Deps) MailLink(ctx context.Context, u *User, template string, ttl time.Duration) error {
-	jti, err := newLinkID(16)
-	if err != nil {
-		return err
-	}
-	tok, err := s.Cfg.Signer.Issue(auth.Principal{TokenID: jti, DomainID: u.DomainID, UserID: u.UserID, Role: auth.User, Permissions: ProfileOnly, Session: u.SessionEpoch}, ttl)
-	if err != nil {
-		return err
-	}
-	set := bson.D{{Key: "link_token_id", Value: jti}, {Key: "link_expires_at", Value: wire.T(time.Now().Add(ttl))}}
-	if _, err := s.Users.UpdateOne(ctx, bson.D{{Key: "_id", Value: u.ID}}, bson.D{{Key: "$set", Value: set}}); err != nil {
-		return store.Wrap(err)
-	}
-	data := map[string]string{"user_id": u.UserID, "name": MailName(u, u.Email), "link": s.consoleLink(tok),
-		"expires_hours": strconv.Itoa(int(ttl.Hours())), "token_id": jti}
-	if d, err := store.Get[Domain](ctx, s.Domains, "domain_id", u.DomainID); err == nil {
-		data["domain_name"] = d.Name
-	}
-	return s.Mail(ctx, u, u.Email, template, data)
-}
-
-func (s *Deps) consoleLink(token string) string {
-	u, err := url.Parse(s.Cfg.ConsoleURL)
-	if err != nil {
-		return s.Cfg.ConsoleURL + "?sso_access_token=" + url.QueryEscape(token)
-	}
-	q := u.Query()
-	q.Set("sso_access_token", token)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
-
-func newLinkID(n int) (string, error) {
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(b), nil
-}
-
-// changed follows a change of u (as it was before) to its e-mail address
-// or password: the old address is told, and a new password lifts the
-// login block.
-func (s *Deps) Changed(ctx context.Context, u *User, email, password bool) error {
-	if email {
-		if err := s.Notify(ctx, u, NoticeEmail); err != nil {
-			return err
-		}
-	}
-	if !password {
-		return nil
-	}
-	if err := s.Notify(ctx, u, NoticePassword); err != nil {
-		return err
-	}
-	return s.Logins.Lift(ctx, u.ID)
-}
-
-func WithAction(list []string, a string) []string {
-	out := wire.List(slices.Clone(list))
-	if !slices.Contains(out, a) {
-		out = append(out, a)
-	}
-	return out
-}
-
-func WithoutAction(list []string, a string) []string {
-	out := []string{}
-	for _, x := range list {
-		if x != a {
-			out = append(out, x)
-		}
-	}
-	return out
-}
-
-func (s *Deps) DropCodes(ctx context.Context, u *User, purposes ...string) error {
-	ids := bson.A{}
-	for _, p := range purposes {
-		ids = append(ids, CodeID(p, u.DomainID, u.UserID))
-	}
-	_, err := s.Codes.C.DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
-	return store.Wrap(err)
-}
-
 // UserFields are the fields of a user a query may read. password_hash,
 // login_failures and the link state are not among them: a filter on them
 // answers as for a field no user has (query.Resource.Unshown), a sort or
@@ -389,16 +129,3 @@ var (
 	UserSecret = []string{"password_hash", "otp_secret", "otp_pending"}
 	AnyRole    = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner, auth.WorkspaceMember, auth.User)
 )
-
-// ProfileOnly is what a token may reach while UPDATE_PASSWORD (or
-// ENFORCE_MFA) is pending.
-var ProfileOnly = []string{"/identity/v2/user-profile/"}
-
-func PendingPermissions(u *User) []string {
-	for _, a := range u.RequiredActions {
-		if a == UpdatePassword || a == EnforceMFA {
-			return ProfileOnly
-		}
-	}
-	return nil
-}

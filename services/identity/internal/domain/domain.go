@@ -2,6 +2,7 @@ package domain
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -16,6 +17,8 @@ import (
 	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/identity/internal/core"
+	"github.com/nubes-io/nubes/services/identity/internal/domainadmin"
+	"github.com/nubes-io/nubes/services/identity/internal/password"
 )
 
 type domainAdminReq struct {
@@ -96,7 +99,7 @@ func (s *service) routes() []api.Route {
 
 func (s *service) createDomain(ctx context.Context, _ *auth.Principal, r *createDomain) (*core.Domain, error) {
 	if r.Admin != nil {
-		if err := core.CheckPassword(r.Admin.Password); err != nil {
+		if err := password.Check(r.Admin.Password); err != nil {
 			return nil, err
 		}
 	}
@@ -109,7 +112,7 @@ func (s *service) createDomain(ctx context.Context, _ *auth.Principal, r *create
 		return nil, store.Wrap(err)
 	}
 	if r.Admin != nil {
-		if _, err := s.EnsureAdmin(ctx, id, r.Admin.UserID, r.Admin.Password, r.Admin.Email, r.Admin.Name); err != nil {
+		if _, err := domainadmin.Ensure(ctx, s.Deps, id, r.Admin.UserID, r.Admin.Password, r.Admin.Email, r.Admin.Name); err != nil {
 			return nil, err
 		}
 	}
@@ -154,10 +157,18 @@ func (s *service) publicKey(ctx context.Context, _ *auth.Principal, r *domainReq
 	if _, err := store.Get[core.Domain](ctx, s.Domains, "domain_id", r.DomainID); err != nil {
 		return nil, err
 	}
-	return &publicKey{DomainID: r.DomainID, PublicKey: string(core.MustJSON(s.Cfg.Signer.PublicJWK()))}, nil
+	return &publicKey{DomainID: r.DomainID, PublicKey: string(mustJSON(s.Cfg.Signer.PublicJWK()))}, nil
 }
 
 type service struct{ *core.Deps }
 
 // Routes are the operations of domains.
 func Routes(d *core.Deps) []api.Route { return (&service{Deps: d}).routes() }
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

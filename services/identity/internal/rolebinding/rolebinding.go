@@ -14,6 +14,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/services/identity/internal/core"
+	"github.com/nubes-io/nubes/services/identity/internal/domainadmin"
 )
 
 type createBinding struct {
@@ -144,7 +145,7 @@ func (s *service) deleteBinding(ctx context.Context, p *auth.Principal, r *bindi
 		return err
 	}
 	if b.WorkspaceID == "" { // the domain binding: its user is a domain admin
-		err = s.KeepAnAdmin(ctx, b.DomainID, b.UserID, unbind)
+		err = domainadmin.Keep(ctx, s.Deps, b.DomainID, b.UserID, unbind)
 	} else {
 		err = unbind()
 	}

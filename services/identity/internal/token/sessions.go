@@ -8,6 +8,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/services/identity/internal/core"
+	"github.com/nubes-io/nubes/services/identity/internal/session"
 )
 
 // Sessions (docs/decisions.md "Credentials under attack"): every access
@@ -42,7 +43,7 @@ func (s *service) refreshSpent(ctx context.Context, u *core.User, jti string) er
 }
 
 func (s *service) refreshReused(ctx context.Context, u *core.User) error {
-	if _, err := s.Users.UpdateOne(ctx, bson.D{{Key: "_id", Value: u.ID}}, bson.D{{Key: "$set", Value: bson.D{core.EndSessions()}}}); err != nil {
+	if _, err := s.Users.UpdateOne(ctx, bson.D{{Key: "_id", Value: u.ID}}, bson.D{{Key: "$set", Value: bson.D{session.End()}}}); err != nil {
 		return store.Wrap(err)
 	}
 	return errs.Unauthenticated("This refresh token was used before; every session of the user has ended. Sign in again.")

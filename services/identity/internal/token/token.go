@@ -14,6 +14,11 @@ import (
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/identity/internal/core"
+	"github.com/nubes-io/nubes/services/identity/internal/credential"
+	"github.com/nubes-io/nubes/services/identity/internal/login"
+	"github.com/nubes-io/nubes/services/identity/internal/password"
+	"github.com/nubes-io/nubes/services/identity/internal/session"
+	"github.com/nubes-io/nubes/services/identity/internal/verification"
 )
 
 type credentials struct {
@@ -83,8 +88,8 @@ func (s *service) issue(ctx context.Context, _ *auth.Principal, r *issueToken) (
 	d, err := store.Get[core.Domain](ctx, s.Domains, "domain_id", r.DomainID)
 	if err != nil {
 		if core.IsNotFound(err) {
-			s.PasswordMatches("", r.Credentials.Password)
-			return nil, core.ErrLogin
+			password.Matches("", r.Credentials.Password, s.Cfg.PasswordCost)
+			return nil, login.ErrLogin
 		}
 		return nil, err
 	}
@@ -94,7 +99,7 @@ func (s *service) issue(ctx context.Context, _ *auth.Principal, r *issueToken) (
 	if r.AuthType == "MFA" && r.VerifyCode == "" { // before the attempt is claimed: a malformed request is no guess
 		return nil, errs.Required("verify_code")
 	}
-	u, err := s.Login(ctx, d.DomainID, r.Credentials.UserID, r.Credentials.Password)
+	u, err := login.Check(ctx, s.Deps, d.DomainID, r.Credentials.UserID, r.Credentials.Password)
 	if err != nil {
 		return nil, err
 	}
@@ -109,19 +114,19 @@ func (s *service) issue(ctx context.Context, _ *auth.Principal, r *issueToken) (
 			// The attempt's login claim stays taken when the code is
 			// wrong: the password is known, so the login throttle
 			// bounds the guessing.
-			if err := s.CheckOTP(ctx, u, u.OTPSecret, strings.TrimSpace(r.VerifyCode)); err != nil {
+			if err := verification.CheckOTP(ctx, s.Deps, u, u.OTPSecret, strings.TrimSpace(r.VerifyCode)); err != nil {
 				return nil, err
 			}
 			break
 		}
-		if _, err := s.Codes.Verify(ctx, "login", u.DomainID, u.UserID, r.VerifyCode); err != nil {
+		if _, err := verification.CodesOf(s.Deps).Verify(ctx, "login", u.DomainID, u.UserID, r.VerifyCode); err != nil {
 			return nil, err
 		}
 	case u.MFA.State == core.Enabled && u.MFA.MFAType == core.MFAOTP:
 		return nil, errs.New(errs.MFARequired, "MFA is required: repeat with auth_type MFA and verify_code from your authenticator app. (mfa_type = OTP)")
 	case u.MFA.State == core.Enabled:
 		email, _ := u.MFA.Options["email"].(string)
-		code, err := s.Codes.Issue(ctx, "login", u.DomainID, u.UserID, s.Cfg.MFACodeTTL, nil)
+		code, err := verification.CodesOf(s.Deps).Issue(ctx, "login", u.DomainID, u.UserID, s.Cfg.MFACodeTTL, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -130,7 +135,7 @@ func (s *service) issue(ctx context.Context, _ *auth.Principal, r *issueToken) (
 		}
 		return nil, errs.New(errs.MFARequired, "MFA is required: a verification code was sent to %s. Repeat with auth_type MFA and verify_code. (mfa_type = EMAIL)", maskEmail(email))
 	}
-	if err := s.Logins.Succeeded(ctx, u.ID); err != nil {
+	if err := login.ThrottleOf(s.Deps).Succeeded(ctx, u.ID); err != nil {
 		return nil, err
 	}
 	set := bson.D{{Key: "last_accessed_at", Value: wire.T(wire.Now())}}
@@ -149,7 +154,7 @@ func (s *service) pair(u *core.User, timeout int) (*tokenPair, error) {
 	if timeout > 0 {
 		ttl = min(time.Duration(timeout)*time.Second, s.Cfg.MaxAccessTTL)
 	}
-	p := auth.Principal{DomainID: u.DomainID, UserID: u.UserID, Role: auth.User, Permissions: core.PendingPermissions(u), Session: u.SessionEpoch}
+	p := auth.Principal{DomainID: u.DomainID, UserID: u.UserID, Role: auth.User, Permissions: session.PendingPermissions(u), Session: u.SessionEpoch}
 	access, err := s.Cfg.Signer.Issue(p, ttl)
 	if err != nil {
 		return nil, err
@@ -174,7 +179,7 @@ func (s *service) fromRefresh(ctx context.Context, token string) (*core.User, st
 		return nil, "", errs.New(errs.InvalidGrantType, "The token is not a refresh token.")
 	}
 	p := c.Principal()
-	if err := s.Check(ctx, token, p); err != nil {
+	if err := (credential.Checker{Deps: s.Deps}).Check(ctx, token, p); err != nil {
 		return nil, "", err
 	}
 	u, err := store.Get[core.User](ctx, s.Users, "user_id", core.UserKey(p.DomainID, p.UserID))
@@ -221,7 +226,7 @@ func (s *service) grant(ctx context.Context, _ *auth.Principal, r *grantToken) (
 	if r.DomainID != "" && r.DomainID != u.DomainID {
 		return nil, errs.Unauthenticated("the refresh token is not of domain " + r.DomainID)
 	}
-	if core.PendingPermissions(u) != nil {
+	if session.PendingPermissions(u) != nil {
 		return nil, errs.New(errs.UpdatePasswordRequired, "Update the password (or enable MFA) first.")
 	}
 	out := &grantedToken{DomainID: u.DomainID}
@@ -296,7 +301,7 @@ func (s *service) check(ctx context.Context, p *auth.Principal, _ *api.Empty) (*
 	// old), and the asking service caches this answer again: look at the
 	// records afresh, or a revocation could take two cache lifetimes.
 	if p.TokenType != auth.SystemToken {
-		if err := s.Check(ctx, "", p); err != nil {
+		if err := (credential.Checker{Deps: s.Deps}).Check(ctx, "", p); err != nil {
 			return nil, err
 		}
 	}

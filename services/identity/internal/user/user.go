@@ -1,6 +1,7 @@
 package user
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"slices"
@@ -17,7 +18,13 @@ import (
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/identity/internal/core"
+	"github.com/nubes-io/nubes/services/identity/internal/domainadmin"
+	"github.com/nubes-io/nubes/services/identity/internal/login"
+	"github.com/nubes-io/nubes/services/identity/internal/password"
+	"github.com/nubes-io/nubes/services/identity/internal/session"
+	"github.com/nubes-io/nubes/services/identity/internal/takeover"
 	"github.com/nubes-io/nubes/services/identity/internal/userprofile"
+	"github.com/nubes-io/nubes/services/identity/internal/verification"
 )
 
 // userInfoV1 is the v1 UserInfo (backend and user_type instead of
@@ -67,7 +74,7 @@ func toV1(u *core.User) *userInfoV1 {
 		UserID: u.UserID, Name: u.Name, State: u.State, Email: u.Email, UserType: u.UserType, Backend: u.AuthType,
 		Language: u.Language, Timezone: u.Timezone, RequiredActions: wire.List(u.RequiredActions), Tags: wire.Object(u.Tags),
 		LastAccessedAt: u.LastAccessedAt, CreatedAt: u.CreatedAt, DomainID: u.DomainID, EmailVerified: u.EmailVerified,
-		MFA: core.MFAOf(u),
+		MFA: userprofile.MFAOf(u),
 	}
 }
 
@@ -84,19 +91,19 @@ type newUser struct {
 // reset_password is set; then an invitation link goes to its e-mail and
 // UPDATE_PASSWORD is pending.
 func (s *service) createUser(ctx context.Context, n newUser) (*core.User, error) {
-	if err := core.CheckUserID(n.UserID); err != nil {
+	if err := CheckUserID(n.UserID); err != nil {
 		return nil, err
 	}
 	if n.AuthType == core.AuthExternal {
 		return nil, errs.Invalid(n.AuthKey, "EXTERNAL users need an external auth plugin, which Nubes does not support; use LOCAL")
 	}
-	if err := core.CheckEmailAddress("email", n.Email); err != nil {
+	if err := userprofile.CheckEmailAddress("email", n.Email); err != nil {
 		return nil, err
 	}
-	if err := core.CheckName(n.Name); err != nil {
+	if err := userprofile.CheckName(n.Name); err != nil {
 		return nil, err
 	}
-	if err := core.CheckLocale(n.Language, n.Timezone); err != nil {
+	if err := userprofile.CheckLocale(n.Language, n.Timezone); err != nil {
 		return nil, err
 	}
 	if n.Password == "" && !n.ResetPassword {
@@ -105,7 +112,7 @@ func (s *service) createUser(ctx context.Context, n newUser) (*core.User, error)
 	if n.ResetPassword && n.Email == "" {
 		return nil, errs.Required("email")
 	}
-	if err := core.CheckPasswordIfSet(n.Password); err != nil {
+	if err := password.CheckIfSet(n.Password); err != nil {
 		return nil, err
 	}
 	if _, err := s.UserByKey(ctx, n.DomainID, n.UserID); err == nil {
@@ -116,7 +123,7 @@ func (s *service) createUser(ctx context.Context, n newUser) (*core.User, error)
 	hash := "" // no password: nobody can log in until the invitation is used
 	if n.Password != "" {
 		var err error
-		if hash, err = s.HashPassword(n.Password); err != nil {
+		if hash, err = password.Hash(n.Password, s.Cfg.PasswordCost); err != nil {
 			return nil, err
 		}
 	}
@@ -128,9 +135,9 @@ func (s *service) createUser(ctx context.Context, n newUser) (*core.User, error)
 	u := &core.User{
 		ID: core.UserKey(n.DomainID, n.UserID), UserID: n.UserID, DomainID: n.DomainID, Name: n.Name, State: core.Pending,
 		Email: n.Email, AuthType: n.AuthType, UserType: n.UserType, RoleType: string(auth.User),
-		MFA: core.MFA{State: core.Disabled, Options: map[string]any{}}, Language: core.FirstNonEmpty(n.Language, "en"), Timezone: core.FirstNonEmpty(n.Timezone, "UTC"),
+		MFA: core.MFA{State: core.Disabled, Options: map[string]any{}}, Language: cmp.Or(n.Language, "en"), Timezone: cmp.Or(n.Timezone, "UTC"),
 		RequiredActions: actions, Tags: wire.Object(n.Tags), PasswordHash: hash, CreatedAt: now,
-		SessionEpoch: core.NewEpoch(), // a token of an earlier user of the same id is not this one's
+		SessionEpoch: session.NewEpoch(), // a token of an earlier user of the same id is not this one's
 	}
 	if _, err := s.Users.InsertOne(ctx, u); err != nil {
 		if mongo.IsDuplicateKeyError(err) {
@@ -148,7 +155,7 @@ func (s *service) createUser(ctx context.Context, n newUser) (*core.User, error)
 		}
 	}
 	if n.ResetPassword {
-		if err := s.MailLink(ctx, u, "invite", s.Cfg.InviteTTL); err != nil {
+		if err := takeover.MailLink(ctx, s.Deps, u, "invite", s.Cfg.InviteTTL); err != nil {
 			return nil, err
 		}
 	}
@@ -158,34 +165,34 @@ func (s *service) createUser(ctx context.Context, n newUser) (*core.User, error)
 // adminUpdate is update by a domain admin: fields, a new password (rules,
 // no current password), and reset_password, which mails a reset link and
 // makes UPDATE_PASSWORD pending.
-func (s *service) adminUpdate(ctx context.Context, u *core.User, c core.UserChange, password string, reset bool) (*core.User, error) {
+func (s *service) adminUpdate(ctx context.Context, u *core.User, c userprofile.UserChange, pw string, reset bool) (*core.User, error) {
 	if err := c.Check(); err != nil {
 		return nil, err
 	}
-	if err := core.CheckPasswordIfSet(password); err != nil {
+	if err := password.CheckIfSet(pw); err != nil {
 		return nil, err
 	}
 	if reset {
 		if u.AuthType != core.AuthLocal {
 			return nil, errs.Invalid("reset_password", "only LOCAL users have a password")
 		}
-		if core.FirstNonEmpty(c.Email, u.Email) == "" {
+		if cmp.Or(c.Email, u.Email) == "" {
 			return nil, errs.Required("email")
 		}
 	}
 	set := c.Fields(u)
-	if password != "" {
-		hash, err := s.HashPassword(password)
+	if pw != "" {
+		hash, err := password.Hash(pw, s.Cfg.PasswordCost)
 		if err != nil {
 			return nil, err
 		}
 		set = append(set, bson.E{Key: "password_hash", Value: hash})
 	}
 	if reset {
-		set = append(set, bson.E{Key: "required_actions", Value: core.WithAction(u.RequiredActions, core.UpdatePassword)})
+		set = append(set, bson.E{Key: "required_actions", Value: WithAction(u.RequiredActions, core.UpdatePassword)})
 	}
-	if password != "" || reset {
-		set = append(set, core.EndSessions())
+	if pw != "" || reset {
+		set = append(set, session.End())
 	}
 	if len(set) == 0 {
 		return u, nil
@@ -194,11 +201,11 @@ func (s *service) adminUpdate(ctx context.Context, u *core.User, c core.UserChan
 	if err != nil {
 		return nil, err
 	}
-	if err := s.Changed(ctx, u, c.Email != "" && c.Email != u.Email, password != ""); err != nil {
+	if err := takeover.Changed(ctx, s.Deps, u, c.Email != "" && c.Email != u.Email, pw != ""); err != nil {
 		return nil, err
 	}
 	if reset {
-		if err := s.MailLink(ctx, out, "reset_password", core.ResetTTL); err != nil {
+		if err := takeover.MailLink(ctx, s.Deps, out, "reset_password", userprofile.ResetTTL); err != nil {
 			return nil, err
 		}
 	}
@@ -217,7 +224,7 @@ func (s *service) addRequiredActions(ctx context.Context, u *core.User, actions 
 		if a == core.EnforceMFA && u.MFA.State == core.Enabled {
 			continue
 		}
-		list = core.WithAction(list, a)
+		list = WithAction(list, a)
 	}
 	return s.SetUser(ctx, u, bson.D{{Key: "required_actions", Value: list}})
 }
@@ -228,11 +235,11 @@ func (s *service) addRequiredActions(ctx context.Context, u *core.User, actions 
 func (s *service) setState(ctx context.Context, u *core.User, state string) (*core.User, error) {
 	set := bson.D{{Key: "state", Value: state}}
 	if state == core.Disabled {
-		set = append(set, core.EndSessions()) // enabling again revives no token
+		set = append(set, session.End()) // enabling again revives no token
 	}
 	if state == core.Disabled && u.State != core.Disabled && u.RoleType == string(auth.DomainAdmin) {
 		var out *core.User
-		err := s.KeepAnAdmin(ctx, u.DomainID, u.UserID, func() (err error) {
+		err := domainadmin.Keep(ctx, s.Deps, u.DomainID, u.UserID, func() (err error) {
 			out, err = s.SetUser(ctx, u, set)
 			return err
 		})
@@ -247,7 +254,7 @@ func (s *service) setState(ctx context.Context, u *core.User, state string) (*co
 // user.
 func (s *service) deleteUser(ctx context.Context, u *core.User) error {
 	if u.State != core.Disabled && u.RoleType == string(auth.DomainAdmin) {
-		return s.KeepAnAdmin(ctx, u.DomainID, u.UserID, func() error { return s.removeUser(ctx, u) })
+		return domainadmin.Keep(ctx, s.Deps, u.DomainID, u.UserID, func() error { return s.removeUser(ctx, u) })
 	}
 	return s.removeUser(ctx, u)
 }
@@ -259,10 +266,10 @@ func (s *service) removeUser(ctx context.Context, u *core.User) error {
 			return store.Wrap(err)
 		}
 	}
-	if err := s.DropCodes(ctx, u, core.PurposeMFA, core.PurposeEmail, core.PurposeLogin); err != nil {
+	if err := verification.CodesOf(s.Deps).Drop(ctx, u, core.PurposeMFA, core.PurposeEmail, core.PurposeLogin); err != nil {
 		return err
 	}
-	if err := s.Logins.Lift(ctx, u.ID); err != nil {
+	if err := login.ThrottleOf(s.Deps).Lift(ctx, u.ID); err != nil {
 		return err
 	}
 	if _, err := s.Users.DeleteOne(ctx, bson.D{{Key: "_id", Value: u.ID}}); err != nil {
@@ -282,7 +289,7 @@ func (s *service) userStat(ctx context.Context, p *auth.Principal, q *stat.Query
 	if !reshaped && len(q.Aggregate) > 0 {
 		fields := make([]stat.ProjectField, 0, len(info))
 		for _, f := range info {
-			fields = append(fields, stat.ProjectField{Key: f, Name: core.FirstNonEmpty(names[f], f)})
+			fields = append(fields, stat.ProjectField{Key: f, Name: cmp.Or(names[f], f)})
 		}
 		q.Aggregate = append(q.Aggregate, stat.Stage{Project: &stat.Project{Fields: fields, ExcludeKeys: true}})
 	}

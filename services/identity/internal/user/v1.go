@@ -1,6 +1,7 @@
 package user
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"strings"
@@ -14,6 +15,8 @@ import (
 	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/identity/internal/core"
+	"github.com/nubes-io/nubes/services/identity/internal/takeover"
+	"github.com/nubes-io/nubes/services/identity/internal/userprofile"
 )
 
 // The v1 user operations. Requests name their domain_id: it must be the
@@ -146,25 +149,25 @@ func v1Info(u *core.User) *userInfoV1 { return toV1(u) }
 
 func (s *service) userRoutesV1() []api.Route {
 	return []api.Route{
-		api.Op[createUserV1, userInfoV1]{Path: "/identity/v1/user/create", Access: core.DomainAdmin, Summary: "Create a user (PENDING); reset_password mails an invitation.", Handle: core.AsInfo(v1Info, s.createUserV1)},
-		api.Op[updateUserV1, userInfoV1]{Path: "/identity/v1/user/update", Access: core.AnyRole, Summary: "Change a user (an admin) or oneself (no password).", Handle: core.AsInfo(v1Info, s.updateUserV1)},
+		api.Op[createUserV1, userInfoV1]{Path: "/identity/v1/user/create", Access: core.DomainAdmin, Summary: "Create a user (PENDING); reset_password mails an invitation.", Handle: AsInfo(v1Info, s.createUserV1)},
+		api.Op[updateUserV1, userInfoV1]{Path: "/identity/v1/user/update", Access: core.AnyRole, Summary: "Change a user (an admin) or oneself (no password).", Handle: AsInfo(v1Info, s.updateUserV1)},
 		api.Op[verifyEmailV1, api.Empty]{Path: "/identity/v1/user/verify-email", Access: core.AnyRole, Summary: "Mail a code to confirm the e-mail (force: an admin marks it verified).", Handle: s.verifyEmailV1},
-		api.Op[codeRequestV1, userInfoV1]{Path: "/identity/v1/user/confirm-email", Access: core.AnyRole, Summary: "Confirm the e-mail with the mailed code.", Handle: core.AsInfo(v1Info, s.v1Code(s.profile.ConfirmEmail))},
+		api.Op[codeRequestV1, userInfoV1]{Path: "/identity/v1/user/confirm-email", Access: core.AnyRole, Summary: "Confirm the e-mail with the mailed code.", Handle: AsInfo(v1Info, s.v1Code(s.profile.ConfirmEmail))},
 		api.Op[userRequestV1, api.Empty]{Path: "/identity/v1/user/reset-password", Access: auth.Public(), Summary: "Mail a password reset link to an eligible user; answers the same whether or not the user exists.", Handle: func(ctx context.Context, _ *auth.Principal, r *userRequestV1) (*api.Empty, error) {
 			return &api.Empty{}, s.profile.RequestReset(ctx, r.DomainID, r.UserID)
 		}},
-		api.Op[setRequiredActionsV1, userInfoV1]{Path: "/identity/v1/user/set-required-actions", Access: core.DomainAdmin, Summary: "Add required actions to a user.", Handle: core.AsInfo(v1Info, s.setRequiredActionsV1)},
-		api.Op[enableMFAV1, userInfoV1]{Path: "/identity/v1/user/enable-mfa", Access: core.AnyRole, Summary: "Start turning MFA on: EMAIL mails a code to options.email; OTP answers the secret as options.otp_qrcode_uri.", Handle: core.AsInfo(v1Info, s.enableMFAV1)},
-		api.Op[disableMFAV1, userInfoV1]{Path: "/identity/v1/user/disable-mfa", Access: core.AnyRole, Summary: "Start turning MFA off with a mailed code (force: an admin turns it off).", Handle: core.AsInfo(v1Info, s.disableMFAV1)},
-		api.Op[codeRequestV1, userInfoV1]{Path: "/identity/v1/user/confirm-mfa", Access: core.AnyRole, Summary: "Confirm the pending MFA change with the mailed code (OTP: a code of the app).", Handle: core.AsInfo(v1Info, s.v1Code(s.profile.ConfirmMFA))},
-		api.Op[userRequestV1, userInfoV1]{Path: "/identity/v1/user/enable", Access: core.DomainAdmin, Summary: "Enable a user.", Handle: core.AsInfo(v1Info, s.v1Admin(s.stateTo(core.Enabled)))},
-		api.Op[userRequestV1, userInfoV1]{Path: "/identity/v1/user/disable", Access: core.DomainAdmin, Summary: "Disable a user (not the last domain admin).", Handle: core.AsInfo(v1Info, s.v1Admin(s.stateTo(core.Disabled)))},
+		api.Op[setRequiredActionsV1, userInfoV1]{Path: "/identity/v1/user/set-required-actions", Access: core.DomainAdmin, Summary: "Add required actions to a user.", Handle: AsInfo(v1Info, s.setRequiredActionsV1)},
+		api.Op[enableMFAV1, userInfoV1]{Path: "/identity/v1/user/enable-mfa", Access: core.AnyRole, Summary: "Start turning MFA on: EMAIL mails a code to options.email; OTP answers the secret as options.otp_qrcode_uri.", Handle: AsInfo(v1Info, s.enableMFAV1)},
+		api.Op[disableMFAV1, userInfoV1]{Path: "/identity/v1/user/disable-mfa", Access: core.AnyRole, Summary: "Start turning MFA off with a mailed code (force: an admin turns it off).", Handle: AsInfo(v1Info, s.disableMFAV1)},
+		api.Op[codeRequestV1, userInfoV1]{Path: "/identity/v1/user/confirm-mfa", Access: core.AnyRole, Summary: "Confirm the pending MFA change with the mailed code (OTP: a code of the app).", Handle: AsInfo(v1Info, s.v1Code(s.profile.ConfirmMFA))},
+		api.Op[userRequestV1, userInfoV1]{Path: "/identity/v1/user/enable", Access: core.DomainAdmin, Summary: "Enable a user.", Handle: AsInfo(v1Info, s.v1Admin(s.stateTo(core.Enabled)))},
+		api.Op[userRequestV1, userInfoV1]{Path: "/identity/v1/user/disable", Access: core.DomainAdmin, Summary: "Disable a user (not the last domain admin).", Handle: AsInfo(v1Info, s.v1Admin(s.stateTo(core.Disabled)))},
 		api.Op[userRequestV1, api.Empty]{Path: "/identity/v1/user/delete", Access: core.DomainAdmin, Summary: "Delete a user with its role bindings and API keys (not the last domain admin).", Handle: s.deleteUserV1},
 		api.Op[getUserV1, userInfoV1]{Path: "/identity/v1/user/get", Access: core.AnyRole, Summary: "Get a user (an admin) or oneself.", Handle: s.getUserV1},
 		api.Op[userQueryV1, api.List[userInfoV1]]{Path: "/identity/v1/user/list", Access: core.DomainAdmin, Summary: "List the users of a domain.", Handle: s.listUsersV1},
 		api.Op[userStatV1, map[string]any]{Path: "/identity/v1/user/stat", Access: core.DomainAdmin, Summary: "Statistics over the users of a domain.", Handle: s.statUsersV1},
 		api.Op[findUserV1, api.List[findUserInfo]]{Path: "/identity/v1/user/find", Access: core.DomainAdmin, Summary: "Find users of a domain by user_id or keyword (at most 100).", Handle: s.findUsersV1},
-		api.Op[userRequestV1, userInfoV1]{Path: "/identity/v1/user/sync", Access: core.DomainAdmin, Summary: "Sync a user from its auth backend (a LOCAL user is returned unchanged).", Handle: core.AsInfo(v1Info, s.v1Admin(nil))},
+		api.Op[userRequestV1, userInfoV1]{Path: "/identity/v1/user/sync", Access: core.DomainAdmin, Summary: "Sync a user from its auth backend (a LOCAL user is returned unchanged).", Handle: AsInfo(v1Info, s.v1Admin(nil))},
 	}
 }
 
@@ -225,7 +228,7 @@ func (s *service) createUserV1(ctx context.Context, p *auth.Principal, r *create
 	if err != nil {
 		return nil, err
 	}
-	return s.createUser(ctx, newUser{DomainID: dom, UserID: r.UserID, AuthType: r.Backend, UserType: core.FirstNonEmpty(r.UserType, "USER"), AuthKey: "backend",
+	return s.createUser(ctx, newUser{DomainID: dom, UserID: r.UserID, AuthType: r.Backend, UserType: cmp.Or(r.UserType, "USER"), AuthKey: "backend",
 		Password: r.Password, Name: r.Name, Email: r.Email, Language: r.Language, Timezone: r.Timezone, Tags: r.Tags, ResetPassword: r.ResetPassword})
 }
 
@@ -238,11 +241,11 @@ func (s *service) updateUserV1(ctx context.Context, p *auth.Principal, r *update
 		return nil, errs.New(errs.PermissionDenied, "Permission denied. (reason = change your own password with /identity/v2/user-profile/update and current_password)")
 	}
 	if r.Password != "" || r.ResetPassword || (r.Email != "" && r.Email != u.Email) {
-		if err := s.GuardCredentials(ctx, p, u, r.CurrentPassword, false); err != nil {
+		if err := takeover.Guard(ctx, s.Deps, p, u, r.CurrentPassword, false); err != nil {
 			return nil, err
 		}
 	}
-	return s.adminUpdate(ctx, u, core.UserChange{Name: r.Name, Email: r.Email, Language: r.Language, Timezone: r.Timezone, Tags: r.Tags}, r.Password, r.ResetPassword)
+	return s.adminUpdate(ctx, u, userprofile.UserChange{Name: r.Name, Email: r.Email, Language: r.Language, Timezone: r.Timezone, Tags: r.Tags}, r.Password, r.ResetPassword)
 }
 
 func (s *service) verifyEmailV1(ctx context.Context, p *auth.Principal, r *verifyEmailV1) (*api.Empty, error) {
@@ -253,11 +256,11 @@ func (s *service) verifyEmailV1(ctx context.Context, p *auth.Principal, r *verif
 	if r.Force && !admin {
 		return nil, adminOnly("force")
 	}
-	if err := core.CheckEmailAddress("email", r.Email); err != nil {
+	if err := userprofile.CheckEmailAddress("email", r.Email); err != nil {
 		return nil, err
 	}
 	if r.Force || (r.Email != "" && r.Email != u.Email) {
-		if err := s.GuardCredentials(ctx, p, u, r.CurrentPassword, false); err != nil {
+		if err := takeover.Guard(ctx, s.Deps, p, u, r.CurrentPassword, false); err != nil {
 			return nil, err
 		}
 	}
@@ -290,7 +293,7 @@ func (s *service) enableMFAV1(ctx context.Context, p *auth.Principal, r *enableM
 		return nil, err
 	}
 	return s.profile.EnableMFA(ctx, u, r.MFAType, r.Options, func() error {
-		return s.GuardCredentials(ctx, p, u, r.CurrentPassword, slices.Contains(u.RequiredActions, core.EnforceMFA))
+		return takeover.Guard(ctx, s.Deps, p, u, r.CurrentPassword, slices.Contains(u.RequiredActions, core.EnforceMFA))
 	})
 }
 
@@ -303,7 +306,7 @@ func (s *service) disableMFAV1(ctx context.Context, p *auth.Principal, r *disabl
 		if !admin {
 			return nil, adminOnly("force")
 		}
-		if err := s.GuardCredentials(ctx, p, u, "", false); err != nil {
+		if err := takeover.Guard(ctx, s.Deps, p, u, "", false); err != nil {
 			return nil, err
 		}
 		return s.profile.ResetMFA(ctx, u)

@@ -1,6 +1,7 @@
 package user
 
 import (
+	"cmp"
 	"context"
 
 	"github.com/nubes-io/nubes/pkg/api"
@@ -9,6 +10,8 @@ import (
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/services/identity/internal/core"
+	"github.com/nubes-io/nubes/services/identity/internal/takeover"
+	"github.com/nubes-io/nubes/services/identity/internal/userprofile"
 )
 
 // The v2 user operations: a domain admin (or SYSTEM) manages the users of
@@ -74,16 +77,16 @@ var infoFieldsV2 = []string{"user_id", "name", "state", "email", "email_verified
 
 func (s *service) userRoutesV2() []api.Route {
 	return []api.Route{
-		api.Op[createUserV2, core.UserInfoV2]{Path: "/identity/v2/user/create", Access: core.DomainAdmin, Summary: "Create a user (PENDING) in the caller's domain; reset_password mails an invitation.", Handle: core.AsInfoV2(s.Deps, s.createUserV2)},
-		api.Op[updateUserV2, core.UserInfoV2]{Path: "/identity/v2/user/update", Access: core.DomainAdmin, Summary: "Change a user; a new e-mail is unverified; reset_password mails a reset link.", Handle: core.AsInfoV2(s.Deps, s.updateUserV2)},
+		api.Op[createUserV2, userprofile.UserInfoV2]{Path: "/identity/v2/user/create", Access: core.DomainAdmin, Summary: "Create a user (PENDING) in the caller's domain; reset_password mails an invitation.", Handle: userprofile.AsInfoV2(s.Deps, s.createUserV2)},
+		api.Op[updateUserV2, userprofile.UserInfoV2]{Path: "/identity/v2/user/update", Access: core.DomainAdmin, Summary: "Change a user; a new e-mail is unverified; reset_password mails a reset link.", Handle: userprofile.AsInfoV2(s.Deps, s.updateUserV2)},
 		api.Op[verifyUserEmailV2, api.Empty]{Path: "/identity/v2/user/verify-email", Access: core.DomainAdmin, Summary: "Mark a user's e-mail (optionally a new one) verified, without a code.", Handle: s.verifyUserEmailV2},
-		api.Op[userRequestV2, core.UserInfoV2]{Path: "/identity/v2/user/disable-mfa", Access: core.DomainAdmin, Summary: "Turn a user's MFA off without a code (not one's own, not with an API key).", Handle: core.AsInfoV2(s.Deps, s.disableMFAV2)},
-		api.Op[setRequiredActionsV2, core.UserInfoV2]{Path: "/identity/v2/user/set-required-actions", Access: core.DomainAdmin, Summary: "Add required actions (UPDATE_PASSWORD, ENFORCE_MFA) to a user.", Handle: core.AsInfoV2(s.Deps, s.setRequiredActionsV2)},
-		api.Op[userRequestV2, core.UserInfoV2]{Path: "/identity/v2/user/enable", Access: core.DomainAdmin, Summary: "Enable a user.", Handle: core.AsInfoV2(s.Deps, s.v2Target(s.stateTo(core.Enabled)))},
-		api.Op[userRequestV2, core.UserInfoV2]{Path: "/identity/v2/user/disable", Access: core.DomainAdmin, Summary: "Disable a user: its credentials stop working (not the last domain admin).", Handle: core.AsInfoV2(s.Deps, s.v2Target(s.stateTo(core.Disabled)))},
+		api.Op[userRequestV2, userprofile.UserInfoV2]{Path: "/identity/v2/user/disable-mfa", Access: core.DomainAdmin, Summary: "Turn a user's MFA off without a code (not one's own, not with an API key).", Handle: userprofile.AsInfoV2(s.Deps, s.disableMFAV2)},
+		api.Op[setRequiredActionsV2, userprofile.UserInfoV2]{Path: "/identity/v2/user/set-required-actions", Access: core.DomainAdmin, Summary: "Add required actions (UPDATE_PASSWORD, ENFORCE_MFA) to a user.", Handle: userprofile.AsInfoV2(s.Deps, s.setRequiredActionsV2)},
+		api.Op[userRequestV2, userprofile.UserInfoV2]{Path: "/identity/v2/user/enable", Access: core.DomainAdmin, Summary: "Enable a user.", Handle: userprofile.AsInfoV2(s.Deps, s.v2Target(s.stateTo(core.Enabled)))},
+		api.Op[userRequestV2, userprofile.UserInfoV2]{Path: "/identity/v2/user/disable", Access: core.DomainAdmin, Summary: "Disable a user: its credentials stop working (not the last domain admin).", Handle: userprofile.AsInfoV2(s.Deps, s.v2Target(s.stateTo(core.Disabled)))},
 		api.Op[userRequestV2, api.Empty]{Path: "/identity/v2/user/delete", Access: core.DomainAdmin, Summary: "Delete a user with its role bindings and API keys (not the last domain admin).", Handle: s.deleteUserV2},
-		api.Op[userRequestV2, core.UserInfoV2]{Path: "/identity/v2/user/get", Access: core.DomainAdmin, Summary: "Get a user.", Handle: core.AsInfoV2(s.Deps, s.v2Target(nil))},
-		api.Op[userSearchV2, api.List[core.UserInfoV2]]{Path: "/identity/v2/user/list", Access: core.DomainAdmin, Summary: "List the users of the caller's domain.", Handle: s.listUsersV2},
+		api.Op[userRequestV2, userprofile.UserInfoV2]{Path: "/identity/v2/user/get", Access: core.DomainAdmin, Summary: "Get a user.", Handle: userprofile.AsInfoV2(s.Deps, s.v2Target(nil))},
+		api.Op[userSearchV2, api.List[userprofile.UserInfoV2]]{Path: "/identity/v2/user/list", Access: core.DomainAdmin, Summary: "List the users of the caller's domain.", Handle: s.listUsersV2},
 		api.Op[core.StatRequest, map[string]any]{Path: "/identity/v2/user/stat", Access: core.DomainAdmin, Summary: "Statistics over the users of the caller's domain.", Handle: func(ctx context.Context, p *auth.Principal, r *core.StatRequest) (*map[string]any, error) {
 			return s.userStat(ctx, p, r.Query, noRename, infoFieldsV2, nil)
 		}},
@@ -120,11 +123,11 @@ func (s *service) updateUserV2(ctx context.Context, p *auth.Principal, r *update
 		return nil, err
 	}
 	if r.Password != "" || r.ResetPassword || (r.Email != "" && r.Email != u.Email) {
-		if err := s.GuardCredentials(ctx, p, u, r.CurrentPassword, false); err != nil {
+		if err := takeover.Guard(ctx, s.Deps, p, u, r.CurrentPassword, false); err != nil {
 			return nil, err
 		}
 	}
-	return s.adminUpdate(ctx, u, core.UserChange{Name: r.Name, Email: r.Email, Language: r.Language, Timezone: r.Timezone, Tags: r.Tags}, r.Password, r.ResetPassword)
+	return s.adminUpdate(ctx, u, userprofile.UserChange{Name: r.Name, Email: r.Email, Language: r.Language, Timezone: r.Timezone, Tags: r.Tags}, r.Password, r.ResetPassword)
 }
 
 func (s *service) disableMFAV2(ctx context.Context, p *auth.Principal, r *userRequestV2) (*core.User, error) {
@@ -132,7 +135,7 @@ func (s *service) disableMFAV2(ctx context.Context, p *auth.Principal, r *userRe
 	if err != nil {
 		return nil, err
 	}
-	if err := s.GuardCredentials(ctx, p, u, "", false); err != nil {
+	if err := takeover.Guard(ctx, s.Deps, p, u, "", false); err != nil {
 		return nil, err
 	}
 	return s.profile.ResetMFA(ctx, u)
@@ -143,7 +146,7 @@ func (s *service) verifyUserEmailV2(ctx context.Context, p *auth.Principal, r *v
 	if err != nil {
 		return nil, err
 	}
-	if err := s.GuardCredentials(ctx, p, u, "", false); err != nil {
+	if err := takeover.Guard(ctx, s.Deps, p, u, "", false); err != nil {
 		return nil, err
 	}
 	if _, err := s.profile.MarkEmailVerified(ctx, u, r.Email); err != nil {
@@ -171,21 +174,21 @@ func (s *service) deleteUserV2(ctx context.Context, p *auth.Principal, r *userRe
 	return &api.Empty{}, nil
 }
 
-func (s *service) listUsersV2(ctx context.Context, p *auth.Principal, r *userSearchV2) (*api.List[core.UserInfoV2], error) {
+func (s *service) listUsersV2(ctx context.Context, p *auth.Principal, r *userSearchV2) (*api.List[userprofile.UserInfoV2], error) {
 	q := query.With(r.Query, query.Params("user_id", r.UserID, "name", r.Name, "state", r.State, "email", r.Email, "auth_type", r.AuthType)...)
 	caller, err := s.CallerIn(ctx, p, r.DomainID)
 	if err != nil {
 		return nil, err
 	}
-	out, err := searchUsers(ctx, s, caller, q, userResourceV2, func(u *core.User) core.UserInfoV2 { return *core.ToV2(u) }, nil)
+	out, err := searchUsers(ctx, s, caller, q, userResourceV2, func(u *core.User) userprofile.UserInfoV2 { return *userprofile.ToV2(u) }, nil)
 	if err != nil {
 		return nil, err
 	}
-	page := make([]*core.UserInfoV2, len(out.Results))
+	page := make([]*userprofile.UserInfoV2, len(out.Results))
 	for i := range out.Results {
 		page[i] = &out.Results[i]
 	}
-	return out, s.CountAPIKeys(ctx, caller.DomainID, page...)
+	return out, userprofile.CountAPIKeys(ctx, s.Deps, caller.DomainID, page...)
 }
 
 // searchUsers lists the users p reaches as Info rows; names maps stored
@@ -200,7 +203,7 @@ func searchUsers[Info any](ctx context.Context, s *service, p *auth.Principal, q
 		out.Results[i] = to(&list.Results[i])
 	}
 	for _, f := range list.Fields {
-		out.Fields = append(out.Fields, core.FirstNonEmpty(names[f], f))
+		out.Fields = append(out.Fields, cmp.Or(names[f], f))
 	}
 	return out, nil
 }

@@ -16,6 +16,10 @@ import (
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/identity/internal/core"
+	"github.com/nubes-io/nubes/services/identity/internal/password"
+	"github.com/nubes-io/nubes/services/identity/internal/session"
+	"github.com/nubes-io/nubes/services/identity/internal/takeover"
+	"github.com/nubes-io/nubes/services/identity/internal/verification"
 )
 
 // requestReset is the unauthenticated password reset. It answers the same
@@ -27,7 +31,7 @@ import (
 func (s *Profile) RequestReset(ctx context.Context, domainID, userID string) error {
 	start := time.Now()
 	defer func() {
-		if d := core.ResetFloor - time.Since(start); d > 0 {
+		if d := ResetFloor - time.Since(start); d > 0 {
 			select {
 			case <-time.After(d):
 			case <-ctx.Done():
@@ -48,11 +52,11 @@ func (s *Profile) RequestReset(ctx context.Context, domainID, userID string) err
 	if err != nil || d.State != core.Enabled {
 		return nil
 	}
-	mailed := store.Slots{C: s.DB.Collection(core.CountersCollection), Max: 1, TTL: core.ResetMailEvery}
+	mailed := store.Slots{C: s.DB.Collection(core.CountersCollection), Max: 1, TTL: ResetMailEvery}
 	if ok, err := mailed.Take(ctx, "reset_mail:"+u.ID); err != nil || !ok {
 		return err // !ok: mailed a moment ago, say nothing
 	}
-	return s.MailLink(ctx, &u.User, "reset_password", core.ResetTTL)
+	return takeover.MailLink(ctx, s.Deps, &u.User, "reset_password", ResetTTL)
 }
 
 // selfUpdate is update by the user itself (profile): a password change
@@ -60,7 +64,7 @@ func (s *Profile) RequestReset(ctx context.Context, domainID, userID string) err
 // caller came through its latest mailed link; a wrong current password
 // counts as a failed login. Success clears UPDATE_PASSWORD, voids the
 // link and lifts a login block.
-func (s *Profile) selfUpdate(ctx context.Context, d *core.UserDoc, p *auth.Principal, c core.UserChange, password, current string) (*core.User, error) {
+func (s *Profile) selfUpdate(ctx context.Context, d *core.UserDoc, p *auth.Principal, c UserChange, pw, current string) (*core.User, error) {
 	u := &d.User
 	if err := c.Check(); err != nil {
 		return nil, err
@@ -68,31 +72,31 @@ func (s *Profile) selfUpdate(ctx context.Context, d *core.UserDoc, p *auth.Princ
 	set := c.Fields(u)
 	var update bson.D
 	newEmail := c.Email != "" && c.Email != u.Email
-	if password != "" {
+	if pw != "" {
 		if u.AuthType != core.AuthLocal {
 			return nil, errs.Invalid("password", "only LOCAL users have a password")
 		}
-		if err := core.CheckPassword(password); err != nil {
+		if err := password.Check(pw); err != nil {
 			return nil, err
 		}
 	}
-	if password != "" || newEmail {
+	if pw != "" || newEmail {
 		// UPDATE_PASSWORD pending exempts a password change, not a new address.
 		exempt := !newEmail && slices.Contains(u.RequiredActions, core.UpdatePassword)
-		if err := s.GuardCredentials(ctx, p, u, current, exempt); err != nil {
+		if err := takeover.Guard(ctx, s.Deps, p, u, current, exempt); err != nil {
 			return nil, err
 		}
 	}
-	if password != "" {
-		if s.PasswordMatches(u.PasswordHash, password) {
+	if pw != "" {
+		if password.Matches(u.PasswordHash, pw, s.Cfg.PasswordCost) {
 			return nil, errs.New(errs.PasswordNotChanged, "The new password is the same as the current one.")
 		}
-		hash, err := s.HashPassword(password)
+		hash, err := password.Hash(pw, s.Cfg.PasswordCost)
 		if err != nil {
 			return nil, err
 		}
-		set = append(set, bson.E{Key: "password_hash", Value: hash}, core.EndSessions(),
-			bson.E{Key: "required_actions", Value: core.WithoutAction(u.RequiredActions, core.UpdatePassword)})
+		set = append(set, bson.E{Key: "password_hash", Value: hash}, session.End(),
+			bson.E{Key: "required_actions", Value: WithoutAction(u.RequiredActions, core.UpdatePassword)})
 		update = bson.D{{Key: "$unset", Value: bson.D{{Key: "link_token_id", Value: ""}, {Key: "link_expires_at", Value: ""}}}}
 	}
 	if len(set) == 0 {
@@ -105,20 +109,20 @@ func (s *Profile) selfUpdate(ctx context.Context, d *core.UserDoc, p *auth.Princ
 	if err != nil {
 		return nil, err
 	}
-	return out, s.Changed(ctx, u, newEmail, password != "")
+	return out, takeover.Changed(ctx, s.Deps, u, newEmail, pw != "")
 }
 
 // requestEmailCode sets a new address (unverified) when given and mails a
 // code to the address to confirm. The code is bound to that address.
 func (s *Profile) RequestEmailCode(ctx context.Context, u *core.User, email string) error {
-	if err := core.CheckEmailAddress("email", email); err != nil {
+	if err := CheckEmailAddress("email", email); err != nil {
 		return err
 	}
-	to := core.FirstNonEmpty(email, u.Email)
+	to := cmp.Or(email, u.Email)
 	if to == "" {
 		return errs.Required("email")
 	}
-	code, err := s.Codes.Issue(ctx, core.PurposeEmail, u.DomainID, u.UserID, s.Cfg.EmailCodeTTL, map[string]string{"email": to})
+	code, err := verification.CodesOf(s.Deps).Issue(ctx, core.PurposeEmail, u.DomainID, u.UserID, s.Cfg.EmailCodeTTL, map[string]string{"email": to})
 	if err != nil {
 		return err
 	}
@@ -127,35 +131,35 @@ func (s *Profile) RequestEmailCode(ctx context.Context, u *core.User, email stri
 		if u, err = s.SetUser(ctx, u, bson.D{{Key: "email", Value: to}, {Key: "email_verified", Value: false}}); err != nil {
 			return err
 		}
-		if err := s.Notify(ctx, old, core.NoticeEmail); err != nil {
+		if err := takeover.Notify(ctx, s.Deps, old, takeover.NoticeEmail); err != nil {
 			return err
 		}
 	}
-	return s.Mail(ctx, u, to, "verify_email", map[string]string{"code": code, "user_id": u.UserID, "name": core.MailName(u, to),
+	return s.Mail(ctx, u, to, "verify_email", map[string]string{"code": code, "user_id": u.UserID, "name": takeover.MailName(u, to),
 		"expires_minutes": strconv.Itoa(int(s.Cfg.EmailCodeTTL.Minutes()))})
 }
 
 // confirmEmail marks the address verified with the code that was mailed
 // to it; a code for an address the user has since replaced is invalid.
 func (s *Profile) ConfirmEmail(ctx context.Context, u *core.User, code string) (*core.User, error) {
-	data, err := s.Codes.Verify(ctx, core.PurposeEmail, u.DomainID, u.UserID, code)
+	data, err := verification.CodesOf(s.Deps).Verify(ctx, core.PurposeEmail, u.DomainID, u.UserID, code)
 	if err != nil {
 		return nil, err
 	}
 	out, err := s.UpdateUser(ctx, u, bson.D{{Key: "email", Value: data["email"]}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "email_verified", Value: true}}}})
 	if errors.Is(err, core.ErrUserChanged) {
-		return nil, core.ErrBadCode
+		return nil, verification.ErrBadCode
 	}
 	return out, err
 }
 
 // markEmailVerified is the admin's verification: no code.
 func (s *Profile) MarkEmailVerified(ctx context.Context, u *core.User, email string) (*core.User, error) {
-	if err := core.CheckEmailAddress("email", email); err != nil {
+	if err := CheckEmailAddress("email", email); err != nil {
 		return nil, err
 	}
-	to := core.FirstNonEmpty(email, u.Email)
+	to := cmp.Or(email, u.Email)
 	if to == "" {
 		return nil, errs.Required("email")
 	}
@@ -184,7 +188,7 @@ func (s *Profile) EnableMFA(ctx context.Context, u *core.User, mfaType string, o
 			return nil, errs.New(errs.InvalidKeyInOptions, "Invalid key in options. (key = options.%s, allowed = email)", k)
 		}
 	}
-	if err := core.CheckEmailAddress("options.email", email); err != nil {
+	if err := CheckEmailAddress("options.email", email); err != nil {
 		return nil, err
 	}
 	if u.AuthType != core.AuthLocal {
@@ -218,12 +222,12 @@ func (s *Profile) mfaCode(ctx context.Context, u *core.User, to, action string) 
 	if action == core.ActionEnable {
 		data["email"] = to
 	}
-	return s.Codes.Issue(ctx, core.PurposeMFA, u.DomainID, u.UserID, s.Cfg.MFACodeTTL, data)
+	return verification.CodesOf(s.Deps).Issue(ctx, core.PurposeMFA, u.DomainID, u.UserID, s.Cfg.MFACodeTTL, data)
 }
 
 func (s *Profile) mailMFACode(ctx context.Context, u *core.User, to, action, code string) error {
 	return s.Mail(ctx, u, to, "mfa_code", map[string]string{"code": code, "purpose": action, "user_id": u.UserID,
-		"name": core.MailName(u, to), "expires_minutes": strconv.Itoa(int(s.Cfg.MFACodeTTL.Minutes()))})
+		"name": takeover.MailName(u, to), "expires_minutes": strconv.Itoa(int(s.Cfg.MFACodeTTL.Minutes()))})
 }
 
 // enableOTP keeps a new TOTP secret pending (state stays DISABLED) and
@@ -242,15 +246,15 @@ func (s *Profile) enableOTP(ctx context.Context, u *core.User, opts map[string]a
 	if err := guard(); err != nil {
 		return nil, err
 	}
-	secret, err := core.NewOTPSecret()
+	secret, err := verification.NewOTPSecret()
 	if err != nil {
 		return nil, err
 	}
-	sealed, err := s.SealOTP(u, secret)
+	sealed, err := verification.SealOTP(s.Deps, u, secret)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.Codes.Attempts.Reset(ctx, otpConfirmKey(u)); err != nil {
+	if err := verification.CodesOf(s.Deps).Attempts.Reset(ctx, otpConfirmKey(u)); err != nil {
 		return nil, err
 	}
 	out, err := s.UpdateUser(ctx, u, bson.D{{Key: "mfa.state", Value: bson.D{{Key: "$ne", Value: core.Enabled}}}},
@@ -261,7 +265,7 @@ func (s *Profile) enableOTP(ctx context.Context, u *core.User, opts map[string]a
 	if err != nil {
 		return nil, err
 	}
-	out.MFA.Options = map[string]any{"otp_qrcode_uri": core.OTPURI("Nubes", u.UserID, secret)}
+	out.MFA.Options = map[string]any{"otp_qrcode_uri": verification.OTPURI("Nubes", u.UserID, secret)}
 	return out, nil
 }
 
@@ -277,23 +281,23 @@ func (s *Profile) confirmOTP(ctx context.Context, u *core.User, code string) (*c
 	if enabling {
 		sealed = u.OTPPending
 	} else if time.Now().After(u.OTPDisableBy.Time) {
-		return nil, core.ErrBadCode
+		return nil, verification.ErrBadCode
 	}
 	// Claimed before the comparison, as codes.verify does.
 	key := otpConfirmKey(u)
-	if ok, err := s.Codes.Attempts.Take(ctx, key); err != nil || !ok {
-		return nil, cmp.Or(err, core.ErrTooManyTries)
+	if ok, err := verification.CodesOf(s.Deps).Attempts.Take(ctx, key); err != nil || !ok {
+		return nil, cmp.Or(err, verification.ErrTooManyTries)
 	}
-	if err := s.CheckOTP(ctx, u, sealed, strings.TrimSpace(code)); err != nil {
+	if err := verification.CheckOTP(ctx, s.Deps, u, sealed, strings.TrimSpace(code)); err != nil {
 		return nil, err
 	}
-	if err := s.Codes.Attempts.Reset(ctx, key); err != nil {
+	if err := verification.CodesOf(s.Deps).Attempts.Reset(ctx, key); err != nil {
 		return nil, err
 	}
 	if enabling {
 		out, err := s.UpdateUser(ctx, u, bson.D{{Key: "mfa.state", Value: bson.D{{Key: "$ne", Value: core.Enabled}}}, {Key: "mfa.mfa_type", Value: core.MFAOTP}},
-			bson.D{{Key: "$set", Value: bson.D{core.EndSessions(), {Key: "mfa", Value: core.MFA{State: core.Enabled, MFAType: core.MFAOTP, Options: map[string]any{}}},
-				{Key: "otp_secret", Value: u.OTPPending}, {Key: "required_actions", Value: core.WithoutAction(u.RequiredActions, core.EnforceMFA)}}},
+			bson.D{{Key: "$set", Value: bson.D{session.End(), {Key: "mfa", Value: core.MFA{State: core.Enabled, MFAType: core.MFAOTP, Options: map[string]any{}}},
+				{Key: "otp_secret", Value: u.OTPPending}, {Key: "required_actions", Value: WithoutAction(u.RequiredActions, core.EnforceMFA)}}},
 				{Key: "$unset", Value: bson.D{{Key: "otp_pending", Value: ""}}}})
 		if errors.Is(err, core.ErrUserChanged) {
 			return nil, errMFAOn
@@ -301,7 +305,7 @@ func (s *Profile) confirmOTP(ctx context.Context, u *core.User, code string) (*c
 		return out, err
 	}
 	out, err := s.UpdateUser(ctx, u, bson.D{{Key: "mfa.state", Value: core.Enabled}},
-		bson.D{{Key: "$set", Value: bson.D{core.EndSessions(), {Key: "mfa", Value: core.MFA{State: core.Disabled, Options: map[string]any{}}}}},
+		bson.D{{Key: "$set", Value: bson.D{session.End(), {Key: "mfa", Value: core.MFA{State: core.Disabled, Options: map[string]any{}}}}},
 			{Key: "$unset", Value: bson.D{{Key: "otp_secret", Value: ""}, {Key: "otp_disable_by", Value: ""}}}})
 	if errors.Is(err, core.ErrUserChanged) {
 		return nil, errMFAOff
@@ -335,7 +339,7 @@ func (s *Profile) ResetMFA(ctx context.Context, u *core.User) (*core.User, error
 	if u.MFA.State != core.Enabled {
 		return nil, errMFAOff
 	}
-	out, err := s.UpdateUser(ctx, u, nil, bson.D{{Key: "$set", Value: bson.D{core.EndSessions(), {Key: "mfa", Value: core.MFA{State: core.Disabled, Options: map[string]any{}}}}},
+	out, err := s.UpdateUser(ctx, u, nil, bson.D{{Key: "$set", Value: bson.D{session.End(), {Key: "mfa", Value: core.MFA{State: core.Disabled, Options: map[string]any{}}}}},
 		{Key: "$unset", Value: bson.D{{Key: "otp_secret", Value: ""}, {Key: "otp_pending", Value: ""}, {Key: "otp_disable_by", Value: ""}}}})
 	if errors.Is(err, core.ErrUserChanged) {
 		return nil, errs.NotFound("user_id", u.UserID)
@@ -343,13 +347,13 @@ func (s *Profile) ResetMFA(ctx context.Context, u *core.User) (*core.User, error
 	if err != nil {
 		return nil, err
 	}
-	if err := s.Codes.Attempts.Reset(ctx, otpConfirmKey(u)); err != nil {
+	if err := verification.CodesOf(s.Deps).Attempts.Reset(ctx, otpConfirmKey(u)); err != nil {
 		return nil, err
 	}
-	if err := s.Notify(ctx, u, core.NoticeMFA); err != nil {
+	if err := takeover.Notify(ctx, s.Deps, u, takeover.NoticeMFA); err != nil {
 		return nil, err
 	}
-	return out, s.DropCodes(ctx, u, core.PurposeMFA, core.PurposeLogin)
+	return out, verification.CodesOf(s.Deps).Drop(ctx, u, core.PurposeMFA, core.PurposeLogin)
 }
 
 // confirmMFA applies the pending enable or disable whose code is given,
@@ -359,14 +363,14 @@ func (s *Profile) ConfirmMFA(ctx context.Context, u *core.User, code string) (*c
 	if err != nil {
 		return nil, err
 	}
-	return out, s.Notify(ctx, u, core.NoticeMFA)
+	return out, takeover.Notify(ctx, s.Deps, u, takeover.NoticeMFA)
 }
 
 func (s *Profile) applyMFA(ctx context.Context, u *core.User, code string) (*core.User, error) {
 	if u.MFA.MFAType == core.MFAOTP {
 		return s.confirmOTP(ctx, u, code)
 	}
-	data, err := s.Codes.Verify(ctx, core.PurposeMFA, u.DomainID, u.UserID, code)
+	data, err := verification.CodesOf(s.Deps).Verify(ctx, core.PurposeMFA, u.DomainID, u.UserID, code)
 	if err != nil {
 		return nil, err
 	}
@@ -375,18 +379,18 @@ func (s *Profile) applyMFA(ctx context.Context, u *core.User, code string) (*cor
 	case core.ActionEnable:
 		on := core.MFA{State: core.Enabled, MFAType: core.MFAEmail, Options: map[string]any{"email": data["email"]}}
 		out, err = s.UpdateUser(ctx, u, bson.D{{Key: "mfa.state", Value: bson.D{{Key: "$ne", Value: core.Enabled}}}},
-			bson.D{{Key: "$set", Value: bson.D{core.EndSessions(), {Key: "mfa", Value: on}, {Key: "required_actions", Value: core.WithoutAction(u.RequiredActions, core.EnforceMFA)}}}})
+			bson.D{{Key: "$set", Value: bson.D{session.End(), {Key: "mfa", Value: on}, {Key: "required_actions", Value: WithoutAction(u.RequiredActions, core.EnforceMFA)}}}})
 		if errors.Is(err, core.ErrUserChanged) {
 			return nil, errMFAOn
 		}
 	case core.ActionDisable:
 		out, err = s.UpdateUser(ctx, u, bson.D{{Key: "mfa.state", Value: core.Enabled}},
-			bson.D{{Key: "$set", Value: bson.D{core.EndSessions(), {Key: "mfa", Value: core.MFA{State: core.Disabled, Options: map[string]any{}}}}}})
+			bson.D{{Key: "$set", Value: bson.D{session.End(), {Key: "mfa", Value: core.MFA{State: core.Disabled, Options: map[string]any{}}}}}})
 		if errors.Is(err, core.ErrUserChanged) {
 			return nil, errMFAOff
 		}
 	default:
-		return nil, core.ErrBadCode
+		return nil, verification.ErrBadCode
 	}
 	return out, err
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/identity/internal/core"
+	"github.com/nubes-io/nubes/services/identity/internal/session"
+	"github.com/nubes-io/nubes/services/identity/internal/takeover"
 )
 
 // The v2 user profile: any signed-in user acting on itself (the user in
@@ -83,17 +85,17 @@ type myWorkspace struct {
 
 func (s *Profile) routes() []api.Route {
 	return []api.Route{
-		api.Op[updatePassword, core.UserInfoV2]{Path: "/identity/v2/user-profile/update-password", Access: core.AnyRole, Summary: "Change one's own password (current_password needed unless UPDATE_PASSWORD is pending); ends every earlier session.", Handle: core.AsInfoV2(s.Deps, s.updateOwnPassword)},
-		api.Op[updateProfile, core.UserInfoV2]{Path: "/identity/v2/user-profile/update", Access: core.AnyRole, Summary: "Change one's own profile or password (current_password needed unless UPDATE_PASSWORD is pending).", Handle: core.AsInfoV2(s.Deps, s.updateProfile)},
+		api.Op[updatePassword, UserInfoV2]{Path: "/identity/v2/user-profile/update-password", Access: core.AnyRole, Summary: "Change one's own password (current_password needed unless UPDATE_PASSWORD is pending); ends every earlier session.", Handle: AsInfoV2(s.Deps, s.updateOwnPassword)},
+		api.Op[updateProfile, UserInfoV2]{Path: "/identity/v2/user-profile/update", Access: core.AnyRole, Summary: "Change one's own profile or password (current_password needed unless UPDATE_PASSWORD is pending).", Handle: AsInfoV2(s.Deps, s.updateProfile)},
 		api.Op[verifyEmail, api.Empty]{Path: "/identity/v2/user-profile/verify-email", Access: core.AnyRole, Summary: "Set one's e-mail (unverified) if given and mail a code to confirm it.", Handle: s.verifyOwnEmail},
-		api.Op[confirmCode, core.UserInfoV2]{Path: "/identity/v2/user-profile/confirm-email", Access: core.AnyRole, Summary: "Confirm one's e-mail with the mailed code.", Handle: core.AsInfoV2(s.Deps, s.self(true, s.ConfirmEmail))},
+		api.Op[confirmCode, UserInfoV2]{Path: "/identity/v2/user-profile/confirm-email", Access: core.AnyRole, Summary: "Confirm one's e-mail with the mailed code.", Handle: AsInfoV2(s.Deps, s.self(true, s.ConfirmEmail))},
 		api.Op[passwordReset, api.Empty]{Path: "/identity/v2/user-profile/reset-password", Access: auth.Public(), Summary: "Mail a password reset link to an eligible user; answers the same whether or not the user exists.", Handle: func(ctx context.Context, _ *auth.Principal, r *passwordReset) (*api.Empty, error) {
 			return &api.Empty{}, s.RequestReset(ctx, r.DomainID, r.UserID)
 		}},
-		api.Op[enableMFA, core.UserInfoV2]{Path: "/identity/v2/user-profile/enable-mfa", Access: core.AnyRole, Summary: "Start turning MFA on: EMAIL mails a code to options.email; OTP answers the secret as options.otp_qrcode_uri.", Handle: core.AsInfoV2(s.Deps, s.enableOwnMFA)},
-		api.Op[disableMFA, core.UserInfoV2]{Path: "/identity/v2/user-profile/disable-mfa", Access: core.AnyRole, Summary: "Start turning MFA off: EMAIL mails a code to the MFA address; OTP waits for a code of the app.", Handle: core.AsInfoV2(s.Deps, s.disableOwnMFA)},
-		api.Op[confirmCode, core.UserInfoV2]{Path: "/identity/v2/user-profile/confirm-mfa", Access: core.AnyRole, Summary: "Confirm the pending MFA change with the mailed code (OTP: a code of the app).", Handle: core.AsInfoV2(s.Deps, s.self(true, s.ConfirmMFA))},
-		api.Op[api.Empty, core.UserInfoV2]{Path: "/identity/v2/user-profile/get", Access: core.AnyRole, Summary: "Get one's own user.", Handle: core.AsInfoV2(s.Deps, s.getProfile)},
+		api.Op[enableMFA, UserInfoV2]{Path: "/identity/v2/user-profile/enable-mfa", Access: core.AnyRole, Summary: "Start turning MFA on: EMAIL mails a code to options.email; OTP answers the secret as options.otp_qrcode_uri.", Handle: AsInfoV2(s.Deps, s.enableOwnMFA)},
+		api.Op[disableMFA, UserInfoV2]{Path: "/identity/v2/user-profile/disable-mfa", Access: core.AnyRole, Summary: "Start turning MFA off: EMAIL mails a code to the MFA address; OTP waits for a code of the app.", Handle: AsInfoV2(s.Deps, s.disableOwnMFA)},
+		api.Op[confirmCode, UserInfoV2]{Path: "/identity/v2/user-profile/confirm-mfa", Access: core.AnyRole, Summary: "Confirm the pending MFA change with the mailed code (OTP: a code of the app).", Handle: AsInfoV2(s.Deps, s.self(true, s.ConfirmMFA))},
+		api.Op[api.Empty, UserInfoV2]{Path: "/identity/v2/user-profile/get", Access: core.AnyRole, Summary: "Get one's own user.", Handle: AsInfoV2(s.Deps, s.getProfile)},
 		api.Op[myWorkspacesReq, api.List[myWorkspace]]{Path: "/identity/v2/user-profile/get-workspaces", Access: core.AnyRole, Summary: "The enabled workspaces one may enter, with one's role there.", Handle: s.myWorkspaces},
 	}
 }
@@ -109,7 +111,7 @@ func (s *Profile) selfDoc(ctx context.Context, p *auth.Principal, write bool) (*
 	if err != nil {
 		return nil, err
 	}
-	if len(p.Permissions) > 0 && core.PendingPermissions(&d.User) == nil && !d.IsLink(p) {
+	if len(p.Permissions) > 0 && session.PendingPermissions(&d.User) == nil && !takeover.IsLink(d, p) {
 		return nil, errs.Unauthenticated("this token was for a pending action that is done; sign in again")
 	}
 	return d, nil
@@ -140,7 +142,7 @@ func (s *Profile) updateProfile(ctx context.Context, p *auth.Principal, r *updat
 	if err != nil {
 		return nil, err
 	}
-	return s.selfUpdate(ctx, d, p, core.UserChange{Name: r.Name, Email: r.Email, Language: r.Language, Timezone: r.Timezone, Tags: r.Tags}, r.Password, r.CurrentPassword)
+	return s.selfUpdate(ctx, d, p, UserChange{Name: r.Name, Email: r.Email, Language: r.Language, Timezone: r.Timezone, Tags: r.Tags}, r.Password, r.CurrentPassword)
 }
 
 func (s *Profile) verifyOwnEmail(ctx context.Context, p *auth.Principal, r *verifyEmail) (*api.Empty, error) {
@@ -148,11 +150,11 @@ func (s *Profile) verifyOwnEmail(ctx context.Context, p *auth.Principal, r *veri
 	if err != nil {
 		return nil, err
 	}
-	if err := core.CheckEmailAddress("email", r.Email); err != nil {
+	if err := CheckEmailAddress("email", r.Email); err != nil {
 		return nil, err
 	}
 	if r.Email != "" && r.Email != d.Email {
-		if err := s.GuardCredentials(ctx, p, &d.User, r.CurrentPassword, false); err != nil {
+		if err := takeover.Guard(ctx, s.Deps, p, &d.User, r.CurrentPassword, false); err != nil {
 			return nil, err
 		}
 	}
@@ -165,7 +167,7 @@ func (s *Profile) enableOwnMFA(ctx context.Context, p *auth.Principal, r *enable
 		return nil, err
 	}
 	return s.EnableMFA(ctx, &d.User, r.MFAType, r.Options, func() error {
-		return s.GuardCredentials(ctx, p, &d.User, r.CurrentPassword, slices.Contains(d.RequiredActions, core.EnforceMFA))
+		return takeover.Guard(ctx, s.Deps, p, &d.User, r.CurrentPassword, slices.Contains(d.RequiredActions, core.EnforceMFA))
 	})
 }
 
@@ -252,7 +254,7 @@ func (s *Profile) updateOwnPassword(ctx context.Context, p *auth.Principal, r *u
 	if err != nil {
 		return nil, err
 	}
-	return s.selfUpdate(ctx, d, p, core.UserChange{}, r.NewPassword, r.CurrentPassword)
+	return s.selfUpdate(ctx, d, p, UserChange{}, r.NewPassword, r.CurrentPassword)
 }
 
 // Profile holds the rules of one's own user: the profile, e-mail

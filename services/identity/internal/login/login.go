@@ -1,16 +1,21 @@
-package core
+// Package login is the password check of a login and its throttle
+// (docs/decisions.md "Credentials under attack"). token/issue and the
+// takeover rules (a current password) check passwords through it, so
+// every guess is throttled alike. It must not compare a password before
+// the attempt has claimed its slot, nor tell a blocked unknown user from
+// a blocked known one.
+package login
 
 import (
 	"context"
 
-	"go.mongodb.org/mongo-driver/v2/mongo"
-
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/services/identity/internal/core"
+	"github.com/nubes-io/nubes/services/identity/internal/password"
 )
 
-// The login throttle (docs/decisions.md "Credentials under attack").
 // Every password attempt claims a slot before the password is compared,
 // so a burst judges no more attempts than there are slots, however many
 // run in parallel. Slots are counted:
@@ -26,7 +31,7 @@ import (
 // and only while they keep at it: the windows slide, nothing is locked
 // for good. The account is named by the request, known or not, so a
 // blocked unknown user answers as a blocked known one.
-type LoginThrottle struct {
+type Throttle struct {
 	pair, pairLong, account store.Slots
 }
 
@@ -36,8 +41,11 @@ const (
 	accountFactor = 10 // the account-wide bound, in times the limit
 )
 
-func newLoginThrottle(counters *mongo.Collection, cfg Config) LoginThrottle {
-	return LoginThrottle{
+// ThrottleOf is the throttle of d's counters and configuration (it holds
+// no state of its own: the counts are stored).
+func ThrottleOf(d *core.Deps) Throttle {
+	counters, cfg := d.DB.Collection(core.CountersCollection), d.Cfg
+	return Throttle{
 		pair:     store.Slots{C: counters, Max: cfg.MaxLoginFailures, TTL: cfg.LoginBlock},
 		pairLong: store.Slots{C: counters, Max: backoffFactor * cfg.MaxLoginFailures, TTL: backoffWindow * cfg.LoginBlock},
 		account:  store.Slots{C: counters, Max: accountFactor * cfg.MaxLoginFailures, TTL: cfg.LoginBlock},
@@ -50,9 +58,9 @@ func loginKeys(ctx context.Context, userKey string) (pair, account string) {
 	return "login:" + userKey + "|" + auth.SourceFromContext(ctx), "login:" + userKey
 }
 
-// claim takes a slot of each counter for one attempt at userKey's
+// Claim takes a slot of each counter for one attempt at userKey's
 // password, or answers errLoginBlocked.
-func (t LoginThrottle) Claim(ctx context.Context, userKey string) error {
+func (t Throttle) Claim(ctx context.Context, userKey string) error {
 	pair, account := loginKeys(ctx, userKey)
 	for _, c := range []struct {
 		s   store.Slots
@@ -69,10 +77,10 @@ func (t LoginThrottle) Claim(ctx context.Context, userKey string) error {
 	return nil
 }
 
-// succeeded frees the caller's own slots: it knew the password (and the
+// Succeeded frees the caller's own slots: it knew the password (and the
 // second factor). The account-wide count stays, so an owner logging in
 // does not give strangers elsewhere their guesses back.
-func (t LoginThrottle) Succeeded(ctx context.Context, userKey string) error {
+func (t Throttle) Succeeded(ctx context.Context, userKey string) error {
 	pair, _ := loginKeys(ctx, userKey)
 	if err := t.pair.Reset(ctx, pair); err != nil {
 		return err
@@ -80,10 +88,10 @@ func (t LoginThrottle) Succeeded(ctx context.Context, userKey string) error {
 	return t.pairLong.Reset(ctx, pair+"|long")
 }
 
-// lift is a new password: whatever was guessed at is moot, so the
+// Lift is a new password: whatever was guessed at is moot, so the
 // account-wide block and the caller's own ones end (other sources' pair
 // counts end with their window).
-func (t LoginThrottle) Lift(ctx context.Context, userKey string) error {
+func (t Throttle) Lift(ctx context.Context, userKey string) error {
 	_, account := loginKeys(ctx, userKey)
 	if err := t.account.Reset(ctx, account); err != nil {
 		return err
@@ -93,27 +101,27 @@ func (t LoginThrottle) Lift(ctx context.Context, userKey string) error {
 
 var ErrLogin = errs.New(errs.AuthenticationFailure, "Authenticate failure. (message = user_id or password is wrong)")
 
-// login checks a password under the login throttle (throttle.go): the
-// attempt is claimed first, for the user the request names, known or
-// not, so a blocked unknown user answers as a blocked known one and no
-// burst compares more passwords than the throttle has slots. The claim
-// is given back only by a complete login (logins.succeeded).
-func (s *Deps) Login(ctx context.Context, domainID, userID, password string) (*User, error) {
-	if err := s.Logins.Claim(ctx, UserKey(domainID, userID)); err != nil {
+// Check checks a password under the throttle: the attempt is claimed
+// first, for the user the request names, known or not, so a blocked
+// unknown user answers as a blocked known one and no burst compares more
+// passwords than the throttle has slots. The claim is given back only by
+// a complete login (Throttle.Succeeded).
+func Check(ctx context.Context, d *core.Deps, domainID, userID, pw string) (*core.User, error) {
+	if err := ThrottleOf(d).Claim(ctx, core.UserKey(domainID, userID)); err != nil {
 		return nil, err
 	}
-	u, err := store.Get[User](ctx, s.Users, "user_id", UserKey(domainID, userID))
+	u, err := store.Get[core.User](ctx, d.Users, "user_id", core.UserKey(domainID, userID))
 	if err != nil {
-		if IsNotFound(err) {
-			s.PasswordMatches("", password)
+		if core.IsNotFound(err) {
+			password.Matches("", pw, d.Cfg.PasswordCost)
 			return nil, ErrLogin
 		}
 		return nil, err
 	}
-	if u.AuthType != "LOCAL" || !s.PasswordMatches(u.PasswordHash, password) {
+	if u.AuthType != core.AuthLocal || !password.Matches(u.PasswordHash, pw, d.Cfg.PasswordCost) {
 		return nil, ErrLogin
 	}
-	if u.State == Disabled {
+	if u.State == core.Disabled {
 		return nil, errs.New(errs.UserStateDisabled, "User is disabled.")
 	}
 	return u, nil

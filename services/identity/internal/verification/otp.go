@@ -1,4 +1,4 @@
-package core
+package verification
 
 import (
 	"cmp"
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/services/identity/internal/core"
 )
 
 // OTP MFA is TOTP (RFC 6238) as authenticator apps do it: HMAC-SHA1, 30 s
@@ -78,29 +79,26 @@ func OTPURI(issuer, account, secret string) string {
 	return "otpauth://totp/" + label + "?" + q.Encode()
 }
 
-// sealOTP and openOTP keep a secret bound to its user.
-func (s *Deps) SealOTP(u *User, secret string) (Sealed, error) {
-	return s.Cfg.Cipher.SealJSON(secret, []byte(OTPAAD(u.ID)))
+// SealOTP and openOTP keep a secret bound to its user (core.OTPAAD).
+func SealOTP(d *core.Deps, u *core.User, secret string) (core.Sealed, error) {
+	return d.Cfg.Cipher.SealJSON(secret, []byte(core.OTPAAD(u.ID)))
 }
 
-// OTPAAD binds a sealed OTP secret to its user (the user's _id).
-func OTPAAD(userKey string) string { return "otp:" + userKey }
-
-func (s *Deps) openOTP(u *User, sealed *Sealed) (string, error) {
+func openOTP(d *core.Deps, u *core.User, sealed *core.Sealed) (string, error) {
 	if sealed == nil {
 		return "", ErrBadCode
 	}
 	var secret string
-	if err := s.Cfg.Cipher.OpenJSON(*sealed, []byte(OTPAAD(u.ID)), &secret); err != nil {
+	if err := d.Cfg.Cipher.OpenJSON(*sealed, []byte(core.OTPAAD(u.ID)), &secret); err != nil {
 		return "", err
 	}
 	return secret, nil
 }
 
-// checkOTP accepts code for the sealed secret once: the first request to
+// CheckOTP accepts code for the sealed secret once: the first request to
 // claim a step wins, so a code seen over a shoulder cannot be replayed.
-func (s *Deps) CheckOTP(ctx context.Context, u *User, sealed *Sealed, code string) error {
-	secret, err := s.openOTP(u, sealed)
+func CheckOTP(ctx context.Context, d *core.Deps, u *core.User, sealed *core.Sealed, code string) error {
+	secret, err := openOTP(d, u, sealed)
 	if err != nil {
 		return ErrBadCode
 	}
@@ -108,7 +106,7 @@ func (s *Deps) CheckOTP(ctx context.Context, u *User, sealed *Sealed, code strin
 	if !ok {
 		return ErrBadCode
 	}
-	used := store.Slots{C: s.DB.Collection(CountersCollection), Max: 1, TTL: (2*otpSkew + 2) * otpStep}
+	used := store.Slots{C: d.DB.Collection(core.CountersCollection), Max: 1, TTL: (2*otpSkew + 2) * otpStep}
 	if ok, err := used.Take(ctx, "otp-step:"+u.ID+":"+strconv.FormatInt(step, 10)); err != nil || !ok {
 		return cmp.Or(err, ErrBadCode)
 	}

@@ -1,4 +1,4 @@
-package core
+package verification
 
 import (
 	"encoding/base32"
