@@ -1,4 +1,4 @@
-package identity_test
+package trustedaccount_test
 
 import (
 	"context"
@@ -11,14 +11,15 @@ import (
 	"golang.org/x/crypto/bcrypt"
 	"google.golang.org/grpc/codes"
 
-	"github.com/nubes-io/nubes/pkg/app"
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/server"
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
-	"github.com/nubes-io/nubes/services/identity"
+	"github.com/nubes-io/nubes/services/identity/internal/bootstrap"
 	"github.com/nubes-io/nubes/services/identity/internal/core"
+	"github.com/nubes-io/nubes/services/identity/internal/credential"
+	"github.com/nubes-io/nubes/services/identity/internal/identitytest"
 	"github.com/nubes-io/nubes/services/identity/internal/trustedaccount"
 )
 
@@ -44,43 +45,55 @@ func newSyncStack(t *testing.T, replicas int) *syncStack {
 	}
 	t.Cleanup(func() { _ = plugins.Close() })
 	st := &syncStack{db: env.Database(t), plugin: fp}
-	spec := identity.RandomCipherSpec()
-	cipher, _ := identity.NewCipher(spec)
+	cipher, err := core.NewCipher(core.RandomCipherSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
 	log := slog.New(slog.DiscardHandler)
-	var first *identity.Built
+	var first *core.Deps
+	var systemToken string
 	for range replicas {
 		ctx, cancel := context.WithCancel(context.Background())
 		bus, err := events.Connect(ctx, n.URL(), "identity-sync-test", log)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := identity.Build(ctx, app.Deps{DB: st.db, Events: bus, Log: log, Plugins: plugins}, identity.Config{PasswordCost: bcrypt.MinCost,
-			Signer: env.Signer, Cipher: cipher, AdminUserID: "admin", AdminPassword: adminPassword,
+		d, err := core.New(ctx, st.db, bus, log, core.Config{PasswordCost: bcrypt.MinCost,
+			Signer: env.Signer, Cipher: cipher, AdminUserID: "admin", AdminPassword: identitytest.AdminPassword, Plugins: plugins,
 			AccountCollectors: map[string]string{"aws": "plugin-aws-account"}, SyncScheduleTick: 100 * time.Millisecond,
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		done := make(chan struct{}, len(b.Service.Workers))
-		for _, w := range b.Service.Workers {
+		b, err := bootstrap.Run(ctx, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A replica runs what identity.Build runs: the mail outbox and the sync workers.
+		workers := append([]func(context.Context) error{d.Outbox.Run}, trustedaccount.Workers(d)...)
+		done := make(chan struct{}, len(workers))
+		for _, w := range workers {
 			go func() { _ = w(ctx); done <- struct{}{} }()
 		}
 		t.Cleanup(func() {
 			cancel()
-			for range b.Service.Workers {
+			for range workers {
 				<-done
 			}
 			bus.Close()
 		})
 		if first == nil {
-			first = b
+			first = d
+			if systemToken, err = bootstrap.SystemToken(d, b); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
-	srv, err := server.New(server.Options{Name: "identity", Logger: log, Auth: first.Service.Auth}, first.Service.Routes...)
+	srv, err := server.New(server.Options{Name: "identity", Logger: log, Auth: credential.Authenticator(first)}, trustedaccount.Routes(first)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.system = testkit.NewClient(t, srv.Handler()).As(first.SystemToken)
+	st.system = testkit.NewClient(t, srv.Handler()).As(systemToken)
 	return st
 }
 
@@ -96,7 +109,7 @@ func (st *syncStack) job(t *testing.T, id string) trustedaccount.IdentityJob {
 func (st *syncStack) waitJob(t *testing.T, id string) trustedaccount.IdentityJob {
 	t.Helper()
 	var j trustedaccount.IdentityJob
-	eventually(t, 15*time.Second, "sync job "+id, func() bool {
+	identitytest.Eventually(t, 15*time.Second, "sync job "+id, func() bool {
 		j = st.job(t, id)
 		return j.Status != "IN_PROGRESS"
 	})
@@ -221,7 +234,7 @@ func TestTrustedAccountSyncSchedule(t *testing.T) {
 	id := st.createAccount(t, "aws", map[string]any{"state": "ENABLED", "hours": []int{hour}})
 	st.createAccount(t, "aws", map[string]any{"state": "DISABLED", "hours": []int{hour}})
 	var jobs []trustedaccount.IdentityJob
-	eventually(t, 10*time.Second, "a scheduled sync", func() bool {
+	identitytest.Eventually(t, 10*time.Second, "a scheduled sync", func() bool {
 		cur, err := st.db.Collection(core.JobsCollection).Find(context.Background(), bson.D{})
 		if err != nil {
 			t.Fatal(err)
