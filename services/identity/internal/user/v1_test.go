@@ -1,4 +1,4 @@
-package identity_test
+package user_test
 
 import (
 	"net/http"
@@ -9,6 +9,8 @@ import (
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/services/identity/internal/core"
+	"github.com/nubes-io/nubes/services/identity/internal/identitytest"
+	"github.com/nubes-io/nubes/services/identity/internal/user"
 )
 
 var v1InfoKeys = []string{"backend", "created_at", "domain_id", "email", "email_verified", "language", "last_accessed_at", "mfa",
@@ -16,18 +18,18 @@ var v1InfoKeys = []string{"backend", "created_at", "domain_id", "email", "email_
 
 func TestUserV1Admin(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
+	h := identitytest.New(t, user.Routes)
 	users := core.UsersCollection
 	call := func(op string, body map[string]any) map[string]any {
 		t.Helper()
-		body["domain_id"] = h.domain
+		body["domain_id"] = h.Domain
 		var out map[string]any
-		h.admin.Call("/identity/v1/user/"+op, body).OK(&out)
+		h.Admin.Call("/identity/v1/user/"+op, body).OK(&out)
 		return out
 	}
 
 	// create: password for LOCAL, the rules, the limits; nothing stored on failure.
-	base := map[string]any{"user_id": "ivy", "backend": "LOCAL", "password": "Ivy-Passw0rd", "domain_id": h.domain}
+	base := map[string]any{"user_id": "ivy", "backend": "LOCAL", "password": "Ivy-Passw0rd", "domain_id": h.Domain}
 	with := func(k string, v any) map[string]any {
 		m := map[string]any{}
 		for kk, vv := range base {
@@ -40,7 +42,7 @@ func TestUserV1Admin(t *testing.T) {
 		}
 		return m
 	}
-	n := h.count(users, nil)
+	n := h.Count(users, nil)
 	for _, c := range []struct {
 		body   map[string]any
 		status int
@@ -58,8 +60,8 @@ func TestUserV1Admin(t *testing.T) {
 		{with("auth_type", "LOCAL"), 400, errs.InvalidParameter, "auth_type"},
 		{with("email", "ivy"), 400, errs.InvalidParameter, "email"},
 	} {
-		failsWith(t, h.admin.Call("/identity/v1/user/create", c.body), c.status, c.code, c.names)
-		if h.count(users, nil) != n {
+		identitytest.FailsWith(t, h.Admin.Call("/identity/v1/user/create", c.body), c.status, c.code, c.names)
+		if h.Count(users, nil) != n {
 			t.Fatalf("%v: a user was stored", c.body)
 		}
 	}
@@ -67,16 +69,16 @@ func TestUserV1Admin(t *testing.T) {
 	if got := fieldNames(u); !slices.Equal(got, v1InfoKeys) {
 		t.Fatalf("v1 UserInfo keys = %v", got)
 	}
-	if u["backend"] != "LOCAL" || u["user_type"] != "API_USER" || u["state"] != "PENDING" || u["domain_id"] != h.domain {
+	if u["backend"] != "LOCAL" || u["user_type"] != "API_USER" || u["state"] != "PENDING" || u["domain_id"] != h.Domain {
 		t.Fatalf("created = %v", u)
 	}
-	h.admin.Call("/identity/v1/user/create", base).Fails(http.StatusConflict, errs.NotUnique)
-	ivyAddr := h.email("ivy")
-	u = call("create", map[string]any{"user_id": "jay", "backend": "LOCAL", "reset_password": true, "email": h.email("jay")})
+	h.Admin.Call("/identity/v1/user/create", base).Fails(http.StatusConflict, errs.NotUnique)
+	ivyAddr := h.Email("ivy")
+	u = call("create", map[string]any{"user_id": "jay", "backend": "LOCAL", "reset_password": true, "email": h.Email("jay")})
 	if u["user_type"] != "USER" || !slices.Equal(toStrings(u["required_actions"]), []string{"UPDATE_PASSWORD"}) {
 		t.Fatalf("invited = %v", u)
 	}
-	h.mailTo(h.email("jay"), "invite")
+	h.MailTo(h.Email("jay"), "invite")
 
 	// get (with only), update, set-required-actions, enable, disable, sync.
 	if got := fieldNames(call("get", map[string]any{"user_id": "ivy", "only": []string{"backend", "user_id"}})); !slices.Equal(got, []string{"backend", "user_id"}) {
@@ -86,11 +88,11 @@ func TestUserV1Admin(t *testing.T) {
 	if u["name"] != "Ivy" || u["email"] != ivyAddr || u["email_verified"] != false {
 		t.Fatalf("updated = %v", u)
 	}
-	before := h.userDoc(h.domain, "ivy")
-	h.admin.Call("/identity/v1/user/update", map[string]any{"user_id": "ivy", "domain_id": h.domain, "email": "x"}).Fails(http.StatusBadRequest, errs.InvalidParameter)
-	h.admin.Call("/identity/v1/user/set-required-actions", map[string]any{"user_id": "ivy", "domain_id": h.domain, "actions": []string{"ENFORCE_MFA"}}).Fails(http.StatusBadRequest, errs.InvalidParameter)
-	h.admin.Call("/identity/v1/user/set-required-actions", map[string]any{"user_id": "ivy", "domain_id": h.domain, "required_actions": []string{"UPDATE_PASSWORD"}}).Fails(http.StatusBadRequest, errs.InvalidParameter)
-	h.same(h.domain, "ivy", before)
+	before := h.UserDoc(h.Domain, "ivy")
+	h.Admin.Call("/identity/v1/user/update", map[string]any{"user_id": "ivy", "domain_id": h.Domain, "email": "x"}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	h.Admin.Call("/identity/v1/user/set-required-actions", map[string]any{"user_id": "ivy", "domain_id": h.Domain, "actions": []string{"ENFORCE_MFA"}}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	h.Admin.Call("/identity/v1/user/set-required-actions", map[string]any{"user_id": "ivy", "domain_id": h.Domain, "required_actions": []string{"UPDATE_PASSWORD"}}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	h.Same(h.Domain, "ivy", before)
 	u = call("set-required-actions", map[string]any{"user_id": "ivy", "actions": []string{"UPDATE_PASSWORD"}})
 	if !slices.Equal(toStrings(u["required_actions"]), []string{"UPDATE_PASSWORD"}) {
 		t.Fatalf("required actions = %v", u)
@@ -98,24 +100,24 @@ func TestUserV1Admin(t *testing.T) {
 	if call("enable", map[string]any{"user_id": "ivy"})["state"] != "ENABLED" || call("disable", map[string]any{"user_id": "ivy"})["state"] != "DISABLED" {
 		t.Fatal("enable/disable")
 	}
-	before = h.userDoc(h.domain, "ivy")
+	before = h.UserDoc(h.Domain, "ivy")
 	if got := call("sync", map[string]any{"user_id": "ivy"}); got["name"] != "Ivy" || got["state"] != "DISABLED" {
 		t.Fatalf("sync = %v", got)
 	}
-	h.same(h.domain, "ivy", before)
+	h.Same(h.Domain, "ivy", before)
 
 	// verify-email with force, disable-mfa with force: an admin's.
 	call("verify-email", map[string]any{"user_id": "ivy", "force": true})
-	if h.userDoc(h.domain, "ivy")["email_verified"] != true {
+	if h.UserDoc(h.Domain, "ivy")["email_verified"] != true {
 		t.Fatal("forced verification")
 	}
-	h.seedUser(h.domain, "mo", func(u *core.User) {
+	h.SeedUser(h.Domain, "mo", func(u *core.User) {
 		u.MFA = core.MFA{State: core.Enabled, MFAType: "EMAIL", Options: map[string]any{"email": "mo@example.com"}}
 	})
 	if mfa := call("disable-mfa", map[string]any{"user_id": "mo", "force": true})["mfa"].(map[string]any); mfa["state"] != "DISABLED" {
 		t.Fatalf("forced disable = %v", mfa)
 	}
-	h.admin.Call("/identity/v1/user/disable-mfa", map[string]any{"user_id": "mo", "domain_id": h.domain, "force": true}).Fails(http.StatusConflict, errs.MFAAlreadyDisabled)
+	h.Admin.Call("/identity/v1/user/disable-mfa", map[string]any{"user_id": "mo", "domain_id": h.Domain, "force": true}).Fails(http.StatusConflict, errs.MFAAlreadyDisabled)
 
 	// list, stat, find speak v1 names (backend).
 	type list struct {
@@ -123,64 +125,64 @@ func TestUserV1Admin(t *testing.T) {
 		TotalCount int              `json:"total_count"`
 	}
 	var l list
-	h.admin.Call("/identity/v1/user/list", map[string]any{"domain_id": h.domain, "backend": "LOCAL", "user_type": "API_USER"}).OK(&l)
+	h.Admin.Call("/identity/v1/user/list", map[string]any{"domain_id": h.Domain, "backend": "LOCAL", "user_type": "API_USER"}).OK(&l)
 	if l.TotalCount != 1 || l.Results[0]["user_id"] != "ivy" || !slices.Equal(fieldNames(l.Results[0]), v1InfoKeys) {
 		t.Fatalf("v1 list = %v", l)
 	}
-	h.admin.Call("/identity/v1/user/list", map[string]any{"domain_id": h.domain, "query": map[string]any{
+	h.Admin.Call("/identity/v1/user/list", map[string]any{"domain_id": h.Domain, "query": map[string]any{
 		"filter": []any{map[string]any{"k": "backend", "v": "LOCAL", "o": "eq"}}, "only": []string{"backend"}}}).OK(&l)
 	if l.TotalCount != 4 || !slices.Equal(fieldNames(l.Results[0]), []string{"backend", "name", "user_id"}) || l.Results[0]["backend"] != "LOCAL" {
 		t.Fatalf("v1 list only backend = %v", l)
 	}
-	h.admin.Call("/identity/v1/user/list", map[string]any{"domain_id": h.domain, "query": map[string]any{"sort": []any{map[string]any{"key": "password_hash"}}}}).Fails(http.StatusBadRequest, errs.InvalidParameter)
-	h.admin.Call("/identity/v1/user/list", nil).Fails(http.StatusBadRequest, errs.RequiredParameter)
+	h.Admin.Call("/identity/v1/user/list", map[string]any{"domain_id": h.Domain, "query": map[string]any{"sort": []any{map[string]any{"key": "password_hash"}}}}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	h.Admin.Call("/identity/v1/user/list", nil).Fails(http.StatusBadRequest, errs.RequiredParameter)
 	var st struct {
 		Results []map[string]any `json:"results"`
 	}
-	h.admin.Call("/identity/v1/user/stat", map[string]any{"domain_id": h.domain, "query": map[string]any{"aggregate": []any{
+	h.Admin.Call("/identity/v1/user/stat", map[string]any{"domain_id": h.Domain, "query": map[string]any{"aggregate": []any{
 		map[string]any{"group": map[string]any{"keys": []any{map[string]any{"key": "backend", "name": "backend"}}, "fields": []any{map[string]any{"operator": "count", "name": "n"}}}},
 	}}}).OK(&st)
 	if len(st.Results) != 1 || st.Results[0]["backend"] != "LOCAL" || st.Results[0]["n"] != 4.0 {
 		t.Fatalf("v1 stat = %v", st.Results)
 	}
-	h.admin.Call("/identity/v1/user/stat", map[string]any{"domain_id": h.domain, "query": map[string]any{"aggregate": []any{map[string]any{"limit": 1}}}}).OK(&st)
+	h.Admin.Call("/identity/v1/user/stat", map[string]any{"domain_id": h.Domain, "query": map[string]any{"aggregate": []any{map[string]any{"limit": 1}}}}).OK(&st)
 	if len(st.Results) != 1 || !slices.Equal(fieldNames(st.Results[0]), v1InfoKeys) {
 		t.Fatalf("v1 raw stat = %v", st.Results)
 	}
-	h.admin.Call("/identity/v1/user/stat", map[string]any{"domain_id": h.domain, "query": map[string]any{"distinct": "login_failures.count"}}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	h.Admin.Call("/identity/v1/user/stat", map[string]any{"domain_id": h.Domain, "query": map[string]any{"distinct": "login_failures.count"}}).Fails(http.StatusBadRequest, errs.InvalidParameter)
 	var f list
-	h.admin.Call("/identity/v1/user/find", map[string]any{"domain_id": h.domain, "search": map[string]any{"keyword": "IVY"}}).OK(&f)
+	h.Admin.Call("/identity/v1/user/find", map[string]any{"domain_id": h.Domain, "search": map[string]any{"keyword": "IVY"}}).OK(&f)
 	if f.TotalCount != 1 || !slices.Equal(fieldNames(f.Results[0]), []string{"email", "name", "tags", "user_id"}) {
 		t.Fatalf("find = %v", f)
 	}
-	h.admin.Call("/identity/v1/user/find", map[string]any{"domain_id": h.domain, "search": map[string]any{"user_id": "jay"}}).OK(&f)
+	h.Admin.Call("/identity/v1/user/find", map[string]any{"domain_id": h.Domain, "search": map[string]any{"user_id": "jay"}}).OK(&f)
 	if f.TotalCount != 1 || f.Results[0]["user_id"] != "jay" {
 		t.Fatalf("find by id = %v", f)
 	}
-	h.admin.Call("/identity/v1/user/find", map[string]any{"domain_id": h.domain, "search": map[string]any{}}).Fails(http.StatusBadRequest, errs.RequiredParameter)
-	h.admin.Call("/identity/v1/user/find", map[string]any{"domain_id": h.domain}).Fails(http.StatusBadRequest, errs.RequiredParameter)
+	h.Admin.Call("/identity/v1/user/find", map[string]any{"domain_id": h.Domain, "search": map[string]any{}}).Fails(http.StatusBadRequest, errs.RequiredParameter)
+	h.Admin.Call("/identity/v1/user/find", map[string]any{"domain_id": h.Domain}).Fails(http.StatusBadRequest, errs.RequiredParameter)
 
 	// delete.
 	call("delete", map[string]any{"user_id": "jay"})
-	if h.userDoc(h.domain, "jay") != nil {
+	if h.UserDoc(h.Domain, "jay") != nil {
 		t.Fatal("not deleted")
 	}
-	h.admin.Call("/identity/v1/user/delete", map[string]any{"user_id": "jay", "domain_id": h.domain}).Fails(http.StatusNotFound, errs.NotFoundCode)
-	h.admin.Call("/identity/v1/user/get", map[string]any{"user_id": "jay", "domain_id": h.domain}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	h.Admin.Call("/identity/v1/user/delete", map[string]any{"user_id": "jay", "domain_id": h.Domain}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	h.Admin.Call("/identity/v1/user/get", map[string]any{"user_id": "jay", "domain_id": h.Domain}).Fails(http.StatusNotFound, errs.NotFoundCode)
 }
 
 // The v1 self-service operations: anyone on itself, never on another
 // user, never force, never its password.
 func TestUserV1SelfService(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	h.seedUser(h.domain, "sam")
-	h.seedUser(h.domain, "kim")
-	sam := h.as("sam")
-	renew := func() { sam = h.reissued("sam") } // after an MFA change ended the session
+	h := identitytest.New(t, user.Routes)
+	h.SeedUser(h.Domain, "sam")
+	h.SeedUser(h.Domain, "kim")
+	sam := h.As("sam")
+	renew := func() { sam = h.Reissued("sam") } // after an MFA change ended the session
 	self := func(op string, body map[string]any) *testkit.Response {
 		t.Helper()
-		body["user_id"], body["domain_id"] = "sam", h.domain
+		body["user_id"], body["domain_id"] = "sam", h.Domain
 		return sam.Call("/identity/v1/user/"+op, body)
 	}
 	var u map[string]any
@@ -192,43 +194,43 @@ func TestUserV1SelfService(t *testing.T) {
 	if u["name"] != "Sam" {
 		t.Fatalf("self update = %v", u)
 	}
-	before := h.userDoc(h.domain, "sam")
-	kim := h.userDoc(h.domain, "kim")
+	before := h.UserDoc(h.Domain, "sam")
+	kim := h.UserDoc(h.Domain, "kim")
 	self("update", map[string]any{"password": "Sam-Passw0rd2"}).Fails(http.StatusForbidden, errs.PermissionDenied)
 	self("update", map[string]any{"reset_password": true}).Fails(http.StatusForbidden, errs.PermissionDenied)
-	self("verify-email", map[string]any{"email": h.email("sam"), "force": true}).Fails(http.StatusForbidden, errs.PermissionDenied)
+	self("verify-email", map[string]any{"email": h.Email("sam"), "force": true}).Fails(http.StatusForbidden, errs.PermissionDenied)
 	self("disable-mfa", map[string]any{"force": true}).Fails(http.StatusForbidden, errs.PermissionDenied)
-	failsWith(t, self("enable-mfa", map[string]any{"mfa_type": "EMAIL", "options": map[string]any{"mail": "x@example.com"}}), 400, errs.RequiredParameter, "options.email")
+	identitytest.FailsWith(t, self("enable-mfa", map[string]any{"mfa_type": "EMAIL", "options": map[string]any{"mail": "x@example.com"}}), 400, errs.RequiredParameter, "options.email")
 	self("enable", map[string]any{}).Fails(http.StatusForbidden, errs.PermissionDenied)
 	self("set-required-actions", map[string]any{"actions": []string{"UPDATE_PASSWORD"}}).Fails(http.StatusForbidden, errs.PermissionDenied)
 	for op, body := range map[string]map[string]any{
 		"get": {}, "update": {"name": "x"}, "verify-email": {}, "disable-mfa": {}, "confirm-mfa": {"verify_code": "123456"},
 		"confirm-email": {"verify_code": "123456"}, "enable-mfa": {"mfa_type": "EMAIL", "options": map[string]any{"email": "x@example.com"}},
 	} {
-		body["user_id"], body["domain_id"] = "kim", h.domain
+		body["user_id"], body["domain_id"] = "kim", h.Domain
 		sam.Call("/identity/v1/user/"+op, body).Fails(http.StatusForbidden, errs.PermissionDenied)
 	}
-	h.same(h.domain, "sam", before)
-	h.same(h.domain, "kim", kim)
+	h.Same(h.Domain, "sam", before)
+	h.Same(h.Domain, "kim", kim)
 
 	// e-mail: code to the address, confirmed by the user.
-	addr := h.email("sam")
-	self("verify-email", map[string]any{"current_password": userPassword, "email": addr}).OK(nil)
+	addr := h.Email("sam")
+	self("verify-email", map[string]any{"current_password": identitytest.UserPassword, "email": addr}).OK(nil)
 	self("confirm-email", map[string]any{"verify_code": wrongCode("0")}).Fails(http.StatusBadRequest, errs.InvalidVerifyCode)
-	self("confirm-email", map[string]any{"verify_code": h.mailTo(addr, "verify_email").Data["code"]}).OK(&u)
+	self("confirm-email", map[string]any{"verify_code": h.MailTo(addr, "verify_email").Data["code"]}).OK(&u)
 	if u["email_verified"] != true {
 		t.Fatalf("v1 confirm-email = %v", u)
 	}
 	// MFA: enable and disable, each confirmed with a mailed code.
-	mfaAddr := h.email("sam-mfa")
-	self("enable-mfa", map[string]any{"current_password": userPassword, "mfa_type": "EMAIL", "options": map[string]any{"email": mfaAddr}}).OK(nil)
-	self("confirm-mfa", map[string]any{"verify_code": h.mailTo(mfaAddr, "mfa_code").Data["code"]}).OK(&u)
+	mfaAddr := h.Email("sam-mfa")
+	self("enable-mfa", map[string]any{"current_password": identitytest.UserPassword, "mfa_type": "EMAIL", "options": map[string]any{"email": mfaAddr}}).OK(nil)
+	self("confirm-mfa", map[string]any{"verify_code": h.MailTo(mfaAddr, "mfa_code").Data["code"]}).OK(&u)
 	renew()
 	if u["mfa"].(map[string]any)["state"] != "ENABLED" {
 		t.Fatalf("v1 confirm-mfa = %v", u)
 	}
 	self("disable-mfa", map[string]any{}).OK(nil)
-	m := h.mailTo(mfaAddr, "mfa_code")
+	m := h.MailTo(mfaAddr, "mfa_code")
 	if m.Data["purpose"] != "disable" {
 		t.Fatalf("v1 disable mail = %v", m.Data)
 	}
