@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/services/identity/internal/core"
 )
 
@@ -151,4 +152,20 @@ func TestMemberProjectVisibility(t *testing.T) {
 	for _, id := range []string{public, mine, theirs} {
 		owner.Call("/identity/v2/project/get", map[string]any{"project_id": id}).OK(nil)
 	}
+}
+
+// workspaceUsers makes a workspace and an owner and a member of it, and
+// returns the workspace id and their WORKSPACE-scope clients.
+func (h *harness) workspaceUsers(name string) (workspaceID string, owner, member *testkit.Client) {
+	h.t.Helper()
+	var ws map[string]any
+	h.admin.Call("/identity/v2/workspace/create", map[string]any{"name": name}).OK(&ws)
+	workspaceID = ws["workspace_id"].(string)
+	h.directUser(h.domain, name+"-owner", "Owner-Passw0rd")
+	h.directUser(h.domain, name+"-member", "Member-Passw0rd")
+	bindRole(h.admin, name+"-owner", "managed-workspace-owner", workspaceID)
+	bindRole(h.admin, name+"-member", "managed-workspace-member", workspaceID)
+	owner = h.anon.As(h.scoped(name+"-owner", "Owner-Passw0rd", "WORKSPACE", workspaceID))
+	member = h.anon.As(h.scoped(name+"-member", "Member-Passw0rd", "WORKSPACE", workspaceID))
+	return workspaceID, owner, member
 }

@@ -54,6 +54,8 @@ type Harness struct {
 // are made.
 type Options struct {
 	Config func(*core.Config)
+	// Workers are run beside the mail outbox (a resource's consumers).
+	Workers func(d *core.Deps) []func(context.Context) error
 }
 
 // New starts the deps with the same test configuration as the whole
@@ -91,9 +93,23 @@ func New(t *testing.T, routes func(d *core.Deps) []api.Route, opt ...Options) *H
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() { _ = h.Deps.Outbox.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done; bus.Close() })
+	workers := []func(context.Context) error{h.Deps.Outbox.Run}
+	for _, o := range opt {
+		if o.Workers != nil {
+			workers = append(workers, o.Workers(h.Deps)...)
+		}
+	}
+	done := make(chan struct{}, len(workers))
+	for _, w := range workers {
+		go func() { _ = w(ctx); done <- struct{}{} }()
+	}
+	t.Cleanup(func() {
+		cancel()
+		for range workers {
+			<-done
+		}
+		bus.Close()
+	})
 	srv, err := server.New(server.Options{Name: "identity", Logger: log, Auth: credential.Authenticator(h.Deps)},
 		append(token.Routes(h.Deps), routes(h.Deps)...)...)
 	if err != nil {
@@ -112,6 +128,12 @@ func New(t *testing.T, routes func(d *core.Deps) []api.Route, opt ...Options) *H
 type Pair struct {
 	AccessToken  string `json:"access_token"`
 	RefreshToken string `json:"refresh_token"`
+}
+
+// Scoped logs a root-domain user in and grants a scope.
+func (h *Harness) Scoped(userID, password, scope, workspaceID string) string {
+	h.T.Helper()
+	return h.ScopedIn(h.Domain, userID, password, scope, workspaceID)
 }
 
 // LoginIn issues a USER-scope pair.

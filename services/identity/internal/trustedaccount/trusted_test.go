@@ -1,4 +1,4 @@
-package identity_test
+package trustedaccount_test
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,11 +16,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/services/identity/internal/core"
+	"github.com/nubes-io/nubes/services/identity/internal/identitytest"
 	"github.com/nubes-io/nubes/services/identity/internal/trustedaccount"
+	"github.com/nubes-io/nubes/services/identity/internal/trustedserviceaccount"
+	"github.com/nubes-io/nubes/services/identity/internal/workspace"
 )
 
 var (
@@ -100,7 +105,7 @@ func jobEvents(t *testing.T) func(jobID string) map[string]any {
 	return func(jobID string) map[string]any {
 		t.Helper()
 		var ev map[string]any
-		eventually(t, 10*time.Second, "job event "+jobID, func() bool {
+		identitytest.Eventually(t, 10*time.Second, "job event "+jobID, func() bool {
 			mu.Lock()
 			defer mu.Unlock()
 			ev = got[jobID]
@@ -108,22 +113,6 @@ func jobEvents(t *testing.T) func(jobID string) map[string]any {
 		})
 		return ev
 	}
-}
-
-// workspaceUsers makes a workspace and an owner and a member of it, and
-// returns the workspace id and their WORKSPACE-scope clients.
-func (h *harness) workspaceUsers(name string) (workspaceID string, owner, member *testkit.Client) {
-	h.t.Helper()
-	var ws map[string]any
-	h.admin.Call("/identity/v2/workspace/create", map[string]any{"name": name}).OK(&ws)
-	workspaceID = ws["workspace_id"].(string)
-	h.directUser(h.domain, name+"-owner", "Owner-Passw0rd")
-	h.directUser(h.domain, name+"-member", "Member-Passw0rd")
-	bindRole(h.admin, name+"-owner", "managed-workspace-owner", workspaceID)
-	bindRole(h.admin, name+"-member", "managed-workspace-member", workspaceID)
-	owner = h.anon.As(h.scoped(name+"-owner", "Owner-Passw0rd", "WORKSPACE", workspaceID))
-	member = h.anon.As(h.scoped(name+"-member", "Member-Passw0rd", "WORKSPACE", workspaceID))
-	return workspaceID, owner, member
 }
 
 func TestTrustedAccount(t *testing.T) {
@@ -141,12 +130,12 @@ func TestTrustedAccount(t *testing.T) {
 		"resource_group": "DOMAIN", "tags": map[string]any{"env": "prod"}, "schedule": map[string]any{"state": "ENABLED", "hours": []int{9, 3, 9}},
 	}
 	var a map[string]any
-	sec.call(h.admin, ta+"create", create).OK(&a)
-	sameFields(t, "create", a, taFields...)
+	sec.call(h.Admin, ta+"create", create).OK(&a)
+	identitytest.SameFields(t, "create", a, taFields...)
 	id := a["trusted_account_id"].(string)
 	if !taIDPattern.MatchString(id) || !secretIDPattern.MatchString(a["trusted_secret_id"].(string)) || a["workspace_id"] != "*" ||
-		a["resource_group"] != "DOMAIN" || a["domain_id"] != h.domain || a["provider"] != "aws" || a["secret_schema_id"] != "aws-access-key" ||
-		!isoMillis.MatchString(a["created_at"].(string)) {
+		a["resource_group"] != "DOMAIN" || a["domain_id"] != h.Domain || a["provider"] != "aws" || a["secret_schema_id"] != "aws-access-key" ||
+		!identitytest.IsoMillis.MatchString(a["created_at"].(string)) {
 		t.Fatalf("create = %v", a)
 	}
 	if s, _ := json.Marshal(a["schedule"]); string(s) != `{"hours":[3,9],"state":"ENABLED"}` {
@@ -161,7 +150,7 @@ func TestTrustedAccount(t *testing.T) {
 	checkStored := func() {
 		t.Helper()
 		for _, c := range []string{core.TrustedAccountsCollection, core.TrustedSecretsCollection} {
-			cur, err := h.db.Collection(c).Find(context.Background(), bson.D{})
+			cur, err := h.DB.Collection(c).Find(context.Background(), bson.D{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -185,7 +174,7 @@ func TestTrustedAccount(t *testing.T) {
 				Data  []byte `bson:"data"`
 			} `bson:"sealed"`
 		}
-		if err := h.db.Collection(core.TrustedSecretsCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: a["trusted_secret_id"]}}).Decode(&stored); err != nil {
+		if err := h.DB.Collection(core.TrustedSecretsCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: a["trusted_secret_id"]}}).Decode(&stored); err != nil {
 			t.Fatal(err)
 		}
 		if stored.TrustedAccountID != id || stored.Sealed.KeyID != "1" || len(stored.Sealed.Nonce) != 12 || len(stored.Sealed.Data) < 40 {
@@ -195,7 +184,7 @@ func TestTrustedAccount(t *testing.T) {
 	checkStored()
 
 	// Refused requests store nothing.
-	frozen := h.dbFrozen(colls...)
+	frozen := h.DBFrozen(colls...)
 	bad := func(change func(m map[string]any)) map[string]any {
 		m := map[string]any{}
 		for k, v := range create {
@@ -204,67 +193,67 @@ func TestTrustedAccount(t *testing.T) {
 		change(m)
 		return m
 	}
-	sec.call(h.admin, ta+"create", bad(func(m map[string]any) { delete(m, "secret_data") })).Fails(http.StatusBadRequest, errs.RequiredParameter)
-	sec.call(h.admin, ta+"create", bad(func(m map[string]any) { m["secret_data"] = map[string]any{} })).Fails(http.StatusBadRequest, errs.RequiredParameter)
-	sec.call(h.admin, ta+"create", bad(func(m map[string]any) { delete(m, "data") })).Fails(http.StatusBadRequest, errs.RequiredParameter)
-	sec.call(h.admin, ta+"create", bad(func(m map[string]any) { m["resource_group"] = "PROJECT" })).Fails(http.StatusBadRequest, errs.InvalidParameter)
-	sec.call(h.admin, ta+"create", bad(func(m map[string]any) { m["resource_group"] = "WORKSPACE" })).Fails(http.StatusBadRequest, errs.RequiredParameter)
-	sec.call(h.admin, ta+"create", bad(func(m map[string]any) {
+	sec.call(h.Admin, ta+"create", bad(func(m map[string]any) { delete(m, "secret_data") })).Fails(http.StatusBadRequest, errs.RequiredParameter)
+	sec.call(h.Admin, ta+"create", bad(func(m map[string]any) { m["secret_data"] = map[string]any{} })).Fails(http.StatusBadRequest, errs.RequiredParameter)
+	sec.call(h.Admin, ta+"create", bad(func(m map[string]any) { delete(m, "data") })).Fails(http.StatusBadRequest, errs.RequiredParameter)
+	sec.call(h.Admin, ta+"create", bad(func(m map[string]any) { m["resource_group"] = "PROJECT" })).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	sec.call(h.Admin, ta+"create", bad(func(m map[string]any) { m["resource_group"] = "WORKSPACE" })).Fails(http.StatusBadRequest, errs.RequiredParameter)
+	sec.call(h.Admin, ta+"create", bad(func(m map[string]any) {
 		m["resource_group"] = "WORKSPACE"
 		m["workspace_id"] = "workspace-000000000000"
 	})).Fails(http.StatusNotFound, errs.NotFoundCode)
-	sec.call(h.admin, ta+"create", bad(func(m map[string]any) { m["workspace_id"] = "workspace-000000000000" })).Fails(http.StatusBadRequest, errs.InvalidParameter)
-	sec.call(h.admin, ta+"create", bad(func(m map[string]any) { m["schedule"] = map[string]any{"state": "ENABLED", "hours": []int{24}} })).Fails(http.StatusBadRequest, errs.InvalidParameter)
-	sec.call(h.admin, ta+"create", bad(func(m map[string]any) { m["schedule"] = map[string]any{"state": "SOMETIMES"} })).Fails(http.StatusBadRequest, errs.InvalidParameter)
-	sec.call(h.admin, ta+"create", bad(func(m map[string]any) { m["tags"] = map[string]any{"": "1"} })).Fails(http.StatusBadRequest, errs.InvalidParameter)
-	sec.call(h.admin, ta+"create", bad(func(m map[string]any) { m["data"] = map[string]any{"a": map[string]any{"b\x00": ""}} })).Fails(http.StatusBadRequest, errs.InvalidParameter)
-	sec.call(h.admin, ta+"create", bad(func(m map[string]any) { m["trusted_secret_id"] = "trusted-secret-mine" })).Fails(http.StatusBadRequest, errs.InvalidParameter)
-	sec.call(h.admin, ta+"create", bad(func(m map[string]any) { m["name"] = 1 })).Fails(http.StatusBadRequest, errs.InvalidParameterType)
-	user := h.anon.As(h.directUser(h.domain, "ulla", "Ulla-Passw0rd"))
+	sec.call(h.Admin, ta+"create", bad(func(m map[string]any) { m["workspace_id"] = "workspace-000000000000" })).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	sec.call(h.Admin, ta+"create", bad(func(m map[string]any) { m["schedule"] = map[string]any{"state": "ENABLED", "hours": []int{24}} })).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	sec.call(h.Admin, ta+"create", bad(func(m map[string]any) { m["schedule"] = map[string]any{"state": "SOMETIMES"} })).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	sec.call(h.Admin, ta+"create", bad(func(m map[string]any) { m["tags"] = map[string]any{"": "1"} })).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	sec.call(h.Admin, ta+"create", bad(func(m map[string]any) { m["data"] = map[string]any{"a": map[string]any{"b\x00": ""}} })).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	sec.call(h.Admin, ta+"create", bad(func(m map[string]any) { m["trusted_secret_id"] = "trusted-secret-mine" })).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	sec.call(h.Admin, ta+"create", bad(func(m map[string]any) { m["name"] = 1 })).Fails(http.StatusBadRequest, errs.InvalidParameterType)
+	user := h.Anon.As(h.DirectUser(h.Domain, "ulla", "Ulla-Passw0rd"))
 	sec.call(user, ta+"create", create).Fails(http.StatusForbidden, errs.PermissionDenied)
 	sec.call(user, ta+"get", map[string]any{"trusted_account_id": id}).Fails(http.StatusForbidden, errs.PermissionDenied)
 	sec.call(user, ta+"list", nil).Fails(http.StatusForbidden, errs.PermissionDenied)
-	sec.call(h.anon, ta+"list", nil).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
-	sec.call(h.admin, ta+"update", map[string]any{"trusted_account_id": id, "name": "x"}).Fails(http.StatusBadRequest, errs.RequiredParameter)
-	sec.call(h.admin, ta+"update", map[string]any{"trusted_account_id": "ta-000000000000", "tags": map[string]any{}}).Fails(http.StatusNotFound, errs.NotFoundCode)
-	sec.call(h.admin, ta+"update-secret-data", map[string]any{"trusted_account_id": id, "secret_schema_id": "s"}).Fails(http.StatusBadRequest, errs.RequiredParameter)
-	sec.call(h.admin, ta+"sync", map[string]any{"trusted_account_id": "ta-000000000000"}).Fails(http.StatusNotFound, errs.NotFoundCode)
-	sec.call(h.admin, ta+"delete", map[string]any{"trusted_account_id": "ta-000000000000"}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	sec.call(h.Anon, ta+"list", nil).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
+	sec.call(h.Admin, ta+"update", map[string]any{"trusted_account_id": id, "name": "x"}).Fails(http.StatusBadRequest, errs.RequiredParameter)
+	sec.call(h.Admin, ta+"update", map[string]any{"trusted_account_id": "ta-000000000000", "tags": map[string]any{}}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	sec.call(h.Admin, ta+"update-secret-data", map[string]any{"trusted_account_id": id, "secret_schema_id": "s"}).Fails(http.StatusBadRequest, errs.RequiredParameter)
+	sec.call(h.Admin, ta+"sync", map[string]any{"trusted_account_id": "ta-000000000000"}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	sec.call(h.Admin, ta+"delete", map[string]any{"trusted_account_id": "ta-000000000000"}).Fails(http.StatusNotFound, errs.NotFoundCode)
 	frozen()
 
 	// Reads never show the secret.
 	var got map[string]any
-	sec.call(h.admin, ta+"get", map[string]any{"trusted_account_id": id}).OK(&got)
-	sameFields(t, "get", got, taFields...)
+	sec.call(h.Admin, ta+"get", map[string]any{"trusted_account_id": id}).OK(&got)
+	identitytest.SameFields(t, "get", got, taFields...)
 	var list struct {
 		Results    []map[string]any `json:"results"`
 		TotalCount int              `json:"total_count"`
 	}
-	sec.call(h.admin, ta+"list", nil).OK(&list)
+	sec.call(h.Admin, ta+"list", nil).OK(&list)
 	if list.TotalCount != 1 {
 		t.Fatalf("list = %+v", list)
 	}
-	sameFields(t, "list row", list.Results[0], taFields...)
+	identitytest.SameFields(t, "list row", list.Results[0], taFields...)
 	for _, body := range []map[string]any{
 		{"provider": "aws"}, {"trusted_secret_id": a["trusted_secret_id"]}, {"secret_schema_id": "aws-access-key"}, {"workspace_id": "*"},
 		{"query": map[string]any{"keyword": "main"}}, {"name": "AWS main"}, {"trusted_account_id": id},
 	} {
-		sec.call(h.admin, ta+"list", body).OK(&list)
+		sec.call(h.Admin, ta+"list", body).OK(&list)
 		if list.TotalCount != 1 {
 			t.Fatalf("list %v = %d", body, list.TotalCount)
 		}
 	}
 	// Queries read only the fields of TrustedAccountInfo: any other answers
 	// as a field no account has.
-	sec.call(h.admin, ta+"list", map[string]any{"query": map[string]any{"only": []string{"secret_data", "sealed"}}}).OK(&list)
+	sec.call(h.Admin, ta+"list", map[string]any{"query": map[string]any{"only": []string{"secret_data", "sealed"}}}).OK(&list)
 	if list.TotalCount != 1 || len(list.Results[0]) != 1 || list.Results[0]["name"] != "AWS main" { // the sort key alone, as upstream adds it
 		t.Fatalf("only secret_data = %+v", list)
 	}
-	sec.call(h.admin, ta+"list", map[string]any{"query": map[string]any{"filter": []any{map[string]any{"k": "secret_data", "v": true, "o": "exists"}}}}).OK(&list)
+	sec.call(h.Admin, ta+"list", map[string]any{"query": map[string]any{"filter": []any{map[string]any{"k": "secret_data", "v": true, "o": "exists"}}}}).OK(&list)
 	if list.TotalCount != 0 {
 		t.Fatalf("secret_data exists = %+v", list)
 	}
-	if n := statCount(h.admin, ta+"stat", nil); n != 1 {
+	if n := identitytest.StatCount(h.Admin, ta+"stat", nil); n != 1 {
 		t.Fatalf("stat = %d", n)
 	}
 	for _, q := range []map[string]any{
@@ -274,32 +263,32 @@ func TestTrustedAccount(t *testing.T) {
 			"fields": []any{map[string]any{"name": "all", "operator": "push", "fields": []any{
 				map[string]any{"key": "secret_data", "name": "s"}, map[string]any{"key": "sealed", "name": "x"}, map[string]any{"key": "data", "name": "d"}}}}}}}},
 	} {
-		sec.call(h.admin, ta+"stat", map[string]any{"query": q}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+		sec.call(h.Admin, ta+"stat", map[string]any{"query": q}).Fails(http.StatusBadRequest, errs.InvalidParameter)
 	}
 
 	// update: tags replace; the rest changes when given.
-	sec.call(h.admin, ta+"update", map[string]any{"trusted_account_id": id, "tags": map[string]any{"team": "ops"}, "name": "AWS prod",
+	sec.call(h.Admin, ta+"update", map[string]any{"trusted_account_id": id, "tags": map[string]any{"team": "ops"}, "name": "AWS prod",
 		"schedule": map[string]any{"state": "DISABLED", "hours": []int{}}, "sync_options": map[string]any{"skip": true}}).OK(&got)
-	sameFields(t, "update", got, taFields...)
+	identitytest.SameFields(t, "update", got, taFields...)
 	if got["name"] != "AWS prod" || got["tags"].(map[string]any)["team"] != "ops" || got["tags"].(map[string]any)["env"] != nil ||
 		got["sync_options"].(map[string]any)["skip"] != true || got["provider"] != "aws" || got["data"].(map[string]any)["account_id"] != "123456789012" {
 		t.Fatalf("update = %v", got)
 	}
-	sec.call(h.admin, ta+"update", map[string]any{"trusted_account_id": id, "tags": map[string]any{}}).OK(&got)
+	sec.call(h.Admin, ta+"update", map[string]any{"trusted_account_id": id, "tags": map[string]any{}}).OK(&got)
 	if len(got["tags"].(map[string]any)) != 0 || got["name"] != "AWS prod" {
 		t.Fatalf("update with empty tags = %v", got)
 	}
 
 	// update-secret-data seals the new secret afresh.
 	var oldSealed bson.Raw
-	oldSealed, _ = h.db.Collection(core.TrustedSecretsCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: a["trusted_secret_id"]}}).Raw()
+	oldSealed, _ = h.DB.Collection(core.TrustedSecretsCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: a["trusted_secret_id"]}}).Raw()
 	newValue := sec.add("rotated-" + time.Now().Format("150405.000000"))
-	sec.call(h.admin, ta+"update-secret-data", map[string]any{"trusted_account_id": id, "secret_schema_id": "aws-access-key-v2",
+	sec.call(h.Admin, ta+"update-secret-data", map[string]any{"trusted_account_id": id, "secret_schema_id": "aws-access-key-v2",
 		"secret_data": map[string]any{secretKey: newValue}}).OK(&got)
 	if got["secret_schema_id"] != "aws-access-key-v2" || got["trusted_secret_id"] != a["trusted_secret_id"] {
 		t.Fatalf("update-secret-data = %v", got)
 	}
-	newSealed, _ := h.db.Collection(core.TrustedSecretsCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: a["trusted_secret_id"]}}).Raw()
+	newSealed, _ := h.DB.Collection(core.TrustedSecretsCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: a["trusted_secret_id"]}}).Raw()
 	if bytes.Equal(oldSealed.Lookup("sealed", "data").Value, newSealed.Lookup("sealed", "data").Value) ||
 		bytes.Equal(oldSealed.Lookup("sealed", "nonce").Value, newSealed.Lookup("sealed", "nonce").Value) {
 		t.Fatal("update-secret-data did not seal again")
@@ -309,32 +298,32 @@ func TestTrustedAccount(t *testing.T) {
 	// sync: an IN_PROGRESS job record and a job event; a second sync
 	// cancels the first job.
 	var job map[string]any
-	sec.call(h.admin, ta+"sync", map[string]any{"trusted_account_id": id}).OK(&job)
+	sec.call(h.Admin, ta+"sync", map[string]any{"trusted_account_id": id}).OK(&job)
 	jobID, _ := job["job_id"].(string)
-	if !jobIDPattern.MatchString(jobID) || job["status"] != "IN_PROGRESS" || job["trusted_account_id"] != id || job["domain_id"] != h.domain ||
-		job["workspace_id"] != "*" || !isoMillis.MatchString(job["created_at"].(string)) || job["finished_at"] != "" {
+	if !jobIDPattern.MatchString(jobID) || job["status"] != "IN_PROGRESS" || job["trusted_account_id"] != id || job["domain_id"] != h.Domain ||
+		job["workspace_id"] != "*" || !identitytest.IsoMillis.MatchString(job["created_at"].(string)) || job["finished_at"] != "" {
 		t.Fatalf("sync = %v", job)
 	}
 	ev := nextJob(jobID)
-	if ev["job_id"] != jobID || ev["trusted_account_id"] != id || ev["domain_id"] != h.domain || ev["kind"] != "identity.trusted_account.sync" {
+	if ev["job_id"] != jobID || ev["trusted_account_id"] != id || ev["domain_id"] != h.Domain || ev["kind"] != "identity.trusted_account.sync" {
 		t.Fatalf("job event = %v", ev)
 	}
 	evJSON, _ := json.Marshal(ev)
 	sec.clean("job event", evJSON)
 	var second map[string]any
-	sec.call(h.admin, ta+"sync", map[string]any{"trusted_account_id": id}).OK(&second)
+	sec.call(h.Admin, ta+"sync", map[string]any{"trusted_account_id": id}).OK(&second)
 	nextJob(second["job_id"].(string))
 	var first struct {
 		Status string `bson:"status"`
 	}
-	if err := h.db.Collection(core.JobsCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: jobID}}).Decode(&first); err != nil || first.Status != "CANCELED" {
+	if err := h.DB.Collection(core.JobsCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: jobID}}).Decode(&first); err != nil || first.Status != "CANCELED" {
 		t.Fatalf("first job after a second sync: %+v %v", first, err)
 	}
 
 	// delete removes the account and its secret.
-	sec.call(h.admin, ta+"delete", map[string]any{"trusted_account_id": id}).OK(nil)
-	sec.call(h.admin, ta+"get", map[string]any{"trusted_account_id": id}).Fails(http.StatusNotFound, errs.NotFoundCode)
-	n, _ := h.db.Collection(core.TrustedSecretsCollection).CountDocuments(context.Background(), bson.D{})
+	sec.call(h.Admin, ta+"delete", map[string]any{"trusted_account_id": id}).OK(nil)
+	sec.call(h.Admin, ta+"get", map[string]any{"trusted_account_id": id}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	n, _ := h.DB.Collection(core.TrustedSecretsCollection).CountDocuments(context.Background(), bson.D{})
 	if n != 0 {
 		t.Fatalf("%d secrets left after delete", n)
 	}
@@ -346,8 +335,8 @@ func TestTrustedAccountWorkspaces(t *testing.T) {
 	h := newHarness(t)
 	sec := &secrets{t: t}
 	const ta = "/identity/v2/trusted-account/"
-	wsA, owner, member := h.workspaceUsers("alpha")
-	wsB, ownerB, _ := h.workspaceUsers("beta")
+	wsA, owner, member := workspaceUsers(h, "alpha")
+	wsB, ownerB, _ := workspaceUsers(h, "beta")
 	secret := sec.add("workspace-secret-value")
 	mk := func(c *testkit.Client, group, ws string) map[string]any {
 		t.Helper()
@@ -356,15 +345,15 @@ func TestTrustedAccountWorkspaces(t *testing.T) {
 			"secret_data": map[string]any{"key": secret}, "resource_group": group, "workspace_id": ws}).OK(&a)
 		return a
 	}
-	domainWide := mk(h.admin, "DOMAIN", "")
+	domainWide := mk(h.Admin, "DOMAIN", "")
 	inA := mk(owner, "WORKSPACE", "")    // the owner's token names the workspace
-	inB := mk(h.admin, "WORKSPACE", wsB) // an admin names it
+	inB := mk(h.Admin, "WORKSPACE", wsB) // an admin names it
 	if inA["workspace_id"] != wsA || inB["workspace_id"] != wsB || inA["resource_group"] != "WORKSPACE" {
 		t.Fatalf("workspace records: %v / %v", inA, inB)
 	}
 	mk(ownerB, "WORKSPACE", wsB)
 
-	frozen := h.dbFrozen(core.TrustedAccountsCollection, core.TrustedSecretsCollection, core.JobsCollection)
+	frozen := h.DBFrozen(core.TrustedAccountsCollection, core.TrustedSecretsCollection, core.JobsCollection)
 	create := map[string]any{"name": "x", "data": map[string]any{}, "provider": "gcp", "secret_schema_id": "s", "secret_data": map[string]any{"k": "v"}}
 	withGroup := func(group, ws string) map[string]any {
 		m := map[string]any{"resource_group": group, "workspace_id": ws}
@@ -391,17 +380,17 @@ func TestTrustedAccountWorkspaces(t *testing.T) {
 	for _, c := range []*testkit.Client{owner, member} {
 		sec.call(c, ta+"get", map[string]any{"trusted_account_id": domainWide["trusted_account_id"]}).OK(nil)
 		sec.call(c, ta+"get", map[string]any{"trusted_account_id": inA["trusted_account_id"]}).OK(nil)
-		if n := listCount(t, c, ta+"list", nil); n != 2 {
+		if n := identitytest.ListCount(t, c, ta+"list", nil); n != 2 {
 			t.Fatalf("workspace caller lists %d", n)
 		}
-		if n := listCount(t, c, ta+"list", map[string]any{"workspace_id": wsB}); n != 0 {
+		if n := identitytest.ListCount(t, c, ta+"list", map[string]any{"workspace_id": wsB}); n != 0 {
 			t.Fatalf("workspace caller lists %d of another workspace", n)
 		}
-		if n := statCount(c, ta+"stat", nil); n != 2 {
+		if n := identitytest.StatCount(c, ta+"stat", nil); n != 2 {
 			t.Fatalf("workspace caller counts %d", n)
 		}
 	}
-	if n := listCount(t, h.admin, ta+"list", nil); n != 4 {
+	if n := identitytest.ListCount(t, h.Admin, ta+"list", nil); n != 4 {
 		t.Fatalf("admin lists %d", n)
 	}
 	// The owner changes, syncs and deletes its workspace's record.
@@ -417,88 +406,88 @@ func TestTrustedAccountWorkspaces(t *testing.T) {
 func TestTrustedServiceAccount(t *testing.T) {
 	h := newHarness(t)
 	const tsa = "/identity/v2/trusted-service-account/"
-	wsA, owner, member := h.workspaceUsers("alpha")
-	otherID, other := h.newDomain("other")
+	wsA, owner, member := workspaceUsers(h, "alpha")
+	otherID, other := h.NewDomain("other")
 
 	var a map[string]any
-	h.admin.Call(tsa+"create", map[string]any{"name": "org root", "data": map[string]any{"org": "o-1"}, "provider": "aws", "scope": "DOMAIN",
-		"domain_id": h.domain, "tags": map[string]any{"k": "v"}}).OK(&a)
-	sameFields(t, "tsa create", a, tsaFields...)
+	h.Admin.Call(tsa+"create", map[string]any{"name": "org root", "data": map[string]any{"org": "o-1"}, "provider": "aws", "scope": "DOMAIN",
+		"domain_id": h.Domain, "tags": map[string]any{"k": "v"}}).OK(&a)
+	identitytest.SameFields(t, "tsa create", a, tsaFields...)
 	id := a["trusted_service_account_id"].(string)
-	if !tsaIDPattern.MatchString(id) || a["scope"] != "DOMAIN" || a["workspace_id"] != "*" || a["domain_id"] != h.domain || !isoMillis.MatchString(a["created_at"].(string)) {
+	if !tsaIDPattern.MatchString(id) || a["scope"] != "DOMAIN" || a["workspace_id"] != "*" || a["domain_id"] != h.Domain || !identitytest.IsoMillis.MatchString(a["created_at"].(string)) {
 		t.Fatalf("tsa create = %v", a)
 	}
 	var w map[string]any
-	owner.Call(tsa+"create", map[string]any{"name": "team", "data": map[string]any{}, "provider": "aws", "scope": "WORKSPACE", "domain_id": h.domain}).OK(&w)
+	owner.Call(tsa+"create", map[string]any{"name": "team", "data": map[string]any{}, "provider": "aws", "scope": "WORKSPACE", "domain_id": h.Domain}).OK(&w)
 	if w["workspace_id"] != wsA {
 		t.Fatalf("owner's tsa = %v", w)
 	}
 
-	frozen := h.dbFrozen(core.TrustedSACollection)
-	h.admin.Call(tsa+"create", map[string]any{"name": "x", "data": map[string]any{}, "provider": "aws", "scope": "DOMAIN", "domain_id": otherID}).Fails(http.StatusNotFound, errs.NotFoundCode)
-	h.admin.Call(tsa+"create", map[string]any{"name": "x", "data": map[string]any{}, "provider": "aws", "scope": "DOMAIN"}).Fails(http.StatusBadRequest, errs.RequiredParameter)
-	h.admin.Call(tsa+"create", map[string]any{"name": "x", "data": map[string]any{}, "provider": "aws", "scope": "PROJECT", "domain_id": h.domain}).Fails(http.StatusBadRequest, errs.InvalidParameter)
-	h.admin.Call(tsa+"create", map[string]any{"name": "x", "data": map[string]any{}, "provider": "aws", "scope": "WORKSPACE", "domain_id": h.domain}).Fails(http.StatusBadRequest, errs.RequiredParameter)
-	owner.Call(tsa+"create", map[string]any{"name": "x", "data": map[string]any{}, "provider": "aws", "scope": "DOMAIN", "domain_id": h.domain}).Fails(http.StatusForbidden, errs.PermissionDenied)
-	member.Call(tsa+"create", map[string]any{"name": "x", "data": map[string]any{}, "provider": "aws", "scope": "WORKSPACE", "domain_id": h.domain}).Fails(http.StatusForbidden, errs.PermissionDenied)
-	h.admin.Call(tsa+"get", map[string]any{"trusted_service_account_id": id, "domain_id": h.domain, "workspace_id": wsA}).Fails(http.StatusNotFound, errs.NotFoundCode)
-	h.admin.Call(tsa+"get", map[string]any{"trusted_service_account_id": id, "domain_id": otherID}).Fails(http.StatusNotFound, errs.NotFoundCode)
-	h.admin.Call(tsa+"update", map[string]any{"trusted_service_account_id": id, "domain_id": h.domain, "workspace_id": wsA}).Fails(http.StatusBadRequest, errs.InvalidParameter)
-	h.admin.Call(tsa+"update", map[string]any{"trusted_service_account_id": w["trusted_service_account_id"], "domain_id": h.domain, "workspace_id": "workspace-000000000000"}).Fails(http.StatusNotFound, errs.NotFoundCode)
-	owner.Call(tsa+"update", map[string]any{"trusted_service_account_id": id, "domain_id": h.domain, "name": "mine"}).Fails(http.StatusForbidden, errs.PermissionDenied)
-	owner.Call(tsa+"delete", map[string]any{"trusted_service_account_id": id, "domain_id": h.domain}).Fails(http.StatusForbidden, errs.PermissionDenied)
-	h.admin.Call(tsa+"list", nil).Fails(http.StatusBadRequest, errs.RequiredParameter)
-	h.admin.Call(tsa+"list", map[string]any{"domain_id": otherID}).Fails(http.StatusNotFound, errs.NotFoundCode)
-	h.admin.Call(tsa+"stat", map[string]any{"domain_id": otherID, "query": countQuery}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	frozen := h.DBFrozen(core.TrustedSACollection)
+	h.Admin.Call(tsa+"create", map[string]any{"name": "x", "data": map[string]any{}, "provider": "aws", "scope": "DOMAIN", "domain_id": otherID}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	h.Admin.Call(tsa+"create", map[string]any{"name": "x", "data": map[string]any{}, "provider": "aws", "scope": "DOMAIN"}).Fails(http.StatusBadRequest, errs.RequiredParameter)
+	h.Admin.Call(tsa+"create", map[string]any{"name": "x", "data": map[string]any{}, "provider": "aws", "scope": "PROJECT", "domain_id": h.Domain}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	h.Admin.Call(tsa+"create", map[string]any{"name": "x", "data": map[string]any{}, "provider": "aws", "scope": "WORKSPACE", "domain_id": h.Domain}).Fails(http.StatusBadRequest, errs.RequiredParameter)
+	owner.Call(tsa+"create", map[string]any{"name": "x", "data": map[string]any{}, "provider": "aws", "scope": "DOMAIN", "domain_id": h.Domain}).Fails(http.StatusForbidden, errs.PermissionDenied)
+	member.Call(tsa+"create", map[string]any{"name": "x", "data": map[string]any{}, "provider": "aws", "scope": "WORKSPACE", "domain_id": h.Domain}).Fails(http.StatusForbidden, errs.PermissionDenied)
+	h.Admin.Call(tsa+"get", map[string]any{"trusted_service_account_id": id, "domain_id": h.Domain, "workspace_id": wsA}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	h.Admin.Call(tsa+"get", map[string]any{"trusted_service_account_id": id, "domain_id": otherID}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	h.Admin.Call(tsa+"update", map[string]any{"trusted_service_account_id": id, "domain_id": h.Domain, "workspace_id": wsA}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	h.Admin.Call(tsa+"update", map[string]any{"trusted_service_account_id": w["trusted_service_account_id"], "domain_id": h.Domain, "workspace_id": "workspace-000000000000"}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	owner.Call(tsa+"update", map[string]any{"trusted_service_account_id": id, "domain_id": h.Domain, "name": "mine"}).Fails(http.StatusForbidden, errs.PermissionDenied)
+	owner.Call(tsa+"delete", map[string]any{"trusted_service_account_id": id, "domain_id": h.Domain}).Fails(http.StatusForbidden, errs.PermissionDenied)
+	h.Admin.Call(tsa+"list", nil).Fails(http.StatusBadRequest, errs.RequiredParameter)
+	h.Admin.Call(tsa+"list", map[string]any{"domain_id": otherID}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	h.Admin.Call(tsa+"stat", map[string]any{"domain_id": otherID, "query": identitytest.CountQuery}).Fails(http.StatusNotFound, errs.NotFoundCode)
 	frozen()
 
 	var got map[string]any
-	member.Call(tsa+"get", map[string]any{"trusted_service_account_id": id, "domain_id": h.domain}).OK(&got)
-	sameFields(t, "tsa get", got, tsaFields...)
-	h.admin.Call(tsa+"get", map[string]any{"trusted_service_account_id": w["trusted_service_account_id"], "domain_id": h.domain, "workspace_id": wsA}).OK(nil)
-	if n := listCount(t, h.admin, tsa+"list", map[string]any{"domain_id": h.domain}); n != 2 {
+	member.Call(tsa+"get", map[string]any{"trusted_service_account_id": id, "domain_id": h.Domain}).OK(&got)
+	identitytest.SameFields(t, "tsa get", got, tsaFields...)
+	h.Admin.Call(tsa+"get", map[string]any{"trusted_service_account_id": w["trusted_service_account_id"], "domain_id": h.Domain, "workspace_id": wsA}).OK(nil)
+	if n := identitytest.ListCount(t, h.Admin, tsa+"list", map[string]any{"domain_id": h.Domain}); n != 2 {
 		t.Fatalf("tsa list = %d", n)
 	}
-	if n := listCount(t, h.admin, tsa+"list", map[string]any{"domain_id": h.domain, "scope": "WORKSPACE"}); n != 1 {
+	if n := identitytest.ListCount(t, h.Admin, tsa+"list", map[string]any{"domain_id": h.Domain, "scope": "WORKSPACE"}); n != 1 {
 		t.Fatalf("tsa list by scope = %d", n)
 	}
-	if n := listCount(t, member, tsa+"list", map[string]any{"domain_id": h.domain}); n != 2 {
+	if n := identitytest.ListCount(t, member, tsa+"list", map[string]any{"domain_id": h.Domain}); n != 2 {
 		t.Fatalf("member tsa list = %d", n)
 	}
-	if n := statCount(h.admin, tsa+"stat", map[string]any{"domain_id": h.domain, "workspace_id": wsA}); n != 1 {
+	if n := identitytest.StatCount(h.Admin, tsa+"stat", map[string]any{"domain_id": h.Domain, "workspace_id": wsA}); n != 1 {
 		t.Fatalf("tsa stat in workspace = %d", n)
 	}
-	if n := statCount(h.admin, tsa+"stat", map[string]any{"domain_id": h.domain}); n != 2 {
+	if n := identitytest.StatCount(h.Admin, tsa+"stat", map[string]any{"domain_id": h.Domain}); n != 2 {
 		t.Fatalf("tsa stat = %d", n)
 	}
-	h.admin.Call(tsa+"update", map[string]any{"trusted_service_account_id": id, "domain_id": h.domain, "name": "org", "data": map[string]any{"org": "o-2"}, "tags": map[string]any{}}).OK(&got)
-	sameFields(t, "tsa update", got, tsaFields...)
+	h.Admin.Call(tsa+"update", map[string]any{"trusted_service_account_id": id, "domain_id": h.Domain, "name": "org", "data": map[string]any{"org": "o-2"}, "tags": map[string]any{}}).OK(&got)
+	identitytest.SameFields(t, "tsa update", got, tsaFields...)
 	if got["name"] != "org" || got["data"].(map[string]any)["org"] != "o-2" || len(got["tags"].(map[string]any)) != 0 || got["provider"] != "aws" {
 		t.Fatalf("tsa update = %v", got)
 	}
 	// An admin moves a workspace record to another workspace of the domain.
 	var ws2 map[string]any
-	h.admin.Call("/identity/v2/workspace/create", map[string]any{"name": "gamma"}).OK(&ws2)
-	h.admin.Call(tsa+"update", map[string]any{"trusted_service_account_id": w["trusted_service_account_id"], "domain_id": h.domain, "workspace_id": ws2["workspace_id"]}).OK(&got)
+	h.Admin.Call("/identity/v2/workspace/create", map[string]any{"name": "gamma"}).OK(&ws2)
+	h.Admin.Call(tsa+"update", map[string]any{"trusted_service_account_id": w["trusted_service_account_id"], "domain_id": h.Domain, "workspace_id": ws2["workspace_id"]}).OK(&got)
 	if got["workspace_id"] != ws2["workspace_id"] {
 		t.Fatalf("moved tsa = %v", got)
 	}
-	owner.Call(tsa+"get", map[string]any{"trusted_service_account_id": w["trusted_service_account_id"], "domain_id": h.domain}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	owner.Call(tsa+"get", map[string]any{"trusted_service_account_id": w["trusted_service_account_id"], "domain_id": h.Domain}).Fails(http.StatusNotFound, errs.NotFoundCode)
 	// SYSTEM may name any domain.
 	var sys map[string]any
-	h.system.Call(tsa+"create", map[string]any{"name": "b", "data": map[string]any{}, "provider": "aws", "scope": "DOMAIN", "domain_id": otherID}).OK(&sys)
+	h.System.Call(tsa+"create", map[string]any{"name": "b", "data": map[string]any{}, "provider": "aws", "scope": "DOMAIN", "domain_id": otherID}).OK(&sys)
 	if sys["domain_id"] != otherID {
 		t.Fatalf("SYSTEM tsa = %v", sys)
 	}
-	if n := listCount(t, other, tsa+"list", map[string]any{"domain_id": otherID}); n != 1 {
+	if n := identitytest.ListCount(t, other, tsa+"list", map[string]any{"domain_id": otherID}); n != 1 {
 		t.Fatalf("other lists %d", n)
 	}
-	h.admin.Call(tsa+"delete", map[string]any{"trusted_service_account_id": id, "domain_id": h.domain}).OK(nil)
-	h.admin.Call(tsa+"get", map[string]any{"trusted_service_account_id": id, "domain_id": h.domain}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	h.Admin.Call(tsa+"delete", map[string]any{"trusted_service_account_id": id, "domain_id": h.Domain}).OK(nil)
+	h.Admin.Call(tsa+"get", map[string]any{"trusted_service_account_id": id, "domain_id": h.Domain}).Fails(http.StatusNotFound, errs.NotFoundCode)
 	// The spec's path for them is the trusted account's; Nubes serves them
 	// under their own prefix, and the trusted-account paths stay trusted
 	// accounts.
-	h.admin.Call("/identity/v2/trusted-account/get", map[string]any{"trusted_service_account_id": w["trusted_service_account_id"], "domain_id": h.domain}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	h.Admin.Call("/identity/v2/trusted-account/get", map[string]any{"trusted_service_account_id": w["trusted_service_account_id"], "domain_id": h.Domain}).Fails(http.StatusBadRequest, errs.InvalidParameter)
 }
 
 // An admin of domain B never reads, lists, counts, changes or deletes
@@ -507,17 +496,17 @@ func TestTrustedIsolation(t *testing.T) {
 	h := newHarness(t)
 	sec := &secrets{t: t}
 	const ta, tsa = "/identity/v2/trusted-account/", "/identity/v2/trusted-service-account/"
-	otherID, other := h.newDomain("other")
+	otherID, other := h.NewDomain("other")
 	secret := sec.add("domain-a-secret-value")
 	var a, s map[string]any
-	sec.call(h.admin, ta+"create", map[string]any{"name": "A", "data": map[string]any{}, "provider": "aws", "secret_schema_id": "x",
+	sec.call(h.Admin, ta+"create", map[string]any{"name": "A", "data": map[string]any{}, "provider": "aws", "secret_schema_id": "x",
 		"secret_data": map[string]any{"k": secret}, "resource_group": "DOMAIN"}).OK(&a)
-	h.admin.Call(tsa+"create", map[string]any{"name": "A", "data": map[string]any{}, "provider": "aws", "scope": "DOMAIN", "domain_id": h.domain}).OK(&s)
+	h.Admin.Call(tsa+"create", map[string]any{"name": "A", "data": map[string]any{}, "provider": "aws", "scope": "DOMAIN", "domain_id": h.Domain}).OK(&s)
 	sec.call(other, ta+"create", map[string]any{"name": "B", "data": map[string]any{}, "provider": "aws", "secret_schema_id": "x",
 		"secret_data": map[string]any{"k": "b"}, "resource_group": "DOMAIN"}).OK(nil)
 	other.Call(tsa+"create", map[string]any{"name": "B", "data": map[string]any{}, "provider": "aws", "scope": "DOMAIN", "domain_id": otherID}).OK(nil)
 
-	frozen := h.dbFrozen(core.TrustedAccountsCollection, core.TrustedSecretsCollection, core.TrustedSACollection, core.JobsCollection)
+	frozen := h.DBFrozen(core.TrustedAccountsCollection, core.TrustedSecretsCollection, core.TrustedSACollection, core.JobsCollection)
 	taID := a["trusted_account_id"]
 	for _, op := range []string{"get", "delete", "sync"} {
 		sec.call(other, ta+op, map[string]any{"trusted_account_id": taID}).Fails(http.StatusNotFound, errs.NotFoundCode)
@@ -526,7 +515,7 @@ func TestTrustedIsolation(t *testing.T) {
 	sec.call(other, ta+"update-secret-data", map[string]any{"trusted_account_id": taID, "secret_schema_id": "x", "secret_data": map[string]any{"k": "stolen"}}).Fails(http.StatusNotFound, errs.NotFoundCode)
 	for _, body := range []map[string]any{
 		nil, {"trusted_account_id": taID}, {"trusted_secret_id": a["trusted_secret_id"]},
-		{"query": map[string]any{"filter_or": []any{map[string]any{"k": "domain_id", "v": h.domain, "o": "eq"}, map[string]any{"k": "name", "v": "A", "o": "eq"}}}},
+		{"query": map[string]any{"filter_or": []any{map[string]any{"k": "domain_id", "v": h.Domain, "o": "eq"}, map[string]any{"k": "name", "v": "A", "o": "eq"}}}},
 	} {
 		var b any = body
 		if body == nil {
@@ -542,24 +531,50 @@ func TestTrustedIsolation(t *testing.T) {
 			}
 		}
 	}
-	if n := statCount(other, ta+"stat", nil); n != 1 {
+	if n := identitytest.StatCount(other, ta+"stat", nil); n != 1 {
 		t.Fatalf("domain B counts %d trusted accounts", n)
 	}
 	sID := s["trusted_service_account_id"]
-	for _, d := range []string{h.domain, otherID} {
+	for _, d := range []string{h.Domain, otherID} {
 		for _, op := range []string{"get", "delete"} {
 			other.Call(tsa+op, map[string]any{"trusted_service_account_id": sID, "domain_id": d}).Fails(http.StatusNotFound, errs.NotFoundCode)
 		}
 		other.Call(tsa+"update", map[string]any{"trusted_service_account_id": sID, "domain_id": d, "name": "mine"}).Fails(http.StatusNotFound, errs.NotFoundCode)
 	}
-	other.Call(tsa+"list", map[string]any{"domain_id": h.domain}).Fails(http.StatusNotFound, errs.NotFoundCode)
-	other.Call(tsa+"stat", map[string]any{"domain_id": h.domain, "query": countQuery}).Fails(http.StatusNotFound, errs.NotFoundCode)
-	other.Call(tsa+"create", map[string]any{"name": "x", "data": map[string]any{}, "provider": "aws", "scope": "DOMAIN", "domain_id": h.domain}).Fails(http.StatusNotFound, errs.NotFoundCode)
-	if n := listCount(t, other, tsa+"list", map[string]any{"domain_id": otherID, "trusted_service_account_id": sID}); n != 0 {
+	other.Call(tsa+"list", map[string]any{"domain_id": h.Domain}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	other.Call(tsa+"stat", map[string]any{"domain_id": h.Domain, "query": identitytest.CountQuery}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	other.Call(tsa+"create", map[string]any{"name": "x", "data": map[string]any{}, "provider": "aws", "scope": "DOMAIN", "domain_id": h.Domain}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	if n := identitytest.ListCount(t, other, tsa+"list", map[string]any{"domain_id": otherID, "trusted_service_account_id": sID}); n != 0 {
 		t.Fatalf("domain B lists domain A's tsa")
 	}
-	if n := statCount(other, tsa+"stat", map[string]any{"domain_id": otherID}); n != 1 {
+	if n := identitytest.StatCount(other, tsa+"stat", map[string]any{"domain_id": otherID}); n != 1 {
 		t.Fatalf("domain B counts %d tsa", n)
 	}
 	frozen()
+}
+
+// newHarness mounts the trusted accounts', the trusted service accounts'
+// and the workspaces' operations (trusted records live in workspaces) and
+// runs the sync workers.
+func newHarness(t *testing.T) *identitytest.Harness {
+	return identitytest.New(t, func(d *core.Deps) []api.Route {
+		return slices.Concat(trustedaccount.Routes(d), trustedserviceaccount.Routes(d), workspace.Routes(d))
+	}, identitytest.Options{Workers: trustedaccount.Workers})
+}
+
+// workspaceUsers makes a workspace and an owner and a member of it, and
+// returns the workspace id and their WORKSPACE-scope clients; their
+// bindings are stored as role-binding/create stores them.
+func workspaceUsers(h *identitytest.Harness, name string) (workspaceID string, owner, member *testkit.Client) {
+	h.T.Helper()
+	var ws map[string]any
+	h.Admin.Call("/identity/v2/workspace/create", map[string]any{"name": name}).OK(&ws)
+	workspaceID = ws["workspace_id"].(string)
+	h.DirectUser(h.Domain, name+"-owner", "Owner-Passw0rd")
+	h.DirectUser(h.Domain, name+"-member", "Member-Passw0rd")
+	h.Bind(name+"-owner", "managed-workspace-owner", workspaceID)
+	h.Bind(name+"-member", "managed-workspace-member", workspaceID)
+	owner = h.Anon.As(h.Scoped(name+"-owner", "Owner-Passw0rd", "WORKSPACE", workspaceID))
+	member = h.Anon.As(h.Scoped(name+"-member", "Member-Passw0rd", "WORKSPACE", workspaceID))
+	return workspaceID, owner, member
 }
