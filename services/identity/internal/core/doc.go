@@ -14,7 +14,8 @@
 // import any package of identity, and must not return, log or decide on
 // a secret: passwords, codes, OTP and links have their own packages.
 //
-// Imports run one way, each package importing only those before it:
+// Imports run one way, each package importing only those before it
+// (TestImportOrder holds every package of internal/ to this list):
 //
 //	password                   the password rules, bcrypt (no identity import)
 //	core                       models, Deps, sealing, tenancy
@@ -29,5 +30,6 @@
 //	                           one package per resource (over the above)
 //	user                       imports userprofile (v1's self-service rules)
 //	bootstrap                  the first start (root domain, admin)
+//	identitytest               tests only: one resource on core (internal/identitytest)
 //	identity (root)            wires the routes, workers and authenticator
 package core
