@@ -212,7 +212,10 @@ func setupWith(t *testing.T, o options) *env {
 	fp.Script(initMethod, fakeplugin.Reply{Result: M{"metadata": initMetadata}})
 	plugins := fakeplugin.Client(t, map[string]string{"plugin-aws-cost-explorer-cost-datasource": fp.Endpoint, offlineCE: fp.Endpoint,
 		"plugin-unreachable": fakeplugin.Unreachable},
-		plugin.Options{ReadyTimeout: 300 * time.Millisecond, CallTimeout: 3 * time.Second, Retries: -1})
+		// The wait for a ready connection is a bound like waitBound's: at
+		// 300 ms a register at load 20 met "cannot be reached"
+		// (TestSettleRacingCancel). plugin-unreachable refuses at once.
+		plugin.Options{ReadyTimeout: 10 * time.Second, CallTimeout: 3 * time.Second, Retries: -1})
 	keys, err := seal.Parse(seal.RandomSpec("k1"), "k1")
 	if err != nil {
 		t.Fatal(err)
