@@ -17,6 +17,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/services/identity/internal/core"
+	"github.com/nubes-io/nubes/services/identity/internal/identitytest"
 	"github.com/nubes-io/nubes/services/identity/internal/password"
 )
 
@@ -89,60 +90,14 @@ func (h *harness) dump(colls ...string) string {
 	return b.String()
 }
 
-var countQuery = map[string]any{"aggregate": []any{map[string]any{"group": map[string]any{"fields": []any{map[string]any{"name": "n", "operator": "count"}}}}}}
-
-// statCount runs a count-all stat at path and returns the count.
-func statCount(c *testkit.Client, path string, extra map[string]any) int {
-	body := map[string]any{"query": countQuery}
-	for k, v := range extra {
-		body[k] = v
-	}
-	var out struct {
-		Results []struct {
-			N int `json:"n"`
-		} `json:"results"`
-	}
-	c.Call(path, body).OK(&out)
-	if len(out.Results) == 0 {
-		return 0
-	}
-	return out.Results[0].N
-}
-
-// listCount lists at path and returns total_count (checking that it
-// matches the rows when the list is short).
-func listCount(t *testing.T, c *testkit.Client, path string, body map[string]any) int {
-	t.Helper()
-	var out struct {
-		Results    []map[string]any `json:"results"`
-		TotalCount int              `json:"total_count"`
-	}
-	var b any = body
-	if body == nil {
-		b = nil
-	}
-	c.Call(path, b).OK(&out)
-	if len(out.Results) != out.TotalCount {
-		t.Fatalf("%s: %d rows, total_count %d", path, len(out.Results), out.TotalCount)
-	}
-	return out.TotalCount
-}
-
-// eventually polls ok every 25ms until it returns true or within is
-// over, and returns how long it took.
-func eventually(t *testing.T, within time.Duration, what string, ok func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for {
-		if ok() {
-			return time.Since(start)
-		}
-		if time.Since(start) > within {
-			t.Fatalf("%s: not within %s", what, within)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-}
+// The shared test helpers, under the names the package's tests use.
+var (
+	countQuery = identitytest.CountQuery
+	statCount  = identitytest.StatCount
+	listCount  = identitytest.ListCount
+	eventually = identitytest.Eventually
+	sameFields = identitytest.SameFields
+)
 
 var (
 	apiKeyIDPattern = regexp.MustCompile(`^api-key-[0-9a-f]{12}$`)
@@ -156,14 +111,6 @@ func keysOf(m map[string]any) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-func sameFields(t *testing.T, what string, got map[string]any, want ...string) {
-	t.Helper()
-	slices.Sort(want)
-	if g := keysOf(got); !slices.Equal(g, want) {
-		t.Fatalf("%s fields = %v, want %v", what, g, want)
-	}
 }
 
 var v2KeyFields = []string{"api_key_id", "api_key", "app_id", "name", "state", "domain_id", "user_id", "created_at", "last_accessed_at", "expired_at"}

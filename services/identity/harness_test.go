@@ -2,15 +2,12 @@ package identity_test
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"golang.org/x/crypto/bcrypt"
 
@@ -20,6 +17,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/server"
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/services/identity"
+	"github.com/nubes-io/nubes/services/identity/internal/identitytest"
 )
 
 func TestMain(m *testing.M) { testkit.Main(m) }
@@ -76,7 +74,7 @@ func newHarnessOn(t *testing.T, natsURL string) *harness {
 		go func() { _ = w(ctx) }()
 	}
 	if natsURL == env.NATS.URL {
-		h.watchMail(ctx, bus)
+		identitytest.WatchMail(t)
 	}
 	srv, err := server.New(server.Options{Name: "identity", Logger: log, Auth: h.built.Service.Auth, Documents: h.built.Service.Documents}, h.built.Service.Routes...)
 	if err != nil {
@@ -90,113 +88,17 @@ func newHarnessOn(t *testing.T, natsURL string) *harness {
 	return h
 }
 
-// mailbox records every mail event of the package's NATS. MailStream is
-// a work queue: one consumer for every harness (acking each mail, as the
-// mailer would); a harness finds its mails by address (each test has its
-// own) and opens their sealed secret with its own keys.
-var mailbox struct {
-	once  sync.Once
-	mu    sync.Mutex
-	mails []events.Mail
-	err   error
-}
-
-// watchMail starts the package's mail consumer once.
-func (h *harness) watchMail(_ context.Context, _ *events.Bus) {
-	h.t.Helper()
-	mailbox.once.Do(func() {
-		ctx := context.Background() // lives as long as the test binary
-		bus, err := events.Connect(ctx, testkit.Get().NATS.URL, "identity-test-mail", slog.New(slog.DiscardHandler))
-		if err != nil {
-			mailbox.err = err
-			return
-		}
-		if err := bus.EnsureStreams(ctx); err != nil {
-			mailbox.err = err
-			return
-		}
-		cons, err := bus.JS.CreateOrUpdateConsumer(ctx, events.MailStream, jetstream.ConsumerConfig{
-			Durable: "identity-test", FilterSubject: events.MailSubject, AckPolicy: jetstream.AckExplicitPolicy,
-		})
-		if err != nil {
-			mailbox.err = err
-			return
-		}
-		_, mailbox.err = cons.Consume(func(m jetstream.Msg) {
-			var mail events.Mail
-			if json.Unmarshal(m.Data(), &mail) == nil {
-				mailbox.mu.Lock()
-				mailbox.mails = append(mailbox.mails, mail)
-				mailbox.mu.Unlock()
-			}
-			_ = m.Ack()
-		})
-	})
-	if mailbox.err != nil {
-		h.t.Fatal(mailbox.err)
-	}
-}
-
-// sealed asserts that a mail event carries no link or code in clear.
-func (h *harness) sealed(m events.Mail) {
-	h.t.Helper()
-	for _, k := range events.SecretMailKeys {
-		if _, ok := m.Data[k]; ok {
-			h.t.Fatalf("mail %s carries %s in clear: %+v", m.ID, k, m.Data)
-		}
-	}
-	if m.TokenID == "" {
-		h.t.Fatalf("mail %s names no token", m.ID)
-	}
-}
-
-// open opens a mail's sealed secret with the harness' keys.
-func (h *harness) open(m events.Mail) events.Mail {
-	h.t.Helper()
-	cipher, err := identity.NewCipher(h.cipherSpec)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	out, err := events.OpenMail(cipher, m)
-	if err != nil {
-		h.t.Fatalf("mail %s does not open: %v", m.ID, err)
-	}
-	return out
-}
-
-// mailTo waits for the next mail to addr with template and returns it.
-// Addresses are unique per test, so tests sharing the stream never mix.
+// mailTo waits for the next mail to addr with template, opened with the
+// harness' keys (identitytest's mailbox, one per test binary).
 func (h *harness) mailTo(addr, template string) events.Mail {
 	h.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		mailbox.mu.Lock()
-		for i, m := range mailbox.mails {
-			if m.To == addr && m.Template == template {
-				mailbox.mails = append(mailbox.mails[:i], mailbox.mails[i+1:]...)
-				mailbox.mu.Unlock()
-				h.sealed(m)
-				return h.open(m)
-			}
-		}
-		mailbox.mu.Unlock()
-		time.Sleep(20 * time.Millisecond)
-	}
-	h.t.Fatalf("no %q mail to %s within 10s", template, addr)
-	return events.Mail{}
+	return identitytest.MailTo(h.t, h.cipherSpec, addr, template)
 }
 
 // noMailTo asserts that no mail to addr arrives within a short while.
 func (h *harness) noMailTo(addr string) {
 	h.t.Helper()
-	time.Sleep(300 * time.Millisecond)
-	mailbox.mu.Lock()
-	defer mailbox.mu.Unlock()
-	for _, m := range mailbox.mails {
-		if m.To == addr {
-			h.t.Fatalf("unexpected mail to %s: %+v", addr, m)
-		}
-	}
+	identitytest.NoMailTo(h.t, addr)
 }
 
 type pair struct {

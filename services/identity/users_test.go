@@ -15,50 +15,28 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"golang.org/x/crypto/bcrypt"
 
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/identity/internal/core"
+	"github.com/nubes-io/nubes/services/identity/internal/identitytest"
 )
 
 // Test users get userPassword through a bcrypt hash of the minimum cost
-// written straight to the store: a cost-10 hash takes seconds under -race
-// on a small machine, and most tests only need a user that can log in.
-// Creation and password changes through the API (real cost) are tested
-// on their own.
-const userPassword = "User-Passw0rd1"
+// written straight to the store (identitytest.SeedUser): most tests only
+// need a user that can log in; creation and password changes through the
+// API (real cost) are tested on their own.
+const userPassword = identitytest.UserPassword
 
-var cheapHash = func() string {
-	b, err := bcrypt.GenerateFromPassword([]byte(userPassword), bcrypt.MinCost)
-	if err != nil {
-		panic(err)
-	}
-	return string(b)
-}()
-
-// seedUser stores an ENABLED LOCAL user of domainID with userPassword;
-// edit adjusts it before it is stored.
+// seedUser stores an ENABLED LOCAL user of domainID with userPassword.
 func (h *harness) seedUser(domainID, userID string, edit ...func(*core.User)) {
 	h.t.Helper()
-	u := &core.User{
-		ID: core.UserKey(domainID, userID), UserID: userID, DomainID: domainID, Name: "User " + userID, State: core.Enabled,
-		AuthType: "LOCAL", UserType: "USER", RoleType: "USER", MFA: core.MFA{State: core.Disabled, Options: map[string]any{}},
-		Language: "en", Timezone: "UTC", RequiredActions: []string{}, Tags: map[string]any{}, PasswordHash: cheapHash, CreatedAt: wire.T(wire.Now()),
-	}
-	for _, e := range edit {
-		e(u)
-	}
-	if _, err := h.db.Collection(core.UsersCollection).InsertOne(context.Background(), u); err != nil {
-		h.t.Fatal(err)
-	}
+	identitytest.SeedUser(h.t, h.db, domainID, userID, edit...)
 }
 
-func withEmail(addr string, verified bool) func(*core.User) {
-	return func(u *core.User) { u.Email, u.EmailVerified = addr, verified }
-}
+var withEmail = identitytest.WithEmail
 
 // userDoc is a user's stored document, nil when there is none.
 func (h *harness) userDoc(domainID, userID string) bson.M {

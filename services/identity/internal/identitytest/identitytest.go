@@ -115,7 +115,7 @@ func New(t *testing.T, routes func(d *core.Deps) []api.Route, opt ...Options) *H
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.watchMail()
+	WatchMail(t)
 	h.Handler = srv.Handler()
 	h.Domain = b.DomainID
 	h.Anon = testkit.NewClient(t, h.Handler)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -25,9 +26,11 @@ var mailbox struct {
 	err   error
 }
 
-// watchMail starts the binary's mail consumer once.
-func (h *Harness) watchMail() {
-	h.T.Helper()
+// WatchMail starts the test binary's mail consumer once; every harness
+// of the binary (this package's and a package's own) reads through it,
+// as a second consumer on the work queue would take half the mails.
+func WatchMail(t testing.TB) {
+	t.Helper()
 	mailbox.once.Do(func() {
 		ctx := context.Background() // lives as long as the test binary
 		bus, err := events.Connect(ctx, testkit.Get().NATS.URL, "identity-test-mail", slog.New(slog.DiscardHandler))
@@ -57,42 +60,42 @@ func (h *Harness) watchMail() {
 		})
 	})
 	if mailbox.err != nil {
-		h.T.Fatal(mailbox.err)
+		t.Fatal(mailbox.err)
 	}
 }
 
 // sealed asserts that a mail event carries no link or code in clear.
-func (h *Harness) sealed(m events.Mail) {
-	h.T.Helper()
+func sealed(t testing.TB, m events.Mail) {
+	t.Helper()
 	for _, k := range events.SecretMailKeys {
 		if _, ok := m.Data[k]; ok {
-			h.T.Fatalf("mail %s carries %s in clear: %+v", m.ID, k, m.Data)
+			t.Fatalf("mail %s carries %s in clear: %+v", m.ID, k, m.Data)
 		}
 	}
 	if m.TokenID == "" {
-		h.T.Fatalf("mail %s names no token", m.ID)
+		t.Fatalf("mail %s names no token", m.ID)
 	}
 }
 
-// open opens a mail's sealed secret with the harness' keys.
-func (h *Harness) open(m events.Mail) events.Mail {
-	h.T.Helper()
-	cipher, err := core.NewCipher(h.CipherSpec)
+// open opens a mail's sealed secret with the keys of cipherSpec.
+func open(t testing.TB, cipherSpec string, m events.Mail) events.Mail {
+	t.Helper()
+	cipher, err := core.NewCipher(cipherSpec)
 	if err != nil {
-		h.T.Fatal(err)
+		t.Fatal(err)
 	}
 	out, err := events.OpenMail(cipher, m)
 	if err != nil {
-		h.T.Fatalf("mail %s does not open: %v", m.ID, err)
+		t.Fatalf("mail %s does not open: %v", m.ID, err)
 	}
 	return out
 }
 
 // MailTo waits for the next mail to addr with template and returns it,
-// opened. Addresses are unique per test, so tests sharing the stream
-// never mix.
-func (h *Harness) MailTo(addr, template string) events.Mail {
-	h.T.Helper()
+// opened with the keys of cipherSpec. Addresses are unique per test, so
+// tests sharing the stream never mix.
+func MailTo(t testing.TB, cipherSpec, addr, template string) events.Mail {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		mailbox.mu.Lock()
@@ -100,26 +103,38 @@ func (h *Harness) MailTo(addr, template string) events.Mail {
 			if m.To == addr && m.Template == template {
 				mailbox.mails = append(mailbox.mails[:i], mailbox.mails[i+1:]...)
 				mailbox.mu.Unlock()
-				h.sealed(m)
-				return h.open(m)
+				sealed(t, m)
+				return open(t, cipherSpec, m)
 			}
 		}
 		mailbox.mu.Unlock()
 		time.Sleep(20 * time.Millisecond)
 	}
-	h.T.Fatalf("no %q mail to %s within 10s", template, addr)
+	t.Fatalf("no %q mail to %s within 10s", template, addr)
 	return events.Mail{}
 }
 
 // NoMailTo asserts that no mail to addr arrives within a short while.
-func (h *Harness) NoMailTo(addr string) {
-	h.T.Helper()
+func NoMailTo(t testing.TB, addr string) {
+	t.Helper()
 	time.Sleep(300 * time.Millisecond)
 	mailbox.mu.Lock()
 	defer mailbox.mu.Unlock()
 	for _, m := range mailbox.mails {
 		if m.To == addr {
-			h.T.Fatalf("unexpected mail to %s: %+v", addr, m)
+			t.Fatalf("unexpected mail to %s: %+v", addr, m)
 		}
 	}
+}
+
+// MailTo is the package's MailTo with the harness' keys.
+func (h *Harness) MailTo(addr, template string) events.Mail {
+	h.T.Helper()
+	return MailTo(h.T, h.CipherSpec, addr, template)
+}
+
+// NoMailTo is the package's NoMailTo.
+func (h *Harness) NoMailTo(addr string) {
+	h.T.Helper()
+	NoMailTo(h.T, addr)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/nubes-io/nubes/pkg/auth"
@@ -30,10 +31,10 @@ var cheapHash = func() string {
 	return string(b)
 }()
 
-// SeedUser stores an ENABLED LOCAL user of domainID with UserPassword;
-// edit adjusts it before it is stored.
-func (h *Harness) SeedUser(domainID, userID string, edit ...func(*core.User)) {
-	h.T.Helper()
+// SeedUser stores in db an ENABLED LOCAL user of domainID with
+// UserPassword; edit adjusts it before it is stored.
+func SeedUser(t testing.TB, db *mongo.Database, domainID, userID string, edit ...func(*core.User)) {
+	t.Helper()
 	u := &core.User{
 		ID: core.UserKey(domainID, userID), UserID: userID, DomainID: domainID, Name: "User " + userID, State: core.Enabled,
 		AuthType: "LOCAL", UserType: "USER", RoleType: "USER", MFA: core.MFA{State: core.Disabled, Options: map[string]any{}},
@@ -42,9 +43,15 @@ func (h *Harness) SeedUser(domainID, userID string, edit ...func(*core.User)) {
 	for _, e := range edit {
 		e(u)
 	}
-	if _, err := h.DB.Collection(core.UsersCollection).InsertOne(context.Background(), u); err != nil {
-		h.T.Fatal(err)
+	if _, err := db.Collection(core.UsersCollection).InsertOne(context.Background(), u); err != nil {
+		t.Fatal(err)
 	}
+}
+
+// SeedUser is the package's SeedUser on the harness' database.
+func (h *Harness) SeedUser(domainID, userID string, edit ...func(*core.User)) {
+	h.T.Helper()
+	SeedUser(h.T, h.DB, domainID, userID, edit...)
 }
 
 // WithEmail sets a seeded user's address.
