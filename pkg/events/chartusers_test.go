@@ -102,7 +102,16 @@ func TestChartNATSUsers(t *testing.T) {
 		{"notification", events.NotificationStream, events.NotificationConsumer, events.NotificationDispatchSubject},
 		{"notification", events.NotificationStream, events.NotificationRequestConsumer, events.NotificationRequestSubject},
 		{"mailer", events.MailStream, events.MailConsumer, events.MailSubject}} {
-		got := make(chan struct{}, 1)
+		// Each consumer waits for every message published on its
+		// subject: the mailer's check below needs each mail deleted, not
+		// the first (two services publish mail).
+		want := 0
+		for _, subs := range pubs {
+			if slices.Contains(subs, c.filter) {
+				want++
+			}
+		}
+		got := make(chan struct{}, 16)
 		cctx, cancel := context.WithCancel(ctx)
 		spec := events.ConsumerSpec{Stream: c.stream, Consumer: jetstream.ConsumerConfig{Durable: c.durable, FilterSubject: c.filter, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 5 * time.Second}}
 		if c.svc == "mailer" {
@@ -161,10 +170,13 @@ func TestChartNATSUsers(t *testing.T) {
 				}
 			})
 		}()
-		select {
-		case <-got:
-		case <-time.After(15 * time.Second): // bounds a failing test only
-			t.Fatalf("%s %s got nothing", c.svc, c.durable)
+		bound := time.After(15 * time.Second) // bounds a failing test only
+		for n := range want {
+			select {
+			case <-got:
+			case <-bound:
+				t.Fatalf("%s %s got %d of %d", c.svc, c.durable, n, want)
+			}
 		}
 		cancel()
 		<-done
