@@ -30,6 +30,7 @@ type callers struct {
 	anon, system, adminA, adminB, memberA, userA *testkit.Client
 	db                                           *mongo.Database
 	h                                            http.Handler
+	worker                                       func(context.Context) error // the view-count writer
 }
 
 func setup(t *testing.T) *callers { t.Helper(); return setupViews(t, true) }
@@ -39,8 +40,14 @@ func setup(t *testing.T) *callers { t.Helper(); return setupViews(t, true) }
 // writer would add the insider's view while the outsiders are tried).
 func setupViews(t *testing.T, views bool) *callers {
 	t.Helper()
+	return setupOn(t, testkit.Get().Database(t), views)
+}
+
+// setupOn serves the board on db: a second call on one db is a second
+// replica.
+func setupOn(t *testing.T, db *mongo.Database, views bool) *callers {
+	t.Helper()
 	env := testkit.Get()
-	db := env.Database(t)
 	svc, err := board.New(context.Background(), app.Deps{DB: db, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -66,6 +73,7 @@ func setupViews(t *testing.T, views bool) *callers {
 		userA:   tok(auth.Principal{DomainID: "domain-a", UserID: "ulla", Role: auth.User}),
 		db:      db,
 		h:       srv.Handler(),
+		worker:  svc.Workers[0],
 	}
 }
 

@@ -2,6 +2,7 @@ package post
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"maps"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
@@ -344,8 +346,25 @@ func (ps posts) get(ctx context.Context, p *auth.Principal, r *postRequest) (*Po
 type views struct {
 	c       *mongo.Collection
 	leases  *mongo.Collection
+	replica string // this replica's key of its flush tokens on a post
 	mu      sync.Mutex
 	pending map[string]int32
+	// doubts are this replica's writes whose outcome is unknown, by post:
+	// the next flush of the post settles each. Only flush touches them
+	// (one flusher per replica), so they need no lock.
+	doubts map[string]doubt
+}
+
+// doubt is a view write that may or may not have been applied: its
+// answer failed (a timeout whose write the store applied all the same,
+// a lost lease, a cut connection).
+type doubt struct {
+	token string // the write's token, set on the post with its $inc
+	n     int32
+}
+
+func newViews(c, leases *mongo.Collection) *views {
+	return &views{c: c, leases: leases, replica: wire.NewID("replica"), pending: map[string]int32{}, doubts: map[string]doubt{}}
 }
 
 // The post's lease is held by a view flush and by a post update: FerretDB
@@ -370,28 +389,128 @@ func (v *views) add(id string) int32 {
 	return v.pending[id]
 }
 
-// flush writes the pending views; what fails to write stays pending.
+func (v *views) putBack(id string, n int32) {
+	if n == 0 {
+		return
+	}
+	v.mu.Lock()
+	v.pending[id] += n
+	v.mu.Unlock()
+}
+
+// flush writes the pending views and settles the writes in doubt; what
+// fails to write stays pending or in doubt.
 func (v *views) flush(ctx context.Context) error {
 	v.mu.Lock()
 	batch := v.pending
 	v.pending = map[string]int32{}
 	v.mu.Unlock()
+	for id := range v.doubts {
+		batch[id] += 0 // a post with a write in doubt is flushed even with no new view
+	}
 	var firstErr error
 	for id, n := range batch {
+		ran := false
 		err := v.lock(ctx, id, func(ctx context.Context) error {
-			_, err := v.c.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "view_count", Value: n}}}})
-			return store.Wrap(err)
+			ran = true
+			return v.write(ctx, id, n)
 		})
 		if err != nil {
-			v.mu.Lock()
-			v.pending[id] += n
-			v.mu.Unlock()
+			if !ran { // the lease was not taken: nothing was tried
+				v.putBack(id, n)
+			}
 			if firstErr == nil {
 				firstErr = err
 			}
 		}
 	}
 	return firstErr
+}
+
+// write adds n views to post id, under the post's lease. A write in doubt
+// is settled first: the post is read, and the doubt's views are dropped
+// if its token landed, else added to this write. Each write $sets its
+// token under this replica's key (view_flushes.<replica>), so another
+// replica's flush in between does not hide it. A failed write is in
+// doubt: putting its views back as pending counted them twice whenever
+// the store had applied it (a timeout's answer coming late).
+func (v *views) write(ctx context.Context, id string, n int32) error {
+	if d, ok := v.doubts[id]; ok {
+		landed, err := false, viewFault(id, Settling)
+		if err == nil {
+			landed, err = v.landed(ctx, id, d.token)
+		}
+		if err != nil {
+			v.putBack(id, n) // the doubt stays; nothing was written
+			return err
+		}
+		delete(v.doubts, id)
+		if !landed {
+			n += d.n
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	token := wire.NewID("flush")
+	err := viewFault(id, Sending)
+	if err == nil {
+		_, err = v.c.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}}, bson.D{
+			{Key: "$inc", Value: bson.D{{Key: "view_count", Value: n}}},
+			{Key: "$set", Value: bson.D{{Key: "view_flushes." + v.replica, Value: token}}},
+		})
+		if err == nil {
+			err = viewFault(id, Applied)
+		}
+	}
+	if err != nil {
+		v.doubts[id] = doubt{token: token, n: n}
+		return store.Wrap(err)
+	}
+	return nil
+}
+
+// landed tells whether this replica's write of token reached post id. A
+// post deleted meanwhile took its views with it: nothing is left to add.
+func (v *views) landed(ctx context.Context, id, token string) (bool, error) {
+	var doc struct {
+		Flushes map[string]string `bson:"view_flushes"`
+	}
+	err := v.c.FindOne(ctx, bson.D{{Key: "_id", Value: id}}, options.FindOne().SetProjection(bson.D{{Key: "view_flushes", Value: 1}})).Decode(&doc)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return true, nil
+	}
+	if err != nil {
+		return false, store.Wrap(err)
+	}
+	return doc.Flushes[v.replica] == token, nil
+}
+
+var viewFaults sync.Map // post id -> func(ViewStep) error
+
+// ViewStep is a step of a view write where FailViewWrites asks its fault.
+type ViewStep int
+
+// The steps of a view write.
+const (
+	Settling ViewStep = iota // before the read that settles a write in doubt: an error leaves it in doubt
+	Sending                  // before the write is sent: an error stops it there, as a request that never reached the store
+	Applied                  // after the store applied it: an error replaces the answer, as one that came after the flush's timeout
+)
+
+// FailViewWrites makes each view write of post id, on every replica of
+// the process, ask fault for its answer at each step until restore is
+// called: for tests of writes whose outcome is unknown.
+func FailViewWrites(id string, fault func(ViewStep) error) (restore func()) {
+	viewFaults.Store(id, fault)
+	return func() { viewFaults.Delete(id) }
+}
+
+func viewFault(id string, step ViewStep) error {
+	if f, ok := viewFaults.Load(id); ok {
+		return f.(func(ViewStep) error)(step)
+	}
+	return nil
 }
 
 // keepPostLeases is how long a post's ended leases are kept before the

@@ -42,7 +42,7 @@ const ViewFlush = 250 * time.Millisecond
 // their worker (the view-count writer).
 func Routes(ctx context.Context, db *mongo.Database, log *slog.Logger) ([]api.Route, func(context.Context) error, error) {
 	p := posts{c: db.Collection(PostsCollection), boards: db.Collection(board.BoardsCollection)}
-	p.views = &views{c: p.c, leases: db.Collection(LeasesCollection), pending: map[string]int32{}}
+	p.views = newViews(p.c, db.Collection(LeasesCollection))
 	worker := func(ctx context.Context) error { return p.views.run(ctx, ViewFlush, log) }
 	// Every post query starts with the tenant, then the usual filters.
 	if err := store.EnsureIndexes(ctx, p.c,
