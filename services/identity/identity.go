@@ -87,6 +87,9 @@ type Built struct {
 	Service     *app.Service
 	Bootstrap   *Bootstrapped
 	SystemToken string // SYSTEM token of the root domain
+	// Deps is the service's core: tests store records through it as the
+	// operations would (internal/identitytest).
+	Deps *core.Deps
 }
 
 // Build creates the service, runs the bootstrap and issues the root
@@ -127,7 +130,7 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*Built, error) {
 		// The Ingress sends the console's reflection here: identity lists
 		// the whole suite, merged from the services in service_urls.
 		Reflection: server.SuiteReflection(Name, routes, cfg.ServiceURLs, ReflectionTTL, d.Log)}
-	return &Built{Service: svc, Bootstrap: b, SystemToken: tok}, nil
+	return &Built{Service: svc, Bootstrap: b, SystemToken: tok, Deps: s}, nil
 }
 
 // Routes are every operation of the service, one package per resource

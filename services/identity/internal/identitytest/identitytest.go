@@ -10,6 +10,7 @@
 package identitytest
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"net/http"
@@ -56,6 +57,12 @@ type Options struct {
 	Config func(*core.Config)
 	// Workers are run beside the mail outbox (a resource's consumers).
 	Workers func(d *core.Deps) []func(context.Context) error
+	// NATS is the URL of the bus (default: the test binary's); DB the
+	// database (default: a fresh one) and CipherSpec the keys (default:
+	// random). Replicas of one identity share all three.
+	NATS       string
+	DB         *mongo.Database
+	CipherSpec string
 }
 
 // New starts the deps with the same test configuration as the whole
@@ -63,13 +70,17 @@ type Options struct {
 func New(t *testing.T, routes func(d *core.Deps) []api.Route, opt ...Options) *Harness {
 	t.Helper()
 	env := testkit.Get()
+	var o Options
+	for _, x := range opt {
+		o.NATS, o.DB, o.CipherSpec = cmp.Or(x.NATS, o.NATS), cmp.Or(x.DB, o.DB), cmp.Or(x.CipherSpec, o.CipherSpec)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	log := slog.New(slog.DiscardHandler)
-	bus, err := events.Connect(ctx, env.NATS.URL, "identity-resource-test", log)
+	bus, err := events.Connect(ctx, cmp.Or(o.NATS, env.NATS.URL), "identity-resource-test", log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := core.RandomCipherSpec()
+	spec := cmp.Or(o.CipherSpec, core.RandomCipherSpec())
 	cipher, err := core.NewCipher(spec)
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +92,10 @@ func New(t *testing.T, routes func(d *core.Deps) []api.Route, opt ...Options) *H
 			o.Config(&cfg)
 		}
 	}
-	h := &Harness{T: t, DB: env.Database(t), CipherSpec: spec}
+	h := &Harness{T: t, DB: o.DB, CipherSpec: spec}
+	if h.DB == nil {
+		h.DB = env.Database(t)
+	}
 	if h.Deps, err = core.New(ctx, h.DB, bus, log, cfg); err != nil {
 		t.Fatal(err)
 	}

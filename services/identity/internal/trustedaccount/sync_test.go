@@ -2,23 +2,17 @@ package trustedaccount_test
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"golang.org/x/crypto/bcrypt"
 	"google.golang.org/grpc/codes"
 
-	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/plugin"
-	"github.com/nubes-io/nubes/pkg/server"
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
-	"github.com/nubes-io/nubes/services/identity/internal/bootstrap"
 	"github.com/nubes-io/nubes/services/identity/internal/core"
-	"github.com/nubes-io/nubes/services/identity/internal/credential"
 	"github.com/nubes-io/nubes/services/identity/internal/identitytest"
 	"github.com/nubes-io/nubes/services/identity/internal/trustedaccount"
 )
@@ -45,55 +39,18 @@ func newSyncStack(t *testing.T, replicas int) *syncStack {
 	}
 	t.Cleanup(func() { _ = plugins.Close() })
 	st := &syncStack{db: env.Database(t), plugin: fp}
-	cipher, err := core.NewCipher(core.RandomCipherSpec())
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.DiscardHandler)
-	var first *core.Deps
-	var systemToken string
-	for range replicas {
-		ctx, cancel := context.WithCancel(context.Background())
-		bus, err := events.Connect(ctx, n.URL(), "identity-sync-test", log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, err := core.New(ctx, st.db, bus, log, core.Config{PasswordCost: bcrypt.MinCost,
-			Signer: env.Signer, Cipher: cipher, AdminUserID: "admin", AdminPassword: identitytest.AdminPassword, Plugins: plugins,
-			AccountCollectors: map[string]string{"aws": "plugin-aws-account"}, SyncScheduleTick: 100 * time.Millisecond,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := bootstrap.Run(ctx, d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// A replica runs what identity.Build runs: the mail outbox and the sync workers.
-		workers := append([]func(context.Context) error{d.Outbox.Run}, trustedaccount.Workers(d)...)
-		done := make(chan struct{}, len(workers))
-		for _, w := range workers {
-			go func() { _ = w(ctx); done <- struct{}{} }()
-		}
-		t.Cleanup(func() {
-			cancel()
-			for range workers {
-				<-done
-			}
-			bus.Close()
-		})
-		if first == nil {
-			first = d
-			if systemToken, err = bootstrap.SystemToken(d, b); err != nil {
-				t.Fatal(err)
-			}
+	// A replica runs what identity.Build runs for sync: the mail outbox and
+	// the sync workers, on the stack's NATS, database and keys.
+	opt := identitytest.Options{NATS: n.URL(), DB: st.db, CipherSpec: core.RandomCipherSpec(), Workers: trustedaccount.Workers,
+		Config: func(c *core.Config) {
+			c.Plugins, c.AccountCollectors, c.SyncScheduleTick = plugins, map[string]string{"aws": "plugin-aws-account"}, 100*time.Millisecond
+		}}
+	for i := range replicas {
+		h := identitytest.New(t, trustedaccount.Routes, opt)
+		if i == 0 {
+			st.system = h.System
 		}
 	}
-	srv, err := server.New(server.Options{Name: "identity", Logger: log, Auth: credential.Authenticator(first)}, trustedaccount.Routes(first)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st.system = testkit.NewClient(t, srv.Handler()).As(systemToken)
 	return st
 }
 

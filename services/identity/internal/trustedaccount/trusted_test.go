@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +15,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/testkit"
@@ -335,8 +333,8 @@ func TestTrustedAccountWorkspaces(t *testing.T) {
 	h := newHarness(t)
 	sec := &secrets{t: t}
 	const ta = "/identity/v2/trusted-account/"
-	wsA, owner, member := workspaceUsers(h, "alpha")
-	wsB, ownerB, _ := workspaceUsers(h, "beta")
+	wsA, owner, member := h.WorkspaceUsers("alpha")
+	wsB, ownerB, _ := h.WorkspaceUsers("beta")
 	secret := sec.add("workspace-secret-value")
 	mk := func(c *testkit.Client, group, ws string) map[string]any {
 		t.Helper()
@@ -406,7 +404,7 @@ func TestTrustedAccountWorkspaces(t *testing.T) {
 func TestTrustedServiceAccount(t *testing.T) {
 	h := newHarness(t)
 	const tsa = "/identity/v2/trusted-service-account/"
-	wsA, owner, member := workspaceUsers(h, "alpha")
+	wsA, owner, member := h.WorkspaceUsers("alpha")
 	otherID, other := h.NewDomain("other")
 
 	var a map[string]any
@@ -557,24 +555,5 @@ func TestTrustedIsolation(t *testing.T) {
 // and the workspaces' operations (trusted records live in workspaces) and
 // runs the sync workers.
 func newHarness(t *testing.T) *identitytest.Harness {
-	return identitytest.New(t, func(d *core.Deps) []api.Route {
-		return slices.Concat(trustedaccount.Routes(d), trustedserviceaccount.Routes(d), workspace.Routes(d))
-	}, identitytest.Options{Workers: trustedaccount.Workers})
-}
-
-// workspaceUsers makes a workspace and an owner and a member of it, and
-// returns the workspace id and their WORKSPACE-scope clients; their
-// bindings are stored as role-binding/create stores them.
-func workspaceUsers(h *identitytest.Harness, name string) (workspaceID string, owner, member *testkit.Client) {
-	h.T.Helper()
-	var ws map[string]any
-	h.Admin.Call("/identity/v2/workspace/create", map[string]any{"name": name}).OK(&ws)
-	workspaceID = ws["workspace_id"].(string)
-	h.DirectUser(h.Domain, name+"-owner", "Owner-Passw0rd")
-	h.DirectUser(h.Domain, name+"-member", "Member-Passw0rd")
-	h.Bind(name+"-owner", "managed-workspace-owner", workspaceID)
-	h.Bind(name+"-member", "managed-workspace-member", workspaceID)
-	owner = h.Anon.As(h.Scoped(name+"-owner", "Owner-Passw0rd", "WORKSPACE", workspaceID))
-	member = h.Anon.As(h.Scoped(name+"-member", "Member-Passw0rd", "WORKSPACE", workspaceID))
-	return workspaceID, owner, member
+	return identitytest.New(t, identitytest.Mount(trustedaccount.Routes, trustedserviceaccount.Routes, workspace.Routes), identitytest.Options{Workers: trustedaccount.Workers})
 }

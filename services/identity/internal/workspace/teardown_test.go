@@ -2,12 +2,10 @@ package workspace_test
 
 import (
 	"net/http"
-	"slices"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/services/identity/internal/core"
@@ -24,9 +22,7 @@ import (
 // child, and a retry finishes the work. Not parallel: the injected fault
 // holds for every database's bindings collection.
 func TestWorkspaceDeleteRetried(t *testing.T) {
-	h := identitytest.New(t, func(d *core.Deps) []api.Route {
-		return slices.Concat(workspace.Routes(d), project.Routes(d), rolebinding.Routes(d), userprofile.Routes(d))
-	})
+	h := identitytest.New(t, identitytest.Mount(workspace.Routes, project.Routes, rolebinding.Routes, userprofile.Routes))
 	var ws struct {
 		WorkspaceID string `json:"workspace_id"`
 	}
