@@ -22,6 +22,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/services/identity"
 	"github.com/nubes-io/nubes/services/identity/internal/core"
+	"github.com/nubes-io/nubes/services/identity/internal/identitytest"
 	"github.com/nubes-io/nubes/services/identity/internal/verification"
 )
 
@@ -32,9 +33,9 @@ import (
 // from is an anonymous client whose requests come from addr (the
 // server's view of the peer), as from another machine.
 func (h *harness) from(addr string) *testkit.Client {
-	return testkit.NewClient(h.t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return testkit.NewClient(h.T, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.RemoteAddr = addr + ":40000"
-		h.handler.ServeHTTP(w, r)
+		h.Handler.ServeHTTP(w, r)
 	}))
 }
 
@@ -75,7 +76,7 @@ func burst(n int, call func(i int) *testkit.Response) map[string]int {
 
 func (h *harness) issueFrom(c *testkit.Client, userID, password string) *testkit.Response {
 	return c.Call("/identity/v2/token/issue", map[string]any{
-		"credentials": map[string]any{"user_id": userID, "password": password}, "auth_type": "LOCAL", "domain_id": h.domain,
+		"credentials": map[string]any{"user_id": userID, "password": password}, "auth_type": "LOCAL", "domain_id": h.Domain,
 	})
 }
 
@@ -86,8 +87,8 @@ func (h *harness) issueFrom(c *testkit.Client, userID, password string) *testkit
 func TestLoginBurstJudgesAtMostTheLimit(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.seedUser(h.domain, "bea")
-	before := h.userDoc(h.domain, "bea")
+	h.SeedUser(h.Domain, "bea")
+	before := h.UserDoc(h.Domain, "bea")
 	attacker := h.from("203.0.113.7")
 	for _, user := range []string{"bea", "ghost"} {
 		got := burst(20, func(int) *testkit.Response { return h.issueFrom(attacker, user, "Wrong-Passw0rd") })
@@ -95,11 +96,11 @@ func TestLoginBurstJudgesAtMostTheLimit(t *testing.T) {
 			t.Fatalf("%s: 20 wrong passwords at once answered %v, want 3 %s and 17 %s", user, got, errs.AuthenticationFailure, errs.LoginBlocked)
 		}
 	}
-	h.issueFrom(attacker, "bea", userPassword).Fails(http.StatusUnauthorized, errs.LoginBlocked)
-	h.issueFrom(attacker, "ghost", userPassword).Fails(http.StatusUnauthorized, errs.LoginBlocked)
-	h.same(h.domain, "bea", before)
+	h.issueFrom(attacker, "bea", identitytest.UserPassword).Fails(http.StatusUnauthorized, errs.LoginBlocked)
+	h.issueFrom(attacker, "ghost", identitytest.UserPassword).Fails(http.StatusUnauthorized, errs.LoginBlocked)
+	h.Same(h.Domain, "bea", before)
 	// The stranger blocked itself, not the owner.
-	h.issueFrom(h.from("198.51.100.20"), "bea", userPassword).OK(nil)
+	h.issueFrom(h.from("198.51.100.20"), "bea", identitytest.UserPassword).OK(nil)
 }
 
 // TestLoginRightPasswordInsideBurst: a right password sent inside a burst
@@ -113,11 +114,11 @@ func TestLoginBurstJudgesAtMostTheLimit(t *testing.T) {
 func TestLoginRightPasswordInsideBurst(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.seedUser(h.domain, "cal")
+	h.SeedUser(h.Domain, "cal")
 	got := burst(20, func(i int) *testkit.Response {
 		pw := "Wrong-Passw0rd"
 		if i == 10 {
-			pw = userPassword
+			pw = identitytest.UserPassword
 		}
 		return h.issueFrom(h.from("203.0.113.18"), "cal", pw)
 	})
@@ -126,7 +127,7 @@ func TestLoginRightPasswordInsideBurst(t *testing.T) {
 			got, errs.AuthenticationFailure, errs.LoginBlocked)
 	}
 
-	h.seedUser(h.domain, "cid")
+	h.SeedUser(h.Domain, "cid")
 	attacker := h.from("203.0.113.8")
 	for range 3 {
 		h.issueFrom(attacker, "cid", "Wrong-Passw0rd").Fails(http.StatusUnauthorized, errs.AuthenticationFailure)
@@ -134,7 +135,7 @@ func TestLoginRightPasswordInsideBurst(t *testing.T) {
 	got = burst(20, func(i int) *testkit.Response {
 		pw := "Wrong-Passw0rd"
 		if i%5 == 4 {
-			pw = userPassword
+			pw = identitytest.UserPassword
 		}
 		return h.issueFrom(attacker, "cid", pw)
 	})
@@ -148,7 +149,7 @@ func TestLoginRightPasswordInsideBurst(t *testing.T) {
 func TestLoginSpreadOverSources(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.seedUser(h.domain, "dee")
+	h.SeedUser(h.Domain, "dee")
 	judged := 0
 	for i := range 11 {
 		src := h.from(fmt.Sprintf("203.0.113.%d", 100+i))
@@ -161,7 +162,7 @@ func TestLoginSpreadOverSources(t *testing.T) {
 	if judged != 30 {
 		t.Fatalf("%d guesses judged from 11 addresses, want 30 (the account bound)", judged)
 	}
-	h.issueFrom(h.from("198.51.100.21"), "dee", userPassword).Fails(http.StatusUnauthorized, errs.LoginBlocked)
+	h.issueFrom(h.from("198.51.100.21"), "dee", identitytest.UserPassword).Fails(http.StatusUnauthorized, errs.LoginBlocked)
 }
 
 // TestCodeBurstJudgesAtMostFive: 20 guesses at an e-mail code at once
@@ -170,20 +171,20 @@ func TestLoginSpreadOverSources(t *testing.T) {
 func TestCodeBurstJudgesAtMostFive(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.seedUser(h.domain, "eve")
-	eve := h.as("eve")
-	addr := h.email("eve")
-	eve.Call("/identity/v2/user-profile/verify-email", map[string]any{"email": addr, "current_password": userPassword}).OK(nil)
-	code := h.mailTo(addr, "verify_email").Data["code"]
-	before := h.userDoc(h.domain, "eve")
+	h.SeedUser(h.Domain, "eve")
+	eve := h.As("eve")
+	addr := h.Email("eve")
+	eve.Call("/identity/v2/user-profile/verify-email", map[string]any{"email": addr, "current_password": identitytest.UserPassword}).OK(nil)
+	code := h.MailTo(addr, "verify_email").Data["code"]
+	before := h.UserDoc(h.Domain, "eve")
 	got := burst(20, func(int) *testkit.Response {
-		return eve.Call("/identity/v2/user-profile/confirm-email", map[string]any{"verify_code": wrongCode(code)})
+		return eve.Call("/identity/v2/user-profile/confirm-email", map[string]any{"verify_code": identitytest.WrongCode(code)})
 	})
 	if got[errs.InvalidVerifyCode] != 5 || got[errs.TooManyRequests] != 15 {
 		t.Fatalf("20 guesses at once answered %v, want 5 %s and 15 %s", got, errs.InvalidVerifyCode, errs.TooManyRequests)
 	}
 	eve.Call("/identity/v2/user-profile/confirm-email", map[string]any{"verify_code": code}).Fails(http.StatusTooManyRequests, errs.TooManyRequests)
-	h.same(h.domain, "eve", before)
+	h.Same(h.Domain, "eve", before)
 }
 
 // TestOTPBurstAtLogin: with the password known, 20 OTP guesses at once
@@ -192,15 +193,15 @@ func TestCodeBurstJudgesAtMostFive(t *testing.T) {
 func TestOTPBurstAtLogin(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.seedUser(h.domain, "ole")
-	ole := h.as("ole")
+	h.SeedUser(h.Domain, "ole")
+	ole := h.As("ole")
 	code := h.enableOTP(ole)
 	attacker := h.from("203.0.113.9")
 	mfa := func(c string) *testkit.Response {
-		return attacker.Call("/identity/v2/token/issue", map[string]any{"credentials": map[string]any{"user_id": "ole", "password": userPassword},
-			"auth_type": "MFA", "verify_code": c, "domain_id": h.domain})
+		return attacker.Call("/identity/v2/token/issue", map[string]any{"credentials": map[string]any{"user_id": "ole", "password": identitytest.UserPassword},
+			"auth_type": "MFA", "verify_code": c, "domain_id": h.Domain})
 	}
-	got := burst(20, func(int) *testkit.Response { return mfa(wrongCode(code(0))) })
+	got := burst(20, func(int) *testkit.Response { return mfa(identitytest.WrongCode(code(0))) })
 	if got[errs.InvalidVerifyCode] != 3 || got[errs.LoginBlocked] != 17 {
 		t.Fatalf("20 OTP guesses at login answered %v, want 3 %s and 17 %s", got, errs.InvalidVerifyCode, errs.LoginBlocked)
 	}
@@ -212,12 +213,12 @@ func TestOTPBurstAtLogin(t *testing.T) {
 func TestOTPConfirmBurst(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.seedUser(h.domain, "oz")
-	code := h.enableOTP(h.as("oz"))
-	oz := h.reissued("oz")
+	h.SeedUser(h.Domain, "oz")
+	code := h.enableOTP(h.As("oz"))
+	oz := h.Reissued("oz")
 	oz.Call("/identity/v2/user-profile/disable-mfa", nil).OK(nil)
 	got := burst(20, func(int) *testkit.Response {
-		return oz.Call("/identity/v2/user-profile/confirm-mfa", map[string]any{"verify_code": wrongCode(code(30 * time.Second))})
+		return oz.Call("/identity/v2/user-profile/confirm-mfa", map[string]any{"verify_code": identitytest.WrongCode(code(30 * time.Second))})
 	})
 	if got[errs.InvalidVerifyCode] != 5 || got[errs.TooManyRequests] != 15 {
 		t.Fatalf("20 guesses at once answered %v, want 5 %s and 15 %s", got, errs.InvalidVerifyCode, errs.TooManyRequests)
@@ -233,27 +234,13 @@ func TestOTPConfirmBurst(t *testing.T) {
 // offset from now (the step is fresh for 20 s). c's session ends with the
 // change: use reissued for the user afterwards.
 func (h *harness) enableOTP(c *testkit.Client) func(time.Duration) string {
-	h.t.Helper()
+	h.T.Helper()
 	var u map[string]any
-	c.Call("/identity/v2/user-profile/enable-mfa", map[string]any{"mfa_type": "OTP", "current_password": userPassword}).OK(&u)
-	code := otpCodes(h.t, u)
-	waitForFreshOTPStep(h.t)
+	c.Call("/identity/v2/user-profile/enable-mfa", map[string]any{"mfa_type": "OTP", "current_password": identitytest.UserPassword}).OK(&u)
+	code := otpCodes(h.T, u)
+	identitytest.WaitForFreshOTPStep(h.T)
 	c.Call("/identity/v2/user-profile/confirm-mfa", map[string]any{"verify_code": code(0)}).OK(nil)
 	return code
-}
-
-// reissued is a USER-scope client of a root-domain user in its current
-// session, signed as identity signs: a password or MFA change ended the
-// session a test was using, and signing in again with MFA on takes a
-// fresh code.
-func (h *harness) reissued(userID string) *testkit.Client {
-	h.t.Helper()
-	epoch, _ := h.userDoc(h.domain, userID)["session_epoch"].(int64)
-	tok, err := h.signer.Issue(auth.Principal{DomainID: h.domain, UserID: userID, Role: auth.User, Session: epoch}, time.Hour)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return h.anon.As(tok)
 }
 
 // otpCodes reads the secret of an enable-mfa (OTP) answer: the code an app
@@ -285,27 +272,27 @@ func TestSessionsEndAtEveryService(t *testing.T) {
 	// admin makes an enabled domain admin and answers a DOMAIN token and
 	// a refresh token of another login.
 	admin := func(userID string) (token, refresh string) {
-		h.directUser(h.domain, userID, "Sess-Passw0rd1")
-		bindRole(h.admin, userID, "managed-domain-admin", "")
-		return h.scoped(userID, "Sess-Passw0rd1", "DOMAIN", ""), h.login(userID, "Sess-Passw0rd1").RefreshToken
+		h.DirectUser(h.Domain, userID, "Sess-Passw0rd1")
+		identitytest.BindRole(h.Admin, userID, "managed-domain-admin", "")
+		return h.Scoped(userID, "Sess-Passw0rd1", "DOMAIN", ""), h.Login(userID, "Sess-Passw0rd1").RefreshToken
 	}
 	grant := func(refresh string) *testkit.Response {
-		return h.anon.Call("/identity/v2/token/grant", map[string]any{"grant_type": "REFRESH_TOKEN", "token": refresh, "scope": "USER"})
+		return h.Anon.Call("/identity/v2/token/grant", map[string]any{"grant_type": "REFRESH_TOKEN", "token": refresh, "scope": "USER"})
 	}
 
 	t.Run("password set by an admin", func(t *testing.T) {
 		token, refresh := admin("rita")
 		revoked(t, b, token, func() {
-			h.admin.Call("/identity/v2/user/update", map[string]any{"user_id": "rita", "password": "Reset-Passw0rd1"}).OK(nil)
+			h.Admin.Call("/identity/v2/user/update", map[string]any{"user_id": "rita", "password": "Reset-Passw0rd1"}).OK(nil)
 		})
 		grant(refresh).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
-		b.As(h.scoped("rita", "Reset-Passw0rd1", "DOMAIN", "")).Call(boardRead, nil).OK(nil)
+		b.As(h.Scoped("rita", "Reset-Passw0rd1", "DOMAIN", "")).Call(boardRead, nil).OK(nil)
 	})
 
 	t.Run("own password changed", func(t *testing.T) {
 		token, refresh := admin("otis")
 		revoked(t, b, token, func() {
-			h.anon.As(h.login("otis", "Sess-Passw0rd1").AccessToken).Call("/identity/v2/user-profile/update",
+			h.Anon.As(h.Login("otis", "Sess-Passw0rd1").AccessToken).Call("/identity/v2/user-profile/update",
 				map[string]any{"password": "Other-Passw0rd1", "current_password": "Sess-Passw0rd1"}).OK(nil)
 		})
 		grant(refresh).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
@@ -313,49 +300,49 @@ func TestSessionsEndAtEveryService(t *testing.T) {
 
 	t.Run("MFA turned off by an admin", func(t *testing.T) {
 		token, refresh := admin("mona")
-		_, err := h.db.Collection(core.UsersCollection).UpdateOne(context.Background(), bson.D{{Key: "_id", Value: core.UserKey(h.domain, "mona")}},
-			bson.D{{Key: "$set", Value: bson.D{{Key: "mfa", Value: core.MFA{State: core.Enabled, MFAType: "EMAIL", Options: map[string]any{"email": h.email("mona")}}}}}})
+		_, err := h.DB.Collection(core.UsersCollection).UpdateOne(context.Background(), bson.D{{Key: "_id", Value: core.UserKey(h.Domain, "mona")}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: "mfa", Value: core.MFA{State: core.Enabled, MFAType: "EMAIL", Options: map[string]any{"email": h.Email("mona")}}}}}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		revoked(t, b, token, func() { h.admin.Call("/identity/v2/user/disable-mfa", map[string]any{"user_id": "mona"}).OK(nil) })
+		revoked(t, b, token, func() { h.Admin.Call("/identity/v2/user/disable-mfa", map[string]any{"user_id": "mona"}).OK(nil) })
 		grant(refresh).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
 	})
 
 	t.Run("disabled, then enabled again", func(t *testing.T) {
 		token, refresh := admin("dina")
-		revoked(t, b, token, func() { h.admin.Call("/identity/v2/user/disable", map[string]any{"user_id": "dina"}).OK(nil) })
-		h.admin.Call("/identity/v2/user/enable", map[string]any{"user_id": "dina"}).OK(nil)
+		revoked(t, b, token, func() { h.Admin.Call("/identity/v2/user/disable", map[string]any{"user_id": "dina"}).OK(nil) })
+		h.Admin.Call("/identity/v2/user/enable", map[string]any{"user_id": "dina"}).OK(nil)
 		grant(refresh).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
 	})
 
 	t.Run("deleted, then created again", func(t *testing.T) {
 		token, refresh := admin("remy")
 		revoked(t, b, token, func() {
-			h.admin.Call("/identity/v2/user/delete", map[string]any{"user_id": "remy"}).OK(nil)
-			h.admin.Call("/identity/v2/user/create", map[string]any{"user_id": "remy", "password": "Sess-Passw0rd1", "auth_type": "LOCAL"}).OK(nil)
-			bindRole(h.admin, "remy", "managed-domain-admin", "")
+			h.Admin.Call("/identity/v2/user/delete", map[string]any{"user_id": "remy"}).OK(nil)
+			h.Admin.Call("/identity/v2/user/create", map[string]any{"user_id": "remy", "password": "Sess-Passw0rd1", "auth_type": "LOCAL"}).OK(nil)
+			identitytest.BindRole(h.Admin, "remy", "managed-domain-admin", "")
 		})
 		grant(refresh).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
 	})
 
 	t.Run("refresh token used twice", func(t *testing.T) {
-		h.directUser(h.domain, "rudy", "Sess-Passw0rd1")
-		first := h.login("rudy", "Sess-Passw0rd1")
-		var second pair
-		h.anon.Call("/identity/v2/token/refresh", map[string]any{"refresh_token": first.RefreshToken}).OK(&second)
+		h.DirectUser(h.Domain, "rudy", "Sess-Passw0rd1")
+		first := h.Login("rudy", "Sess-Passw0rd1")
+		var second identitytest.Pair
+		h.Anon.Call("/identity/v2/token/refresh", map[string]any{"refresh_token": first.RefreshToken}).OK(&second)
 		// The spent token grants nothing and, used again, ends the chain.
-		h.anon.Call("/identity/v2/token/refresh", map[string]any{"refresh_token": first.RefreshToken}).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
+		h.Anon.Call("/identity/v2/token/refresh", map[string]any{"refresh_token": first.RefreshToken}).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
 		grant(second.RefreshToken).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
-		h.anon.Call("/identity/v2/token/refresh", map[string]any{"refresh_token": second.RefreshToken}).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
-		h.anon.As(second.AccessToken).Call("/identity/v2/user-profile/get", nil).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
-		h.login("rudy", "Sess-Passw0rd1") // signing in again works
+		h.Anon.Call("/identity/v2/token/refresh", map[string]any{"refresh_token": second.RefreshToken}).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
+		h.Anon.As(second.AccessToken).Call("/identity/v2/user-profile/get", nil).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
+		h.Login("rudy", "Sess-Passw0rd1") // signing in again works
 	})
 
 	t.Run("a spent refresh token grants nothing", func(t *testing.T) {
-		h.directUser(h.domain, "gus", "Sess-Passw0rd1")
-		first := h.login("gus", "Sess-Passw0rd1")
-		h.anon.Call("/identity/v2/token/refresh", map[string]any{"refresh_token": first.RefreshToken}).OK(nil)
+		h.DirectUser(h.Domain, "gus", "Sess-Passw0rd1")
+		first := h.Login("gus", "Sess-Passw0rd1")
+		h.Anon.Call("/identity/v2/token/refresh", map[string]any{"refresh_token": first.RefreshToken}).OK(nil)
 		grant(first.RefreshToken).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
 	})
 }
@@ -366,11 +353,11 @@ func TestSessionsEndAtEveryService(t *testing.T) {
 func TestNoTakeoverFromAToken(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	old := h.email("tom")
-	h.seedUser(h.domain, "tom", withEmail(old, true))
-	tom := h.as("tom")
-	before := h.userDoc(h.domain, "tom")
-	stolen := h.email("thief")
+	old := h.Email("tom")
+	h.SeedUser(h.Domain, "tom", identitytest.WithEmail(old, true))
+	tom := h.As("tom")
+	before := h.UserDoc(h.Domain, "tom")
+	stolen := h.Email("thief")
 	for _, c := range []struct {
 		path string
 		body map[string]any
@@ -381,22 +368,22 @@ func TestNoTakeoverFromAToken(t *testing.T) {
 		{"/identity/v2/user-profile/verify-email", map[string]any{"email": stolen}, errs.RequiredParameter},
 		{"/identity/v2/user-profile/enable-mfa", map[string]any{"mfa_type": "EMAIL", "options": map[string]any{"email": stolen}}, errs.RequiredParameter},
 		{"/identity/v2/user-profile/enable-mfa", map[string]any{"mfa_type": "OTP"}, errs.RequiredParameter},
-		{"/identity/v1/user/update", map[string]any{"user_id": "tom", "domain_id": h.domain, "email": stolen}, errs.RequiredParameter},
-		{"/identity/v1/user/verify-email", map[string]any{"user_id": "tom", "domain_id": h.domain, "email": stolen}, errs.RequiredParameter},
-		{"/identity/v1/user/enable-mfa", map[string]any{"user_id": "tom", "domain_id": h.domain, "mfa_type": "EMAIL", "options": map[string]any{"email": stolen}}, errs.RequiredParameter},
+		{"/identity/v1/user/update", map[string]any{"user_id": "tom", "domain_id": h.Domain, "email": stolen}, errs.RequiredParameter},
+		{"/identity/v1/user/verify-email", map[string]any{"user_id": "tom", "domain_id": h.Domain, "email": stolen}, errs.RequiredParameter},
+		{"/identity/v1/user/enable-mfa", map[string]any{"user_id": "tom", "domain_id": h.Domain, "mfa_type": "EMAIL", "options": map[string]any{"email": stolen}}, errs.RequiredParameter},
 	} {
 		tom.Call(c.path, c.body).Fails(http.StatusBadRequest, c.code)
 	}
-	h.same(h.domain, "tom", before)
-	h.noMailTo(stolen)
+	h.Same(h.Domain, "tom", before)
+	h.NoMailTo(stolen)
 
 	// With the current password: changed, and the old address is told.
 	var u map[string]any
-	tom.Call("/identity/v2/user-profile/update", map[string]any{"email": stolen, "current_password": userPassword}).OK(&u)
+	tom.Call("/identity/v2/user-profile/update", map[string]any{"email": stolen, "current_password": identitytest.UserPassword}).OK(&u)
 	if u["email"] != stolen || u["email_verified"] != false {
 		t.Fatalf("after the change: %v", u)
 	}
-	if m := h.mailTo(old, "generic"); m.Data["subject"] == "" || m.Data["name"] != "" {
+	if m := h.MailTo(old, "generic"); m.Data["subject"] == "" || m.Data["name"] != "" {
 		t.Fatalf("notice to the old address: %+v", m)
 	}
 }
@@ -407,13 +394,13 @@ func TestNoTakeoverFromAToken(t *testing.T) {
 func TestAdminTokenCannotTakeItsOwnAccount(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	before := h.userDoc(h.domain, "admin")
-	h.admin.Call("/identity/v2/user/update", map[string]any{"user_id": "admin", "password": "Taken-Passw0rd1"}).Fails(http.StatusBadRequest, errs.RequiredParameter)
-	h.admin.Call("/identity/v2/user/update", map[string]any{"user_id": "admin", "email": h.email("thief")}).Fails(http.StatusBadRequest, errs.RequiredParameter)
-	h.admin.Call("/identity/v2/user/verify-email", map[string]any{"user_id": "admin", "email": h.email("thief")}).Fails(http.StatusBadRequest, errs.RequiredParameter)
-	h.admin.Call("/identity/v1/user/update", map[string]any{"user_id": "admin", "domain_id": h.domain, "password": "Taken-Passw0rd1"}).Fails(http.StatusBadRequest, errs.RequiredParameter)
-	h.same(h.domain, "admin", before)
-	h.admin.Call("/identity/v2/user/update", map[string]any{"user_id": "admin", "password": "Taken-Passw0rd1", "current_password": adminPassword}).OK(nil)
+	before := h.UserDoc(h.Domain, "admin")
+	h.Admin.Call("/identity/v2/user/update", map[string]any{"user_id": "admin", "password": "Taken-Passw0rd1"}).Fails(http.StatusBadRequest, errs.RequiredParameter)
+	h.Admin.Call("/identity/v2/user/update", map[string]any{"user_id": "admin", "email": h.Email("thief")}).Fails(http.StatusBadRequest, errs.RequiredParameter)
+	h.Admin.Call("/identity/v2/user/verify-email", map[string]any{"user_id": "admin", "email": h.Email("thief")}).Fails(http.StatusBadRequest, errs.RequiredParameter)
+	h.Admin.Call("/identity/v1/user/update", map[string]any{"user_id": "admin", "domain_id": h.Domain, "password": "Taken-Passw0rd1"}).Fails(http.StatusBadRequest, errs.RequiredParameter)
+	h.Same(h.Domain, "admin", before)
+	h.Admin.Call("/identity/v2/user/update", map[string]any{"user_id": "admin", "password": "Taken-Passw0rd1", "current_password": identitytest.AdminPassword}).OK(nil)
 }
 
 // TestAPIKeyChangesNoCredentials: an admin's API key sets no password and
@@ -421,36 +408,36 @@ func TestAdminTokenCannotTakeItsOwnAccount(t *testing.T) {
 func TestAPIKeyChangesNoCredentials(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.seedUser(h.domain, "kim", withEmail(h.email("kim"), true), func(u *core.User) {
-		u.MFA = core.MFA{State: core.Enabled, MFAType: "EMAIL", Options: map[string]any{"email": h.email("kim")}}
+	h.SeedUser(h.Domain, "kim", identitytest.WithEmail(h.Email("kim"), true), func(u *core.User) {
+		u.MFA = core.MFA{State: core.Enabled, MFAType: "EMAIL", Options: map[string]any{"email": h.Email("kim")}}
 	})
 	var k map[string]any
-	h.admin.Call("/identity/v2/api-key/create", map[string]any{"name": "ci"}).OK(&k)
-	byKey := h.anon.As(k["api_key"].(string))
-	admin, kim := h.userDoc(h.domain, "admin"), h.userDoc(h.domain, "kim")
+	h.Admin.Call("/identity/v2/api-key/create", map[string]any{"name": "ci"}).OK(&k)
+	byKey := h.Anon.As(k["api_key"].(string))
+	admin, kim := h.UserDoc(h.Domain, "admin"), h.UserDoc(h.Domain, "kim")
 	for _, c := range []struct {
 		path string
 		body map[string]any
 	}{
 		{"/identity/v2/user/update", map[string]any{"user_id": "admin", "password": "Taken-Passw0rd1"}},
-		{"/identity/v2/user/update", map[string]any{"user_id": "admin", "password": "Taken-Passw0rd1", "current_password": adminPassword}},
+		{"/identity/v2/user/update", map[string]any{"user_id": "admin", "password": "Taken-Passw0rd1", "current_password": identitytest.AdminPassword}},
 		{"/identity/v2/user/update", map[string]any{"user_id": "kim", "password": "Taken-Passw0rd1"}},
-		{"/identity/v2/user/update", map[string]any{"user_id": "kim", "email": h.email("thief")}},
+		{"/identity/v2/user/update", map[string]any{"user_id": "kim", "email": h.Email("thief")}},
 		{"/identity/v2/user/update", map[string]any{"user_id": "kim", "reset_password": true}},
-		{"/identity/v2/user/verify-email", map[string]any{"user_id": "kim", "email": h.email("thief")}},
+		{"/identity/v2/user/verify-email", map[string]any{"user_id": "kim", "email": h.Email("thief")}},
 		{"/identity/v2/user/disable-mfa", map[string]any{"user_id": "kim"}},
-		{"/identity/v1/user/update", map[string]any{"user_id": "admin", "domain_id": h.domain, "password": "Taken-Passw0rd1"}},
-		{"/identity/v1/user/update", map[string]any{"user_id": "kim", "domain_id": h.domain, "email": h.email("thief")}},
-		{"/identity/v1/user/verify-email", map[string]any{"user_id": "kim", "domain_id": h.domain, "email": h.email("thief"), "force": true}},
-		{"/identity/v1/user/enable-mfa", map[string]any{"user_id": "admin", "domain_id": h.domain, "mfa_type": "OTP"}},
-		{"/identity/v1/user/disable-mfa", map[string]any{"user_id": "kim", "domain_id": h.domain, "force": true}},
-		{"/identity/v2/user-profile/update", map[string]any{"password": "Taken-Passw0rd1", "current_password": adminPassword}},
+		{"/identity/v1/user/update", map[string]any{"user_id": "admin", "domain_id": h.Domain, "password": "Taken-Passw0rd1"}},
+		{"/identity/v1/user/update", map[string]any{"user_id": "kim", "domain_id": h.Domain, "email": h.Email("thief")}},
+		{"/identity/v1/user/verify-email", map[string]any{"user_id": "kim", "domain_id": h.Domain, "email": h.Email("thief"), "force": true}},
+		{"/identity/v1/user/enable-mfa", map[string]any{"user_id": "admin", "domain_id": h.Domain, "mfa_type": "OTP"}},
+		{"/identity/v1/user/disable-mfa", map[string]any{"user_id": "kim", "domain_id": h.Domain, "force": true}},
+		{"/identity/v2/user-profile/update", map[string]any{"password": "Taken-Passw0rd1", "current_password": identitytest.AdminPassword}},
 	} {
 		byKey.Call(c.path, c.body).Fails(http.StatusForbidden, errs.PermissionDenied)
 	}
-	h.same(h.domain, "admin", admin)
-	h.same(h.domain, "kim", kim)
-	h.noMailTo(h.email("thief"))
+	h.Same(h.Domain, "admin", admin)
+	h.Same(h.Domain, "kim", kim)
+	h.NoMailTo(h.Email("thief"))
 }
 
 // TestUserTextChecked: a name with control, format or line break
@@ -459,22 +446,22 @@ func TestAPIKeyChangesNoCredentials(t *testing.T) {
 func TestUserTextChecked(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.seedUser(h.domain, "nia")
-	nia := h.as("nia")
-	before := h.userDoc(h.domain, "nia")
-	users := h.count(core.UsersCollection, nil)
+	h.SeedUser(h.Domain, "nia")
+	nia := h.As("nia")
+	before := h.UserDoc(h.Domain, "nia")
+	users := h.Count(core.UsersCollection, nil)
 	long := ""
 	for range 129 {
 		long += "a"
 	}
 	for _, name := range []string{"Nia\r\nBcc: x@example.com", "Nia\u202egnp.exe", "Nia\x00", "Nia\tTab", long, "Nia\u200b"} {
 		nia.Call("/identity/v2/user-profile/update", map[string]any{"name": name}).Fails(http.StatusBadRequest, errs.InvalidParameter)
-		h.admin.Call("/identity/v2/user/update", map[string]any{"user_id": "nia", "name": name}).Fails(http.StatusBadRequest, errs.InvalidParameter)
-		h.admin.Call("/identity/v2/user/create", map[string]any{"user_id": "new-one", "name": name, "password": "New-Passw0rd1", "auth_type": "LOCAL"}).Fails(http.StatusBadRequest, errs.InvalidParameter)
-		h.admin.Call("/identity/v1/user/create", map[string]any{"user_id": "new-one", "domain_id": h.domain, "name": name, "password": "New-Passw0rd1", "backend": "LOCAL"}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+		h.Admin.Call("/identity/v2/user/update", map[string]any{"user_id": "nia", "name": name}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+		h.Admin.Call("/identity/v2/user/create", map[string]any{"user_id": "new-one", "name": name, "password": "New-Passw0rd1", "auth_type": "LOCAL"}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+		h.Admin.Call("/identity/v1/user/create", map[string]any{"user_id": "new-one", "domain_id": h.Domain, "name": name, "password": "New-Passw0rd1", "backend": "LOCAL"}).Fails(http.StatusBadRequest, errs.InvalidParameter)
 	}
-	h.same(h.domain, "nia", before)
-	if n := h.count(core.UsersCollection, nil); n != users {
+	h.Same(h.Domain, "nia", before)
+	if n := h.Count(core.UsersCollection, nil); n != users {
 		t.Fatalf("%d users after refused creations, want %d", n, users)
 	}
 
@@ -483,19 +470,19 @@ func TestUserTextChecked(t *testing.T) {
 	// invitation.
 	bait := "Your account is locked, call +1 555 0100"
 	nia.Call("/identity/v2/user-profile/update", map[string]any{"name": bait}).OK(nil)
-	victim := h.email("victim")
-	nia.Call("/identity/v2/user-profile/verify-email", map[string]any{"email": victim, "current_password": userPassword}).OK(nil)
-	if m := h.mailTo(victim, "verify_email"); m.Data["name"] != "" {
+	victim := h.Email("victim")
+	nia.Call("/identity/v2/user-profile/verify-email", map[string]any{"email": victim, "current_password": identitytest.UserPassword}).OK(nil)
+	if m := h.MailTo(victim, "verify_email"); m.Data["name"] != "" {
 		t.Fatalf("the name went to an unverified address: %+v", m.Data)
 	}
-	other := h.email("victim2")
-	nia.Call("/identity/v2/user-profile/enable-mfa", map[string]any{"mfa_type": "EMAIL", "options": map[string]any{"email": other}, "current_password": userPassword}).OK(nil)
-	if m := h.mailTo(other, "mfa_code"); m.Data["name"] != "" {
+	other := h.Email("victim2")
+	nia.Call("/identity/v2/user-profile/enable-mfa", map[string]any{"mfa_type": "EMAIL", "options": map[string]any{"email": other}, "current_password": identitytest.UserPassword}).OK(nil)
+	if m := h.MailTo(other, "mfa_code"); m.Data["name"] != "" {
 		t.Fatalf("the name went to an unverified MFA address: %+v", m.Data)
 	}
-	invited := h.email("invited")
-	h.admin.Call("/identity/v2/user/create", map[string]any{"user_id": "inv", "name": bait, "email": invited, "reset_password": true, "auth_type": "LOCAL"}).OK(nil)
-	if m := h.mailTo(invited, "invite"); m.Data["name"] != "" {
+	invited := h.Email("invited")
+	h.Admin.Call("/identity/v2/user/create", map[string]any{"user_id": "inv", "name": bait, "email": invited, "reset_password": true, "auth_type": "LOCAL"}).OK(nil)
+	if m := h.MailTo(invited, "invite"); m.Data["name"] != "" {
 		t.Fatalf("the name went to an invited, unverified address: %+v", m.Data)
 	}
 }
@@ -507,45 +494,45 @@ func TestPersonSystemGrantIsNotAService(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	const ta = "/identity/v2/trusted-account/"
-	other, otherAdmin := h.newDomain("tenant")
+	other, otherAdmin := h.NewDomain("tenant")
 	var a map[string]any
 	otherAdmin.Call(ta+"create", map[string]any{"name": "AWS", "data": map[string]any{}, "provider": "aws", "secret_schema_id": "aws-access-key",
 		"secret_data": map[string]any{"aws_secret_access_key": "tenant-s3cr3t"}, "resource_group": "DOMAIN"}).OK(&a)
-	person := h.anon.As(h.scoped("admin", adminPassword, "SYSTEM", ""))
-	keys := h.count(core.APIKeysCollection, nil)
+	person := h.Anon.As(h.Scoped("admin", identitytest.AdminPassword, "SYSTEM", ""))
+	keys := h.Count(core.APIKeysCollection, nil)
 	read := map[string]any{"trusted_account_id": a["trusted_account_id"], "domain_id": other}
 	person.Call(ta+"get-secret-data", read).Fails(http.StatusForbidden, errs.PermissionDenied)
-	person.Call(ta+"get-secret-data", map[string]any{"trusted_account_id": a["trusted_account_id"], "domain_id": h.domain}).Fails(http.StatusForbidden, errs.PermissionDenied)
+	person.Call(ta+"get-secret-data", map[string]any{"trusted_account_id": a["trusted_account_id"], "domain_id": h.Domain}).Fails(http.StatusForbidden, errs.PermissionDenied)
 	person.Call("/identity/v1/api-key/create", map[string]any{"user_id": "boss", "domain_id": other}).Fails(http.StatusNotFound, errs.NotFoundCode)
 	person.Call("/identity/v1/user/update", map[string]any{"user_id": "boss", "domain_id": other, "name": "pwned"}).Fails(http.StatusNotFound, errs.NotFoundCode)
-	if n := h.count(core.APIKeysCollection, nil); n != keys {
+	if n := h.Count(core.APIKeysCollection, nil); n != keys {
 		t.Fatalf("%d API keys after refused creations, want %d", n, keys)
 	}
-	h.system.Call(ta+"get-secret-data", read).OK(nil)
+	h.System.Call(ta+"get-secret-data", read).OK(nil)
 }
 
 // rebuilt is identity built again on the harness's database with cfg
 // changed by edit (a restart with new settings).
 func (h *harness) rebuilt(edit func(*identity.Config)) *testkit.Client {
-	h.t.Helper()
-	cipher, _ := identity.NewCipher(h.cipherSpec)
-	cfg := identity.Config{PasswordCost: bcrypt.MinCost, Signer: h.signer, Cipher: cipher, AdminUserID: "admin", AdminPassword: adminPassword, LoginBlock: time.Hour, MaxLoginFailures: 3}
+	h.T.Helper()
+	cipher, _ := identity.NewCipher(h.CipherSpec)
+	cfg := identity.Config{PasswordCost: bcrypt.MinCost, Signer: h.signer, Cipher: cipher, AdminUserID: "admin", AdminPassword: identitytest.AdminPassword, LoginBlock: time.Hour, MaxLoginFailures: 3}
 	edit(&cfg)
 	log := slog.New(slog.DiscardHandler)
 	bus, err := events.Connect(context.Background(), testkit.Get().NATS.URL, "identity-test", log)
 	if err != nil {
-		h.t.Fatal(err)
+		h.T.Fatal(err)
 	}
-	h.t.Cleanup(bus.Close)
-	b, err := identity.Build(context.Background(), app.Deps{DB: h.db, Events: bus, Log: log}, cfg)
+	h.T.Cleanup(bus.Close)
+	b, err := identity.Build(context.Background(), app.Deps{DB: h.DB, Events: bus, Log: log}, cfg)
 	if err != nil {
-		h.t.Fatal(err)
+		h.T.Fatal(err)
 	}
 	srv, err := server.New(server.Options{Name: "identity", Logger: log, Auth: b.Service.Auth, Documents: b.Service.Documents}, b.Service.Routes...)
 	if err != nil {
-		h.t.Fatal(err)
+		h.T.Fatal(err)
 	}
-	return testkit.NewClient(h.t, srv.Handler())
+	return testkit.NewClient(h.T, srv.Handler())
 }
 
 // TestSystemScopeFollowsTheRootDomainID: renaming the root domain in the
@@ -553,14 +540,14 @@ func (h *harness) rebuilt(edit func(*identity.Config)) *testkit.Client {
 func TestSystemScopeFollowsTheRootDomainID(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	h.newDomain("lookalike")
+	h.NewDomain("lookalike")
 	again := h.rebuilt(func(c *identity.Config) { c.RootDomain = "lookalike" })
-	var p pair
+	var p identitytest.Pair
 	again.Call("/identity/v2/token/issue", map[string]any{"credentials": map[string]any{"user_id": "boss", "password": "Boss-Passw0rd"},
 		"auth_type": "LOCAL", "domain_id": domainNamed(t, h, "lookalike")}).OK(&p)
 	again.Call("/identity/v2/token/grant", map[string]any{"grant_type": "REFRESH_TOKEN", "token": p.RefreshToken, "scope": "SYSTEM"}).Fails(http.StatusForbidden, errs.PermissionDenied)
 	// The root domain's admin still takes it.
-	root := h.login("admin", adminPassword)
+	root := h.Login("admin", identitytest.AdminPassword)
 	again.Call("/identity/v2/token/grant", map[string]any{"grant_type": "REFRESH_TOKEN", "token": root.RefreshToken, "scope": "SYSTEM"}).OK(nil)
 }
 
@@ -569,7 +556,7 @@ func domainNamed(t *testing.T, h *harness, name string) string {
 	var d struct {
 		DomainID string `bson:"domain_id"`
 	}
-	if err := h.db.Collection(core.DomainsCollection).FindOne(context.Background(), bson.D{{Key: "name", Value: name}}).Decode(&d); err != nil {
+	if err := h.DB.Collection(core.DomainsCollection).FindOne(context.Background(), bson.D{{Key: "name", Value: name}}).Decode(&d); err != nil {
 		t.Fatal(err)
 	}
 	return d.DomainID
@@ -584,7 +571,7 @@ func TestSigningKeyRotation(t *testing.T) {
 	h := newHarness(t)
 	oldKey := h.signer
 	var k map[string]any
-	h.admin.Call("/identity/v2/api-key/create", map[string]any{"name": "before"}).OK(&k)
+	h.Admin.Call("/identity/v2/api-key/create", map[string]any{"name": "before"}).OK(&k)
 	oldAPIKey, oldSystem := k["api_key"].(string), h.built.SystemToken
 
 	newKey, err := auth.GenerateSigner()
@@ -597,9 +584,9 @@ func TestSigningKeyRotation(t *testing.T) {
 	if len(set.Keys) != 2 || set.Keys[0].Kid != newKey.KeyID || set.Keys[1].Kid != oldKey.KeyID {
 		t.Fatalf("JWK set during the rotation: %+v", set.Keys)
 	}
-	var p pair
-	rotating.Call("/identity/v2/token/issue", map[string]any{"credentials": map[string]any{"user_id": "admin", "password": adminPassword},
-		"auth_type": "LOCAL", "domain_id": h.domain}).OK(&p)
+	var p identitytest.Pair
+	rotating.Call("/identity/v2/token/issue", map[string]any{"credentials": map[string]any{"user_id": "admin", "password": identitytest.AdminPassword},
+		"auth_type": "LOCAL", "domain_id": h.Domain}).OK(&p)
 	onlyNew, err := auth.NewVerifier(auth.JWKSOf(newKey))
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/server"
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/services/identity"
+	"github.com/nubes-io/nubes/services/identity/internal/identitytest"
 )
 
 // What the upstream console and CLI send and read (docs/spec/clients.md
@@ -56,9 +57,9 @@ func TestGrantClientKeys(t *testing.T) {
 	var ws struct {
 		WorkspaceID string `json:"workspace_id"`
 	}
-	h.admin.Call("/identity/v2/workspace/create", map[string]any{"name": "Console"}).OK(&ws)
-	otherDomain, _ := h.newDomain("grant-other")
-	p := h.login("admin", adminPassword)
+	h.Admin.Call("/identity/v2/workspace/create", map[string]any{"name": "Console"}).OK(&ws)
+	otherDomain, _ := h.NewDomain("grant-other")
+	p := h.Login("admin", identitytest.AdminPassword)
 
 	ok := []struct {
 		name   string
@@ -67,7 +68,7 @@ func TestGrantClientKeys(t *testing.T) {
 		role   string
 	}{
 		{"CLI: domain_id, timeout, workspace_id", "", map[string]any{"grant_type": "REFRESH_TOKEN", "token": p.RefreshToken, "scope": "WORKSPACE",
-			"timeout": 10800, "domain_id": h.domain, "workspace_id": ws.WorkspaceID}, "WORKSPACE_OWNER"},
+			"timeout": 10800, "domain_id": h.Domain, "workspace_id": ws.WorkspaceID}, "WORKSPACE_OWNER"},
 		{"console refresh: workspaceId, token in both places", p.RefreshToken, map[string]any{"grant_type": "REFRESH_TOKEN", "token": p.RefreshToken,
 			"scope": "WORKSPACE", "workspaceId": ws.WorkspaceID}, "WORKSPACE_OWNER"},
 		{"refresh token only in the Bearer header", p.RefreshToken, map[string]any{"grant_type": "REFRESH_TOKEN", "scope": "DOMAIN"}, "DOMAIN_ADMIN"},
@@ -78,7 +79,7 @@ func TestGrantClientKeys(t *testing.T) {
 	for _, c := range ok {
 		t.Run(c.name, func(t *testing.T) {
 			var g granted
-			h.anon.As(c.bearer).Call("/identity/token/grant", c.body).OK(&g)
+			h.Anon.As(c.bearer).Call("/identity/token/grant", c.body).OK(&g)
 			if g.RoleType != c.role || g.AccessToken == "" {
 				t.Fatalf("granted %+v, want role %s", g, c.role)
 			}
@@ -119,7 +120,7 @@ func TestGrantClientKeys(t *testing.T) {
 	}
 	for _, c := range refused {
 		t.Run(c.name, func(t *testing.T) {
-			r := h.anon.As(c.bearer).Call("/identity/token/grant", c.body)
+			r := h.Anon.As(c.bearer).Call("/identity/token/grant", c.body)
 			r.Fails(c.status, c.code)
 			if strings.Contains(string(r.Body), "access_token") {
 				t.Fatalf("a refused grant answered a token: %s", r.Body)
@@ -135,7 +136,7 @@ func TestGrantClientKeys(t *testing.T) {
 // bounded by the configured maximum (12 hours by default; upstream 7 days).
 func TestGrantTimeout(t *testing.T) {
 	h := newHarness(t)
-	p := h.login("admin", adminPassword)
+	p := h.Login("admin", identitytest.AdminPassword)
 	for _, c := range []struct {
 		timeout int
 		want    time.Duration
@@ -148,7 +149,7 @@ func TestGrantTimeout(t *testing.T) {
 	} {
 		var g granted
 		before := time.Now()
-		h.anon.Call("/identity/token/grant", map[string]any{"grant_type": "REFRESH_TOKEN", "token": p.RefreshToken, "scope": "USER", "timeout": c.timeout}).OK(&g)
+		h.Anon.Call("/identity/token/grant", map[string]any{"grant_type": "REFRESH_TOKEN", "token": p.RefreshToken, "scope": "USER", "timeout": c.timeout}).OK(&g)
 		exp := time.Unix(int64(claims(t, g.AccessToken)["exp"].(float64)), 0)
 		if d := exp.Sub(before); d < c.want-5*time.Second || d > c.want+5*time.Second {
 			t.Errorf("timeout %d: token lives %s, want %s", c.timeout, d, c.want)
@@ -160,8 +161,8 @@ func TestGrantTimeout(t *testing.T) {
 // config.settings.* without a guard; both must be objects.
 func TestAuthInfoForConsole(t *testing.T) {
 	h := newHarness(t)
-	got := h.anon.Call("/identity/domain/get-auth-info", map[string]any{"name": "root"}).JSON()
-	if got["domain_id"] != h.domain || got["name"] != "root" || got["state"] != "ENABLED" || got["external_auth_state"] != "DISABLED" {
+	got := h.Anon.Call("/identity/domain/get-auth-info", map[string]any{"name": "root"}).JSON()
+	if got["domain_id"] != h.Domain || got["name"] != "root" || got["state"] != "ENABLED" || got["external_auth_state"] != "DISABLED" {
 		t.Fatalf("get-auth-info = %v", got)
 	}
 	if _, ok := got["metadata"].(map[string]any); !ok {
@@ -174,19 +175,19 @@ func TestAuthInfoForConsole(t *testing.T) {
 	if _, ok := cfg["settings"].(map[string]any); !ok {
 		t.Fatalf("config.settings is not an object: %v", cfg["settings"])
 	}
-	h.anon.Call("/identity/domain/get-auth-info", map[string]any{"name": "nope"}).Fails(http.StatusNotFound, errs.NotFoundCode)
-	h.anon.Call("/identity/domain/get-auth-info", map[string]any{"name": nil}).Fails(http.StatusBadRequest, errs.RequiredParameter)
+	h.Anon.Call("/identity/domain/get-auth-info", map[string]any{"name": "nope"}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	h.Anon.Call("/identity/domain/get-auth-info", map[string]any{"name": nil}).Fails(http.StatusBadRequest, errs.RequiredParameter)
 }
 
 // TestWorkspacesCarryState: the console keeps only results whose state is
 // ENABLED, so state must be there.
 func TestWorkspacesCarryState(t *testing.T) {
 	h := newHarness(t)
-	h.admin.Call("/identity/v2/workspace/create", map[string]any{"name": "Stateful"}).OK(nil)
+	h.Admin.Call("/identity/v2/workspace/create", map[string]any{"name": "Stateful"}).OK(nil)
 	var ws struct {
 		Results []map[string]any `json:"results"`
 	}
-	h.anon.As(h.login("admin", adminPassword).AccessToken).Call("/identity/user-profile/get-workspaces", map[string]any{}).OK(&ws)
+	h.Anon.As(h.Login("admin", identitytest.AdminPassword).AccessToken).Call("/identity/user-profile/get-workspaces", map[string]any{}).OK(&ws)
 	if len(ws.Results) == 0 {
 		t.Fatal("no workspace")
 	}
@@ -223,7 +224,7 @@ func buildWith(t *testing.T, urls map[string]string, endpointURL string) http.Ha
 	t.Cleanup(bus.Close)
 	cipher, _ := identity.NewCipher(identity.RandomCipherSpec())
 	b, err := identity.Build(ctx, app.Deps{DB: env.Database(t), Events: bus, Log: log}, identity.Config{PasswordCost: bcrypt.MinCost,
-		Signer: env.Signer, Cipher: cipher, AdminPassword: adminPassword, ServiceURLs: urls, EndpointURL: endpointURL})
+		Signer: env.Signer, Cipher: cipher, AdminPassword: identitytest.AdminPassword, ServiceURLs: urls, EndpointURL: endpointURL})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/services/identity"
 	"github.com/nubes-io/nubes/services/identity/internal/core"
+	"github.com/nubes-io/nubes/services/identity/internal/identitytest"
 )
 
 // TestUpdatePassword: user-profile/update-password, as the console's My
@@ -30,14 +31,14 @@ func TestUpdatePassword(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	const path = "/identity/user-profile/update-password" // the console's unversioned path
-	h.seedUser(h.domain, "pam")
-	first := h.login("pam", userPassword)
-	pam := h.anon.As(first.AccessToken)
+	h.SeedUser(h.Domain, "pam")
+	first := h.Login("pam", identitytest.UserPassword)
+	pam := h.Anon.As(first.AccessToken)
 	var key map[string]any
 	pam.Call("/identity/v2/api-key/create", map[string]any{"name": "ci"}).OK(&key)
-	byKey := h.anon.As(key["api_key"].(string))
+	byKey := h.Anon.As(key["api_key"].(string))
 
-	before := h.userDoc(h.domain, "pam")
+	before := h.UserDoc(h.Domain, "pam")
 	for _, c := range []struct {
 		name   string
 		as     *testkit.Client
@@ -45,19 +46,19 @@ func TestUpdatePassword(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"no new password", pam, map[string]any{"current_password": userPassword}, 400, errs.RequiredParameter},
+		{"no new password", pam, map[string]any{"current_password": identitytest.UserPassword}, 400, errs.RequiredParameter},
 		{"no current password", pam, map[string]any{"new_password": "New-Passw0rd1"}, 400, errs.RequiredParameter},
-		{"weak", pam, map[string]any{"current_password": userPassword, "new_password": "weakpass"}, 400, errs.IncorrectPasswordFormat},
-		{"the same", pam, map[string]any{"current_password": userPassword, "new_password": userPassword}, 400, errs.PasswordNotChanged},
+		{"weak", pam, map[string]any{"current_password": identitytest.UserPassword, "new_password": "weakpass"}, 400, errs.IncorrectPasswordFormat},
+		{"the same", pam, map[string]any{"current_password": identitytest.UserPassword, "new_password": identitytest.UserPassword}, 400, errs.PasswordNotChanged},
 		{"wrong current", pam, map[string]any{"current_password": "Wrong-Passw0rd1", "new_password": "New-Passw0rd1"}, 400, errs.PasswordNotMatched},
-		{"unknown field", pam, map[string]any{"current_password": userPassword, "new_password": "New-Passw0rd1", "user_id": "admin"}, 400, errs.InvalidParameter},
-		{"too long", pam, map[string]any{"current_password": userPassword, "new_password": strings.Repeat("Aa1-", 20)}, 400, errs.InvalidParameter},
-		{"an API key", byKey, map[string]any{"current_password": userPassword, "new_password": "New-Passw0rd1"}, 403, errs.PermissionDenied},
-		{"no token", h.anon, map[string]any{"current_password": userPassword, "new_password": "New-Passw0rd1"}, 401, errs.AuthenticateFailure},
+		{"unknown field", pam, map[string]any{"current_password": identitytest.UserPassword, "new_password": "New-Passw0rd1", "user_id": "admin"}, 400, errs.InvalidParameter},
+		{"too long", pam, map[string]any{"current_password": identitytest.UserPassword, "new_password": strings.Repeat("Aa1-", 20)}, 400, errs.InvalidParameter},
+		{"an API key", byKey, map[string]any{"current_password": identitytest.UserPassword, "new_password": "New-Passw0rd1"}, 403, errs.PermissionDenied},
+		{"no token", h.Anon, map[string]any{"current_password": identitytest.UserPassword, "new_password": "New-Passw0rd1"}, 401, errs.AuthenticateFailure},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			c.as.Call(path, c.body).Fails(c.status, c.code)
-			after := h.userDoc(h.domain, "pam")
+			after := h.UserDoc(h.Domain, "pam")
 			delete(before, "login_failures") // a wrong current password counts as a failed login
 			delete(after, "login_failures")
 			if !reflect.DeepEqual(before, after) {
@@ -67,28 +68,28 @@ func TestUpdatePassword(t *testing.T) {
 	}
 
 	var u map[string]any
-	pam.Call(path, map[string]any{"current_password": userPassword, "new_password": "New-Passw0rd1"}).OK(&u)
-	checkV2Info(t, u)
+	pam.Call(path, map[string]any{"current_password": identitytest.UserPassword, "new_password": "New-Passw0rd1"}).OK(&u)
+	identitytest.CheckV2Info(t, u)
 	if u["user_id"] != "pam" {
 		t.Fatalf("answer = %v", u)
 	}
 	// Earlier sessions end: the access token and the refresh token.
-	eventually(t, revocationBound, "identity refuses the earlier access token", func() bool {
+	identitytest.Eventually(t, revocationBound, "identity refuses the earlier access token", func() bool {
 		return pam.Call("/identity/v2/user-profile/get", nil).Status == http.StatusUnauthorized
 	})
-	h.anon.Call("/identity/v2/token/grant", map[string]any{"grant_type": "REFRESH_TOKEN", "token": first.RefreshToken, "scope": "USER"}).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
-	h.anon.Call("/identity/v2/token/issue", map[string]any{"credentials": map[string]any{"user_id": "pam", "password": userPassword},
-		"auth_type": "LOCAL", "domain_id": h.domain}).Fails(http.StatusUnauthorized, errs.AuthenticationFailure)
-	h.anon.As(h.login("pam", "New-Passw0rd1").AccessToken).Call("/identity/v2/user-profile/get", nil).OK(nil)
+	h.Anon.Call("/identity/v2/token/grant", map[string]any{"grant_type": "REFRESH_TOKEN", "token": first.RefreshToken, "scope": "USER"}).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
+	h.Anon.Call("/identity/v2/token/issue", map[string]any{"credentials": map[string]any{"user_id": "pam", "password": identitytest.UserPassword},
+		"auth_type": "LOCAL", "domain_id": h.Domain}).Fails(http.StatusUnauthorized, errs.AuthenticationFailure)
+	h.Anon.As(h.Login("pam", "New-Passw0rd1").AccessToken).Call("/identity/v2/user-profile/get", nil).OK(nil)
 
 	// UPDATE_PASSWORD pending: the narrowed token changes it without the current one.
-	h.seedUser(h.domain, "ned", func(u *core.User) { u.RequiredActions = []string{core.UpdatePassword} })
-	ned := h.as("ned")
+	h.SeedUser(h.Domain, "ned", func(u *core.User) { u.RequiredActions = []string{core.UpdatePassword} })
+	ned := h.As("ned")
 	ned.Call(path, map[string]any{"new_password": "Ned-Passw0rd1"}).OK(&u)
 	if actions, _ := u["required_actions"].([]any); len(actions) != 0 {
 		t.Fatalf("required_actions after the change = %v", u["required_actions"])
 	}
-	h.login("ned", "Ned-Passw0rd1")
+	h.Login("ned", "Ned-Passw0rd1")
 
 }
 
@@ -103,23 +104,23 @@ func TestUpdateRole(t *testing.T) {
 	ws := map[string]string{}
 	for _, name := range []string{"One", "Two"} {
 		var w map[string]any
-		h.admin.Call("/identity/v2/workspace/create", map[string]any{"name": name}).OK(&w)
+		h.Admin.Call("/identity/v2/workspace/create", map[string]any{"name": name}).OK(&w)
 		ws[name] = w["workspace_id"].(string)
 	}
-	h.seedUser(h.domain, "olga")
-	h.seedUser(h.domain, "mike")
-	h.seedUser(h.domain, "tina")
-	h.seedUser(h.domain, "dora")
-	owner := bindRole(h.admin, "olga", "managed-workspace-owner", ws["One"])["role_binding_id"].(string)
-	member := bindRole(h.admin, "mike", "managed-workspace-member", ws["One"])["role_binding_id"].(string)
-	other := bindRole(h.admin, "tina", "managed-workspace-member", ws["Two"])["role_binding_id"].(string)
-	domainB := bindRole(h.admin, "dora", "managed-domain-admin", "")["role_binding_id"].(string)
-	olga := h.anon.As(h.scoped("olga", userPassword, "WORKSPACE", ws["One"]))
-	mike := h.anon.As(h.scoped("mike", userPassword, "WORKSPACE", ws["One"]))
-	_, otherAdmin := h.newDomain("elsewhere")
-	tina := h.as("tina")
+	h.SeedUser(h.Domain, "olga")
+	h.SeedUser(h.Domain, "mike")
+	h.SeedUser(h.Domain, "tina")
+	h.SeedUser(h.Domain, "dora")
+	owner := identitytest.BindRole(h.Admin, "olga", "managed-workspace-owner", ws["One"])["role_binding_id"].(string)
+	member := identitytest.BindRole(h.Admin, "mike", "managed-workspace-member", ws["One"])["role_binding_id"].(string)
+	other := identitytest.BindRole(h.Admin, "tina", "managed-workspace-member", ws["Two"])["role_binding_id"].(string)
+	domainB := identitytest.BindRole(h.Admin, "dora", "managed-domain-admin", "")["role_binding_id"].(string)
+	olga := h.Anon.As(h.Scoped("olga", identitytest.UserPassword, "WORKSPACE", ws["One"]))
+	mike := h.Anon.As(h.Scoped("mike", identitytest.UserPassword, "WORKSPACE", ws["One"]))
+	_, otherAdmin := h.NewDomain("elsewhere")
+	tina := h.As("tina")
 
-	frozen := h.dbFrozen(core.RoleBindingsCollection, core.UsersCollection)
+	frozen := h.DBFrozen(core.RoleBindingsCollection, core.UsersCollection)
 	for _, c := range []struct {
 		name   string
 		as     *testkit.Client
@@ -127,12 +128,12 @@ func TestUpdateRole(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"no binding id", h.admin, map[string]any{"role_id": "managed-workspace-owner"}, 400, errs.RequiredParameter},
-		{"no role", h.admin, map[string]any{"role_binding_id": member}, 400, errs.RequiredParameter},
-		{"unknown role", h.admin, map[string]any{"role_binding_id": member, "role_id": "managed-nothing"}, 404, errs.NotFoundCode},
-		{"unknown binding", h.admin, map[string]any{"role_binding_id": "rb-000000000000", "role_id": "managed-workspace-owner"}, 404, errs.NotFoundCode},
-		{"a workspace binding to the domain admin role", h.admin, map[string]any{"role_binding_id": member, "role_id": "managed-domain-admin"}, 400, errs.InvalidParameter},
-		{"a domain binding to a workspace role", h.admin, map[string]any{"role_binding_id": domainB, "role_id": "managed-workspace-member"}, 400, errs.InvalidParameter},
+		{"no binding id", h.Admin, map[string]any{"role_id": "managed-workspace-owner"}, 400, errs.RequiredParameter},
+		{"no role", h.Admin, map[string]any{"role_binding_id": member}, 400, errs.RequiredParameter},
+		{"unknown role", h.Admin, map[string]any{"role_binding_id": member, "role_id": "managed-nothing"}, 404, errs.NotFoundCode},
+		{"unknown binding", h.Admin, map[string]any{"role_binding_id": "rb-000000000000", "role_id": "managed-workspace-owner"}, 404, errs.NotFoundCode},
+		{"a workspace binding to the domain admin role", h.Admin, map[string]any{"role_binding_id": member, "role_id": "managed-domain-admin"}, 400, errs.InvalidParameter},
+		{"a domain binding to a workspace role", h.Admin, map[string]any{"role_binding_id": domainB, "role_id": "managed-workspace-member"}, 400, errs.InvalidParameter},
 		{"another domain's admin", otherAdmin, map[string]any{"role_binding_id": member, "role_id": "managed-workspace-owner"}, 404, errs.NotFoundCode},
 		{"an owner, another workspace's binding", olga, map[string]any{"role_binding_id": other, "role_id": "managed-workspace-owner"}, 404, errs.NotFoundCode},
 		{"an owner, the domain's binding", olga, map[string]any{"role_binding_id": domainB, "role_id": "managed-domain-admin"}, 404, errs.NotFoundCode},
@@ -140,7 +141,7 @@ func TestUpdateRole(t *testing.T) {
 		{"an owner, to the domain admin role", olga, map[string]any{"role_binding_id": member, "role_id": "managed-domain-admin"}, 400, errs.InvalidParameter},
 		{"a member", mike, map[string]any{"role_binding_id": member, "role_id": "managed-workspace-owner"}, 403, errs.PermissionDenied},
 		{"a plain user", tina, map[string]any{"role_binding_id": other, "role_id": "managed-workspace-owner"}, 403, errs.PermissionDenied},
-		{"no token", h.anon, map[string]any{"role_binding_id": member, "role_id": "managed-workspace-owner"}, 401, errs.AuthenticateFailure},
+		{"no token", h.Anon, map[string]any{"role_binding_id": member, "role_id": "managed-workspace-owner"}, 401, errs.AuthenticateFailure},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			c.as.Call(path, c.body).Fails(c.status, c.code)
@@ -156,25 +157,25 @@ func TestUpdateRole(t *testing.T) {
 		t.Fatalf("update-role answered %v", b)
 	}
 	var g map[string]any
-	h.anon.Call("/identity/v2/token/grant", map[string]any{"grant_type": "REFRESH_TOKEN", "token": h.login("mike", userPassword).RefreshToken,
+	h.Anon.Call("/identity/v2/token/grant", map[string]any{"grant_type": "REFRESH_TOKEN", "token": h.Login("mike", identitytest.UserPassword).RefreshToken,
 		"scope": "WORKSPACE", "workspace_id": ws["One"]}).OK(&g)
 	if g["role_type"] != "WORKSPACE_OWNER" {
 		t.Fatalf("mike's grant after the change = %v", g)
 	}
 	// The admin moves tina (workspace Two) to owner and back; the domain binding keeps its role.
-	h.admin.Call(path, map[string]any{"role_binding_id": other, "role_id": "managed-workspace-owner"}).OK(&b)
-	h.admin.Call(path, map[string]any{"role_binding_id": other, "role_id": "managed-workspace-member"}).OK(&b)
+	h.Admin.Call(path, map[string]any{"role_binding_id": other, "role_id": "managed-workspace-owner"}).OK(&b)
+	h.Admin.Call(path, map[string]any{"role_binding_id": other, "role_id": "managed-workspace-member"}).OK(&b)
 	if b["role_type"] != "WORKSPACE_MEMBER" {
 		t.Fatalf("back to member: %v", b)
 	}
-	h.admin.Call(path, map[string]any{"role_binding_id": domainB, "role_id": "managed-domain-admin"}).OK(&b)
+	h.Admin.Call(path, map[string]any{"role_binding_id": domainB, "role_id": "managed-domain-admin"}).OK(&b)
 	if b["role_type"] != "DOMAIN_ADMIN" {
 		t.Fatalf("domain binding: %v", b)
 	}
 	var l struct {
 		Results []map[string]any `json:"results"`
 	}
-	h.admin.Call("/identity/role-binding/list", map[string]any{"query": map[string]any{"filter": []any{map[string]any{"k": "role_type", "v": "WORKSPACE_OWNER", "o": "eq"}}}}).OK(&l)
+	h.Admin.Call("/identity/role-binding/list", map[string]any{"query": map[string]any{"filter": []any{map[string]any{"k": "role_type", "v": "WORKSPACE_OWNER", "o": "eq"}}}}).OK(&l)
 	var owners []string
 	for _, r := range l.Results {
 		owners = append(owners, r["user_id"].(string))
@@ -193,13 +194,13 @@ func TestWorkspaceDormant(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	var w map[string]any
-	h.admin.Call("/identity/workspace/create", map[string]any{"name": "Dawn", "tags": map[string]any{"description": "d", "theme": "blue"}}).OK(&w)
+	h.Admin.Call("/identity/workspace/create", map[string]any{"name": "Dawn", "tags": map[string]any{"description": "d", "theme": "blue"}}).OK(&w)
 	if w["is_dormant"] != false {
 		t.Fatalf("created workspace = %v", w)
 	}
 	old := bson.D{{Key: "_id", Value: "workspace-0123456789ab"}, {Key: "workspace_id", Value: "workspace-0123456789ab"}, {Key: "name", Value: "Old"},
-		{Key: "state", Value: "ENABLED"}, {Key: "tags", Value: bson.D{}}, {Key: "domain_id", Value: h.domain}, {Key: "created_by", Value: "admin"}, {Key: "created_at", Value: time.Now().UTC()}}
-	if _, err := h.db.Collection(core.WorkspacesCollection).InsertOne(context.Background(), old); err != nil {
+		{Key: "state", Value: "ENABLED"}, {Key: "tags", Value: bson.D{}}, {Key: "domain_id", Value: h.Domain}, {Key: "created_by", Value: "admin"}, {Key: "created_at", Value: time.Now().UTC()}}
+	if _, err := h.DB.Collection(core.WorkspacesCollection).InsertOne(context.Background(), old); err != nil {
 		t.Fatal(err)
 	}
 	console := map[string]any{"query": map[string]any{"filter": []any{
@@ -210,7 +211,7 @@ func TestWorkspaceDormant(t *testing.T) {
 			Results    []map[string]any `json:"results"`
 			TotalCount int              `json:"total_count"`
 		}
-		h.admin.Call("/identity/workspace/list", console).OK(&l)
+		h.Admin.Call("/identity/workspace/list", console).OK(&l)
 		var out []string
 		for _, r := range l.Results {
 			if r["is_dormant"] != false {
@@ -230,12 +231,12 @@ func TestWorkspaceDormant(t *testing.T) {
 	var mine struct {
 		Results []map[string]any `json:"results"`
 	}
-	h.admin.Call("/identity/user-profile/get-workspaces", nil).OK(&mine)
+	h.Admin.Call("/identity/user-profile/get-workspaces", nil).OK(&mine)
 	if len(mine.Results) != 2 || mine.Results[0]["is_dormant"] != false || mine.Results[1]["is_dormant"] != false {
 		t.Fatalf("get-workspaces = %v", mine.Results)
 	}
 	// Another domain's admin finds none of them with the console's filter.
-	_, boss := h.newDomain("away")
+	_, boss := h.NewDomain("away")
 	var l struct {
 		TotalCount int `json:"total_count"`
 	}
@@ -254,12 +255,12 @@ func restart(t *testing.T, h *harness) {
 		t.Fatal(err)
 	}
 	defer bus.Close()
-	cipher, err := identity.NewCipher(h.cipherSpec)
+	cipher, err := identity.NewCipher(h.CipherSpec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := identity.Build(t.Context(), app.Deps{DB: h.db, Events: bus, Log: log}, identity.Config{PasswordCost: bcrypt.MinCost,
-		Signer: h.signer, Cipher: cipher, AdminUserID: "admin", AdminPassword: adminPassword}); err != nil {
+	if _, err := identity.Build(t.Context(), app.Deps{DB: h.DB, Events: bus, Log: log}, identity.Config{PasswordCost: bcrypt.MinCost,
+		Signer: h.signer, Cipher: cipher, AdminUserID: "admin", AdminPassword: identitytest.AdminPassword}); err != nil {
 		t.Fatal(err)
 	}
 }

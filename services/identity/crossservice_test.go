@@ -16,6 +16,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/services/board"
 	"github.com/nubes-io/nubes/services/identity"
+	"github.com/nubes-io/nubes/services/identity/internal/identitytest"
 )
 
 // revocationBound is what DESIGN.md promises: a revoked credential stops
@@ -29,7 +30,7 @@ const revocationBound = 5 * time.Second
 // auth.CheckTTL.
 func boardBehindIdentity(t *testing.T, h *harness) *testkit.Client {
 	t.Helper()
-	idSrv := httptest.NewServer(h.handler)
+	idSrv := httptest.NewServer(h.Handler)
 	t.Cleanup(idSrv.Close)
 	resp, err := http.Get(idSrv.URL + identity.JWKSPath)
 	if err != nil {
@@ -66,7 +67,7 @@ func revoked(t *testing.T, b *testkit.Client, token string, revoke func()) time.
 	b.As(token).Call(boardRead, nil).OK(nil)
 	revoke()
 	var last *testkit.Response
-	d := eventually(t, revocationBound, "board refuses the revoked credential", func() bool {
+	d := identitytest.Eventually(t, revocationBound, "board refuses the revoked credential", func() bool {
 		last = b.As(token).Call(boardRead, nil)
 		return last.Status != http.StatusOK
 	})
@@ -85,29 +86,29 @@ func TestCrossServiceRevocation(t *testing.T) {
 	}
 
 	t.Run("API key works at board", func(t *testing.T) {
-		_, key := newKey(h.admin, map[string]any{"name": "board reader"})
+		_, key := newKey(h.Admin, map[string]any{"name": "board reader"})
 		b.As(key).Call(boardRead, nil).OK(nil)
 		b.As(key).Call("/board/v1/board/create", map[string]any{"name": "x"}).Fails(http.StatusForbidden, errs.PermissionDenied)
 		// A USER-role key is authenticated but has no role for boards.
-		h.directUser(h.domain, "ulla", "Ulla-Passw0rd")
-		_, userKey := newKey(h.anon.As(h.login("ulla", "Ulla-Passw0rd").AccessToken), nil)
+		h.DirectUser(h.Domain, "ulla", "Ulla-Passw0rd")
+		_, userKey := newKey(h.Anon.As(h.Login("ulla", "Ulla-Passw0rd").AccessToken), nil)
 		b.As(userKey).Call(boardRead, nil).Fails(http.StatusForbidden, errs.PermissionDenied)
 	})
 
 	t.Run("disabled API key", func(t *testing.T) {
-		id, key := newKey(h.admin, nil)
-		revoked(t, b, key, func() { h.admin.Call("/identity/v2/api-key/disable", map[string]any{"api_key_id": id}).OK(nil) })
+		id, key := newKey(h.Admin, nil)
+		revoked(t, b, key, func() { h.Admin.Call("/identity/v2/api-key/disable", map[string]any{"api_key_id": id}).OK(nil) })
 		// Enabled again, it works again once the refusal leaves the cache.
-		h.admin.Call("/identity/v2/api-key/enable", map[string]any{"api_key_id": id}).OK(nil)
-		eventually(t, revocationBound, "board accepts the key enabled again", func() bool { return b.As(key).Call(boardRead, nil).Status == http.StatusOK })
+		h.Admin.Call("/identity/v2/api-key/enable", map[string]any{"api_key_id": id}).OK(nil)
+		identitytest.Eventually(t, revocationBound, "board accepts the key enabled again", func() bool { return b.As(key).Call(boardRead, nil).Status == http.StatusOK })
 	})
 
 	t.Run("identity's own cache does not delay other services", func(t *testing.T) {
-		id, key := newKey(h.admin, nil)
+		id, key := newKey(h.Admin, nil)
 		// identity now holds a fresh "good" answer for the key in its
 		// authentication cache...
-		h.anon.As(key).Call("/identity/v2/api-key/list", nil).OK(nil)
-		h.admin.Call("/identity/v2/api-key/disable", map[string]any{"api_key_id": id}).OK(nil)
+		h.Anon.As(key).Call("/identity/v2/api-key/list", nil).OK(nil)
+		h.Admin.Call("/identity/v2/api-key/disable", map[string]any{"api_key_id": id}).OK(nil)
 		// ...yet token/check looks at the records, so a service asking
 		// after the revocation is refused at once, not one cache lifetime
 		// later (and then cached as good for another).
@@ -116,27 +117,27 @@ func TestCrossServiceRevocation(t *testing.T) {
 
 	t.Run("disabled v1 API key", func(t *testing.T) {
 		var k map[string]any
-		h.admin.Call("/identity/v1/api-key/create", map[string]any{"user_id": "admin", "domain_id": h.domain}).OK(&k)
+		h.Admin.Call("/identity/v1/api-key/create", map[string]any{"user_id": "admin", "domain_id": h.Domain}).OK(&k)
 		revoked(t, b, k["api_key"].(string), func() {
-			h.admin.Call("/identity/v1/api-key/disable", map[string]any{"api_key_id": k["api_key_id"], "domain_id": h.domain}).OK(nil)
+			h.Admin.Call("/identity/v1/api-key/disable", map[string]any{"api_key_id": k["api_key_id"], "domain_id": h.Domain}).OK(nil)
 		})
 	})
 
 	t.Run("deleted API key", func(t *testing.T) {
-		id, key := newKey(h.admin, nil)
-		revoked(t, b, key, func() { h.admin.Call("/identity/v2/api-key/delete", map[string]any{"api_key_id": id}).OK(nil) })
+		id, key := newKey(h.Admin, nil)
+		revoked(t, b, key, func() { h.Admin.Call("/identity/v2/api-key/delete", map[string]any{"api_key_id": id}).OK(nil) })
 	})
 
 	t.Run("expired API key", func(t *testing.T) {
 		expires := time.Now().Add(2 * time.Second)
-		_, key := newKey(h.admin, map[string]any{"expired_at": expires.UTC().Format(time.RFC3339Nano)})
+		_, key := newKey(h.Admin, map[string]any{"expired_at": expires.UTC().Format(time.RFC3339Nano)})
 		b.As(key).Call(boardRead, nil).OK(nil)
 		// Keep the board's cache fresh right up to the expiry: the worst case.
 		for time.Until(expires) > 50*time.Millisecond {
 			b.As(key).Call(boardRead, nil).OK(nil)
 			time.Sleep(50 * time.Millisecond)
 		}
-		eventually(t, time.Until(expires)+revocationBound, "board refuses the expired key", func() bool {
+		identitytest.Eventually(t, time.Until(expires)+revocationBound, "board refuses the expired key", func() bool {
 			return b.As(key).Call(boardRead, nil).Status != http.StatusOK
 		})
 		d := time.Since(expires)
@@ -148,56 +149,56 @@ func TestCrossServiceRevocation(t *testing.T) {
 	})
 
 	t.Run("demoted admin's API key", func(t *testing.T) {
-		h.directUser(h.domain, "dana", "Dana-Passw0rd")
-		binding := bindRole(h.admin, "dana", "managed-domain-admin", "")
-		_, key := newKey(h.anon.As(h.scoped("dana", "Dana-Passw0rd", "DOMAIN", "")), nil)
+		h.DirectUser(h.Domain, "dana", "Dana-Passw0rd")
+		binding := identitytest.BindRole(h.Admin, "dana", "managed-domain-admin", "")
+		_, key := newKey(h.Anon.As(h.Scoped("dana", "Dana-Passw0rd", "DOMAIN", "")), nil)
 		revoked(t, b, key, func() {
-			h.admin.Call("/identity/v2/role-binding/delete", map[string]any{"role_binding_id": binding["role_binding_id"]}).OK(nil)
+			h.Admin.Call("/identity/v2/role-binding/delete", map[string]any{"role_binding_id": binding["role_binding_id"]}).OK(nil)
 		})
 	})
 
 	t.Run("demoted admin's access token", func(t *testing.T) {
-		h.directUser(h.domain, "dora", "Dora-Passw0rd")
-		binding := bindRole(h.admin, "dora", "managed-domain-admin", "")
-		token := h.scoped("dora", "Dora-Passw0rd", "DOMAIN", "")
+		h.DirectUser(h.Domain, "dora", "Dora-Passw0rd")
+		binding := identitytest.BindRole(h.Admin, "dora", "managed-domain-admin", "")
+		token := h.Scoped("dora", "Dora-Passw0rd", "DOMAIN", "")
 		revoked(t, b, token, func() {
-			h.admin.Call("/identity/v2/role-binding/delete", map[string]any{"role_binding_id": binding["role_binding_id"]}).OK(nil)
+			h.Admin.Call("/identity/v2/role-binding/delete", map[string]any{"role_binding_id": binding["role_binding_id"]}).OK(nil)
 		})
 		// A USER token of the same user keeps working: only the role went.
-		h.anon.As(h.login("dora", "Dora-Passw0rd").AccessToken).Call("/identity/v2/user-profile/get", nil).OK(nil)
+		h.Anon.As(h.Login("dora", "Dora-Passw0rd").AccessToken).Call("/identity/v2/user-profile/get", nil).OK(nil)
 	})
 
 	t.Run("workspace member removed", func(t *testing.T) {
 		var ws struct {
 			WorkspaceID string `json:"workspace_id"`
 		}
-		h.admin.Call("/identity/v2/workspace/create", map[string]any{"name": "Revoked"}).OK(&ws)
-		h.directUser(h.domain, "wes", "Wes-Passw0rd1")
-		binding := bindRole(h.admin, "wes", "managed-workspace-member", ws.WorkspaceID)
-		token := h.scoped("wes", "Wes-Passw0rd1", "WORKSPACE", ws.WorkspaceID)
+		h.Admin.Call("/identity/v2/workspace/create", map[string]any{"name": "Revoked"}).OK(&ws)
+		h.DirectUser(h.Domain, "wes", "Wes-Passw0rd1")
+		binding := identitytest.BindRole(h.Admin, "wes", "managed-workspace-member", ws.WorkspaceID)
+		token := h.Scoped("wes", "Wes-Passw0rd1", "WORKSPACE", ws.WorkspaceID)
 		revoked(t, b, token, func() {
-			h.admin.Call("/identity/v2/role-binding/delete", map[string]any{"role_binding_id": binding["role_binding_id"]}).OK(nil)
+			h.Admin.Call("/identity/v2/role-binding/delete", map[string]any{"role_binding_id": binding["role_binding_id"]}).OK(nil)
 		})
 	})
 
 	t.Run("disabled user's access token", func(t *testing.T) {
-		probe := h.admin.Call("/identity/v2/user/disable", map[string]any{"user_id": "nobody-here"})
+		probe := h.Admin.Call("/identity/v2/user/disable", map[string]any{"user_id": "nobody-here"})
 		if probe.Status == http.StatusNotFound && probe.JSON()["detail"].(map[string]any)["code"] == errs.UnsupportedAPI {
 			t.Skip("needs /identity/v2/user/disable (users_v2.go is still a stub)")
 		}
-		h.directUser(h.domain, "dave", "Dave-Passw0rd")
-		bindRole(h.admin, "dave", "managed-domain-admin", "")
-		token := h.scoped("dave", "Dave-Passw0rd", "DOMAIN", "")
-		revoked(t, b, token, func() { h.admin.Call("/identity/v2/user/disable", map[string]any{"user_id": "dave"}).OK(nil) })
+		h.DirectUser(h.Domain, "dave", "Dave-Passw0rd")
+		identitytest.BindRole(h.Admin, "dave", "managed-domain-admin", "")
+		token := h.Scoped("dave", "Dave-Passw0rd", "DOMAIN", "")
+		revoked(t, b, token, func() { h.Admin.Call("/identity/v2/user/disable", map[string]any{"user_id": "dave"}).OK(nil) })
 	})
 
 	t.Run("disabled domain's tokens and keys", func(t *testing.T) {
-		otherID, other := h.newDomain("other")
+		otherID, other := h.NewDomain("other")
 		_, key := newKey(other, nil)
 		b.As(key).Call(boardRead, nil).OK(nil)
-		token := h.scopedIn(otherID, "boss", "Boss-Passw0rd", "DOMAIN", "")
-		revoked(t, b, token, func() { h.system.Call("/identity/v2/domain/disable", map[string]any{"domain_id": otherID}).OK(nil) })
-		eventually(t, revocationBound, "board refuses the disabled domain's key", func() bool { return b.As(key).Call(boardRead, nil).Status != http.StatusOK })
+		token := h.ScopedIn(otherID, "boss", "Boss-Passw0rd", "DOMAIN", "")
+		revoked(t, b, token, func() { h.System.Call("/identity/v2/domain/disable", map[string]any{"domain_id": otherID}).OK(nil) })
+		identitytest.Eventually(t, revocationBound, "board refuses the disabled domain's key", func() bool { return b.As(key).Call(boardRead, nil).Status != http.StatusOK })
 	})
 
 	t.Run("bad tokens", func(t *testing.T) {
@@ -206,21 +207,21 @@ func TestCrossServiceRevocation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := auth.Principal{DomainID: h.domain, UserID: "admin", Role: auth.DomainAdmin}
+		p := auth.Principal{DomainID: h.Domain, UserID: "admin", Role: auth.DomainAdmin}
 		forged, _ := stranger.Issue(p, time.Hour)
 		b.As(forged).Call(boardRead, nil).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
-		forgedKey, _ := stranger.Issue(auth.Principal{TokenType: auth.APIKey, TokenID: "api-key-000000000000", DomainID: h.domain, UserID: "admin", Role: auth.DomainAdmin}, 0)
+		forgedKey, _ := stranger.Issue(auth.Principal{TokenType: auth.APIKey, TokenID: "api-key-000000000000", DomainID: h.Domain, UserID: "admin", Role: auth.DomainAdmin}, 0)
 		b.As(forgedKey).Call(boardRead, nil).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
 		expired, _ := h.signer.IssueAt(p, time.Now().Add(-2*time.Hour), time.Hour)
 		b.As(expired).Call(boardRead, nil).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
 		// A well-signed API key that identity never recorded.
-		unknownKey, _ := h.signer.Issue(auth.Principal{TokenType: auth.APIKey, TokenID: "api-key-000000000000", DomainID: h.domain, UserID: "admin", Role: auth.DomainAdmin}, 0)
+		unknownKey, _ := h.signer.Issue(auth.Principal{TokenType: auth.APIKey, TokenID: "api-key-000000000000", DomainID: h.Domain, UserID: "admin", Role: auth.DomainAdmin}, 0)
 		b.As(unknownKey).Call(boardRead, nil).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
 		// A key of one user presented as another's.
-		id, _ := newKey(h.admin, nil)
-		spoofed, _ := h.signer.Issue(auth.Principal{TokenType: auth.APIKey, TokenID: id, DomainID: h.domain, UserID: "ulla", Role: auth.DomainAdmin}, 0)
+		id, _ := newKey(h.Admin, nil)
+		spoofed, _ := h.signer.Issue(auth.Principal{TokenType: auth.APIKey, TokenID: id, DomainID: h.Domain, UserID: "ulla", Role: auth.DomainAdmin}, 0)
 		b.As(spoofed).Call(boardRead, nil).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
-		refresh := h.login("admin", adminPassword).RefreshToken
+		refresh := h.Login("admin", identitytest.AdminPassword).RefreshToken
 		b.As(refresh).Call(boardRead, nil).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
 	})
 }

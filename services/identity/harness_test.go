@@ -3,12 +3,9 @@ package identity_test
 import (
 	"context"
 	"log/slog"
-	"net/http"
-	"strings"
 	"testing"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/mongo"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/nubes-io/nubes/pkg/app"
@@ -22,24 +19,15 @@ import (
 
 func TestMain(m *testing.M) { testkit.Main(m) }
 
-// harness is one identity service on a fresh database, with the root
-// domain bootstrapped, clients for its SYSTEM token and its admin, and the
-// mail events it publishes.
+// harness is the whole identity service (identity.Build: every route and
+// worker) on a fresh database, with the root domain bootstrapped; its
+// helpers are identitytest's, which a resource's own tests use on a part
+// of the service.
 type harness struct {
-	t       *testing.T
-	db      *mongo.Database
-	built   *identity.Built
-	handler http.Handler
-	anon    *testkit.Client
-	system  *testkit.Client
-	admin   *testkit.Client // DOMAIN_ADMIN of the root domain, logged in
-	domain  string          // root domain id
-	signer  *auth.Signer
-	// cipherSpec is the encryption key the service seals with ("1:<base64>").
-	cipherSpec string
+	*identitytest.Harness
+	built  *identity.Built
+	signer *auth.Signer
 }
-
-const adminPassword = "Admin-Passw0rd"
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
@@ -47,7 +35,7 @@ func newHarness(t *testing.T) *harness {
 }
 
 // newHarnessOn is newHarness publishing to the NATS at natsURL; only the
-// package's NATS has the mailbox (mailTo), as MailStream is a work queue
+// package's NATS has the mailbox (MailTo), as MailStream is a work queue
 // that one consumer reads.
 func newHarnessOn(t *testing.T, natsURL string) *harness {
 	t.Helper()
@@ -62,9 +50,9 @@ func newHarnessOn(t *testing.T, natsURL string) *harness {
 	t.Cleanup(bus.Close)
 	spec := identity.RandomCipherSpec()
 	cipher, _ := identity.NewCipher(spec)
-	h := &harness{t: t, db: env.Database(t), signer: env.Signer, cipherSpec: spec}
-	h.built, err = identity.Build(ctx, app.Deps{DB: h.db, Events: bus, Log: log}, identity.Config{PasswordCost: bcrypt.MinCost,
-		Signer: env.Signer, Cipher: cipher, AdminUserID: "admin", AdminPassword: adminPassword,
+	h := &harness{Harness: &identitytest.Harness{T: t, DB: env.Database(t), CipherSpec: spec}, signer: env.Signer}
+	h.built, err = identity.Build(ctx, app.Deps{DB: h.DB, Events: bus, Log: log}, identity.Config{PasswordCost: bcrypt.MinCost,
+		Signer: env.Signer, Cipher: cipher, AdminUserID: "admin", AdminPassword: identitytest.AdminPassword,
 		LoginBlock: time.Hour, MaxLoginFailures: 3, // no window slides within a test, however loaded the machine (a test of 33 logins took 93 s under -race at load 30)
 	})
 	if err != nil {
@@ -80,78 +68,11 @@ func newHarnessOn(t *testing.T, natsURL string) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.handler = srv.Handler()
-	h.domain = h.built.Bootstrap.DomainID
-	h.anon = testkit.NewClient(t, h.handler)
-	h.system = h.anon.As(h.built.SystemToken)
-	h.admin = h.anon.As(h.scoped("admin", adminPassword, "DOMAIN", ""))
+	h.Deps = h.built.Deps
+	h.Handler = srv.Handler()
+	h.Domain = h.built.Bootstrap.DomainID
+	h.Anon = testkit.NewClient(t, h.Handler)
+	h.System = h.Anon.As(h.built.SystemToken)
+	h.Admin = h.Anon.As(h.Scoped("admin", identitytest.AdminPassword, "DOMAIN", ""))
 	return h
-}
-
-// mailTo waits for the next mail to addr with template, opened with the
-// harness' keys (identitytest's mailbox, one per test binary).
-func (h *harness) mailTo(addr, template string) events.Mail {
-	h.t.Helper()
-	return identitytest.MailTo(h.t, h.cipherSpec, addr, template)
-}
-
-// noMailTo asserts that no mail to addr arrives within a short while.
-func (h *harness) noMailTo(addr string) {
-	h.t.Helper()
-	identitytest.NoMailTo(h.t, addr)
-}
-
-type pair struct {
-	AccessToken  string `json:"access_token"`
-	RefreshToken string `json:"refresh_token"`
-}
-
-// login issues a USER-scope pair in the root domain.
-func (h *harness) login(userID, password string) pair {
-	h.t.Helper()
-	return h.loginIn(h.domain, userID, password)
-}
-
-func (h *harness) loginIn(domainID, userID, password string) pair {
-	h.t.Helper()
-	var p pair
-	h.anon.Call("/identity/v2/token/issue", map[string]any{
-		"credentials": map[string]any{"user_id": userID, "password": password}, "auth_type": "LOCAL", "domain_id": domainID,
-	}).OK(&p)
-	return p
-}
-
-// scoped logs in and grants a scope (DOMAIN, WORKSPACE, USER, SYSTEM).
-func (h *harness) scoped(userID, password, scope, workspaceID string) string {
-	h.t.Helper()
-	return h.scopedIn(h.domain, userID, password, scope, workspaceID)
-}
-
-func (h *harness) scopedIn(domainID, userID, password, scope, workspaceID string) string {
-	h.t.Helper()
-	p := h.loginIn(domainID, userID, password)
-	var g struct {
-		AccessToken string `json:"access_token"`
-	}
-	h.anon.Call("/identity/v2/token/grant", map[string]any{
-		"grant_type": "REFRESH_TOKEN", "token": p.RefreshToken, "scope": scope, "workspace_id": workspaceID,
-	}).OK(&g)
-	return g.AccessToken
-}
-
-// email makes an address unique to the running test.
-func (h *harness) email(name string) string {
-	return name + "." + strings.ToLower(strings.NewReplacer("/", ".", " ", "", "#", "").Replace(h.t.Name())) + "@example.com"
-}
-
-// newDomain creates a second domain with its own admin, for isolation tests.
-func (h *harness) newDomain(name string) (domainID string, admin *testkit.Client) {
-	h.t.Helper()
-	var d struct {
-		DomainID string `json:"domain_id"`
-	}
-	h.system.Call("/identity/v2/domain/create", map[string]any{
-		"name": name, "admin": map[string]any{"user_id": "boss", "password": "Boss-Passw0rd", "email": h.email("boss-" + name)},
-	}).OK(&d)
-	return d.DomainID, h.anon.As(h.scopedIn(d.DomainID, "boss", "Boss-Passw0rd", "DOMAIN", ""))
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/services/identity"
 	"github.com/nubes-io/nubes/services/identity/internal/core"
+	"github.com/nubes-io/nubes/services/identity/internal/identitytest"
 	"github.com/nubes-io/nubes/services/identity/internal/verification"
 )
 
@@ -21,7 +22,7 @@ func toLegacy(t *testing.T, h *harness, coll string, id any, field string) {
 	t.Helper()
 	ctx := context.Background()
 	var doc bson.Raw
-	if err := h.db.Collection(coll).FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&doc); err != nil {
+	if err := h.DB.Collection(coll).FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&doc); err != nil {
 		t.Fatal(err)
 	}
 	var s seal.Sealed
@@ -29,7 +30,7 @@ func toLegacy(t *testing.T, h *harness, coll string, id any, field string) {
 		t.Fatal(err)
 	}
 	legacy := bson.D{{Key: "key_version", Value: int32(1)}, {Key: "nonce", Value: s.Nonce}, {Key: "data", Value: s.Data}}
-	if _, err := h.db.Collection(coll).UpdateOne(ctx, bson.D{{Key: "_id", Value: id}}, bson.D{{Key: "$set", Value: bson.D{{Key: field, Value: legacy}}}}); err != nil {
+	if _, err := h.DB.Collection(coll).UpdateOne(ctx, bson.D{{Key: "_id", Value: id}}, bson.D{{Key: "$set", Value: bson.D{{Key: field, Value: legacy}}}}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -37,7 +38,7 @@ func toLegacy(t *testing.T, h *harness, coll string, id any, field string) {
 func sealedOf(t *testing.T, h *harness, coll string, id any, field string) seal.Sealed {
 	t.Helper()
 	var doc bson.Raw
-	if err := h.db.Collection(coll).FindOne(context.Background(), bson.D{{Key: "_id", Value: id}}).Decode(&doc); err != nil {
+	if err := h.DB.Collection(coll).FindOne(context.Background(), bson.D{{Key: "_id", Value: id}}).Decode(&doc); err != nil {
 		t.Fatal(err)
 	}
 	var s seal.Sealed
@@ -54,44 +55,44 @@ func sealedOf(t *testing.T, h *harness, coll string, id any, field string) seal.
 func TestSealedRecordsAcrossKeyRotation(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	h.seedUser(h.domain, "rota")
-	rota := h.as("rota")
-	userKey := h.domain + "/rota"
+	h.SeedUser(h.Domain, "rota")
+	rota := h.As("rota")
+	userKey := h.Domain + "/rota"
 
 	// An OTP secret, confirmed, then put back into the legacy form.
 	var u map[string]any
-	rota.Call("/identity/v2/user-profile/enable-mfa", map[string]any{"current_password": userPassword, "mfa_type": "OTP"}).OK(&u)
+	rota.Call("/identity/v2/user-profile/enable-mfa", map[string]any{"current_password": identitytest.UserPassword, "mfa_type": "OTP"}).OK(&u)
 	uri, err := url.Parse(fmt.Sprint(u["mfa"].(map[string]any)["options"].(map[string]any)["otp_qrcode_uri"]))
 	if err != nil {
 		t.Fatal(err)
 	}
 	secret := uri.Query().Get("secret")
 	toLegacy(t, h, core.UsersCollection, userKey, "otp_pending")
-	waitForFreshOTPStep(t)
+	identitytest.WaitForFreshOTPStep(t)
 	code, _ := verification.OTPCode(secret, time.Now())
 	rota.Call("/identity/v2/user-profile/confirm-mfa", map[string]any{"verify_code": code}).OK(&u) // opens the legacy record
 	toLegacy(t, h, core.UsersCollection, userKey, "otp_secret")
 	next, _ := verification.OTPCode(secret, time.Now().Add(30*time.Second))
-	h.anon.Call("/identity/v2/token/issue", map[string]any{"credentials": map[string]any{"user_id": "rota", "password": userPassword},
-		"domain_id": h.domain, "auth_type": "MFA", "verify_code": next}).OK(nil)
+	h.Anon.Call("/identity/v2/token/issue", map[string]any{"credentials": map[string]any{"user_id": "rota", "password": identitytest.UserPassword},
+		"domain_id": h.Domain, "auth_type": "MFA", "verify_code": next}).OK(nil)
 
 	// A trusted account's secret in the legacy form.
 	var a map[string]any
-	h.admin.Call("/identity/v2/trusted-account/create", map[string]any{"name": "rotated", "provider": "aws", "data": map[string]any{},
+	h.Admin.Call("/identity/v2/trusted-account/create", map[string]any{"name": "rotated", "provider": "aws", "data": map[string]any{},
 		"secret_schema_id": "aws-access-key", "secret_data": map[string]any{"key": "rotated-secret-value"}, "resource_group": "DOMAIN"}).OK(&a)
 	secretID := a["trusted_secret_id"].(string)
 	toLegacy(t, h, core.TrustedSecretsCollection, secretID, "sealed")
 	// One more, sealed as of today (key id "1").
-	h.admin.Call("/identity/v2/trusted-account/create", map[string]any{"name": "current", "provider": "aws", "data": map[string]any{},
+	h.Admin.Call("/identity/v2/trusted-account/create", map[string]any{"name": "current", "provider": "aws", "data": map[string]any{},
 		"secret_schema_id": "aws-access-key", "secret_data": map[string]any{"key": "v"}, "resource_group": "DOMAIN"}).OK(nil)
 
 	// Rotation: key 2 becomes active; the reseal moves every record.
 	newKey := seal.RandomSpec("2")
-	rotated, err := seal.Parse(h.cipherSpec+","+newKey, "2")
+	rotated, err := seal.Parse(h.CipherSpec+","+newKey, "2")
 	if err != nil {
 		t.Fatal(err)
 	}
-	reps, err := seal.ResealAll(ctx, rotated, identity.ResealTargets(h.db), 1, nil)
+	reps, err := seal.ResealAll(ctx, rotated, identity.ResealTargets(h.DB), 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +114,7 @@ func TestSealedRecordsAcrossKeyRotation(t *testing.T) {
 		t.Fatalf("key ids after reseal: %q %q", ts.KeyID, otp.KeyID)
 	}
 	var data map[string]any
-	ad := "identity/trusted-secret\x00" + secretID + "\x00" + a["trusted_account_id"].(string) + "\x00" + h.domain
+	ad := "identity/trusted-secret\x00" + secretID + "\x00" + a["trusted_account_id"].(string) + "\x00" + h.Domain
 	if err := onlyNew.OpenJSON(ts, []byte(ad), &data); err != nil || data["key"] != "rotated-secret-value" {
 		t.Fatalf("trusted secret after reseal: %v %v", data, err)
 	}
@@ -122,7 +123,7 @@ func TestSealedRecordsAcrossKeyRotation(t *testing.T) {
 		t.Fatalf("otp secret after reseal: %v", err)
 	}
 	// Nothing left for a second run.
-	reps, _ = seal.ResealAll(ctx, rotated, identity.ResealTargets(h.db), 10, nil)
+	reps, _ = seal.ResealAll(ctx, rotated, identity.ResealTargets(h.DB), 10, nil)
 	for _, r := range reps {
 		if r.Resealed != 0 {
 			t.Fatalf("second run moved %+v", r)

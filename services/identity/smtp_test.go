@@ -14,6 +14,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/mailtest"
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/services/identity"
+	"github.com/nubes-io/nubes/services/identity/internal/identitytest"
 	"github.com/nubes-io/nubes/services/mailer"
 )
 
@@ -52,7 +53,7 @@ func TestFlowsThroughSMTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, err := identity.NewCipher(h.cipherSpec) // identity's keys open the mails' links and codes
+	keys, err := identity.NewCipher(h.CipherSpec) // identity's keys open the mails' links and codes
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,24 +66,24 @@ func TestFlowsThroughSMTP(t *testing.T) {
 	go func() { defer close(done); _ = svc.Workers[0](ctx) }()
 	t.Cleanup(func() { cancel(); <-done; bus.Close() })
 
-	addr := h.email("invitee")
-	h.admin.Call("/identity/v2/user/create", map[string]any{"user_id": "invitee", "auth_type": "LOCAL", "reset_password": true, "email": addr}).OK(nil)
+	addr := h.Email("invitee")
+	h.Admin.Call("/identity/v2/user/create", map[string]any{"user_id": "invitee", "auth_type": "LOCAL", "reset_password": true, "email": addr}).OK(nil)
 	link := smtpMail(t, smtp, addr, regexp.MustCompile(`(https?://\S*sso_access_token=\S+)`))
 	u, err := url.Parse(link)
 	if err != nil {
 		t.Fatal(err)
 	}
-	invited := h.anon.As(u.Query().Get("sso_access_token"))
+	invited := h.Anon.As(u.Query().Get("sso_access_token"))
 	invited.Call("/identity/v2/user-profile/update", map[string]any{"password": "Invitee-Passw0rd"}).OK(nil)
-	user := h.anon.As(h.login("invitee", "Invitee-Passw0rd").AccessToken)
+	user := h.Anon.As(h.Login("invitee", "Invitee-Passw0rd").AccessToken)
 
-	mfaAddr := h.email("invitee-mfa")
+	mfaAddr := h.Email("invitee-mfa")
 	user.Call("/identity/v2/user-profile/enable-mfa", map[string]any{"current_password": "Invitee-Passw0rd", "mfa_type": "EMAIL", "options": map[string]any{"email": mfaAddr}}).OK(nil)
 	code := regexp.MustCompile(`(?m)^([1-9][0-9]{5})\r?$`) // alone on its line, never part of an id
 	user.Call("/identity/v2/user-profile/confirm-mfa", map[string]any{"verify_code": smtpMail(t, smtp, mfaAddr, code)}).OK(nil)
 
-	login := map[string]any{"credentials": map[string]any{"user_id": "invitee", "password": "Invitee-Passw0rd"}, "auth_type": "LOCAL", "domain_id": h.domain}
-	if r := h.anon.Call("/identity/v2/token/issue", login); r.Status != 401 {
+	login := map[string]any{"credentials": map[string]any{"user_id": "invitee", "password": "Invitee-Passw0rd"}, "auth_type": "LOCAL", "domain_id": h.Domain}
+	if r := h.Anon.Call("/identity/v2/token/issue", login); r.Status != 401 {
 		t.Fatalf("login with MFA on answered %d: %s", r.Status, r.Body)
 	}
 	// The enable code was used and deleted at the server's side; the next
@@ -97,8 +98,8 @@ func TestFlowsThroughSMTP(t *testing.T) {
 	}
 	login["auth_type"] = "MFA"
 	login["verify_code"] = code.FindStringSubmatch(msgs[1].Body)[1]
-	var p pair
-	h.anon.Call("/identity/v2/token/issue", login).OK(&p)
+	var p identitytest.Pair
+	h.Anon.Call("/identity/v2/token/issue", login).OK(&p)
 	if p.AccessToken == "" {
 		t.Fatal("no token after the MFA step")
 	}

@@ -26,14 +26,14 @@ func TestSystemTokenCommand(t *testing.T) {
 	}
 
 	h := newHarness(t)
-	if err := identity.WriteSystemToken(ctx, config.Base{MongoURI: env.Mongo.URI, MongoDatabase: h.db.Name()}, env.Signer, 0, &out); err != nil {
+	if err := identity.WriteSystemToken(ctx, config.Base{MongoURI: env.Mongo.URI, MongoDatabase: h.DB.Name()}, env.Signer, 0, &out); err != nil {
 		t.Fatal(err)
 	}
 	tok := strings.TrimSuffix(out.String(), "\n")
 	p, err := env.Verifier.Authenticate(ctx, tok)
-	if err != nil || !p.IsSystem() || p.TokenType != auth.SystemToken || p.DomainID != h.domain {
-		t.Fatalf("token verifies as %+v (%v), want SYSTEM of %s", p, err, h.domain)
+	if err != nil || !p.IsSystem() || p.TokenType != auth.SystemToken || p.DomainID != h.Domain {
+		t.Fatalf("token verifies as %+v (%v), want SYSTEM of %s", p, err, h.Domain)
 	}
 	// It is accepted where only SYSTEM callers may go.
-	h.anon.As(tok).Call("/identity/v2/domain/list", map[string]any{}).OK(nil)
+	h.Anon.As(tok).Call("/identity/v2/domain/list", map[string]any{}).OK(nil)
 }

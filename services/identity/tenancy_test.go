@@ -10,6 +10,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/services/identity/internal/core"
+	"github.com/nubes-io/nubes/services/identity/internal/identitytest"
 )
 
 // enroller makes the tenancy matrix's callers real: identity's
@@ -32,11 +33,11 @@ func (e *enroller) enroll(t *testing.T, p auth.Principal) {
 	ctx := context.Background()
 	insert := func(coll string, doc any) {
 		t.Helper()
-		if _, err := e.h.db.Collection(coll).InsertOne(ctx, doc); err != nil && !mongo.IsDuplicateKeyError(err) {
+		if _, err := e.h.DB.Collection(coll).InsertOne(ctx, doc); err != nil && !mongo.IsDuplicateKeyError(err) {
 			t.Fatal(err)
 		}
 	}
-	if p.DomainID != e.h.domain {
+	if p.DomainID != e.h.Domain {
 		insert(core.DomainsCollection, core.Domain{ID: p.DomainID, DomainID: p.DomainID, Name: p.DomainID, State: core.Enabled})
 	}
 	// A WORKSPACE_OWNER token without a workspace exists only for a domain
@@ -54,7 +55,7 @@ func (e *enroller) enroll(t *testing.T, p auth.Principal) {
 		insert(core.WorkspacesCollection, core.Workspace{ID: p.WorkspaceID, WorkspaceID: p.WorkspaceID, Name: p.WorkspaceID,
 			State: core.Enabled, DomainID: p.DomainID})
 		role := map[auth.Role]string{auth.WorkspaceOwner: "managed-workspace-owner", auth.WorkspaceMember: "managed-workspace-member"}[p.Role]
-		bindRole(e.h.admin, p.UserID, role, p.WorkspaceID)
+		identitytest.BindRole(e.h.Admin, p.UserID, role, p.WorkspaceID)
 	}
 }
 
@@ -69,7 +70,7 @@ func (e *enroller) enroll(t *testing.T, p auth.Principal) {
 func TestTenancyMatrix(t *testing.T) {
 	h := newHarness(t)
 	e := &enroller{h: h, done: map[string]bool{}}
-	coll := func(name string) *mongo.Collection { return h.db.Collection(name) }
+	coll := func(name string) *mongo.Collection { return h.DB.Collection(name) }
 	id := func(m map[string]any, key string) string {
 		t.Helper()
 		s, _ := m[key].(string)
@@ -89,21 +90,21 @@ func TestTenancyMatrix(t *testing.T) {
 	}
 
 	var ws, pr map[string]any
-	h.admin.Call("/identity/v2/workspace/create", map[string]any{"name": "matrix"}).OK(&ws)
+	h.Admin.Call("/identity/v2/workspace/create", map[string]any{"name": "matrix"}).OK(&ws)
 	wsID := id(ws, "workspace_id")
-	h.admin.Call("/identity/v2/project/create", map[string]any{"name": "matrix", "workspace_id": wsID, "project_type": "PRIVATE"}).OK(&pr)
+	h.Admin.Call("/identity/v2/project/create", map[string]any{"name": "matrix", "workspace_id": wsID, "project_type": "PRIVATE"}).OK(&pr)
 	prID := id(pr, "project_id")
 
-	admin := auth.Principal{DomainID: h.domain, UserID: "insider-admin", Role: auth.DomainAdmin}
-	owner := auth.Principal{DomainID: h.domain, UserID: "insider-owner", Role: auth.WorkspaceOwner, WorkspaceID: wsID}
-	member := auth.Principal{DomainID: h.domain, UserID: "insider-member", Role: auth.WorkspaceMember, WorkspaceID: wsID, Projects: []string{prID}}
+	admin := auth.Principal{DomainID: h.Domain, UserID: "insider-admin", Role: auth.DomainAdmin}
+	owner := auth.Principal{DomainID: h.Domain, UserID: "insider-owner", Role: auth.WorkspaceOwner, WorkspaceID: wsID}
+	member := auth.Principal{DomainID: h.Domain, UserID: "insider-member", Role: auth.WorkspaceMember, WorkspaceID: wsID, Projects: []string{prID}}
 	for _, p := range []auth.Principal{admin, owner, member} {
 		e.enroll(t, p)
 	}
 	matrix := func(t *testing.T, m testkit.Tenancy) {
 		t.Helper()
-		m.Handler, m.Enroll = h.handler, e.enroll
-		m.Domain = h.domain
+		m.Handler, m.Enroll = h.Handler, e.enroll
+		m.Domain = h.Domain
 		m.Run(t)
 	}
 
@@ -136,8 +137,8 @@ func TestTenancyMatrix(t *testing.T) {
 	})
 
 	// A member's binding of the workspace.
-	e.enroll(t, auth.Principal{DomainID: h.domain, UserID: "matrix-bound", Role: auth.User})
-	binding := bindRole(h.admin, "matrix-bound", "managed-workspace-member", wsID)
+	e.enroll(t, auth.Principal{DomainID: h.Domain, UserID: "matrix-bound", Role: auth.User})
+	binding := identitytest.BindRole(h.Admin, "matrix-bound", "managed-workspace-member", wsID)
 	t.Run("role binding", func(t *testing.T) {
 		bID := id(binding, "role_binding_id")
 		req := map[string]any{"role_binding_id": bID}
@@ -155,12 +156,12 @@ func TestTenancyMatrix(t *testing.T) {
 	// A user of the domain, as v2 and v1 serve it; an API key it owns,
 	// as v2 (its owner) and v1 (the domain admin) serve it.
 	const target = "matrix-user"
-	e.enroll(t, auth.Principal{DomainID: h.domain, UserID: target, Role: auth.User})
+	e.enroll(t, auth.Principal{DomainID: h.Domain, UserID: target, Role: auth.User})
 	users := []*mongo.Collection{coll(core.RoleBindingsCollection), coll(core.APIKeysCollection)}
 	t.Run("user v2", func(t *testing.T) {
 		req := map[string]any{"user_id": target}
 		matrix(t, testkit.Tenancy{
-			Coll: coll(core.UsersCollection), ID: core.UserKey(h.domain, target), Insider: admin,
+			Coll: coll(core.UsersCollection), ID: core.UserKey(h.Domain, target), Insider: admin,
 			Get:  testkit.Req{Path: "/identity/v2/user/get", Body: req},
 			List: testkit.Req{Path: "/identity/v2/user/list", Body: req},
 			Stat: stat("/identity/v2/user/stat", "user_id", target, nil),
@@ -176,17 +177,17 @@ func TestTenancyMatrix(t *testing.T) {
 		})
 	})
 	t.Run("user v1", func(t *testing.T) {
-		req := map[string]any{"user_id": target, "domain_id": h.domain}
+		req := map[string]any{"user_id": target, "domain_id": h.Domain}
 		matrix(t, testkit.Tenancy{
-			Coll: coll(core.UsersCollection), ID: core.UserKey(h.domain, target), Insider: admin, NamesDomain: true,
+			Coll: coll(core.UsersCollection), ID: core.UserKey(h.Domain, target), Insider: admin, NamesDomain: true,
 			Get:  testkit.Req{Path: "/identity/v1/user/get", Body: req},
 			List: testkit.Req{Path: "/identity/v1/user/list", Body: req},
-			Stat: stat("/identity/v1/user/stat", "user_id", target, map[string]any{"domain_id": h.domain}),
+			Stat: stat("/identity/v1/user/stat", "user_id", target, map[string]any{"domain_id": h.Domain}),
 			Changes: []testkit.Req{
-				{Path: "/identity/v1/user/update", Body: map[string]any{"user_id": target, "domain_id": h.domain, "name": "taken"}},
-				{Path: "/identity/v1/user/set-required-actions", Body: map[string]any{"user_id": target, "domain_id": h.domain, "actions": []string{"UPDATE_PASSWORD"}}},
-				{Path: "/identity/v1/user/verify-email", Body: map[string]any{"user_id": target, "domain_id": h.domain, "force": true}},
-				{Path: "/identity/v1/user/disable-mfa", Body: map[string]any{"user_id": target, "domain_id": h.domain, "force": true}},
+				{Path: "/identity/v1/user/update", Body: map[string]any{"user_id": target, "domain_id": h.Domain, "name": "taken"}},
+				{Path: "/identity/v1/user/set-required-actions", Body: map[string]any{"user_id": target, "domain_id": h.Domain, "actions": []string{"UPDATE_PASSWORD"}}},
+				{Path: "/identity/v1/user/verify-email", Body: map[string]any{"user_id": target, "domain_id": h.Domain, "force": true}},
+				{Path: "/identity/v1/user/disable-mfa", Body: map[string]any{"user_id": target, "domain_id": h.Domain, "force": true}},
 				{Path: "/identity/v1/user/disable", Body: req},
 				{Path: "/identity/v1/user/delete", Body: req},
 			},
@@ -194,9 +195,9 @@ func TestTenancyMatrix(t *testing.T) {
 		})
 	})
 
-	keyOwner := auth.Principal{DomainID: h.domain, UserID: target, Role: auth.User}
+	keyOwner := auth.Principal{DomainID: h.Domain, UserID: target, Role: auth.User}
 	var key map[string]any
-	testkit.NewClient(t, h.handler).For(keyOwner).Call("/identity/v2/api-key/create", map[string]any{"name": "matrix"}).OK(&key)
+	testkit.NewClient(t, h.Handler).For(keyOwner).Call("/identity/v2/api-key/create", map[string]any{"name": "matrix"}).OK(&key)
 	keyID := id(key, "api_key_id")
 	t.Run("api key v2", func(t *testing.T) {
 		req := map[string]any{"api_key_id": keyID}
@@ -214,12 +215,12 @@ func TestTenancyMatrix(t *testing.T) {
 		})
 	})
 	t.Run("api key v1", func(t *testing.T) {
-		req := map[string]any{"api_key_id": keyID, "domain_id": h.domain}
+		req := map[string]any{"api_key_id": keyID, "domain_id": h.Domain}
 		matrix(t, testkit.Tenancy{
 			Coll: coll(core.APIKeysCollection), ID: keyID, Insider: admin, NamesDomain: true,
 			Get:  testkit.Req{Path: "/identity/v1/api-key/get", Body: req},
 			List: testkit.Req{Path: "/identity/v1/api-key/list", Body: req},
-			Stat: stat("/identity/v1/api-key/stat", "api_key_id", keyID, map[string]any{"domain_id": h.domain}),
+			Stat: stat("/identity/v1/api-key/stat", "api_key_id", keyID, map[string]any{"domain_id": h.Domain}),
 			Changes: []testkit.Req{
 				{Path: "/identity/v1/api-key/disable", Body: req},
 				{Path: "/identity/v1/api-key/enable", Body: req},
@@ -233,7 +234,7 @@ func TestTenancyMatrix(t *testing.T) {
 	jobs, secrets := coll(core.JobsCollection), coll(core.TrustedSecretsCollection)
 	trusted := func(group, workspaceID string) map[string]any {
 		var a map[string]any
-		h.admin.Call("/identity/v2/trusted-account/create", map[string]any{
+		h.Admin.Call("/identity/v2/trusted-account/create", map[string]any{
 			"name": "matrix " + group, "data": map[string]any{}, "provider": "aws", "secret_schema_id": "aws-access-key",
 			"secret_data": map[string]any{"aws_access_key_id": "AKIAMATRIX"}, "resource_group": group, "workspace_id": workspaceID,
 		}).OK(&a)
@@ -269,28 +270,28 @@ func TestTenancyMatrix(t *testing.T) {
 	})
 
 	var tsa map[string]any
-	h.admin.Call("/identity/v2/trusted-service-account/create", map[string]any{"name": "matrix", "data": map[string]any{}, "provider": "aws",
-		"scope": "WORKSPACE", "domain_id": h.domain, "workspace_id": wsID}).OK(&tsa)
+	h.Admin.Call("/identity/v2/trusted-service-account/create", map[string]any{"name": "matrix", "data": map[string]any{}, "provider": "aws",
+		"scope": "WORKSPACE", "domain_id": h.Domain, "workspace_id": wsID}).OK(&tsa)
 	t.Run("trusted service account", func(t *testing.T) {
 		tsaID := id(tsa, "trusted_service_account_id")
-		req := map[string]any{"trusted_service_account_id": tsaID, "domain_id": h.domain}
+		req := map[string]any{"trusted_service_account_id": tsaID, "domain_id": h.Domain}
 		matrix(t, testkit.Tenancy{
 			Coll: coll(core.TrustedSACollection), ID: tsaID, Workspace: wsID, Insider: member, NamesDomain: true,
 			Get:  testkit.Req{Path: "/identity/v2/trusted-service-account/get", Body: req},
 			List: testkit.Req{Path: "/identity/v2/trusted-service-account/list", Body: req},
-			Stat: stat("/identity/v2/trusted-service-account/stat", "trusted_service_account_id", tsaID, map[string]any{"domain_id": h.domain}),
+			Stat: stat("/identity/v2/trusted-service-account/stat", "trusted_service_account_id", tsaID, map[string]any{"domain_id": h.Domain}),
 			Changes: []testkit.Req{
-				{Path: "/identity/v2/trusted-service-account/update", Body: map[string]any{"trusted_service_account_id": tsaID, "domain_id": h.domain, "name": "taken"}},
+				{Path: "/identity/v2/trusted-service-account/update", Body: map[string]any{"trusted_service_account_id": tsaID, "domain_id": h.Domain, "name": "taken"}},
 				{Path: "/identity/v2/trusted-service-account/delete", Body: req},
 			},
 		})
 	})
 
 	t.Run("domain", func(t *testing.T) {
-		req := map[string]any{"domain_id": h.domain}
+		req := map[string]any{"domain_id": h.Domain}
 		matrix(t, testkit.Tenancy{
-			Coll: coll(core.DomainsCollection), ID: h.domain,
-			Insider: auth.Principal{DomainID: h.domain, UserID: "insider-system", Role: auth.SystemAdmin},
+			Coll: coll(core.DomainsCollection), ID: h.Domain,
+			Insider: auth.Principal{DomainID: h.Domain, UserID: "insider-system", Role: auth.SystemAdmin},
 			Get:     testkit.Req{Path: "/identity/v2/domain/get", Body: req},
 			List:    testkit.Req{Path: "/identity/v2/domain/list", Body: req},
 			Changes: []testkit.Req{{Path: "/identity/v2/domain/disable", Body: req}},

@@ -66,7 +66,7 @@ func TestUserV1Admin(t *testing.T) {
 		}
 	}
 	u := call("create", with("user_type", "API_USER"))
-	if got := fieldNames(u); !slices.Equal(got, v1InfoKeys) {
+	if got := identitytest.FieldNames(u); !slices.Equal(got, v1InfoKeys) {
 		t.Fatalf("v1 UserInfo keys = %v", got)
 	}
 	if u["backend"] != "LOCAL" || u["user_type"] != "API_USER" || u["state"] != "PENDING" || u["domain_id"] != h.Domain {
@@ -75,13 +75,13 @@ func TestUserV1Admin(t *testing.T) {
 	h.Admin.Call("/identity/v1/user/create", base).Fails(http.StatusConflict, errs.NotUnique)
 	ivyAddr := h.Email("ivy")
 	u = call("create", map[string]any{"user_id": "jay", "backend": "LOCAL", "reset_password": true, "email": h.Email("jay")})
-	if u["user_type"] != "USER" || !slices.Equal(toStrings(u["required_actions"]), []string{"UPDATE_PASSWORD"}) {
+	if u["user_type"] != "USER" || !slices.Equal(identitytest.ToStrings(u["required_actions"]), []string{"UPDATE_PASSWORD"}) {
 		t.Fatalf("invited = %v", u)
 	}
 	h.MailTo(h.Email("jay"), "invite")
 
 	// get (with only), update, set-required-actions, enable, disable, sync.
-	if got := fieldNames(call("get", map[string]any{"user_id": "ivy", "only": []string{"backend", "user_id"}})); !slices.Equal(got, []string{"backend", "user_id"}) {
+	if got := identitytest.FieldNames(call("get", map[string]any{"user_id": "ivy", "only": []string{"backend", "user_id"}})); !slices.Equal(got, []string{"backend", "user_id"}) {
 		t.Fatalf("get only = %v", got)
 	}
 	u = call("update", map[string]any{"user_id": "ivy", "name": "Ivy", "email": ivyAddr, "tags": map[string]any{"t": "x"}})
@@ -94,7 +94,7 @@ func TestUserV1Admin(t *testing.T) {
 	h.Admin.Call("/identity/v1/user/set-required-actions", map[string]any{"user_id": "ivy", "domain_id": h.Domain, "required_actions": []string{"UPDATE_PASSWORD"}}).Fails(http.StatusBadRequest, errs.InvalidParameter)
 	h.Same(h.Domain, "ivy", before)
 	u = call("set-required-actions", map[string]any{"user_id": "ivy", "actions": []string{"UPDATE_PASSWORD"}})
-	if !slices.Equal(toStrings(u["required_actions"]), []string{"UPDATE_PASSWORD"}) {
+	if !slices.Equal(identitytest.ToStrings(u["required_actions"]), []string{"UPDATE_PASSWORD"}) {
 		t.Fatalf("required actions = %v", u)
 	}
 	if call("enable", map[string]any{"user_id": "ivy"})["state"] != "ENABLED" || call("disable", map[string]any{"user_id": "ivy"})["state"] != "DISABLED" {
@@ -126,12 +126,12 @@ func TestUserV1Admin(t *testing.T) {
 	}
 	var l list
 	h.Admin.Call("/identity/v1/user/list", map[string]any{"domain_id": h.Domain, "backend": "LOCAL", "user_type": "API_USER"}).OK(&l)
-	if l.TotalCount != 1 || l.Results[0]["user_id"] != "ivy" || !slices.Equal(fieldNames(l.Results[0]), v1InfoKeys) {
+	if l.TotalCount != 1 || l.Results[0]["user_id"] != "ivy" || !slices.Equal(identitytest.FieldNames(l.Results[0]), v1InfoKeys) {
 		t.Fatalf("v1 list = %v", l)
 	}
 	h.Admin.Call("/identity/v1/user/list", map[string]any{"domain_id": h.Domain, "query": map[string]any{
 		"filter": []any{map[string]any{"k": "backend", "v": "LOCAL", "o": "eq"}}, "only": []string{"backend"}}}).OK(&l)
-	if l.TotalCount != 4 || !slices.Equal(fieldNames(l.Results[0]), []string{"backend", "name", "user_id"}) || l.Results[0]["backend"] != "LOCAL" {
+	if l.TotalCount != 4 || !slices.Equal(identitytest.FieldNames(l.Results[0]), []string{"backend", "name", "user_id"}) || l.Results[0]["backend"] != "LOCAL" {
 		t.Fatalf("v1 list only backend = %v", l)
 	}
 	h.Admin.Call("/identity/v1/user/list", map[string]any{"domain_id": h.Domain, "query": map[string]any{"sort": []any{map[string]any{"key": "password_hash"}}}}).Fails(http.StatusBadRequest, errs.InvalidParameter)
@@ -146,13 +146,13 @@ func TestUserV1Admin(t *testing.T) {
 		t.Fatalf("v1 stat = %v", st.Results)
 	}
 	h.Admin.Call("/identity/v1/user/stat", map[string]any{"domain_id": h.Domain, "query": map[string]any{"aggregate": []any{map[string]any{"limit": 1}}}}).OK(&st)
-	if len(st.Results) != 1 || !slices.Equal(fieldNames(st.Results[0]), v1InfoKeys) {
+	if len(st.Results) != 1 || !slices.Equal(identitytest.FieldNames(st.Results[0]), v1InfoKeys) {
 		t.Fatalf("v1 raw stat = %v", st.Results)
 	}
 	h.Admin.Call("/identity/v1/user/stat", map[string]any{"domain_id": h.Domain, "query": map[string]any{"distinct": "login_failures.count"}}).Fails(http.StatusBadRequest, errs.InvalidParameter)
 	var f list
 	h.Admin.Call("/identity/v1/user/find", map[string]any{"domain_id": h.Domain, "search": map[string]any{"keyword": "IVY"}}).OK(&f)
-	if f.TotalCount != 1 || !slices.Equal(fieldNames(f.Results[0]), []string{"email", "name", "tags", "user_id"}) {
+	if f.TotalCount != 1 || !slices.Equal(identitytest.FieldNames(f.Results[0]), []string{"email", "name", "tags", "user_id"}) {
 		t.Fatalf("find = %v", f)
 	}
 	h.Admin.Call("/identity/v1/user/find", map[string]any{"domain_id": h.Domain, "search": map[string]any{"user_id": "jay"}}).OK(&f)
@@ -187,7 +187,7 @@ func TestUserV1SelfService(t *testing.T) {
 	}
 	var u map[string]any
 	self("get", map[string]any{}).OK(&u)
-	if !slices.Equal(fieldNames(u), v1InfoKeys) {
+	if !slices.Equal(identitytest.FieldNames(u), v1InfoKeys) {
 		t.Fatalf("v1 self get = %v", u)
 	}
 	self("update", map[string]any{"name": "Sam"}).OK(&u)
@@ -216,7 +216,7 @@ func TestUserV1SelfService(t *testing.T) {
 	// e-mail: code to the address, confirmed by the user.
 	addr := h.Email("sam")
 	self("verify-email", map[string]any{"current_password": identitytest.UserPassword, "email": addr}).OK(nil)
-	self("confirm-email", map[string]any{"verify_code": wrongCode("0")}).Fails(http.StatusBadRequest, errs.InvalidVerifyCode)
+	self("confirm-email", map[string]any{"verify_code": identitytest.WrongCode("0")}).Fails(http.StatusBadRequest, errs.InvalidVerifyCode)
 	self("confirm-email", map[string]any{"verify_code": h.MailTo(addr, "verify_email").Data["code"]}).OK(&u)
 	if u["email_verified"] != true {
 		t.Fatalf("v1 confirm-email = %v", u)

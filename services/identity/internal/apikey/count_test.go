@@ -1,15 +1,22 @@
-package identity_test
+package apikey_test
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/nubes-io/nubes/services/identity/internal/apikey"
+	"github.com/nubes-io/nubes/services/identity/internal/identitytest"
+	"github.com/nubes-io/nubes/services/identity/internal/user"
+	"github.com/nubes-io/nubes/services/identity/internal/userprofile"
+)
 
 // The console's user list and form read api_key_count (spec/clients.md
 // §9.2): the API keys a user holds, counted in the user's own domain only.
 func TestAPIKeyCount(t *testing.T) {
-	h := newHarness(t)
-	_, boss := h.newDomain("keycount-other")
-	h.seedUser(h.domain, "boss") // the same user id as the other domain's admin
-	h.seedUser(h.domain, "kit")
-	kit := h.as("kit")
+	h := identitytest.New(t, identitytest.Mount(apikey.Routes, user.Routes, userprofile.Routes))
+	_, boss := h.NewDomain("keycount-other")
+	h.SeedUser(h.Domain, "boss") // the same user id as the other domain's admin
+	h.SeedUser(h.Domain, "kit")
+	kit := h.As("kit")
 	var key struct {
 		APIKeyID string `json:"api_key_id"`
 	}
@@ -32,7 +39,7 @@ func TestAPIKeyCount(t *testing.T) {
 	}
 	get := func(userID string) int {
 		var u info
-		h.admin.Call("/identity/v2/user/get", map[string]any{"user_id": userID}).OK(&u)
+		h.Admin.Call("/identity/v2/user/get", map[string]any{"user_id": userID}).OK(&u)
 		return count(u)
 	}
 	if n := get("kit"); n != 2 {
@@ -44,7 +51,7 @@ func TestAPIKeyCount(t *testing.T) {
 	var list struct {
 		Results []info `json:"results"`
 	}
-	h.admin.Call("/identity/v2/user/list", map[string]any{}).OK(&list)
+	h.Admin.Call("/identity/v2/user/list", map[string]any{}).OK(&list)
 	want := map[string]int{"kit": 2, "boss": 0, "admin": 0}
 	for _, u := range list.Results {
 		if w, ok := want[u.UserID]; ok && count(u) != w {

@@ -1,14 +1,10 @@
-package identity_test
+package user_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
-	"reflect"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -17,150 +13,40 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/nubes-io/nubes/pkg/errs"
-	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/identity/internal/core"
 	"github.com/nubes-io/nubes/services/identity/internal/identitytest"
+	"github.com/nubes-io/nubes/services/identity/internal/rolebinding"
+	"github.com/nubes-io/nubes/services/identity/internal/user"
+	"github.com/nubes-io/nubes/services/identity/internal/userprofile"
+	"github.com/nubes-io/nubes/services/identity/internal/workspace"
 )
-
-// Test users get userPassword through a bcrypt hash of the minimum cost
-// written straight to the store (identitytest.SeedUser): most tests only
-// need a user that can log in; creation and password changes through the
-// API (real cost) are tested on their own.
-const userPassword = identitytest.UserPassword
-
-// seedUser stores an ENABLED LOCAL user of domainID with userPassword.
-func (h *harness) seedUser(domainID, userID string, edit ...func(*core.User)) {
-	h.t.Helper()
-	identitytest.SeedUser(h.t, h.db, domainID, userID, edit...)
-}
-
-var withEmail = identitytest.WithEmail
-
-// userDoc is a user's stored document, nil when there is none.
-func (h *harness) userDoc(domainID, userID string) bson.M {
-	h.t.Helper()
-	var m bson.M
-	err := h.db.Collection(core.UsersCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: core.UserKey(domainID, userID)}}).Decode(&m)
-	if err != nil {
-		return nil
-	}
-	return m
-}
-
-// same asserts that a stored user did not change since before.
-func (h *harness) same(domainID, userID string, before bson.M) {
-	h.t.Helper()
-	if after := h.userDoc(domainID, userID); !reflect.DeepEqual(before, after) {
-		h.t.Fatalf("user %s changed:\nbefore %v\nafter  %v", userID, before, after)
-	}
-}
-
-func (h *harness) count(collection string, filter bson.D) int64 {
-	h.t.Helper()
-	if filter == nil {
-		filter = bson.D{}
-	}
-	n, err := h.db.Collection(collection).CountDocuments(context.Background(), filter)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return n
-}
-
-// as logs userID (root domain, userPassword) in: a USER-scope client.
-func (h *harness) as(userID string) *testkit.Client {
-	h.t.Helper()
-	return h.anon.As(h.login(userID, userPassword).AccessToken)
-}
-
-// failsWith asserts status and code and that the message names want.
-func failsWith(t *testing.T, r *testkit.Response, status int, code, want string) {
-	t.Helper()
-	r.Fails(status, code)
-	var body struct {
-		Detail struct{ Message string } `json:"detail"`
-	}
-	_ = json.Unmarshal(r.Body, &body)
-	if !strings.Contains(body.Detail.Message, want) {
-		t.Fatalf("%s: message %q does not name %q", r.Path, body.Detail.Message, want)
-	}
-}
-
-// eventually polls cond until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", timeout, what)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-// linkToken is the access token of a mailed console link.
-func linkToken(t *testing.T, m events.Mail) string {
-	t.Helper()
-	u, err := url.Parse(m.Data["link"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok := u.Query().Get("sso_access_token")
-	if tok == "" {
-		t.Fatalf("no token in link %q", m.Data["link"])
-	}
-	return tok
-}
-
-func fieldNames(m map[string]any) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-var v2InfoKeys = []string{"api_key_count", "auth_type", "created_at", "domain_id", "email", "email_verified", "language", "last_accessed_at", "mfa",
-	"name", "required_actions", "role_id", "role_type", "state", "tags", "timezone", "user_id"}
-
-func checkV2Info(t *testing.T, u map[string]any) {
-	t.Helper()
-	if got := fieldNames(u); !slices.Equal(got, v2InfoKeys) {
-		t.Fatalf("v2 UserInfo keys = %v, want %v", got, v2InfoKeys)
-	}
-	mfa, _ := u["mfa"].(map[string]any)
-	if got := fieldNames(mfa); !slices.Equal(got, []string{"mfa_type", "options", "state"}) {
-		t.Fatalf("mfa keys = %v", got)
-	}
-}
 
 func TestUserCreateV2(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
+	h := identitytest.New(t, user.Routes)
 	users := core.UsersCollection
 	ok := map[string]any{"user_id": "ada", "auth_type": "LOCAL", "password": "Ada-Passw0rd", "name": "Ada",
-		"email": h.email("ada"), "tags": map[string]any{"team": "core"}}
+		"email": h.Email("ada"), "tags": map[string]any{"team": "core"}}
 	var u map[string]any
-	h.admin.Call("/identity/v2/user/create", ok).OK(&u)
-	checkV2Info(t, u)
+	h.Admin.Call("/identity/v2/user/create", ok).OK(&u)
+	identitytest.CheckV2Info(t, u)
 	if u["state"] != "PENDING" || u["auth_type"] != "LOCAL" || u["role_type"] != "USER" || u["email_verified"] != false ||
-		u["language"] != "en" || u["timezone"] != "UTC" || u["domain_id"] != h.domain || u["created_at"] == "" {
+		u["language"] != "en" || u["timezone"] != "UTC" || u["domain_id"] != h.Domain || u["created_at"] == "" {
 		t.Fatalf("created = %v", u)
 	}
-	stored := h.userDoc(h.domain, "ada")
+	stored := h.UserDoc(h.Domain, "ada")
 	if hash, _ := stored["password_hash"].(string); !strings.HasPrefix(hash, "$2") {
 		t.Fatalf("password not stored as bcrypt: %q", hash)
 	}
 	// The unversioned alias is the v2 operation.
 	var got map[string]any
-	h.admin.Call("/identity/user/get", map[string]any{"user_id": "ada"}).OK(&got)
-	checkV2Info(t, got)
+	h.Admin.Call("/identity/user/get", map[string]any{"user_id": "ada"}).OK(&got)
+	identitytest.CheckV2Info(t, got)
 
 	// Every bad input: 400 (409 for the duplicate) and nothing stored.
-	before := h.count(users, nil)
+	before := h.Count(users, nil)
 	with := func(k string, v any) map[string]any {
 		m := map[string]any{}
 		for kk, vv := range ok {
@@ -202,42 +88,42 @@ func TestUserCreateV2(t *testing.T) {
 		{"unknown field", with("domain_id", "domain-other"), 400, errs.InvalidParameter, "domain_id"},
 		{"reset without email", map[string]any{"user_id": "bob", "auth_type": "LOCAL", "reset_password": true}, 400, errs.RequiredParameter, "email"},
 	} {
-		failsWith(t, h.admin.Call("/identity/v2/user/create", c.body), c.status, c.code, c.names)
-		if n := h.count(users, nil); n != before {
+		identitytest.FailsWith(t, h.Admin.Call("/identity/v2/user/create", c.body), c.status, c.code, c.names)
+		if n := h.Count(users, nil); n != before {
 			t.Fatalf("%s: %d users stored, want %d", c.name, n, before)
 		}
 	}
-	h.same(h.domain, "ada", stored)
+	h.Same(h.Domain, "ada", stored)
 	// Tenancy comes from the token: a SYSTEM token creates in its own (root) domain.
-	h.system.Call("/identity/v2/user/create", map[string]any{"user_id": "sys-made", "auth_type": "LOCAL", "reset_password": true, "email": h.email("sys")}).OK(nil)
-	if h.userDoc(h.domain, "sys-made") == nil {
+	h.System.Call("/identity/v2/user/create", map[string]any{"user_id": "sys-made", "auth_type": "LOCAL", "reset_password": true, "email": h.Email("sys")}).OK(nil)
+	if h.UserDoc(h.Domain, "sys-made") == nil {
 		t.Fatal("SYSTEM create did not land in the root domain")
 	}
 }
 
 func TestInviteFlow(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	addr := h.email("eve")
+	h := identitytest.New(t, identitytest.Mount(user.Routes, userprofile.Routes, workspace.Routes))
+	addr := h.Email("eve")
 	// A binding left from an earlier "eve" must not carry over.
 	orphan := &core.RoleBinding{ID: "rb-orphan", RoleBindingID: "rb-orphan", UserID: "eve", RoleID: "managed-domain-admin",
-		RoleType: "DOMAIN_ADMIN", ResourceGroup: "DOMAIN", DomainID: h.domain, CreatedAt: wire.T(time.Now().Add(-time.Hour))}
-	if _, err := h.db.Collection(core.RoleBindingsCollection).InsertOne(context.Background(), orphan); err != nil {
+		RoleType: "DOMAIN_ADMIN", ResourceGroup: "DOMAIN", DomainID: h.Domain, CreatedAt: wire.T(time.Now().Add(-time.Hour))}
+	if _, err := h.DB.Collection(core.RoleBindingsCollection).InsertOne(context.Background(), orphan); err != nil {
 		t.Fatal(err)
 	}
 	var u map[string]any
-	h.admin.Call("/identity/v2/user/create", map[string]any{"user_id": "eve", "auth_type": "LOCAL", "reset_password": true, "email": addr, "name": "Eve"}).OK(&u)
-	if u["state"] != "PENDING" || !slices.Equal(toStrings(u["required_actions"]), []string{"UPDATE_PASSWORD"}) {
+	h.Admin.Call("/identity/v2/user/create", map[string]any{"user_id": "eve", "auth_type": "LOCAL", "reset_password": true, "email": addr, "name": "Eve"}).OK(&u)
+	if u["state"] != "PENDING" || !slices.Equal(identitytest.ToStrings(u["required_actions"]), []string{"UPDATE_PASSWORD"}) {
 		t.Fatalf("invited = %v", u)
 	}
-	if n := h.count(core.RoleBindingsCollection, bson.D{{Key: "user_id", Value: "eve"}}); n != 0 {
+	if n := h.Count(core.RoleBindingsCollection, bson.D{{Key: "user_id", Value: "eve"}}); n != 0 {
 		t.Fatalf("orphan binding kept: %d", n)
 	}
-	m := h.mailTo(addr, "invite")
+	m := h.MailTo(addr, "invite")
 	if m.Data["user_id"] != "eve" || m.Data["domain_name"] != "root" || m.Data["expires_hours"] != "168" {
 		t.Fatalf("invite data = %v", m.Data)
 	}
-	link := h.anon.As(linkToken(t, m))
+	link := h.Anon.As(identitytest.LinkToken(t, m))
 	// The link reaches the profile and nothing else.
 	var me map[string]any
 	link.Call("/identity/v2/user-profile/get", nil).OK(&me)
@@ -245,65 +131,55 @@ func TestInviteFlow(t *testing.T) {
 		t.Fatalf("profile = %v", me)
 	}
 	link.Call("/identity/v2/token/check", nil).Fails(http.StatusForbidden, errs.PermissionDenied)
-	link.Call("/identity/v1/user/get", map[string]any{"user_id": "eve", "domain_id": h.domain}).Fails(http.StatusForbidden, errs.PermissionDenied)
+	link.Call("/identity/v1/user/get", map[string]any{"user_id": "eve", "domain_id": h.Domain}).Fails(http.StatusForbidden, errs.PermissionDenied)
 	link.Call("/identity/v2/workspace/list", nil).Fails(http.StatusForbidden, errs.PermissionDenied)
 	// No password yet: nobody can log in.
-	h.anon.Call("/identity/v2/token/issue", map[string]any{"credentials": map[string]any{"user_id": "eve", "password": "Eve-Passw0rd"},
-		"auth_type": "LOCAL", "domain_id": h.domain}).Fails(http.StatusUnauthorized, errs.AuthenticationFailure)
+	h.Anon.Call("/identity/v2/token/issue", map[string]any{"credentials": map[string]any{"user_id": "eve", "password": "Eve-Passw0rd"},
+		"auth_type": "LOCAL", "domain_id": h.Domain}).Fails(http.StatusUnauthorized, errs.AuthenticationFailure)
 
 	// UPDATE_PASSWORD is pending: no current password needed, the rules hold.
-	before := h.userDoc(h.domain, "eve")
+	before := h.UserDoc(h.Domain, "eve")
 	link.Call("/identity/v2/user-profile/update", map[string]any{"password": "weak"}).Fails(http.StatusBadRequest, errs.IncorrectPasswordFormat)
-	h.same(h.domain, "eve", before)
+	h.Same(h.Domain, "eve", before)
 	link.Call("/identity/v2/user-profile/update", map[string]any{"password": "Eve-Passw0rd"}).OK(&me)
-	if len(toStrings(me["required_actions"])) != 0 {
+	if len(identitytest.ToStrings(me["required_actions"])) != 0 {
 		t.Fatalf("UPDATE_PASSWORD still pending: %v", me)
 	}
 	// The link is used up.
 	link.Call("/identity/v2/user-profile/get", nil).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
-	p := h.login("eve", "Eve-Passw0rd")
+	p := h.Login("eve", "Eve-Passw0rd")
 	var g map[string]any
-	h.anon.Call("/identity/v2/token/grant", map[string]any{"grant_type": "REFRESH_TOKEN", "token": p.RefreshToken, "scope": "USER"}).OK(&g)
+	h.Anon.Call("/identity/v2/token/grant", map[string]any{"grant_type": "REFRESH_TOKEN", "token": p.RefreshToken, "scope": "USER"}).OK(&g)
 	if g["role_type"] != "USER" {
 		t.Fatalf("grant = %v", g)
 	}
-	h.admin.Call("/identity/v2/user/get", map[string]any{"user_id": "eve"}).OK(&u)
+	h.Admin.Call("/identity/v2/user/get", map[string]any{"user_id": "eve"}).OK(&u)
 	if u["state"] != "ENABLED" {
 		t.Fatalf("first login did not enable: %v", u)
 	}
 }
 
-func toStrings(v any) []string {
-	var out []string
-	list, _ := v.([]any)
-	for _, x := range list {
-		s, _ := x.(string)
-		out = append(out, s)
-	}
-	return out
-}
-
 func TestUserAdminOperationsV2(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	addr := h.email("bob")
-	h.seedUser(h.domain, "bob", withEmail(addr, true))
-	h.seedUser(h.domain, "carol", func(u *core.User) { u.Name = "Carol"; u.State = core.Pending })
+	h := identitytest.New(t, identitytest.Mount(user.Routes, userprofile.Routes, workspace.Routes, rolebinding.Routes))
+	addr := h.Email("bob")
+	h.SeedUser(h.Domain, "bob", identitytest.WithEmail(addr, true))
+	h.SeedUser(h.Domain, "carol", func(u *core.User) { u.Name = "Carol"; u.State = core.Pending })
 
 	// update: fields, a new e-mail is unverified; bad values change nothing.
 	var u map[string]any
-	h.admin.Call("/identity/v2/user/update", map[string]any{"user_id": "bob", "name": "Bob", "language": "ko", "timezone": "Asia/Seoul",
+	h.Admin.Call("/identity/v2/user/update", map[string]any{"user_id": "bob", "name": "Bob", "language": "ko", "timezone": "Asia/Seoul",
 		"tags": map[string]any{"a": 1.0}}).OK(&u)
-	checkV2Info(t, u)
+	identitytest.CheckV2Info(t, u)
 	if u["name"] != "Bob" || u["language"] != "ko" || u["timezone"] != "Asia/Seoul" || u["email_verified"] != true || u["tags"].(map[string]any)["a"] != 1.0 {
 		t.Fatalf("updated = %v", u)
 	}
-	newAddr := h.email("bob2")
-	h.admin.Call("/identity/v2/user/update", map[string]any{"user_id": "bob", "email": newAddr}).OK(&u)
+	newAddr := h.Email("bob2")
+	h.Admin.Call("/identity/v2/user/update", map[string]any{"user_id": "bob", "email": newAddr}).OK(&u)
 	if u["email"] != newAddr || u["email_verified"] != false {
 		t.Fatalf("new email = %v", u)
 	}
-	before := h.userDoc(h.domain, "bob")
+	before := h.UserDoc(h.Domain, "bob")
 	for _, c := range []struct {
 		body   map[string]any
 		status int
@@ -317,106 +193,106 @@ func TestUserAdminOperationsV2(t *testing.T) {
 		{map[string]any{"user_id": "nobody", "name": "x"}, 404, errs.NotFoundCode},
 		{map[string]any{"name": "x"}, 400, errs.RequiredParameter},
 	} {
-		h.admin.Call("/identity/v2/user/update", c.body).Fails(c.status, c.code)
-		h.same(h.domain, "bob", before)
+		h.Admin.Call("/identity/v2/user/update", c.body).Fails(c.status, c.code)
+		h.Same(h.Domain, "bob", before)
 	}
 	// An admin sets a password without the current one (rules, bcrypt).
-	h.admin.Call("/identity/v2/user/update", map[string]any{"user_id": "bob", "password": "Bob-Passw0rd2"}).OK(&u)
-	after := h.userDoc(h.domain, "bob")
+	h.Admin.Call("/identity/v2/user/update", map[string]any{"user_id": "bob", "password": "Bob-Passw0rd2"}).OK(&u)
+	after := h.UserDoc(h.Domain, "bob")
 	if after["password_hash"] == before["password_hash"] || !strings.HasPrefix(after["password_hash"].(string), "$2") {
 		t.Fatal("password hash not replaced")
 	}
 	// reset_password mails a reset link and makes UPDATE_PASSWORD pending.
-	h.admin.Call("/identity/v2/user/update", map[string]any{"user_id": "bob", "reset_password": true}).OK(&u)
-	if !slices.Equal(toStrings(u["required_actions"]), []string{"UPDATE_PASSWORD"}) {
+	h.Admin.Call("/identity/v2/user/update", map[string]any{"user_id": "bob", "reset_password": true}).OK(&u)
+	if !slices.Equal(identitytest.ToStrings(u["required_actions"]), []string{"UPDATE_PASSWORD"}) {
 		t.Fatalf("reset = %v", u)
 	}
-	if m := h.mailTo(newAddr, "reset_password"); m.Data["expires_hours"] != "24" {
+	if m := h.MailTo(newAddr, "reset_password"); m.Data["expires_hours"] != "24" {
 		t.Fatalf("reset mail = %v", m.Data)
 	}
-	before = h.userDoc(h.domain, "carol")
-	h.admin.Call("/identity/v2/user/update", map[string]any{"user_id": "carol", "reset_password": true}).Fails(http.StatusBadRequest, errs.RequiredParameter)
-	h.same(h.domain, "carol", before)
+	before = h.UserDoc(h.Domain, "carol")
+	h.Admin.Call("/identity/v2/user/update", map[string]any{"user_id": "carol", "reset_password": true}).Fails(http.StatusBadRequest, errs.RequiredParameter)
+	h.Same(h.Domain, "carol", before)
 
 	// verify-email (admin): verified at once, with a new address or the stored one.
-	h.admin.Call("/identity/v2/user/verify-email", map[string]any{"user_id": "bob"}).OK(nil)
-	if d := h.userDoc(h.domain, "bob"); d["email_verified"] != true || d["email"] != newAddr {
+	h.Admin.Call("/identity/v2/user/verify-email", map[string]any{"user_id": "bob"}).OK(nil)
+	if d := h.UserDoc(h.Domain, "bob"); d["email_verified"] != true || d["email"] != newAddr {
 		t.Fatalf("verify-email = %v", d)
 	}
-	h.admin.Call("/identity/v2/user/verify-email", map[string]any{"user_id": "carol"}).Fails(http.StatusBadRequest, errs.RequiredParameter)
-	h.admin.Call("/identity/v2/user/verify-email", map[string]any{"user_id": "carol", "email": "bad@"}).Fails(http.StatusBadRequest, errs.InvalidParameter)
-	h.same(h.domain, "carol", before)
-	carolAddr := h.email("carol")
-	h.admin.Call("/identity/v2/user/verify-email", map[string]any{"user_id": "carol", "email": carolAddr}).OK(nil)
-	if d := h.userDoc(h.domain, "carol"); d["email_verified"] != true || d["email"] != carolAddr {
+	h.Admin.Call("/identity/v2/user/verify-email", map[string]any{"user_id": "carol"}).Fails(http.StatusBadRequest, errs.RequiredParameter)
+	h.Admin.Call("/identity/v2/user/verify-email", map[string]any{"user_id": "carol", "email": "bad@"}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	h.Same(h.Domain, "carol", before)
+	carolAddr := h.Email("carol")
+	h.Admin.Call("/identity/v2/user/verify-email", map[string]any{"user_id": "carol", "email": carolAddr}).OK(nil)
+	if d := h.UserDoc(h.Domain, "carol"); d["email_verified"] != true || d["email"] != carolAddr {
 		t.Fatalf("verify-email with address = %v", d)
 	}
 
 	// set-required-actions adds; ENFORCE_MFA is skipped while MFA is on.
-	h.admin.Call("/identity/v2/user/set-required-actions", map[string]any{"user_id": "carol", "required_actions": []string{"ENFORCE_MFA", "UPDATE_PASSWORD"}}).OK(&u)
-	if !slices.Equal(toStrings(u["required_actions"]), []string{"ENFORCE_MFA", "UPDATE_PASSWORD"}) {
+	h.Admin.Call("/identity/v2/user/set-required-actions", map[string]any{"user_id": "carol", "required_actions": []string{"ENFORCE_MFA", "UPDATE_PASSWORD"}}).OK(&u)
+	if !slices.Equal(identitytest.ToStrings(u["required_actions"]), []string{"ENFORCE_MFA", "UPDATE_PASSWORD"}) {
 		t.Fatalf("required actions = %v", u["required_actions"])
 	}
-	before = h.userDoc(h.domain, "carol")
-	h.admin.Call("/identity/v2/user/set-required-actions", map[string]any{"user_id": "carol", "required_actions": []string{"BE_NICE"}}).Fails(http.StatusBadRequest, errs.InvalidParameter)
-	h.admin.Call("/identity/v2/user/set-required-actions", map[string]any{"user_id": "carol", "required_actions": []string{}}).Fails(http.StatusBadRequest, errs.RequiredParameter)
-	h.same(h.domain, "carol", before)
-	h.seedUser(h.domain, "mfa-on", func(u *core.User) {
+	before = h.UserDoc(h.Domain, "carol")
+	h.Admin.Call("/identity/v2/user/set-required-actions", map[string]any{"user_id": "carol", "required_actions": []string{"BE_NICE"}}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	h.Admin.Call("/identity/v2/user/set-required-actions", map[string]any{"user_id": "carol", "required_actions": []string{}}).Fails(http.StatusBadRequest, errs.RequiredParameter)
+	h.Same(h.Domain, "carol", before)
+	h.SeedUser(h.Domain, "mfa-on", func(u *core.User) {
 		u.MFA = core.MFA{State: core.Enabled, MFAType: "EMAIL", Options: map[string]any{"email": "m@example.com"}}
 	})
-	h.admin.Call("/identity/v2/user/set-required-actions", map[string]any{"user_id": "mfa-on", "required_actions": []string{"ENFORCE_MFA"}}).OK(&u)
-	if len(toStrings(u["required_actions"])) != 0 {
+	h.Admin.Call("/identity/v2/user/set-required-actions", map[string]any{"user_id": "mfa-on", "required_actions": []string{"ENFORCE_MFA"}}).OK(&u)
+	if len(identitytest.ToStrings(u["required_actions"])) != 0 {
 		t.Fatalf("ENFORCE_MFA added over an enabled MFA: %v", u)
 	}
 
 	// disable-mfa (admin): no code; already off is a conflict.
-	h.admin.Call("/identity/v2/user/disable-mfa", map[string]any{"user_id": "mfa-on"}).OK(&u)
+	h.Admin.Call("/identity/v2/user/disable-mfa", map[string]any{"user_id": "mfa-on"}).OK(&u)
 	if mfa := u["mfa"].(map[string]any); mfa["state"] != "DISABLED" || len(mfa["options"].(map[string]any)) != 0 {
 		t.Fatalf("mfa after reset = %v", mfa)
 	}
-	before = h.userDoc(h.domain, "mfa-on")
-	h.admin.Call("/identity/v2/user/disable-mfa", map[string]any{"user_id": "mfa-on"}).Fails(http.StatusConflict, errs.MFAAlreadyDisabled)
-	h.same(h.domain, "mfa-on", before)
+	before = h.UserDoc(h.Domain, "mfa-on")
+	h.Admin.Call("/identity/v2/user/disable-mfa", map[string]any{"user_id": "mfa-on"}).Fails(http.StatusConflict, errs.MFAAlreadyDisabled)
+	h.Same(h.Domain, "mfa-on", before)
 
 	// enable / disable / get.
-	h.admin.Call("/identity/v2/user/enable", map[string]any{"user_id": "carol"}).OK(&u)
+	h.Admin.Call("/identity/v2/user/enable", map[string]any{"user_id": "carol"}).OK(&u)
 	if u["state"] != "ENABLED" {
 		t.Fatalf("enable = %v", u)
 	}
-	h.admin.Call("/identity/v2/user/disable", map[string]any{"user_id": "carol"}).OK(&u)
-	h.admin.Call("/identity/v2/user/disable", map[string]any{"user_id": "carol"}).OK(&u) // harmless repeat
+	h.Admin.Call("/identity/v2/user/disable", map[string]any{"user_id": "carol"}).OK(&u)
+	h.Admin.Call("/identity/v2/user/disable", map[string]any{"user_id": "carol"}).OK(&u) // harmless repeat
 	if u["state"] != "DISABLED" {
 		t.Fatalf("disable = %v", u)
 	}
 	for _, op := range []string{"get", "enable", "disable", "delete", "disable-mfa"} {
-		h.admin.Call("/identity/v2/user/"+op, map[string]any{"user_id": "nobody"}).Fails(http.StatusNotFound, errs.NotFoundCode)
+		h.Admin.Call("/identity/v2/user/"+op, map[string]any{"user_id": "nobody"}).Fails(http.StatusNotFound, errs.NotFoundCode)
 	}
 
 	// delete takes the user's bindings, API keys and codes with it.
 	var ws map[string]any
-	h.admin.Call("/identity/v2/workspace/create", map[string]any{"name": "W"}).OK(&ws)
-	h.admin.Call("/identity/v2/role-binding/create", map[string]any{"user_id": "bob", "role_id": "managed-workspace-member", "resource_group": "WORKSPACE", "workspace_id": ws["workspace_id"]}).OK(nil)
-	key := &core.APIKey{ID: "api-key-bob", APIKeyID: "api-key-bob", State: core.Enabled, UserID: "bob", DomainID: h.domain, CreatedAt: wire.T(wire.Now())}
-	if _, err := h.db.Collection(core.APIKeysCollection).InsertOne(context.Background(), key); err != nil {
+	h.Admin.Call("/identity/v2/workspace/create", map[string]any{"name": "W"}).OK(&ws)
+	h.Admin.Call("/identity/v2/role-binding/create", map[string]any{"user_id": "bob", "role_id": "managed-workspace-member", "resource_group": "WORKSPACE", "workspace_id": ws["workspace_id"]}).OK(nil)
+	key := &core.APIKey{ID: "api-key-bob", APIKeyID: "api-key-bob", State: core.Enabled, UserID: "bob", DomainID: h.Domain, CreatedAt: wire.T(wire.Now())}
+	if _, err := h.DB.Collection(core.APIKeysCollection).InsertOne(context.Background(), key); err != nil {
 		t.Fatal(err)
 	}
-	h.anon.As(h.login("bob", "Bob-Passw0rd2").AccessToken).Call("/identity/v2/user-profile/verify-email", nil).OK(nil)
-	h.mailTo(newAddr, "verify_email")
-	h.admin.Call("/identity/v2/user/delete", map[string]any{"user_id": "bob"}).OK(nil)
+	h.Anon.As(h.Login("bob", "Bob-Passw0rd2").AccessToken).Call("/identity/v2/user-profile/verify-email", nil).OK(nil)
+	h.MailTo(newAddr, "verify_email")
+	h.Admin.Call("/identity/v2/user/delete", map[string]any{"user_id": "bob"}).OK(nil)
 	mine := bson.D{{Key: "user_id", Value: "bob"}}
-	if h.userDoc(h.domain, "bob") != nil || h.count(core.RoleBindingsCollection, mine) != 0 || h.count(core.APIKeysCollection, mine) != 0 ||
-		h.count(core.CodesCollection, bson.D{{Key: "_id", Value: "verify_email:" + core.UserKey(h.domain, "bob")}}) != 0 {
+	if h.UserDoc(h.Domain, "bob") != nil || h.Count(core.RoleBindingsCollection, mine) != 0 || h.Count(core.APIKeysCollection, mine) != 0 ||
+		h.Count(core.CodesCollection, bson.D{{Key: "_id", Value: "verify_email:" + core.UserKey(h.Domain, "bob")}}) != 0 {
 		t.Fatal("delete left the user, a binding, an API key or a code behind")
 	}
-	h.admin.Call("/identity/v2/user/delete", map[string]any{"user_id": "bob"}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	h.Admin.Call("/identity/v2/user/delete", map[string]any{"user_id": "bob"}).Fails(http.StatusNotFound, errs.NotFoundCode)
 }
 
 func TestUserListAndStatV2(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	h.seedUser(h.domain, "u1", func(u *core.User) { u.Name = "Zed"; u.Email = "zed@example.com" })
-	h.seedUser(h.domain, "u2", func(u *core.User) { u.Name = "Amy"; u.State = core.Disabled })
-	h.seedUser(h.domain, "u3", func(u *core.User) { u.Name = "Amy" })
+	h := identitytest.New(t, user.Routes)
+	h.SeedUser(h.Domain, "u1", func(u *core.User) { u.Name = "Zed"; u.Email = "zed@example.com" })
+	h.SeedUser(h.Domain, "u2", func(u *core.User) { u.Name = "Amy"; u.State = core.Disabled })
+	h.SeedUser(h.Domain, "u3", func(u *core.User) { u.Name = "Amy" })
 	type list struct {
 		Results    []map[string]any `json:"results"`
 		TotalCount int              `json:"total_count"`
@@ -429,27 +305,27 @@ func TestUserListAndStatV2(t *testing.T) {
 		return out
 	}
 	var l list
-	h.admin.Call("/identity/v2/user/list", nil).OK(&l)
+	h.Admin.Call("/identity/v2/user/list", nil).OK(&l)
 	// Default order: name, then user_id ("admin" is named Administrator).
 	if l.TotalCount != 4 || !slices.Equal(ids(l), []string{"admin", "u2", "u3", "u1"}) {
 		t.Fatalf("list = %v (%d)", ids(l), l.TotalCount)
 	}
 	for _, r := range l.Results {
-		checkV2Info(t, r)
+		identitytest.CheckV2Info(t, r)
 	}
-	h.admin.Call("/identity/v2/user/list", map[string]any{"state": "ENABLED", "name": "Amy"}).OK(&l)
+	h.Admin.Call("/identity/v2/user/list", map[string]any{"state": "ENABLED", "name": "Amy"}).OK(&l)
 	if !slices.Equal(ids(l), []string{"u3"}) {
 		t.Fatalf("filtered = %v", ids(l))
 	}
-	h.admin.Call("/identity/v2/user/list", map[string]any{"query": map[string]any{"keyword": "ZED"}}).OK(&l)
+	h.Admin.Call("/identity/v2/user/list", map[string]any{"query": map[string]any{"keyword": "ZED"}}).OK(&l)
 	if !slices.Equal(ids(l), []string{"u1"}) {
 		t.Fatalf("keyword = %v", ids(l))
 	}
-	h.admin.Call("/identity/v2/user/list", map[string]any{"query": map[string]any{"minimal": true, "page": map[string]any{"limit": 1}}}).OK(&l)
-	if l.TotalCount != 4 || len(l.Results) != 1 || !slices.Equal(fieldNames(l.Results[0]), []string{"auth_type", "name", "role_type", "state", "user_id"}) {
+	h.Admin.Call("/identity/v2/user/list", map[string]any{"query": map[string]any{"minimal": true, "page": map[string]any{"limit": 1}}}).OK(&l)
+	if l.TotalCount != 4 || len(l.Results) != 1 || !slices.Equal(identitytest.FieldNames(l.Results[0]), []string{"auth_type", "name", "role_type", "state", "user_id"}) {
 		t.Fatalf("minimal = %v", l)
 	}
-	h.admin.Call("/identity/v2/user/list", map[string]any{"query": map[string]any{"count_only": true}}).OK(&l)
+	h.Admin.Call("/identity/v2/user/list", map[string]any{"query": map[string]any{"count_only": true}}).OK(&l)
 	if l.TotalCount != 4 || len(l.Results) != 0 {
 		t.Fatalf("count_only = %v", l)
 	}
@@ -459,7 +335,7 @@ func TestUserListAndStatV2(t *testing.T) {
 		{"sort": []any{map[string]any{"key": "password_hash"}}},
 		{"only": []any{"password_hash"}},
 	} {
-		h.admin.Call("/identity/v2/user/list", map[string]any{"query": q}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+		h.Admin.Call("/identity/v2/user/list", map[string]any{"query": q}).Fails(http.StatusBadRequest, errs.InvalidParameter)
 	}
 	// Other stored fields the Info leaves out answer as a field no user has:
 	// the store never reads them (every user here has login_failures).
@@ -469,17 +345,17 @@ func TestUserListAndStatV2(t *testing.T) {
 		`{"filter": [{"k": "login_failures", "v": null, "o": "eq"}]}`:                                   4,
 		`{"filter": [{"k": "is_dormant", "v": false, "o": "eq"}], "sort": [{"key": "login_failures"}]}`: 0,
 	} {
-		h.admin.Call("/identity/v2/user/list", `{"query": `+q+`}`).OK(&l)
+		h.Admin.Call("/identity/v2/user/list", `{"query": `+q+`}`).OK(&l)
 		if l.TotalCount != want {
 			t.Fatalf("%s: %d users, want %d", q, l.TotalCount, want)
 		}
 	}
-	h.admin.Call("/identity/v2/user/list", map[string]any{"state": "GONE"}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	h.Admin.Call("/identity/v2/user/list", map[string]any{"state": "GONE"}).Fails(http.StatusBadRequest, errs.InvalidParameter)
 
 	var st struct {
 		Results []map[string]any `json:"results"`
 	}
-	h.admin.Call("/identity/v2/user/stat", map[string]any{"query": map[string]any{"aggregate": []any{
+	h.Admin.Call("/identity/v2/user/stat", map[string]any{"query": map[string]any{"aggregate": []any{
 		map[string]any{"group": map[string]any{"keys": []any{map[string]any{"key": "state", "name": "state"}}, "fields": []any{map[string]any{"operator": "count", "name": "n"}}}},
 	}}}).OK(&st)
 	counts := map[string]float64{}
@@ -490,15 +366,15 @@ func TestUserListAndStatV2(t *testing.T) {
 		t.Fatalf("stat = %v", st.Results)
 	}
 	// Stages that build no rows of their own still return Info fields only.
-	h.admin.Call("/identity/v2/user/stat", map[string]any{"query": map[string]any{"aggregate": []any{
+	h.Admin.Call("/identity/v2/user/stat", map[string]any{"query": map[string]any{"aggregate": []any{
 		map[string]any{"sort": []any{map[string]any{"key": "user_id"}}}, map[string]any{"limit": 10},
 	}}}).OK(&st)
 	if len(st.Results) != 4 {
 		t.Fatalf("raw stat rows = %d", len(st.Results))
 	}
 	for _, r := range st.Results {
-		if !slices.Equal(fieldNames(r), v2InfoKeys[1:]) { // the stored fields: api_key_count is counted, not stored
-			t.Fatalf("raw stat row keys = %v", fieldNames(r))
+		if !slices.Equal(identitytest.FieldNames(r), identitytest.V2InfoKeys[1:]) { // the stored fields: api_key_count is counted, not stored
+			t.Fatalf("raw stat row keys = %v", identitytest.FieldNames(r))
 		}
 	}
 	for _, q := range []map[string]any{
@@ -510,62 +386,62 @@ func TestUserListAndStatV2(t *testing.T) {
 		{"aggregate": []any{map[string]any{"sort": []any{map[string]any{"key": "password_hash"}}}, map[string]any{"count": map[string]any{"name": "n"}}}},
 		{"aggregate": []any{map[string]any{"unwind": map[string]any{"path": "tags", "filter": []any{map[string]any{"k": "password_hash", "v": "x", "o": "eq"}}}}}},
 	} {
-		h.admin.Call("/identity/v2/user/stat", map[string]any{"query": q}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+		h.Admin.Call("/identity/v2/user/stat", map[string]any{"query": q}).Fails(http.StatusBadRequest, errs.InvalidParameter)
 	}
-	h.admin.Call("/identity/v2/user/stat", map[string]any{}).Fails(http.StatusBadRequest, errs.RequiredParameter)
+	h.Admin.Call("/identity/v2/user/stat", map[string]any{}).Fails(http.StatusBadRequest, errs.RequiredParameter)
 }
 
 func TestLastAdmin(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	before := h.userDoc(h.domain, "admin")
-	h.admin.Call("/identity/v2/user/disable", map[string]any{"user_id": "admin"}).Fails(http.StatusBadRequest, errs.LastAdmin)
-	h.admin.Call("/identity/v2/user/delete", map[string]any{"user_id": "admin"}).Fails(http.StatusBadRequest, errs.LastAdmin)
-	h.admin.Call("/identity/v1/user/disable", map[string]any{"user_id": "admin", "domain_id": h.domain}).Fails(http.StatusBadRequest, errs.LastAdmin)
-	h.admin.Call("/identity/v1/user/delete", map[string]any{"user_id": "admin", "domain_id": h.domain}).Fails(http.StatusBadRequest, errs.LastAdmin)
-	h.same(h.domain, "admin", before)
+	h := identitytest.New(t, identitytest.Mount(user.Routes, rolebinding.Routes))
+	before := h.UserDoc(h.Domain, "admin")
+	h.Admin.Call("/identity/v2/user/disable", map[string]any{"user_id": "admin"}).Fails(http.StatusBadRequest, errs.LastAdmin)
+	h.Admin.Call("/identity/v2/user/delete", map[string]any{"user_id": "admin"}).Fails(http.StatusBadRequest, errs.LastAdmin)
+	h.Admin.Call("/identity/v1/user/disable", map[string]any{"user_id": "admin", "domain_id": h.Domain}).Fails(http.StatusBadRequest, errs.LastAdmin)
+	h.Admin.Call("/identity/v1/user/delete", map[string]any{"user_id": "admin", "domain_id": h.Domain}).Fails(http.StatusBadRequest, errs.LastAdmin)
+	h.Same(h.Domain, "admin", before)
 	// With a second admin the first may go; then the second is the last.
-	h.seedUser(h.domain, "second")
-	h.admin.Call("/identity/v2/role-binding/create", map[string]any{"user_id": "second", "role_id": "managed-domain-admin", "resource_group": "DOMAIN"}).OK(nil)
-	h.system.Call("/identity/v2/user/disable", map[string]any{"user_id": "admin"}).OK(nil)
-	h.system.Call("/identity/v2/user/disable", map[string]any{"user_id": "second"}).Fails(http.StatusBadRequest, errs.LastAdmin)
-	h.system.Call("/identity/v2/user/delete", map[string]any{"user_id": "second"}).Fails(http.StatusBadRequest, errs.LastAdmin)
+	h.SeedUser(h.Domain, "second")
+	h.Admin.Call("/identity/v2/role-binding/create", map[string]any{"user_id": "second", "role_id": "managed-domain-admin", "resource_group": "DOMAIN"}).OK(nil)
+	h.System.Call("/identity/v2/user/disable", map[string]any{"user_id": "admin"}).OK(nil)
+	h.System.Call("/identity/v2/user/disable", map[string]any{"user_id": "second"}).Fails(http.StatusBadRequest, errs.LastAdmin)
+	h.System.Call("/identity/v2/user/delete", map[string]any{"user_id": "second"}).Fails(http.StatusBadRequest, errs.LastAdmin)
 	// A disabled admin does not count, and deleting it takes nothing away.
-	h.system.Call("/identity/v2/user/delete", map[string]any{"user_id": "admin"}).OK(nil)
-	if h.userDoc(h.domain, "second")["state"] != "ENABLED" {
+	h.System.Call("/identity/v2/user/delete", map[string]any{"user_id": "admin"}).OK(nil)
+	if h.UserDoc(h.Domain, "second")["state"] != "ENABLED" {
 		t.Fatal("the last admin changed")
 	}
 }
 
 func TestDisabledUserIsRefused(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	h.seedUser(h.domain, "dan")
-	dan := h.as("dan")
+	h := identitytest.New(t, identitytest.Mount(user.Routes, userprofile.Routes))
+	h.SeedUser(h.Domain, "dan")
+	dan := h.As("dan")
 	dan.Call("/identity/v2/user-profile/get", nil).OK(nil)
-	h.admin.Call("/identity/v2/user/disable", map[string]any{"user_id": "dan"}).OK(nil)
+	h.Admin.Call("/identity/v2/user/disable", map[string]any{"user_id": "dan"}).OK(nil)
 	// identity's own authenticator re-checks the user within auth.CheckTTL.
-	waitFor(t, 15*time.Second, "a disabled user's token is refused", func() bool {
+	identitytest.Eventually(t, 15*time.Second, "a disabled user's token is refused", func() bool {
 		return dan.Call("/identity/v2/user-profile/get", nil).Status == http.StatusUnauthorized
 	})
 	dan.Call("/identity/v2/user-profile/get", nil).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
-	bad := map[string]any{"credentials": map[string]any{"user_id": "dan", "password": userPassword}, "auth_type": "LOCAL", "domain_id": h.domain}
-	h.anon.Call("/identity/v2/token/issue", bad).Fails(http.StatusBadRequest, errs.UserStateDisabled)
-	h.anon.Call("/identity/v2/user-profile/reset-password", map[string]any{"user_id": "dan", "domain_id": h.domain}).OK(nil)
-	h.admin.Call("/identity/v2/user/enable", map[string]any{"user_id": "dan"}).OK(nil)
-	h.as("dan").Call("/identity/v2/user-profile/get", nil).OK(nil)
+	bad := map[string]any{"credentials": map[string]any{"user_id": "dan", "password": identitytest.UserPassword}, "auth_type": "LOCAL", "domain_id": h.Domain}
+	h.Anon.Call("/identity/v2/token/issue", bad).Fails(http.StatusBadRequest, errs.UserStateDisabled)
+	h.Anon.Call("/identity/v2/user-profile/reset-password", map[string]any{"user_id": "dan", "domain_id": h.Domain}).OK(nil)
+	h.Admin.Call("/identity/v2/user/enable", map[string]any{"user_id": "dan"}).OK(nil)
+	h.As("dan").Call("/identity/v2/user-profile/get", nil).OK(nil)
 }
 
 // A user without a role binding has USER tokens only: self-service and
 // nothing else.
 func TestUserWithoutBindingIsSelfServiceOnly(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	addr := h.email("nora")
-	h.seedUser(h.domain, "nora", withEmail(addr, true))
-	h.seedUser(h.domain, "other")
-	p := h.login("nora", userPassword)
-	nora := h.anon.As(p.AccessToken)
+	h := identitytest.New(t, identitytest.Mount(user.Routes, userprofile.Routes, workspace.Routes, rolebinding.Routes))
+	addr := h.Email("nora")
+	h.SeedUser(h.Domain, "nora", identitytest.WithEmail(addr, true))
+	h.SeedUser(h.Domain, "other")
+	p := h.Login("nora", identitytest.UserPassword)
+	nora := h.Anon.As(p.AccessToken)
 	nora.Call("/identity/v2/user-profile/get", nil).OK(nil)
 	nora.Call("/identity/v2/user-profile/update", map[string]any{"name": "Nora"}).OK(nil)
 	var ws struct {
@@ -575,8 +451,8 @@ func TestUserWithoutBindingIsSelfServiceOnly(t *testing.T) {
 	if ws.TotalCount != 0 {
 		t.Fatalf("workspaces without a binding = %d", ws.TotalCount)
 	}
-	nora.Call("/identity/v1/user/get", map[string]any{"user_id": "nora", "domain_id": h.domain}).OK(nil)
-	before := h.userDoc(h.domain, "other")
+	nora.Call("/identity/v1/user/get", map[string]any{"user_id": "nora", "domain_id": h.Domain}).OK(nil)
+	before := h.UserDoc(h.Domain, "other")
 	for path, body := range map[string]map[string]any{
 		"/identity/v2/user/list":                 nil,
 		"/identity/v2/user/stat":                 {"query": map[string]any{"distinct": "user_id"}},
@@ -586,33 +462,33 @@ func TestUserWithoutBindingIsSelfServiceOnly(t *testing.T) {
 		"/identity/v2/user/disable":              {"user_id": "other"},
 		"/identity/v2/user/delete":               {"user_id": "other"},
 		"/identity/v2/user/set-required-actions": {"user_id": "nora", "required_actions": []string{"UPDATE_PASSWORD"}},
-		"/identity/v1/user/list":                 {"domain_id": h.domain},
-		"/identity/v1/user/get":                  {"user_id": "other", "domain_id": h.domain},
-		"/identity/v1/user/update":               {"user_id": "other", "domain_id": h.domain, "name": "pwned"},
-		"/identity/v1/user/delete":               {"user_id": "other", "domain_id": h.domain},
-		"/identity/v1/user/disable-mfa":          {"user_id": "other", "domain_id": h.domain, "force": true},
+		"/identity/v1/user/list":                 {"domain_id": h.Domain},
+		"/identity/v1/user/get":                  {"user_id": "other", "domain_id": h.Domain},
+		"/identity/v1/user/update":               {"user_id": "other", "domain_id": h.Domain, "name": "pwned"},
+		"/identity/v1/user/delete":               {"user_id": "other", "domain_id": h.Domain},
+		"/identity/v1/user/disable-mfa":          {"user_id": "other", "domain_id": h.Domain, "force": true},
 		"/identity/v2/workspace/create":          {"name": "w"},
 		"/identity/v2/role-binding/create":       {"user_id": "nora", "role_id": "managed-domain-admin", "resource_group": "DOMAIN"},
 	} {
 		nora.Call(path, body).Fails(http.StatusForbidden, errs.PermissionDenied)
 	}
-	h.same(h.domain, "other", before)
-	h.anon.Call("/identity/v2/token/grant", map[string]any{"grant_type": "REFRESH_TOKEN", "token": p.RefreshToken, "scope": "DOMAIN"}).Fails(http.StatusForbidden, errs.PermissionDenied)
+	h.Same(h.Domain, "other", before)
+	h.Anon.Call("/identity/v2/token/grant", map[string]any{"grant_type": "REFRESH_TOKEN", "token": p.RefreshToken, "scope": "DOMAIN"}).Fails(http.StatusForbidden, errs.PermissionDenied)
 	// No token at all: 401.
-	h.anon.Call("/identity/v2/user-profile/get", nil).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
-	h.anon.Call("/identity/v2/user/list", nil).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
+	h.Anon.Call("/identity/v2/user-profile/get", nil).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
+	h.Anon.Call("/identity/v2/user/list", nil).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
 }
 
 // An admin of another domain never reads, lists, counts, changes or
 // deletes a user of the root domain, through v2 or v1.
 func TestUserDomainIsolation(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	h.seedUser(h.domain, "rooty", withEmail(h.email("rooty"), true), func(u *core.User) {
+	h := identitytest.New(t, user.Routes)
+	h.SeedUser(h.Domain, "rooty", identitytest.WithEmail(h.Email("rooty"), true), func(u *core.User) {
 		u.MFA = core.MFA{State: core.Enabled, MFAType: "EMAIL", Options: map[string]any{"email": "m@example.com"}}
 	})
-	other, boss := h.newDomain("other")
-	before := h.userDoc(h.domain, "rooty")
+	other, boss := h.NewDomain("other")
+	before := h.UserDoc(h.Domain, "rooty")
 	for op, body := range map[string]map[string]any{
 		"get": {}, "update": {"name": "pwned"}, "delete": {}, "enable": {}, "disable": {}, "verify-email": {"email": "x@example.com"},
 		"disable-mfa": {}, "set-required-actions": {"required_actions": []string{"UPDATE_PASSWORD"}},
@@ -620,7 +496,7 @@ func TestUserDomainIsolation(t *testing.T) {
 		body["user_id"] = "rooty"
 		boss.Call("/identity/v2/user/"+op, body).Fails(http.StatusNotFound, errs.NotFoundCode)
 	}
-	for _, domainID := range []string{h.domain, other} { // naming the root domain, or its own with a root user
+	for _, domainID := range []string{h.Domain, other} { // naming the root domain, or its own with a root user
 		for op, body := range map[string]map[string]any{
 			"get": {}, "update": {"name": "pwned"}, "delete": {}, "enable": {}, "disable": {}, "sync": {},
 			"verify-email": {"force": true}, "disable-mfa": {"force": true}, "enable-mfa": {"mfa_type": "EMAIL", "options": map[string]any{"email": "x@example.com"}},
@@ -631,7 +507,7 @@ func TestUserDomainIsolation(t *testing.T) {
 		}
 	}
 	for _, path := range []string{"list", "stat", "find"} {
-		body := map[string]any{"domain_id": h.domain, "query": map[string]any{"distinct": "user_id"}}
+		body := map[string]any{"domain_id": h.Domain, "query": map[string]any{"distinct": "user_id"}}
 		if path == "list" {
 			delete(body, "query")
 		}
@@ -641,9 +517,9 @@ func TestUserDomainIsolation(t *testing.T) {
 		}
 		boss.Call("/identity/v1/user/"+path, body).Fails(http.StatusNotFound, errs.NotFoundCode)
 	}
-	boss.Call("/identity/v1/user/create", map[string]any{"user_id": "planted", "backend": "LOCAL", "password": "Plant-Passw0rd", "domain_id": h.domain}).Fails(http.StatusNotFound, errs.NotFoundCode)
-	h.same(h.domain, "rooty", before)
-	if h.userDoc(h.domain, "planted") != nil {
+	boss.Call("/identity/v1/user/create", map[string]any{"user_id": "planted", "backend": "LOCAL", "password": "Plant-Passw0rd", "domain_id": h.Domain}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	h.Same(h.Domain, "rooty", before)
+	if h.UserDoc(h.Domain, "planted") != nil {
 		t.Fatal("a user was planted in another domain")
 	}
 	var l struct {
@@ -654,7 +530,7 @@ func TestUserDomainIsolation(t *testing.T) {
 	if l.TotalCount != 1 || l.Results[0]["user_id"] != "boss" {
 		t.Fatalf("other domain lists %v", l.Results)
 	}
-	boss.Call("/identity/v2/user/list", map[string]any{"query": map[string]any{"filter_or": []any{map[string]any{"k": "domain_id", "v": h.domain, "o": "eq"}}}}).OK(&l)
+	boss.Call("/identity/v2/user/list", map[string]any{"query": map[string]any{"filter_or": []any{map[string]any{"k": "domain_id", "v": h.Domain, "o": "eq"}}}}).OK(&l)
 	if l.TotalCount != 0 {
 		t.Fatalf("filter_or widened the domain: %v", l.Results)
 	}
@@ -677,11 +553,11 @@ func TestUserDomainIsolation(t *testing.T) {
 		t.Fatal("find crosses domains")
 	}
 	// SYSTEM may name any existing domain in v1, and no missing one.
-	h.system.Call("/identity/v1/user/list", map[string]any{"domain_id": other}).OK(&l)
+	h.System.Call("/identity/v1/user/list", map[string]any{"domain_id": other}).OK(&l)
 	if l.TotalCount != 1 {
 		t.Fatalf("SYSTEM list of another domain = %d", l.TotalCount)
 	}
-	h.system.Call("/identity/v1/user/list", map[string]any{"domain_id": "domain-000000000000"}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	h.System.Call("/identity/v1/user/list", map[string]any{"domain_id": "domain-000000000000"}).Fails(http.StatusNotFound, errs.NotFoundCode)
 }
 
 // TestLastAdminRace: two admins taking each other's rights away at the
@@ -690,7 +566,7 @@ func TestUserDomainIsolation(t *testing.T) {
 // ERROR_LAST_ADMIN_CANNOT_DISABLED_DELETED.
 func TestLastAdminRace(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
+	h := identitytest.New(t, identitytest.Mount(user.Routes, rolebinding.Routes))
 	type removal func(admin *testkit.Client, userID, bindingID string) *testkit.Response
 	disable := func(a *testkit.Client, u, _ string) *testkit.Response {
 		return a.Call("/identity/v2/user/disable", map[string]any{"user_id": u})
@@ -703,11 +579,11 @@ func TestLastAdminRace(t *testing.T) {
 	}
 	pairs := [][2]removal{{disable, disable}, {remove, remove}, {unbind, unbind}, {disable, remove}, {remove, unbind}, {unbind, disable}}
 	for i, pair := range pairs {
-		domainID, boss := h.newDomain(fmt.Sprintf("race-%d", i))
-		h.directUser(domainID, "second", "Second-Passw0rd")
+		domainID, boss := h.NewDomain(fmt.Sprintf("race-%d", i))
+		h.DirectUser(domainID, "second", "Second-Passw0rd")
 		var b map[string]any
 		boss.Call("/identity/v2/role-binding/create", map[string]any{"user_id": "second", "role_id": "managed-domain-admin", "resource_group": "DOMAIN"}).OK(&b)
-		second := h.anon.As(h.scopedIn(domainID, "second", "Second-Passw0rd", "DOMAIN", ""))
+		second := h.Anon.As(h.ScopedIn(domainID, "second", "Second-Passw0rd", "DOMAIN", ""))
 		var list struct {
 			Results []map[string]any `json:"results"`
 		}
@@ -734,7 +610,7 @@ func TestLastAdminRace(t *testing.T) {
 				r.Fails(http.StatusBadRequest, errs.LastAdmin)
 			}
 		}
-		n, err := h.db.Collection(core.UsersCollection).CountDocuments(context.Background(), bson.D{
+		n, err := h.DB.Collection(core.UsersCollection).CountDocuments(context.Background(), bson.D{
 			{Key: "domain_id", Value: domainID}, {Key: "role_type", Value: "DOMAIN_ADMIN"}, {Key: "state", Value: "ENABLED"}})
 		if err != nil {
 			t.Fatal(err)

@@ -1,0 +1,9 @@
+package project_test
+
+import (
+	"testing"
+
+	"github.com/nubes-io/nubes/pkg/testkit"
+)
+
+func TestMain(m *testing.M) { testkit.Main(m) }
