@@ -266,7 +266,9 @@ func (l *Lease) Release(ctx context.Context) {
 	l.lost = true
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	_, _ = l.c.UpdateOne(ctx, l.byID(), bson.D{{Key: "$set", Value: bson.D{{Key: "released", Value: true}}}})
+	// The claim ended now, not at its expiry: Purge counts from here.
+	_, _ = l.c.UpdateOne(ctx, l.byID(), bson.D{{Key: "$set", Value: bson.D{{Key: "released", Value: true},
+		{Key: "expires_at", Value: expiry(time.Now(), 0).UTC()}}}})
 }
 
 // abandon releases the claim of a take that failed or was cut after its
@@ -442,11 +444,12 @@ func Held(ctx context.Context, c *mongo.Collection, key string) (bool, error) {
 	return !cur.Released && time.Now().Before(cur.ExpiresAt), nil
 }
 
-// Purge deletes the claims of c that ended more than keep ago, so that
-// keys used once (a job, a task) do not stay for ever. A key idle that
+// Purge deletes the claims of c that ended (expired, or were released:
+// Release dates the end) more than keep ago, so that keys used once (a
+// job, a task) do not stay for ever. A key idle that
 // long starts again at epoch 1: fencing needs epochs to grow only while
 // a holder could still act, and none acts keep after its lease ended
-// (keep is far above any TTL: a day or more). The filtered delete reads,
+// (keep is far above any TTL: an hour or more). The filtered delete reads,
 // then deletes by _id: a claim it matched was already that old, and a
 // take never reuses an _id while it exists.
 func Purge(ctx context.Context, c *mongo.Collection, keep time.Duration) error {

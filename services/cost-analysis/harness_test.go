@@ -186,8 +186,11 @@ type options struct {
 	logs       bool // the service's log lines kept in env.logs
 	noWorkers  bool // the bus without workers (tasks wait in the queue)
 	jobTimeout time.Duration
-	workers    func(*worker.Config)
-	jobs       func(*job.Config)
+	// callTimeout bounds a unary plugin call (3 s when 0): a test that
+	// holds one until an event of its own sets a bound like waitBound.
+	callTimeout time.Duration
+	workers     func(*worker.Config)
+	jobs        func(*job.Config)
 }
 
 func setup(t *testing.T) *env { t.Helper(); return setupWith(t, options{}) }
@@ -210,12 +213,16 @@ func setupWith(t *testing.T, o options) *env {
 	svcSrv := fs.serve(t)
 	fp := fakeplugin.Start(t, fakeplugin.Options{})
 	fp.Script(initMethod, fakeplugin.Reply{Result: M{"metadata": initMetadata}})
+	callTimeout := 3 * time.Second
+	if o.callTimeout > 0 {
+		callTimeout = o.callTimeout
+	}
 	plugins := fakeplugin.Client(t, map[string]string{"plugin-aws-cost-explorer-cost-datasource": fp.Endpoint, offlineCE: fp.Endpoint,
 		"plugin-unreachable": fakeplugin.Unreachable},
 		// The wait for a ready connection is a bound like waitBound's: at
 		// 300 ms a register at load 20 met "cannot be reached"
 		// (TestSettleRacingCancel). plugin-unreachable refuses at once.
-		plugin.Options{ReadyTimeout: 10 * time.Second, CallTimeout: 3 * time.Second, Retries: -1})
+		plugin.Options{ReadyTimeout: 10 * time.Second, CallTimeout: callTimeout, Retries: -1})
 	keys, err := seal.Parse(seal.RandomSpec("k1"), "k1")
 	if err != nil {
 		t.Fatal(err)

@@ -660,7 +660,11 @@ func TestDeregisterDuringSyncStart(t *testing.T) {
 // after it, and the job's kept directory, go when the sync finds its job
 // gone.
 func TestDeregisterDuringGetTasks(t *testing.T) {
-	e := setupWith(t, options{bus: true})
+	// The gated get_tasks must outlast the deregister: at the harness's
+	// 3 s call timeout, a deregister slower than that under load (14)
+	// made get_tasks fail first, and the sync answered its job, FAILURE
+	// or CANCELED, with 200 (2 of 4 runs).
+	e := setupWith(t, options{bus: true, callTimeout: waitBound})
 	d := e.register(t, e.adminA, domainSource("aws"))
 	gate := make(chan struct{})
 	defer func() {

@@ -38,6 +38,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/lease"
 	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/store"
@@ -64,11 +65,19 @@ type Config struct {
 	// Poll is how often a running task checks its job between chunks that
 	// do not come.
 	Poll time.Duration
+	// Progress is how often a running task's created_count is written
+	// while rows come: at most once a Progress, never per chunk (each
+	// write queues behind the store's writer; SUCCESS writes the count).
+	Progress time.Duration
+	// PurgeEvery is how often the ended leases of cost_locks are purged,
+	// and KeepLocks how long after its end a lease is kept (see Run).
+	PurgeEvery, KeepLocks time.Duration
 }
 
 // DefaultConfig: 4 tasks at once, 30 s without a sign of life.
 func DefaultConfig() Config {
-	return Config{Concurrency: 4, AckWait: 30 * time.Second, MaxDeliver: 5, Backoff: 5 * time.Second, Poll: time.Second}
+	return Config{Concurrency: 4, AckWait: 30 * time.Second, MaxDeliver: 5, Backoff: 5 * time.Second, Poll: time.Second,
+		Progress: 2 * time.Second, PurgeEvery: time.Minute, KeepLocks: time.Hour}
 }
 
 // Worker consumes cost tasks.
@@ -104,13 +113,26 @@ func New(db *mongo.Database, bus *events.Bus, jobs *job.Jobs, rules *datasourcer
 	if cfg.Poll <= 0 {
 		cfg.Poll = d.Poll
 	}
+	if cfg.Progress <= 0 {
+		cfg.Progress = d.Progress
+	}
+	if cfg.PurgeEvery <= 0 {
+		cfg.PurgeEvery = d.PurgeEvery
+	}
+	if cfg.KeepLocks <= 0 {
+		cfg.KeepLocks = d.KeepLocks
+	}
 	return &Worker{bus: bus, db: db, tasks: db.Collection(core.TasksCollection), costs: db.Collection(core.CostsCollection),
 		sources: db.Collection(core.DataSourcesCollection), jobs: jobs, rules: rules, plugins: plugins, keys: keys, cfg: cfg, log: log}
 }
 
 // Run consumes until ctx is done, Concurrency tasks at once. It waits for
-// NATS when it is down.
+// NATS when it is down. Meanwhile it purges cost_locks every PurgeEvery.
 func (w *Worker) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	purged := make(chan struct{})
+	go func() { defer close(purged); w.purge(ctx) }()
+	defer func() { cancel(); <-purged }()
 	return events.Consume(ctx, w.bus, events.ConsumerSpec{Stream: events.JobStream, Consumer: jetstream.ConsumerConfig{
 		Durable:       events.CostTaskConsumer,
 		FilterSubject: events.CostTaskSubject,
@@ -120,6 +142,29 @@ func (w *Worker) Run(ctx context.Context) error {
 		MaxDeliver:    -1, // the worker decides when a task has had enough tries
 		MaxAckPending: 1024,
 	}}, w.cfg.Concurrency, w.Handle)
+}
+
+// purge deletes, every PurgeEvery, the leases of cost_locks that ended
+// KeepLocks ago. Every take stores a claim (pkg/lease), and job:<id> and
+// task:<id> are each taken for one job or task only, so without it the
+// collection grows by a job's and its tasks' claims with every sync. An
+// hour is far above any holder's TTL (LockTTL) and fenced write
+// (core.Fence), as lease.Purge requires. The scheduler's fire-once
+// markers (schedule#<id>#<hour>) are no claims and stay: pkg/schedule
+// purges them after 48 h, so an hour never fires twice.
+func (w *Worker) purge(ctx context.Context) {
+	t := time.NewTicker(w.cfg.PurgeEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := lease.Purge(ctx, w.db.Collection(core.LocksCollection), w.cfg.KeepLocks); err != nil && ctx.Err() == nil {
+			w.log.Warn("cost leases not purged", "error", err.Error())
+		}
+	}
 }
 
 // errStop ends a stream whose task must stop: the job no longer runs, or
@@ -139,7 +184,9 @@ func (w *Worker) Handle(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.Term()
 		return
 	}
+	stop := w.alive(ctx, msg)
 	err := w.run(ctx, msg, m, attempt)
+	stop()
 	switch {
 	case err == nil:
 		_ = msg.Ack()
@@ -149,6 +196,32 @@ func (w *Worker) Handle(ctx context.Context, msg jetstream.Msg) {
 		w.log.Info("cost task retried", "job_task_id", m.JobTaskID, "attempt", attempt, "error", err.Error())
 		_ = msg.NakWithDelay(w.cfg.Backoff)
 	}
+}
+
+// alive shows the task's life to JetStream every AckWait/3 until stop is
+// called: from the message's receipt, not from its stream's start. What
+// comes before the stream (the task's lease, waited for up to LockWait,
+// the deletes of an earlier attempt's rows, the reads of the data source,
+// its secret and rules) can take longer than AckWait on a loaded store,
+// and the task was then delivered again while this attempt went on: two
+// attempts, two get_data calls (TestSyncStoresCosts at load 14).
+func (w *Worker) alive(ctx context.Context, msg jetstream.Msg) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(max(w.cfg.AckWait/3, time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				_ = msg.InProgress()
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // run returns nil when the message is done with, an error to retry it.
@@ -376,11 +449,14 @@ func (w *Worker) stream(ctx context.Context, msg jetstream.Msg, task *core.Task,
 	wctx := context.WithoutCancel(sctx) // the chunk writes (see below)
 	stopped := make(chan struct{})
 	var watchErr error
-	var halt atomic.Bool // set by the watcher; read between two chunks
-	go func() {          // a stream that sends nothing still stops, and the task shows life
+	var halt atomic.Bool    // set by the watcher; read between two chunks
+	var stored atomic.Int64 // rows stored so far, for the watcher's progress
+	go func() {             // a stream that sends nothing still stops, and the task shows life
 		defer close(stopped)
-		t := time.NewTicker(min(w.cfg.Poll, w.cfg.AckWait/3))
+		t := time.NewTicker(min(w.cfg.Poll, w.cfg.AckWait/3, w.cfg.Progress))
 		defer t.Stop()
+		var written int64
+		last := time.Now()
 		for {
 			select {
 			case <-sctx.Done():
@@ -388,6 +464,16 @@ func (w *Worker) stream(ctx context.Context, msg jetstream.Msg, task *core.Task,
 			case <-t.C:
 			}
 			_ = msg.InProgress()
+			// created_count while rows come, at most once a Progress: a
+			// write per chunk waited behind the store's single writer
+			// (SQLite) for each of a 100,000-row sync's ~100 chunks.
+			// On wctx, as the chunk writes, and done before stream
+			// returns (stopped), so it never lands after the final one.
+			if n := stored.Load(); n != written && time.Since(last) >= w.cfg.Progress {
+				if err := w.set(wctx, task.ID, bson.D{{Key: "created_count", Value: n}}); err == nil {
+					written, last = n, time.Now()
+				}
+			}
 			if ok, err := w.current(sctx, task); err == nil && !ok {
 				watchErr = errStop
 				halt.Store(true)
@@ -429,8 +515,9 @@ func (w *Worker) stream(ctx context.Context, msg jetstream.Msg, task *core.Task,
 			}
 		}
 		n += len(docs)
+		stored.Store(int64(n))
 		_ = msg.InProgress()
-		return w.set(wctx, task.ID, bson.D{{Key: "created_count", Value: n}})
+		return nil
 	})
 	cancel()
 	<-stopped

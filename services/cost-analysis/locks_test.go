@@ -1,0 +1,88 @@
+package costanalysis_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/worker"
+)
+
+// TestLocksPurged: every job and task leaves a lease claim in cost_locks
+// (job:<id>, task:<id>); the worker purges the ended ones, so over many
+// jobs the collection does not grow with them. The jobs here are
+// scheduled ones, one an hour over four hours on two replicas: after
+// each hour's purge, the hour does not fire again (its marker
+// schedule#<id>#<hour> is no claim, and stays).
+func TestLocksPurged(t *testing.T) {
+	e := setupWith(t, options{bus: true, logs: true, workers: func(c *worker.Config) {
+		c.PurgeEvery, c.KeepLocks = 100*time.Millisecond, 100*time.Millisecond
+	}})
+	e.stopWorkers() // the two replicas below schedule on the test's clock
+	day := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+	clock := &testClock{now: day.Add(-time.Hour)} // no hour of the schedule's yet
+	hourly := e.register(t, e.adminA, withKey(domainSource("hourly"), "schedule", M{"state": "ENABLED", "hours": []int{0, 1, 2, 3}}))
+	e.plugin.Script(getTasksMethod, tasksReply(2))
+	e.plugin.Script(getDataMethod, fakeplugin.Reply{Stream: []M{rows(2, "2024-01", "hourly")}})
+	for range 2 {
+		e.cfg.SyncSchedule = clock.replica()
+		e.start(t)
+	}
+	claims := func() int64 {
+		return e.count(t, "cost_locks", bson.E{Key: "lease", Value: bson.D{{Key: "$exists", Value: true}}})
+	}
+	const hours = 4
+	for h := range hours {
+		clock.set(day.Add(time.Duration(h)*time.Hour + 10*time.Minute))
+		deadline := time.Now().Add(waitBound)
+		var js []Job
+		for {
+			js = e.jobsOf(t, hourly.DataSourceID)
+			if len(js) > h+1 {
+				t.Fatalf("hour %d: %d jobs", h, len(js))
+			}
+			if len(js) == h+1 && js[h].Status != "IN_PROGRESS" {
+				if js[h].Status != "SUCCESS" {
+					t.Fatalf("hour %d: job %+v", h, js[h])
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("hour %d: no job ended: jobs %+v; the service's warnings and schedule lines:\n%s", h, js, notable(e.logs.String()))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		// Every lease ended: the purge leaves none of this hour's job,
+		// its tasks, its data source's start. (A claim whose release was
+		// lost ends at its expiry: LockTTL.)
+		deadline = time.Now().Add(waitBound)
+		for claims() != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("hour %d: %d lease claims left after the jobs ended", h, claims())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		// Purged, the hour still does not fire again.
+		clock.settle(t)
+		if js := e.jobsOf(t, hourly.DataSourceID); len(js) != h+1 {
+			t.Fatalf("hour %d fired again after the purge: %d jobs", h, len(js))
+		}
+	}
+	if n := e.count(t, "cost_locks", bson.E{Key: "_id", Value: bson.D{{Key: "$regex", Value: "^schedule#" + hourly.DataSourceID + "#"}}}); n != hours {
+		t.Fatalf("fire-once markers: %d, want %d", n, hours)
+	}
+}
+
+// notable is the lines of a JSON log that a failure is explained by.
+func notable(log string) string {
+	var out []string
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, `"level":"WARN"`) || strings.Contains(l, `"level":"ERROR"`) || strings.Contains(l, "schedule") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
