@@ -12,9 +12,11 @@ package identitytest
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -173,9 +175,36 @@ func (h *Harness) ScopedIn(domainID, userID, password, scope, workspaceID string
 	return g.AccessToken
 }
 
-// Email makes an address unique to the running test.
+// Email makes an address unique to the running test, and to its run: a
+// test run again (-count) must not find the mails its last run left in the
+// binary's mailbox (NoMailTo would see them).
 func (h *Harness) Email(name string) string {
-	return name + "." + strings.ToLower(strings.NewReplacer("/", ".", " ", "", "#", "").Replace(h.T.Name())) + "@example.com"
+	test := strings.ToLower(strings.NewReplacer("/", ".", " ", "", "#", "").Replace(h.T.Name()))
+	if n := runOf(h.T); n > 1 {
+		test += fmt.Sprintf(".run%d", n)
+	}
+	return name + "." + test + "@example.com"
+}
+
+// runs counts the runs of each test name in the binary: a *testing.T
+// other than the last one seen under a name is its next run.
+var runs struct {
+	sync.Mutex
+	last map[string]*testing.T
+	n    map[string]int
+}
+
+func runOf(t *testing.T) int {
+	runs.Lock()
+	defer runs.Unlock()
+	if runs.last == nil {
+		runs.last, runs.n = map[string]*testing.T{}, map[string]int{}
+	}
+	if runs.last[t.Name()] != t {
+		runs.last[t.Name()] = t
+		runs.n[t.Name()]++
+	}
+	return runs.n[t.Name()]
 }
 
 // NewDomain stores a second domain with its own admin, as domain/create
