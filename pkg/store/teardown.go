@@ -24,29 +24,44 @@ import (
 //     GetLive leave it out (its resource declares Tenancy.Marks), so no
 //     service writes the filter itself;
 //  2. its children are deleted (Children, each step safe to run again);
-//  3. the record is deleted, last.
+//  3. under Lock, Children runs once more and the record is deleted
+//     last, by a fenced write.
 //
-// A teardown that fails half-way leaves the mark: the record stays out of
-// every read, and a retry of the delete finds the marked record and
-// finishes the work (it answers 404 only once the record is gone).
+// A teardown that fails half-way leaves the record (marked): it stays
+// out of every read, and a retry of the delete finds it and finishes the
+// work (it answers 404 only once the record is gone).
 //
-// The mark must survive the record's other writers. FerretDB applies an
-// update by reading the document and writing it back whole by _id, so an
-// update that read the record just before the mark writes it back
-// without it, even one that $sets other fields only. Every write to such
-// a record therefore goes through Change or Live, which hold Lock (the
-// lease the mark is written under), read the record again inside it and
-// refuse a marked one; so does every create of a child (a collector's
-// job), which otherwise lands after the children were deleted.
+// Every create of a child goes through Live, which holds Lock, reads the
+// record inside it and refuses a marked or missing one. Step 3 makes
+// that enough even when the mark is lost: FerretDB applies an update by
+// reading the document and writing it back whole by _id, so any writer
+// of the record that read it just before the mark (one that $sets other
+// fields only, outside Change and Live) writes it back without the mark,
+// and a Live create then finds the record live after step 2. Such a
+// create is serialised by Lock with step 3: before it (and step 3's
+// Children deletes the child) or after it (no record: 404). The record
+// is deleted under the same holding as that last Children, so a failure
+// there leaves the record for a retry, never a child without one. (A
+// second pass after the record's delete would leave the child for good
+// when it failed: the retry answers 404.) A lost mark costs only
+// visibility: the record shows again in reads until the delete, or its
+// retry, ends. Writers that go through Change and Live keep the mark
+// (they read the record again under Lock), so a resource whose writers
+// all do never shows a marked record.
 //
 // A lease can be lost while its holder still runs: a holder starved past
 // the TTL (a loaded machine, a stalled store) writes after the delete
-// took the lease over and wrote the mark, and erases it as above. So the
-// writes made under Lock (the mark, the $set of Change and Live, and
-// Live's child creates) go through Fence, which refuses (503) unless the lease is held well
-// beyond the write and ends the write before the lease can end. The
-// children and the record are deleted after the mark, outside the lease:
-// every writer refuses a marked record, so none can follow them.
+// took the lease over. So the writes made under Lock (the mark, the
+// record's delete, the $set of Change and Live, Live's child creates)
+// go through Fence, which refuses (503) unless the lease is held well
+// beyond the write and ends the write before the lease can end; and the
+// context Change's and Live's fn get is fenced the same way for as long
+// as fn runs (fenced), so a write fn makes on it directly, not through
+// Writes, lands while the lease is held or not at all. fn must not write
+// on a context of its own (its caller's): only the fenced one. Step 3's
+// Children runs on the lease's context unfenced: a late child delete
+// deletes a child of a record being deleted, and the record's delete,
+// fenced, is refused then, so a retry runs it again.
 type Teardown[T any] struct {
 	Records  *mongo.Collection
 	Resource query.Resource // its Tenancy.Marks must be set
@@ -92,9 +107,24 @@ func (t Teardown[T]) Delete(ctx context.Context, p *auth.Principal, id string) (
 			return nil, err
 		}
 	}
-	// A concurrent retry may have deleted it already: the work is done.
-	if _, err := t.Records.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}}); err != nil {
-		return nil, Wrap(err)
+	if err := t.Lock(ctx, id, func(ctx context.Context) error {
+		// Children created by a Live that found the record unmarked (its
+		// mark written over) since the pass above: none after this one.
+		if t.Children != nil {
+			if err := t.Children(ctx, doc); err != nil {
+				return err
+			}
+		}
+		ctx, cancel, err := t.Fence(ctx)
+		if err != nil {
+			return err
+		}
+		defer cancel()
+		// A concurrent retry may have deleted it already: the work is done.
+		_, err = t.Records.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}})
+		return Wrap(err)
+	}); err != nil {
+		return nil, err
 	}
 	return doc, nil
 }
@@ -157,10 +187,12 @@ func (t Teardown[T]) Change(ctx context.Context, p *auth.Principal, id string, f
 // Live runs fn under Lock on the record as stored, unless its delete has
 // begun (404, as GetLive): the service's own writes that go by no caller
 // (a worker's, a scheduler's) and the creates of the record's children.
-// fn writes through w only: w.Set $sets fields of the record, w.Do runs
-// a child's create; each is fenced as Change's write is, so a holder
-// starved past the lease's TTL creates no child after the delete's mark
-// (its children step would miss it) and writes nothing over the mark.
+// fn writes through w (w.Set $sets fields of the record, w.Do runs a
+// child's create, each fenced as Change's write is) or on the context it
+// is given, which is fenced for as long as fn runs; never on another. A
+// holder starved past the lease's TTL so creates no child after the
+// delete's last Children (it would outlive the record) and writes
+// nothing over the mark.
 func (t Teardown[T]) Live(ctx context.Context, id string, fn func(ctx context.Context, doc *T, w Writes[T]) error) error {
 	return t.under(ctx, id, func(ctx context.Context) (*T, error) {
 		return GetLive[T](ctx, t.Records, t.Key, id)
@@ -207,8 +239,51 @@ func (t Teardown[T]) under(ctx context.Context, id string, load func(ctx context
 		if err != nil {
 			return err
 		}
-		return fn(ctx, doc)
+		return t.fenced(ctx, func(ctx context.Context) error { return fn(ctx, doc) })
 	})
+}
+
+// fenced runs fn with a context whose every write is fenced as Fence's
+// are: it starts from a window Fence grants and, each time that window
+// ends, asks Fence for the next; at the first refusal (or the lease's
+// context ending) it ends, with Fence's error as its cause. So fn's
+// context lives only while the lease is held (a write on it lands then,
+// or not at all) but is not cut at one window's length while the lease
+// is renewed: fn may call a plugin or another service on it.
+func (t Teardown[T]) fenced(ctx context.Context, fn func(ctx context.Context) error) error {
+	window, cancel, err := t.Fence(ctx)
+	if err != nil {
+		return err
+	}
+	fctx, end := context.WithCancelCause(ctx)
+	done, watched := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		for {
+			select {
+			case <-done:
+				cancel()
+				return
+			case <-window.Done():
+			}
+			cancel()
+			if ctx.Err() != nil {
+				end(context.Cause(ctx))
+				return
+			}
+			next, nextCancel, refused := t.Fence(ctx)
+			if refused != nil {
+				end(refused)
+				return
+			}
+			window, cancel = next, nextCancel
+		}
+	}()
+	err = fn(fctx)
+	close(done)
+	<-watched
+	end(nil)
+	return err
 }
 
 func (t Teardown[T]) set(ctx context.Context, id string, doc *T, fields bson.D) (*T, error) {
