@@ -239,14 +239,6 @@ func (s *service) newKey(ctx context.Context, p *auth.Principal, userID, name st
 	if err != nil {
 		return nil, "", err
 	}
-	domainID := u.DomainID
-	n, err := s.APIKeys.CountDocuments(ctx, bson.D{{Key: "domain_id", Value: domainID}, {Key: "user_id", Value: u.UserID}})
-	if err != nil {
-		return nil, "", store.Wrap(err)
-	}
-	if n >= maxAPIKeysPerUser {
-		return nil, "", errs.Invalid("user_id", "a user holds at most 100 API keys; delete one first")
-	}
 	now := wire.Now()
 	var ttl time.Duration // 0: no expiry (v1)
 	if !expiresAt.IsZero() {
@@ -254,20 +246,41 @@ func (s *service) newKey(ctx context.Context, p *auth.Principal, userID, name st
 			return nil, "", errs.Invalid("expired_at", "must be in the future")
 		}
 	}
-	id := wire.NewID("api-key")
-	token, err := s.Cfg.Signer.Issue(auth.Principal{TokenType: auth.APIKey, TokenID: id, DomainID: domainID, UserID: u.UserID, Role: credential.KeyRole(u)}, ttl)
+	var k *core.APIKey
+	var token string
+	// Under the user's lease (core.UserRecords): a key is recorded before
+	// the user's delete takes its last keys away, or finds no user (404).
+	err = s.UserRecords().Live(ctx, u.ID, func(ctx context.Context, u *core.User, w store.Writes[core.User]) error {
+		domainID := u.DomainID
+		n, err := s.APIKeys.CountDocuments(ctx, bson.D{{Key: "domain_id", Value: domainID}, {Key: "user_id", Value: u.UserID}})
+		if err != nil {
+			return store.Wrap(err)
+		}
+		if n >= maxAPIKeysPerUser {
+			return errs.Invalid("user_id", "a user holds at most 100 API keys; delete one first")
+		}
+		id := wire.NewID("api-key")
+		token, err = s.Cfg.Signer.Issue(auth.Principal{TokenType: auth.APIKey, TokenID: id, DomainID: domainID, UserID: u.UserID, Role: credential.KeyRole(u)}, ttl)
+		if err != nil {
+			return err
+		}
+		k = &core.APIKey{ID: id, APIKeyID: id, Name: name, State: core.Enabled, UserID: u.UserID, DomainID: domainID,
+			Version: version, CreatedAt: wire.T(now)}
+		if !expiresAt.IsZero() {
+			k.ExpiredAt = wire.T(expiresAt)
+		}
+		// Signed before it is recorded: a key whose insert failed has no
+		// record, and Check refuses a key without one.
+		return w.Do(func(ctx context.Context) error {
+			_, err := s.APIKeys.InsertOne(ctx, k)
+			return store.Wrap(err)
+		})
+	})
+	if core.IsNotFound(err) {
+		return nil, "", errs.NotFound("user_id", userID)
+	}
 	if err != nil {
 		return nil, "", err
-	}
-	k := &core.APIKey{ID: id, APIKeyID: id, Name: name, State: core.Enabled, UserID: u.UserID, DomainID: domainID,
-		Version: version, CreatedAt: wire.T(now)}
-	if !expiresAt.IsZero() {
-		k.ExpiredAt = wire.T(expiresAt)
-	}
-	// Signed before it is recorded: a key whose insert failed has no
-	// record, and Check refuses a key without one.
-	if _, err := s.APIKeys.InsertOne(ctx, k); err != nil {
-		return nil, "", store.Wrap(err)
 	}
 	return k, token, nil
 }

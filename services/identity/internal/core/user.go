@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/lease"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/tenancy"
@@ -71,7 +73,7 @@ func (s *Deps) UserDocFor(ctx context.Context, p *auth.Principal, r query.Resour
 // userByKey loads a user for the flows that run before there is a caller
 // (login, reset links, a new user's id): the key names the domain.
 func (s *Deps) UserByKey(ctx context.Context, domainID, userID string) (*UserDoc, error) {
-	d, err := store.Get[UserDoc](ctx, s.Users, "user_id", UserKey(domainID, userID))
+	d, err := store.GetLive[UserDoc](ctx, s.Users, "user_id", UserKey(domainID, userID))
 	if IsNotFound(err) {
 		return nil, errs.NotFound("user_id", userID)
 	}
@@ -117,15 +119,44 @@ var UserKeywords = []string{"user_id", "name", "email"}
 // UserResource: a user is its domain's. A domain admin (or SYSTEM)
 // reaches every user of its domain; what a user does on itself goes
 // through SelfResource, or names itself (v1, checked before loading).
-var UserResource = query.Resource{KeywordFields: UserKeywords, Fields: UserFields, Secret: UserSecret, Tenancy: tenancy.InDomain}
+// A user is deleted mark first (UserRecords): a marked user is left out.
+var UserResource = query.Resource{KeywordFields: UserKeywords, Fields: UserFields, Secret: UserSecret, Tenancy: tenancy.InDomain.WithMarks()}
 
 // SelfResource is the caller's own user (the kit's Owner rule on
 // user_id): the profile operations reach that user and no other, whatever
 // the role.
-var SelfResource = query.Resource{Tenancy: tenancy.Fields{Domain: "domain_id", Owner: "user_id"}}
+var SelfResource = query.Resource{Tenancy: tenancy.Fields{Domain: "domain_id", Owner: "user_id"}.WithMarks()}
 
 // UserSecret are the stored fields of a user holding a credential.
 var (
 	UserSecret = []string{"password_hash", "otp_secret", "otp_pending"}
 	AnyRole    = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner, auth.WorkspaceMember, auth.User)
 )
+
+// UserRecords are the user records with their teardown (store.Teardown,
+// keyed by the user's _id, UserKey): a user is deleted mark first, then
+// its role bindings and API keys (the user package adds its codes and
+// throttle), then itself. Every create of a user's grant (a role
+// binding, an API key) runs under Live, so it lands before the delete's
+// last Children, which runs under the user's lease with the record's
+// delete, or finds no user. The user's other writers (login, tokens,
+// profile, MFA) write the record outside the lease: on FerretDB one that
+// read the user just before the mark may write it back without it; the
+// user then shows again until the delete ends, and leaves no grant.
+func (s *Deps) UserRecords() store.Teardown[User] {
+	return store.Teardown[User]{Records: s.Users, Resource: UserResource, Key: "user_id",
+		Lock: func(ctx context.Context, id string, fn func(ctx context.Context) error) error {
+			return lease.Run(ctx, s.DB.Collection(CountersCollection), "user:"+id, 30*time.Second, 10*time.Second, fn)
+		},
+		Fence: lease.Fencer(30 * time.Second / 3), // a renew period of its TTL: see lease.Fencer
+		Children: func(ctx context.Context, u *User) error {
+			mine := bson.D{{Key: "domain_id", Value: u.DomainID}, {Key: "user_id", Value: u.UserID}}
+			for _, c := range []*mongo.Collection{s.Bindings, s.APIKeys} {
+				if err := store.DeleteChildren(ctx, c, mine); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+}

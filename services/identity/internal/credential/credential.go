@@ -51,7 +51,7 @@ func (s Checker) Check(ctx context.Context, _ string, p *auth.Principal) error {
 		}
 		key = k
 	}
-	u, err := store.Get[core.User](ctx, s.Users, "user_id", core.UserKey(p.DomainID, p.UserID))
+	u, err := store.GetLive[core.User](ctx, s.Users, "user_id", core.UserKey(p.DomainID, p.UserID)) // a user being deleted is as deleted
 	if err != nil {
 		if core.IsNotFound(err) {
 			return refused("User is deleted.")

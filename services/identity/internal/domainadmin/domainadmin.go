@@ -15,6 +15,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/lease"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/identity/internal/core"
 	"github.com/nubes-io/nubes/services/identity/internal/password"
@@ -56,7 +57,9 @@ func Ensure(ctx context.Context, d *core.Deps, domainID, userID, pw, email, name
 func Keep(ctx context.Context, d *core.Deps, domainID, userID string, take func() error) error {
 	return lease.Run(ctx, d.DB.Collection(core.CountersCollection), "admins:"+domainID, 30*time.Second, 10*time.Second, func(ctx context.Context) error {
 		n, err := d.Users.CountDocuments(ctx, bson.D{{Key: "domain_id", Value: domainID}, {Key: "role_type", Value: string(auth.DomainAdmin)},
-			{Key: "state", Value: bson.D{{Key: "$ne", Value: core.Disabled}}}, {Key: "user_id", Value: bson.D{{Key: "$ne", Value: userID}}}})
+			{Key: "state", Value: bson.D{{Key: "$ne", Value: core.Disabled}}}, {Key: "user_id", Value: bson.D{{Key: "$ne", Value: userID}}},
+			// A marked admin is being deleted (core.UserRecords): not one that stays.
+			{Key: tenancy.MarkField, Value: bson.D{{Key: "$ne", Value: true}}}})
 		if err != nil {
 			return store.Wrap(err)
 		}

@@ -110,7 +110,7 @@ func Check(ctx context.Context, d *core.Deps, domainID, userID, pw string) (*cor
 	if err := ThrottleOf(d).Claim(ctx, core.UserKey(domainID, userID)); err != nil {
 		return nil, err
 	}
-	u, err := store.Get[core.User](ctx, d.Users, "user_id", core.UserKey(domainID, userID))
+	u, err := store.GetLive[core.User](ctx, d.Users, "user_id", core.UserKey(domainID, userID)) // a user being deleted logs in no more
 	if err != nil {
 		if core.IsNotFound(err) {
 			password.Matches("", pw, d.Cfg.PasswordCost)

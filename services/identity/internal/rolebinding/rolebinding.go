@@ -101,22 +101,30 @@ func (s *service) createBinding(ctx context.Context, p *auth.Principal, r *creat
 		}
 		return nil
 	}
-	if ws != "" {
-		// Under the workspace's lease: a workspace whose delete has begun
-		// takes no binding that its teardown would miss.
-		err = s.WorkspaceRecords().Live(ctx, ws, func(_ context.Context, _ *core.Workspace, w store.Writes[core.Workspace]) error {
-			return w.Do(insert)
-		})
-	} else {
-		err = insert(ctx)
+	// Under the user's lease (core.UserRecords): a binding is recorded
+	// before the user's delete takes its last bindings away, or finds no
+	// user (404); a user re-created with the same id inherits nothing.
+	found := false
+	err = s.UserRecords().Live(ctx, u.ID, func(ctx context.Context, _ *core.User, uw store.Writes[core.User]) error {
+		found = true
+		if ws != "" {
+			// Under the workspace's lease too: a workspace whose delete
+			// has begun takes no binding that its teardown would miss.
+			return s.WorkspaceRecords().Live(ctx, ws, func(_ context.Context, _ *core.Workspace, w store.Writes[core.Workspace]) error {
+				return w.Do(insert)
+			})
+		}
+		if err := uw.Do(insert); err != nil {
+			return err
+		}
+		_, err := uw.Set(bson.D{{Key: "role_type", Value: role.RoleType}, {Key: "role_id", Value: role.RoleID}})
+		return err
+	})
+	if !found && core.IsNotFound(err) { // the user, not its workspace
+		return nil, errs.NotFound("user_id", u.UserID)
 	}
 	if err != nil {
 		return nil, err
-	}
-	if ws == "" {
-		if _, err := store.SetByID[core.User](ctx, s.Users, "user_id", u.ID, bson.D{{Key: "role_type", Value: role.RoleType}, {Key: "role_id", Value: role.RoleID}}); err != nil {
-			return nil, err
-		}
 	}
 	return b, nil
 }

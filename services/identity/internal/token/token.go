@@ -182,7 +182,7 @@ func (s *service) fromRefresh(ctx context.Context, token string) (*core.User, st
 	if err := (credential.Checker{Deps: s.Deps}).Check(ctx, token, p); err != nil {
 		return nil, "", err
 	}
-	u, err := store.Get[core.User](ctx, s.Users, "user_id", core.UserKey(p.DomainID, p.UserID))
+	u, err := store.GetLive[core.User](ctx, s.Users, "user_id", core.UserKey(p.DomainID, p.UserID)) // a user being deleted is as deleted
 	return u, p.TokenID, err
 }
 

@@ -248,34 +248,44 @@ func (s *service) setState(ctx context.Context, u *core.User, state string) (*co
 	return s.SetUser(ctx, u, set)
 }
 
-// deleteUser removes a user with its role bindings, API keys and codes
-// (the last enabled domain admin stays). The user record goes last, so an
-// interrupted delete leaves a user without grants, never grants without a
-// user.
-func (s *service) deleteUser(ctx context.Context, u *core.User) error {
-	if u.State != core.Disabled && u.RoleType == string(auth.DomainAdmin) {
-		return domainadmin.Keep(ctx, s.Deps, u.DomainID, u.UserID, func() error { return s.removeUser(ctx, u) })
+// deleteUser deletes the user userID of p's domain (store.Teardown,
+// core.UserRecords): marked first, so that it leaves every read; then
+// its role bindings, API keys, codes and throttle; then the record. The
+// last enabled domain admin stays (counted without marked users). A
+// delete that failed half-way leaves the user marked and out of reads,
+// and a retry finds it and finishes (404 only once it is gone).
+func (s *service) deleteUser(ctx context.Context, p *auth.Principal, userID string) error {
+	// Read as stored, marked or not (a retry finishes a marked one); the
+	// teardown loads it again under p's tenancy.
+	u, err := store.Get[core.User](ctx, s.Users, "user_id", core.UserKey(p.DomainID, userID))
+	if core.IsNotFound(err) {
+		return errs.NotFound("user_id", userID)
 	}
-	return s.removeUser(ctx, u)
-}
-
-func (s *service) removeUser(ctx context.Context, u *core.User) error {
-	mine := bson.D{{Key: "domain_id", Value: u.DomainID}, {Key: "user_id", Value: u.UserID}}
-	for _, c := range []*mongo.Collection{s.Bindings, s.APIKeys} {
-		if _, err := c.DeleteMany(ctx, mine); err != nil {
-			return store.Wrap(err)
+	if err != nil {
+		return err
+	}
+	td := s.UserRecords()
+	grants := td.Children
+	td.Children = func(ctx context.Context, u *core.User) error {
+		if err := grants(ctx, u); err != nil {
+			return err
 		}
+		if err := verification.CodesOf(s.Deps).Drop(ctx, u, core.PurposeMFA, core.PurposeEmail, core.PurposeLogin); err != nil {
+			return err
+		}
+		return login.ThrottleOf(s.Deps).Lift(ctx, u.ID)
 	}
-	if err := verification.CodesOf(s.Deps).Drop(ctx, u, core.PurposeMFA, core.PurposeEmail, core.PurposeLogin); err != nil {
+	remove := func() error {
+		_, err := td.Delete(ctx, p, u.ID)
+		if core.IsNotFound(err) {
+			return errs.NotFound("user_id", userID)
+		}
 		return err
 	}
-	if err := login.ThrottleOf(s.Deps).Lift(ctx, u.ID); err != nil {
-		return err
+	if u.State != core.Disabled && u.RoleType == string(auth.DomainAdmin) {
+		return domainadmin.Keep(ctx, s.Deps, u.DomainID, u.UserID, remove)
 	}
-	if _, err := s.Users.DeleteOne(ctx, bson.D{{Key: "_id", Value: u.ID}}); err != nil {
-		return store.Wrap(err)
-	}
-	return nil
+	return remove()
 }
 
 // userStat runs a StatisticsQuery over the users of a domain. A query

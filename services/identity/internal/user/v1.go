@@ -315,11 +315,11 @@ func (s *service) disableMFAV1(ctx context.Context, p *auth.Principal, r *disabl
 }
 
 func (s *service) deleteUserV1(ctx context.Context, p *auth.Principal, r *userRequestV1) (*api.Empty, error) {
-	u, err := s.v1Admin(nil)(ctx, p, r)
+	caller, err := s.CallerIn(ctx, p, r.DomainID)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.deleteUser(ctx, u); err != nil {
+	if err := s.deleteUser(ctx, caller, r.UserID); err != nil {
 		return nil, err
 	}
 	return &api.Empty{}, nil

@@ -164,11 +164,7 @@ func (s *service) setRequiredActionsV2(ctx context.Context, p *auth.Principal, r
 }
 
 func (s *service) deleteUserV2(ctx context.Context, p *auth.Principal, r *userRequestV2) (*api.Empty, error) {
-	u, err := s.UserToChange(ctx, p, r.UserID)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.deleteUser(ctx, u); err != nil {
+	if err := s.deleteUser(ctx, p, r.UserID); err != nil {
 		return nil, err
 	}
 	return &api.Empty{}, nil
