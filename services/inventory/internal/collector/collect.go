@@ -97,9 +97,18 @@ func (s *Service) collectLive(ctx context.Context, c *Collector, w store.Writes[
 		return job, nil
 	}
 	if err := w.Do(func(ctx context.Context) error { return s.queue(ctx, job, tasks) }); err != nil {
-		// A job whose tasks are not all queued would never finish.
+		// A job whose tasks are not all queued would never finish: it
+		// ends FAILURE, fenced as the job's create was (the collector's
+		// Fence), on a context the caller's leaving does not end. A
+		// holder that lost the lease writes nothing: a later holder may
+		// have ended the job already (CANCELED by the next collect, or
+		// deleted with the collector), and one left IN_PROGRESS is ended
+		// by the job timeout.
 		fail := bson.D{{Key: "status", Value: core.JobFailure}, {Key: "finished_at", Value: now}, {Key: "updated_at", Value: now}}
-		_, _ = s.jobs.UpdateOne(context.WithoutCancel(ctx), bson.D{{Key: "_id", Value: id}}, bson.D{{Key: "$set", Value: fail}})
+		if fctx, cancel, ferr := s.records().Fence(context.WithoutCancel(ctx)); ferr == nil {
+			_, _ = s.jobs.UpdateOne(fctx, bson.D{{Key: "_id", Value: id}}, bson.D{{Key: "$set", Value: fail}})
+			cancel()
+		}
 		return nil, err
 	}
 	if _, err := w.Set(bson.D{{Key: "last_collected_at", Value: now}}); err != nil {
