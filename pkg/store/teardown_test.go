@@ -349,9 +349,7 @@ func TestTeardownStarvedLiveCreate(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if _, err := td.Delete(ctx, admin, "s1"); err != nil {
-		t.Fatalf("delete: %v", err)
-	}
+	deleteRetried(t, td, admin, "s1")
 	close(proceed)
 	if err := <-created; code(err) != http.StatusServiceUnavailable || !errors.Is(err, lease.ErrLost) {
 		t.Fatalf("the starved holder's child create: %v, want 503 (lease lost)", err)
