@@ -76,3 +76,17 @@ func newHarnessOn(t *testing.T, natsURL string) *harness {
 	h.Admin = h.Anon.As(h.Scoped("admin", identitytest.AdminPassword, "DOMAIN", ""))
 	return h
 }
+
+// NewDomain creates a second domain with its own admin through
+// domain/create (the service's tests are the ones that call it; a
+// resource's tests store the domain with identitytest's NewDomain).
+func (h *harness) NewDomain(name string) (domainID string, admin *testkit.Client) {
+	h.T.Helper()
+	var d struct {
+		DomainID string `json:"domain_id"`
+	}
+	h.System.Call("/identity/v2/domain/create", map[string]any{
+		"name": name, "admin": map[string]any{"user_id": "boss", "password": "Boss-Passw0rd", "email": h.Email("boss-" + name)},
+	}).OK(&d)
+	return d.DomainID, h.Anon.As(h.ScopedIn(d.DomainID, "boss", "Boss-Passw0rd", "DOMAIN", ""))
+}
