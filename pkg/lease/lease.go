@@ -17,6 +17,9 @@
 //     older than a live one are purged;
 //   - a taker that read a purged epoch and re-inserted it sees, when it
 //     reads again after its insert, a later claim, and does not hold;
+//   - a taker whose insert followed a claim purged meanwhile (the key
+//     starts again at epoch 1 after Purge) deletes its own claim and
+//     does not hold: the key's new epoch 1 may have a holder below it;
 //   - a take that fails or is cut after its insert may have gone through
 //     releases its own claim (abandon: a released claim inserted under
 //     the same _id, or the existing one marked if its owner token is the
@@ -176,6 +179,22 @@ func takeAfter(ctx context.Context, c *mongo.Collection, key string, ttl time.Du
 		l.abandon(ctx)
 		return nil, store.Wrap(err)
 	}
+	// The claim this take followed must still be there. Purge deletes a
+	// key's latest claim once it ended long ago, and the key starts again
+	// at epoch 1: if that happened between this take's read and its
+	// insert, a taker that read nothing may hold epoch 1 now, below this
+	// claim, where a later taker reading the latest would not see it.
+	if epoch > 1 {
+		gone, err := missing(ctx, c, claimID(key, epoch-1))
+		if err != nil {
+			l.abandon(ctx)
+			return nil, err
+		}
+		if gone {
+			l.withdraw(ctx)
+			return nil, nil
+		}
+	}
 	// A taker that read before a purge may have inserted an epoch that
 	// was purged: a later claim then exists, and this one never held.
 	after, err := latest(ctx, c, key)
@@ -302,6 +321,29 @@ func (l *Lease) abandon(ctx context.Context) {
 		return
 	}
 	_, _ = l.c.UpdateOne(ctx, l.byID(), bson.D{{Key: "$set", Value: bson.D{{Key: "released", Value: true}}}})
+}
+
+// withdraw deletes the claim of a take that followed a purged claim
+// (takeAfter): marked released, it would be the latest claim above a
+// live holder's epoch 1, and the next taker would take over from it. By
+// _id and owner, on a context of its own; when the store does not
+// answer, the claim ends with its TTL (the one case left: see Purge).
+func (l *Lease) withdraw(ctx context.Context) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lost = true
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, _ = l.c.DeleteOne(ctx, bson.D{{Key: "_id", Value: claimID(l.key, l.epoch)}, {Key: "owner", Value: l.owner}})
+}
+
+// missing reports whether no claim has _id id.
+func missing(ctx context.Context, c *mongo.Collection, id string) (bool, error) {
+	err := c.FindOne(ctx, bson.D{{Key: "_id", Value: id}}, options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Err()
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return true, nil
+	}
+	return false, store.Wrap(err)
 }
 
 type ctxKey struct{}
@@ -451,7 +493,11 @@ func Held(ctx context.Context, c *mongo.Collection, key string) (bool, error) {
 // a holder could still act, and none acts keep after its lease ended
 // (keep is far above any TTL: an hour or more). The filtered delete reads,
 // then deletes by _id: a claim it matched was already that old, and a
-// take never reuses an _id while it exists.
+// take never reuses an _id while it exists. A taker that read the claim
+// just before it was purged finds it gone after its own insert and
+// withdraws (takeAfter), so a taker of the new epoch 1 holds alone; only
+// if the store then fails that withdraw as well does the withdrawn claim
+// stay above a live epoch 1 until its TTL ends.
 func Purge(ctx context.Context, c *mongo.Collection, keep time.Duration) error {
 	_, err := c.DeleteMany(ctx, bson.D{{Key: "lease", Value: bson.D{{Key: "$exists", Value: true}}},
 		{Key: "expires_at", Value: bson.D{{Key: "$lt", Value: time.Now().Add(-keep).UTC()}}}})

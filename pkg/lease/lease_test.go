@@ -217,6 +217,48 @@ func TestStaleTakerOfPurgedEpoch(t *testing.T) {
 	}
 }
 
+// TestTakerOfAPurgedLatestClaim: a taker that read a key's latest claim
+// (long released) just before Purge deleted it inserts the next epoch
+// after a second taker, who read nothing, took the key again at epoch 1.
+// It must not hold beside that holder, and must leave no claim above
+// epoch 1, where the next taker would find the key free.
+func TestTakerOfAPurgedLatestClaim(t *testing.T) {
+	c, ctx := leases(t), context.Background()
+	for range 2 {
+		l, err := TryTake(ctx, c, "k", time.Minute)
+		if err != nil || l == nil {
+			t.Fatal(l, err)
+		}
+		l.Release(ctx)
+	}
+	stale, err := latest(ctx, c, "k")
+	if err != nil || stale == nil || stale.Epoch != 2 {
+		t.Fatal(stale, err)
+	}
+	if _, err := c.UpdateOne(ctx, bson.D{{Key: "_id", Value: claimID("k", 2)}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "expires_at", Value: time.Now().Add(-2 * time.Hour)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Purge(ctx, c, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	a, err := TryTake(ctx, c, "k", time.Minute)
+	if err != nil || a == nil || a.Epoch() != 1 {
+		t.Fatalf("the taker after the purge: %v %v, want epoch 1", a, err)
+	}
+	b, err := takeAfter(ctx, c, "k", time.Minute, stale)
+	if err != nil || b != nil {
+		t.Fatalf("the taker of the purged claim holds beside epoch 1: %v %v", b, err)
+	}
+	next, err := TryTake(ctx, c, "k", time.Minute)
+	if err != nil || next != nil {
+		t.Fatalf("a third taker holds beside epoch 1: %v %v", next, err)
+	}
+	if err := a.Check(time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestRunRenewsAndReleases(t *testing.T) {
 	c, ctx := leases(t), context.Background()
 	ttl := 1500 * time.Millisecond
