@@ -3,7 +3,6 @@ package core
 import (
 	"context"
 	"errors"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
-	"github.com/nubes-io/nubes/pkg/lease"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/tenancy"
@@ -145,10 +143,7 @@ var (
 // user then shows again until the delete ends, and leaves no grant.
 func (s *Deps) UserRecords() store.Teardown[User] {
 	return store.Teardown[User]{Records: s.Users, Resource: UserResource, Key: "user_id",
-		Lock: func(ctx context.Context, id string, fn func(ctx context.Context) error) error {
-			return lease.Run(ctx, s.DB.Collection(CountersCollection), "user:"+id, 30*time.Second, 10*time.Second, fn)
-		},
-		Fence: lease.Fencer(30 * time.Second / 3), // a renew period of its TTL: see lease.Fencer
+		Lock: s.recordLock("user:"), Fence: recordFence,
 		Children: func(ctx context.Context, u *User) error {
 			mine := bson.D{{Key: "domain_id", Value: u.DomainID}, {Key: "user_id", Value: u.UserID}}
 			for _, c := range []*mongo.Collection{s.Bindings, s.APIKeys} {
