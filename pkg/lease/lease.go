@@ -137,6 +137,11 @@ func newOwner() string {
 
 // TryTake takes key in c for ttl, or returns nil when another holds it.
 func TryTake(ctx context.Context, c *mongo.Collection, key string, ttl time.Duration) (*Lease, error) {
+	if f, ok := takeFaults.Load(key); ok {
+		if err := f.(func() error)(); err != nil {
+			return nil, err
+		}
+	}
 	cur, err := latest(ctx, c, key)
 	if err != nil {
 		return nil, err
@@ -223,10 +228,15 @@ func Take(ctx context.Context, c *mongo.Collection, key string, ttl, wait time.D
 	pause := time.Millisecond
 	for {
 		l, err := TryTake(ctx, c, key, ttl)
-		if err != nil || l != nil {
+		// A store busy with another writer (SQLite under FerretDB)
+		// applied nothing: taken again, as a held key is waited for.
+		if (err != nil && !store.Busy(err)) || l != nil {
 			return l, err
 		}
 		if time.Now().After(deadline) {
+			if err != nil {
+				return nil, err
+			}
 			// "the lock ": nothing was done yet (testkit.CallQueued
 			// retries exactly this answer; Fence's differs).
 			return nil, errs.Down("the lock "+key, fmt.Errorf("held by another request for %s", wait))
@@ -429,6 +439,16 @@ func starving(key string) bool { _, ok := starved.Load(key); return ok }
 func Starve(key string) (restore func()) {
 	starved.Store(key, struct{}{})
 	return func() { starved.Delete(key) }
+}
+
+var takeFaults sync.Map // key -> func() error
+
+// FailTakes makes every take of key ask fault first, until restore is
+// called: a take whose fault answers an error fails with it before it
+// reads, as one the store refused.
+func FailTakes(key string, fault func() error) (restore func()) {
+	takeFaults.Store(key, fault)
+	return func() { takeFaults.Delete(key) }
 }
 
 var cuts sync.Map // key -> func()

@@ -259,6 +259,34 @@ func TestTakerOfAPurgedLatestClaim(t *testing.T) {
 	}
 }
 
+// TestTakeWhileStoreBusy: a take the store refuses because SQLite was
+// busy with another writer (FerretDB's "database is locked", which
+// applied nothing) is taken again within the wait, not answered as an
+// error (cost-analysis' cancel answered it 500); past the wait it is the
+// store's 503.
+func TestTakeWhileStoreBusy(t *testing.T) {
+	c, ctx := leases(t), context.Background()
+	busy := store.Wrap(mongo.CommandError{Code: 1, Name: "InternalError", Message: "database is locked (517)"})
+	var refused atomic.Int32
+	restore := FailTakes("k", func() error {
+		if refused.Add(1) <= 3 {
+			return busy
+		}
+		return nil
+	})
+	defer restore()
+	l, err := Take(ctx, c, "k", time.Minute, time.Minute)
+	if err != nil || l == nil {
+		t.Fatalf("a take after 3 busy answers: %v %v", l, err)
+	}
+	l.Release(ctx)
+	restoreBusy := FailTakes("busy", func() error { return busy })
+	defer restoreBusy()
+	if _, err := Take(ctx, c, "busy", time.Minute, 50*time.Millisecond); !errors.Is(err, busy) {
+		t.Fatalf("a take busy past its wait: %v, want the store's error", err)
+	}
+}
+
 func TestRunRenewsAndReleases(t *testing.T) {
 	c, ctx := leases(t), context.Background()
 	ttl := 1500 * time.Millisecond

@@ -312,10 +312,22 @@ func Wrap(err error) error {
 	case mongo.IsTimeout(err), mongo.IsNetworkError(err), errors.Is(err, context.DeadlineExceeded),
 		errors.As(err, new(topology.ServerSelectionError)):
 		return errs.Down("The store", err)
+	case Busy(err):
+		return errs.Down("The store", err)
 	case errors.As(err, &se) && isQueryError(se):
 		return errs.New(errs.DBQuery, "Query is invalid. (reason = the store refused it)")
 	}
 	return err
+}
+
+// Busy reports FerretDB over SQLite refusing a write because another
+// writer held its database (SQLITE_BUSY and its variants, such as
+// BUSY_SNAPSHOT, 517, as an InternalError): the write was not applied
+// and may pass when tried again. Wrap answers it 503; pkg/lease takes
+// again within its wait.
+func Busy(err error) bool {
+	var se mongo.ServerError
+	return errors.As(err, &se) && se.HasErrorCodeWithMessage(1, "database is locked")
 }
 
 // isUniqueViolation reports a unique index conflict that FerretDB 1.x

@@ -121,6 +121,9 @@ func TestWrap(t *testing.T) {
 	if refused == nil {
 		t.Fatal("the store took a bad regex")
 	}
+	// As FerretDB 1.24 answered an insert under load (TestJobTimeout's 500).
+	busy := mongo.CommandError{Code: 1, Name: "InternalError",
+		Message: "[msg_insert.go:168 handler.(*Handler).MsgInsert] [collection.go:135 sqlite.(*collection).InsertAll.func1] database is locked (517)"}
 	cases := []struct {
 		name   string
 		err    error
@@ -133,6 +136,7 @@ func TestWrap(t *testing.T) {
 		{"plain error stays internal", plain, 0, ""},
 		{"deadline", context.DeadlineExceeded, http.StatusServiceUnavailable, errs.Unavailable},
 		{"query refused by the store", refused, http.StatusBadRequest, errs.DBQuery},
+		{"SQLite busy under FerretDB", busy, http.StatusServiceUnavailable, errs.Unavailable},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
