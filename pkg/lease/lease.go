@@ -40,6 +40,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	mrand "math/rand/v2"
 	"sync"
 	"time"
@@ -522,4 +523,30 @@ func Purge(ctx context.Context, c *mongo.Collection, keep time.Duration) error {
 	_, err := c.DeleteMany(ctx, bson.D{{Key: "lease", Value: bson.D{{Key: "$exists", Value: true}}},
 		{Key: "expires_at", Value: bson.D{{Key: "$lt", Value: time.Now().Add(-keep).UTC()}}}})
 	return store.Wrap(err)
+}
+
+// PurgeEvery purges c (Purge, keeping keep) every interval, from a
+// goroutine of its own, until ctx ends or stop is called; stop waits for
+// a purge under way. A failed purge is logged and left to the next one.
+// Run it beside the workers of a service whose keys are each taken for
+// one thing (a job, a task, a post's flush), or its claims pile up.
+func PurgeEvery(ctx context.Context, c *mongo.Collection, interval, keep time.Duration, log *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if err := Purge(ctx, c, keep); err != nil && ctx.Err() == nil {
+				log.Warn("ended leases not purged", "collection", c.Name(), "error", err.Error())
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }

@@ -170,23 +170,8 @@ func TestTeardownRacingLiveCreates(t *testing.T) {
 // context, which a starved holder's Run does not end, the child lands.
 func TestTeardownStarvedLiveDirectWrite(t *testing.T) {
 	ctx := context.Background()
-	db := testkit.Get().Database(t)
-	records, toys := db.Collection("records"), db.Collection("toys")
-	r := query.Resource{Tenancy: tenancy.InDomain.WithMarks()}
-	admin := &auth.Principal{DomainID: "d1", UserID: "a", Role: auth.DomainAdmin}
-	const ttl = 3 * time.Second
-	key := func(id string) string { return "rec:" + id }
-	td := store.Teardown[named]{Records: records, Resource: r, Key: "record_id",
-		Lock: func(ctx context.Context, id string, fn func(ctx context.Context) error) error {
-			return lease.Run(ctx, db.Collection("locks"), key(id), ttl, time.Minute, fn)
-		},
-		Fence: lease.Fencer(ttl / 3),
-		Children: func(ctx context.Context, doc *named) error {
-			return store.DeleteChildren(ctx, toys, bson.D{{Key: "parent", Value: doc.ID}})
-		}}
-	if _, err := records.InsertOne(ctx, named{ID: "s1", Domain: "d1", Name: "old"}); err != nil {
-		t.Fatal(err)
-	}
+	s := newStarved(t)
+	td, toys, admin := s.td, s.toys, s.admin
 	loaded, proceed := make(chan struct{}), make(chan struct{})
 	created := make(chan error, 1)
 	go func() {
@@ -198,18 +183,7 @@ func TestTeardownStarvedLiveDirectWrite(t *testing.T) {
 		})
 	}()
 	<-loaded
-	restore := lease.Starve(key("s1"))
-	defer restore()
-	for {
-		held, err := lease.Held(ctx, db.Collection("locks"), key("s1"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !held {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	s.starve(t)
 	deleteRetried(t, td, admin, "s1")
 	close(proceed)
 	if err := <-created; err == nil {

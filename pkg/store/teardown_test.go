@@ -238,23 +238,8 @@ func TestTeardownRacingChanges(t *testing.T) {
 // Without the fence on Change's write the update answers 200.
 func TestTeardownStarvedHolder(t *testing.T) {
 	ctx := context.Background()
-	db := testkit.Get().Database(t)
-	records := db.Collection("records")
-	r := query.Resource{Tenancy: tenancy.InDomain.WithMarks()}
-	admin := &auth.Principal{DomainID: "d1", UserID: "a", Role: auth.DomainAdmin}
-	const ttl = 3 * time.Second
-	key := func(id string) string { return "rec:" + id }
-	td := store.Teardown[named]{Records: records, Resource: r, Key: "record_id",
-		Lock: func(ctx context.Context, id string, fn func(ctx context.Context) error) error {
-			return lease.Run(ctx, db.Collection("locks"), key(id), ttl, time.Minute, fn)
-		},
-		Fence: lease.Fencer(ttl / 3),
-		Children: func(ctx context.Context, doc *named) error {
-			return store.DeleteChildren(ctx, db.Collection("toys"), bson.D{{Key: "parent", Value: doc.ID}})
-		}}
-	if _, err := records.InsertOne(ctx, named{ID: "s1", Domain: "d1", Name: "old"}); err != nil {
-		t.Fatal(err)
-	}
+	s := newStarved(t)
+	td, records, admin := s.td, s.records, s.admin
 	loaded, proceed := make(chan struct{}), make(chan struct{})
 	changed := make(chan error, 1)
 	go func() {
@@ -266,20 +251,9 @@ func TestTeardownStarvedHolder(t *testing.T) {
 		changed <- err
 	}()
 	<-loaded
-	restore := lease.Starve(key("s1"))
-	defer restore()
 	// The holder's claim expires (nothing renews it); the delete takes
 	// the lease over, marks the record and fails on its children.
-	for {
-		held, err := lease.Held(ctx, db.Collection("locks"), key("s1"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !held {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	s.starve(t)
 	undo := store.FailChildDeletes("toys")
 	if _, err := td.Delete(ctx, admin, "s1"); code(err) != http.StatusServiceUnavailable {
 		t.Fatalf("delete with a failing child: %v, want 503", err)
@@ -307,23 +281,8 @@ func TestTeardownStarvedHolder(t *testing.T) {
 // lands.
 func TestTeardownStarvedLiveCreate(t *testing.T) {
 	ctx := context.Background()
-	db := testkit.Get().Database(t)
-	records, toys := db.Collection("records"), db.Collection("toys")
-	r := query.Resource{Tenancy: tenancy.InDomain.WithMarks()}
-	admin := &auth.Principal{DomainID: "d1", UserID: "a", Role: auth.DomainAdmin}
-	const ttl = 3 * time.Second
-	key := func(id string) string { return "rec:" + id }
-	td := store.Teardown[named]{Records: records, Resource: r, Key: "record_id",
-		Lock: func(ctx context.Context, id string, fn func(ctx context.Context) error) error {
-			return lease.Run(ctx, db.Collection("locks"), key(id), ttl, time.Minute, fn)
-		},
-		Fence: lease.Fencer(ttl / 3),
-		Children: func(ctx context.Context, doc *named) error {
-			return store.DeleteChildren(ctx, toys, bson.D{{Key: "parent", Value: doc.ID}})
-		}}
-	if _, err := records.InsertOne(ctx, named{ID: "s1", Domain: "d1", Name: "old"}); err != nil {
-		t.Fatal(err)
-	}
+	s := newStarved(t)
+	td, toys, admin := s.td, s.toys, s.admin
 	loaded, proceed := make(chan struct{}), make(chan struct{})
 	created := make(chan error, 1)
 	go func() {
@@ -337,18 +296,7 @@ func TestTeardownStarvedLiveCreate(t *testing.T) {
 		})
 	}()
 	<-loaded
-	restore := lease.Starve(key("s1"))
-	defer restore()
-	for {
-		held, err := lease.Held(ctx, db.Collection("locks"), key("s1"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !held {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	s.starve(t)
 	deleteRetried(t, td, admin, "s1")
 	close(proceed)
 	if err := <-created; code(err) != http.StatusServiceUnavailable || !errors.Is(err, lease.ErrLost) {
@@ -356,6 +304,55 @@ func TestTeardownStarvedLiveCreate(t *testing.T) {
 	}
 	if n, err := toys.CountDocuments(ctx, bson.D{{Key: "parent", Value: "s1"}}); err != nil || n != 0 {
 		t.Fatalf("children of the deleted parent: %d %v, want none", n, err)
+	}
+}
+
+// starved is the starved-holder tests' fixture: record s1 of domain d1
+// under a Teardown whose lease (locks, "rec:<id>") has a 3 s TTL, its
+// children in toys.
+type starved struct {
+	db            *mongo.Database
+	records, toys *mongo.Collection
+	td            store.Teardown[named]
+	admin         *auth.Principal
+}
+
+const starvedTTL = 3 * time.Second
+
+func newStarved(t *testing.T) starved {
+	t.Helper()
+	db := testkit.Get().Database(t)
+	s := starved{db: db, records: db.Collection("records"), toys: db.Collection("toys"),
+		admin: &auth.Principal{DomainID: "d1", UserID: "a", Role: auth.DomainAdmin}}
+	s.td = store.Teardown[named]{Records: s.records, Resource: query.Resource{Tenancy: tenancy.InDomain.WithMarks()}, Key: "record_id",
+		Lock: func(ctx context.Context, id string, fn func(ctx context.Context) error) error {
+			return lease.Run(ctx, db.Collection("locks"), "rec:"+id, starvedTTL, time.Minute, fn)
+		},
+		Fence: lease.Fencer(starvedTTL / 3),
+		Children: func(ctx context.Context, doc *named) error {
+			return store.DeleteChildren(ctx, s.toys, bson.D{{Key: "parent", Value: doc.ID}})
+		}}
+	if _, err := s.records.InsertOne(context.Background(), named{ID: "s1", Domain: "d1", Name: "old"}); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// starve stops the renewals of s1's lease (lease.Starve, undone when the
+// test ends) and waits until its claim has expired, its holder still
+// running.
+func (s starved) starve(t *testing.T) {
+	t.Helper()
+	t.Cleanup(lease.Starve("rec:s1"))
+	for {
+		held, err := lease.Held(context.Background(), s.db.Collection("locks"), "rec:s1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !held {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -521,10 +521,9 @@ const keepPostLeases = time.Hour
 // run flushes every interval and once more on stop, and purges the
 // posts' ended leases every minute.
 func (v *views) run(ctx context.Context, interval time.Duration, log *slog.Logger) error {
+	defer lease.PurgeEvery(ctx, v.leases, time.Minute, keepPostLeases, log)()
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	purge := time.NewTicker(time.Minute)
-	defer purge.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -545,10 +544,6 @@ func (v *views) run(ctx context.Context, interval time.Duration, log *slog.Logge
 			cancel()
 			if err != nil {
 				log.Warn("view counts not written yet", "error", err.Error())
-			}
-		case <-purge.C:
-			if err := lease.Purge(ctx, v.leases, keepPostLeases); err != nil {
-				log.Warn("post leases not purged", "error", err.Error())
 			}
 		}
 	}

@@ -129,10 +129,13 @@ func New(db *mongo.Database, bus *events.Bus, jobs *job.Jobs, rules *datasourcer
 // Run consumes until ctx is done, Concurrency tasks at once. It waits for
 // NATS when it is down. Meanwhile it purges cost_locks every PurgeEvery.
 func (w *Worker) Run(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	purged := make(chan struct{})
-	go func() { defer close(purged); w.purge(ctx) }()
-	defer func() { cancel(); <-purged }()
+	// Every take stores a claim (pkg/lease), and job:<id> and task:<id>
+	// are each taken for one job or task only. An hour (KeepLocks) is far
+	// above any holder's TTL (LockTTL) and fenced write (core.Fence), as
+	// lease.Purge requires. The scheduler's fire-once markers
+	// (schedule#<id>#<hour>) are no claims and stay: pkg/schedule purges
+	// them after 48 h, so an hour never fires twice.
+	defer lease.PurgeEvery(ctx, w.db.Collection(core.LocksCollection), w.cfg.PurgeEvery, w.cfg.KeepLocks, w.log)()
 	return events.Consume(ctx, w.bus, events.ConsumerSpec{Stream: events.JobStream, Consumer: jetstream.ConsumerConfig{
 		Durable:       events.CostTaskConsumer,
 		FilterSubject: events.CostTaskSubject,
@@ -142,29 +145,6 @@ func (w *Worker) Run(ctx context.Context) error {
 		MaxDeliver:    -1, // the worker decides when a task has had enough tries
 		MaxAckPending: 1024,
 	}}, w.cfg.Concurrency, w.Handle)
-}
-
-// purge deletes, every PurgeEvery, the leases of cost_locks that ended
-// KeepLocks ago. Every take stores a claim (pkg/lease), and job:<id> and
-// task:<id> are each taken for one job or task only, so without it the
-// collection grows by a job's and its tasks' claims with every sync. An
-// hour is far above any holder's TTL (LockTTL) and fenced write
-// (core.Fence), as lease.Purge requires. The scheduler's fire-once
-// markers (schedule#<id>#<hour>) are no claims and stay: pkg/schedule
-// purges them after 48 h, so an hour never fires twice.
-func (w *Worker) purge(ctx context.Context) {
-	t := time.NewTicker(w.cfg.PurgeEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if err := lease.Purge(ctx, w.db.Collection(core.LocksCollection), w.cfg.KeepLocks); err != nil && ctx.Err() == nil {
-			w.log.Warn("cost leases not purged", "error", err.Error())
-		}
-	}
 }
 
 // errStop ends a stream whose task must stop: the job no longer runs, or
@@ -185,7 +165,7 @@ func (w *Worker) Handle(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	stop := w.alive(ctx, msg)
-	err := w.run(ctx, msg, m, attempt)
+	err := w.run(ctx, m, attempt)
 	stop()
 	switch {
 	case err == nil:
@@ -225,7 +205,7 @@ func (w *Worker) alive(ctx context.Context, msg jetstream.Msg) (stop func()) {
 }
 
 // run returns nil when the message is done with, an error to retry it.
-func (w *Worker) run(ctx context.Context, msg jetstream.Msg, m events.CostTask, attempt int) error {
+func (w *Worker) run(ctx context.Context, m events.CostTask, attempt int) error {
 	task, err := store.Get[core.Task](ctx, w.tasks, "job_task_id", m.JobTaskID)
 	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
 		return nil // deregistered
@@ -276,7 +256,7 @@ func (w *Worker) run(ctx context.Context, msg jetstream.Msg, m events.CostTask, 
 	if _, err := w.costs.DeleteMany(ctx, bson.D{{Key: "job_task_id", Value: task.ID}}); err != nil {
 		return store.Wrap(err)
 	}
-	n, keys, err := w.stream(ctx, msg, task, j)
+	n, keys, err := w.stream(ctx, task, j)
 	switch {
 	case errors.Is(err, errStop):
 		return w.stopped(ctx, task)
@@ -417,7 +397,7 @@ func (w *Worker) current(ctx context.Context, task *core.Task) (bool, error) {
 
 // stream runs Cost.get_data for the task and stores each chunk. It
 // returns the rows stored and the tag, additional_info and data keys seen.
-func (w *Worker) stream(ctx context.Context, msg jetstream.Msg, task *core.Task, j *core.Job) (int, [3][]string, error) {
+func (w *Worker) stream(ctx context.Context, task *core.Task, j *core.Job) (int, [3][]string, error) {
 	var keys [3][]string
 	ds, err := store.Get[core.DataSource](ctx, w.sources, "data_source_id", task.DataSourceID)
 	if err != nil {
@@ -451,9 +431,9 @@ func (w *Worker) stream(ctx context.Context, msg jetstream.Msg, task *core.Task,
 	var watchErr error
 	var halt atomic.Bool    // set by the watcher; read between two chunks
 	var stored atomic.Int64 // rows stored so far, for the watcher's progress
-	go func() {             // a stream that sends nothing still stops, and the task shows life
+	go func() {             // a stream that sends nothing still stops (the task's life is alive's)
 		defer close(stopped)
-		t := time.NewTicker(min(w.cfg.Poll, w.cfg.AckWait/3, w.cfg.Progress))
+		t := time.NewTicker(min(w.cfg.Poll, w.cfg.Progress))
 		defer t.Stop()
 		var written int64
 		last := time.Now()
@@ -463,7 +443,6 @@ func (w *Worker) stream(ctx context.Context, msg jetstream.Msg, task *core.Task,
 				return
 			case <-t.C:
 			}
-			_ = msg.InProgress()
 			// created_count while rows come, at most once a Progress: a
 			// write per chunk waited behind the store's single writer
 			// (SQLite) for each of a 100,000-row sync's ~100 chunks.
@@ -516,7 +495,6 @@ func (w *Worker) stream(ctx context.Context, msg jetstream.Msg, task *core.Task,
 		}
 		n += len(docs)
 		stored.Store(int64(n))
-		_ = msg.InProgress()
 		return nil
 	})
 	cancel()
