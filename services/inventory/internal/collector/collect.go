@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"sync"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -119,6 +120,11 @@ func (s *Service) collectLive(ctx context.Context, c *Collector, w store.Writes[
 
 // queue stores the tasks and their messages (the outbox publishes them).
 func (s *Service) queue(ctx context.Context, job *core.Job, tasks []any) error {
+	if f, ok := queueFaults.Load(job.CollectorID); ok {
+		if err := f.(func(string) error)(job.JobID); err != nil {
+			return err
+		}
+	}
 	if _, err := s.tasks.InsertMany(ctx, tasks); err != nil {
 		return store.Wrap(err)
 	}
@@ -130,6 +136,17 @@ func (s *Service) queue(ctx context.Context, job *core.Job, tasks []any) error {
 		}
 	}
 	return nil
+}
+
+var queueFaults sync.Map // collector id -> func(job id) error
+
+// FailQueue makes the queueing of collectorID's jobs ask fault first,
+// until restore is called: an error it answers fails the queueing before
+// anything is queued, as a store that refused the write would (for tests
+// of the job's FAILURE and its fence).
+func FailQueue(collectorID string, fault func(jobID string) error) (restore func()) {
+	queueFaults.Store(collectorID, fault)
+	return func() { queueFaults.Delete(collectorID) }
 }
 
 // cancelRunning cancels the IN_PROGRESS jobs of the same collector,
