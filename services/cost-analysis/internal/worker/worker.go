@@ -164,7 +164,14 @@ func (w *Worker) Handle(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.Term()
 		return
 	}
-	stop := w.alive(ctx, msg)
+	// The task's life shows from the message's receipt, not from its
+	// stream's start: what comes before the stream (the task's lease,
+	// waited for up to LockWait, the deletes of an earlier attempt's rows,
+	// the reads of the data source, its secret and rules) can take longer
+	// than AckWait on a loaded store, and the task was then delivered
+	// again while this attempt went on: two attempts, two get_data calls
+	// (TestSyncStoresCosts at load 14).
+	stop := events.Heartbeat(ctx, msg, w.cfg.AckWait/3)
 	err := w.run(ctx, m, attempt)
 	stop()
 	switch {
@@ -176,32 +183,6 @@ func (w *Worker) Handle(ctx context.Context, msg jetstream.Msg) {
 		w.log.Info("cost task retried", "job_task_id", m.JobTaskID, "attempt", attempt, "error", err.Error())
 		_ = msg.NakWithDelay(w.cfg.Backoff)
 	}
-}
-
-// alive shows the task's life to JetStream every AckWait/3 until stop is
-// called: from the message's receipt, not from its stream's start. What
-// comes before the stream (the task's lease, waited for up to LockWait,
-// the deletes of an earlier attempt's rows, the reads of the data source,
-// its secret and rules) can take longer than AckWait on a loaded store,
-// and the task was then delivered again while this attempt went on: two
-// attempts, two get_data calls (TestSyncStoresCosts at load 14).
-func (w *Worker) alive(ctx context.Context, msg jetstream.Msg) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(max(w.cfg.AckWait/3, time.Millisecond))
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				_ = msg.InProgress()
-			}
-		}
-	}()
-	return func() { cancel(); <-done }
 }
 
 // run returns nil when the message is done with, an error to retry it.
@@ -431,7 +412,7 @@ func (w *Worker) stream(ctx context.Context, task *core.Task, j *core.Job) (int,
 	var watchErr error
 	var halt atomic.Bool    // set by the watcher; read between two chunks
 	var stored atomic.Int64 // rows stored so far, for the watcher's progress
-	go func() {             // a stream that sends nothing still stops (the task's life is alive's)
+	go func() {             // a stream that sends nothing still stops (the task's life is Handle's heartbeat)
 		defer close(stopped)
 		t := time.NewTicker(min(w.cfg.Poll, w.cfg.Progress))
 		defer t.Stop()
