@@ -296,9 +296,26 @@ func (l *Lease) Release(ctx context.Context) {
 	l.lost = true
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	// The claim ended now, not at its expiry: Purge counts from here.
-	_, _ = l.c.UpdateOne(ctx, l.byID(), bson.D{{Key: "$set", Value: bson.D{{Key: "released", Value: true},
-		{Key: "expires_at", Value: expiry(time.Now(), 0).UTC()}}}})
+	// A store busy with another writer (SQLite under FerretDB) applied
+	// nothing: released again within the bound, as Take takes again. Left
+	// as it was, the key stayed held for the rest of its TTL, and every
+	// writer queued on it in that time answered 503.
+	for pause := time.Millisecond; ; pause = min(2*pause, 80*time.Millisecond) {
+		err := releaseFault(l.key)
+		if err == nil {
+			// The claim ended now, not at its expiry: Purge counts from here.
+			_, err = l.c.UpdateOne(ctx, l.byID(), bson.D{{Key: "$set", Value: bson.D{{Key: "released", Value: true},
+				{Key: "expires_at", Value: expiry(time.Now(), 0).UTC()}}}})
+		}
+		if !store.Busy(err) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pause):
+		}
+	}
 }
 
 // abandon releases the claim of a take that failed or was cut after its
@@ -450,6 +467,23 @@ var takeFaults sync.Map // key -> func() error
 func FailTakes(key string, fault func() error) (restore func()) {
 	takeFaults.Store(key, fault)
 	return func() { takeFaults.Delete(key) }
+}
+
+var releaseFaults sync.Map // key -> func() error
+
+// FailReleases makes every try of a release of key ask fault first,
+// until restore is called: an error it answers stands for the store's
+// answer to that try, with nothing written.
+func FailReleases(key string, fault func() error) (restore func()) {
+	releaseFaults.Store(key, fault)
+	return func() { releaseFaults.Delete(key) }
+}
+
+func releaseFault(key string) error {
+	if f, ok := releaseFaults.Load(key); ok {
+		return f.(func() error)()
+	}
+	return nil
 }
 
 var cuts sync.Map // key -> func()

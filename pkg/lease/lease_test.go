@@ -287,6 +287,43 @@ func TestTakeWhileStoreBusy(t *testing.T) {
 	}
 }
 
+// TestReleaseWhileStoreBusy: a release the store refuses busy (FerretDB
+// over SQLite, nothing applied) is tried again, and the key is free at
+// once; on the old release it stayed held until its TTL.
+func TestReleaseWhileStoreBusy(t *testing.T) {
+	c, ctx := leases(t), context.Background()
+	busy := store.Wrap(mongo.CommandError{Code: 1, Name: "InternalError", Message: "database is locked (517)"})
+	var refused atomic.Int32
+	defer FailReleases("k", func() error {
+		if refused.Add(1) <= 3 {
+			return busy
+		}
+		return nil
+	})()
+	l, err := Take(ctx, c, "k", time.Hour, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Release(ctx)
+	if n := refused.Load(); n != 4 {
+		t.Fatalf("release tries: %d, want 4 (3 busy, then written)", n)
+	}
+	if held, err := Held(ctx, c, "k"); err != nil || held {
+		t.Fatalf("the key after a release refused busy 3 times: held %v (%v), want free", held, err)
+	}
+	// Any other error is not tried again: the claim ends with its TTL.
+	defer FailReleases("other", func() error { refused.Add(1); return errors.New("refused") })()
+	o, err := Take(ctx, c, "other", time.Hour, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused.Store(0)
+	o.Release(ctx)
+	if n := refused.Load(); n != 1 {
+		t.Fatalf("release tries after another error: %d, want 1", n)
+	}
+}
+
 func TestRunRenewsAndReleases(t *testing.T) {
 	c, ctx := leases(t), context.Background()
 	ttl := 1500 * time.Millisecond
