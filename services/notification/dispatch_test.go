@@ -28,7 +28,7 @@ func (e *env) publish(t *testing.T, msgID string, ev events.NotificationDispatch
 // outcome waits for the recorded outcome of an event.
 func (e *env) outcome(t *testing.T, id string) bson.M {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(waitBound)
 	for time.Now().Before(deadline) {
 		var m bson.M
 		if err := e.db.Collection(dispatches).FindOne(context.Background(), bson.D{{Key: "_id", Value: id}}).Decode(&m); err == nil {
@@ -41,10 +41,11 @@ func (e *env) outcome(t *testing.T, id string) bson.M {
 }
 
 // usage reads a protocol's counters once they are want (the dispatcher
-// counts just after it records the outcome), or as they are after 5 s.
+// counts just after it records the outcome), or as they are after
+// waitBound.
 func (e *env) usage(t *testing.T, id string, want [3]int) (sent, failed, skipped int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(waitBound)
 	for {
 		var p Protocol
 		e.adminA.Call(base+"get", M{"protocol_id": id}).OK(&p)
@@ -161,7 +162,7 @@ func TestDispatchFailures(t *testing.T) {
 		if d.Notification.ID != "f-2" || d.Deliveries != 3 {
 			t.Errorf("dead letter %+v", d)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(waitBound):
 		t.Fatal("no dead letter")
 	}
 
@@ -194,7 +195,7 @@ func TestDispatchFailures(t *testing.T) {
 			if d.Notification.ID != id {
 				t.Errorf("dead letter %+v, want %s", d, id)
 			}
-		case <-time.After(5 * time.Second):
+		case <-time.After(waitBound):
 			t.Fatalf("no dead letter for %s", id)
 		}
 	}

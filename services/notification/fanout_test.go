@@ -41,7 +41,7 @@ func (e *env) request(t *testing.T, r events.NotificationRequest) {
 // channel data's webhook_url; it fails on more.
 func (e *env) dispatched(t *testing.T, n int) map[string]M {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(waitBound)
 	for len(e.plugin.Calls(dispatchMethod)) < n && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -64,7 +64,7 @@ func (e *env) dispatched(t *testing.T, n int) map[string]M {
 
 func (e *env) mails(t *testing.T) []events.Mail {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
 	s, err := e.bus.JS.Stream(ctx, events.MailStream)
 	if err != nil {
@@ -143,7 +143,7 @@ func TestNotificationRequest(t *testing.T) {
 		t.Fatalf("%d inbox entries", n)
 	}
 	var mails []events.Mail
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(waitBound)
 	for len(mails) == 0 && time.Now().Before(deadline) {
 		mails = e.mails(t)
 		time.Sleep(20 * time.Millisecond)
@@ -292,7 +292,7 @@ func TestNotificationDomainAdmins(t *testing.T) {
 	mailsTo := func(n int) []string {
 		t.Helper()
 		var to []string
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(waitBound)
 		for time.Now().Before(deadline) {
 			to = to[:0]
 			for _, m := range e.mails(t) {
@@ -384,7 +384,7 @@ func TestNotificationRequestDeadLettered(t *testing.T) {
 	}
 	next := func() events.DeadNotification {
 		t.Helper()
-		m, err := cons.Next(jetstream.FetchMaxWait(15 * time.Second))
+		m, err := cons.Next(jetstream.FetchMaxWait(waitBound))
 		if err != nil {
 			t.Fatalf("no dead letter: %v", err)
 		}
@@ -398,7 +398,7 @@ func TestNotificationRequestDeadLettered(t *testing.T) {
 	// The record follows the dead letter's publish.
 	record := func(id string) bson.M {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for deadline := time.Now().Add(waitBound); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 			if e.countWhere(t, "notification_requests", bson.D{{Key: "_id", Value: id}}) == 1 {
 				break
 			}
@@ -439,7 +439,7 @@ func TestNotificationRequestDeadLettered(t *testing.T) {
 	dead := func() int64 {
 		return e.countWhere(t, "notification_requests", bson.D{{Key: "outcome", Value: "DEAD"}, {Key: "_id", Value: bson.D{{Key: "$regex", Value: "^seq-"}}}})
 	}
-	for deadline := time.Now().Add(10 * time.Second); dead() == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(waitBound); dead() == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 	}
 	if n := e.countWhere(t, "notification_requests", bson.D{{Key: "outcome", Value: "DEAD"}}); n != 3 {
 		t.Errorf("%d DEAD records, want 3", n)
