@@ -19,7 +19,11 @@ import (
 // schedule#<id>#<hour> is no claim, and stays).
 func TestLocksPurged(t *testing.T) {
 	e := setupWith(t, options{bus: true, logs: true, workers: func(c *worker.Config) {
-		c.PurgeEvery, c.KeepLocks = 100*time.Millisecond, 100*time.Millisecond
+		// A purge a second: at 100 ms, two replicas' deletes kept the
+		// store's one writer (SQLite) so busy at load 13-20 that a job's
+		// lease went unreleased and an hour's run answered 503 (4 of 5
+		// runs; 2 of 27 at load 10-12).
+		c.PurgeEvery, c.KeepLocks = time.Second, 100*time.Millisecond
 	}})
 	e.stopWorkers() // the two replicas below schedule on the test's clock
 	day := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
