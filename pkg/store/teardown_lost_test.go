@@ -172,17 +172,15 @@ func TestTeardownStarvedLiveDirectWrite(t *testing.T) {
 	ctx := context.Background()
 	s := newStarved(t)
 	td, toys, admin := s.td, s.toys, s.admin
-	loaded, proceed := make(chan struct{}), make(chan struct{})
-	created := make(chan error, 1)
-	go func() {
-		created <- td.Live(ctx, "s1", func(ctx context.Context, doc *named, _ store.Writes[named]) error {
-			close(loaded)
+	proceed := make(chan struct{})
+	created := s.holding(t, func(held func()) error {
+		return td.Live(ctx, "s1", func(ctx context.Context, doc *named, _ store.Writes[named]) error {
+			held()
 			<-proceed
 			_, err := toys.InsertOne(ctx, bson.D{{Key: "_id", Value: "late"}, {Key: "parent", Value: doc.ID}})
 			return store.Wrap(err)
 		})
-	}()
-	<-loaded
+	})
 	s.starve(t)
 	deleteRetried(t, td, admin, "s1")
 	close(proceed)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -240,17 +241,15 @@ func TestTeardownStarvedHolder(t *testing.T) {
 	ctx := context.Background()
 	s := newStarved(t)
 	td, records, admin := s.td, s.records, s.admin
-	loaded, proceed := make(chan struct{}), make(chan struct{})
-	changed := make(chan error, 1)
-	go func() {
+	proceed := make(chan struct{})
+	changed := s.holding(t, func(held func()) error {
 		_, err := td.Change(ctx, admin, "s1", func(_ context.Context, doc *named) (bson.D, error) {
-			close(loaded)
+			held()
 			<-proceed
 			return bson.D{{Key: "name", Value: "late"}}, nil
 		})
-		changed <- err
-	}()
-	<-loaded
+		return err
+	})
 	// The holder's claim expires (nothing renews it); the delete takes
 	// the lease over, marks the record and fails on its children.
 	s.starve(t)
@@ -283,19 +282,17 @@ func TestTeardownStarvedLiveCreate(t *testing.T) {
 	ctx := context.Background()
 	s := newStarved(t)
 	td, toys, admin := s.td, s.toys, s.admin
-	loaded, proceed := make(chan struct{}), make(chan struct{})
-	created := make(chan error, 1)
-	go func() {
-		created <- td.Live(ctx, "s1", func(_ context.Context, doc *named, w store.Writes[named]) error {
-			close(loaded)
+	proceed := make(chan struct{})
+	created := s.holding(t, func(held func()) error {
+		return td.Live(ctx, "s1", func(_ context.Context, doc *named, w store.Writes[named]) error {
+			held()
 			<-proceed
 			return w.Do(func(ctx context.Context) error {
 				_, err := toys.InsertOne(ctx, bson.D{{Key: "_id", Value: "late"}, {Key: "parent", Value: doc.ID}})
 				return store.Wrap(err)
 			})
 		})
-	}()
-	<-loaded
+	})
 	s.starve(t)
 	deleteRetried(t, td, admin, "s1")
 	close(proceed)
@@ -353,6 +350,36 @@ func (s starved) starve(t *testing.T) {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// holding runs call (a Live or Change of s1 whose fn calls held first)
+// in a goroutine and returns once its fn holds the lease; call's answer
+// comes on the channel. A call refused 503 before its fn ran (a loaded
+// store timing out the lease's take or the record's read) is made again,
+// as a client told to retry would: waiting for the fn alone hung the
+// test for good when that happened (two loops stalled so at load 10-20;
+// a goroutine dump showed the test waiting for the fn, the call gone).
+func (s starved) holding(t *testing.T, call func(held func()) error) <-chan error {
+	t.Helper()
+	loaded := make(chan struct{})
+	answer := make(chan error, 1)
+	go func() {
+		for {
+			var reached atomic.Bool
+			err := call(func() { reached.Store(true); close(loaded) })
+			if reached.Load() || code(err) != http.StatusServiceUnavailable {
+				answer <- err
+				return
+			}
+		}
+	}()
+	select {
+	case <-loaded:
+		return answer
+	case err := <-answer:
+		t.Fatalf("the holder answered before its fn ran: %v", err)
+		return nil
 	}
 }
 
