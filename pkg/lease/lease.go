@@ -138,10 +138,8 @@ func newOwner() string {
 
 // TryTake takes key in c for ttl, or returns nil when another holds it.
 func TryTake(ctx context.Context, c *mongo.Collection, key string, ttl time.Duration) (*Lease, error) {
-	if f, ok := takeFaults.Load(key); ok {
-		if err := f.(func() error)(); err != nil {
-			return nil, err
-		}
+	if err := fault(&takeFaults, key); err != nil {
+		return nil, err
 	}
 	cur, err := latest(ctx, c, key)
 	if err != nil {
@@ -301,7 +299,7 @@ func (l *Lease) Release(ctx context.Context) {
 	// as it was, the key stayed held for the rest of its TTL, and every
 	// writer queued on it in that time answered 503.
 	for pause := time.Millisecond; ; pause = min(2*pause, 80*time.Millisecond) {
-		err := releaseFault(l.key)
+		err := fault(&releaseFaults, l.key)
 		if err == nil {
 			// The claim ended now, not at its expiry: Purge counts from here.
 			_, err = l.c.UpdateOne(ctx, l.byID(), bson.D{{Key: "$set", Value: bson.D{{Key: "released", Value: true},
@@ -479,8 +477,10 @@ func FailReleases(key string, fault func() error) (restore func()) {
 	return func() { releaseFaults.Delete(key) }
 }
 
-func releaseFault(key string) error {
-	if f, ok := releaseFaults.Load(key); ok {
+// fault asks the fault a test set for key in faults (FailTakes,
+// FailReleases); nil when there is none.
+func fault(faults *sync.Map, key string) error {
+	if f, ok := faults.Load(key); ok {
 		return f.(func() error)()
 	}
 	return nil
