@@ -326,13 +326,18 @@ func GetLive[T any](ctx context.Context, c *mongo.Collection, key, id string) (*
 // can make one fail (FailChildDeletes).
 func DeleteChildren(ctx context.Context, c *mongo.Collection, filter bson.D) error {
 	if _, ok := childFaults.Load(c.Name()); ok {
-		return errs.Down("The store", fmt.Errorf("injected fault: deleting from %s", c.Name()))
+		return errs.Down("The store", fmt.Errorf("%w: deleting from %s", ErrChildDeleteFault, c.Name()))
 	}
 	_, err := c.DeleteMany(ctx, filter)
 	return Wrap(err)
 }
 
 var childFaults sync.Map // collection name -> struct{}
+
+// ErrChildDeleteFault is the cause of a child delete that
+// FailChildDeletes failed, so a test can tell that 503 from a store
+// timeout's.
+var ErrChildDeleteFault = errors.New("injected fault")
 
 // FailChildDeletes makes every DeleteChildren on the collection named
 // name fail (503) until restore is called: for tests of a delete that
