@@ -193,7 +193,28 @@ func (c *Client) CallQueued(path string, body any) *Response {
 	}
 }
 
-// queuedTries bounds CallQueued: a lease never released still fails.
+// Deleted calls a delete of a record with children (store.Teardown)
+// until it is done, and fails the test if it never is. Any 503 is called
+// again: a teardown cut half-way (a store timeout on a loaded machine, a
+// lease waited out) is finished by its retry, and a 404 after a 503 says
+// the cut delete landed after all. A test that checks what is left
+// after a delete then checks it whatever the machine's load.
+func (c *Client) Deleted(path string, body any) {
+	c.t.Helper()
+	for try := 1; ; try++ {
+		r := c.Call(path, body)
+		if r.Status == http.StatusOK || (try > 1 && r.Status == http.StatusNotFound) {
+			return
+		}
+		if r.Status != http.StatusServiceUnavailable || try == queuedTries {
+			c.t.Fatalf("%s (try %d): status %d, want 200: %s", path, try, r.Status, r.Body)
+		}
+		c.t.Logf("%s: 503 (try %d), calling again: %s", path, try, r.Body)
+	}
+}
+
+// queuedTries bounds CallQueued and Deleted: a lease never released
+// still fails.
 const queuedTries = 20
 
 // lockWaitedOut reports the 503 of lease.Take (errs.Down("the lock ...")).
