@@ -207,7 +207,7 @@ func (c *Client) Deleted(path string, body any) {
 			return
 		}
 		if r.Status != http.StatusServiceUnavailable || try == queuedTries {
-			c.t.Fatalf("%s (try %d): status %d, want 200: %s", path, try, r.Status, r.Body)
+			c.t.Fatalf("%s %v (try %d): status %d, want 200: %s", path, body, try, r.Status, r.Body)
 		}
 		c.t.Logf("%s: 503 (try %d), calling again: %s", path, try, r.Body)
 	}

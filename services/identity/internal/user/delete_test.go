@@ -57,6 +57,10 @@ func TestUserDeleteRacingGrants(t *testing.T) {
 		h.Admin.Call("/identity/v2/user/create", map[string]any{"user_id": uid, "auth_type": "LOCAL", "password": "Racer-Passw0rd1"}).OK(nil)
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
+		// The racers stop before the test ends, also when Deleted fails
+		// it: a racer that outlived the test would report into it.
+		halt := sync.OnceFunc(func() { close(stop); wg.Wait() })
+		t.Cleanup(halt)
 		loop := func(what, path string, body map[string]any, ok ...int) {
 			wg.Add(1)
 			go func() {
@@ -97,8 +101,7 @@ func TestUserDeleteRacingGrants(t *testing.T) {
 		loop("user update", "/identity/v2/user/update", map[string]any{"user_id": uid, "name": "renamed"})
 		time.Sleep(time.Duration(round%4) * 5 * time.Millisecond)
 		h.Admin.Deleted("/identity/v2/user/delete", map[string]any{"user_id": uid})
-		close(stop)
-		wg.Wait()
+		halt()
 		if n := h.Count(core.APIKeysCollection, mine(h.Domain, uid)); n != 0 {
 			t.Fatalf("round %d: %d API keys of the deleted user left", round, n)
 		}
