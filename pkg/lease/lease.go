@@ -16,7 +16,9 @@
 //     latest claim of a key, so epochs never go back, and only claims
 //     older than a live one are purged;
 //   - a taker that read a purged epoch and re-inserted it sees, when it
-//     reads again after its insert, a later claim, and does not hold;
+//     reads again after its insert, a later claim, and does not hold; it
+//     withdraws its claim, which no one held, since the later claim may
+//     be withdrawn as well (next point);
 //   - a taker whose insert followed a claim purged meanwhile (the key
 //     starts again at epoch 1 after Purge) deletes its own claim and
 //     does not hold: the key's new epoch 1 may have a holder below it;
@@ -201,12 +203,16 @@ func takeAfter(ctx context.Context, c *mongo.Collection, key string, ttl time.Du
 	}
 	// A taker that read before a purge may have inserted an epoch that
 	// was purged: a later claim then exists, and this one never held.
+	// It withdraws too: the later claim may be such a stale taker's, who
+	// withdraws in turn, and this claim, left live, would then be the
+	// latest with no holder and keep the key for its TTL.
 	after, err := latest(ctx, c, key)
 	if err != nil {
 		l.abandon(ctx)
 		return nil, err
 	}
 	if after == nil || after.Epoch != epoch || after.Owner != l.owner {
+		l.withdraw(ctx)
 		return nil, nil
 	}
 	// The claim before is no longer needed (never the latest: epochs
@@ -349,11 +355,13 @@ func (l *Lease) abandon(ctx context.Context) {
 	_, _ = l.c.UpdateOne(ctx, l.byID(), bson.D{{Key: "$set", Value: bson.D{{Key: "released", Value: true}}}})
 }
 
-// withdraw deletes the claim of a take that followed a purged claim
-// (takeAfter): marked released, it would be the latest claim above a
-// live holder's epoch 1, and the next taker would take over from it. By
-// _id and owner, on a context of its own; when the store does not
-// answer, the claim ends with its TTL (the one case left: see Purge).
+// withdraw deletes the claim of a take that did not hold (takeAfter):
+// one that followed a purged claim, which, marked released, would be the
+// latest claim above a live holder's epoch 1, so that the next taker
+// would take over from it; or one below a later claim, which that claim's
+// withdraw would leave live with no holder. By _id and owner, on a
+// context of its own; when the store does not answer, the claim ends
+// with its TTL (the one case left: see Purge).
 func (l *Lease) withdraw(ctx context.Context) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -259,6 +259,52 @@ func TestTakerOfAPurgedLatestClaim(t *testing.T) {
 	}
 }
 
+// TestTakerBelowAWithdrawnClaim: the other order of the race above. The
+// taker that read nothing inserts epoch 1 and then finds the stale
+// taker's claim above it; the stale taker then withdraws (its claim
+// followed a purged one). Neither held, and the key must be free at once:
+// an epoch 1 left live, with no holder, kept the key for its whole TTL
+// (cost-analysis TestLocksPurged: the job's lease unavailable for 30 s,
+// an hour's scheduled run lost).
+func TestTakerBelowAWithdrawnClaim(t *testing.T) {
+	c, ctx := leases(t), context.Background()
+	for range 2 {
+		l, err := TryTake(ctx, c, "k", time.Minute)
+		if err != nil || l == nil {
+			t.Fatal(l, err)
+		}
+		l.Release(ctx)
+	}
+	if _, err := c.UpdateOne(ctx, bson.D{{Key: "_id", Value: claimID("k", 2)}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "expires_at", Value: time.Now().Add(-2 * time.Hour)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Purge(ctx, c, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	// The stale taker, who read epoch 2 before the purge, inserts epoch 3
+	// right after this taker's insert of epoch 1.
+	stale := claim{ID: claimID("k", 3), Key: "k", Epoch: 3, Owner: "stale", ExpiresAt: time.Now().Add(time.Minute).UTC()}
+	restore := CutAfterInsert("k", func() {
+		if _, err := c.InsertOne(ctx, stale); err != nil {
+			t.Error(err)
+		}
+	})
+	a, err := TryTake(ctx, c, "k", time.Minute)
+	restore()
+	if err != nil || a != nil {
+		t.Fatalf("the taker below the stale claim: %v %v, want no hold", a, err)
+	}
+	// The stale taker finds epoch 2 gone and withdraws.
+	if _, err := c.DeleteOne(ctx, bson.D{{Key: "_id", Value: stale.ID}, {Key: "owner", Value: stale.Owner}}); err != nil {
+		t.Fatal(err)
+	}
+	next, err := TryTake(ctx, c, "k", time.Minute)
+	if err != nil || next == nil {
+		t.Fatalf("the next taker: %v %v, want the key free at once", next, err)
+	}
+}
+
 // TestTakeWhileStoreBusy: a take the store refuses because SQLite was
 // busy with another writer (FerretDB's "database is locked", which
 // applied nothing) is taken again within the wait, not answered as an
