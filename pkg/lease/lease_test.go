@@ -305,6 +305,54 @@ func TestTakerBelowAWithdrawnClaim(t *testing.T) {
 	}
 }
 
+// TestRacingTakersUnderPurge: takers race for one key on two clients
+// while Purge deletes every ended claim at once, so takes keep meeting
+// purged claims (the two races above, in any order). Never two holders,
+// and the key is never kept by a claim no one holds: each take gets the
+// key within a wait far below the TTL such a claim would keep it for.
+func TestRacingTakersUnderPurge(t *testing.T) {
+	db := testkit.Get().Database(t)
+	other, err := store.Connect(context.Background(), testkit.Get().Mongo.URI, store.Options{MaxPoolSize: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Disconnect(context.Background()) }()
+	colls := []*mongo.Collection{db.Collection("leases"), other.Database(db.Name()).Collection("leases")}
+	ctx, stop := context.WithCancel(context.Background())
+	var purges sync.WaitGroup
+	purges.Go(func() {
+		for ctx.Err() == nil {
+			if err := Purge(ctx, colls[0], 0); err != nil && ctx.Err() == nil && !store.Busy(err) {
+				t.Error(err)
+			}
+			time.Sleep(2 * time.Millisecond) // room for the store's one writer
+		}
+	})
+	const workers, rounds = 4, 10
+	var holders atomic.Int32
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for range rounds {
+				l, err := Take(context.Background(), colls[w%2], "k", time.Hour, 20*time.Second)
+				if err != nil {
+					t.Errorf("worker %d: %v", w, err)
+					return
+				}
+				if n := holders.Add(1); n != 1 {
+					t.Errorf("%d holders at once", n)
+				}
+				time.Sleep(time.Millisecond)
+				holders.Add(-1)
+				l.Release(context.Background())
+			}
+		})
+	}
+	wg.Wait()
+	stop()
+	purges.Wait()
+}
+
 // TestTakeWhileStoreBusy: a take the store refuses because SQLite was
 // busy with another writer (FerretDB's "database is locked", which
 // applied nothing) is taken again within the wait, not answered as an
