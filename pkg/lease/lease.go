@@ -21,11 +21,15 @@
 //     be withdrawn as well (next point);
 //   - a taker whose insert followed a claim purged meanwhile (the key
 //     starts again at epoch 1 after Purge) deletes its own claim and
-//     does not hold: the key's new epoch 1 may have a holder below it;
+//     does not hold: the key's new epoch 1 may have a holder below it.
+//     It looks for the very claim it read, by owner: another stale taker
+//     may have inserted that epoch again;
 //   - a take that fails or is cut after its insert may have gone through
-//     releases its own claim (abandon: a released claim inserted under
-//     the same _id, or the existing one marked if its owner token is the
-//     take's), so that the key is free at once, not after the TTL.
+//     ends its own claim (abandon: the live claim inserted again under
+//     the same _id, or the existing one if its owner token is the
+//     take's, then marked released, or deleted when the claim it
+//     followed is gone, as above), so that the key is free at once, not
+//     after the TTL, and never marked free above a holder of epoch 1.
 //
 // A holder holds while its clock is before the expiry it wrote; a renew
 // counts only if its answer came back before the expiry it extends (so
@@ -88,6 +92,9 @@ type Lease struct {
 	key   string
 	epoch int64
 	owner string
+	// followed is the owner of the claim this take followed (epoch-1),
+	// "" at epoch 1: the take must find that very claim still there.
+	followed string
 
 	mu      sync.Mutex // serialises the owner's writes to its claim
 	expires time.Time  // by this process's clock
@@ -159,14 +166,14 @@ func expiry(now time.Time, ttl time.Duration) time.Time {
 // takeAfter takes key when cur, the latest claim read, is free.
 func takeAfter(ctx context.Context, c *mongo.Collection, key string, ttl time.Duration, cur *claim) (*Lease, error) {
 	now := time.Now()
-	var epoch int64 = 1
+	l := &Lease{c: c, ttl: ttl, key: key, epoch: 1, owner: newOwner(), expires: expiry(now, ttl)}
 	if cur != nil {
 		if !cur.Released && now.Before(cur.ExpiresAt) {
 			return nil, nil
 		}
-		epoch = cur.Epoch + 1
+		l.epoch, l.followed = cur.Epoch+1, cur.Owner
 	}
-	l := &Lease{c: c, ttl: ttl, key: key, epoch: epoch, owner: newOwner(), expires: expiry(now, ttl)}
+	epoch := l.epoch
 	// The expiry stored is the one this process holds by: a taker that
 	// finds it passed finds it passed here too.
 	_, err := c.InsertOne(ctx, claim{ID: claimID(key, epoch), Key: key, Epoch: epoch, Owner: l.owner, ExpiresAt: l.expires.UTC()})
@@ -190,8 +197,10 @@ func takeAfter(ctx context.Context, c *mongo.Collection, key string, ttl time.Du
 	// at epoch 1: if that happened between this take's read and its
 	// insert, a taker that read nothing may hold epoch 1 now, below this
 	// claim, where a later taker reading the latest would not see it.
+	// The very claim, by its owner: another stale taker may have
+	// inserted that epoch again since.
 	if epoch > 1 {
-		gone, err := missing(ctx, c, claimID(key, epoch-1))
+		gone, err := l.followedGone(ctx)
 		if err != nil {
 			l.abandon(ctx)
 			return nil, err
@@ -322,34 +331,46 @@ func (l *Lease) Release(ctx context.Context) {
 	}
 }
 
-// abandon releases the claim of a take that failed or was cut after its
+// abandon ends the claim of a take that failed or was cut after its
 // insert may have gone through, on a context of its own (the take's may
-// have ended). Whether the insert was applied is unknown, and so is
-// whether another taker of the same epoch won the _id; the writes are
-// safe on FerretDB's non-atomic filters all the same:
+// have ended), so that the key is free at once rather than after the
+// TTL. Whether the insert was applied is unknown, and so is whether
+// another taker of the same epoch won the _id. It finishes the take as
+// takeAfter would, then gives it up; the writes are safe on FerretDB's
+// non-atomic filters all the same:
 //
-//   - a released claim of this owner is inserted first: if the _id is
-//     free, the epoch ends released at once, and an insert of the take
-//     still in flight lands on a duplicate _id, never as a live claim;
-//   - if the _id exists, the claim is read by _id and marked released
-//     by _id only when its owner token is this take's: another taker's
-//     claim is never touched, and this owner's is written by no one
-//     else (a stale re-insert of a purged epoch never held, as byID).
+//   - the take's live claim is inserted again: an insert of the take
+//     still in flight then lands on a duplicate _id, never later as a
+//     claim no one holds; a duplicate is this take's own claim only when
+//     its owner token is this take's, and another taker's claim is
+//     never touched;
+//   - live, the claim keeps every other taker off while the claim it
+//     followed is checked, as takeAfter does: gone (purged, the key
+//     maybe held again at epoch 1 below it), the claim is withdrawn, for
+//     marked released it would let the next taker take the key beside
+//     that holder; still there, the claim is marked released by _id
+//     (this owner's claim is written by no one else).
 //
-// When the store does not answer either, the claim ends with its TTL.
+// When the store does not answer, the claim ends with its TTL.
 func (l *Lease) abandon(ctx context.Context) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lost = true
+	l.lost = true // never handed out: no other writer of l from here
+	l.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	_, err := l.c.InsertOne(ctx, claim{ID: claimID(l.key, l.epoch), Key: l.key, Epoch: l.epoch, Owner: l.owner,
-		ExpiresAt: l.expires.UTC(), Released: true})
-	if !mongo.IsDuplicateKeyError(err) {
+	_, err := l.c.InsertOne(ctx, claim{ID: claimID(l.key, l.epoch), Key: l.key, Epoch: l.epoch, Owner: l.owner, ExpiresAt: l.expires.UTC()})
+	if mongo.IsDuplicateKeyError(err) {
+		var cur claim
+		err = l.c.FindOne(ctx, l.byID()).Decode(&cur)
+		if err == nil && cur.Owner != l.owner {
+			return // another taker's claim
+		}
+	}
+	if err != nil {
 		return
 	}
-	var cur claim
-	if err := l.c.FindOne(ctx, l.byID()).Decode(&cur); err != nil || cur.Owner != l.owner || cur.Released {
+	if gone, err := l.followedGone(ctx); err != nil || gone {
+		l.withdraw(ctx)
 		return
 	}
 	_, _ = l.c.UpdateOne(ctx, l.byID(), bson.D{{Key: "$set", Value: bson.D{{Key: "released", Value: true}}}})
@@ -371,13 +392,22 @@ func (l *Lease) withdraw(ctx context.Context) {
 	_, _ = l.c.DeleteOne(ctx, bson.D{{Key: "_id", Value: claimID(l.key, l.epoch)}, {Key: "owner", Value: l.owner}})
 }
 
-// missing reports whether no claim has _id id.
-func missing(ctx context.Context, c *mongo.Collection, id string) (bool, error) {
-	err := c.FindOne(ctx, bson.D{{Key: "_id", Value: id}}, options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Err()
+// followedGone reports whether the claim this take followed is no longer
+// there: no claim of epoch-1, or one another owner inserted since. Never
+// at epoch 1, which followed none.
+func (l *Lease) followedGone(ctx context.Context) (bool, error) {
+	if l.epoch == 1 {
+		return false, nil
+	}
+	var prev claim
+	err := l.c.FindOne(ctx, bson.D{{Key: "_id", Value: claimID(l.key, l.epoch-1)}}, options.FindOne().SetProjection(bson.D{{Key: "owner", Value: 1}})).Decode(&prev)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return true, nil
 	}
-	return false, store.Wrap(err)
+	if err != nil {
+		return false, store.Wrap(err)
+	}
+	return prev.Owner != l.followed, nil
 }
 
 type ctxKey struct{}
