@@ -217,13 +217,12 @@ func TestStaleTakerOfPurgedEpoch(t *testing.T) {
 	}
 }
 
-// TestTakerOfAPurgedLatestClaim: a taker that read a key's latest claim
-// (long released) just before Purge deleted it inserts the next epoch
-// after a second taker, who read nothing, took the key again at epoch 1.
-// It must not hold beside that holder, and must leave no claim above
-// epoch 1, where the next taker would find the key free.
-func TestTakerOfAPurgedLatestClaim(t *testing.T) {
-	c, ctx := leases(t), context.Background()
+// purgedAfterTwoTakes takes and releases key k twice, then purges its
+// claims as ended two hours ago, and returns what a stale taker read
+// just before that purge: the latest claim, epoch 2.
+func purgedAfterTwoTakes(t *testing.T, c *mongo.Collection) *claim {
+	t.Helper()
+	ctx := context.Background()
 	for range 2 {
 		l, err := TryTake(ctx, c, "k", time.Minute)
 		if err != nil || l == nil {
@@ -235,13 +234,24 @@ func TestTakerOfAPurgedLatestClaim(t *testing.T) {
 	if err != nil || stale == nil || stale.Epoch != 2 {
 		t.Fatal(stale, err)
 	}
-	if _, err := c.UpdateOne(ctx, bson.D{{Key: "_id", Value: claimID("k", 2)}},
+	if _, err := c.UpdateMany(ctx, bson.D{},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "expires_at", Value: time.Now().Add(-2 * time.Hour)}}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := Purge(ctx, c, time.Hour); err != nil {
 		t.Fatal(err)
 	}
+	return stale
+}
+
+// TestTakerOfAPurgedLatestClaim: a taker that read a key's latest claim
+// (long released) just before Purge deleted it inserts the next epoch
+// after a second taker, who read nothing, took the key again at epoch 1.
+// It must not hold beside that holder, and must leave no claim above
+// epoch 1, where the next taker would find the key free.
+func TestTakerOfAPurgedLatestClaim(t *testing.T) {
+	c, ctx := leases(t), context.Background()
+	stale := purgedAfterTwoTakes(t, c)
 	a, err := TryTake(ctx, c, "k", time.Minute)
 	if err != nil || a == nil || a.Epoch() != 1 {
 		t.Fatalf("the taker after the purge: %v %v, want epoch 1", a, err)
@@ -268,20 +278,7 @@ func TestTakerOfAPurgedLatestClaim(t *testing.T) {
 // an hour's scheduled run lost).
 func TestTakerBelowAWithdrawnClaim(t *testing.T) {
 	c, ctx := leases(t), context.Background()
-	for range 2 {
-		l, err := TryTake(ctx, c, "k", time.Minute)
-		if err != nil || l == nil {
-			t.Fatal(l, err)
-		}
-		l.Release(ctx)
-	}
-	if _, err := c.UpdateOne(ctx, bson.D{{Key: "_id", Value: claimID("k", 2)}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "expires_at", Value: time.Now().Add(-2 * time.Hour)}}}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := Purge(ctx, c, time.Hour); err != nil {
-		t.Fatal(err)
-	}
+	purgedAfterTwoTakes(t, c)
 	// The stale taker, who read epoch 2 before the purge, inserts epoch 3
 	// right after this taker's insert of epoch 1.
 	stale := claim{ID: claimID("k", 3), Key: "k", Epoch: 3, Owner: "stale", ExpiresAt: time.Now().Add(time.Minute).UTC()}
@@ -311,26 +308,8 @@ func TestTakerBelowAWithdrawnClaim(t *testing.T) {
 // released, that claim would be the latest above the live epoch 1, and
 // the next taker would take the key beside its holder.
 func TestCutTakerOfAPurgedLatestClaim(t *testing.T) {
-	c := leases(t)
-	ctx := context.Background()
-	for range 2 {
-		l, err := TryTake(ctx, c, "k", time.Minute)
-		if err != nil || l == nil {
-			t.Fatal(l, err)
-		}
-		l.Release(ctx)
-	}
-	stale, err := latest(ctx, c, "k")
-	if err != nil || stale == nil || stale.Epoch != 2 {
-		t.Fatal(stale, err)
-	}
-	if _, err := c.UpdateOne(ctx, bson.D{{Key: "_id", Value: claimID("k", 2)}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "expires_at", Value: time.Now().Add(-2 * time.Hour)}}}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := Purge(ctx, c, time.Hour); err != nil {
-		t.Fatal(err)
-	}
+	c, ctx := leases(t), context.Background()
+	stale := purgedAfterTwoTakes(t, c)
 	a, err := TryTake(ctx, c, "k", time.Minute)
 	if err != nil || a == nil || a.Epoch() != 1 {
 		t.Fatalf("the taker after the purge: %v %v, want epoch 1", a, err)
@@ -359,24 +338,7 @@ func TestCutTakerOfAPurgedLatestClaim(t *testing.T) {
 // the holder of epoch 1.
 func TestTwoStaleTakersOfPurgedClaims(t *testing.T) {
 	c, ctx := leases(t), context.Background()
-	for range 2 {
-		l, err := TryTake(ctx, c, "k", time.Minute)
-		if err != nil || l == nil {
-			t.Fatal(l, err)
-		}
-		l.Release(ctx)
-	}
-	stale, err := latest(ctx, c, "k")
-	if err != nil || stale == nil || stale.Epoch != 2 {
-		t.Fatal(stale, err)
-	}
-	if _, err := c.UpdateMany(ctx, bson.D{},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "expires_at", Value: time.Now().Add(-2 * time.Hour)}}}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := Purge(ctx, c, time.Hour); err != nil {
-		t.Fatal(err)
-	}
+	stale := purgedAfterTwoTakes(t, c)
 	a, err := TryTake(ctx, c, "k", time.Minute)
 	if err != nil || a == nil || a.Epoch() != 1 {
 		t.Fatalf("the taker after the purge: %v %v, want epoch 1", a, err)
