@@ -13,7 +13,8 @@
 //   - a claim is written afterwards only by its owner (renew, release),
 //     so a read-then-write update never meets another writer;
 //   - a release marks the owner's own claim; nothing ever deletes the
-//     latest claim of a key, so epochs never go back, and only claims
+//     latest claim of a key that was held (only a take's own claim that
+//     never held, below), so held epochs never go back, and only claims
 //     older than a live one are purged;
 //   - a taker that read a purged epoch and re-inserted it sees, when it
 //     reads again after its insert, a later claim, and does not hold; it
