@@ -518,6 +518,10 @@ func viewFault(id string, step ViewStep) error {
 // under them need no fencing, so an hour is far above any holder's TTL.
 const keepPostLeases = time.Hour
 
+// lastFlush bounds the last flush, and what a flush under way at the
+// stop has left.
+const lastFlush = 5 * time.Second
+
 // run flushes every interval and once more on stop, and purges the
 // posts' ended leases every minute.
 func (v *views) run(ctx context.Context, interval time.Duration, log *slog.Logger) error {
@@ -529,7 +533,7 @@ func (v *views) run(ctx context.Context, interval time.Duration, log *slog.Logge
 		case <-ctx.Done():
 			// The last flush; views it cannot write are lost with the
 			// replica, as on a crash (decisions), not a failed stop.
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lastFlush)
 			defer cancel()
 			if err := v.flush(fctx); err != nil {
 				log.Warn("view counts lost at stop", "error", err.Error())
@@ -539,8 +543,14 @@ func (v *views) run(ctx context.Context, interval time.Duration, log *slog.Logge
 			// Not cut by the stop: a post's lease whose take was cut
 			// after its insert would stay held for its TTL, and the last
 			// flush would wait for it.
+			// A stop leaves it lastFlush more, so that it and the last
+			// flush fit in a pod's 30 s grace with the drain (a slow store
+			// took a replica past it: 15 s + 10 s + the drain); a take it
+			// cuts frees its claim (lease abandon).
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), postLeaseTTL)
+			stopCut := context.AfterFunc(ctx, func() { time.AfterFunc(lastFlush, cancel) })
 			err := v.flush(fctx)
+			stopCut()
 			cancel()
 			if err != nil {
 				log.Warn("view counts not written yet", "error", err.Error())
