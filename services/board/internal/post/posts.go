@@ -540,13 +540,11 @@ func (v *views) run(ctx context.Context, interval time.Duration, log *slog.Logge
 			}
 			return nil
 		case <-t.C:
-			// Not cut by the stop: a post's lease whose take was cut
-			// after its insert would stay held for its TTL, and the last
-			// flush would wait for it.
-			// A stop leaves it lastFlush more, so that it and the last
-			// flush fit in a pod's 30 s grace with the drain (a slow store
-			// took a replica past it: 15 s + 10 s + the drain); a take it
-			// cuts frees its claim (lease abandon).
+			// Not cut at once by the stop, but lastFlush after it, so
+			// that it and the last flush fit in a pod's 30 s grace with
+			// the drain (a slow store took a replica past it: 15 s +
+			// 10 s + the drain). A take it cuts frees its claim (lease
+			// abandon), so the last flush does not wait for it.
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), postLeaseTTL)
 			stopCut := context.AfterFunc(ctx, func() { time.AfterFunc(lastFlush, cancel) })
 			err := v.flush(fctx)
