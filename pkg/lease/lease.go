@@ -12,10 +12,12 @@
 //     number of takers of the same epoch, the unique _id lets one win;
 //   - a claim is written afterwards only by its owner (renew, release),
 //     so a read-then-write update never meets another writer;
-//   - a release marks the owner's own claim; nothing ever deletes the
-//     latest claim of a key that was held (only a take's own claim that
-//     never held, below), so held epochs never go back, and only claims
-//     older than a live one are purged;
+//   - a release marks the owner's own claim; a take that holds deletes
+//     only the claim below its own, and a take that does not hold only
+//     its own claim (below), so while a holder could still act the
+//     latest claim of a key that was held stays and held epochs never go
+//     back; only Purge deletes a key's latest claim, an hour or more
+//     after it ended, and the key starts again at epoch 1;
 //   - a taker that read a purged epoch and re-inserted it sees, when it
 //     reads again after its insert, a later claim, and does not hold; it
 //     withdraws its claim, which no one held, since the later claim may

@@ -244,6 +244,19 @@ func purgedAfterTwoTakes(t *testing.T, c *mongo.Collection) *claim {
 	return stale
 }
 
+// heldAfterPurge is purgedAfterTwoTakes followed by a taker that read
+// nothing and so takes the key again at epoch 1; it returns the stale
+// read and that holder.
+func heldAfterPurge(t *testing.T, c *mongo.Collection) (*claim, *Lease) {
+	t.Helper()
+	stale := purgedAfterTwoTakes(t, c)
+	a, err := TryTake(context.Background(), c, "k", time.Minute)
+	if err != nil || a == nil || a.Epoch() != 1 {
+		t.Fatalf("the taker after the purge: %v %v, want epoch 1", a, err)
+	}
+	return stale, a
+}
+
 // TestTakerOfAPurgedLatestClaim: a taker that read a key's latest claim
 // (long released) just before Purge deleted it inserts the next epoch
 // after a second taker, who read nothing, took the key again at epoch 1.
@@ -251,11 +264,7 @@ func purgedAfterTwoTakes(t *testing.T, c *mongo.Collection) *claim {
 // epoch 1, where the next taker would find the key free.
 func TestTakerOfAPurgedLatestClaim(t *testing.T) {
 	c, ctx := leases(t), context.Background()
-	stale := purgedAfterTwoTakes(t, c)
-	a, err := TryTake(ctx, c, "k", time.Minute)
-	if err != nil || a == nil || a.Epoch() != 1 {
-		t.Fatalf("the taker after the purge: %v %v, want epoch 1", a, err)
-	}
+	stale, a := heldAfterPurge(t, c)
 	b, err := takeAfter(ctx, c, "k", time.Minute, stale)
 	if err != nil || b != nil {
 		t.Fatalf("the taker of the purged claim holds beside epoch 1: %v %v", b, err)
@@ -309,11 +318,7 @@ func TestTakerBelowAWithdrawnClaim(t *testing.T) {
 // the next taker would take the key beside its holder.
 func TestCutTakerOfAPurgedLatestClaim(t *testing.T) {
 	c, ctx := leases(t), context.Background()
-	stale := purgedAfterTwoTakes(t, c)
-	a, err := TryTake(ctx, c, "k", time.Minute)
-	if err != nil || a == nil || a.Epoch() != 1 {
-		t.Fatalf("the taker after the purge: %v %v, want epoch 1", a, err)
-	}
+	stale, a := heldAfterPurge(t, c)
 	cut, cancel := context.WithCancel(ctx)
 	restore := CutAfterInsert("k", cancel)
 	b, err := takeAfter(cut, c, "k", time.Minute, stale)
@@ -338,11 +343,7 @@ func TestCutTakerOfAPurgedLatestClaim(t *testing.T) {
 // the holder of epoch 1.
 func TestTwoStaleTakersOfPurgedClaims(t *testing.T) {
 	c, ctx := leases(t), context.Background()
-	stale := purgedAfterTwoTakes(t, c)
-	a, err := TryTake(ctx, c, "k", time.Minute)
-	if err != nil || a == nil || a.Epoch() != 1 {
-		t.Fatalf("the taker after the purge: %v %v, want epoch 1", a, err)
-	}
+	stale, a := heldAfterPurge(t, c)
 	// The second stale taker's insert of epoch 2 (it then finds epoch 1
 	// is not the claim it followed, and withdraws; not yet).
 	if _, err := c.InsertOne(ctx, claim{ID: claimID("k", 2), Key: "k", Epoch: 2, Owner: "stale", ExpiresAt: time.Now().Add(time.Minute).UTC()}); err != nil {
