@@ -224,3 +224,16 @@ func isTerminal(w io.Writer) bool {
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
+
+// AfterStop returns a context for work a worker has under way when its
+// ctx ends (the stop) and must not drop at once: a call whose effect
+// cannot be taken back, whose answer decides whether it is done again,
+// or a last write. The context is not ended by the stop itself, but
+// grace after it, and timeout after now in any case; grace budgets are
+// chosen so the work and the drain fit a pod's 30 s termination grace.
+func AfterStop(ctx context.Context, grace, timeout time.Duration) (context.Context, context.CancelFunc) {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	// The timer left pending after cancel only cancels an ended context.
+	stopCut := context.AfterFunc(ctx, func() { time.AfterFunc(grace, cancel) })
+	return actx, func() { stopCut(); cancel() }
+}

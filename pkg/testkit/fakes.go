@@ -181,18 +181,20 @@ func FakeRepository(t testing.TB, plugins map[string]RepoPlugin) *Fake {
 		})
 }
 
-// RunWorkers runs a service's workers until the test ends, then stops
-// them and waits for each to return.
-func RunWorkers(t testing.TB, workers []func(context.Context) error) {
+// RunWorkers runs a service's workers until the test ends (or stop is
+// called: a replica's SIGTERM), then stops them; stopped is closed once
+// each has returned. The test's end stops them too, and waits.
+func RunWorkers(t testing.TB, workers []func(context.Context) error) (stop context.CancelFunc, stopped <-chan struct{}) {
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{}, len(workers))
+	all := make(chan struct{})
+	var wg sync.WaitGroup
 	for _, w := range workers {
-		go func() { _ = w(ctx); done <- struct{}{} }()
+		wg.Go(func() { _ = w(ctx) })
 	}
+	go func() { wg.Wait(); close(all) }()
 	t.Cleanup(func() {
 		cancel()
-		for range workers {
-			<-done
-		}
+		<-all
 	})
+	return cancel, all
 }

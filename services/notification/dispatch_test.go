@@ -114,6 +114,44 @@ func TestDispatch(t *testing.T) {
 	}
 }
 
+// TestDispatchUnderWayAtStop: a dispatch under way when the replica
+// stops (a rolling update's SIGTERM) is not cut: the dispatcher waits for
+// the plugin's answer and records the outcome, so the event is not handed
+// back and dispatched again by another replica (a page sent twice).
+func TestDispatchUnderWayAtStop(t *testing.T) {
+	e := setupWith(t, options{bus: true})
+	p := e.create(t, e.adminA, emailProtocol("E-mail"))
+	answer := make(chan struct{})
+	e.plugin.Script(dispatchMethod, fakeplugin.Reply{Gate: answer})
+	e.publish(t, "n-stop", event("n-stop", p.ProtocolID))
+	deadline := time.Now().Add(waitBound)
+	for len(e.plugin.Calls(dispatchMethod)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the plugin got no dispatch")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	e.stopWorkers()
+	select {
+	case <-e.workersStopped:
+		t.Fatal("the stop cut the dispatch under way")
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(answer)
+	select {
+	case <-e.workersStopped:
+	case <-time.After(waitBound):
+		t.Fatal("the dispatcher did not stop after the plugin answered")
+	}
+	var rec bson.M
+	if err := e.db.Collection(dispatches).FindOne(context.Background(), bson.D{{Key: "_id", Value: "n-stop"}}).Decode(&rec); err != nil || rec["outcome"] != "SENT" {
+		t.Fatalf("outcome after the stop: %v %v, want SENT", rec, err)
+	}
+	if n := len(e.plugin.Calls(dispatchMethod)); n != 1 {
+		t.Fatalf("%d dispatch calls, want 1", n)
+	}
+}
+
 // TestDispatchFailures: a failure that may pass is retried with backoff; a
 // refusal or the last failure goes to the dead letter, counted as failed.
 func TestDispatchFailures(t *testing.T) {

@@ -52,6 +52,8 @@ type env struct {
 	bus                                                    *events.Bus
 	handler                                                http.Handler
 	identity                                               *testkit.Fake
+	stopWorkers                                            context.CancelFunc // the replica's SIGTERM
+	workersStopped                                         <-chan struct{}
 }
 
 type options struct {
@@ -105,7 +107,7 @@ func setupWith(t *testing.T, o options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testkit.RunWorkers(t, svc.Workers)
+	e.stopWorkers, e.workersStopped = testkit.RunWorkers(t, svc.Workers)
 	srv, err := server.New(server.Options{Name: "notification", Auth: tk.Verifier, Logger: slog.New(slog.DiscardHandler)}, svc.Routes...)
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/nubes-io/nubes/pkg/api"
+	"github.com/nubes-io/nubes/pkg/app"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/freeform"
@@ -545,10 +546,8 @@ func (v *views) run(ctx context.Context, interval time.Duration, log *slog.Logge
 			// the drain (a slow store took a replica past it: 15 s +
 			// 10 s + the drain). A take it cuts frees its claim (lease
 			// abandon), so the last flush does not wait for it.
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), postLeaseTTL)
-			stopCut := context.AfterFunc(ctx, func() { time.AfterFunc(lastFlush, cancel) })
+			fctx, cancel := app.AfterStop(ctx, lastFlush, postLeaseTTL)
 			err := v.flush(fctx)
-			stopCut()
 			cancel()
 			if err != nil {
 				log.Warn("view counts not written yet", "error", err.Error())
