@@ -24,8 +24,8 @@ const reqNotificationPlugin = "plugin-test-notification-req"
 // channel of another level gets nothing. With a second notification
 // replica killed while requests keep coming, every request is dispatched,
 // none twice while the test looks: the stop signal that precedes the kill
-// no longer hands a dispatch under way back at once (it did: 8 dispatches
-// for 7 requests within a second, one CI run in about 30). A dispatch the
+// no longer hands a dispatch under way back at once (it did once in CI:
+// 8 dispatches for 7 requests within a second). A dispatch the
 // kill cuts mid-call can still go again after the ack wait (two minutes):
 // delivery is at least once, as docs/decisions.md says.
 func TestNotificationRequest(t *testing.T) {
