@@ -228,11 +228,12 @@ func isTerminal(w io.Writer) bool {
 // AfterStop returns a context for work a worker has under way when its
 // ctx ends (the stop) and must not drop at once: a call whose effect
 // cannot be taken back, whose answer decides whether it is done again,
-// or a last write. The context is not ended by the stop itself, but
-// grace after it, and timeout after now in any case; grace budgets are
-// chosen so the work and the drain fit a pod's 30 s termination grace.
-func AfterStop(ctx context.Context, grace, timeout time.Duration) (context.Context, context.CancelFunc) {
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+// or a last write. It is not ended by the stop itself, but grace after
+// it (grace budgets are chosen so the work and the drain fit a pod's
+// 30 s termination grace); a bound of the work's own is the caller's
+// (context.WithTimeout on it).
+func AfterStop(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+	actx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	// The timer left pending after cancel only cancels an ended context.
 	stopCut := context.AfterFunc(ctx, func() { time.AfterFunc(grace, cancel) })
 	return actx, func() { stopCut(); cancel() }

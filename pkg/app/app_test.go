@@ -20,7 +20,7 @@ func ended(ctx context.Context, d time.Duration) bool {
 func TestAfterStop(t *testing.T) {
 	t.Run("the stop does not cut it before grace", func(t *testing.T) {
 		ctx, stop := context.WithCancel(context.Background())
-		actx, cancel := AfterStop(ctx, time.Hour, time.Hour)
+		actx, cancel := AfterStop(ctx, time.Hour)
 		defer cancel()
 		stop()
 		if ended(actx, 200*time.Millisecond) {
@@ -29,7 +29,7 @@ func TestAfterStop(t *testing.T) {
 	})
 	t.Run("grace after the stop it ends", func(t *testing.T) {
 		ctx, stop := context.WithCancel(context.Background())
-		actx, cancel := AfterStop(ctx, 10*time.Millisecond, time.Hour)
+		actx, cancel := AfterStop(ctx, 10*time.Millisecond)
 		defer cancel()
 		if ended(actx, 50*time.Millisecond) {
 			t.Fatalf("ended before the stop: %v", actx.Err())
@@ -39,17 +39,10 @@ func TestAfterStop(t *testing.T) {
 			t.Fatalf("not ended after the stop's grace: %v", actx.Err())
 		}
 	})
-	t.Run("timeout ends it without a stop", func(t *testing.T) {
-		actx, cancel := AfterStop(context.Background(), time.Hour, 10*time.Millisecond)
-		defer cancel()
-		if !ended(actx, 10*time.Second) || !errors.Is(actx.Err(), context.DeadlineExceeded) {
-			t.Fatalf("not ended at its timeout: %v", actx.Err())
-		}
-	})
 	t.Run("cancel ends it and forgets the stop", func(t *testing.T) {
 		ctx, stop := context.WithCancel(context.Background())
 		defer stop()
-		actx, cancel := AfterStop(ctx, time.Hour, time.Hour)
+		actx, cancel := AfterStop(ctx, time.Hour)
 		cancel()
 		if !ended(actx, 10*time.Second) {
 			t.Fatal("not ended by cancel")

@@ -546,9 +546,11 @@ func (v *views) run(ctx context.Context, interval time.Duration, log *slog.Logge
 			// the drain (a slow store took a replica past it: 15 s +
 			// 10 s + the drain). A take it cuts frees its claim (lease
 			// abandon), so the last flush does not wait for it.
-			fctx, cancel := app.AfterStop(ctx, lastFlush, postLeaseTTL)
+			sctx, stopCut := app.AfterStop(ctx, lastFlush)
+			fctx, cancel := context.WithTimeout(sctx, postLeaseTTL)
 			err := v.flush(fctx)
 			cancel()
+			stopCut()
 			if err != nil {
 				log.Warn("view counts not written yet", "error", err.Error())
 			}

@@ -72,14 +72,11 @@ func DefaultConfig() Config {
 	return Config{MaxDeliver: 6, Backoff: 10 * time.Second, MaxBackoff: 2 * time.Minute, CallTimeout: 60 * time.Second, AckWait: 2 * time.Minute}
 }
 
-// StopGrace is how long a dispatch under way at the stop may go on; with
-// the outcome's record (recordTimeout) and the server's drain it fits a
-// pod's 30 s termination grace. A call still running then is cut and
-// its event handed back, so it may reach the channel twice.
+// StopGrace is how long a dispatch under way at the stop, and the record
+// of its outcome, may go on; with the server's drain it fits a pod's 30 s
+// termination grace. A call still running then is cut and its event
+// handed back, so it may reach the channel twice.
 const StopGrace = 15 * time.Second
-
-// recordTimeout bounds the write of an outcome, also past the stop.
-const recordTimeout = 5 * time.Second
 
 // Record is an event's recorded outcome (_id = the event's ID).
 type Record struct {
@@ -154,11 +151,10 @@ func (d *Dispatcher) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 	// A dispatch under way at the stop is not cut at once: cut, its answer
 	// lost, it would go to another replica and reach the channel twice
-	// (a rolling update doubled a page). It gets StopGrace, then the
-	// outcome is recorded past the stop.
-	dctx, cancel := app.AfterStop(ctx, StopGrace, d.cfg.CallTimeout+recordTimeout)
+	// (a rolling update doubled a page). It and its record get StopGrace.
+	sctx, cancel := app.AfterStop(ctx, StopGrace)
 	defer cancel()
-	outcome, reason, err := d.dispatch(dctx, ev)
+	outcome, reason, err := d.dispatch(sctx, ev)
 	if err != nil {
 		if ctx.Err() != nil {
 			_ = msg.Nak() // cut by the stop: another replica takes it, perhaps dispatching it again
@@ -173,9 +169,7 @@ func (d *Dispatcher) handle(ctx context.Context, msg jetstream.Msg) {
 		d.retry(msg, deliveries, err)
 		return
 	}
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
-	defer rcancel()
-	if err := d.record(rctx, ev, outcome, reason, deliveries); err != nil {
+	if err := d.record(sctx, ev, outcome, reason, deliveries); err != nil {
 		d.retry(msg, deliveries, err)
 		return
 	}
