@@ -33,19 +33,34 @@ const idIndexSuffix = "_nubes_id"
 var IDIndexInterval = 500 * time.Millisecond
 
 type idIndexer struct {
-	dir string
-	log *slog.Logger
-	mu  sync.Mutex
-	// seen is each file's modification time when it was last found complete.
-	seen map[string]time.Time
+	dir   string
+	log   *slog.Logger
+	mu    sync.Mutex
+	files map[string]*indexedFile
+}
+
+// indexedFile is one database file the sweeps keep a connection to: a
+// fresh connection parses the whole schema before its first statement,
+// and every write changes the file, so opening one per changed file and
+// sweep took a fifth of a devstack test's CPU. A kept connection reads
+// the schema's version, a header field, and lists the tables only when
+// it moved.
+type indexedFile struct {
+	db   *sql.DB
+	file os.FileInfo // what was opened: a database dropped and created again is another file
+	// mod is the file's modification time when it was last found
+	// complete, schema its schema version then (0: list the tables).
+	mod    time.Time
+	schema int64
 }
 
 func newIDIndexer(dir string, log *slog.Logger) *idIndexer {
-	return &idIndexer{dir: dir, log: log, seen: map[string]time.Time{}}
+	return &idIndexer{dir: dir, log: log, files: map[string]*indexedFile{}}
 }
 
 // run sweeps the directory until ctx is done.
 func (x *idIndexer) run(ctx context.Context) {
+	defer x.close()
 	t := time.NewTicker(IDIndexInterval)
 	defer t.Stop()
 	for {
@@ -57,6 +72,16 @@ func (x *idIndexer) run(ctx context.Context) {
 				x.log.Warn("indexing _id of the embedded store", "error", err.Error())
 			}
 		}
+	}
+}
+
+// close closes the connections the sweeps kept.
+func (x *idIndexer) close() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for f, xf := range x.files {
+		_ = xf.db.Close()
+		delete(x.files, f)
 	}
 }
 
@@ -79,32 +104,64 @@ func (x *idIndexer) sweep(ctx context.Context) error {
 		if wal, err := os.Stat(f + "-wal"); err == nil && wal.ModTime().After(mod) {
 			mod = wal.ModTime()
 		}
-		if x.seen[f].Equal(mod) {
+		xf := x.files[f]
+		if xf != nil && !os.SameFile(xf.file, st) {
+			_ = xf.db.Close()
+			delete(x.files, f)
+			xf = nil
+		}
+		if xf != nil && xf.mod.Equal(mod) {
 			continue
 		}
-		if err := indexFile(ctx, f); err != nil {
+		if xf == nil {
+			if xf, err = openIndexed(f, st); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", filepath.Base(f), err))
+				continue
+			}
+			x.files[f] = xf
+		}
+		if err := xf.index(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", filepath.Base(f), err))
 			continue
 		}
-		x.seen[f] = mod
+		xf.mod = mod
 	}
-	for f := range x.seen {
-		if _, err := os.Stat(f); err != nil {
-			delete(x.seen, f)
+	for f, xf := range x.files {
+		if st, err := os.Stat(f); err != nil || !os.SameFile(xf.file, st) {
+			_ = xf.db.Close()
+			delete(x.files, f)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func indexFile(ctx context.Context, path string) error {
+func openIndexed(path string, st os.FileInfo) (*indexedFile, error) {
 	// mode=rw: never create a file FerretDB has just dropped.
 	db, err := sql.Open("sqlite", "file:"+path+"?mode=rw&_pragma=busy_timeout(10000)")
 	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	return &indexedFile{db: db, file: st}, nil
+}
+
+// index gives every table of the file that lacks it the _id index,
+// unless the schema is the one last found complete.
+func (xf *indexedFile) index(ctx context.Context) error {
+	var before int64
+	if err := xf.db.QueryRowContext(ctx, `PRAGMA schema_version`).Scan(&before); err != nil {
+		if isGone(err) {
+			return nil
+		}
 		return err
 	}
-	defer db.Close()
-	db.SetMaxOpenConns(1)
-	rows, err := db.QueryContext(ctx, `SELECT m.name FROM sqlite_master m
+	if before != 0 && before == xf.schema {
+		return nil
+	}
+	rows, err := xf.db.QueryContext(ctx, `SELECT m.name FROM sqlite_master m
 		WHERE m.type = 'table' AND m.name NOT LIKE '\_ferretdb\_%' ESCAPE '\' AND m.name NOT LIKE 'sqlite\_%' ESCAPE '\'
 		AND NOT EXISTS (SELECT 1 FROM sqlite_master i WHERE i.type = 'index' AND i.name = m.name || ?)`, idIndexSuffix)
 	if err != nil {
@@ -128,9 +185,20 @@ func indexFile(ctx context.Context, path string) error {
 	}
 	for _, t := range tables {
 		q := fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %q ON %q (%s)`, t+idIndexSuffix, t, idExpr)
-		if _, err := db.ExecContext(ctx, q); err != nil && !isGone(err) {
+		if _, err := xf.db.ExecContext(ctx, q); err != nil && !isGone(err) {
 			return err
 		}
+	}
+	// Each index made moved the version by one; a version that moved
+	// more had another change in between (a table FerretDB created):
+	// the next sweep lists the tables again.
+	var after int64
+	if err := xf.db.QueryRowContext(ctx, `PRAGMA schema_version`).Scan(&after); err != nil {
+		return err
+	}
+	xf.schema = 0
+	if after == before+int64(len(tables)) {
+		xf.schema = after
 	}
 	return nil
 }

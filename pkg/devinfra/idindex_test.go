@@ -40,14 +40,14 @@ func TestIDLookupUsesIndex(t *testing.T) {
 		}
 	}
 
-	plan := func() string {
+	plan := func(collection string) string {
 		db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "idx.sqlite")+"?mode=ro")
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer db.Close()
 		var table string
-		if err := db.QueryRow(`SELECT name FROM sqlite_master WHERE type='table' AND name LIKE 'posts%'`).Scan(&table); err != nil {
+		if err := db.QueryRow(`SELECT name FROM sqlite_master WHERE type='table' AND name LIKE ?`, collection+"%").Scan(&table); err != nil {
 			t.Fatal(err)
 		}
 		rows, err := db.Query(fmt.Sprintf(`EXPLAIN QUERY PLAN SELECT _ferretdb_sjson FROM %q WHERE %s = ?`, table, idExpr), `"post-007"`)
@@ -66,15 +66,19 @@ func TestIDLookupUsesIndex(t *testing.T) {
 		}
 		return strings.Join(out, "; ")
 	}
-	if p := plan(); !strings.Contains(p, "SCAN") {
-		t.Fatalf("query plan before the sweep = %q, want FerretDB's own index unused (a scan)", p)
+	indexed := func(collection string) {
+		t.Helper()
+		if p := plan(collection); !strings.Contains(p, "SCAN") {
+			t.Fatalf("%s: query plan before the sweep = %q, want FerretDB's own index unused (a scan)", collection, p)
+		}
+		if err := m.IndexIDs(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if p := plan(collection); !strings.Contains(p, "USING INDEX") || !strings.Contains(p, idIndexSuffix) {
+			t.Fatalf("%s: query plan after the sweep = %q, want a search using the %s index", collection, p, idIndexSuffix)
+		}
 	}
-	if err := m.IndexIDs(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if p := plan(); !strings.Contains(p, "USING INDEX") || !strings.Contains(p, idIndexSuffix) {
-		t.Fatalf("query plan after the sweep = %q, want a search using the %s index", p, idIndexSuffix)
-	}
+	indexed("posts")
 	var got bson.M
 	if err := c.FindOne(ctx, bson.D{{Key: "_id", Value: "post-007"}}).Decode(&got); err != nil {
 		t.Fatal(err)
@@ -82,6 +86,12 @@ func TestIDLookupUsesIndex(t *testing.T) {
 	if got["n"] != int32(7) {
 		t.Fatalf("found %v, want n=7", got)
 	}
+	// The sweep keeps its connection to the file: a collection created
+	// in it later (a change of its schema) is indexed too.
+	if _, err := client.Database("idx").Collection("boards").InsertOne(ctx, bson.D{{Key: "_id", Value: "post-007"}}); err != nil {
+		t.Fatal(err)
+	}
+	indexed("boards")
 	// A dropped database is not recreated by the sweep.
 	if err := client.Database("idx").Drop(ctx); err != nil {
 		t.Fatal(err)
@@ -92,4 +102,18 @@ func TestIDLookupUsesIndex(t *testing.T) {
 	if files, _ := filepath.Glob(filepath.Join(dir, "idx.sqlite")); len(files) != 0 {
 		t.Fatalf("the sweep recreated %v", files)
 	}
+	// Created again, it is another file: its tables are indexed too.
+	if _, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: "post-007"}, {Key: "n", Value: 7}}); err != nil {
+		t.Fatal(err)
+	}
+	indexed("posts")
+	// Dropped and created again between two sweeps: the kept connection
+	// is to the file dropped, and the new one is indexed.
+	if err := client.Database("idx").Drop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: "post-007"}, {Key: "n", Value: 7}}); err != nil {
+		t.Fatal(err)
+	}
+	indexed("posts")
 }
