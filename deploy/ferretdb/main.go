@@ -1,8 +1,10 @@
 // Command ferretdb serves FerretDB 1.24 (a MongoDB wire-protocol server)
 // on SQLite, built from the pinned Go module as a static binary so the e2e
 // suite can run it in an image FROM scratch. It is the embeddable FerretDB
-// with the upstream binary's environment names; operators run a real
-// MongoDB replica set instead (see docs/operations.md).
+// with the upstream binary's environment names, served behind Nubes'
+// write-ordering proxy (pkg/devinfra/serialwrites) so that it keeps
+// MongoDB's single-document promise as the embedded store does; operators
+// run a real MongoDB replica set instead (see docs/operations.md).
 //
 //	FERRETDB_LISTEN_ADDR  :27017     MongoDB wire protocol
 //	FERRETDB_SQLITE_URL   file:/data/  directory of the SQLite databases
@@ -25,6 +27,8 @@ import (
 	"time"
 
 	"github.com/FerretDB/FerretDB/ferretdb"
+
+	"github.com/nubes-io/nubes/pkg/devinfra/serialwrites"
 )
 
 func main() {
@@ -50,8 +54,12 @@ func run(ctx context.Context) error {
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	addr := env("FERRETDB_LISTEN_ADDR", ":27017")
+	backend, err := freeLoopback()
+	if err != nil {
+		return err
+	}
 	f, err := ferretdb.New(&ferretdb.Config{
-		Listener:  ferretdb.ListenerConfig{TCP: addr},
+		Listener:  ferretdb.ListenerConfig{TCP: backend},
 		Handler:   "sqlite",
 		SQLiteURL: env("FERRETDB_SQLITE_URL", "file:/data/"),
 		Logger:    log,
@@ -80,6 +88,41 @@ func run(ctx context.Context) error {
 	go func() { _ = debug.ListenAndServe() }()
 	defer debug.Close()
 
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	if err := waitTCP(ctx, backend); err != nil {
+		return err
+	}
+	proxy, err := serialwrites.Listen(addr, backend)
+	if err != nil {
+		return err
+	}
+	defer proxy.Close()
 	fmt.Fprintf(os.Stderr, "ferretdb: serving MongoDB wire protocol on %s, SQLite %s\n", addr, env("FERRETDB_SQLITE_URL", "file:/data/"))
-	return f.Run(ctx)
+	return <-done
+}
+
+// freeLoopback is a free 127.0.0.1 port for FerretDB itself, which only
+// the proxy dials.
+func freeLoopback() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+func waitTCP(ctx context.Context, addr string) error {
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			return c.Close()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }

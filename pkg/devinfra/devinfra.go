@@ -1,7 +1,8 @@
 // Package devinfra starts the embedded dependencies of the devstack and of
 // tests: FerretDB 1.24 on SQLite (a MongoDB wire-protocol server; on a
 // given PostgreSQL for the bench) and a NATS server with JetStream, both
-// inside the calling process on 127.0.0.1.
+// inside the calling process on 127.0.0.1. FerretDB is served behind
+// serialwrites, so it keeps MongoDB's single-document promise.
 //
 // It is for development and tests only; production binaries never import it.
 package devinfra
@@ -13,18 +14,24 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/FerretDB/FerretDB/ferretdb"
 	natsserver "github.com/nats-io/nats-server/v2/server"
+
+	"github.com/nubes-io/nubes/pkg/devinfra/serialwrites"
 )
 
 // Mongo is a running embedded FerretDB.
 type Mongo struct {
-	URI  string
-	stop context.CancelFunc
-	done chan struct{}
-	ids  *idIndexer // SQLite only
+	URI string
+	// backend is FerretDB's own address, behind the proxy: only the
+	// tests that show what the proxy prevents dial it.
+	backend string
+	stop    context.CancelFunc
+	done    chan struct{}
+	ids     *idIndexer // SQLite only
 }
 
 // StartMongo serves FerretDB on addr (":0" style allowed) with SQLite files
@@ -73,22 +80,34 @@ func startFerretDB(c ferretdb.Config, addr string, log *slog.Logger) (*Mongo, er
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c.Listener = ferretdb.ListenerConfig{TCP: addr}
+	// FerretDB listens on a port of its own; clients reach it only
+	// through the proxy on addr, which orders its writes (serialwrites).
+	c.Listener = ferretdb.ListenerConfig{TCP: "127.0.0.1:0"}
 	c.Logger = slog.New(demoteWireDumps{log.Handler()})
 	f, err := ferretdb.New(&c)
 	if err != nil {
 		return nil, fmt.Errorf("start FerretDB: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &Mongo{URI: f.MongoDBURI(), stop: cancel, done: make(chan struct{})}
+	done := make(chan struct{})
 	go func() {
-		defer close(m.done)
+		defer close(done)
 		_ = f.Run(ctx)
 	}()
-	if err := waitTCP(m.URI[len("mongodb://"):len(m.URI)-1], 10*time.Second); err != nil {
+	backend := strings.TrimSuffix(strings.TrimPrefix(f.MongoDBURI(), "mongodb://"), "/")
+	if err := waitTCP(backend, 10*time.Second); err != nil {
 		cancel()
+		<-done
 		return nil, err
 	}
+	p, err := serialwrites.Listen(addr, backend)
+	if err != nil {
+		cancel()
+		<-done
+		return nil, fmt.Errorf("start FerretDB's write order: %w", err)
+	}
+	m := &Mongo{URI: "mongodb://" + p.Addr() + "/", backend: backend, done: done}
+	m.stop = func() { _ = p.Close(); cancel() }
 	return m, nil
 }
 
