@@ -221,6 +221,12 @@ func As(err error) (*Error, bool) {
 	return e, ok
 }
 
+// Is reports whether err is, or wraps, an *Error with code.
+func Is(err error, code string) bool {
+	e, ok := As(err)
+	return ok && e.Code == code
+}
+
 // Passthrough is the error another service of the suite answered, kept
 // with its own status and code.
 func Passthrough(status int, code, message string) *Error {

@@ -18,7 +18,7 @@ import (
 
 // Every password attempt claims a slot before the password is compared,
 // so a burst judges no more attempts than there are slots, however many
-// run in parallel. Slots are counted:
+// run in parallel. Attempts are counted in windows (store.Window):
 //
 //   - per account and source (the caller's address): MaxLoginFailures in
 //     LoginBlock, and 3×MaxLoginFailures in 16×LoginBlock, so a source
@@ -32,7 +32,7 @@ import (
 // for good. The account is named by the request, known or not, so a
 // blocked unknown user answers as a blocked known one.
 type Throttle struct {
-	pair, pairLong, account store.Slots
+	pair, pairLong, account store.Window
 }
 
 const (
@@ -46,9 +46,9 @@ const (
 func ThrottleOf(d *core.Deps) Throttle {
 	counters, cfg := d.DB.Collection(core.CountersCollection), d.Cfg
 	return Throttle{
-		pair:     store.Slots{C: counters, Max: cfg.MaxLoginFailures, TTL: cfg.LoginBlock},
-		pairLong: store.Slots{C: counters, Max: backoffFactor * cfg.MaxLoginFailures, TTL: backoffWindow * cfg.LoginBlock},
-		account:  store.Slots{C: counters, Max: accountFactor * cfg.MaxLoginFailures, TTL: cfg.LoginBlock},
+		pair:     store.Window{C: counters, Max: cfg.MaxLoginFailures, TTL: cfg.LoginBlock},
+		pairLong: store.Window{C: counters, Max: backoffFactor * cfg.MaxLoginFailures, TTL: backoffWindow * cfg.LoginBlock},
+		account:  store.Window{C: counters, Max: accountFactor * cfg.MaxLoginFailures, TTL: cfg.LoginBlock},
 	}
 }
 
@@ -63,7 +63,7 @@ func loginKeys(ctx context.Context, userKey string) (pair, account string) {
 func (t Throttle) Claim(ctx context.Context, userKey string) error {
 	pair, account := loginKeys(ctx, userKey)
 	for _, c := range []struct {
-		s   store.Slots
+		s   store.Window
 		key string
 	}{{t.pair, pair}, {t.pairLong, pair + "|long"}, {t.account, account}} {
 		ok, err := c.s.Take(ctx, c.key)

@@ -318,10 +318,10 @@ func maskEmail(e string) string {
 
 type service struct {
 	*core.Deps
-	spentRefresh store.Slots // refresh tokens token/refresh exchanged (sessions.go)
+	spentRefresh store.Window // refresh tokens token/refresh exchanged (sessions.go)
 }
 
 // Routes are the operations of tokens.
 func Routes(d *core.Deps) []api.Route {
-	return (&service{Deps: d, spentRefresh: store.Slots{C: d.DB.Collection(core.CountersCollection), Max: 1, TTL: d.Cfg.RefreshTTL + time.Minute}}).routes()
+	return (&service{Deps: d, spentRefresh: store.Window{C: d.DB.Collection(core.CountersCollection), Max: 1, TTL: d.Cfg.RefreshTTL + time.Minute}}).routes()
 }

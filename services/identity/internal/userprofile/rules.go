@@ -52,7 +52,7 @@ func (s *Profile) RequestReset(ctx context.Context, domainID, userID string) err
 	if err != nil || d.State != core.Enabled {
 		return nil
 	}
-	mailed := store.Slots{C: s.DB.Collection(core.CountersCollection), Max: 1, TTL: ResetMailEvery}
+	mailed := store.Window{C: s.DB.Collection(core.CountersCollection), Max: 1, TTL: ResetMailEvery}
 	if ok, err := mailed.Take(ctx, "reset_mail:"+u.ID); err != nil || !ok {
 		return err // !ok: mailed a moment ago, say nothing
 	}

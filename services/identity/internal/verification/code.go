@@ -28,16 +28,16 @@ import (
 // maxCodeAttempts wrong tries before it is void.
 type Codes struct {
 	C        *mongo.Collection
-	Attempts store.Slots // wrong tries per code, exact under concurrency
-	issued   store.Slots // codes per user in the last codeWindow
+	Attempts store.Window // wrong tries per code, exact under concurrency
+	issued   store.Window // codes per user in the last codeWindow
 }
 
 // CodesOf are the codes of d's database (they hold no state of their own).
 func CodesOf(d *core.Deps) Codes {
 	counters := d.DB.Collection(core.CountersCollection)
 	return Codes{C: d.DB.Collection(core.CodesCollection),
-		Attempts: store.Slots{C: counters, Max: maxCodeAttempts, TTL: 24 * time.Hour},
-		issued:   store.Slots{C: counters, Max: maxCodesIssued, TTL: codeWindow}}
+		Attempts: store.Window{C: counters, Max: maxCodeAttempts, TTL: 24 * time.Hour},
+		issued:   store.Window{C: counters, Max: maxCodesIssued, TTL: codeWindow}}
 }
 
 const maxCodeAttempts = 5

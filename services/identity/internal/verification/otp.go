@@ -106,7 +106,7 @@ func CheckOTP(ctx context.Context, d *core.Deps, u *core.User, sealed *core.Seal
 	if !ok {
 		return ErrBadCode
 	}
-	used := store.Slots{C: d.DB.Collection(core.CountersCollection), Max: 1, TTL: (2*otpSkew + 2) * otpStep}
+	used := store.Window{C: d.DB.Collection(core.CountersCollection), Max: 1, TTL: (2*otpSkew + 2) * otpStep}
 	if ok, err := used.Take(ctx, "otp-step:"+u.ID+":"+strconv.FormatInt(step, 10)); err != nil || !ok {
 		return cmp.Or(err, ErrBadCode)
 	}

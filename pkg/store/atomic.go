@@ -1,0 +1,155 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/tenancy"
+)
+
+// The one way to do each of the writes that must not interleave, each
+// relying on nothing but MongoDB's promise that one document changes
+// atomically (the embedded store keeps it: pkg/devinfra/serialwrites):
+//
+//	Next       an atomic counter: findOneAndUpdate with $inc, upserted
+//	Change     read, decide, write if nobody wrote since (a version)
+//	InsertOnce an upsert-once record: the first insert of an _id wins
+//	Inc        an atomic $inc of a count
+
+// VersionField is the field Change compares and bumps on every write it
+// makes; a document that never had it is at version 0.
+const VersionField = "version"
+
+// Next adds one to the counter id of c (created at 0) and returns its
+// new value: unique and increasing across every caller.
+func Next(ctx context.Context, c *mongo.Collection, id string) (int64, error) {
+	var doc struct {
+		N int64 `bson:"n"`
+	}
+	// MongoDB may refuse one of two upserts racing to create the counter
+	// (duplicate key); the second try finds it.
+	for try := 0; ; try++ {
+		err := c.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: id}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: int64(1)}}}},
+			options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)).Decode(&doc)
+		if mongo.IsDuplicateKeyError(err) && try < 2 {
+			continue
+		}
+		if err != nil {
+			return 0, Wrap(err)
+		}
+		return doc.N, nil
+	}
+}
+
+// Inc adds by to the numeric field of the document id (a missing field
+// counts from 0); a missing document is left missing.
+func Inc(ctx context.Context, c *mongo.Collection, id, field string, by int64) error {
+	_, err := c.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}}, bson.D{{Key: "$inc", Value: bson.D{{Key: field, Value: by}}}})
+	return Wrap(err)
+}
+
+// InsertOnce inserts doc unless a document with its _id exists, and
+// reports whether this call inserted it.
+func InsertOnce(ctx context.Context, c *mongo.Collection, doc any) (bool, error) {
+	_, err := c.InsertOne(ctx, doc)
+	if mongo.IsDuplicateKeyError(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, Wrap(err)
+	}
+	return true, nil
+}
+
+// ErrConflict is what Change gives up with after maxChangeTries: the
+// document kept being written by others between its read and its write.
+var ErrConflict = errors.New("the record kept being changed by other requests")
+
+// maxChangeTries bounds Change's read-decide-write rounds; each lost
+// round means another writer won, so the bound is only reached under a
+// storm of writes to one record.
+const maxChangeTries = 50
+
+// Change runs fn on the document id as stored and writes the $set it
+// returns (nothing when it returns none) only if the document was not
+// written since it was read (VersionField, bumped by the write);
+// otherwise it reads again and runs fn again. fn may refuse with an
+// error. A missing document, or one whose delete has begun (a mark of
+// store.Teardown), is 404 (key = id). It returns the document as
+// written, or as read when fn changed nothing.
+func Change[T any](ctx context.Context, c *mongo.Collection, key, id string, fn func(doc *T) (bson.D, error)) (*T, error) {
+	for try := 0; try < maxChangeTries; try++ {
+		raw, err := c.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Raw()
+		if errors.Is(err, mongo.ErrNoDocuments) || (err == nil && tenancy.IsMarked(raw)) {
+			return nil, errs.NotFound(key, id)
+		}
+		if err != nil {
+			return nil, Wrap(err)
+		}
+		var doc T
+		if err := bson.Unmarshal(raw, &doc); err != nil {
+			return nil, err
+		}
+		set, err := fn(&doc)
+		if err != nil || len(set) == 0 {
+			return &doc, err
+		}
+		var out T
+		err = c.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: id}, versionIs(version(raw)), {Key: tenancy.MarkField, Value: bson.D{{Key: "$ne", Value: true}}}},
+			bson.D{{Key: "$set", Value: set}, {Key: "$inc", Value: bson.D{{Key: VersionField, Value: int64(1)}}}},
+			options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&out)
+		if errors.Is(err, mongo.ErrNoDocuments) {
+			// Another write came first (or a delete began): decide again
+			// from what it left, after a pause that grows with the tries.
+			if err := pause(ctx, try); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err != nil {
+			return nil, Wrap(err)
+		}
+		return &out, nil
+	}
+	return nil, errs.Down("the record "+id, ErrConflict)
+}
+
+func version(raw bson.Raw) int64 {
+	v, err := raw.LookupErr(VersionField)
+	if err != nil {
+		return 0
+	}
+	n, _ := v.AsInt64OK()
+	return n
+}
+
+// versionIs selects the document at version v; version 0 is also a
+// document that has no version yet.
+func versionIs(v int64) bson.E {
+	if v == 0 {
+		return bson.E{Key: VersionField, Value: bson.D{{Key: "$in", Value: bson.A{nil, int64(0), int32(0)}}}}
+	}
+	return bson.E{Key: VersionField, Value: v}
+}
+
+// pause waits a little before another try of a lost race, so that
+// writers of one record stop colliding: half a millisecond a try, 10 ms at most.
+func pause(ctx context.Context, try int) error {
+	if try == 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(time.Duration(min(try, 20)) * time.Millisecond / 2)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
