@@ -29,6 +29,7 @@ type Mongo struct {
 	// backend is FerretDB's own address, behind the proxy: only the
 	// tests that show what the proxy prevents dial it.
 	backend string
+	proxy   *serialwrites.Proxy
 	stop    context.CancelFunc
 	done    chan struct{}
 	ids     *idIndexer // SQLite only
@@ -106,7 +107,7 @@ func startFerretDB(c ferretdb.Config, addr string, log *slog.Logger) (*Mongo, er
 		<-done
 		return nil, fmt.Errorf("start FerretDB's write order: %w", err)
 	}
-	m := &Mongo{URI: "mongodb://" + p.Addr() + "/", backend: backend, done: done}
+	m := &Mongo{URI: "mongodb://" + p.Addr() + "/", backend: backend, proxy: p, done: done}
 	m.stop = func() { _ = p.Close(); cancel() }
 	return m, nil
 }

@@ -17,11 +17,13 @@
 // only: production runs MongoDB, which needs none of this, and Nubes'
 // code must not rely on more than MongoDB promises for one document.
 //
-// It depends on nothing but the standard library, so the e2e suite's
-// FerretDB binary (deploy/ferretdb, a module of its own) uses it too.
+// The e2e suite's FerretDB binary (deploy/ferretdb, a module of its own)
+// uses it too. It also narrows conditional writes to FerretDB's _id
+// index (narrow.go).
 package serialwrites
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -29,6 +31,9 @@ import (
 	"io"
 	"net"
 	"sync"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 // Wire protocol opcodes and flags (MongoDB's OP_MSG specification).
@@ -62,10 +67,11 @@ var reads = map[string]bool{
 // Proxy forwards connections on a listener to a FerretDB address,
 // ordering write commands as the package doc says.
 type Proxy struct {
-	backend string
-	ln      net.Listener
-	all     sync.RWMutex // a write outside one collection holds it alone
-	turns   [64]sync.Mutex
+	backend  string
+	ln       net.Listener
+	narrower *narrower
+	all      sync.RWMutex // a write outside one collection holds it alone
+	turns    [64]sync.Mutex
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
@@ -79,7 +85,12 @@ func Listen(addr, backend string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{backend: backend, ln: ln, conns: map[net.Conn]struct{}{}}
+	client, err := mongo.Connect(options.Client().ApplyURI("mongodb://" + backend + "/").SetMaxPoolSize(64))
+	if err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	p := &Proxy{backend: backend, ln: ln, conns: map[net.Conn]struct{}{}, narrower: &narrower{client: client}}
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -97,6 +108,7 @@ func (p *Proxy) Close() error {
 	}
 	p.mu.Unlock()
 	p.wg.Wait()
+	_ = p.narrower.client.Disconnect(context.Background())
 	return err
 }
 
@@ -155,7 +167,10 @@ func (p *Proxy) serve(client, backend net.Conn) error {
 		if err != nil {
 			return err
 		}
-		unlock := p.order(req)
+		unlock, narrow := p.order(req)
+		if narrow {
+			req = p.narrower.narrow(req)
+		}
 		err = p.roundTrip(req, client, backend)
 		unlock()
 		if err != nil {
@@ -206,19 +221,20 @@ func scopeOf(req []byte) (s scope, key string) {
 	}
 }
 
-// order takes the turn req needs and returns its release.
-func (p *Proxy) order(req []byte) (release func()) {
+// order takes the turn req needs and returns its release; narrow says
+// the write holds its collection's turn, so it may be narrowed.
+func (p *Proxy) order(req []byte) (release func(), narrow bool) {
 	switch s, key := scopeOf(req); s {
 	case unordered:
-		return func() {}
+		return func() {}, false
 	case oneCollection:
 		p.all.RLock()
 		t := &p.turns[slot(key)]
 		t.Lock()
-		return func() { t.Unlock(); p.all.RUnlock() }
+		return func() { t.Unlock(); p.all.RUnlock() }, true
 	default:
 		p.all.Lock()
-		return p.all.Unlock
+		return p.all.Unlock, false
 	}
 }
 
