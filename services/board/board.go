@@ -6,7 +6,6 @@ package board
 
 import (
 	"context"
-	"log/slog"
 
 	"github.com/nubes-io/nubes/pkg/app"
 	"github.com/nubes-io/nubes/services/board/internal/board"
@@ -18,17 +17,13 @@ const Name = "board"
 
 // New builds the board service on d.DB, creating its indexes.
 func New(ctx context.Context, d app.Deps) (*app.Service, error) {
-	log := d.Log
-	if log == nil {
-		log = slog.Default()
-	}
 	boards, err := board.Routes(ctx, d.DB)
 	if err != nil {
 		return nil, err
 	}
-	posts, views, err := post.Routes(ctx, d.DB, log)
+	posts, err := post.Routes(ctx, d.DB)
 	if err != nil {
 		return nil, err
 	}
-	return &app.Service{Name: Name, Routes: append(boards, posts...), Workers: []func(context.Context) error{views}}, nil
+	return &app.Service{Name: Name, Routes: append(boards, posts...)}, nil
 }

@@ -2,23 +2,16 @@ package post
 
 import (
 	"context"
-	"errors"
-	"log/slog"
 	"maps"
 	"slices"
-	"sync"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/nubes-io/nubes/pkg/api"
-	"github.com/nubes-io/nubes/pkg/app"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/freeform"
-	"github.com/nubes-io/nubes/pkg/lease"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
@@ -176,7 +169,6 @@ func mergeOptions(current map[string]bool, given map[string]any) (map[string]boo
 type posts struct {
 	c      *mongo.Collection
 	boards *mongo.Collection
-	views  *views
 }
 
 func (ps posts) routes() []api.Route {
@@ -284,16 +276,9 @@ func (ps posts) update(ctx context.Context, p *auth.Principal, r *updatePost) (*
 		opts, _ := mergeOptions(cur.Options, r.Options)
 		add("options", opts)
 	}
-	// _id alone is the filter FerretDB pushes down; the tenancy was checked
-	// above and never changes, so the update cannot reach another tenant.
-	// Under the post's lease: no view flush of any replica rewrites it meanwhile.
-	var out *Post
-	err = ps.views.lock(ctx, r.PostID, func(ctx context.Context) error {
-		var err error
-		out, err = store.SetByID[Post](ctx, ps.c, "post_id", r.PostID, set) // 404 if deleted meanwhile
-		return err
-	})
-	return out, err
+	// The tenancy was checked above and never changes, so the update by
+	// _id cannot reach another tenant.
+	return store.SetByID[Post](ctx, ps.c, "post_id", r.PostID, set) // 404 if deleted meanwhile
 }
 
 // toChange loads a post the caller may change (the tenancy rule); a
@@ -327,235 +312,20 @@ func (ps posts) delete(ctx context.Context, p *auth.Principal, r *postRequest) (
 	return &api.Empty{}, nil
 }
 
-// get counts a view. The post is read by _id (the tenant checked in code)
-// and the view is added to a buffer that one worker writes back as a
-// single $inc per post every flush interval: a get costs one read, and
-// concurrent gets never race on the document (FerretDB 1.24 loses
-// concurrent $inc). The answer is the stored count plus this replica's
-// pending views, so it already includes this view.
+// get counts a view: the post is read for the caller (the tenancy
+// checked), then its count goes up by one atomic $inc, so no view is
+// lost whichever replica serves it. The answer counts this view.
 func (ps posts) get(ctx context.Context, p *auth.Principal, r *postRequest) (*Post, error) {
 	post, err := store.GetFor[Post](ctx, ps.c, postResource, p, "post_id", r.PostID)
 	if err != nil {
 		return nil, err
 	}
-	post.ViewCount += ps.views.add(r.PostID)
+	if err := store.Inc(ctx, ps.c, r.PostID, "view_count", 1); err != nil {
+		return nil, err
+	}
+	post.ViewCount++
 	post.Workspaces = wire.List(post.Workspaces)
 	return post, nil
-}
-
-// views buffers view counts until the next flush.
-type views struct {
-	c       *mongo.Collection
-	leases  *mongo.Collection
-	replica string // this replica's key of its flush tokens on a post
-	mu      sync.Mutex
-	pending map[string]int32
-	// doubts are this replica's writes whose outcome is unknown, by post:
-	// the next flush of the post settles each. Only flush touches them
-	// (one flusher per replica), so they need no lock.
-	doubts map[string]doubt
-}
-
-// doubt is a view write that may or may not have been applied: its
-// answer failed (a timeout whose write the store applied all the same,
-// a lost lease, a cut connection).
-type doubt struct {
-	token string // the write's token, set on the post with its $inc
-	n     int32
-}
-
-func newViews(c, leases *mongo.Collection) *views {
-	return &views{c: c, leases: leases, replica: wire.NewID("replica"), pending: map[string]int32{}, doubts: map[string]doubt{}}
-}
-
-// The post's lease is held by a view flush and by a post update: FerretDB
-// 1.24 applies an update as a read and a rewrite of the whole document,
-// so a view's $inc racing an update's $set, on this replica or another,
-// could write the post back with its old fields (a notice's workspaces,
-// who reads it, too). MongoDB needs no help, and pays one lease per write.
-const (
-	postLeaseTTL  = 15 * time.Second
-	postLeaseWait = 15 * time.Second
-)
-
-func (v *views) lock(ctx context.Context, postID string, fn func(ctx context.Context) error) error {
-	return lease.Run(ctx, v.leases, "post#"+postID, postLeaseTTL, postLeaseWait, fn)
-}
-
-// add counts one view and returns the views of id not yet written.
-func (v *views) add(id string) int32 {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.pending[id]++
-	return v.pending[id]
-}
-
-func (v *views) putBack(id string, n int32) {
-	if n == 0 {
-		return
-	}
-	v.mu.Lock()
-	v.pending[id] += n
-	v.mu.Unlock()
-}
-
-// flush writes the pending views and settles the writes in doubt; what
-// fails to write stays pending or in doubt.
-func (v *views) flush(ctx context.Context) error {
-	v.mu.Lock()
-	batch := v.pending
-	v.pending = map[string]int32{}
-	v.mu.Unlock()
-	for id := range v.doubts {
-		batch[id] += 0 // a post with a write in doubt is flushed even with no new view
-	}
-	var firstErr error
-	for id, n := range batch {
-		ran := false
-		err := v.lock(ctx, id, func(ctx context.Context) error {
-			ran = true
-			return v.write(ctx, id, n)
-		})
-		if err != nil {
-			if !ran { // the lease was not taken: nothing was tried
-				v.putBack(id, n)
-			}
-			if firstErr == nil {
-				firstErr = err
-			}
-		}
-	}
-	return firstErr
-}
-
-// write adds n views to post id, under the post's lease. A write in doubt
-// is settled first: the post is read, and the doubt's views are dropped
-// if its token landed, else added to this write. Each write $sets its
-// token under this replica's key (view_flushes.<replica>), so another
-// replica's flush in between does not hide it. A failed write is in
-// doubt: putting its views back as pending counted them twice whenever
-// the store had applied it (a timeout's answer coming late).
-func (v *views) write(ctx context.Context, id string, n int32) error {
-	if d, ok := v.doubts[id]; ok {
-		landed, err := false, viewFault(id, Settling)
-		if err == nil {
-			landed, err = v.landed(ctx, id, d.token)
-		}
-		if err != nil {
-			v.putBack(id, n) // the doubt stays; nothing was written
-			return err
-		}
-		delete(v.doubts, id)
-		if !landed {
-			n += d.n
-		}
-	}
-	if n == 0 {
-		return nil
-	}
-	token := wire.NewID("flush")
-	err := viewFault(id, Sending)
-	if err == nil {
-		_, err = v.c.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}}, bson.D{
-			{Key: "$inc", Value: bson.D{{Key: "view_count", Value: n}}},
-			{Key: "$set", Value: bson.D{{Key: "view_flushes." + v.replica, Value: token}}},
-		})
-		if err == nil {
-			err = viewFault(id, Applied)
-		}
-	}
-	if err != nil {
-		v.doubts[id] = doubt{token: token, n: n}
-		return store.Wrap(err)
-	}
-	return nil
-}
-
-// landed tells whether this replica's write of token reached post id. A
-// post deleted meanwhile took its views with it: nothing is left to add.
-func (v *views) landed(ctx context.Context, id, token string) (bool, error) {
-	var doc struct {
-		Flushes map[string]string `bson:"view_flushes"`
-	}
-	err := v.c.FindOne(ctx, bson.D{{Key: "_id", Value: id}}, options.FindOne().SetProjection(bson.D{{Key: "view_flushes", Value: 1}})).Decode(&doc)
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return true, nil
-	}
-	if err != nil {
-		return false, store.Wrap(err)
-	}
-	return doc.Flushes[v.replica] == token, nil
-}
-
-var viewFaults sync.Map // post id -> func(ViewStep) error
-
-// ViewStep is a step of a view write where FailViewWrites asks its fault.
-type ViewStep int
-
-// The steps of a view write.
-const (
-	Settling ViewStep = iota // before the read that settles a write in doubt: an error leaves it in doubt
-	Sending                  // before the write is sent: an error stops it there, as a request that never reached the store
-	Applied                  // after the store applied it: an error replaces the answer, as one that came after the flush's timeout
-)
-
-// FailViewWrites makes each view write of post id, on every replica of
-// the process, ask fault for its answer at each step until restore is
-// called: for tests of writes whose outcome is unknown.
-func FailViewWrites(id string, fault func(ViewStep) error) (restore func()) {
-	viewFaults.Store(id, fault)
-	return func() { viewFaults.Delete(id) }
-}
-
-func viewFault(id string, step ViewStep) error {
-	if f, ok := viewFaults.Load(id); ok {
-		return f.(func(ViewStep) error)(step)
-	}
-	return nil
-}
-
-// keepPostLeases is how long a post's ended leases are kept before the
-// writer purges them (every take stores a claim, pkg/lease): the writes
-// under them need no fencing, so an hour is far above any holder's TTL.
-const keepPostLeases = time.Hour
-
-// lastFlush bounds the last flush, and what a flush under way at the
-// stop has left.
-const lastFlush = 5 * time.Second
-
-// run flushes every interval and once more on stop, and purges the
-// posts' ended leases every minute.
-func (v *views) run(ctx context.Context, interval time.Duration, log *slog.Logger) error {
-	defer lease.PurgeEvery(ctx, v.leases, time.Minute, keepPostLeases, log)()
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			// The last flush; views it cannot write are lost with the
-			// replica, as on a crash (decisions), not a failed stop.
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lastFlush)
-			defer cancel()
-			if err := v.flush(fctx); err != nil {
-				log.Warn("view counts lost at stop", "error", err.Error())
-			}
-			return nil
-		case <-t.C:
-			// Not cut at once by the stop, but lastFlush after it, so
-			// that it and the last flush fit in a pod's 30 s grace with
-			// the drain (a slow store took a replica past it: 15 s +
-			// 10 s + the drain). A take it cuts frees its claim (lease
-			// abandon), so the last flush does not wait for it.
-			sctx, stopCut := app.AfterStop(ctx, lastFlush)
-			fctx, cancel := context.WithTimeout(sctx, postLeaseTTL)
-			err := v.flush(fctx)
-			cancel()
-			stopCut()
-			if err != nil {
-				log.Warn("view counts not written yet", "error", err.Error())
-			}
-		}
-	}
 }
 
 func (ps posts) list(ctx context.Context, p *auth.Principal, r *postQuery) (*api.List[Post], error) {

@@ -7,8 +7,6 @@ package post
 
 import (
 	"context"
-	"log/slog"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -20,11 +18,8 @@ import (
 	"github.com/nubes-io/nubes/services/board/internal/board"
 )
 
-// Collections of the posts.
-const (
-	PostsCollection  = "board_posts"
-	LeasesCollection = "board_leases" // a post's writers take turns (pkg/lease)
-)
+// PostsCollection holds the posts.
+const PostsCollection = "board_posts"
 
 var (
 	readers = auth.Roles(auth.SystemAdmin, auth.DomainAdmin, auth.WorkspaceOwner, auth.WorkspaceMember)
@@ -35,22 +30,16 @@ type statQuery struct {
 	Query *stat.Query `json:"query" v:"required"`
 }
 
-// ViewFlush is how often buffered post views are written.
-const ViewFlush = 250 * time.Millisecond
-
-// Routes creates the posts' indexes and returns their operations and
-// their worker (the view-count writer).
-func Routes(ctx context.Context, db *mongo.Database, log *slog.Logger) ([]api.Route, func(context.Context) error, error) {
+// Routes creates the posts' indexes and returns their operations.
+func Routes(ctx context.Context, db *mongo.Database) ([]api.Route, error) {
 	p := posts{c: db.Collection(PostsCollection), boards: db.Collection(board.BoardsCollection)}
-	p.views = newViews(p.c, db.Collection(LeasesCollection))
-	worker := func(ctx context.Context) error { return p.views.run(ctx, ViewFlush, log) }
 	// Every post query starts with the tenant, then the usual filters.
 	if err := store.EnsureIndexes(ctx, p.c,
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "created_at", Value: -1}}},
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "board_id", Value: 1}, {Key: "created_at", Value: -1}}},
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "category", Value: 1}}},
 	); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return p.routes(), worker, nil
+	return p.routes(), nil
 }
