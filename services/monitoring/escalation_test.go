@@ -249,10 +249,10 @@ func TestEscalationStartsAtCreation(t *testing.T) {
 	}
 }
 
-// TestEscalationTakesOnlyDueAlerts: a tick takes the lease of the alerts
-// due for a step only. Between steps, many ticks take no alert's lease
-// (a lease's epoch counts its takes); once the
-// step's wait is over, the next step is asked for, once.
+// TestEscalationTakesOnlyDueAlerts: a tick steps only the alerts due
+// for a step. Between steps, many ticks write no alert (its version,
+// bumped by every write, stands still); once the step's wait is over,
+// the next step is asked for, once.
 func TestEscalationTakesOnlyDueAlerts(t *testing.T) {
 	c := setupWith(t, options{settings: escalating})
 	c.adminA.Call(ep+"create", policyWith("Oncall", "ACKNOWLEDGED", 0, step("LV1", 10), step("LV2", 10))).OK(nil)
@@ -260,23 +260,33 @@ func TestEscalationTakesOnlyDueAlerts(t *testing.T) {
 	b := c.alert(t, c.memberA1, "cpu high", "project-a1")
 	c.waitRequests(t, a.AlertID, 1)
 	c.waitRequests(t, b.AlertID, 1)
-	// A lease's epoch grows with every take (pkg/lease).
-	takes := func(key string) int64 {
+	version := func(id string) int64 {
+		t.Helper()
+		var doc struct {
+			Version int64 `bson:"version"`
+		}
+		if err := c.db.Collection("monitoring_alerts").FindOne(context.Background(), bson.D{{Key: "_id", Value: id}}).Decode(&doc); err != nil {
+			t.Fatal(err)
+		}
+		return doc.Version
+	}
+	// A tick's lease's epoch grows with every take (pkg/lease).
+	ticks := func() int64 {
 		t.Helper()
 		var cl struct {
 			Epoch int64 `bson:"epoch"`
 		}
-		err := c.db.Collection("monitoring_claims").FindOne(context.Background(), bson.D{{Key: "lease", Value: key}},
+		err := c.db.Collection("monitoring_claims").FindOne(context.Background(), bson.D{{Key: "lease", Value: "escalation#tick"}},
 			mongoopts.FindOne().SetSort(bson.D{{Key: "epoch", Value: -1}})).Decode(&cl)
 		if err != nil {
-			t.Fatalf("%s: %v", key, err)
+			t.Fatal(err)
 		}
 		return cl.Epoch
 	}
-	ta, tb, ticks := takes("alert#"+a.AlertID), takes("alert#"+b.AlertID), takes("escalation#tick")
-	eventually(t, "ten ticks", func() bool { return takes("escalation#tick") >= ticks+10 })
-	if na, nb := takes("alert#"+a.AlertID), takes("alert#"+b.AlertID); na != ta || nb != tb {
-		t.Fatalf("alert leases taken %d and %d times over ten ticks with no step due", na-ta, nb-tb)
+	va, vb, from := version(a.AlertID), version(b.AlertID), ticks()
+	eventually(t, "ten ticks", func() bool { return ticks() >= from+10 })
+	if na, nb := version(a.AlertID), version(b.AlertID); na != va || nb != vb {
+		t.Fatalf("alerts written %d and %d times over ten ticks with no step due", na-va, nb-vb)
 	}
 	c.clock.Advance(11 * time.Minute)
 	c.waitRequests(t, a.AlertID, 2)

@@ -3,17 +3,16 @@
 // the record, its numbering, its state transitions and the operations,
 // including the signed acknowledge link a notification carries.
 //
-// Every change of an alert runs under the alert's lease (pkg/lease):
-// FerretDB applies no update atomically (it reads, then writes the whole
-// document), so an acknowledge racing an event's update would otherwise
-// lose one of them. Alerts are numbered per domain under the domain's
-// numbering lease (numbers.go).
+// A change of an alert is a compare-and-set on its version
+// (store.Change), so an acknowledge racing an event's update loses
+// neither; an event counted on its alert is one conditional update
+// (Count). Alerts are numbered per domain by an atomic counter
+// (numbers.go).
 package alert
 
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -21,7 +20,6 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/freeform"
-	"github.com/nubes-io/nubes/pkg/lease"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/store"
@@ -95,12 +93,14 @@ type Alert struct {
 	EscalatedAt        *wire.Time `bson:"escalated_at" json:"escalated_at"`
 	// EscalateAt is when the escalation next looks at the alert (its next
 	// step, or its stop, is due); nil: at the next tick. The escalation
-	// selects alerts by it and decides under the alert's lease from what
-	// is stored, so a stale value costs a look, never a wrong step.
+	// selects alerts by it and decides by Change from what is stored, so
+	// a stale value costs a look, never a wrong step.
 	EscalateAt *wire.Time `bson:"escalate_at,omitempty" json:"-"`
 	// ResolveNotice: resolved from an open state, its resolved
 	// notifications not sent yet (the escalation sends them).
 	ResolveNotice bool `bson:"resolve_notice" json:"-"`
+	// Version is bumped by every write (store.Change's compare-and-set).
+	Version int64 `bson:"version" json:"-"`
 }
 
 // Open reports whether the alert still asks for attention (escalation
@@ -152,11 +152,6 @@ type Alerts struct {
 	cfg      Config
 	log      *slog.Logger
 	now      func() time.Time
-	// numbering and changing queue each replica's callers (stripes).
-	numbering, changing stripes
-	// queued are the creates waiting for their numbers, by domain.
-	queueMu sync.Mutex
-	queued  map[string][]*waiting
 	// created is told of every alert this replica stores (the
 	// escalation's first step); nil: nobody.
 	created func(alertID string)
@@ -176,6 +171,9 @@ func New(ctx context.Context, db *mongo.Database, projects core.Projects, policy
 	as := &Alerts{c: db.Collection(core.AlertsCollection), claims: db.Collection(core.ClaimsCollection), projects: projects, policy: policy,
 		cascade: []*mongo.Collection{db.Collection(core.NotesCollection), db.Collection(core.EventsCollection)}, cfg: cfg, log: log,
 		now: wire.Now}
+	if err := as.keepNumbering(ctx); err != nil {
+		return nil, err
+	}
 	return as, store.EnsureIndexes(ctx, as.c,
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "created_at", Value: -1}}},
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "alert_number", Value: 1}}},
@@ -191,13 +189,6 @@ func (as *Alerts) SetClock(now func() time.Time) { as.now = now }
 // DefaultLinkTTL is how long an acknowledge link works by default.
 const DefaultLinkTTL = 24 * time.Hour
 
-// Lease bounds of a change of one alert.
-const (
-	changeTTL  = 15 * time.Second
-	changeWait = 30 * time.Second
-	fence      = 5 * time.Second
-)
-
 // Load reads an alert by id (no tenancy: for the ingest and the escalation).
 func (as *Alerts) Load(ctx context.Context, id string) (*Alert, error) {
 	return store.Get[Alert](ctx, as.c, "alert_id", id)
@@ -209,37 +200,19 @@ func (as *Alerts) Live(ctx context.Context, id string) (*Alert, error) {
 	return store.GetLive[Alert](ctx, as.c, "alert_id", id)
 }
 
-// Change runs fn on the alert as stored, under its lease, and writes the
-// fields fn returns (nothing when it returns none). fn may refuse with an
-// error; the alert as written is returned.
+// Change runs fn on the alert as stored and writes the fields fn
+// returns (nothing when it returns none) if no other write came in
+// between, else decides again (store.Change). fn may refuse with an
+// error; the alert as written is returned. One being deleted changes no
+// more (404).
 func (as *Alerts) Change(ctx context.Context, id string, fn func(a *Alert) (bson.D, error)) (*Alert, error) {
-	var out *Alert
-	mu := stripe(&as.changing, id)
-	mu.Lock()
-	defer mu.Unlock()
-	err := lease.Run(ctx, as.claims, "alert#"+id, changeTTL, changeWait, func(ctx context.Context) error {
-		a, err := as.Live(ctx, id) // one being deleted changes no more
-		if err != nil {
-			return err
-		}
+	return store.Change(ctx, as.c, "alert_id", id, func(a *Alert) (bson.D, error) {
 		set, err := fn(a)
-		if err != nil {
-			return err
+		if err != nil || len(set) == 0 {
+			return nil, err
 		}
-		if len(set) == 0 {
-			out = a
-			return nil
-		}
-		set = append(set, bson.E{Key: "updated_at", Value: wire.T(as.now())})
-		wctx, cancel, err := lease.Fence(ctx, fence)
-		if err != nil {
-			return err
-		}
-		defer cancel()
-		out, err = store.SetByID[Alert](wctx, as.c, "alert_id", id, set)
-		return err
+		return append(set, bson.E{Key: "updated_at", Value: wire.T(as.now())}), nil
 	})
-	return out, err
 }
 
 // Insert stores a new alert, numbering it (numbers.go). An alert whose id

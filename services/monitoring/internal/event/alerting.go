@@ -5,10 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"hash/fnv"
 	"log/slog"
 	"slices"
-	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -17,7 +15,6 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/events"
-	"github.com/nubes-io/nubes/pkg/lease"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/monitoring/internal/alert"
@@ -32,14 +29,23 @@ import (
 // AUTO); a RECOVERY with none is dropped; any other event opens an alert
 // (urgency from severity, the project's policy), ERROR for an ERROR event.
 //
-// Exactly once, under webhook retries, replicas and a worker killed
-// mid-way: every event of one key in one project is applied under that
-// key's lease, which re-reads the event and does nothing when it is
-// applied already; a new alert's id is derived from the event's, so
-// its insert is idempotent; the key's open alert is a record written
-// only under the lease; and the event is marked applied last, so a
-// death before that is finished by the next try (a retried delivery, or
-// Sweep for one nobody sends again).
+// Each step is one atomic write of one document, so events of one key
+// apply side by side and exactly once, under webhook retries, replicas
+// and a worker killed mid-way:
+//
+//   - a key's open alert is a record (project + event key) naming the
+//     alert and the event that opened it; an event that finds none, or
+//     finds it resolved or past the dedupe window, replaces it by a
+//     compare-and-set on the alert it named (InsertOnce for the first),
+//     and only the winner creates the alert; the others count on it;
+//   - the new alert's id is derived from its event's, so its insert is
+//     idempotent, and an alert whose opener died before storing it is
+//     created from the opener event by the next event of the key;
+//   - an event counts on its alert by one conditional update that also
+//     records its id there (alert.Count), so a retry never counts twice;
+//   - the event is marked applied last, so a death before that is
+//     finished by the next try (a retried delivery, or Sweep for one
+//     nobody sends again).
 type Alerting struct {
 	events  *mongo.Collection // set by NewStore
 	claims  *mongo.Collection
@@ -47,9 +53,6 @@ type Alerting struct {
 	configs *projectalertconfig.Configs
 	log     *slog.Logger
 	now     func() time.Time
-	// keys queue this replica's appliers of one key before its lease, so
-	// that one of them at a time polls it (striped by the key's hash).
-	keys [16]sync.Mutex
 }
 
 // NewAlerting builds the rule; now may be nil (wire.Now).
@@ -60,12 +63,9 @@ func NewAlerting(db *mongo.Database, alerts *alert.Alerts, configs *projectalert
 	return &Alerting{claims: db.Collection(core.ClaimsCollection), alerts: alerts, configs: configs, now: now, log: log}
 }
 
-// Lease bounds of a key.
-const (
-	keyTTL   = 15 * time.Second
-	keyWait  = time.Minute
-	keyFence = 5 * time.Second
-)
+// maxApplyTries bounds the rounds of Apply lost to other events of the
+// same key (each lost round means another event moved the key on).
+const maxApplyTries = 20
 
 func hash(parts ...string) string {
 	h := sha256.New()
@@ -84,11 +84,13 @@ func openKey(e *Event) string { return "open-alert#" + hash(e.DomainID, e.Projec
 // event's, so every try of it inserts the same alert.
 func AlertIDOf(eventID string) string { return "alert-" + hash("alert", eventID)[:12] }
 
-// openAlert is a key's alert and when the key's last event that is not
-// a RECOVERY was stored (LastAt: the dedupe window slides from it).
+// openAlert is a key's alert, the event that opened it (which creates
+// it), and when the key's last event that is not a RECOVERY was stored
+// (LastAt: the dedupe window slides from it).
 type openAlert struct {
 	ID      string     `bson:"_id"`
 	AlertID string     `bson:"alert_id"`
+	EventID string     `bson:"event_id,omitempty"`
 	LastAt  *wire.Time `bson:"last_at,omitempty"`
 }
 
@@ -102,78 +104,74 @@ func urgencyOf(severity string) string {
 
 // Apply applies a stored event once: the alert it opened or updated, or
 // dropped for a RECOVERY that found no open alert (its record is then
-// deleted, as upstream does not store it).
-func (al *Alerting) Apply(ctx context.Context, e *Event) (alertID string, dropped bool, err error) {
-	key := hash(e.DomainID, e.ProjectID, e.EventKey)
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(key))
-	mu := &al.keys[h.Sum32()%uint32(len(al.keys))]
-	mu.Lock()
-	defer mu.Unlock()
-	err = lease.Run(ctx, al.claims, "event-key#"+key, keyTTL, keyWait, func(ctx context.Context) error {
+// deleted, as upstream does not store it). fresh says e was stored by
+// this call just now, as it is; otherwise it is read again first.
+func (al *Alerting) Apply(ctx context.Context, e *Event, fresh bool) (alertID string, dropped bool, err error) {
+	if !fresh {
 		var cur Event
 		err := al.events.FindOne(ctx, bson.D{{Key: "_id", Value: e.ID}}).Decode(&cur)
 		if errors.Is(err, mongo.ErrNoDocuments) {
-			dropped = true // a RECOVERY another try dropped
-			return nil
+			return "", true, nil // a RECOVERY another try dropped
 		}
 		if err != nil {
-			return store.Wrap(err)
+			return "", false, store.Wrap(err)
 		}
 		if cur.Applied {
-			alertID = cur.AlertID
-			return nil
+			return cur.AlertID, false, nil
 		}
 		// As stored: a retry decides with the first try's created_at (the
 		// dedupe window), not its own.
-		e := &cur
-		open, last, err := al.open(ctx, e)
+		e = &cur
+	}
+	for range maxApplyTries {
+		rec, a, err := al.open(ctx, e)
 		if err != nil {
-			return err
+			return "", false, err
 		}
 		switch {
-		case open != nil:
-			if err := al.update(ctx, open, e); err != nil {
-				return err
-			}
-			if err := al.slide(ctx, e, open.AlertID, last); err != nil {
-				return err
-			}
-			alertID = open.AlertID
-		case e.EventType == "RECOVERY":
-			wctx, cancel, err := lease.Fence(ctx, keyFence)
+		case a != nil:
+			counted, err := al.update(ctx, a, e)
 			if err != nil {
-				return err
+				return "", false, err
 			}
-			defer cancel()
-			_, err = al.events.DeleteOne(wctx, bson.D{{Key: "_id", Value: e.ID}})
-			dropped = true
-			return store.Wrap(err)
+			if counted == alert.Closed {
+				continue // resolved or deleted meanwhile: decide again
+			}
+			if err := al.slide(ctx, e, a.AlertID); err != nil {
+				return "", false, err
+			}
+			alertID = a.AlertID
+		case e.EventType == "RECOVERY":
+			_, err = al.events.DeleteOne(ctx, bson.D{{Key: "_id", Value: e.ID}})
+			return "", true, store.Wrap(err)
 		default:
+			won, err := al.claim(ctx, rec, e)
+			if err != nil {
+				return "", false, err
+			}
+			if !won {
+				continue // another event of the key moved it on first
+			}
 			a, err := al.create(ctx, e)
 			if err != nil {
-				return err
+				return "", false, err
 			}
 			alertID = a.AlertID
 		}
-		wctx, cancel, err := lease.Fence(ctx, keyFence)
-		if err != nil {
-			return err
-		}
-		defer cancel()
-		_, err = al.events.UpdateOne(wctx, bson.D{{Key: "_id", Value: e.ID}}, bson.D{{Key: "$set", Value: bson.D{
+		_, err = al.events.UpdateOne(ctx, bson.D{{Key: "_id", Value: e.ID}}, bson.D{{Key: "$set", Value: bson.D{
 			{Key: "applied", Value: true}, {Key: "alert_id", Value: alertID}}}})
-		return store.Wrap(err)
-	})
-	return alertID, dropped, err
+		return alertID, false, store.Wrap(err)
+	}
+	return "", false, errs.Down("the alert of event key "+e.EventKey, store.ErrConflict)
 }
 
-// open returns the key's open alert, nil when it has none (never had,
-// resolved, or deleted: its delete begun included) or when the key's last
-// event (not a RECOVERY) came more than the event's DuplicateWindow
-// before it: upstream's dedupe (alerts.md §2.4), so a key quiet for ten
-// minutes opens a new alert and a RECOVERY that late is dropped.
-func (al *Alerting) open(ctx context.Context, e *Event) (*alert.Alert, *wire.Time, error) {
+// open returns the key's record (nil: none) and the alert e counts on,
+// nil when there is none: never had, resolved, deleted (its delete begun
+// included), or the key's last event (not a RECOVERY) came more than the
+// event's DuplicateWindow before it: upstream's dedupe (alerts.md §2.4),
+// so a key quiet for ten minutes opens a new alert and a RECOVERY that
+// late is dropped.
+func (al *Alerting) open(ctx context.Context, e *Event) (*openAlert, *alert.Alert, error) {
 	var o openAlert
 	err := al.claims.FindOne(ctx, bson.D{{Key: "_id", Value: openKey(e)}}).Decode(&o)
 	if errors.Is(err, mongo.ErrNoDocuments) {
@@ -184,48 +182,102 @@ func (al *Alerting) open(ctx context.Context, e *Event) (*alert.Alert, *wire.Tim
 	}
 	// A record written before the window was kept (no LastAt) stays open.
 	if o.LastAt != nil && e.DuplicateWindow > 0 && e.CreatedAt.Sub(o.LastAt.Time) > time.Duration(e.DuplicateWindow)*time.Second {
-		return nil, nil, nil
+		return &o, nil, nil
 	}
 	a, err := al.alerts.Live(ctx, o.AlertID)
+	if errs.Is(err, errs.NotFoundCode) && o.EventID != "" {
+		// Its opener claimed the key but did not store it (it is on its
+		// way, or its request died): stored from the opener, as the
+		// opener would. An alert deleted since is stored no more: its
+		// opener event went with it.
+		a, err = al.createFrom(ctx, o.EventID)
+	}
+	if errs.Is(err, errs.NotFoundCode) || (err == nil && a == nil) {
+		return &o, nil, nil
+	}
 	if err != nil {
-		if isNotFound(err) {
-			return nil, nil, nil
-		}
 		return nil, nil, err
 	}
 	if a.State == alert.Resolved {
-		return nil, nil, nil
+		return &o, nil, nil
 	}
-	return a, o.LastAt, nil
+	return &o, a, nil
+}
+
+// createFrom stores the alert the event eventID opens, nil when the
+// event is gone.
+func (al *Alerting) createFrom(ctx context.Context, eventID string) (*alert.Alert, error) {
+	var opener Event
+	err := al.events.FindOne(ctx, bson.D{{Key: "_id", Value: eventID}}).Decode(&opener)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, store.Wrap(err)
+	}
+	return al.create(ctx, &opener)
+}
+
+// claim makes e the opener of its key's next alert, replacing rec (nil:
+// the key has no record) unless another event replaced it first.
+func (al *Alerting) claim(ctx context.Context, rec *openAlert, e *Event) (bool, error) {
+	stored := e.CreatedAt
+	next := openAlert{ID: openKey(e), AlertID: AlertIDOf(e.EventID), EventID: e.ID, LastAt: &stored}
+	if rec == nil {
+		return store.InsertOnce(ctx, al.claims, next)
+	}
+	res, err := al.claims.ReplaceOne(ctx, bson.D{{Key: "_id", Value: rec.ID}, {Key: "alert_id", Value: rec.AlertID}}, next)
+	if err != nil {
+		return false, store.Wrap(err)
+	}
+	return res.MatchedCount == 1, nil
 }
 
 // update applies e to its open alert (upstream changes only the
 // description; Nubes also counts the event and names it the last).
-func (al *Alerting) update(ctx context.Context, open *alert.Alert, e *Event) error {
+func (al *Alerting) update(ctx context.Context, open *alert.Alert, e *Event) (alert.Counted, error) {
+	ev := alert.Event{ID: e.EventID, Description: e.Description, OccurredAt: wire.T(e.OccurredAt.Time)}
+	if e.EventType != "RECOVERY" || !open.Open() {
+		return al.alerts.Count(ctx, open.ID, ev)
+	}
 	opts, err := al.configs.OptionsOf(ctx, e.DomainID, e.ProjectID)
 	if err != nil {
-		return err
+		return alert.Closed, err
 	}
+	if opts.RecoveryMode != projectalertconfig.RecoveryAuto {
+		return al.alerts.Count(ctx, open.ID, ev)
+	}
+	// A resolve changes the state too: a compare-and-set of the whole
+	// change, rarer than the counts it may race with.
+	counted := alert.CountedNow
 	now := al.now()
 	_, err = al.alerts.Change(ctx, open.ID, func(a *alert.Alert) (bson.D, error) {
-		if a.LastEventID == e.EventID || slices.Contains(a.AppliedEvents, e.EventID) {
-			return nil, nil // applied before the event was marked
+		switch {
+		case slices.Contains(a.AppliedEvents, e.EventID):
+			counted = alert.CountedBefore
+			return nil, nil
+		case a.State == alert.Resolved:
+			counted = alert.Closed
+			return nil, nil
 		}
+		counted = alert.CountedNow
 		applied := append(slices.Clone(a.AppliedEvents), e.EventID)
 		applied = applied[max(0, len(applied)-alert.RecentEvents):]
-		at := wire.T(e.OccurredAt.Time)
 		set := bson.D{{Key: "description", Value: e.Description}, {Key: "event_count", Value: a.EventCount + 1},
-			{Key: "last_event_id", Value: e.EventID}, {Key: "last_event_at", Value: &at}, {Key: "applied_events", Value: applied}}
-		if e.EventType == "RECOVERY" && opts.RecoveryMode == projectalertconfig.RecoveryAuto && a.Open() {
+			{Key: "last_event_id", Value: e.EventID}, {Key: "last_event_at", Value: ev.OccurredAt}, {Key: "applied_events", Value: applied}}
+		if a.Open() {
 			set = append(set, alert.StateChange(a, alert.Resolved, "", now)...)
 			set = append(set, bson.E{Key: alert.ResolveNoticeField, Value: true})
 		}
 		return set, nil
 	})
-	return err
+	if errs.Is(err, errs.NotFoundCode) {
+		return alert.Closed, nil
+	}
+	return counted, err
 }
 
-// create opens the alert of e and makes it its key's open alert.
+// create opens the alert of e (the key's record names it already).
 func (al *Alerting) create(ctx context.Context, e *Event) (*alert.Alert, error) {
 	now := al.now()
 	a, err := al.alerts.NewAlert(ctx, AlertIDOf(e.EventID), &core.Project{ProjectID: e.ProjectID, WorkspaceID: e.WorkspaceID, DomainID: e.DomainID}, now)
@@ -248,35 +300,18 @@ func (al *Alerting) create(ctx context.Context, e *Event) (*alert.Alert, error) 
 		a.State = alert.Error
 	}
 	a, _, err = al.alerts.Insert(ctx, a)
-	if err != nil {
-		return nil, err
-	}
-	wctx, cancel, err := lease.Fence(ctx, keyFence)
-	if err != nil {
-		return nil, err
-	}
-	defer cancel()
-	stored := e.CreatedAt
-	_, err = al.claims.ReplaceOne(wctx, bson.D{{Key: "_id", Value: openKey(e)}}, openAlert{ID: openKey(e), AlertID: a.AlertID, LastAt: &stored},
-		options.Replace().SetUpsert(true))
-	return a, store.Wrap(err)
+	return a, err
 }
 
 // slide moves the key's dedupe window to e (upstream's window slides
-// with each duplicate; a RECOVERY is no duplicate there), never back: an
-// event applied late (the sweep's) is older than the last one.
-func (al *Alerting) slide(ctx context.Context, e *Event, alertID string, last *wire.Time) error {
-	if e.EventType == "RECOVERY" || (last != nil && !e.CreatedAt.After(last.Time)) {
+// with each duplicate; a RECOVERY is no duplicate there), never back
+// ($max): an event applied late (the sweep's) is older than the last one.
+func (al *Alerting) slide(ctx context.Context, e *Event, alertID string) error {
+	if e.EventType == "RECOVERY" {
 		return nil
 	}
-	wctx, cancel, err := lease.Fence(ctx, keyFence)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	at := e.CreatedAt
-	_, err = al.claims.ReplaceOne(wctx, bson.D{{Key: "_id", Value: openKey(e)}}, openAlert{ID: openKey(e), AlertID: alertID, LastAt: &at},
-		options.Replace().SetUpsert(true))
+	_, err := al.claims.UpdateOne(ctx, bson.D{{Key: "_id", Value: openKey(e)}, {Key: "alert_id", Value: alertID}},
+		bson.D{{Key: "$max", Value: bson.D{{Key: "last_at", Value: e.CreatedAt}}}})
 	return store.Wrap(err)
 }
 
@@ -298,7 +333,7 @@ func (s *Store) Sweep(ctx context.Context, age time.Duration) (int, error) {
 	n := 0
 	for i := range stale {
 		e := &stale[i]
-		alertID, dropped, err := s.alerts.Apply(ctx, e)
+		alertID, dropped, err := s.alerts.Apply(ctx, e, false)
 		if err != nil {
 			return n, err
 		}
@@ -327,9 +362,4 @@ func (s *Store) RunSweep(ctx context.Context, every, age time.Duration) error {
 			s.log.Warn("events not applied to alerts; next sweep tries again", "applied", n, "error", err.Error())
 		}
 	}
-}
-
-func isNotFound(err error) bool {
-	e, ok := errs.As(err)
-	return ok && e.Code == errs.NotFoundCode
 }

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,12 +22,14 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
+	"github.com/nubes-io/nubes/services/monitoring/internal/alert"
 	"github.com/nubes-io/nubes/services/monitoring/internal/core"
 )
 
@@ -55,6 +58,11 @@ type Event struct {
 	// not applied yet); Applied says it was (alerting.go).
 	AlertID string `bson:"alert_id" json:"alert_id"`
 	Applied bool   `bson:"applied" json:"-"`
+	// Latest is, on the first delivery of a body (its id is the body's
+	// ID), the generation of the last delivery of that body stored as an
+	// event of its own (0: none but the first); the generation g > 1 of
+	// a body has the id ID-g (Save).
+	Latest int64 `bson:"latest,omitempty" json:"-"`
 	// DuplicateWindow is how long after the last event of its key in its
 	// project an event still counts on that key's alert, in seconds
 	// (the webhook plugin's metadata duplicate_event_time, else 600).
@@ -85,15 +93,23 @@ var (
 
 // ID is the event id of one delivery of an event: its webhook, key,
 // type and the body it came in. A webhook that sends the same body
-// again (a retry) makes the same ids, which collide on insert,
-// atomically on MongoDB and on FerretDB, so a retried delivery is one
-// event; the same key in another body (the alert firing again, its
-// recovery) is another event of the same alert. 96 bits of SHA-256:
-// collisions between different deliveries are not a practical concern.
+// again within the dedupe window, while the alert it made is not
+// resolved, is retrying: the same id collides on insert, so a retried
+// delivery is one event. The same body later is a new event (the check
+// failing again, as upstream stores every event): the generation g of
+// a body is stored as ID-g (Save). 96 bits of SHA-256: collisions
+// between different deliveries are not a practical concern.
 func ID(webhookID, eventKey, eventType, raw string) string {
 	body := sha256.Sum256([]byte(raw))
 	sum := sha256.Sum256([]byte(webhookID + "\x00" + eventKey + "\x00" + eventType + "\x00" + hex.EncodeToString(body[:])))
 	return "event-" + hex.EncodeToString(sum[:12])
+}
+
+func generationID(first string, g int64) string {
+	if g <= 1 {
+		return first
+	}
+	return first + "-" + strconv.FormatInt(g, 10)
 }
 
 // BodyKey is the event_key of a body that failed to parse: the same
@@ -215,25 +231,85 @@ const DuplicateEventTime = 600
 // Save stores an event, applies it to its alert (Alerting.Apply) and
 // publishes it. A delivery stored and applied already is a duplicate:
 // nothing changes. One stored but not applied (its request died mid-way,
-// or another replica is at it) is applied now; Apply decides once.
+// or another replica is at it) is applied now; Apply decides once. The
+// same body after the dedupe window, or after the alert it made was
+// resolved, is stored as the body's next generation (ID).
 func (s *Store) Save(ctx context.Context, e *Event) (Outcome, error) {
-	out := Outcome{EventID: e.EventID, EventKey: e.EventKey}
-	_, err := s.c.InsertOne(ctx, e)
-	switch {
-	case err == nil:
-	case mongo.IsDuplicateKeyError(err):
-		var cur Event
-		if err := s.c.FindOne(ctx, bson.D{{Key: "_id", Value: e.ID}}).Decode(&cur); err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+	first, gen := e.ID, int64(1)
+	for range maxGenerationTries {
+		e.ID, e.EventID = generationID(first, gen), generationID(first, gen)
+		out := Outcome{EventID: e.EventID, EventKey: e.EventKey}
+		_, err := s.c.InsertOne(ctx, e)
+		if err == nil {
+			if gen > 1 {
+				_, err := s.c.UpdateOne(ctx, bson.D{{Key: "_id", Value: first}}, bson.D{{Key: "$max", Value: bson.D{{Key: "latest", Value: gen}}}})
+				if err != nil {
+					s.log.Warn("event stored; its body's first delivery does not name it (the next delivery finds it all the same)", "event_id", e.EventID, "error", err.Error())
+				}
+			}
+			return s.apply(ctx, e, out, true)
+		}
+		if !mongo.IsDuplicateKeyError(err) {
 			return out, store.Wrap(err)
-		} else if err == nil && cur.Applied {
+		}
+		var cur Event
+		err = s.c.FindOne(ctx, bson.D{{Key: "_id", Value: e.ID}}).Decode(&cur)
+		if errors.Is(err, mongo.ErrNoDocuments) {
+			continue // dropped meanwhile (a RECOVERY): store it again
+		}
+		if err != nil {
+			return out, store.Wrap(err)
+		}
+		if gen == 1 && cur.Latest > 1 {
+			gen = cur.Latest // straight to the body's last generation
+			continue
+		}
+		retry, err := s.retry(ctx, &cur, e)
+		if err != nil {
+			return out, err
+		}
+		if !retry {
+			gen++
+			continue
+		}
+		if cur.Applied {
 			out.Duplicate, out.AlertID = true, cur.AlertID
 			return out, nil
 		}
-	default:
-		return out, store.Wrap(err)
+		return s.apply(ctx, &cur, out, false)
 	}
+	return Outcome{EventID: e.EventID, EventKey: e.EventKey}, errs.Down("the event store", store.ErrConflict)
+}
+
+// maxGenerationTries bounds Save's rounds: each moves to a later
+// generation of the body or finds one dropped meanwhile.
+const maxGenerationTries = 10
+
+// retry tells whether e, a delivery of the body of the stored event cur,
+// is a retry of it: within cur's dedupe window, with cur's alert (if
+// applied) not resolved or gone.
+func (s *Store) retry(ctx context.Context, cur, e *Event) (bool, error) {
+	if window := time.Duration(cur.DuplicateWindow) * time.Second; window > 0 && e.CreatedAt.Sub(cur.CreatedAt.Time) > window {
+		return false, nil
+	}
+	if !cur.Applied || s.alerts == nil || cur.AlertID == "" {
+		return true, nil
+	}
+	a, err := s.alerts.alerts.Load(ctx, cur.AlertID)
+	if errs.Is(err, errs.NotFoundCode) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return a.State != alert.Resolved, nil
+}
+
+// apply applies e, stored, to its alert and queues its announcement.
+func (s *Store) apply(ctx context.Context, e *Event, out Outcome, fresh bool) (Outcome, error) {
+	out.EventID = e.EventID
 	if s.alerts != nil {
-		alertID, dropped, err := s.alerts.Apply(ctx, e)
+		alertID, dropped, err := s.alerts.Apply(ctx, e, fresh)
 		if err != nil {
 			return out, err
 		}
