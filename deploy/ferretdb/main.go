@@ -93,7 +93,7 @@ func run(ctx context.Context) error {
 	if err := waitTCP(ctx, backend); err != nil {
 		return err
 	}
-	proxy, err := serialwrites.Listen(addr, backend)
+	proxy, err := serialwrites.Listen(addr, backend, serialwrites.Options{PerDatabase: true})
 	if err != nil {
 		return err
 	}

@@ -45,7 +45,11 @@ func StartMongo(dir, addr string, log *slog.Logger) (*Mongo, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := startFerretDB(ferretdb.Config{Handler: "sqlite", SQLiteURL: "file:" + abs + "/"}, addr, log)
+	// synchronous(normal): in WAL mode a commit is not flushed to disk
+	// (a checkpoint is), so a crash of the process loses nothing and one
+	// of the machine at most the last commits; each write's fsync was
+	// most of a write's time, and a development store needs no more.
+	m, err := startFerretDB(ferretdb.Config{Handler: "sqlite", SQLiteURL: "file:" + abs + "/?_pragma=synchronous(normal)"}, addr, serialwrites.Options{PerDatabase: true}, log)
 	if err != nil {
 		return nil, err
 	}
@@ -74,10 +78,10 @@ func (m *Mongo) IndexIDs(ctx context.Context) error {
 // PostgreSQL database at pgURL: the store FerretDB pushes simple equality
 // filters down to, for measurements that SQLite's full scans would drown.
 func StartMongoOnPostgreSQL(pgURL, addr string, log *slog.Logger) (*Mongo, error) {
-	return startFerretDB(ferretdb.Config{Handler: "postgresql", PostgreSQLURL: pgURL}, addr, log)
+	return startFerretDB(ferretdb.Config{Handler: "postgresql", PostgreSQLURL: pgURL}, addr, serialwrites.Options{}, log)
 }
 
-func startFerretDB(c ferretdb.Config, addr string, log *slog.Logger) (*Mongo, error) {
+func startFerretDB(c ferretdb.Config, addr string, o serialwrites.Options, log *slog.Logger) (*Mongo, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -101,7 +105,7 @@ func startFerretDB(c ferretdb.Config, addr string, log *slog.Logger) (*Mongo, er
 		<-done
 		return nil, err
 	}
-	p, err := serialwrites.Listen(addr, backend)
+	p, err := serialwrites.Listen(addr, backend, o)
 	if err != nil {
 		cancel()
 		<-done

@@ -4,9 +4,10 @@
 // FerretDB applies $inc, conditional updates, upserts and findAndModify
 // as a read followed by a whole-document write, so two such writes that
 // overlap lose one of them. The proxy sits in front of FerretDB and lets
-// one write command at a time into a collection: an insert, update,
-// delete or findAndModify holds its collection's turn from the moment
-// the request is forwarded until its answer is back, and any other
+// one write command at a time into a collection (or a database, on
+// SQLite): an insert, update, delete or findAndModify holds its
+// collection's turn from the moment the request is forwarded until its
+// answer is back, and any other
 // command that writes (createIndexes, drop, create, an aggregate with
 // $out or $merge, or a command this package does not know) holds every
 // collection's turn. Reads are not held, as on MongoDB.
@@ -70,6 +71,7 @@ type Proxy struct {
 	backend  string
 	ln       net.Listener
 	narrower *narrower
+	opts     Options
 	all      sync.RWMutex // a write outside one collection holds it alone
 	turns    [64]sync.Mutex
 
@@ -78,9 +80,18 @@ type Proxy struct {
 	wg    sync.WaitGroup
 }
 
+// Options tune a Proxy.
+type Options struct {
+	// PerDatabase gives a write its database's turn rather than its
+	// collection's: SQLite has one writer per database file, and writers
+	// queued at SQLite wait in its busy handler's sleeps (up to 100 ms
+	// each), where a turn of the proxy hands over at once.
+	PerDatabase bool
+}
+
 // Listen serves on addr ("127.0.0.1:0" picks a port), forwarding to
 // backend, until Close.
-func Listen(addr, backend string) (*Proxy, error) {
+func Listen(addr, backend string, o Options) (*Proxy, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
@@ -90,7 +101,7 @@ func Listen(addr, backend string) (*Proxy, error) {
 		_ = ln.Close()
 		return nil, err
 	}
-	p := &Proxy{backend: backend, ln: ln, conns: map[net.Conn]struct{}{}, narrower: &narrower{client: client}}
+	p := &Proxy{backend: backend, ln: ln, opts: o, conns: map[net.Conn]struct{}{}, narrower: &narrower{client: client}}
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -209,11 +220,13 @@ const (
 	everything                 // any other write
 )
 
-func scopeOf(req []byte) (s scope, key string) {
+func scopeOf(req []byte, perDatabase bool) (s scope, key string) {
 	name, db, coll := command(req)
 	switch {
 	case reads[name] && !(name == "aggregate" && writingPipeline(req)):
 		return unordered, ""
+	case collectionWrites[name] && coll != "" && perDatabase:
+		return oneCollection, db
 	case collectionWrites[name] && coll != "":
 		return oneCollection, db + "." + coll
 	default:
@@ -224,7 +237,7 @@ func scopeOf(req []byte) (s scope, key string) {
 // order takes the turn req needs and returns its release; narrow says
 // the write holds its collection's turn, so it may be narrowed.
 func (p *Proxy) order(req []byte) (release func(), narrow bool) {
-	switch s, key := scopeOf(req); s {
+	switch s, key := scopeOf(req, p.opts.PerDatabase); s {
 	case unordered:
 		return func() {}, false
 	case oneCollection:

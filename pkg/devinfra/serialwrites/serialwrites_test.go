@@ -81,9 +81,12 @@ func TestCommandAndItsOrder(t *testing.T) {
 			if name != "" && db != "b" {
 				t.Fatalf("$db = %q", db)
 			}
-			order := map[scope]string{unordered: "none", oneCollection: "collection", everything: "all"}[must(scopeOf(tc.msg))]
+			order := map[scope]string{unordered: "none", oneCollection: "collection", everything: "all"}[must(scopeOf(tc.msg, false))]
 			if order != tc.order {
 				t.Fatalf("ordered on %s, want %s", order, tc.order)
+			}
+			if s, key := scopeOf(tc.msg, true); s == oneCollection && key != "b" {
+				t.Fatalf("a database's turn keyed %q, want the database", key)
 			}
 		})
 	}
