@@ -148,7 +148,7 @@ type Alerts struct {
 	claims   *mongo.Collection
 	projects core.Projects
 	policy   PolicyOf
-	cascade  []*mongo.Collection // records of an alert deleted with it
+	cascade  []*mongo.Collection // records of an alert deleted with it (its notes, its events, its key's open-alert record)
 	cfg      Config
 	log      *slog.Logger
 	now      func() time.Time
@@ -169,7 +169,7 @@ func New(ctx context.Context, db *mongo.Database, projects core.Projects, policy
 		cfg.LinkTTL = DefaultLinkTTL
 	}
 	as := &Alerts{c: db.Collection(core.AlertsCollection), claims: db.Collection(core.ClaimsCollection), projects: projects, policy: policy,
-		cascade: []*mongo.Collection{db.Collection(core.NotesCollection), db.Collection(core.EventsCollection)}, cfg: cfg, log: log,
+		cascade: []*mongo.Collection{db.Collection(core.NotesCollection), db.Collection(core.EventsCollection), db.Collection(core.ClaimsCollection)}, cfg: cfg, log: log,
 		now: wire.Now}
 	if err := as.keepNumbering(ctx); err != nil {
 		return nil, err

@@ -64,8 +64,29 @@ func NewAlerting(db *mongo.Database, alerts *alert.Alerts, configs *projectalert
 }
 
 // maxApplyTries bounds the rounds of Apply lost to other events of the
-// same key (each lost round means another event moved the key on).
-const maxApplyTries = 20
+// same key (each lost round means another event moved the key on, or
+// is creating its alert).
+const maxApplyTries = 50
+
+// openerGrace is how long an event waits for the event that claimed its
+// key to store the alert before it stores the alert itself (the opener
+// died, or stalls): the opener stores it within milliseconds.
+const openerGrace = 2 * time.Second
+
+// errOpenerAtWork: the key's record names an alert another event is
+// still creating.
+var errOpenerAtWork = errors.New("the alert of the key is being created")
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
 
 func hash(parts ...string) string {
 	h := sha256.New()
@@ -123,8 +144,19 @@ func (al *Alerting) Apply(ctx context.Context, e *Event, fresh bool) (alertID st
 		// dedupe window), not its own.
 		e = &cur
 	}
+	var waited time.Duration
 	for range maxApplyTries {
-		rec, a, err := al.open(ctx, e)
+		rec, a, err := al.open(ctx, e, waited >= openerGrace)
+		if errors.Is(err, errOpenerAtWork) {
+			// Another event of the key is creating its alert: wait for it
+			// rather than create it too (which would spend a number).
+			d := min(openerGrace/20, openerGrace-waited)
+			if err := sleep(ctx, d); err != nil {
+				return "", false, err
+			}
+			waited += d
+			continue
+		}
 		if err != nil {
 			return "", false, err
 		}
@@ -171,7 +203,11 @@ func (al *Alerting) Apply(ctx context.Context, e *Event, fresh bool) (alertID st
 // event's DuplicateWindow before it: upstream's dedupe (alerts.md §2.4),
 // so a key quiet for ten minutes opens a new alert and a RECOVERY that
 // late is dropped.
-func (al *Alerting) open(ctx context.Context, e *Event) (*openAlert, *alert.Alert, error) {
+//
+// An alert its opener has not stored yet is stored from the opener
+// event when e is that opener (its retry) or help is set (the opener
+// had its grace); otherwise open answers errOpenerAtWork.
+func (al *Alerting) open(ctx context.Context, e *Event, help bool) (*openAlert, *alert.Alert, error) {
 	var o openAlert
 	err := al.claims.FindOne(ctx, bson.D{{Key: "_id", Value: openKey(e)}}).Decode(&o)
 	if errors.Is(err, mongo.ErrNoDocuments) {
@@ -190,6 +226,9 @@ func (al *Alerting) open(ctx context.Context, e *Event) (*openAlert, *alert.Aler
 		// way, or its request died): stored from the opener, as the
 		// opener would. An alert deleted since is stored no more: its
 		// opener event went with it.
+		if o.EventID != e.ID && !help {
+			return nil, nil, errOpenerAtWork
+		}
 		a, err = al.createFrom(ctx, o.EventID)
 	}
 	if errs.Is(err, errs.NotFoundCode) || (err == nil && a == nil) {
