@@ -542,3 +542,41 @@ func TestAlertLinkOnceUnderRace(t *testing.T) {
 		t.Fatalf("%d uses succeeded", ok)
 	}
 }
+
+// TestAlertLinkSaysLittle: the link's page and POST, open to whoever
+// holds the link, answer only the alert's number, title and state, are
+// never cached or framed; a forged token is refused before the store is
+// read (an alert id that does not exist answers as one that does).
+func TestAlertLinkSaysLittle(t *testing.T) {
+	c := setup(t)
+	a := c.alert(t, c.memberA1, "disk full", "project-a1")
+	link := linkOf(t, a, c.clock.Now())
+	for _, method := range []string{http.MethodGet, http.MethodPost} {
+		req := httptest.NewRequest(method, link, strings.NewReader(""))
+		rec := httptest.NewRecorder()
+		c.handler.ServeHTTP(rec, req)
+		if rec.Code != 200 {
+			t.Fatalf("%s %d %s", method, rec.Code, rec.Body)
+		}
+		h := rec.Header()
+		if h.Get("X-Frame-Options") != "DENY" || h.Get("Content-Security-Policy") != "frame-ancestors 'none'" || h.Get("Cache-Control") != "no-store" {
+			t.Fatalf("%s headers %v", method, h)
+		}
+		if method == http.MethodPost {
+			var got map[string]any
+			if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 3 || got["alert_number"] != float64(a.AlertNumber) || got["title"] != "disk full" || got["state"] != "ACKNOWLEDGED" {
+				t.Fatalf("the link's answer tells %v", got)
+			}
+		} else if strings.Contains(rec.Body.String(), "project-a1") || strings.Contains(rec.Body.String(), "workspace-1") {
+			t.Fatalf("the page tells the project: %s", rec.Body)
+		}
+	}
+	tok := strings.Split(link, "/")[7]
+	forged := strings.Replace(strings.Replace(link, a.AlertID, "alert-0123456789ab", 1), tok, tok[:len(tok)-2]+"AA", 1)
+	if status, body := c.visit(t, http.MethodPost, forged, "", ""); status != 403 {
+		t.Fatalf("a forged token on a made-up alert: %d %s", status, body)
+	}
+}

@@ -371,3 +371,28 @@ func TestSameBodyAfterResolveIsANewEvent(t *testing.T) {
 		t.Fatalf("%d events stored, want 3", n)
 	}
 }
+
+// TestMovedAlertTakesItsRecords: an alert moved to another project takes
+// its notes and events with it: the old project's members read them no
+// more, the new project's do.
+func TestMovedAlertTakesItsRecords(t *testing.T) {
+	c := setup(t)
+	w := c.webhook(t, c.memberA1, "Grafana")
+	c.parses(alert("k-1", "ALERT"))
+	id := c.ingest(t, w, `{"n": 1}`).Results[0].AlertID
+	c.memberA1.Call("/monitoring/v1/note/create", map[string]any{"alert_id": id, "note": "looking"}).OK(nil)
+	c.adminA.Call(ap+"update", map[string]any{"alert_id": id, "project_id": "project-a2"}).OK(nil)
+	reads := func(cl *testkit.Client) (notes, events int) {
+		t.Helper()
+		var n, e list[map[string]any]
+		cl.Call("/monitoring/v1/note/list", map[string]any{"alert_id": id}).OK(&n)
+		cl.Call("/monitoring/v1/event/list", map[string]any{"alert_id": id}).OK(&e)
+		return n.TotalCount, e.TotalCount
+	}
+	if n, e := reads(c.memberA1); n != 0 || e != 0 {
+		t.Fatalf("the old project's member reads %d notes and %d events of the moved alert", n, e)
+	}
+	if n, e := reads(c.memberA2); n != 1 || e != 1 {
+		t.Fatalf("the new project's member reads %d notes and %d events, want 1 and 1", n, e)
+	}
+}

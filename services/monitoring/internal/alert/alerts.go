@@ -148,7 +148,7 @@ type Alerts struct {
 	claims   *mongo.Collection
 	projects core.Projects
 	policy   PolicyOf
-	cascade  []*mongo.Collection // records of an alert deleted with it (its notes, its events, its key's open-alert record)
+	cascade  []*mongo.Collection // records of an alert deleted with it: its notes and events (moved with it too), its key's open-alert record
 	cfg      Config
 	log      *slog.Logger
 	now      func() time.Time

@@ -52,23 +52,40 @@ func (as *Alerts) Raw() []server.Raw {
 var alertIDPattern = regexp.MustCompile(`^alert-[0-9a-f]{12}$`)
 
 // verify opens a link's token for the alert (domainID "" takes the
-// alert's own) without spending it.
+// alert's own) without spending it. A link names its domain, so its
+// token, sealed, is checked before the store is read: a stranger's
+// guess costs no read. Only the API's update-state, which names no
+// domain, reads the alert first.
 func (as *Alerts) verify(ctx context.Context, domainID, alertID, state, token string) (*Alert, alertlink.Claim, error) {
 	if as.cfg.Keys == nil || !alertIDPattern.MatchString(alertID) || state != alertlink.Acknowledged {
 		return nil, alertlink.Claim{}, errs.NotFound("alert_id", alertID)
+	}
+	open := func(domainID string) (alertlink.Claim, error) {
+		c, err := alertlink.Open(as.cfg.Keys, domainID, alertID, state, token, as.now())
+		switch {
+		case errors.Is(err, alertlink.ErrExpired):
+			return c, errs.New(errs.PermissionDenied, "The link has expired.")
+		case err != nil:
+			return c, errs.New(errs.PermissionDenied, "The link is not valid.")
+		}
+		return c, nil
+	}
+	var c alertlink.Claim
+	if domainID != "" {
+		var err error
+		if c, err = open(domainID); err != nil {
+			return nil, c, err
+		}
 	}
 	a, err := as.Live(ctx, alertID)
 	if err != nil {
 		return nil, alertlink.Claim{}, err
 	}
 	if domainID == "" {
-		domainID = a.DomainID
-	}
-	c, err := alertlink.Open(as.cfg.Keys, domainID, alertID, state, token, as.now())
-	switch {
-	case errors.Is(err, alertlink.ErrExpired):
-		return nil, c, errs.New(errs.PermissionDenied, "The link has expired.")
-	case err != nil || domainID != a.DomainID:
+		if c, err = open(a.DomainID); err != nil {
+			return nil, c, err
+		}
+	} else if domainID != a.DomainID {
 		return nil, c, errs.New(errs.PermissionDenied, "The link is not valid.")
 	}
 	return a, c, nil
@@ -138,9 +155,31 @@ func (as *Alerts) linkPage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	linkHeaders(w, "text/html; charset=utf-8")
+	return page.Execute(w, linkAnswerOf(a))
+}
+
+// linkAnswer is all a link's page and POST tell its holder, who may be
+// anyone the notification was forwarded to: the alert's number, title
+// and state.
+type linkAnswer struct {
+	AlertNumber int64  `json:"alert_number"`
+	Title       string `json:"title"`
+	State       string `json:"state"`
+}
+
+func linkAnswerOf(a *Alert) linkAnswer {
+	return linkAnswer{AlertNumber: a.AlertNumber, Title: a.Title, State: a.State}
+}
+
+// linkHeaders: nothing caches the answer, and no other site frames the
+// page (a framed button is clickjacking).
+func linkHeaders(w http.ResponseWriter, contentType string) {
+	w.Header().Set("Content-Type", contentType)
 	w.Header().Set("Cache-Control", "no-store")
-	return page.Execute(w, a)
+	w.Header().Set("X-Frame-Options", "DENY")
+	w.Header().Set("Content-Security-Policy", "frame-ancestors 'none'")
+	w.Header().Set("Referrer-Policy", "no-referrer")
 }
 
 func (as *Alerts) linkUse(w http.ResponseWriter, r *http.Request) error {
@@ -173,7 +212,6 @@ func (as *Alerts) linkUse(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	return json.NewEncoder(w).Encode(a)
+	linkHeaders(w, "application/json")
+	return json.NewEncoder(w).Encode(linkAnswerOf(a))
 }

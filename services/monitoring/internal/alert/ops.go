@@ -182,7 +182,7 @@ func (as *Alerts) update(ctx context.Context, p *auth.Principal, r *updateAlert)
 		}
 	}
 	now := as.now()
-	return as.changeFor(ctx, p, r.AlertID, func(a *Alert) (bson.D, error) {
+	out, err := as.changeFor(ctx, p, r.AlertID, func(a *Alert) (bson.D, error) {
 		if err := refuseError(a); err != nil {
 			return nil, err
 		}
@@ -220,6 +220,25 @@ func (as *Alerts) update(ctx context.Context, p *auth.Principal, r *updateAlert)
 		}
 		return set, nil
 	})
+	if err != nil || moved == nil {
+		return out, err
+	}
+	// Its notes and events follow it, after the alert (whose project is
+	// the truth): a move cut short here is finished by the same update
+	// sent again, which finds the alert moved and moves them.
+	return out, as.follow(ctx, out)
+}
+
+// follow moves the records of an alert (its notes and events) into the
+// alert's project and workspace.
+func (as *Alerts) follow(ctx context.Context, a *Alert) error {
+	for _, c := range as.cascade[:2] {
+		if _, err := c.UpdateMany(ctx, bson.D{{Key: "alert_id", Value: a.AlertID}, {Key: "project_id", Value: bson.D{{Key: "$ne", Value: a.ProjectID}}}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: "project_id", Value: a.ProjectID}, {Key: "workspace_id", Value: a.WorkspaceID}}}}); err != nil {
+			return store.Wrap(err)
+		}
+	}
+	return nil
 }
 
 // EscalateAtField is the stored time of an alert's next escalation look
