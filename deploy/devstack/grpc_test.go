@@ -281,6 +281,45 @@ func TestGRPCAsCfctl(t *testing.T) {
 	c.ok(admin, user, "delete", `{"user_id": "g@example.com"}`)
 	c.fails(admin, user, "get", `{"user_id": "g@example.com"}`, codes.NotFound, "ERROR_NOT_FOUND: ")
 
+	// Every operation of the spec is a method, named as upstream names it,
+	// and answers: an empty request is refused or served, never
+	// unimplemented, never a failure to fit the answer in its message.
+	internal := 0
+	for _, path := range listedOperations(t) {
+		parts := strings.Split(strings.TrimPrefix(path, "/"), "/")
+		var resource string
+		for w := range strings.SplitSeq(parts[2], "-") {
+			if w == "api" {
+				resource += "API"
+			} else {
+				resource += strings.ToUpper(w[:1]) + w[1:]
+			}
+		}
+		service := "spaceone.api." + strings.ReplaceAll(parts[0], "-", "_") + "." + parts[1] + "." + resource
+		method := strings.ReplaceAll(parts[3], "-", "_")
+		if !slices.Contains(services, service) {
+			t.Errorf("%s: no service %s", path, service)
+			continue
+		}
+		if c.resolve(service).Methods().ByName(protoreflect.Name(method)) == nil {
+			t.Errorf("%s: %s has no method %s", path, service, method)
+			continue
+		}
+		if _, st := c.call(boot.SystemToken, service, method, `{}`); st != nil {
+			if st.Code() == codes.Unimplemented && strings.HasPrefix(st.Message(), "ERROR_UNSUPPORTED_API") || st.Code() == codes.Unknown ||
+				!strings.HasPrefix(st.Message(), "ERROR_") {
+				t.Errorf("%s: %v %s", path, st.Code(), st.Message())
+			}
+			if st.Code() == codes.Internal {
+				internal++
+				t.Logf("%s: %v %s", path, st.Code(), st.Message())
+			}
+		}
+	}
+	if internal > 0 {
+		t.Errorf("%d operations failed inside", internal)
+	}
+
 	// Reflection v1 and health answer too.
 	v1, err := reflectionpb.NewServerReflectionClient(c.conn).ServerReflectionInfo(context.Background())
 	if err != nil {

@@ -181,12 +181,13 @@ func (d *Descriptors) message(full string) (protoreflect.MessageDescriptor, erro
 
 // builder collects one package's file.
 type builder struct {
-	pkg      string
-	file     *descriptorpb.FileDescriptorProto
-	services map[string]*descriptorpb.ServiceDescriptorProto
-	byType   map[reflect.Type]string // Go type -> full message name
-	taken    map[string]bool         // message names used in the package
-	deps     map[string]bool
+	pkg       string
+	file      *descriptorpb.FileDescriptorProto
+	services  map[string]*descriptorpb.ServiceDescriptorProto
+	byType    map[reflect.Type]string // Go type -> full message name
+	taken     map[string]bool         // message names used in the package
+	isService map[string]bool
+	deps      map[string]bool
 }
 
 // newBuilder starts the file of a package: spaceone/api/identity/v2/identity.proto.
@@ -197,10 +198,11 @@ func newBuilder(pkg, service string) *builder {
 		file: &descriptorpb.FileDescriptorProto{
 			Name: proto.String(path), Package: proto.String(pkg), Syntax: proto.String("proto3"),
 		},
-		services: map[string]*descriptorpb.ServiceDescriptorProto{},
-		byType:   map[reflect.Type]string{},
-		taken:    map[string]bool{},
-		deps:     map[string]bool{},
+		services:  map[string]*descriptorpb.ServiceDescriptorProto{},
+		byType:    map[reflect.Type]string{},
+		taken:     map[string]bool{},
+		isService: map[string]bool{},
+		deps:      map[string]bool{},
 	}
 }
 
@@ -216,7 +218,7 @@ func (b *builder) service(full string) {
 		return
 	}
 	name := strings.TrimPrefix(full, b.pkg+".")
-	b.taken[name] = true
+	b.taken[name], b.isService[name] = true, true
 	s := &descriptorpb.ServiceDescriptorProto{Name: proto.String(name)}
 	b.services[full] = s
 	b.file.Service = append(b.file.Service, s)
@@ -307,7 +309,11 @@ func (b *builder) listOf(t, elem reflect.Type) string {
 	if full, ok := b.byType[t]; ok {
 		return full
 	}
-	name := b.reserve(typeName(deref(elem)) + "s")
+	name := typeName(deref(elem)) + "s"
+	if b.isService[typeName(deref(elem))] {
+		name += "Info" // upstream's UsersInfo
+	}
+	name = b.reserve(name)
 	full := "." + b.pkg + "." + name
 	b.byType[t] = full
 	msg := &descriptorpb.DescriptorProto{Name: proto.String(name)}
@@ -363,6 +369,10 @@ func (b *builder) messageOf(t reflect.Type, name string) string {
 	}
 	if t.Name() != "" && !strings.HasSuffix(name, "Request") {
 		name = typeName(t)
+		if b.isService[name] {
+			// The resource's own record, as upstream names it: UserInfo.
+			name += "Info"
+		}
 	}
 	name = b.reserve(name)
 	full := "." + b.pkg + "." + name
@@ -409,6 +419,12 @@ func (b *builder) field(name string, number int32, t reflect.Type, anon string) 
 			return fd
 		}
 		b.setKind(fd, elem, anon)
+		if fd.GetTypeName() == valueName {
+			// A list of any values is a ListValue: protojson reads a null
+			// repeated Value as an error, a null ListValue as unset.
+			fd.Label = descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL.Enum()
+			fd.TypeName = proto.String(b.wellKnown(listName))
+		}
 		return fd
 	}
 	b.setKind(fd, et, anon)
