@@ -82,6 +82,7 @@ type bench struct {
 	http     *http.Client
 	base     string
 	token    string
+	grpc     *grpcService
 
 	rng  *rand.Rand // seeding only (single goroutine)
 	ids  []string   // seeded posts of the bench domain
@@ -241,6 +242,17 @@ func (b *bench) operations() []operation {
 			name: "get", goal: 0.6,
 			nubes: func(ctx context.Context, r *rand.Rand) error {
 				return b.call(ctx, "/board/v1/post/get", map[string]string{"post_id": pick(r, b.ids)}, nil)
+			},
+			raw: func(ctx context.Context, r *rand.Rand) error {
+				var p postDoc
+				return b.posts.FindOne(ctx, bson.D{{Key: "_id", Value: pick(r, b.ids)}}).Decode(&p)
+			},
+		},
+		{
+			// The same get over gRPC, to set beside get over HTTP.
+			name: "grpc-get", goal: 0.6,
+			nubes: func(ctx context.Context, r *rand.Rand) error {
+				return b.grpc.getPost(ctx, pick(r, b.ids))
 			},
 			raw: func(ctx context.Context, r *rand.Rand) error {
 				var p postDoc
