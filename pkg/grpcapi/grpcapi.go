@@ -46,11 +46,13 @@ import (
 	"github.com/nubes-io/nubes/pkg/server"
 )
 
-// Limits of a connection and a call. The message bound is HTTP's body
-// bound (server.MaxBody) on both directions' requests; answers may be as
-// large as HTTP's.
+// Limits of a connection and a call. A request's JSON body has HTTP's
+// bound (server.MaxBody, else ERROR_REQUEST_TOO_LARGE); grpc-go refuses a
+// message over twice that before reading it (protobuf is smaller than its
+// JSON for the same data, so no request within HTTP's bound meets it).
+// Answers may be as large as HTTP's.
 const (
-	MaxRecvMsgSize       = server.MaxBody
+	MaxRecvMsgSize       = 2 * server.MaxBody
 	MaxConcurrentStreams = 100
 	// DefaultCallTimeout bounds one call, as the HTTP write timeout
 	// bounds one answer.
@@ -222,6 +224,9 @@ func (s *Server) call(ctx context.Context, m Method, in *dynamicpb.Message) (*dy
 	body, err := ToJSON(in)
 	if err != nil {
 		return nil, errs.New(errs.JSONFormat, "The request message could not be read.")
+	}
+	if len(body) > server.MaxBody {
+		return nil, errs.New(errs.RequestTooLarge, "The request body is larger than %d bytes.", server.MaxBody)
 	}
 	bearer, source := credentials(ctx)
 	resp, _, err := s.http.Invoke(ctx, m.Route, bearer, source, body)

@@ -345,7 +345,8 @@ func TestCallsAndErrors(t *testing.T) {
 		{"not found", admin, `{"thing_id": "t", "fail": "missing"}`, codes.NotFound, "ERROR_NOT_FOUND: "},
 		{"down", admin, `{"thing_id": "t", "fail": "down"}`, codes.Unavailable, "ERROR_"},
 		{"bug", admin, `{"thing_id": "t", "fail": "bug"}`, codes.Internal, "ERROR_UNKNOWN: Internal error. (request_id = "},
-		{"too large", admin, `{"thing_id": "t", "blob": "` + strings.Repeat("x", MaxRecvMsgSize) + `"}`, codes.ResourceExhausted, ""},
+		{"over HTTP's bound", admin, `{"thing_id": "t", "blob": "` + strings.Repeat("x", server.MaxBody) + `"}`, codes.ResourceExhausted, "ERROR_REQUEST_TOO_LARGE: "},
+		{"over the message bound", admin, `{"thing_id": "t", "blob": "` + strings.Repeat("x", MaxRecvMsgSize) + `"}`, codes.ResourceExhausted, ""},
 	} {
 		_, err := f.call(t, "token", c.token, "/spaceone.api.svc.v1.Thing/get", c.body)
 		st := status.Convert(err)
