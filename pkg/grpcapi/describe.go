@@ -514,10 +514,11 @@ type jsonField struct {
 func jsonFields(t reflect.Type) []jsonField {
 	var out []jsonField
 	seen := map[string]bool{}
-	var walk func(t reflect.Type, depth int)
-	type later struct{ t reflect.Type }
-	walk = func(t reflect.Type, depth int) {
-		var embedded []later
+	// Outer members first, then each embedded struct's: a name taken
+	// stays with the shallower member, as encoding/json keeps it.
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		var embedded []reflect.Type
 		for i := range t.NumField() {
 			f := t.Field(i)
 			tag := f.Tag.Get("json")
@@ -528,7 +529,7 @@ func jsonFields(t reflect.Type) []jsonField {
 			if f.Anonymous && name == "" {
 				ft := deref(f.Type)
 				if ft.Kind() == reflect.Struct {
-					embedded = append(embedded, later{ft})
+					embedded = append(embedded, ft)
 					continue
 				}
 			}
@@ -544,10 +545,10 @@ func jsonFields(t reflect.Type) []jsonField {
 			}
 		}
 		for _, e := range embedded {
-			walk(e.t, depth+1)
+			walk(e)
 		}
 	}
-	walk(t, 0)
+	walk(t)
 	return out
 }
 
