@@ -29,6 +29,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/config"
 	"github.com/nubes-io/nubes/pkg/devinfra"
 	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/grpcapi"
 	"github.com/nubes-io/nubes/pkg/outward"
 	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/server"
@@ -51,7 +52,10 @@ var serviceNames = []string{identity.Name, board.Name, mailer.Name, dashboard.Na
 // Config of the devstack. An empty mongo_uri or nats_url starts the
 // embedded server instead.
 type Config struct {
-	HTTPAddr  string `mapstructure:"http_addr"`
+	HTTPAddr string `mapstructure:"http_addr"`
+	// GRPCAddr serves every service's operations over gRPC on one
+	// address, as upstream's clients call them; empty: no gRPC.
+	GRPCAddr  string `mapstructure:"grpc_addr"`
 	DataDir   string `mapstructure:"data_dir"`
 	MongoURI  string `mapstructure:"mongo_uri" secret:"true"`
 	MongoDB   string `mapstructure:"mongo_database"`
@@ -77,12 +81,14 @@ type Config struct {
 	// Built, when set, receives the services once they are built (the
 	// service map test reads their routes).
 	Built func([]*app.Service) `mapstructure:"-"`
+	// GRPCListening, when set, receives the gRPC address once it listens.
+	GRPCListening func(addr string) `mapstructure:"-"`
 }
 
 func defaults() map[string]any {
 	d := mailer.Defaults()
 	maps.Copy(d, map[string]any{
-		"http_addr": "127.0.0.1:8080", "data_dir": ".data", "mongo_uri": "", "mongo_database": "nubes",
+		"http_addr": "127.0.0.1:8080", "grpc_addr": "127.0.0.1:50051", "data_dir": ".data", "mongo_uri": "", "mongo_database": "nubes",
 		"nats_url": "", "log_format": "auto", "log_level": "info", "embedded_log_level": "warn", "admin_user_id": "admin", "admin_password": "",
 		"plugin_endpoints": map[string]string{}, "account_collector_plugins": map[string]string{},
 	})
@@ -229,7 +235,22 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, started func(addr st
 	if err != nil {
 		return err
 	}
-	log.Info("devstack ready", "url", "http://"+ln.Addr().String(), "domain_id", boot.DomainID,
+	if cfg.GRPCAddr != "" {
+		g, err := grpcapi.New(srv, grpcapi.Options{})
+		if err != nil {
+			return err
+		}
+		gln, err := net.Listen("tcp", cfg.GRPCAddr)
+		if err != nil {
+			return err
+		}
+		defer gln.Close()
+		workers = append(workers, app.GRPC(g, gln))
+		if cfg.GRPCListening != nil {
+			cfg.GRPCListening(gln.Addr().String())
+		}
+	}
+	log.Info("devstack ready", "url", "http://"+ln.Addr().String(), "grpc", cfg.GRPCAddr, "domain_id", boot.DomainID,
 		"admin_user_id", boot.AdminUserID, "bootstrap", bootPath)
 	if started != nil {
 		started(ln.Addr().String())
@@ -301,14 +322,18 @@ func writeLogin(path string, b *Bootstrap) error {
 
 // Banner is what the devstack prints once it serves: the URL, where the
 // credentials are and one command that logs in.
-func Banner(addr, dataDir string, up time.Duration) string {
+func Banner(addr, grpcAddr, dataDir string, up time.Duration) string {
 	url := "http://" + addr
+	grpcLine := ""
+	if grpcAddr != "" {
+		grpcLine = fmt.Sprintf("  gRPC         grpc://%s (every service, with reflection; metadata token)\n", grpcAddr)
+	}
 	return fmt.Sprintf("\nNubes devstack on %s (up in %s)\n"+
 		"  credentials  %s (domain_id, system_token, admin user and password)\n"+
 		"  log in       curl -s -d @%s %s/identity/token/issue\n"+
-		"  API          %s/openapi.json\n\n",
+		"  API          %s/openapi.json\n%s\n",
 		url, up.Round(time.Millisecond), filepath.Join(dataDir, "bootstrap.json"),
-		filepath.Join(dataDir, LoginFile), url, url)
+		filepath.Join(dataDir, LoginFile), url, url, grpcLine)
 }
 
 func readBootstrap(path string) (Bootstrap, error) {
@@ -366,8 +391,10 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	start := time.Now()
+	grpcAddr := ""
+	cfg.GRPCListening = func(a string) { grpcAddr = a }
 	err := Run(ctx, cfg, log, func(addr string) {
-		fmt.Fprint(os.Stderr, Banner(addr, cfg.DataDir, time.Since(start)))
+		fmt.Fprint(os.Stderr, Banner(addr, grpcAddr, cfg.DataDir, time.Since(start)))
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "devstack:", err)

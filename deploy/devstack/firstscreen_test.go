@@ -25,7 +25,9 @@ func TestFirstScreen(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan string, 1)
 	done := make(chan error, 1)
-	cfg := Config{HTTPAddr: "127.0.0.1:0", DataDir: dir, MongoDB: "nubes", AdminUserID: "admin", EmbeddedLogLevel: "warn"}
+	grpcAddr := make(chan string, 1)
+	cfg := Config{HTTPAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", DataDir: dir, MongoDB: "nubes", AdminUserID: "admin", EmbeddedLogLevel: "warn",
+		GRPCListening: func(a string) { grpcAddr <- a }}
 	go func() { done <- Run(ctx, cfg, log, func(a string) { addr <- a }) }()
 	var a string
 	select {
@@ -42,8 +44,9 @@ func TestFirstScreen(t *testing.T) {
 		}
 	}()
 
-	banner := Banner(a, dir, time.Second)
-	for _, want := range []string{"http://" + a, filepath.Join(dir, "bootstrap.json"), "curl -s -d @" + filepath.Join(dir, LoginFile)} {
+	g := <-grpcAddr
+	banner := Banner(a, g, dir, time.Second)
+	for _, want := range []string{"http://" + a, "grpc://" + g, filepath.Join(dir, "bootstrap.json"), "curl -s -d @" + filepath.Join(dir, LoginFile)} {
 		if !strings.Contains(banner, want) {
 			t.Errorf("banner lacks %q:\n%s", want, banner)
 		}

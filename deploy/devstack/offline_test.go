@@ -47,7 +47,7 @@ func TestMakeRunOfflinePlugins(t *testing.T) {
 	if len(cfg.PluginEndpoints) != len(ids) {
 		t.Fatalf("NUBES_PLUGIN_ENDPOINTS read as %v", cfg.PluginEndpoints)
 	}
-	cfg.DataDir, cfg.HTTPAddr = t.TempDir(), "127.0.0.1:0"
+	cfg.DataDir, cfg.HTTPAddr, cfg.GRPCAddr = t.TempDir(), "127.0.0.1:0", "127.0.0.1:0"
 	base, stop := startWith(t, cfg)
 	defer stop()
 	boot, _ := loadBootstrap(t, cfg.DataDir)

@@ -27,6 +27,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/call"
 	"github.com/nubes-io/nubes/pkg/config"
 	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/grpcapi"
 	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/server"
@@ -152,7 +153,21 @@ func run(ctx context.Context, name string, needsEvents bool, build Constructor, 
 	if err != nil {
 		return err
 	}
-	return Serve(ctx, srv, ln, svc.Workers...)
+	workers := svc.Workers
+	if cfg.GRPCAddr != "" {
+		g, err := grpcapi.New(srv, grpcapi.Options{CallTimeout: cfg.HTTPWriteTimeout, Idle: cfg.HTTPIdleTimeout,
+			DrainDelay: cfg.DrainDelay, ShutdownTimeout: cfg.ShutdownTimeout})
+		if err != nil {
+			return err
+		}
+		gln, err := net.Listen("tcp", cfg.GRPCAddr)
+		if err != nil {
+			_ = ln.Close()
+			return err
+		}
+		workers = append(workers, GRPC(g, gln))
+	}
+	return Serve(ctx, srv, ln, workers...)
 }
 
 // The JWK set from jwks_url or jwks_file is read again when a token names
@@ -202,6 +217,13 @@ func Serve(ctx context.Context, srv *server.Server, ln net.Listener, workers ...
 		}
 	}
 	return err
+}
+
+// GRPC runs g on ln as one of Serve's workers: it stops with the HTTP
+// server (health NOT_SERVING, drain, calls under way finish) and Serve
+// waits for it.
+func GRPC(g *grpcapi.Server, ln net.Listener) func(context.Context) error {
+	return func(ctx context.Context) error { return g.Run(ctx, ln) }
 }
 
 // NewLogger returns a JSON logger, or a text one on a terminal when

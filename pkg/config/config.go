@@ -25,7 +25,10 @@ import (
 // Base is the configuration every Nubes binary shares. Services embed it
 // with `mapstructure:",squash"`.
 type Base struct {
-	HTTPAddr      string        `mapstructure:"http_addr"`
+	HTTPAddr string `mapstructure:"http_addr"`
+	// GRPCAddr serves the same operations over gRPC as upstream's clients
+	// call them (pkg/grpcapi); empty: no gRPC.
+	GRPCAddr      string        `mapstructure:"grpc_addr"`
 	MongoURI      string        `mapstructure:"mongo_uri" secret:"true"`
 	MongoDatabase string        `mapstructure:"mongo_database"`
 	MongoPoolSize uint64        `mapstructure:"mongo_pool_size"`
@@ -71,6 +74,7 @@ type Base struct {
 func BaseDefaults() map[string]any {
 	return map[string]any{
 		"http_addr":                ":8080",
+		"grpc_addr":                ":50051",
 		"mongo_uri":                "mongodb://127.0.0.1:27017/",
 		"mongo_database":           "nubes",
 		"mongo_pool_size":          64,

@@ -244,10 +244,9 @@ func (s *Server) ready(c *echo.Context) error {
 // handler runs one route: body limit, authentication, authorization,
 // decoding and the business rule. label is the canonical path.
 func (s *Server) handler(r api.Route, label string) echo.HandlerFunc {
-	access := r.Meta().Access
 	return func(c *echo.Context) error {
 		start := time.Now()
-		err := s.serve(c, r, access)
+		err := s.serve(c, r)
 		code := http.StatusOK
 		if err != nil {
 			code = s.status(err)
@@ -275,7 +274,7 @@ func (s *Server) raw(rr Raw) echo.HandlerFunc {
 	}
 }
 
-func (s *Server) serve(c *echo.Context, r api.Route, access auth.Access) error {
+func (s *Server) serve(c *echo.Context, r api.Route) error {
 	req := c.Request()
 	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, MaxBody))
 	if err != nil {
@@ -285,33 +284,80 @@ func (s *Server) serve(c *echo.Context, r api.Route, access auth.Access) error {
 		}
 		return errs.New(errs.JSONFormat, "The request body could not be read.")
 	}
-	ctx := auth.WithSource(req.Context(), c.RealIP())
+	bearer, _ := bearerToken(req)
+	resp, p, err := s.Invoke(req.Context(), r, bearer, c.RealIP(), body)
+	if p != nil {
+		c.Set("principal", p)
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, resp)
+}
+
+// Invoke runs route r for one caller whatever the transport: bearer (""
+// for none) authenticates, the access rule and the token's scope
+// authorise, body is decoded and validated, and the handler runs. HTTP
+// and gRPC (pkg/grpcapi) both call it, so an operation keeps one set of
+// rules. It returns the caller it authenticated, if any.
+func (s *Server) Invoke(ctx context.Context, r api.Route, bearer, source string, body []byte) (any, *auth.Principal, error) {
+	ctx = auth.WithSource(ctx, source)
+	access := r.Meta().Access
 	var p *auth.Principal
-	if bearer, ok := bearerToken(req); ok {
+	if bearer != "" {
+		var err error
 		p, err = s.opts.Auth.Authenticate(ctx, bearer)
 		if err != nil && !access.IsPublic() {
-			return err
+			return nil, nil, err
 		}
 		// A public operation sees the credential even when it is not one
 		// that authenticates: token/grant takes a refresh token there.
 		ctx = auth.WithBearer(ctx, bearer)
 		if p != nil {
 			ctx = auth.WithPrincipal(ctx, p)
-			c.Set("principal", p)
 		}
 	}
 	if err := access.Check(p); err != nil {
-		return err
+		return nil, p, err
 	}
 	if !p.Allows(r.Meta().Path) {
-		return errs.Forbidden()
+		return nil, p, errs.Forbidden()
 	}
 	resp, err := r.Serve(ctx, p, body)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, resp)
+	return resp, p, err
 }
+
+// Observe counts one call of the operation at path in the server's
+// metrics, with the HTTP status its answer has (a gRPC call its error's).
+func (s *Server) Observe(path string, status int, d time.Duration) {
+	s.metrics.observe(path, status, d)
+}
+
+// Status is the HTTP status an error is answered with (500 for one that
+// is not an *errs.Error).
+func Status(err error) int {
+	if e, ok := errs.As(err); ok {
+		return e.Status()
+	}
+	return http.StatusInternalServerError
+}
+
+// Routes are the server's operations, as declared.
+func (s *Server) Routes() []api.Route { return s.routes }
+
+// Stopping reports that the server is shutting down (readiness fails).
+func (s *Server) Stopping() bool { return s.stopping.Load() }
+
+// Ready reports whether the server's dependencies answer.
+func (s *Server) Ready(ctx context.Context) error {
+	if s.stopping.Load() {
+		return errors.New("stopping")
+	}
+	return s.opts.Ready(ctx)
+}
+
+// Log is the server's logger.
+func (s *Server) Log() *slog.Logger { return s.log }
 
 func bearerToken(r *http.Request) (string, bool) {
 	h := r.Header.Get("Authorization")

@@ -9,6 +9,7 @@
 //
 //	create  /board/v1/post/create  vs  InsertOne of the same document
 //	get     /board/v1/post/get     vs  FindOne by _id + its view's $inc
+//	grpc-get  the same get over gRPC (/spaceone.api.board.v1.Post/get, token in metadata)  vs  the same
 //	list    /board/v1/post/list    vs  CountDocuments + Find (same filter, sort, limit 20)
 //	stat    /board/v1/post/stat    vs  Aggregate [$match domain, $group category count]
 //
@@ -107,6 +108,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/app"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/devinfra"
+	"github.com/nubes-io/nubes/pkg/grpcapi"
 	"github.com/nubes-io/nubes/pkg/server"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/services/board"
@@ -238,7 +240,7 @@ func run(ctx context.Context) error {
 		}
 	}
 	// The service is built before seeding, so its indexes exist.
-	base, token, stopService, err := startService(ctx, svcClient.Database(dbName), cfg.verbose)
+	base, token, grpcSvc, stopService, err := startService(ctx, svcClient.Database(dbName), cfg.verbose)
 	if err != nil {
 		return err
 	}
@@ -251,6 +253,7 @@ func run(ctx context.Context) error {
 		setup:    setup.Collection(postsCollection),
 		base:     base,
 		token:    token,
+		grpc:     grpcSvc,
 		http: &http.Client{Transport: &http.Transport{
 			MaxIdleConns:        2 * cfg.concurrency,
 			MaxIdleConnsPerHost: 2 * cfg.concurrency,
@@ -346,39 +349,39 @@ func run(ctx context.Context) error {
 
 // startService serves the board service on 127.0.0.1 and returns its base
 // URL, a DOMAIN_ADMIN token of the bench domain, and a stop function.
-func startService(ctx context.Context, db *mongo.Database, verbose bool) (base, token string, stop func(), err error) {
+func startService(ctx context.Context, db *mongo.Database, verbose bool) (base, token string, g *grpcService, stop func(), err error) {
 	svc, err := board.New(ctx, app.Deps{DB: db})
 	if err != nil {
-		return "", "", nil, err
+		return "", "", nil, nil, err
 	}
 	dash, err := dashboard.New(ctx, app.Deps{DB: db}) // get and list need no other service
 	if err != nil {
-		return "", "", nil, err
+		return "", "", nil, nil, err
 	}
 	sec, err := secret.New(benchKeys)(ctx, app.Deps{DB: db}) // get and list need no repository
 	if err != nil {
-		return "", "", nil, err
+		return "", "", nil, nil, err
 	}
 	repo, err := repository.New(repository.Config{Keys: benchKeys})(ctx, app.Deps{DB: db}) // get and list need no registry
 	if err != nil {
-		return "", "", nil, err
+		return "", "", nil, nil, err
 	}
 	noti, err := notificationRoutes(ctx, db, slog.New(slog.DiscardHandler)) // get and list need no repository or plugin
 	if err != nil {
-		return "", "", nil, err
+		return "", "", nil, nil, err
 	}
 	signer, err := auth.GenerateSigner()
 	if err != nil {
-		return "", "", nil, err
+		return "", "", nil, nil, err
 	}
 	jwks, _ := json.Marshal(auth.JWKS{Keys: []auth.JWK{signer.PublicJWK()}})
 	verifier, err := auth.NewVerifier(jwks)
 	if err != nil {
-		return "", "", nil, err
+		return "", "", nil, nil, err
 	}
 	token, err = signer.Issue(auth.Principal{DomainID: benchDomain, UserID: "bench-admin", Role: auth.DomainAdmin}, 24*time.Hour)
 	if err != nil {
-		return "", "", nil, err
+		return "", "", nil, nil, err
 	}
 	log := slog.New(slog.DiscardHandler)
 	if verbose {
@@ -386,16 +389,30 @@ func startService(ctx context.Context, db *mongo.Database, verbose bool) (base, 
 	}
 	srv, err := server.New(server.Options{Name: board.Name, Auth: verifier, Logger: log}, slices.Concat(svc.Routes, dash.Routes, sec.Routes, repo.Routes, noti)...)
 	if err != nil {
-		return "", "", nil, err
+		return "", "", nil, nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return "", "", nil, err
+		return "", "", nil, nil, err
+	}
+	// The same server's operations over gRPC (pkg/grpcapi), for grpc-get.
+	gs, err := grpcapi.New(srv, grpcapi.Options{})
+	if err != nil {
+		return "", "", nil, nil, err
+	}
+	gln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", "", nil, nil, err
+	}
+	g, err = dialGRPC(gln.Addr().String(), gs, token)
+	if err != nil {
+		return "", "", nil, nil, err
 	}
 	sctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
+	served := make(chan error, 2)
 	go func() { served <- srv.Run(sctx, ln) }()
-	return "http://" + ln.Addr().String(), token, func() { cancel(); <-served }, nil
+	go func() { served <- gs.Run(sctx, gln) }()
+	return "http://" + ln.Addr().String(), token, g, func() { g.conn.Close(); cancel(); <-served; <-served }, nil
 }
 
 var started = time.Now()

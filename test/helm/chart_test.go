@@ -354,7 +354,7 @@ func checkDeployment(t *testing.T, m *manifests, w want, name string, d *appsv1.
 		sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") {
 		t.Fatalf("%s: container security context %+v", name, sc)
 	}
-	if len(c.Ports) != 1 || c.Ports[0].Name != "http" || c.Ports[0].ContainerPort != 8080 {
+	if len(c.Ports) != 2 || c.Ports[0].Name != "http" || c.Ports[0].ContainerPort != 8080 || c.Ports[1].Name != "grpc" || c.Ports[1].ContainerPort != 50051 {
 		t.Fatalf("%s: ports %+v", name, c.Ports)
 	}
 	for probe, p := range map[string]*corev1.Probe{"/healthz": c.LivenessProbe, "/readyz": c.ReadinessProbe} {

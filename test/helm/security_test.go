@@ -439,6 +439,7 @@ func TestProductionRefuses(t *testing.T) {
 		"no Ingress":             "ingress: {enabled: false}\n",
 		"no NATS users":          "nats: {auth: {enabled: false}}\n",
 		"no NetworkPolicy":       "networkPolicy: {enabled: false}\n",
+		"gRPC Ingress, no TLS":   "grpc: {ingress: {enabled: true, domain: grpc.example.com}}\n",
 		"MongoDB without a user": "secrets: {existingSecret: \"\", mongoURI: \"mongodb://mongodb:27017/?replicaSet=rs0\"}\n",
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -449,6 +450,10 @@ func TestProductionRefuses(t *testing.T) {
 	}
 	// The same MongoDB URI with a user and password renders.
 	if _, err := render(t, prod, "secrets: {existingSecret: \"\", mongoURI: \"mongodb://nubes:pw@mongodb:27017/?replicaSet=rs0\"}\n"); err != nil {
+		t.Fatal(err)
+	}
+	// The gRPC Ingress with its certificate renders.
+	if _, err := render(t, prod, "grpc: {ingress: {enabled: true, domain: grpc.example.com, tls: [{secretName: grpc-tls, hosts: ['*.grpc.example.com']}]}}\n"); err != nil {
 		t.Fatal(err)
 	}
 	// Without production: true the chart has no registry default either.

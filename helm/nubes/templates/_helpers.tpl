@@ -170,6 +170,11 @@ without. Included by the templates that need it (NOTES too).
 {{- $covered := false -}}
 {{- range $ing.tls -}}{{- if and .secretName (has $ing.host (.hosts | default list)) -}}{{- $covered = true -}}{{- end -}}{{- end -}}
 {{- if not $covered -}}{{- fail (printf "production: ingress.tls must hold a secretName for the host %s" $ing.host) -}}{{- end -}}
+{{- if and .Values.grpc.enabled .Values.grpc.ingress.enabled -}}
+{{- $gcovered := false -}}
+{{- range .Values.grpc.ingress.tls -}}{{- if .secretName -}}{{- $gcovered = true -}}{{- end -}}{{- end -}}
+{{- if not $gcovered -}}{{- fail "production: grpc.ingress.tls must hold a secretName (a wildcard certificate for *.<grpc.ingress.domain>)" -}}{{- end -}}
+{{- end -}}
 {{- if not .Values.nats.auth.enabled -}}{{- fail "production: nats.auth.enabled must be true (each service its own NATS user)" -}}{{- end -}}
 {{- if not .Values.networkPolicy.enabled -}}{{- fail "production: networkPolicy.enabled must be true" -}}{{- end -}}
 {{- if not .Values.secrets.existingSecret -}}

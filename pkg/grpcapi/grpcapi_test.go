@@ -1,0 +1,424 @@
+package grpcapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
+
+	"github.com/nubes-io/nubes/pkg/api"
+	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/freeform"
+	"github.com/nubes-io/nubes/pkg/query"
+	"github.com/nubes-io/nubes/pkg/server"
+	"github.com/nubes-io/nubes/pkg/wire"
+)
+
+type thingReq struct {
+	ThingID string        `json:"thing_id" v:"required,max=10"`
+	Size    int64         `json:"size"`
+	Hold    bool          `json:"hold"`
+	Enabled *bool         `json:"enabled"`
+	Fail    string        `json:"fail"`
+	Blob    string        `json:"blob"`
+	Tags    freeform.Flat `json:"tags"`
+}
+
+type base struct {
+	DomainID string `json:"domain_id"`
+	Hidden   string `json:"hidden"`
+}
+
+type thing struct {
+	base
+	ThingID   string         `json:"thing_id"`
+	Size      int64          `json:"size"`
+	Enabled   *bool          `json:"enabled"`
+	Hidden    int            `json:"hidden"` // hides base's
+	Tags      freeform.Flat  `json:"tags"`
+	Data      map[string]any `json:"data"`
+	Any       any            `json:"any"`
+	Grid      [][]string     `json:"grid"`
+	Items     []any          `json:"items"`
+	Parts     []part         `json:"parts"`
+	CreatedAt wire.Time      `json:"created_at"`
+	Secret    string         `json:"-"`
+	Caller    string         `json:"caller"`
+}
+
+type part struct {
+	Name string `json:"name"`
+}
+
+type listReq struct {
+	Query query.Query `json:"query"`
+}
+
+type noFields struct{}
+
+// holds lets a test keep a call under way: the handler signals held and
+// waits for release.
+type holds struct{ held, release chan struct{} }
+
+func routes(h ...holds) []api.Route {
+	get := func(ctx context.Context, p *auth.Principal, r *thingReq) (*thing, error) {
+		if r.Hold {
+			h[0].held <- struct{}{}
+			<-h[0].release
+		}
+		switch r.Fail {
+		case "bug":
+			return nil, errors.New("secret internal detail")
+		case "down":
+			return nil, errs.Down("The store", errors.New("refused"))
+		case "missing":
+			return nil, errs.NotFound("thing_id", r.ThingID)
+		}
+		return &thing{base: base{DomainID: p.DomainID, Hidden: "x"}, ThingID: r.ThingID, Size: r.Size, Enabled: r.Enabled, Hidden: 3,
+			Tags: r.Tags, Data: map[string]any{"a.b": 1.5}, Any: []any{"x", 1.0}, Grid: [][]string{{"a"}}, Items: []any{true},
+			Parts: []part{{"p"}}, CreatedAt: wire.T(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)), Caller: p.UserID}, nil
+	}
+	return []api.Route{
+		api.Op[thingReq, thing]{Path: "/svc/v1/thing/get", Access: auth.Roles(auth.DomainAdmin), Handle: get},
+		api.Op[thingReq, thing]{Path: "/svc/v2/thing-kind/get-more", Access: auth.Roles(auth.DomainAdmin), Handle: get},
+		api.Op[listReq, api.List[thing]]{Path: "/svc/v1/thing/list", Access: auth.Roles(auth.DomainAdmin),
+			Handle: func(ctx context.Context, p *auth.Principal, r *listReq) (*api.List[thing], error) {
+				return &api.List[thing]{Results: []thing{{ThingID: r.Query.Keyword}}, TotalCount: int64(len(r.Query.Filter))}, nil
+			}},
+		api.Op[noFields, api.Empty]{Path: "/svc/v1/thing/ping", Access: auth.Public(),
+			Handle: func(context.Context, *auth.Principal, *noFields) (*api.Empty, error) { return &api.Empty{}, nil }},
+		api.Op[noFields, api.Empty]{Path: "/svc/thing/unversioned", Access: auth.Public(),
+			Handle: func(context.Context, *auth.Principal, *noFields) (*api.Empty, error) { return &api.Empty{}, nil }},
+	}
+}
+
+func TestNames(t *testing.T) {
+	for _, c := range []struct{ path, pkg, service, method string }{
+		{"/identity/v2/user/create", "spaceone.api.identity.v2", "spaceone.api.identity.v2.User", "create"},
+		{"/identity/v2/api-key/create", "spaceone.api.identity.v2", "spaceone.api.identity.v2.APIKey", "create"},
+		{"/identity/v2/user-profile/get-workspaces", "spaceone.api.identity.v2", "spaceone.api.identity.v2.UserProfile", "get_workspaces"},
+		{"/cost-analysis/v1/data-source-rule/change-order", "spaceone.api.cost_analysis.v1", "spaceone.api.cost_analysis.v1.DataSourceRule", "change_order"},
+		{"/inventory/v1/collector/update-plugin", "spaceone.api.inventory.v1", "spaceone.api.inventory.v1.Collector", "update_plugin"},
+		{"/board/post/list", "", "", ""},
+		{"/board/v1/post", "", "", ""},
+	} {
+		pkg, svc, m, ok := Names(c.path)
+		if pkg != c.pkg || svc != c.service || m != c.method || ok != (c.pkg != "") {
+			t.Errorf("Names(%s) = %s %s %s %v", c.path, pkg, svc, m, ok)
+		}
+	}
+}
+
+// TestDescribe checks the messages built from Go types: members as
+// encoding/json writes them, free maps as Struct, any as Value, lists of
+// lists as ListValue, times as strings, pointers to scalars optional, the
+// list query as upstream's, Empty where nothing is sent or answered.
+func TestDescribe(t *testing.T) {
+	d, err := Describe(routes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Skipped) != 1 || d.Skipped[0] != "/svc/thing/unversioned" {
+		t.Errorf("skipped %v", d.Skipped)
+	}
+	byName := map[string]Method{}
+	for _, m := range d.Methods {
+		byName[m.FullMethod()] = m
+	}
+	get := byName["/spaceone.api.svc.v1.Thing/get"]
+	if get.Route == nil || byName["/spaceone.api.svc.v2.ThingKind/get_more"].Route == nil {
+		t.Fatalf("methods %v", byName)
+	}
+	if get.In.FullName() != "spaceone.api.svc.v1.GetThingRequest" || get.Out.FullName() != "spaceone.api.svc.v1.ThingInfo" {
+		t.Errorf("get: %s -> %s", get.In.FullName(), get.Out.FullName())
+	}
+	kind := func(md protoreflect.MessageDescriptor, name string) string {
+		fd := md.Fields().ByName(protoreflect.Name(name))
+		if fd == nil {
+			return "absent"
+		}
+		k := fd.Kind().String()
+		if fd.Message() != nil {
+			k = string(fd.Message().FullName())
+		}
+		if fd.IsList() {
+			k = "repeated " + k
+		}
+		if fd.HasOptionalKeyword() {
+			k = "optional " + k
+		}
+		return k
+	}
+	for _, c := range []struct {
+		md          protoreflect.MessageDescriptor
+		field, want string
+	}{
+		{get.In, "thing_id", "string"}, {get.In, "size", "int64"}, {get.In, "hold", "bool"},
+		{get.In, "enabled", "optional bool"}, {get.In, "tags", "google.protobuf.Struct"},
+		{get.Out, "domain_id", "string"}, {get.Out, "hidden", "int32"}, {get.Out, "secret", "absent"}, {get.Out, "Secret", "absent"},
+		{get.Out, "data", "google.protobuf.Struct"}, {get.Out, "any", "google.protobuf.Value"},
+		{get.Out, "grid", "repeated google.protobuf.ListValue"}, {get.Out, "items", "google.protobuf.ListValue"},
+		{get.Out, "parts", "repeated spaceone.api.svc.v1.Part"}, {get.Out, "created_at", "string"},
+		{byName["/spaceone.api.svc.v1.Thing/list"].In, "query", "spaceone.api.core.v2.Query"},
+		{byName["/spaceone.api.svc.v1.Thing/list"].Out, "results", "repeated spaceone.api.svc.v1.ThingInfo"},
+		{byName["/spaceone.api.svc.v1.Thing/list"].Out, "total_count", "int32"},
+	} {
+		if got := kind(c.md, c.field); got != c.want {
+			t.Errorf("%s.%s is %s, want %s", c.md.FullName(), c.field, got, c.want)
+		}
+	}
+	ping := byName["/spaceone.api.svc.v1.Thing/ping"]
+	if ping.In.FullName() != "google.protobuf.Empty" || ping.Out.FullName() != "google.protobuf.Empty" {
+		t.Errorf("ping: %s -> %s", ping.In.FullName(), ping.Out.FullName())
+	}
+}
+
+func TestToJSON(t *testing.T) {
+	d, err := Describe(routes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := d.Methods[0].In
+	for _, c := range []struct{ in, want string }{
+		{`{}`, `{}`},
+		{`{"thingId": "a", "size": "9007199254740993"}`, `{"thing_id":"a","size":9007199254740993}`},
+		{`{"enabled": false, "hold": false}`, `{"enabled":false}`},
+		{`{"tags": {"a.b": [1, "x", null]}}`, `{"tags":{"a.b":[1,"x",null]}}`},
+	} {
+		m := dynamicpb.NewMessage(in)
+		if err := protojson.Unmarshal([]byte(c.in), m); err != nil {
+			t.Fatal(err)
+		}
+		got, err := ToJSON(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Members come in any order (dynamicpb ranges at random); numbers
+		// compare as written.
+		var g, w any
+		dg, dw := json.NewDecoder(bytes.NewReader(got)), json.NewDecoder(strings.NewReader(c.want))
+		dg.UseNumber()
+		dw.UseNumber()
+		if dg.Decode(&g) != nil || dw.Decode(&w) != nil || !reflect.DeepEqual(g, w) {
+			t.Errorf("ToJSON(%s) = %s, want %s", c.in, got, c.want)
+		}
+	}
+}
+
+type fixture struct {
+	http   *server.Server
+	grpc   *Server
+	conn   *grpc.ClientConn
+	signer *auth.Signer
+	stop   context.CancelFunc
+	done   chan error
+}
+
+func start(t testing.TB, drain time.Duration, h ...holds) *fixture {
+	t.Helper()
+	signer, err := auth.GenerateSigner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := auth.NewVerifier(auth.JWKSOf(signer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs, err := server.New(server.Options{Name: "test", Logger: slog.New(slog.NewTextHandler(testLog{t}, nil)), Auth: v}, routes(h...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(hs, Options{DrainDelay: drain, ShutdownTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &fixture{http: hs, grpc: g, signer: signer, stop: cancel, done: make(chan error, 1)}
+	go func() { f.done <- g.Run(ctx, ln) }()
+	f.conn, err = grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		f.conn.Close()
+		cancel()
+		<-f.done
+	})
+	return f
+}
+
+func (f *fixture) token(t testing.TB, p auth.Principal) string {
+	t.Helper()
+	tok, err := f.signer.Issue(p, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func (f *fixture) method(t testing.TB, full string) Method {
+	t.Helper()
+	for _, m := range f.grpc.Descriptors().Methods {
+		if m.FullMethod() == full {
+			return m
+		}
+	}
+	t.Fatalf("no method %s", full)
+	return Method{}
+}
+
+// call sends body (JSON) to a method with token in metadata key.
+func (f *fixture) call(t *testing.T, key, token, full, body string) (map[string]any, error) {
+	t.Helper()
+	m := f.method(t, full)
+	in, out := dynamicpb.NewMessage(m.In), dynamicpb.NewMessage(m.Out)
+	if err := protojson.Unmarshal([]byte(body), in); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if token != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, key, token)
+	}
+	if err := f.conn.Invoke(ctx, full, in, out); err != nil {
+		return nil, err
+	}
+	raw, _ := protojson.MarshalOptions{UseProtoNames: true}.Marshal(out)
+	var v map[string]any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatal(err)
+	}
+	return v, nil
+}
+
+func TestCallsAndErrors(t *testing.T) {
+	f := start(t, 0)
+	admin := f.token(t, auth.Principal{DomainID: "domain-a", UserID: "alice", Role: auth.DomainAdmin})
+	member := f.token(t, auth.Principal{DomainID: "domain-a", UserID: "mia", Role: auth.WorkspaceMember, WorkspaceID: "ws-1"})
+	other, _ := auth.GenerateSigner()
+	forged, _ := other.Issue(auth.Principal{DomainID: "domain-a", UserID: "eve", Role: auth.DomainAdmin}, time.Hour)
+
+	got, err := f.call(t, "token", admin, "/spaceone.api.svc.v1.Thing/get", `{"thing_id": " t1 ", "size": 5, "enabled": false, "tags": {"a.b": "c"}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Trimmed by the same validation as HTTP's, tenancy from the token.
+	if got["thing_id"] != "t1" || got["size"] != "5" || got["enabled"] != false || got["domain_id"] != "domain-a" || got["hidden"] != 3.0 ||
+		got["caller"] != "alice" || got["created_at"] != "2026-01-02T03:04:05.000Z" || got["tags"].(map[string]any)["a.b"] != "c" {
+		t.Errorf("get = %v", got)
+	}
+	if _, err := f.call(t, "authorization", "Bearer "+admin, "/spaceone.api.svc.v2.ThingKind/get_more", `{"thing_id": "t"}`); err != nil {
+		t.Errorf("authorization header: %v", err)
+	}
+	l, err := f.call(t, "token", admin, "/spaceone.api.svc.v1.Thing/list", `{"query": {"filter": [{"k": "a", "v": 1, "o": "eq"}, {"key": "b", "value": "x", "operator": "in"}], "keyword": "kw", "page": {"limit": 2}, "sort": [{"key": "a"}]}}`)
+	if err != nil || l["total_count"] != 2.0 || l["results"].([]any)[0].(map[string]any)["thing_id"] != "kw" {
+		t.Errorf("list = %v %v", l, err)
+	}
+	if _, err := f.call(t, "", "", "/spaceone.api.svc.v1.Thing/ping", `{}`); err != nil {
+		t.Errorf("public ping: %v", err)
+	}
+
+	for _, c := range []struct {
+		name, token, body string
+		code              codes.Code
+		prefix            string
+	}{
+		{"no token", "", `{"thing_id": "t"}`, codes.Unauthenticated, "ERROR_AUTHENTICATE_FAILURE: "},
+		{"forged", forged, `{"thing_id": "t"}`, codes.Unauthenticated, "ERROR_AUTHENTICATE_FAILURE: "},
+		{"role", member, `{"thing_id": "t"}`, codes.PermissionDenied, "ERROR_PERMISSION_DENIED: "},
+		{"required", admin, `{}`, codes.InvalidArgument, "ERROR_REQUIRED_PARAMETER: "},
+		{"limit", admin, `{"thing_id": "01234567890"}`, codes.InvalidArgument, "ERROR_INVALID_PARAMETER: "},
+		{"not found", admin, `{"thing_id": "t", "fail": "missing"}`, codes.NotFound, "ERROR_NOT_FOUND: "},
+		{"down", admin, `{"thing_id": "t", "fail": "down"}`, codes.Unavailable, "ERROR_"},
+		{"bug", admin, `{"thing_id": "t", "fail": "bug"}`, codes.Internal, "ERROR_UNKNOWN: Internal error. (request_id = "},
+		{"over HTTP's bound", admin, `{"thing_id": "t", "blob": "` + strings.Repeat("x", server.MaxBody) + `"}`, codes.ResourceExhausted, "ERROR_REQUEST_TOO_LARGE: "},
+		{"over the message bound", admin, `{"thing_id": "t", "blob": "` + strings.Repeat("x", MaxRecvMsgSize) + `"}`, codes.ResourceExhausted, ""},
+	} {
+		_, err := f.call(t, "token", c.token, "/spaceone.api.svc.v1.Thing/get", c.body)
+		st := status.Convert(err)
+		if err == nil || st.Code() != c.code || !strings.HasPrefix(st.Message(), c.prefix) || strings.Contains(st.Message(), "secret internal") {
+			t.Errorf("%s: %v %q, want %v %q", c.name, st.Code(), st.Message(), c.code, c.prefix)
+		}
+	}
+}
+
+func TestCode(t *testing.T) {
+	for status, want := range map[int]codes.Code{400: codes.InvalidArgument, 401: codes.Unauthenticated, 403: codes.PermissionDenied,
+		404: codes.NotFound, 409: codes.AlreadyExists, 413: codes.ResourceExhausted, 429: codes.ResourceExhausted, 501: codes.Unimplemented,
+		503: codes.Unavailable, 500: codes.Internal, 504: codes.DeadlineExceeded, 422: codes.FailedPrecondition} {
+		if got := Code(status); got != want {
+			t.Errorf("Code(%d) = %v, want %v", status, got, want)
+		}
+	}
+}
+
+// TestGracefulStop: at the stop, health answers NOT_SERVING while the
+// drain lasts, a call under way finishes, then the server is gone.
+func TestGracefulStop(t *testing.T) {
+	h := holds{make(chan struct{}, 1), make(chan struct{})}
+	f := start(t, 300*time.Millisecond, h)
+	admin := f.token(t, auth.Principal{DomainID: "domain-a", UserID: "alice", Role: auth.DomainAdmin})
+	hc := healthpb.NewHealthClient(f.conn)
+	if r, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{Service: "spaceone.api.svc.v1.Thing"}); err != nil || r.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health %v %v", r, err)
+	}
+	var finished atomic.Bool
+	callDone := make(chan error, 1)
+	go func() {
+		_, err := f.call(t, "token", admin, "/spaceone.api.svc.v1.Thing/get", `{"thing_id": "t", "hold": true}`)
+		finished.Store(err == nil)
+		callDone <- err
+	}()
+	<-h.held
+	f.stop()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{})
+		if err == nil && r.GetStatus() == healthpb.HealthCheckResponse_NOT_SERVING {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("health still %v %v", r, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(h.release)
+	if err := <-callDone; err != nil || !finished.Load() {
+		t.Fatalf("call under way: %v", err)
+	}
+	if err := <-f.done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	f.done <- nil // for the cleanup
+}
+
+// testLog writes the servers' log lines to the test's log.
+type testLog struct{ t testing.TB }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Helper()
+	l.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
