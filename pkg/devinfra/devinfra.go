@@ -56,7 +56,7 @@ func StartMongo(dir, addr string, log *slog.Logger) (*Mongo, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m.ids = newIDIndexer(abs, log)
+	m.ids = newIDIndexer(abs, log, m.proxy.Exclusive)
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	go func() { defer close(stopped); m.ids.run(ctx) }()

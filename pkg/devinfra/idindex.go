@@ -33,10 +33,15 @@ const idIndexSuffix = "_nubes_id"
 var IDIndexInterval = 500 * time.Millisecond
 
 type idIndexer struct {
-	dir   string
-	log   *slog.Logger
-	mu    sync.Mutex
-	files map[string]*indexedFile
+	dir string
+	log *slog.Logger
+	// exclusive runs its CREATE INDEX statements holding every turn of
+	// the store's write order (serialwrites): a writer of SQLite beside
+	// FerretDB's made FerretDB's writes wait in SQLite's busy handler,
+	// while the whole queue of the proxy waited behind them.
+	exclusive func(func() error) error
+	mu        sync.Mutex
+	files     map[string]*indexedFile
 }
 
 // indexedFile is one database file the sweeps keep a connection to: a
@@ -54,8 +59,8 @@ type indexedFile struct {
 	schema int64
 }
 
-func newIDIndexer(dir string, log *slog.Logger) *idIndexer {
-	return &idIndexer{dir: dir, log: log, files: map[string]*indexedFile{}}
+func newIDIndexer(dir string, log *slog.Logger, exclusive func(func() error) error) *idIndexer {
+	return &idIndexer{dir: dir, log: log, exclusive: exclusive, files: map[string]*indexedFile{}}
 }
 
 // run sweeps the directory until ctx is done.
@@ -120,7 +125,7 @@ func (x *idIndexer) sweep(ctx context.Context) error {
 			}
 			x.files[f] = xf
 		}
-		if err := xf.index(ctx); err != nil {
+		if err := xf.index(ctx, x.exclusive); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", filepath.Base(f), err))
 			continue
 		}
@@ -150,7 +155,7 @@ func openIndexed(path string, st os.FileInfo) (*indexedFile, error) {
 
 // index gives every table of the file that lacks it the _id index,
 // unless the schema is the one last found complete.
-func (xf *indexedFile) index(ctx context.Context) error {
+func (xf *indexedFile) index(ctx context.Context, exclusive func(func() error) error) error {
 	var before int64
 	if err := xf.db.QueryRowContext(ctx, `PRAGMA schema_version`).Scan(&before); err != nil {
 		if isGone(err) {
@@ -183,9 +188,17 @@ func (xf *indexedFile) index(ctx context.Context) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	for _, t := range tables {
-		q := fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %q ON %q (%s)`, t+idIndexSuffix, t, idExpr)
-		if _, err := xf.db.ExecContext(ctx, q); err != nil && !isGone(err) {
+	if len(tables) > 0 {
+		err := exclusive(func() error {
+			for _, t := range tables {
+				q := fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %q ON %q (%s)`, t+idIndexSuffix, t, idExpr)
+				if _, err := xf.db.ExecContext(ctx, q); err != nil && !isGone(err) {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
 			return err
 		}
 	}

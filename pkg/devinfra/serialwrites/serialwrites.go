@@ -107,6 +107,15 @@ func Listen(addr, backend string, o Options) (*Proxy, error) {
 	return p, nil
 }
 
+// Exclusive runs fn holding every turn, as a write the proxy does not
+// know: for a writer of the store that does not go through the proxy
+// (devinfra's _id indexer writes SQLite itself).
+func (p *Proxy) Exclusive(fn func() error) error {
+	p.all.Lock()
+	defer p.all.Unlock()
+	return fn()
+}
+
 // Addr is where the proxy listens.
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
