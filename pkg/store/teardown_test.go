@@ -6,16 +6,13 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
-	"github.com/nubes-io/nubes/pkg/lease"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/tenancy"
@@ -45,7 +42,7 @@ func TestTeardown(t *testing.T) {
 	r := query.Resource{Tenancy: tenancy.InWorkspace.WithMarks()}
 	admin := &auth.Principal{DomainID: "d1", UserID: "a", Role: auth.DomainAdmin}
 	stranger := &auth.Principal{DomainID: "d2", UserID: "x", Role: auth.DomainAdmin}
-	td := store.Teardown[placed]{Records: parents, Resource: r, Key: "parent_id", Lock: leased(db), Fence: fenced,
+	td := store.Teardown[placed]{Records: parents, Resource: r, Key: "parent_id",
 		Children: func(ctx context.Context, doc *placed) error {
 			for _, c := range []string{"kids", "pets"} {
 				if err := store.DeleteChildren(ctx, db.Collection(c), bson.D{{Key: "parent", Value: doc.ID}}); err != nil {
@@ -111,48 +108,11 @@ func TestTeardown(t *testing.T) {
 		t.Fatal("p2 or its children were touched")
 	}
 	// A resource that declares no marks cannot be torn down.
-	if _, err := (store.Teardown[placed]{Records: parents, Resource: query.Resource{Tenancy: tenancy.InWorkspace}, Key: "parent_id", Lock: leased(db), Fence: fenced}).Delete(ctx, admin, "p2"); err == nil {
+	if _, err := (store.Teardown[placed]{Records: parents, Resource: query.Resource{Tenancy: tenancy.InWorkspace}, Key: "parent_id"}).Delete(ctx, admin, "p2"); err == nil {
 		t.Fatal("a teardown without marks ran")
-	}
-	// Nor one without a lock to mark under.
-	if _, err := (store.Teardown[placed]{Records: parents, Resource: r, Key: "parent_id", Fence: fenced}).Delete(ctx, admin, "p2"); err == nil {
-		t.Fatal("a teardown without a lock ran")
-	}
-	// Nor one without a fence for the writes under its lock.
-	if _, err := (store.Teardown[placed]{Records: parents, Resource: r, Key: "parent_id", Lock: leased(db)}).Delete(ctx, admin, "p2"); err == nil {
-		t.Fatal("a teardown without a fence ran")
 	}
 	if count("parents", bson.D{{Key: "_id", Value: "p2"}, {Key: tenancy.MarkField, Value: true}}) != 0 {
 		t.Fatal("a refused teardown marked p2")
-	}
-}
-
-// leased is a Teardown's Lock on the record's lease in db's "locks".
-func leased(db *mongo.Database) func(ctx context.Context, id string, fn func(ctx context.Context) error) error {
-	return func(ctx context.Context, id string, fn func(ctx context.Context) error) error {
-		return lease.Run(ctx, db.Collection("locks"), "rec:"+id, 10*time.Second, 30*time.Second, fn)
-	}
-}
-
-// fenced is leased's Fence: a renew period of its 10 s TTL.
-var fenced = lease.Fencer(10 * time.Second / 3)
-
-// unfenced is mutexes' Fence: a lock inside one process is never lost
-// while its holder runs.
-func unfenced(ctx context.Context) (context.Context, context.CancelFunc, error) {
-	return ctx, func() {}, nil
-}
-
-// mutexes is a Teardown's Lock inside one process (the racing test's:
-// what it checks is what Teardown does under a lock, and a lease
-// serialises a dozen writers a round slowly on a loaded machine).
-func mutexes() func(ctx context.Context, id string, fn func(ctx context.Context) error) error {
-	var locks sync.Map
-	return func(ctx context.Context, id string, fn func(ctx context.Context) error) error {
-		mu, _ := locks.LoadOrStore(id, &sync.Mutex{})
-		mu.(*sync.Mutex).Lock()
-		defer mu.(*sync.Mutex).Unlock()
-		return fn(ctx)
 	}
 }
 
@@ -161,22 +121,21 @@ type named struct {
 	ID     string `bson:"_id"`
 	Domain string `bson:"domain_id"`
 	Name   string `bson:"name"`
+	// CreatedAt tells one life of s1 from the next (store.BornField).
+	CreatedAt string `bson:"created_at,omitempty"`
 }
 
 // TestTeardownRacingChanges: updates racing a delete that fails after
-// its mark never write the record back without the mark (FerretDB writes
-// an update back whole, so an update that read the record before the
-// mark would drop it): in every round the record stays marked and out of
-// GetFor, each update either landed before the mark or answered 404, and
-// the retry finishes. Writers that skip Change (a plain $set after a
-// GetToChange) fail this within a few rounds.
+// its mark never write the record back without the mark: in every round
+// the record stays marked and out of GetFor, each update either landed
+// before the mark or answered 404, and the retry finishes.
 func TestTeardownRacingChanges(t *testing.T) {
 	ctx := context.Background()
 	db := testkit.Get().Database(t)
 	records := db.Collection("records")
 	r := query.Resource{Tenancy: tenancy.InDomain.WithMarks()}
 	admin := &auth.Principal{DomainID: "d1", UserID: "a", Role: auth.DomainAdmin}
-	td := store.Teardown[named]{Records: records, Resource: r, Key: "record_id", Lock: mutexes(), Fence: unfenced,
+	td := store.Teardown[named]{Records: records, Resource: r, Key: "record_id",
 		Children: func(ctx context.Context, doc *named) error {
 			return store.DeleteChildren(ctx, db.Collection("toys"), bson.D{{Key: "parent", Value: doc.ID}})
 		}}
@@ -200,11 +159,6 @@ func TestTeardownRacingChanges(t *testing.T) {
 					})
 					if code(err) == http.StatusNotFound {
 						return
-					}
-					// A lock waited out or a fence refused: nothing
-					// written, as a client told to retry later sees.
-					if code(err) == http.StatusServiceUnavailable {
-						continue
 					}
 					if err != nil {
 						t.Errorf("round %d: update: %v", round, err)
@@ -231,165 +185,154 @@ func TestTeardownRacingChanges(t *testing.T) {
 	}
 }
 
-// TestTeardownStarvedHolder: a Change whose holder was starved past its
-// lease's TTL (no renewals, its context not ended: lease.Starve) after
-// it loaded the record, while the delete took the lease over and wrote
-// the mark, refuses its write (503, nothing written) instead of landing
-// after the later holder's; the record stays marked, with its old name.
-// Without the fence on Change's write the update answers 200.
-func TestTeardownStarvedHolder(t *testing.T) {
+// TestTeardownChangeReadBeforeMark: a Change that read the record before
+// the delete marked it, and decides after, writes nothing and answers
+// 404 (its compare-and-set on the version misses, and the record read
+// again is marked); the record stays marked, with its old name. (Under
+// the old lease design this was the starved holder's fenced write.)
+func TestTeardownChangeReadBeforeMark(t *testing.T) {
 	ctx := context.Background()
-	s := newStarved(t)
-	td, records, admin := s.td, s.records, s.admin
-	proceed := make(chan struct{})
-	changed := s.holding(t, func(held func()) error {
+	td, records, toys, admin := fixture(t)
+	read, proceed := make(chan struct{}), make(chan struct{})
+	changed := make(chan error, 1)
+	calls := 0
+	go func() {
 		_, err := td.Change(ctx, admin, "s1", func(_ context.Context, doc *named) (bson.D, error) {
-			held()
-			<-proceed
+			if calls++; calls == 1 {
+				close(read)
+				<-proceed
+			}
 			return bson.D{{Key: "name", Value: "late"}}, nil
 		})
-		return err
-	})
-	// The holder's claim expires (nothing renews it); the delete takes
-	// the lease over, marks the record and fails on its children.
-	s.starve(t)
-	// Only the child step's 503 says the mark was written: a delete that
-	// timed out before its mark (a starved store) is tried again.
-	undo := store.FailChildDeletes("toys")
-	for try := 1; ; try++ {
-		_, err := td.Delete(ctx, admin, "s1")
-		if errors.Is(err, store.ErrChildDeleteFault) {
-			break
-		}
-		if code(err) != http.StatusServiceUnavailable || try == 5 {
-			t.Fatalf("delete with a failing child (try %d): %v, want 503 from the child step", try, err)
-		}
-		t.Logf("delete (try %d): %v; again", try, err)
+		changed <- err
+	}()
+	<-read
+	undo := store.FailChildDeletes(toys.Name())
+	if _, err := td.Delete(ctx, admin, "s1"); !errors.Is(err, store.ErrChildDeleteFault) {
+		t.Fatalf("delete with a failing child: %v, want 503 from the child step", err)
 	}
 	undo()
 	close(proceed)
-	if err := <-changed; code(err) != http.StatusServiceUnavailable || !errors.Is(err, lease.ErrLost) {
-		t.Fatalf("the starved holder's update: %v, want 503 (lease lost)", err)
+	if err := <-changed; code(err) != http.StatusNotFound {
+		t.Fatalf("the change read before the mark: %v, want 404", err)
+	}
+	if calls != 1 {
+		t.Fatalf("fn ran %d times, want once (the record read again is marked)", calls)
 	}
 	var doc bson.M
 	if err := records.FindOne(ctx, bson.D{{Key: "_id", Value: "s1"}}).Decode(&doc); err != nil {
 		t.Fatal(err)
 	}
 	if doc[tenancy.MarkField] != true || doc["name"] != "old" {
-		t.Fatalf("after the starved holder: %v, want marked and named old", doc)
+		t.Fatalf("after the late change: %v, want marked and named old", doc)
 	}
 }
 
-// TestTeardownStarvedLiveCreate: a child create under Live whose holder
-// was starved past its lease's TTL (lease.Starve) after it found the
-// parent live, while the delete took the lease over, marked the parent,
-// deleted its children and the parent, is refused (503, nothing
-// created) instead of leaving a child of a deleted parent. With the
-// create unfenced (Writes.Do running it on Live's context) the child
-// lands.
-func TestTeardownStarvedLiveCreate(t *testing.T) {
+// TestTeardownLiveCreateAfterDelete: a child create under Live that
+// found the parent live, then inserted after the delete had marked the
+// parent, deleted its children and the parent, removes its own child
+// and answers 404: no child outlives its record.
+func TestTeardownLiveCreateAfterDelete(t *testing.T) {
 	ctx := context.Background()
-	s := newStarved(t)
-	td, toys, admin := s.td, s.toys, s.admin
-	proceed := make(chan struct{})
-	created := s.holding(t, func(held func()) error {
-		return td.Live(ctx, "s1", func(_ context.Context, doc *named, w store.Writes[named]) error {
-			held()
-			<-proceed
-			return w.Do(func(ctx context.Context) error {
-				_, err := toys.InsertOne(ctx, bson.D{{Key: "_id", Value: "late"}, {Key: "parent", Value: doc.ID}})
-				return store.Wrap(err)
-			})
-		})
+	td, _, toys, admin := fixture(t)
+	err := liveCreatePaused(t, td, toys, func() {
+		if _, err := td.Delete(ctx, admin, "s1"); err != nil {
+			t.Fatalf("delete: %v", err)
+		}
 	})
-	s.starve(t)
-	deleteRetried(t, td, admin, "s1")
-	close(proceed)
-	if err := <-created; code(err) != http.StatusServiceUnavailable || !errors.Is(err, lease.ErrLost) {
-		t.Fatalf("the starved holder's child create: %v, want 503 (lease lost)", err)
+	if code(err) != http.StatusNotFound {
+		t.Fatalf("the late child create: %v, want 404", err)
 	}
 	if n, err := toys.CountDocuments(ctx, bson.D{{Key: "parent", Value: "s1"}}); err != nil || n != 0 {
 		t.Fatalf("children of the deleted parent: %d %v, want none", n, err)
 	}
 }
 
-// starved is the starved-holder tests' fixture: record s1 of domain d1
-// under a Teardown whose lease (locks, "rec:<id>") has a 3 s TTL, its
-// children in toys.
-type starved struct {
-	db            *mongo.Database
-	records, toys *mongo.Collection
-	td            store.Teardown[named]
-	admin         *auth.Principal
-}
-
-const starvedTTL = 3 * time.Second
-
-func newStarved(t *testing.T) starved {
-	t.Helper()
-	db := testkit.Get().Database(t)
-	s := starved{db: db, records: db.Collection("records"), toys: db.Collection("toys"),
-		admin: &auth.Principal{DomainID: "d1", UserID: "a", Role: auth.DomainAdmin}}
-	s.td = store.Teardown[named]{Records: s.records, Resource: query.Resource{Tenancy: tenancy.InDomain.WithMarks()}, Key: "record_id",
-		Lock: func(ctx context.Context, id string, fn func(ctx context.Context) error) error {
-			return lease.Run(ctx, db.Collection("locks"), "rec:"+id, starvedTTL, time.Minute, fn)
-		},
-		Fence: lease.Fencer(starvedTTL / 3),
-		Children: func(ctx context.Context, doc *named) error {
-			return store.DeleteChildren(ctx, s.toys, bson.D{{Key: "parent", Value: doc.ID}})
-		}}
-	if _, err := s.records.InsertOne(context.Background(), named{ID: "s1", Domain: "d1", Name: "old"}); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-// starve stops the renewals of s1's lease (lease.Starve, undone when the
-// test ends) and waits until its claim has expired, its holder still
-// running.
-func (s starved) starve(t *testing.T) {
-	t.Helper()
-	t.Cleanup(lease.Starve("rec:s1"))
-	for {
-		held, err := lease.Held(context.Background(), s.db.Collection("locks"), "rec:s1")
-		if err != nil {
+// TestTeardownLiveCreateReborn: the same when the parent was deleted and
+// created again under the same _id (a user of the same name) while the
+// create ran: the new record inherits nothing.
+func TestTeardownLiveCreateReborn(t *testing.T) {
+	ctx := context.Background()
+	td, records, toys, admin := fixture(t)
+	err := liveCreatePaused(t, td, toys, func() {
+		if _, err := td.Delete(ctx, admin, "s1"); err != nil {
+			t.Fatalf("delete: %v", err)
+		}
+		if _, err := records.InsertOne(ctx, named{ID: "s1", Domain: "d1", Name: "new", CreatedAt: "2026-12-02T00:00:00.000Z"}); err != nil {
 			t.Fatal(err)
 		}
-		if !held {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
+	})
+	if code(err) != http.StatusNotFound {
+		t.Fatalf("the late child create: %v, want 404", err)
+	}
+	if n, err := toys.CountDocuments(ctx, bson.D{{Key: "parent", Value: "s1"}}); err != nil || n != 0 {
+		t.Fatalf("children of the new record: %d %v, want none", n, err)
 	}
 }
 
-// holding runs call (a Live or Change of s1 whose fn calls held first)
-// in a goroutine and returns once its fn holds the lease; call's answer
-// comes on the channel. A call refused 503 before its fn ran (a loaded
-// store timing out the lease's take or the record's read) is made again,
-// as a client told to retry would: waiting for the fn alone hung the
-// test for good when that happened (two loops stalled so at load 10-20;
-// a goroutine dump showed the test waiting for the fn, the call gone).
-func (s starved) holding(t *testing.T, call func(held func()) error) <-chan error {
-	t.Helper()
-	loaded := make(chan struct{})
-	answer := make(chan error, 1)
-	go func() {
-		for {
-			var reached atomic.Bool
-			err := call(func() { reached.Store(true); close(loaded) })
-			if reached.Load() || code(err) != http.StatusServiceUnavailable {
-				answer <- err
-				return
-			}
+// TestTeardownLiveCreateKept: a child created while the parent stays
+// live is kept, and its create answers no error.
+func TestTeardownLiveCreateKept(t *testing.T) {
+	ctx := context.Background()
+	td, records, toys, _ := fixture(t)
+	err := liveCreatePaused(t, td, toys, func() {
+		if _, err := records.UpdateOne(ctx, bson.D{{Key: "_id", Value: "s1"}}, bson.D{{Key: "$set", Value: bson.D{{Key: "name", Value: "other"}}}}); err != nil {
+			t.Fatal(err)
 		}
+	})
+	if err != nil {
+		t.Fatalf("child create: %v", err)
+	}
+	if n, err := toys.CountDocuments(ctx, bson.D{{Key: "parent", Value: "s1"}}); err != nil || n != 1 {
+		t.Fatalf("children: %d %v, want 1", n, err)
+	}
+}
+
+// liveCreatePaused creates the child "late" of s1 under Live, running
+// meanwhile (after Live found s1 live, before the insert) and returns
+// the create's answer.
+func liveCreatePaused(t *testing.T, td store.Teardown[named], toys *mongo.Collection, meanwhile func()) error {
+	t.Helper()
+	ctx := context.Background()
+	found, proceed := make(chan struct{}), make(chan struct{})
+	created := make(chan error, 1)
+	go func() {
+		created <- td.Live(ctx, "s1", func(ctx context.Context, doc *named, w *store.Writes[named]) error {
+			close(found)
+			<-proceed
+			return w.Create(ctx, func(ctx context.Context) error {
+				_, err := toys.InsertOne(ctx, bson.D{{Key: "_id", Value: "late"}, {Key: "parent", Value: doc.ID}})
+				return store.Wrap(err)
+			}, func(ctx context.Context) error {
+				_, err := toys.DeleteOne(ctx, bson.D{{Key: "_id", Value: "late"}})
+				return err
+			})
+		})
 	}()
 	select {
-	case <-loaded:
-		return answer
-	case err := <-answer:
-		t.Fatalf("the holder answered before its fn ran: %v", err)
-		return nil
+	case <-found:
+	case err := <-created:
+		t.Fatalf("the create answered before its fn ran: %v", err)
 	}
+	meanwhile()
+	close(proceed)
+	return <-created
+}
+
+// fixture is record s1 of domain d1, named old, under a Teardown whose
+// children are in toys.
+func fixture(t *testing.T) (store.Teardown[named], *mongo.Collection, *mongo.Collection, *auth.Principal) {
+	t.Helper()
+	db := testkit.Get().Database(t)
+	records, toys := db.Collection("records"), db.Collection("toys")
+	td := store.Teardown[named]{Records: records, Resource: query.Resource{Tenancy: tenancy.InDomain.WithMarks()}, Key: "record_id",
+		Children: func(ctx context.Context, doc *named) error {
+			return store.DeleteChildren(ctx, toys, bson.D{{Key: "parent", Value: doc.ID}})
+		}}
+	if _, err := records.InsertOne(context.Background(), named{ID: "s1", Domain: "d1", Name: "old", CreatedAt: "2026-12-01T00:00:00.000Z"}); err != nil {
+		t.Fatal(err)
+	}
+	return td, records, toys, &auth.Principal{DomainID: "d1", UserID: "a", Role: auth.DomainAdmin}
 }
 
 func code(err error) int {

@@ -12,7 +12,7 @@ import (
 )
 
 // TestLocksPurged: every job and task leaves a lease claim in cost_locks
-// (job:<id>, task:<id>); the worker purges the ended ones, so over many
+// (sync:<ds>, task:<id>); the worker purges the ended ones, so over many
 // jobs the collection does not grow with them. The jobs here are
 // scheduled ones, one an hour over four hours on two replicas: after
 // each hour's purge, the hour does not fire again (its marker

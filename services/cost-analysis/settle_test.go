@@ -10,7 +10,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/nubes-io/nubes/pkg/errs"
-	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/job"
 )
@@ -58,8 +57,9 @@ func wait(t *testing.T, what string, c <-chan struct{}) {
 }
 
 // A job's final Settle racing a cancel ends either SUCCESS with its rows
-// shown (the cancel, serialised behind it by the job's lease, is refused)
-// or CANCELED with none of its rows left: never SUCCESS written over
+// shown (a cancel after Settle's write is refused) or CANCELED with none
+// of its rows left (a cancel whose write lands first: Settle's, compared
+// on the job's version, does not): never SUCCESS written over
 // CANCELED, never a CANCELED job's rows. Each order is forced with the
 // job's test hook; cost/analyze is checked at every step.
 func TestSettleRacingCancel(t *testing.T) {
@@ -113,25 +113,38 @@ func TestSettleRacingCancel(t *testing.T) {
 		check(t, e, j, "tidied", none)
 	})
 
-	t.Run("settle first", func(t *testing.T) {
-		// Settle holds the job's lease and has found the job done when
-		// the cancel comes: the cancel waits for the lease, and then
-		// finds the job SUCCESS.
+	t.Run("cancel during the final settle", func(t *testing.T) {
+		// Settle has found the job done and is about to write SUCCESS
+		// when the cancel lands: the cancel's write comes first, so
+		// Settle's, compared on the job's version, does not land; Settle
+		// decides again on the CANCELED job.
 		h := newInterleave("settle:final")
 		e, j := start(t, h)
 		wait(t, "the final Settle", h.reached)
 		check(t, e, j, "while settling", none)
-		answer := make(chan *testkit.Response, 1)
-		go func() { answer <- e.adminA.Call(jobBase+"cancel", M{"job_id": j.JobID}) }()
-		wait(t, "the cancel", h.cancelling)
-		h.free()
-		var r *testkit.Response
-		select {
-		case r = <-answer:
-		case <-time.After(waitBound):
-			t.Fatal("the cancel did not answer")
+		var c Job
+		e.adminA.Call(jobBase+"cancel", M{"job_id": j.JobID}).OK(&c)
+		if c.Status != "CANCELED" {
+			t.Fatalf("cancel answered %+v", c)
 		}
-		r.Fails(http.StatusConflict, errs.JobState)
+		h.free()
+		final := e.waitJob(t, e.adminA, j.JobID, func(j Job) bool { return j.RemainedTasks == 0 })
+		if final.Status != "CANCELED" {
+			t.Fatalf("the settle wrote %s over CANCELED: %+v", final.Status, final)
+		}
+		check(t, e, j, "settled", none)
+		waitUntil(t, "the cancelled job's rows deleted", func() bool { return stored(t, e, j.JobID) == 0 })
+		check(t, e, j, "tidied", none)
+	})
+
+	t.Run("settle first", func(t *testing.T) {
+		// Settle's SUCCESS has landed when the cancel comes: the cancel
+		// finds the job SUCCESS.
+		h := newInterleave("settle:done")
+		e, j := start(t, h)
+		wait(t, "the final Settle's write", h.reached)
+		e.adminA.Call(jobBase+"cancel", M{"job_id": j.JobID}).Fails(http.StatusConflict, errs.JobState)
+		h.free()
 		final := e.waitJob(t, e.adminA, j.JobID, finished)
 		if final.Status != "SUCCESS" || final.RemainedTasks != 0 {
 			t.Fatalf("job %+v", final)

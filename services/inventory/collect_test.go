@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -517,6 +518,30 @@ func TestCollectCancelsRunning(t *testing.T) {
 	s.adminA.Call("/inventory/v1/job/get", map[string]any{"job_id": second.JobID}).OK(&j)
 	if j.Status != "IN_PROGRESS" {
 		t.Fatalf("second job: %+v", j)
+	}
+}
+
+// TestCollectsAtOnce: collects of one secret at once leave exactly one
+// job running, the others CANCELED: each replaces one other through one
+// atomic write on the collector, whatever the order.
+func TestCollectsAtOnce(t *testing.T) {
+	s := setup(t)
+	c := s.createCollector(s.adminA, domainCollector())
+	s.plugin.Script(collectMethod, fakeplugin.Reply{Stream: instances(1, 1), Hang: true})
+	const n = 4
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() { s.collect(s.adminA, c.CollectorID, "trusted-secret-aw1") })
+	}
+	wg.Wait()
+	mine := bson.D{{Key: "collector_id", Value: c.CollectorID}}
+	if got := s.count(jobsColl, mine); got != n {
+		t.Fatalf("jobs: %d, want %d", got, n)
+	}
+	running := s.count(jobsColl, append(mine, bson.E{Key: "status", Value: "IN_PROGRESS"}))
+	canceled := s.count(jobsColl, append(mine, bson.E{Key: "status", Value: "CANCELED"}))
+	if running != 1 || canceled != n-1 {
+		t.Fatalf("%d jobs running, %d canceled, want 1 and %d", running, canceled, n-1)
 	}
 }
 

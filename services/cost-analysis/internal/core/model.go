@@ -41,8 +41,8 @@ const (
 	TasksCollection         = "cost_job_tasks"
 	CostsCollection         = "cost_costs"
 	ExchangeRatesCollection = "cost_exchange_rates"
-	// LocksCollection holds leases (store.Lock): one per data source for
-	// rule orders and job starts, one per job for its status.
+	// LocksCollection holds leases (core.Lock): one per data source for
+	// rule orders and job starts, one per task for its attempts.
 	LocksCollection = "cost_locks"
 	// DirectoriesCollection holds, per job (_id = job_id), the projects
 	// the rules of its data source match costs to, read when it started.
@@ -402,18 +402,14 @@ var (
 )
 
 // RulesLock is the lease under which a data source's rule orders change.
+// A lease because the numbering 1..n spans many rule documents (renumber
+// writes each), which no single-document write can keep.
 func RulesLock(dataSourceID string) string { return "rules:" + dataSourceID }
 
-// SyncLock is the lease under which a data source's jobs start.
+// SyncLock is the lease under which a data source's jobs start. A lease
+// because "one running job per data source, none after deregister's
+// Forget" spans the jobs' documents, read and written while it is held.
 func SyncLock(dataSourceID string) string { return "sync:" + dataSourceID }
-
-// DataSourceLock is the lease under which a data source record changes
-// (FerretDB writes an update back whole: two unserialised updates of one
-// record lose one of them).
-func DataSourceLock(dataSourceID string) string { return "ds:" + dataSourceID }
-
-// JobLock is the lease under which a job's status changes.
-func JobLock(jobID string) string { return "job:" + jobID }
 
 // LoadDataSource returns a data source the caller may see (404 otherwise,
 // and for one being deregistered).

@@ -27,7 +27,6 @@ import (
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/freeform"
-	"github.com/nubes-io/nubes/pkg/lease"
 	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/pluginref"
 	"github.com/nubes-io/nubes/pkg/query"
@@ -317,29 +316,14 @@ func (ds *DataSources) load(ctx context.Context, p *auth.Principal, id string) (
 }
 
 // change loads a data source the caller may change and writes the fields
-// set returns, under the data source's lease.
+// set returns if nobody wrote it since (store.Change: a compare-and-set
+// on its version, set run again on a lost race); one marked for
+// deregister meanwhile changes no more (404).
 func (ds *DataSources) change(ctx context.Context, p *auth.Principal, id string, set func(doc *DataSource) (bson.D, error)) (*DataSource, error) {
-	doc, err := core.ChangeDataSource(ctx, ds.db, p, id)
-	if err != nil {
+	if _, err := core.ChangeDataSource(ctx, ds.db, p, id); err != nil {
 		return nil, err
 	}
-	err = core.Lock(ctx, ds.db, core.DataSourceLock(id), func(ctx context.Context) error {
-		// Read again under the lease the deregister marks under: one
-		// marked meanwhile changes no more (404).
-		if doc, err = store.GetLive[DataSource](ctx, ds.c, "data_source_id", id); err != nil {
-			return err
-		}
-		fields, err := set(doc)
-		if err != nil || len(fields) == 0 {
-			return err
-		}
-		doc, err = store.SetByID[DataSource](ctx, ds.c, "data_source_id", id, fields)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return doc, nil
+	return store.Change(ctx, ds.c, "data_source_id", id, set)
 }
 
 func (ds *DataSources) update(ctx context.Context, p *auth.Principal, r *update) (*DataSource, error) {
@@ -444,11 +428,6 @@ func (ds *DataSources) disable(ctx context.Context, p *auth.Principal, r *dsRequ
 // finishes the work.
 func (ds *DataSources) deregister(ctx context.Context, p *auth.Principal, r *dsRequest) (*api.Empty, error) {
 	_, err := store.Teardown[DataSource]{Records: ds.c, Resource: resource, Key: "data_source_id",
-		// Under the record's lease, which its writers (sync, update) hold.
-		Lock: func(ctx context.Context, id string, fn func(ctx context.Context) error) error {
-			return core.Lock(ctx, ds.db, core.DataSourceLock(id), fn)
-		},
-		Fence: lease.Fencer(core.LockTTL / 3), // a renew period: see lease.Fencer
 		Children: func(ctx context.Context, doc *DataSource) error {
 			if err := ds.jobs.Forget(ctx, doc.ID); err != nil {
 				return err

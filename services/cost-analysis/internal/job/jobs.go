@@ -4,9 +4,9 @@
 // tasks, the tasks go through the outbox to the JetStream work queue, and
 // the workers (package worker) report back here.
 //
-// A job's record changes only under its lease (core.JobLock): FerretDB
-// writes an update back whole, so cancel, timeout, a failing task and the
-// settling of the counters would otherwise overwrite one another. Its
+// A job's record changes by compare-and-set on its version (change), so
+// cancel, timeout, a failing task and the settling of the counters never
+// overwrite one another. Its
 // counters are recomputed from its tasks' records, each written by the
 // one worker that owns the task, so no task is ever counted twice.
 //
@@ -83,9 +83,10 @@ type Config struct {
 	// SweepEvery is how often running jobs are checked for the timeout.
 	SweepEvery time.Duration
 	// Hook, for tests only (nil otherwise), is called where a test forces
-	// an interleaving: "settle" as Settle is about to take a job's lease,
-	// "settle:final" once it holds it and found the job done, before its
-	// write, and "cancel" as a cancel is about to take it.
+	// an interleaving: "settle" as Settle is about to change a job,
+	// "settle:final" once it found the job done, before its write,
+	// "settle:done" after its SUCCESS landed, and "cancel" as a cancel is
+	// about to change it.
 	Hook func(point, jobID string)
 }
 
@@ -225,44 +226,35 @@ func (js *Jobs) notifyFailure(ctx context.Context, j *Job) error {
 	return store.Wrap(err)
 }
 
-// change runs fn on the fresh job under its lease and writes the fields
-// fn returns; the job as written goes to out when not nil.
+// change runs fn on the fresh job and writes the fields fn returns if
+// nobody wrote the job since it was read (store.Change: a compare-and-set
+// on its version; fn runs again on a lost race, so a cancel and a
+// SUCCESS never land over each other); the job as written goes to out
+// when not nil. A job that turns FAILURE has its notification recorded
+// first (one per job: a retry records the same id again, a no-op).
 func (js *Jobs) change(ctx context.Context, jobID string, fn func(j *Job) (bson.D, error), out **Job) error {
-	return core.Lock(ctx, js.db, core.JobLock(jobID), func(ctx context.Context) error {
-		j, err := store.Get[Job](ctx, js.jobs, "job_id", jobID)
-		if err != nil {
-			return err
-		}
+	var decided *Job
+	_, err := store.Change(ctx, js.jobs, "job_id", jobID, func(j *Job) (bson.D, error) {
 		was := j.Status
 		set, err := fn(j)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if was != core.Failure && j.Status == core.Failure {
-			// Recorded before the job ends: a retry records the same id
-			// again, a no-op.
 			if err := js.notifyFailure(ctx, j); err != nil {
-				return err
+				return nil, err
 			}
 		}
-		if len(set) > 0 {
-			// Fenced: fn may have run long (a window's deletes), and a
-			// cancel that took a lapsed lease must not see SUCCESS land
-			// over its CANCELED.
-			wctx, cancel, err := core.Fence(ctx)
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			if _, err := js.jobs.UpdateOne(wctx, bson.D{{Key: "_id", Value: jobID}}, bson.D{{Key: "$set", Value: set}}); err != nil {
-				return store.Wrap(err)
-			}
-		}
-		if out != nil {
-			*out = j
-		}
-		return nil
+		decided = j
+		return set, nil
 	})
+	if err != nil {
+		return err
+	}
+	if out != nil {
+		*out = decided
+	}
+	return nil
 }
 
 // Fail makes a running job FAILURE at once (a task failed): its other
@@ -352,6 +344,8 @@ func (js *Jobs) Settle(ctx context.Context, jobID string) error {
 	var after *Job
 	js.cfg.hook("settle", jobID)
 	err := js.change(ctx, jobID, func(j *Job) (bson.D, error) {
+		// Decided again from scratch when another write came first.
+		succeeded, keys = false, [3][]string{}
 		tasks, err := js.TasksOf(ctx, j)
 		if err != nil {
 			return nil, err
@@ -398,8 +392,8 @@ func (js *Jobs) Settle(ctx context.Context, jobID string) error {
 		if failed > 0 {
 			js.log.Info("cost job succeeded with failed tasks (USE_SERVICE_ACCOUNT_SECRET)", "job_id", j.JobID, "failed_tasks", failed)
 		}
-		// Decided under the job's lock: two workers settling the last two
-		// tasks at once each saw the other's task unfinished outside it.
+		// Two workers settling the last two tasks at once: the one whose
+		// write comes second decides again and sees both finished.
 		succeeded = true
 		j.Swap = swapWindows(j, tasks, failedAccounts)
 		return append(append(set, finish(j, core.Success, "", "")...), bson.E{Key: "swap", Value: j.Swap}), nil
@@ -408,6 +402,7 @@ func (js *Jobs) Settle(ctx context.Context, jobID string) error {
 		return err
 	}
 	if succeeded {
+		js.cfg.hook("settle:done", after.JobID)
 		if err := js.synced(ctx, after.DataSourceID, keys); err != nil {
 			return err
 		}
@@ -430,21 +425,16 @@ func union(a, b []string) []string {
 // synced records a finished sync on the data source: last_synchronized_at
 // and the cost keys seen.
 func (js *Jobs) synced(ctx context.Context, dataSourceID string, keys [3][]string) error {
-	return core.Lock(ctx, js.db, core.DataSourceLock(dataSourceID), func(ctx context.Context) error {
-		ds, err := store.Get[core.DataSource](ctx, js.sources, "data_source_id", dataSourceID)
-		if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
-			return nil // deregistered meanwhile
-		}
-		if err != nil {
-			return err
-		}
-		set := bson.D{{Key: "last_synchronized_at", Value: wire.T(wire.Now())},
+	_, err := store.Change(ctx, js.sources, "data_source_id", dataSourceID, func(ds *core.DataSource) (bson.D, error) {
+		return bson.D{{Key: "last_synchronized_at", Value: wire.T(wire.Now())},
 			{Key: "cost_tag_keys", Value: sorted(union(ds.CostTagKeys, keys[0]))},
 			{Key: "cost_additional_info_keys", Value: sorted(union(ds.CostAdditionalInfoKeys, keys[1]))},
-			{Key: "cost_data_keys", Value: sorted(union(ds.CostDataKeys, keys[2]))}}
-		_, err = js.sources.UpdateOne(ctx, bson.D{{Key: "_id", Value: dataSourceID}}, bson.D{{Key: "$set", Value: set}})
-		return store.Wrap(err)
+			{Key: "cost_data_keys", Value: sorted(union(ds.CostDataKeys, keys[2]))}}, nil
 	})
+	if errs.Is(err, errs.NotFoundCode) {
+		return nil // deregistered meanwhile
+	}
+	return err
 }
 
 func sorted(s []string) []string {

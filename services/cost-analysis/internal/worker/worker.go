@@ -283,7 +283,9 @@ func (w *Worker) run(ctx context.Context, m events.CostTask, attempt int) error 
 }
 
 // TaskLock is the lease under which a task's attempt is claimed and its
-// SUCCESS recorded. A task redelivered while its first attempt still runs
+// SUCCESS recorded; kept a lease (issue 35) as the task's hold across
+// its attempts: TestTaskLifeBeforeItsStream holds it to keep a start
+// waiting, though a compare-and-set on the task would do for decide. A task redelivered while its first attempt still runs
 // (the worker was only slow to show life) has two attempts at once;
 // without it, the newer one could claim a task the first had just made
 // SUCCESS, or the first make SUCCESS a task the newer one had claimed and

@@ -4,15 +4,15 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
-	"github.com/nubes-io/nubes/pkg/freeform"
-	"github.com/nubes-io/nubes/pkg/lease"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
@@ -130,109 +130,103 @@ func snapshot(d *Dashboard, n int32) *Version {
 	}
 }
 
-// insertVersion stores a snapshot. Its _id is taken once only: a
-// conflict means another writer holds that version number.
+// insertVersion stores a snapshot. Its _id names the dashboard and
+// the version: one stored already (by a writer that repaired it) is
+// the same content, and is kept.
 func (s *service) insertVersion(ctx context.Context, v *Version) error {
-	if _, err := s.versions.InsertOne(ctx, v); err != nil {
-		if isDuplicate(err) {
-			return errVersionTaken
-		}
-		return store.Wrap(err)
-	}
-	return nil
+	_, err := store.InsertOnce(ctx, s.versions, v)
+	return err
 }
 
-// errVersionTaken: the next version number was taken by a writer that
-// outlived its lock. The update is retried on the new state.
-var errVersionTaken = errors.New("version number taken")
+// changeAttempts bounds the rounds of changed; each lost round means
+// another writer won.
+const changeAttempts = 50
 
-// writeAttempts bounds the retries after errVersionTaken.
-const writeAttempts = 5
-
-// locked runs fn on the current state of dashboard id while holding its
-// writer lock: fn sees the dashboard as the last writer left it, rolled
-// forward to its newest snapshot (see settle). A version number taken
-// meanwhile makes fn run again on the new state.
-func (s *service) locked(ctx context.Context, p *auth.Principal, id string, fn func(d *Dashboard) error) error {
-	if _, err := s.visible(ctx, p, id); err != nil { // refuse early, without queueing
-		return err
-	}
-	return s.locks.with(ctx, id, func(ctx context.Context) error {
-		for range writeAttempts {
-			d, err := s.visible(ctx, p, id)
-			if err != nil {
-				return err
-			}
-			if d, err = s.settle(ctx, d); err != nil {
-				return err
-			}
-			if err = fn(d); !errors.Is(err, errVersionTaken) {
-				return err
+// changed runs fn on the current state of dashboard id and writes the
+// dashboard it returns with set, only if nobody wrote the dashboard
+// since it was read (a compare-and-set on its rev, which every write
+// bumps: its version is the content's number, an API field); otherwise
+// it reads again and runs fn again. When fn gives the next content
+// version, its snapshot is stored after the dashboard (the dashboard is
+// the truth); the snapshot of the version it follows is stored first,
+// should a writer have died between its two writes.
+func (s *service) changed(ctx context.Context, p *auth.Principal, id string, fn func(d *Dashboard) (*Dashboard, bson.D, error)) (*Dashboard, error) {
+	for try := range changeAttempts {
+		d, err := s.visible(ctx, p, id)
+		if err != nil {
+			return nil, err
+		}
+		next, set, err := fn(d)
+		if err != nil || next == nil {
+			return d, err
+		}
+		bumped := next.Version != d.Version
+		// Version 1 has a snapshot only when the create carried content
+		// (upstream); every later one has one.
+		if bumped && d.Version > 1 {
+			if err := s.insertVersion(ctx, snapshot(d, d.Version)); err != nil {
+				return nil, err
 			}
 		}
-		return errs.Down("The dashboard", errors.New("the next version stayed taken"))
-	})
-}
-
-// settle rolls d forward to its newest snapshot. Under the lock this
-// does nothing, but a writer that crashed between storing a snapshot and
-// updating the dashboard (or that outlived its lock) leaves the snapshot
-// ahead of the dashboard: the snapshot is the truth, so its content and
-// number are taken and written back.
-func (s *service) settle(ctx context.Context, d *Dashboard) (*Dashboard, error) {
-	moved := false
-	for {
-		var v Version
-		err := s.versions.FindOne(ctx, bson.D{{Key: "_id", Value: versionID(d.ID, d.Version+1)}}).Decode(&v)
+		if bumped {
+			v := snapshot(next, next.Version)
+			set = append(set,
+				bson.E{Key: "version", Value: next.Version}, bson.E{Key: "layouts", Value: v.Layouts},
+				bson.E{Key: "variables", Value: v.Variables}, bson.E{Key: "variables_schema", Value: v.VariablesSchema},
+				bson.E{Key: "settings", Value: v.Settings})
+		}
+		var out Dashboard
+		err = s.dashboards.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: d.ID}, revIs(d.Rev), {Key: tenancy.MarkField, Value: bson.D{{Key: "$ne", Value: true}}}},
+			bson.D{{Key: "$set", Value: set}, {Key: "$inc", Value: bson.D{{Key: "rev", Value: int64(1)}}}},
+			options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&out)
 		if errors.Is(err, mongo.ErrNoDocuments) {
-			break
+			// Another write came first (or the delete began): decide again.
+			if err := pause(ctx, try); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		if err != nil {
-			return nil, store.Wrap(err)
+			return nil, notUnique(store.Wrap(err), next.Name)
 		}
-		d.Version, d.Layouts, d.Variables, d.Settings, d.VariablesSchema = v.Version, v.Layouts, v.Variables, v.Settings, v.VariablesSchema
-		moved = true
+		if bumped {
+			if err := s.insertVersion(context.WithoutCancel(ctx), snapshot(&out, out.Version)); err != nil {
+				// Stored by the next writer to bump it (above).
+				s.log.Warn("a version's snapshot was not stored", "project_dashboard_id", out.ID, "version", out.Version, "error", err.Error())
+			}
+		}
+		return &out, nil
 	}
-	if !moved {
-		return d, nil
-	}
-	s.log.Warn("dashboard rolled forward to its newest snapshot", "project_dashboard_id", d.ID, "version", d.Version)
-	return store.SetByID[Dashboard](ctx, s.dashboards, "project_dashboard_id", d.ID, bson.D{
-		{Key: "version", Value: d.Version}, {Key: "layouts", Value: freeform.List(wire.List(d.Layouts))},
-		{Key: "variables", Value: freeform.Map(wire.Object(d.Variables))}, {Key: "settings", Value: freeform.Map(wire.Object(d.Settings))},
-		{Key: "variables_schema", Value: freeform.Map(wire.Object(d.VariablesSchema))},
-	})
+	return nil, errs.Down("The dashboard", store.ErrConflict)
 }
 
-// bump stores next as the dashboard's new version, then updates the
-// dashboard with set plus the new version's content. If the dashboard
-// cannot be written the snapshot is withdrawn (or, should that fail too,
-// adopted by the next writer's settle).
-func (s *service) bump(ctx context.Context, next *Dashboard, set bson.D) (*Dashboard, error) {
-	v := snapshot(next, next.Version)
-	if err := s.insertVersion(ctx, v); err != nil {
-		return nil, err
+// revIs selects the dashboard at rev n; 0 is also one written before
+// rev existed.
+func revIs(n int64) bson.E {
+	if n == 0 {
+		return bson.E{Key: "rev", Value: bson.D{{Key: "$in", Value: bson.A{nil, int64(0), int32(0)}}}}
 	}
-	set = append(set,
-		bson.E{Key: "version", Value: next.Version}, bson.E{Key: "layouts", Value: v.Layouts},
-		bson.E{Key: "variables", Value: v.Variables}, bson.E{Key: "variables_schema", Value: v.VariablesSchema},
-		bson.E{Key: "settings", Value: v.Settings})
-	out, err := store.SetByID[Dashboard](ctx, s.dashboards, "project_dashboard_id", next.ID, set)
-	if err != nil {
-		if _, derr := s.versions.DeleteOne(context.WithoutCancel(ctx), bson.D{{Key: "_id", Value: v.ID}}); derr != nil {
-			s.log.Warn("a snapshot ahead of its dashboard was left", "project_dashboard_id", next.ID, "version", v.Version, "error", derr.Error())
-		}
-		return nil, notUnique(err, next.Name)
+	return bson.E{Key: "rev", Value: n}
+}
+
+// pause waits a little before another round of a lost race, growing
+// with the rounds (10 ms at most).
+func pause(ctx context.Context, try int) error {
+	t := time.NewTimer(time.Duration(min(try, 20)) * time.Millisecond / 2)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
-	return out, nil
 }
 
 func (s *service) update(ctx context.Context, p *auth.Principal, r *updateReq) (*Dashboard, error) {
 	if err := checkDomain(p, r.DomainID); err != nil {
 		return nil, err
 	}
-	var out *Dashboard
-	err := s.locked(ctx, p, r.ProjectDashboardID, func(d *Dashboard) error {
+	return s.changed(ctx, p, r.ProjectDashboardID, func(d *Dashboard) (*Dashboard, bson.D, error) {
 		next := *d
 		set := bson.D{{Key: "updated_at", Value: wire.T(wire.Now())}}
 		if r.Name != "" && r.Name != d.Name {
@@ -256,9 +250,7 @@ func (s *service) update(ctx context.Context, p *auth.Principal, r *updateReq) (
 			if r.Settings != nil {
 				set = append(set, bson.E{Key: "settings", Value: next.Settings})
 			}
-			var err error
-			out, err = store.SetByID[Dashboard](ctx, s.dashboards, "project_dashboard_id", d.ID, set)
-			return notUnique(err, next.Name)
+			return &next, set, nil
 		}
 		if r.Layouts != nil {
 			next.Layouts = r.Layouts
@@ -270,25 +262,19 @@ func (s *service) update(ctx context.Context, p *auth.Principal, r *updateReq) (
 			next.VariablesSchema = r.VariablesSchema
 		}
 		next.Version = d.Version + 1
-		var err error
-		out, err = s.bump(ctx, &next, set)
-		return err
+		return &next, set, nil
 	})
-	return out, err
 }
 
 func (s *service) delete(ctx context.Context, p *auth.Principal, r *dashboardReq) (*api.Empty, error) {
 	if err := checkDomain(p, r.DomainID); err != nil {
 		return nil, err
 	}
-	// Mark first (store.Teardown), under the dashboard's lease that its
-	// writers hold: from the mark on it is out of every read and change;
-	// then its versions go, and the dashboard last. A delete cut short is
-	// finished by a retry.
+	// Mark first (store.Teardown): from the mark on it is out of every
+	// read and change (changed asks for no mark); then its versions go,
+	// and the dashboard last. A delete cut short is finished by a retry.
 	_, err := store.Teardown[Dashboard]{Records: s.dashboards, Resource: dashboardResource, Key: "project_dashboard_id",
 		Check: func(d *Dashboard) error { return private(p, d) },
-		Lock:  s.locks.with,
-		Fence: lease.Fencer(s.locks.ttl / 3), // a renew period: see lease.Fencer
 		Children: func(ctx context.Context, d *Dashboard) error {
 			return store.DeleteChildren(ctx, s.versions, bson.D{{Key: "project_dashboard_id", Value: d.ID}})
 		},

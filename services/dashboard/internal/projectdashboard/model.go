@@ -54,6 +54,9 @@ type Dashboard struct {
 	WorkspaceID string    `bson:"workspace_id" json:"-"`
 	CreatedAt   wire.Time `bson:"created_at" json:"created_at"`
 	UpdatedAt   wire.Time `bson:"updated_at" json:"updated_at"`
+	// Rev counts the dashboard's writes: every write compares and bumps
+	// it (changed). Not part of the Info.
+	Rev int64 `bson:"rev,omitempty" json:"-"`
 
 	only []string // get's `only`: the fields to send, nil for all
 }

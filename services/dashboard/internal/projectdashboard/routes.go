@@ -3,7 +3,6 @@ package projectdashboard
 import (
 	"context"
 	"log/slog"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -21,16 +20,6 @@ import (
 const (
 	DashboardsCollection = "dashboard_project_dashboards"
 	VersionsCollection   = "dashboard_project_dashboard_versions"
-	LocksCollection      = "dashboard_locks"
-)
-
-// Lock timing: a writer holds a dashboard for a few store round trips
-// (milliseconds; seconds on a loaded store) and renews its lease while it
-// writes; a lease not renewed for LockTTL was left by a crashed writer.
-// Writers queue at most LockWait, then 503.
-const (
-	LockTTL  = 60 * time.Second
-	LockWait = 30 * time.Second
 )
 
 // members may use every operation: dashboards are made by the users of a
@@ -135,7 +124,6 @@ func checkAll(layouts []any, variables, settings, schema map[string]any, labels 
 type service struct {
 	dashboards *mongo.Collection
 	versions   *mongo.Collection
-	locks      locks
 	projects   projects
 	log        *slog.Logger
 }
@@ -146,7 +134,6 @@ func Routes(ctx context.Context, db *mongo.Database, services *call.Services, lo
 	s := &service{
 		dashboards: db.Collection(DashboardsCollection),
 		versions:   db.Collection(VersionsCollection),
-		locks:      locks{c: db.Collection(LocksCollection), ttl: LockTTL, wait: LockWait},
 		projects:   projects{identity: services.Client("identity")},
 		log:        log,
 	}

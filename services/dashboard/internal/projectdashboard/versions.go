@@ -18,21 +18,24 @@ func (s *service) deleteVersion(ctx context.Context, p *auth.Principal, r *versi
 	if err := checkDomain(p, r.DomainID); err != nil {
 		return nil, err
 	}
-	// Under the lock: the latest version cannot change between the check
-	// and the delete.
-	err := s.locked(ctx, p, r.ProjectDashboardID, func(d *Dashboard) error {
-		if r.Version == d.Version {
-			return errs.New(errs.LatestVersion, "The latest version cannot be deleted. (version = %d)", r.Version)
-		}
-		res, err := s.versions.DeleteOne(ctx, bson.D{{Key: "_id", Value: versionID(d.ID, r.Version)}})
-		if err != nil {
-			return store.Wrap(err)
-		}
-		if res.DeletedCount == 0 {
-			return errs.NotFound("version", strconv.Itoa(int(r.Version)))
-		}
-		return nil
-	})
+	d, err := s.visible(ctx, p, r.ProjectDashboardID)
+	if err != nil {
+		return nil, err
+	}
+	// The latest version only grows: one below it stays below it. One
+	// above it (not stored yet) is not found, whatever a writer adds
+	// meanwhile.
+	if r.Version == d.Version {
+		return nil, errs.New(errs.LatestVersion, "The latest version cannot be deleted. (version = %d)", r.Version)
+	}
+	if r.Version > d.Version {
+		return nil, errs.NotFound("version", strconv.Itoa(int(r.Version)))
+	}
+	res, err := s.versions.DeleteOne(ctx, bson.D{{Key: "_id", Value: versionID(d.ID, r.Version)}})
+	if err == nil && res.DeletedCount == 0 {
+		err = errs.NotFound("version", strconv.Itoa(int(r.Version)))
+	}
+	err = store.Wrap(err)
 	if err != nil {
 		return nil, err
 	}
@@ -46,19 +49,16 @@ func (s *service) revertVersion(ctx context.Context, p *auth.Principal, r *versi
 	if err := checkDomain(p, r.DomainID); err != nil {
 		return nil, err
 	}
-	var out *Dashboard
-	err := s.locked(ctx, p, r.ProjectDashboardID, func(d *Dashboard) error {
+	return s.changed(ctx, p, r.ProjectDashboardID, func(d *Dashboard) (*Dashboard, bson.D, error) {
 		old, err := s.getSnapshot(ctx, d, r.Version)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		next := *d
 		next.Version = d.Version + 1
 		next.Layouts, next.Variables, next.VariablesSchema = old.Layouts, old.Variables, old.VariablesSchema
-		out, err = s.bump(ctx, &next, bson.D{{Key: "updated_at", Value: wire.T(wire.Now())}})
-		return err
+		return &next, bson.D{{Key: "updated_at", Value: wire.T(wire.Now())}}, nil
 	})
-	return out, err
 }
 
 // getSnapshot reads version n of d by its _id; a missing one is 404.

@@ -248,9 +248,9 @@ func (s *service) newKey(ctx context.Context, p *auth.Principal, userID, name st
 	}
 	var k *core.APIKey
 	var token string
-	// Under the user's lease (core.UserRecords): a key is recorded before
-	// the user's delete takes its last keys away, or finds no user (404).
-	err = s.UserRecords().Live(ctx, u.ID, func(ctx context.Context, u *core.User, w store.Writes[core.User]) error {
+	// A child of the user (core.UserRecords): a key recorded while the
+	// user's delete runs goes again (404).
+	err = s.UserRecords().Live(ctx, u.ID, func(ctx context.Context, u *core.User, w *store.Writes[core.User]) error {
 		domainID := u.DomainID
 		n, err := s.APIKeys.CountDocuments(ctx, bson.D{{Key: "domain_id", Value: domainID}, {Key: "user_id", Value: u.UserID}})
 		if err != nil {
@@ -271,9 +271,12 @@ func (s *service) newKey(ctx context.Context, p *auth.Principal, userID, name st
 		}
 		// Signed before it is recorded: a key whose insert failed has no
 		// record, and Check refuses a key without one.
-		return w.Do(func(ctx context.Context) error {
+		return w.Create(ctx, func(ctx context.Context) error {
 			_, err := s.APIKeys.InsertOne(ctx, k)
 			return store.Wrap(err)
+		}, func(ctx context.Context) error {
+			_, err := s.APIKeys.DeleteOne(ctx, bson.D{{Key: "_id", Value: k.ID}})
+			return err
 		})
 	})
 	if core.IsNotFound(err) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -12,7 +11,6 @@ import (
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/freeform"
-	"github.com/nubes-io/nubes/pkg/lease"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
@@ -158,30 +156,13 @@ func (s *Deps) Placement(ctx context.Context, p *auth.Principal, group, workspac
 	return w.WorkspaceID, nil
 }
 
-// recordLock is the lease of a record with a teardown (a user, a
-// workspace): prefix+id in the counters collection, 30 s renewed by
-// lease.Run, waited for 10 s.
-func (s *Deps) recordLock(prefix string) func(ctx context.Context, id string, fn func(ctx context.Context) error) error {
-	return func(ctx context.Context, id string, fn func(ctx context.Context) error) error {
-		return lease.Run(ctx, s.DB.Collection(CountersCollection), prefix+id, recordLeaseTTL, 10*time.Second, fn)
-	}
-}
-
-const recordLeaseTTL = 30 * time.Second
-
-// recordFence fences the writes under recordLock with a renew period of
-// its TTL (see lease.Fencer).
-var recordFence = lease.Fencer(recordLeaseTTL / 3)
-
 // WorkspaceRecords are the workspace records with their teardown (store.Teardown):
 // a workspace is deleted mark first, then its projects and role bindings,
-// then itself. Every write to a workspace (Change) and every create of a
-// child in one (Live) holds the workspace's lease, as the mark is
-// written under it: FerretDB writes an update back whole, so a writer
-// that read the workspace before the mark would drop it.
+// then itself. Every write to a workspace goes through Change (a
+// compare-and-set that refuses a marked one) and every create of a child
+// in one through Live (checked again after the insert).
 func (s *Deps) WorkspaceRecords() store.Teardown[Workspace] {
 	return store.Teardown[Workspace]{Records: s.Workspaces, Resource: WorkspaceResource, Key: "workspace_id",
-		Lock: s.recordLock("workspace:"), Fence: recordFence,
 		Children: func(ctx context.Context, w *Workspace) error {
 			inside := bson.D{{Key: "domain_id", Value: w.DomainID}, {Key: "workspace_id", Value: w.WorkspaceID}}
 			for _, c := range []*mongo.Collection{s.Projects, s.Bindings} {

@@ -136,14 +136,11 @@ var (
 // its role bindings and API keys (the user package adds its codes and
 // throttle), then itself. Every create of a user's grant (a role
 // binding, an API key) runs under Live, so it lands before the delete's
-// last Children, which runs under the user's lease with the record's
-// delete, or finds no user. The user's other writers (login, tokens,
-// profile, MFA) write the record outside the lease: on FerretDB one that
-// read the user just before the mark may write it back without it; the
-// user then shows again until the delete ends, and leaves no grant.
+// children step or is removed again (404). The user's other writers
+// (login, tokens, profile, MFA) $set their own fields, which keeps the
+// mark.
 func (s *Deps) UserRecords() store.Teardown[User] {
 	return store.Teardown[User]{Records: s.Users, Resource: UserResource, Key: "user_id",
-		Lock: s.recordLock("user:"), Fence: recordFence,
 		Children: func(ctx context.Context, u *User) error {
 			mine := bson.D{{Key: "domain_id", Value: u.DomainID}, {Key: "user_id", Value: u.UserID}}
 			for _, c := range []*mongo.Collection{s.Bindings, s.APIKeys} {

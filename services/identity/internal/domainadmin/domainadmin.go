@@ -1,7 +1,7 @@
 // Package domainadmin is the rule that every domain has an enabled domain
 // admin: Ensure makes one (bootstrap, domain/create), Keep refuses to
-// take away the last one (unbind, disable, delete). It must not change a
-// domain's admins outside the domain's admin lock.
+// take away the last one (unbind, disable, delete). Every removal of a
+// domain's admin goes through Keep.
 package domainadmin
 
 import (
@@ -13,7 +13,6 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
-	"github.com/nubes-io/nubes/pkg/lease"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
@@ -52,20 +51,66 @@ func Ensure(ctx context.Context, d *core.Deps, domainID, userID, pw, email, name
 
 // Keep runs take, which takes userID's domain-admin rights away (unbind,
 // disable, delete), unless userID is the last enabled domain admin of
-// domainID. Check and change hold the domain's admin lock, so two admins
-// removing each other at once cannot leave the domain without one.
+// domainID. Two admins removing each other at once must not leave the
+// domain without one, and the count spans many users, so the decision
+// is made on one document, the domain's admin guard: a compare-and-set
+// (store.Change) that counts the admins who stay, leaving out those
+// whose removal another Keep has begun (the guard's leaving list), and
+// adds userID to that list. Of two racing Keeps the second decides again
+// after the first's entry landed, and so counts without it. The entry
+// goes once take is done; one left by a replica that died before
+// (take's outcome unknown) counts as leaving until leaveFor has passed.
 func Keep(ctx context.Context, d *core.Deps, domainID, userID string, take func() error) error {
-	return lease.Run(ctx, d.DB.Collection(core.CountersCollection), "admins:"+domainID, 30*time.Second, 10*time.Second, func(ctx context.Context) error {
+	c := d.DB.Collection(core.CountersCollection)
+	id := "admin-guard:" + domainID
+	if _, err := store.InsertOnce(ctx, c, guard{ID: id, Leaving: []leaving{}}); err != nil {
+		return err
+	}
+	_, err := store.Change(ctx, c, "domain_id", id, func(g *guard) (bson.D, error) {
+		now := time.Now()
+		others := []leaving{}
+		out := bson.A{userID}
+		for _, l := range g.Leaving {
+			if l.UserID != userID && now.Before(l.Until) {
+				others = append(others, l)
+				out = append(out, l.UserID)
+			}
+		}
 		n, err := d.Users.CountDocuments(ctx, bson.D{{Key: "domain_id", Value: domainID}, {Key: "role_type", Value: string(auth.DomainAdmin)},
-			{Key: "state", Value: bson.D{{Key: "$ne", Value: core.Disabled}}}, {Key: "user_id", Value: bson.D{{Key: "$ne", Value: userID}}},
+			{Key: "state", Value: bson.D{{Key: "$ne", Value: core.Disabled}}}, {Key: "user_id", Value: bson.D{{Key: "$nin", Value: out}}},
 			// A marked admin is being deleted (core.UserRecords): not one that stays.
 			{Key: tenancy.MarkField, Value: bson.D{{Key: "$ne", Value: true}}}})
 		if err != nil {
-			return store.Wrap(err)
+			return nil, store.Wrap(err)
 		}
 		if n == 0 {
-			return errs.New(errs.LastAdmin, "The last domain admin cannot be disabled or deleted.")
+			return nil, errs.New(errs.LastAdmin, "The last domain admin cannot be disabled or deleted.")
 		}
-		return take()
+		return bson.D{{Key: "leaving", Value: append(others, leaving{UserID: userID, Until: now.Add(leaveFor)})}}, nil
 	})
+	if err != nil {
+		return err
+	}
+	err = take()
+	// Done (or failed: the admin stays): no longer leaving. Left when the
+	// store does not answer: the entry ends at its Until.
+	_, _ = c.UpdateOne(context.WithoutCancel(ctx), bson.D{{Key: "_id", Value: id}},
+		bson.D{{Key: "$pull", Value: bson.D{{Key: "leaving", Value: bson.D{{Key: "user_id", Value: userID}}}}}})
+	return err
+}
+
+// leaveFor is how long a removal begun counts as under way: far above
+// any take (one write, or a user's teardown).
+const leaveFor = 5 * time.Minute
+
+// guard is a domain's admin guard (Keep), in the counters collection.
+type guard struct {
+	ID      string    `bson:"_id"`
+	Leaving []leaving `bson:"leaving"`
+}
+
+// leaving is an admin whose removal a Keep has begun.
+type leaving struct {
+	UserID string    `bson:"user_id"`
+	Until  time.Time `bson:"until"`
 }

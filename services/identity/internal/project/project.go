@@ -88,12 +88,15 @@ func (s *service) createProject(ctx context.Context, p *auth.Principal, r *creat
 	id := wire.NewID("project")
 	pr := &core.Project{ID: id, ProjectID: id, Name: r.Name, ProjectType: kind, Users: wire.List(r.Users), Tags: wire.Object(r.Tags),
 		WorkspaceID: w.WorkspaceID, DomainID: w.DomainID, CreatedBy: p.UserID, CreatedAt: wire.T(wire.Now())}
-	// Under the workspace's lease: a workspace whose delete has begun
-	// takes no project that its teardown would miss.
-	err = s.WorkspaceRecords().Live(ctx, w.ID, func(_ context.Context, _ *core.Workspace, lw store.Writes[core.Workspace]) error {
-		return lw.Do(func(ctx context.Context) error {
+	// A child of the workspace (core.WorkspaceRecords): a workspace whose
+	// delete has begun keeps no project that its teardown would miss.
+	err = s.WorkspaceRecords().Live(ctx, w.ID, func(ctx context.Context, _ *core.Workspace, lw *store.Writes[core.Workspace]) error {
+		return lw.Create(ctx, func(ctx context.Context) error {
 			_, err := s.Projects.InsertOne(ctx, pr)
 			return store.Wrap(err)
+		}, func(ctx context.Context) error {
+			_, err := s.Projects.DeleteOne(ctx, bson.D{{Key: "_id", Value: pr.ID}})
+			return err
 		})
 	})
 	if err != nil {

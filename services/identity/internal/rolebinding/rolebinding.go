@@ -101,23 +101,27 @@ func (s *service) createBinding(ctx context.Context, p *auth.Principal, r *creat
 		}
 		return nil
 	}
-	// Under the user's lease (core.UserRecords): a binding is recorded
-	// before the user's delete takes its last bindings away, or finds no
-	// user (404); a user re-created with the same id inherits nothing.
+	remove := func(ctx context.Context) error {
+		_, err := s.Bindings.DeleteOne(ctx, bson.D{{Key: "_id", Value: b.ID}})
+		return err
+	}
+	// A child of the user (core.UserRecords), and of its workspace: a
+	// binding recorded while either's delete runs goes again (404); a
+	// user re-created with the same id inherits nothing.
 	found := false
-	err = s.UserRecords().Live(ctx, u.ID, func(ctx context.Context, _ *core.User, uw store.Writes[core.User]) error {
+	err = s.UserRecords().Live(ctx, u.ID, func(ctx context.Context, _ *core.User, uw *store.Writes[core.User]) error {
 		found = true
 		if ws != "" {
-			// Under the workspace's lease too: a workspace whose delete
-			// has begun takes no binding that its teardown would miss.
-			return s.WorkspaceRecords().Live(ctx, ws, func(_ context.Context, _ *core.Workspace, w store.Writes[core.Workspace]) error {
-				return w.Do(insert)
-			})
+			return uw.Create(ctx, func(ctx context.Context) error {
+				return s.WorkspaceRecords().Live(ctx, ws, func(ctx context.Context, _ *core.Workspace, w *store.Writes[core.Workspace]) error {
+					return w.Create(ctx, insert, remove)
+				})
+			}, remove)
 		}
-		if err := uw.Do(insert); err != nil {
+		if err := uw.Create(ctx, insert, remove); err != nil {
 			return err
 		}
-		_, err := uw.Set(bson.D{{Key: "role_type", Value: role.RoleType}, {Key: "role_id", Value: role.RoleID}})
+		_, err := uw.Set(ctx, bson.D{{Key: "role_type", Value: role.RoleType}, {Key: "role_id", Value: role.RoleID}})
 		return err
 	})
 	if !found && core.IsNotFound(err) { // the user, not its workspace

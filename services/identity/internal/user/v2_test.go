@@ -413,6 +413,54 @@ func TestLastAdmin(t *testing.T) {
 	}
 }
 
+// TestLastAdminRacing: two admins disabled (or deleted) at once, each
+// while the other still counts: in every round exactly one goes, the
+// other answers LastAdmin, and the domain keeps an enabled admin
+// (domainadmin.Keep decides on one guard document).
+func TestLastAdminRacing(t *testing.T) {
+	t.Parallel()
+	h := identitytest.New(t, identitytest.Mount(user.Routes, rolebinding.Routes))
+	stayed := "admin"
+	for round := range 4 {
+		a, b := fmt.Sprintf("first%d", round), fmt.Sprintf("second%d", round)
+		for _, u := range []string{a, b} {
+			h.SeedUser(h.Domain, u)
+			h.System.Call("/identity/v2/role-binding/create", map[string]any{"user_id": u, "role_id": "managed-domain-admin", "resource_group": "DOMAIN"}).OK(nil)
+		}
+		// The one left by the round before goes: its guard entry is gone.
+		h.System.Call("/identity/v2/user/disable", map[string]any{"user_id": stayed}).OK(nil)
+		path := "/identity/v2/user/disable"
+		if round%2 == 1 {
+			path = "/identity/v2/user/delete"
+		}
+		statuses := make(chan *testkit.Response, 2)
+		var wg sync.WaitGroup
+		for _, u := range []string{a, b} {
+			wg.Go(func() { statuses <- h.System.Call(path, map[string]any{"user_id": u}) })
+		}
+		wg.Wait()
+		close(statuses)
+		ok := 0
+		for r := range statuses {
+			if r.Status == http.StatusOK {
+				ok++
+				continue
+			}
+			r.Fails(http.StatusBadRequest, errs.LastAdmin)
+		}
+		if ok != 1 {
+			t.Fatalf("round %d (%s): %d of the two last admins went, want 1", round, path, ok)
+		}
+		stayed = a
+		if h.Count(core.UsersCollection, bson.D{{Key: "domain_id", Value: h.Domain}, {Key: "user_id", Value: a}, {Key: "state", Value: "ENABLED"}}) == 0 {
+			stayed = b
+		}
+		if h.Count(core.UsersCollection, bson.D{{Key: "domain_id", Value: h.Domain}, {Key: "user_id", Value: stayed}, {Key: "state", Value: "ENABLED"}}) != 1 {
+			t.Fatalf("round %d: no enabled admin left", round)
+		}
+	}
+}
+
 func TestDisabledUserIsRefused(t *testing.T) {
 	t.Parallel()
 	h := identitytest.New(t, identitytest.Mount(user.Routes, userprofile.Routes))

@@ -4,15 +4,18 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"sync"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/trusted"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/inventory/internal/core"
@@ -41,16 +44,15 @@ func (s *Service) collect(ctx context.Context, p *auth.Principal, r *collectRequ
 // collector's last_collected_at set. requestWorkspace is the caller's
 // workspace ("" for a domain-wide caller or a schedule).
 //
-// It runs under the collector's lease on the collector as stored (a
-// collector whose delete has begun is 404): its writes to the collector
-// keep the delete's mark, and its job is created before the delete's
-// children go or not at all (store.Teardown.Live).
+// It runs on the collector as stored (a collector whose delete has begun
+// is 404), and its job is the collector's child (store.Teardown.Live): a
+// job created while the collector's delete runs is removed again.
 func (s *Service) Collect(ctx context.Context, c *Collector, secretID, requestWorkspace string) (*core.Job, error) {
 	if s.outbox == nil {
 		return nil, errs.Down("The job queue", errNoBus)
 	}
 	var job *core.Job
-	err := s.records().Live(ctx, c.ID, func(ctx context.Context, c *Collector, w store.Writes[Collector]) error {
+	err := s.records().Live(ctx, c.ID, func(ctx context.Context, c *Collector, w *store.Writes[Collector]) error {
 		var err error
 		job, err = s.collectLive(ctx, c, w, secretID, requestWorkspace)
 		return err
@@ -58,8 +60,8 @@ func (s *Service) Collect(ctx context.Context, c *Collector, secretID, requestWo
 	return job, err
 }
 
-func (s *Service) collectLive(ctx context.Context, c *Collector, w store.Writes[Collector], secretID, requestWorkspace string) (*core.Job, error) {
-	if err := s.upgrade(ctx, c, w.Set); err != nil {
+func (s *Service) collectLive(ctx context.Context, c *Collector, w *store.Writes[Collector], secretID, requestWorkspace string) (*core.Job, error) {
+	if err := s.upgrade(ctx, c, func(set bson.D) (*Collector, error) { return w.Set(ctx, set) }); err != nil {
 		return nil, err
 	}
 	secrets, err := s.secrets(ctx, c, secretID)
@@ -67,9 +69,6 @@ func (s *Service) collectLive(ctx context.Context, c *Collector, w store.Writes[
 		return nil, err
 	}
 	now := wire.T(wire.Now())
-	if err := s.cancelRunning(ctx, c, secretID, requestWorkspace, now); err != nil {
-		return nil, err
-	}
 	id := wire.NewID("job")
 	job := &core.Job{ID: id, JobID: id, Status: core.JobInProgress, TotalTasks: int32(len(secrets)), RemainedTasks: int32(len(secrets)),
 		RequestSecretID: secretID, RequestWorkspaceID: requestWorkspace, SecretID: secretID, Filter: map[string]any{},
@@ -86,33 +85,36 @@ func (s *Service) collectLive(ctx context.Context, c *Collector, w store.Writes[
 			DomainID: c.DomainID, WorkspaceID: trusted.Workspace(a, c.WorkspaceID), ServiceAccountID: a.TrustedAccountID, JobID: id,
 			SecretID: a.TrustedSecretID, CollectorID: c.CollectorID, CreatedAt: now, SubTasks: []freeform.Map{}}
 	}
-	// The job and its tasks are the collector's children: created fenced
-	// (store.Writes.Do), or not at all.
-	if err := w.Do(func(ctx context.Context) error {
+	// The job and its tasks are the collector's children (Live removes
+	// them again if its delete began meanwhile).
+	if err := w.Create(ctx, func(ctx context.Context) error {
 		_, err := s.jobs.InsertOne(ctx, job)
 		return store.Wrap(err)
+	}, func(ctx context.Context) error {
+		if _, err := s.tasks.DeleteMany(ctx, bson.D{{Key: "job_id", Value: id}}); err != nil {
+			return err
+		}
+		_, err := s.jobs.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}})
+		return err
 	}); err != nil {
+		return nil, err
+	}
+	// The running job of the same request is the one this job replaces.
+	if err := s.cancelRunning(ctx, c, job, now); err != nil {
 		return nil, err
 	}
 	if len(tasks) == 0 {
 		return job, nil
 	}
-	if err := w.Do(func(ctx context.Context) error { return s.queue(ctx, job, tasks) }); err != nil {
+	if err := s.queue(ctx, job, tasks); err != nil {
 		// A job whose tasks are not all queued would never finish: it
-		// ends FAILURE, fenced as the job's create was (the collector's
-		// Fence), on a context the caller's leaving does not end. A
-		// holder that lost the lease writes nothing: a later holder may
-		// have ended the job already (CANCELED by the next collect, or
-		// deleted with the collector), and one left IN_PROGRESS is ended
-		// by the job timeout.
+		// ends FAILURE, on a context the caller's leaving does not end,
+		// unless it ended already (CANCELED by the next collect).
 		fail := bson.D{{Key: "status", Value: core.JobFailure}, {Key: "finished_at", Value: now}, {Key: "updated_at", Value: now}}
-		if fctx, cancel, ferr := s.records().Fence(context.WithoutCancel(ctx)); ferr == nil {
-			_, _ = s.jobs.UpdateOne(fctx, bson.D{{Key: "_id", Value: id}}, bson.D{{Key: "$set", Value: fail}})
-			cancel()
-		}
+		_, _ = s.jobs.UpdateOne(context.WithoutCancel(ctx), bson.D{{Key: "_id", Value: id}, {Key: "status", Value: core.JobInProgress}}, bson.D{{Key: "$set", Value: fail}})
 		return nil, err
 	}
-	if _, err := w.Set(bson.D{{Key: "last_collected_at", Value: now}}); err != nil {
+	if _, err := w.Set(ctx, bson.D{{Key: "last_collected_at", Value: now}}); err != nil {
 		return nil, err
 	}
 	return job, nil
@@ -151,29 +153,43 @@ func FailQueue(collectorID string, fault func(jobID string) error) (restore func
 
 // cancelRunning cancels the IN_PROGRESS jobs of the same collector,
 // requesting workspace and requested secret, and their unfinished tasks.
-func (s *Service) cancelRunning(ctx context.Context, c *Collector, secretID, requestWorkspace string, now wire.Time) error {
-	cur, err := s.jobs.Find(ctx, bson.D{{Key: "domain_id", Value: c.DomainID}, {Key: "collector_id", Value: c.CollectorID},
-		{Key: "status", Value: core.JobInProgress}})
+func (s *Service) cancelRunning(ctx context.Context, c *Collector, job *core.Job, now wire.Time) error {
+	// One atomic write names the request's running job and returns the
+	// one it replaced: of collects at once, each replaces exactly one
+	// other (or none), so all but the last are cancelled, whatever the
+	// order.
+	var before struct {
+		Running map[string]string `bson:"running_jobs"`
+	}
+	key := "running_jobs." + runningKey(job.RequestSecretID, job.RequestWorkspaceID)
+	err := s.c.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: c.ID}, {Key: tenancy.MarkField, Value: bson.D{{Key: "$ne", Value: true}}}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: key, Value: job.JobID}}}}).Decode(&before)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return errs.NotFound("collector_id", c.CollectorID)
+	}
 	if err != nil {
 		return store.Wrap(err)
 	}
-	var running []core.Job
-	if err := cur.All(ctx, &running); err != nil {
+	prev := before.Running[runningKey(job.RequestSecretID, job.RequestWorkspaceID)]
+	if prev == "" {
+		return nil
+	}
+	var j core.Job
+	set := bson.D{{Key: "status", Value: core.JobCanceled}, {Key: "finished_at", Value: now}, {Key: "updated_at", Value: now}}
+	err = s.jobs.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: prev}, {Key: "status", Value: core.JobInProgress}}, bson.D{{Key: "$set", Value: set}}).Decode(&j)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil // it ended already
+	}
+	if err != nil {
 		return store.Wrap(err)
 	}
-	for _, j := range running {
-		if j.RequestSecretID != secretID || j.RequestWorkspaceID != requestWorkspace {
-			continue
-		}
-		set := bson.D{{Key: "status", Value: core.JobCanceled}, {Key: "finished_at", Value: now}, {Key: "updated_at", Value: now}}
-		if _, err := s.jobs.UpdateOne(ctx, bson.D{{Key: "_id", Value: j.ID}}, bson.D{{Key: "$set", Value: set}}); err != nil {
-			return store.Wrap(err)
-		}
-		if err := core.EndTasks(ctx, s.tasks, j.TaskIDs, core.TaskCanceled, nil, now); err != nil {
-			return err
-		}
-	}
-	return nil
+	return core.EndTasks(ctx, s.tasks, j.TaskIDs, core.TaskCanceled, nil, now)
+}
+
+// runningKey names a request (its secret and workspace, either maybe
+// empty) in the collector's running_jobs; ids hold no dot.
+func runningKey(secretID, workspaceID string) string {
+	return "s-" + strings.ReplaceAll(secretID, ".", "_") + "-w-" + strings.ReplaceAll(workspaceID, ".", "_")
 }
 
 // upgrade moves a collector whose upgrade mode is AUTO to the newest

@@ -12,7 +12,6 @@ package collector
 import (
 	"context"
 	"log/slog"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -22,7 +21,6 @@ import (
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/freeform"
-	"github.com/nubes-io/nubes/pkg/lease"
 	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/pluginref"
 	"github.com/nubes-io/nubes/pkg/query"
@@ -122,7 +120,6 @@ type Service struct {
 	c        *mongo.Collection
 	jobs     *mongo.Collection
 	tasks    *mongo.Collection
-	leases   *mongo.Collection
 	repo     pluginref.Repository
 	identity core.Identity
 	plugins  *plugin.Client
@@ -135,7 +132,7 @@ type Service struct {
 func New(ctx context.Context, db *mongo.Database, repo pluginref.Repository, identity core.Identity, plugins *plugin.Client,
 	outbox *events.Outbox, log *slog.Logger) (*Service, error) {
 	s := &Service{c: db.Collection(core.CollectorsCollection), jobs: db.Collection(core.JobsCollection),
-		tasks: db.Collection(core.JobTasksCollection), leases: db.Collection(core.LeasesCollection), repo: repo, identity: identity, plugins: plugins, outbox: outbox, log: log}
+		tasks: db.Collection(core.JobTasksCollection), repo: repo, identity: identity, plugins: plugins, outbox: outbox, log: log}
 	return s, store.EnsureIndexes(ctx, s.c,
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "name", Value: 1}}},
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "workspace_id", Value: 1}}},
@@ -266,23 +263,11 @@ func (s *Service) Load(ctx context.Context, p *auth.Principal, id string) (*Coll
 	return store.GetFor[Collector](ctx, s.c, resource, p, "collector_id", id)
 }
 
-// Lease bounds of a collector's writers: the lease is renewed while its
-// holder works (a collect's identity and plugin calls), and a writer
-// waits lockWait for it before answering 503.
-var (
-	lockTTL  = 30 * time.Second
-	lockWait = 15 * time.Second
-)
-
-// records is the collector's teardown: its delete, and every write to it
-// or create of its jobs, under the collector's lease, so that no writer
-// drops the delete's mark (store.Teardown).
+// records is the collector's teardown (store.Teardown): its delete mark
+// first, every change of it a compare-and-set that refuses a marked one,
+// and its jobs created as its children (Live).
 func (s *Service) records() store.Teardown[Collector] {
 	return store.Teardown[Collector]{Records: s.c, Resource: resource, Key: "collector_id",
-		Lock: func(ctx context.Context, id string, fn func(ctx context.Context) error) error {
-			return lease.Run(ctx, s.leases, "collector-"+id, lockTTL, lockWait, fn)
-		},
-		Fence: lease.Fencer(lockTTL / 3), // a renew period: see lease.Fencer
 		Children: func(ctx context.Context, doc *Collector) error {
 			for _, c := range []*mongo.Collection{s.tasks, s.jobs} {
 				if err := store.DeleteChildren(ctx, c, bson.D{{Key: "domain_id", Value: doc.DomainID}, {Key: "collector_id", Value: doc.ID}}); err != nil {

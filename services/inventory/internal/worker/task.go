@@ -45,7 +45,9 @@ type Record struct {
 func RecordID(taskID string, n int) string { return taskID + "-" + strconv.Itoa(n) }
 
 // Leases of the finishing steps, renewed while they run (lease.Run); a
-// holder that dies frees them after the TTL.
+// holder that dies frees them after the TTL. Leases (issue 35) because
+// each holds a job's task or job while its finishing work runs (garbage
+// collection, the job's counts over its tasks' documents).
 const (
 	leaseTTL  = 5 * time.Minute
 	leaseWait = 30 * time.Second

@@ -32,10 +32,6 @@ const (
 	// DispatchesCollection records each notification handled (_id = the
 	// event's ID): a redelivered event is never dispatched twice.
 	DispatchesCollection = "notification_dispatches"
-	// LeasesCollection holds the leases of the protocols' writers
-	// (pkg/lease): a protocol changes, and its delete is marked, under
-	// its lease.
-	LeasesCollection = "notification_leases"
 )
 
 // Protocol states.

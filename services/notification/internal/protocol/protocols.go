@@ -15,7 +15,6 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -24,7 +23,6 @@ import (
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/freeform"
-	"github.com/nubes-io/nubes/pkg/lease"
 	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/pluginref"
 	"github.com/nubes-io/nubes/pkg/query"
@@ -134,7 +132,6 @@ func checkDomain(p *auth.Principal, domainID string) error {
 // Protocols serves the protocol operations.
 type Protocols struct {
 	c        *mongo.Collection
-	leases   *mongo.Collection
 	counters core.Counters
 	repo     pluginref.Repository
 	plugins  *plugin.Client
@@ -146,7 +143,7 @@ type Protocols struct {
 
 // New creates the collection's indexes.
 func New(ctx context.Context, db *mongo.Database, repo pluginref.Repository, plugins *plugin.Client, keys *seal.Keyring, log *slog.Logger) (*Protocols, error) {
-	ps := &Protocols{c: db.Collection(core.ProtocolsCollection), leases: db.Collection(core.LeasesCollection), counters: core.Counters{C: db.Collection(core.UsageCollection)},
+	ps := &Protocols{c: db.Collection(core.ProtocolsCollection), counters: core.Counters{C: db.Collection(core.UsageCollection)},
 		repo: repo, plugins: plugins, keys: keys, log: log}
 	return ps, store.EnsureIndexes(ctx, ps.c,
 		// A name is unique in its domain (upstream: unique_with domain_id).
@@ -278,22 +275,11 @@ func (ps *Protocols) out(ctx context.Context, docs ...*Protocol) error {
 	return nil
 }
 
-// Lease bounds of a protocol's writers: renewed while its holder works
-// (an update_plugin's init), waited for lockWait before a 503.
-var (
-	lockTTL  = 15 * time.Second
-	lockWait = 15 * time.Second
-)
-
-// records is the protocol's teardown: its delete, and every change of
-// it, under the protocol's lease (store.Teardown), so that no update
-// drops the delete's mark.
+// records is the protocol's teardown (store.Teardown): its delete mark
+// first, and every change of it a compare-and-set that refuses a marked
+// one.
 func (ps *Protocols) records() store.Teardown[Protocol] {
 	return store.Teardown[Protocol]{Records: ps.c, Resource: resource, Key: "protocol_id",
-		Lock: func(ctx context.Context, id string, fn func(ctx context.Context) error) error {
-			return lease.Run(ctx, ps.leases, "protocol#"+id, lockTTL, lockWait, fn)
-		},
-		Fence: lease.Fencer(lockTTL / 3), // a renew period: see lease.Fencer
 		Check: external,
 		Children: func(ctx context.Context, doc *Protocol) error {
 			// A channel created between the check and the mark (its
