@@ -53,12 +53,6 @@ type Teardown[T any] struct {
 	Check func(doc *T) error
 	// Children deletes the record's children; it runs again on a retry.
 	Children func(ctx context.Context, doc *T) error
-
-	// Lock and Fence are ignored: a teardown needs no lease since the
-	// store keeps MongoDB's promise (issue 35). They stay only until the
-	// services that still set them (monitoring) drop them.
-	Lock  func(ctx context.Context, id string, fn func(ctx context.Context) error) error
-	Fence func(ctx context.Context) (context.Context, context.CancelFunc, error)
 }
 
 // Delete deletes the record id that p may change, and its children, and

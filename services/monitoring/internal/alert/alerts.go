@@ -145,7 +145,7 @@ type Config struct {
 // and the escalation.
 type Alerts struct {
 	c        *mongo.Collection
-	claims   *mongo.Collection
+	claims   *mongo.Collection // the domains' alert-number counters, spent link nonces
 	projects core.Projects
 	policy   PolicyOf
 	cascade  []*mongo.Collection // records of an alert deleted with it: its notes and events (moved with it too), its key's open-alert record

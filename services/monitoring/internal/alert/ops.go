@@ -9,7 +9,6 @@ import (
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
-	"github.com/nubes-io/nubes/pkg/lease"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
@@ -267,22 +266,12 @@ func (as *Alerts) assign(ctx context.Context, p *auth.Principal, r *assignUser) 
 	})
 }
 
-// Lease bounds of a delete (store.Teardown's Lock).
-const (
-	teardownTTL  = 15 * time.Second
-	teardownWait = 30 * time.Second
-)
-
-// delete tears the alert down mark first (store.Teardown), under its
-// lease: from the mark on it is out of every read and refuses every
-// change; then its notes and events go, and the alert last. A delete cut
+// delete tears the alert down mark first (store.Teardown): from the mark
+// on it is out of every read and refuses every change; then its notes,
+// events and open-alert record go, and the alert last. A delete cut
 // short is finished by a retry.
 func (as *Alerts) delete(ctx context.Context, p *auth.Principal, r *alertRequest) (*api.Empty, error) {
 	_, err := store.Teardown[Alert]{Records: as.c, Resource: resource, Key: "alert_id",
-		Lock: func(ctx context.Context, id string, fn func(ctx context.Context) error) error {
-			return lease.Run(ctx, as.claims, "alert#"+id, teardownTTL, teardownWait, fn)
-		},
-		Fence: lease.Fencer(teardownTTL / 3), // a renew period: see lease.Fencer
 		Children: func(ctx context.Context, a *Alert) error {
 			for _, c := range as.cascade {
 				if err := store.DeleteChildren(ctx, c, bson.D{{Key: "alert_id", Value: a.ID}}); err != nil {

@@ -14,7 +14,6 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"strings"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -22,7 +21,6 @@ import (
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/freeform"
-	"github.com/nubes-io/nubes/pkg/lease"
 	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/pluginref"
 	"github.com/nubes-io/nubes/pkg/query"
@@ -94,7 +92,6 @@ func (r *createWebhook) Validate() error { return r.PluginInfo.Check(r.PluginInf
 type Webhooks struct {
 	c        *mongo.Collection
 	kept     *mongo.Collection // bodies kept for a retry (package ingest)
-	claims   *mongo.Collection // leases of the webhooks' writers
 	counters *core.Counters
 	projects core.Projects
 	repo     pluginref.Repository
@@ -107,7 +104,7 @@ type Webhooks struct {
 // of webhook_url.
 func New(ctx context.Context, db *mongo.Database, counters *core.Counters, projects core.Projects, repo pluginref.Repository,
 	plugins *plugin.Client, baseURL string, log *slog.Logger) (*Webhooks, error) {
-	ws := &Webhooks{c: db.Collection(core.WebhooksCollection), kept: db.Collection(core.PendingCollection), claims: db.Collection(core.ClaimsCollection),
+	ws := &Webhooks{c: db.Collection(core.WebhooksCollection), kept: db.Collection(core.PendingCollection),
 		counters: counters, projects: projects, repo: repo, plugins: plugins, baseURL: strings.TrimRight(baseURL, "/"), log: log}
 	return ws, store.EnsureIndexes(ctx, ws.c,
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "created_at", Value: -1}}},
@@ -208,22 +205,11 @@ func (ws *Webhooks) out(ctx context.Context, docs ...*Webhook) error {
 	return nil
 }
 
-// Lease bounds of a webhook's writers: renewed while its holder works
-// (an update_plugin's init), waited for lockWait before a 503.
-var (
-	lockTTL  = 15 * time.Second
-	lockWait = 15 * time.Second
-)
-
-// records is the webhook's teardown: its delete, and every change of it,
-// under the webhook's lease, so that no update drops the delete's mark
+// records is the webhook's teardown: its delete, mark first, and every
+// change of it by store.Change, which refuses a marked record
 // (store.Teardown).
 func (ws *Webhooks) records() store.Teardown[Webhook] {
 	return store.Teardown[Webhook]{Records: ws.c, Resource: resource, Key: "webhook_id",
-		Lock: func(ctx context.Context, id string, fn func(ctx context.Context) error) error {
-			return lease.Run(ctx, ws.claims, "webhook#"+id, lockTTL, lockWait, fn)
-		},
-		Fence: lease.Fencer(lockTTL / 3), // a renew period: see lease.Fencer
 		Children: func(ctx context.Context, doc *Webhook) error {
 			if err := store.DeleteChildren(ctx, ws.kept, bson.D{{Key: "webhook_id", Value: doc.ID}}); err != nil {
 				return err
