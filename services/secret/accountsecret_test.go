@@ -141,17 +141,17 @@ func TestProjectSecret(t *testing.T) {
 	const key = "wJalrXUtnFEMI-K7MDENG-secret"
 	wo := h.c.For(owner)
 	for name, body := range map[string]map[string]any{
-		"no data":            {"name": "n", "resource_group": "PROJECT", "service_account_id": "sa-1"},
-		"empty data":         {"name": "n", "data": map[string]any{}, "resource_group": "PROJECT", "service_account_id": "sa-1"},
-		"no group":           {"name": "n", "data": map[string]any{"k": "v"}, "service_account_id": "sa-1"},
-		"bad group":          {"name": "n", "data": map[string]any{"k": "v"}, "resource_group": "USER", "service_account_id": "sa-1"},
-		"no project":         {"name": "n", "data": map[string]any{"k": "v"}, "resource_group": "PROJECT"},
-		"unknown field":      {"name": "n", "data": map[string]any{"k": "v"}, "resource_group": "PROJECT", "service_account_id": "sa-1", "secret_data": map[string]any{}},
-		"another ws's sa":    {"name": "n", "data": map[string]any{"k": "v"}, "resource_group": "PROJECT", "service_account_id": "sa-2"},
-		"no such sa":         {"name": "n", "data": map[string]any{"k": "v"}, "resource_group": "PROJECT", "service_account_id": "sa-9"},
-		"domain secret":      {"name": "n", "data": map[string]any{"k": "v"}, "resource_group": "DOMAIN"},
-		"unseen trusted":     {"name": "n", "data": map[string]any{"k": "v"}, "resource_group": "PROJECT", "service_account_id": "sa-1", "trusted_secret_id": "trusted-secret-x"},
-		"long name":          {"name": strings.Repeat("n", 256), "data": map[string]any{"k": "v"}, "resource_group": "PROJECT", "service_account_id": "sa-1"},
+		"no data":         {"name": "n", "resource_group": "PROJECT", "service_account_id": "sa-1"},
+		"empty data":      {"name": "n", "data": map[string]any{}, "resource_group": "PROJECT", "service_account_id": "sa-1"},
+		"no group":        {"name": "n", "data": map[string]any{"k": "v"}, "service_account_id": "sa-1"},
+		"bad group":       {"name": "n", "data": map[string]any{"k": "v"}, "resource_group": "USER", "service_account_id": "sa-1"},
+		"no project":      {"name": "n", "data": map[string]any{"k": "v"}, "resource_group": "PROJECT"},
+		"unknown field":   {"name": "n", "data": map[string]any{"k": "v"}, "resource_group": "PROJECT", "service_account_id": "sa-1", "secret_data": map[string]any{}},
+		"another ws's sa": {"name": "n", "data": map[string]any{"k": "v"}, "resource_group": "PROJECT", "service_account_id": "sa-2"},
+		"no such sa":      {"name": "n", "data": map[string]any{"k": "v"}, "resource_group": "PROJECT", "service_account_id": "sa-9"},
+		"domain secret":   {"name": "n", "data": map[string]any{"k": "v"}, "resource_group": "DOMAIN"},
+		"unseen trusted":  {"name": "n", "data": map[string]any{"k": "v"}, "resource_group": "PROJECT", "service_account_id": "sa-1", "trusted_secret_id": "trusted-secret-x"},
+		"long name":       {"name": strings.Repeat("n", 256), "data": map[string]any{"k": "v"}, "resource_group": "PROJECT", "service_account_id": "sa-1"},
 	} {
 		r := wo.Call(sp+"create", body)
 		if r.Status < 400 || r.Status >= 500 {
