@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/services/identity/internal/identitytest"
@@ -128,4 +129,23 @@ func TestDomainProviders(t *testing.T) {
 	h.Anon.Call(pp+"list", map[string]any{}).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
 	h.Admin.Call(pp+"delete", map[string]any{"provider": "oci"}).OK(nil)
 	h.Admin.Call(pp+"get", map[string]any{"provider": "oci"}).Fails(http.StatusNotFound, errs.NotFoundCode)
+}
+
+// TestProviderTenancy: another domain's admin, a plain user and a
+// workspace owner without a workspace read and change nothing of a
+// domain's provider.
+func TestProviderTenancy(t *testing.T) {
+	h := newHarness(t)
+	h.Admin.Call(pp+"create", map[string]any{"provider": "oci", "name": "OCI"}).OK(nil)
+	testkit.Tenancy{
+		Handler: h.Handler, Coll: h.DB.Collection(provider.Collection), ID: provider.Key(h.Domain, "oci"), Domain: h.Domain,
+		Get:  testkit.Req{Path: pp + "get", Body: map[string]any{"provider": "oci"}},
+		List: testkit.Req{Path: pp + "list", Body: map[string]any{"provider": "oci"}},
+		Changes: []testkit.Req{
+			{Path: pp + "update", Body: map[string]any{"provider": "oci", "name": "taken"}},
+			{Path: pp + "delete", Body: map[string]any{"provider": "oci"}},
+		},
+		Insider: auth.Principal{DomainID: h.Domain, UserID: "admin", Role: auth.DomainAdmin},
+		Enroll:  h.Enroll,
+	}.Run(t)
 }

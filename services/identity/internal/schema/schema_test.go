@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/services/identity/internal/identitytest"
@@ -121,4 +122,23 @@ func TestDomainSchemas(t *testing.T) {
 	}
 	h.Admin.Call(sp+"delete", map[string]any{"schema_id": "oci-secret"}).OK(nil)
 	h.Admin.Call(sp+"get", map[string]any{"schema_id": "oci-secret"}).Fails(http.StatusNotFound, errs.NotFoundCode)
+}
+
+// TestSchemaTenancy: outsiders of the domain read and change nothing of
+// its own schema.
+func TestSchemaTenancy(t *testing.T) {
+	h := newHarness(t)
+	h.Admin.Call(sp+"create", map[string]any{"schema_id": "oci-secret", "name": "OCI", "schema_type": "SECRET", "provider": "oci",
+		"schema": map[string]any{"type": "object"}}).OK(nil)
+	testkit.Tenancy{
+		Handler: h.Handler, Coll: h.DB.Collection(schema.Collection), ID: schema.Key(h.Domain, "oci-secret"), Domain: h.Domain,
+		Get:  testkit.Req{Path: sp + "get", Body: map[string]any{"schema_id": "oci-secret"}},
+		List: testkit.Req{Path: sp + "list", Body: map[string]any{"schema_id": "oci-secret"}},
+		Changes: []testkit.Req{
+			{Path: sp + "update", Body: map[string]any{"schema_id": "oci-secret", "name": "taken"}},
+			{Path: sp + "delete", Body: map[string]any{"schema_id": "oci-secret"}},
+		},
+		Insider: auth.Principal{DomainID: h.Domain, UserID: "admin", Role: auth.DomainAdmin},
+		Enroll:  h.Enroll,
+	}.Run(t)
 }
