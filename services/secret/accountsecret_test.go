@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/nubes-io/nubes/pkg/app"
@@ -317,5 +318,45 @@ func sameKeys(t *testing.T, what string, m map[string]any, want []string) {
 	slices.Sort(w)
 	if !slices.Equal(got, w) {
 		t.Fatalf("%s fields = %v, want %v", what, got, w)
+	}
+}
+
+// TestSecretReseal: `secret reseal` seals the secrets again with the
+// active key, and a ciphertext copied onto another secret does not open.
+func TestSecretReseal(t *testing.T) {
+	h := newSecretsHarness(t)
+	h.accounts["sa-1"] = account{"domain-a", "ws-1", "project-1", "aws"}
+	var a, b map[string]any
+	h.c.For(owner).Call(sp+"create", map[string]any{"name": "a", "data": map[string]any{"k": "a"}, "resource_group": "PROJECT", "service_account_id": "sa-1"}).OK(&a)
+	h.c.For(owner).Call(sp+"create", map[string]any{"name": "b", "data": map[string]any{"k": "b"}, "resource_group": "PROJECT", "service_account_id": "sa-1"}).OK(&b)
+	coll := h.db.Collection(accountsecret.Collection)
+	ctx := context.Background()
+	sealedOf := func(id any) bson.Raw {
+		raw, err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Raw()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw.Lookup("sealed").Document()
+	}
+	if _, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: b["secret_id"]}}, bson.D{{Key: "$set", Value: bson.D{{Key: "sealed", Value: sealedOf(a["secret_id"])}}}}); err != nil {
+		t.Fatal(err)
+	}
+	r := h.c.For(system).Call(sp+"get-data", map[string]any{"secret_id": b["secret_id"], "domain_id": "domain-a"})
+	r.Fails(http.StatusInternalServerError, errs.Unknown)
+	if strings.Contains(string(r.Body), `"a"`) {
+		t.Fatalf("the error shows the data: %s", r.Body)
+	}
+	rotated, err := seal.Parse(keySpec+","+seal.RandomSpec("2"), "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reps, err := seal.ResealAll(ctx, rotated, secret.ResealTargets(h.db), 10, nil)
+	// b holds a's ciphertext, bound to a: it does not open, so it is
+	// reported, not resealed.
+	if err != nil || len(reps) != 2 || reps[1].Resealed != 1 || len(reps[1].Failed) != 1 || reps[1].Failed[0] != b["secret_id"] {
+		t.Fatalf("reseal = %+v, %v", reps, err)
+	}
+	if id, _ := sealedOf(a["secret_id"]).Lookup("key_id").StringValueOK(); id != "2" {
+		t.Fatalf("key %q after reseal", id)
 	}
 }
