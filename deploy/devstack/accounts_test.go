@@ -45,10 +45,11 @@ func TestConsoleServiceAccounts(t *testing.T) {
 	plug := fakeplugin.Start(t, fakeplugin.Options{})
 	plug.Script(string(plugin.CollectorInit), fakeplugin.Reply{Result: map[string]any{"metadata": map[string]any{}}})
 	plug.Script(string(plugin.CollectorCollect), fakeplugin.Reply{Stream: []map[string]any{}})
-	const collectorPlugin = "plugin-accounts-collector"
+	const collectorPlugin, costPlugin = "plugin-accounts-collector", "plugin-accounts-cost"
+	plug.Script(string(plugin.CostGetTasks), fakeplugin.Reply{Result: map[string]any{"tasks": []any{}}})
 	registry := fakeRegistry(t, "1.0.0")
 	dir := t.TempDir()
-	base, stop := startWith(t, Config{DataDir: dir, PluginEndpoints: map[string]string{collectorPlugin: plug.Endpoint}})
+	base, stop := startWith(t, Config{DataDir: dir, PluginEndpoints: map[string]string{collectorPlugin: plug.Endpoint, costPlugin: plug.Endpoint}})
 	defer stop()
 	boot, _ := loadBootstrap(t, dir)
 	c := &client{t: t, base: base, called: map[string]bool{}}
@@ -116,6 +117,9 @@ func TestConsoleServiceAccounts(t *testing.T) {
 	if after := len(c.ok("count", "/identity/service-account/list", ws, `{}`, "results:array")["results"].([]any)); after != before {
 		t.Errorf("refused creates stored %d accounts", after-before)
 	}
+	c.ok("register cost", "/repository/v1/plugin/register", boot.SystemToken, `{"name": `+q(costPlugin)+`, "resource_type": "cost_analysis.DataSource",
+		"image": "accounts/`+costPlugin+`", "provider": "aws", "registry_type": "PRIVATE_REGISTRY", "registry_url": `+q(registry)+`, "tags": {},
+		"capability": {"supported_providers": ["aws"]}}`, "plugin_id:string")
 	// Detail page.
 	sa := c.ok("1.1 service-account/get", "/identity/service-account/get", ws, `{"service_account_id": `+q(saID)+`}`,
 		"name:string", "provider:string", "data:object", "tags:object", "workspace_id:string", "secret_id:string", "trusted_account_id:string?",
@@ -194,6 +198,24 @@ func TestConsoleServiceAccounts(t *testing.T) {
 	got, _ := json.Marshal(calls[0].Request["secret_data"])
 	if string(got) != `{"aws_access_key_id":"AKIAGENERAL","aws_secret_access_key":"`+key+`"}` {
 		t.Fatalf("the plugin got secret_data %s", got)
+	}
+
+	// A cost data source with USE_SERVICE_ACCOUNT_SECRET, filtered to the
+	// account: its sync asks the plugin for tasks with exactly its keys.
+	ds := c.ok("data source", "/cost-analysis/data-source/register", admin, `{"name": "Account costs", "resource_group": "DOMAIN", "provider": "aws",
+		"secret_type": "USE_SERVICE_ACCOUNT_SECRET", "secret_filter": {"state": "ENABLED", "service_accounts": [`+q(saID)+`]},
+		"plugin_info": {"plugin_id": `+q(costPlugin)+`, "options": {}}}`, "data_source_id:string")
+	c.ok("data source sync", "/cost-analysis/data-source/sync", admin, `{"data_source_id": `+q(ds["data_source_id"].(string))+`}`)
+	var taskCalls []fakeplugin.Call
+	for deadline := time.Now().Add(30 * time.Second); len(taskCalls) == 0 && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		taskCalls = plug.Calls(string(plugin.CostGetTasks))
+	}
+	if len(taskCalls) != 1 {
+		t.Fatalf("the cost plugin was asked for tasks %d times", len(taskCalls))
+	}
+	if got, _ := json.Marshal(taskCalls[0].Request["secret_data"]); string(got) != `{"aws_access_key_id":"AKIAGENERAL","aws_secret_access_key":"`+key+`"}` {
+		t.Fatalf("the cost plugin got secret_data %s", got)
 	}
 
 	// An account attached to a trusted account: its keys are the trusted
