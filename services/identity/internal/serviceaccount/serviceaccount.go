@@ -139,8 +139,8 @@ type Service struct {
 	*core.Deps
 	c       *mongo.Collection
 	schemas *schema.Service
-	indexes sync.Once
-	ixErr   error
+	ixMu    sync.Mutex
+	ixDone  bool
 }
 
 // New returns the service accounts of d.
@@ -166,18 +166,23 @@ func (s *Service) routes() []api.Route {
 	}
 }
 
-// ensureIndexes declares the accounts' indexes once per process: the
-// name is unique in its project (upstream: with domain, workspace and
-// project), which the unique index decides atomically.
+// ensureIndexes declares the accounts' indexes once per process (a
+// failure is tried again by the next create): the name is unique in its
+// project (upstream: with domain, workspace and project), which the
+// unique index decides atomically.
 func (s *Service) ensureIndexes(ctx context.Context) error {
-	s.indexes.Do(func() {
-		s.ixErr = store.EnsureIndexes(ctx, s.c,
-			store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "workspace_id", Value: 1}, {Key: "project_id", Value: 1}, {Key: "name", Value: 1}}, Unique: true},
-			store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "trusted_account_id", Value: 1}}},
-			store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "provider", Value: 1}}},
-		)
-	})
-	return s.ixErr
+	s.ixMu.Lock()
+	defer s.ixMu.Unlock()
+	if s.ixDone {
+		return nil
+	}
+	err := store.EnsureIndexes(ctx, s.c,
+		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "workspace_id", Value: 1}, {Key: "project_id", Value: 1}, {Key: "name", Value: 1}}, Unique: true},
+		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "trusted_account_id", Value: 1}}},
+		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "provider", Value: 1}}},
+	)
+	s.ixDone = err == nil
+	return err
 }
 
 // secrets is the secret service's client: its URL is read at each call,
