@@ -9,7 +9,7 @@ import (
 
 // ManagedVersion is the version of the shipped schemas: a change of any
 // of them bumps it, and the next sync of each domain replaces them.
-const ManagedVersion = "1.0"
+const ManagedVersion = "1.1"
 
 // field is one property of a shipped form.
 type field struct {
@@ -50,6 +50,9 @@ func form(fields ...field) map[string]any {
 // key is a required secret string of at least 4 characters.
 func key(k, title string) field { return field{key: k, title: title, required: true, minLength: 4} }
 
+// req is a required string of an account's data.
+func req(k, title string) field { return field{key: k, title: title, required: true} }
+
 func help(what string) map[string]any {
 	return map[string]any{"help": map[string]any{"en": what}}
 }
@@ -62,10 +65,10 @@ var shipped = []struct {
 	related                  []string
 	options                  map[string]any
 }{
-	{"aws-service-account", "AWS Service Account", ServiceAccount, "aws", form(key("account_id", "Account ID")),
+	{"aws-service-account", "AWS Service Account", ServiceAccount, "aws", form(req("account_id", "Account ID")),
 		[]string{"aws-secret-access-key", "aws-secret-assume-role"},
 		merge(help("The AWS account ID the service account collects from."), map[string]any{"external_link": "https://<%- data.account_id %>.signin.aws.amazon.com/console"})},
-	{"aws-trusted-account", "AWS Trusted Account", TrustedAccount, "aws", form(key("account_id", "Account ID")),
+	{"aws-trusted-account", "AWS Trusted Account", TrustedAccount, "aws", form(req("account_id", "Account ID")),
 		[]string{"aws-secret-access-key", "aws-control-tower-access-key"},
 		merge(help("The AWS account whose keys attached accounts assume roles with."), map[string]any{"external_link": "https://<%- data.account_id %>.signin.aws.amazon.com/console"})},
 	{"aws-secret-access-key", "AWS Access Key", Secret, "aws", form(key("aws_access_key_id", "AWS Access Key"),
@@ -77,19 +80,19 @@ var shipped = []struct {
 	{"aws-secret-assume-role", "AWS Assume Role", TrustingSecret, "aws", form(key("role_arn", "Role ARN"),
 		field{key: "external_id", title: "External ID", format: "generate_id"}), nil, map[string]any{}},
 	{"aws-security-ou-secret", "AWS Security OU", TrustingSecret, "aws", form(key("account_id", "Account ID")), nil, map[string]any{}},
-	{"azure-service-account", "Azure Service Account", ServiceAccount, "azure", form(key("tenant_id", "Tenant ID"), key("subscription_id", "Subscription ID")),
+	{"azure-service-account", "Azure Service Account", ServiceAccount, "azure", form(req("tenant_id", "Tenant ID"), req("subscription_id", "Subscription ID")),
 		[]string{"azure-secret-client-secret", "azure-secret-subscription-id", "azure-secret-multi-tenant"}, help("The Azure tenant and subscription the account collects from.")},
-	{"azure-trusted-account", "Azure Trusted Account", TrustedAccount, "azure", form(key("tenant_id", "Tenant ID"), key("subscription_id", "Subscription ID")),
+	{"azure-trusted-account", "Azure Trusted Account", TrustedAccount, "azure", form(req("tenant_id", "Tenant ID"), req("subscription_id", "Subscription ID")),
 		[]string{"azure-secret-client-secret"}, help("The Azure tenant whose client secret attached accounts use.")},
 	{"azure-secret-client-secret", "Azure Client Secret", Secret, "azure", form(key("subscription_id", "Subscription ID"), key("tenant_id", "Tenant ID"),
 		key("client_id", "Client ID"), field{key: "client_secret", title: "Client Secret", required: true, minLength: 4, format: "password"}), nil, map[string]any{}},
 	{"azure-secret-subscription-id", "Azure Subscription", TrustingSecret, "azure", form(key("subscription_id", "Subscription ID")), nil, map[string]any{}},
 	{"azure-secret-multi-tenant", "Azure Multi Tenant", TrustingSecret, "azure", form(key("subscription_id", "Subscription ID"),
 		field{key: "tenant_id", title: "Tenant ID", minLength: 4}), nil, map[string]any{}},
-	{"google-cloud-service-account", "Google Cloud Service Account", ServiceAccount, "google_cloud", form(key("project_id", "Project ID")),
+	{"google-cloud-service-account", "Google Cloud Service Account", ServiceAccount, "google_cloud", form(req("project_id", "Project ID")),
 		[]string{"google-secret-oauth2-credentials", "google-secret-project-id"},
 		help("The Google Cloud project the account collects from.")},
-	{"google-cloud-trusted-account", "Google Cloud Trusted Account", TrustedAccount, "google_cloud", form(key("project_id", "Project ID")),
+	{"google-cloud-trusted-account", "Google Cloud Trusted Account", TrustedAccount, "google_cloud", form(req("project_id", "Project ID")),
 		[]string{"google-secret-oauth2-credentials"}, map[string]any{}},
 	{"google-secret-oauth2-credentials", "Google OAuth2 Credentials", Secret, "google_cloud", form(
 		field{key: "type", title: "Type", required: true, minLength: 4, def: "service_account"}, key("project_id", "Project ID"),
