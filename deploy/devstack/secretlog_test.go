@@ -75,6 +75,23 @@ func TestNoSecretInLogs(t *testing.T) {
 		`{"name": "mine", "data": {"password": "`+secretData+`"}}`)
 	ok("secret get_data", base+"/secret/v1/user-secret/get-data", boot.SystemToken, `{"user_secret_id": "`+b["user_secret_id"].(string)+`", "domain_id": "`+boot.DomainID+`"}`)
 
+	// A general service account's keys (issue 36): stored in the secret
+	// service, read by get-data, refused by a schema, probed by a filter.
+	const accountKey, badKey = "acc0unt-secret-key-77", "r3fused-secret-key-88"
+	secrets["service account key"], secrets["refused key"] = accountKey, badKey
+	adminPair := ok("admin login", base+"/identity/token/issue", "", `{"credentials": {"user_id": "`+boot.AdminUserID+`", "password": "`+boot.AdminPassword+`"},
+		"auth_type": "LOCAL", "domain_id": "`+boot.DomainID+`"}`)
+	domainTok := ok("admin grant", base+"/identity/token/grant", "", `{"grant_type": "REFRESH_TOKEN", "token": "`+adminPair["refresh_token"].(string)+`", "scope": "DOMAIN"}`)["access_token"].(string)
+	wsID := ok("workspace", base+"/identity/workspace/create", domainTok, `{"name": "Logs"}`)["workspace_id"].(string)
+	wsTok := ok("admin grant ws", base+"/identity/token/grant", "", `{"grant_type": "REFRESH_TOKEN", "token": "`+adminPair["refresh_token"].(string)+`", "scope": "WORKSPACE", "workspace_id": "`+wsID+`"}`)["access_token"].(string)
+	prID := ok("project", base+"/identity/project/create", wsTok, `{"name": "Logs", "project_type": "PUBLIC"}`)["project_id"].(string)
+	sa := ok("service account", base+"/identity/service-account/create", wsTok, `{"provider": "aws", "name": "Logged", "data": {"account_id": "1"},
+		"secret_schema_id": "aws-secret-access-key", "secret_data": {"aws_access_key_id": "AKIALOGS", "aws_secret_access_key": "`+accountKey+`"}, "project_id": "`+prID+`"}`)
+	post(t, base+"/identity/service-account/create", wsTok, `{"provider": "aws", "name": "Refused", "data": {"account_id": "1"},
+		"secret_schema_id": "aws-secret-access-key", "secret_data": {"aws_access_key_id": "`+badKey+`"}, "project_id": "`+prID+`"}`)
+	ok("secret get-data", base+"/secret/secret/get-data", boot.SystemToken, `{"secret_id": "`+sa["secret_id"].(string)+`", "domain_id": "`+boot.DomainID+`"}`)
+	post(t, base+"/secret/secret/list", wsTok, `{"query": {"filter": [{"k": "data.aws_secret_access_key", "v": "`+accountKey+`", "o": "eq"}]}}`)
+
 	// Invite and reset: the links' tokens, read from the mails written.
 	ok("invite", base+"/identity/v2/user/create", boot.SystemToken,
 		`{"user_id": "ivy", "auth_type": "LOCAL", "reset_password": true, "email": "ivy@example.com"}`)

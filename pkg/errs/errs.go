@@ -91,6 +91,12 @@ const (
 	APIKeyExpiredLimit       = "ERROR_API_KEY_EXPIRED_LIMIT"
 	NotAllowedToChangeDomain = "ERROR_NOT_ALLOWED_TO_CHANGE_DOMAIN"
 
+	// cloud accounts (identity provider, schema, service account; secret)
+	SchemaNotDefined   = "ERROR_SCHEMA_IS_NOT_DEFINED"                // the provider has no schema of the type
+	SchemaIDNotDefined = "ERROR_SCHEMA_ID_IS_NOT_DEFINED"             // no schema of that id and type
+	ManagedAccount     = "ERROR_MANAGED_RESOURCE_CAN_NOT_BE_MODIFIED" // upstream 500: a synced account while its sync is on
+	ExistRelatedSecret = "ERROR_EXIST_RELATED_SECRET"                 // a secret still refers to the trusted secret
+
 	// plugins (pkg/plugin; docs/decisions.md "Plugins")
 	PluginFailed     = "ERROR_PLUGIN"             // the plugin answered an error; status per its gRPC status
 	GRPCConnection   = "ERROR_GRPC_CONNECTION"    // the plugin cannot be reached
@@ -161,6 +167,10 @@ var statusOf = map[string]int{
 	UpdatePasswordRequired:   http.StatusBadRequest,
 	APIKeyExpiredLimit:       http.StatusBadRequest,
 	NotAllowedToChangeDomain: http.StatusBadRequest,
+	SchemaNotDefined:         http.StatusBadRequest,
+	SchemaIDNotDefined:       http.StatusBadRequest,
+	ManagedAccount:           http.StatusBadRequest,
+	ExistRelatedSecret:       http.StatusConflict,
 	NotFoundCode:             http.StatusNotFound,
 	NotUnique:                http.StatusConflict,
 	SaveUniqueValues:         http.StatusConflict,

@@ -17,6 +17,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/nubes-io/nubes/pkg/call"
@@ -30,6 +31,18 @@ const (
 	SecretDataPath         = "/identity/v2/trusted-account/get-secret-data"
 	ServiceAccountListPath = "/identity/v2/trusted-service-account/list"
 )
+
+// Secret service paths called (issue 36): the secrets of identity's
+// general service accounts, which collect as upstream collects, from the
+// secret service.
+const (
+	SecretListPath    = "/secret/v1/secret/list"
+	SecretGetDataPath = "/secret/v1/secret/get-data"
+)
+
+// ServiceAccountPrefix starts the ids of identity's general service
+// accounts: an Account with such an id is a secret of the secret service.
+const ServiceAccountPrefix = "sa-"
 
 // Global is the workspace_id of a domain-wide account.
 const Global = "*"
@@ -54,6 +67,30 @@ type Account struct {
 	WorkspaceID      string `json:"workspace_id"`
 	SecretSchemaID   string `json:"secret_schema_id"`
 	TrustedSecretID  string `json:"trusted_secret_id"`
+	// ProjectID is the project of a general service account's secret
+	// ("" for a trusted account).
+	ProjectID string `json:"project_id"`
+}
+
+// secret is what is read of the secret service's SecretInfo. As an
+// Account, a secret is its service account (TrustedAccountID, so that
+// secret_filter.service_accounts names it, as upstream), its secret
+// (TrustedSecretID: secrets) and its schema (schemas).
+type secret struct {
+	SecretID         string `json:"secret_id"`
+	Name             string `json:"name"`
+	SchemaID         string `json:"schema_id"`
+	Provider         string `json:"provider"`
+	ServiceAccountID string `json:"service_account_id"`
+	ResourceGroup    string `json:"resource_group"`
+	ProjectID        string `json:"project_id"`
+	WorkspaceID      string `json:"workspace_id"`
+	DomainID         string `json:"domain_id"`
+}
+
+func (s secret) account() Account {
+	return Account{TrustedAccountID: s.ServiceAccountID, Name: s.Name, Provider: s.Provider, ResourceGroup: s.ResourceGroup,
+		DomainID: s.DomainID, WorkspaceID: s.WorkspaceID, SecretSchemaID: s.SchemaID, TrustedSecretID: s.SecretID, ProjectID: s.ProjectID}
 }
 
 // ServiceAccount is a trusted service account (TrustedServiceAccountInfo,
@@ -68,14 +105,35 @@ type ServiceAccount struct {
 	WorkspaceID             string         `json:"workspace_id"`
 }
 
-// Identity calls identity's trusted-account operations.
-type Identity struct{ Client *call.Client }
+// Identity calls identity's trusted-account operations and, when Secrets
+// is set, the secret service's secrets of general service accounts.
+type Identity struct {
+	Client *call.Client
+	// Secrets is the secret service (nil: trusted accounts alone).
+	Secrets *call.Client
+}
 
 // Accounts lists the trusted accounts of a provider in a domain (identity
-// takes domain_id from SYSTEM callers), in identity's order.
+// takes domain_id from SYSTEM callers), in identity's order, then the
+// secret service's secrets of that provider with a service account
+// (upstream's collect reads Secret.list by provider).
 func (i Identity) Accounts(ctx context.Context, domainID, provider string) ([]Account, error) {
-	return call.ListAll(ctx, i.Client, AccountListPath, map[string]any{"domain_id": domainID, "provider": provider},
+	out, err := call.ListAll(ctx, i.Client, AccountListPath, map[string]any{"domain_id": domainID, "provider": provider},
 		func(a Account) bool { return a.DomainID == domainID && a.Provider == provider })
+	if err != nil || i.Secrets == nil {
+		return out, err
+	}
+	secrets, err := call.ListAll(ctx, i.Secrets, SecretListPath, map[string]any{"domain_id": domainID, "provider": provider},
+		func(s secret) bool {
+			return s.DomainID == domainID && s.Provider == provider && strings.HasPrefix(s.ServiceAccountID, ServiceAccountPrefix)
+		})
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range secrets {
+		out = append(out, s.account())
+	}
+	return out, nil
 }
 
 // ServiceAccounts lists the trusted service accounts of a domain.
@@ -87,7 +145,13 @@ func (i Identity) ServiceAccounts(ctx context.Context, domainID string) ([]Servi
 // SecretData is a trusted account's secret data, read through identity's
 // SYSTEM-only operation ({} when it holds none). It is for the plugin the
 // caller runs, never to be stored, logged or answered.
+//
+// A general service account's id (sa-) reads its secret from the secret
+// service's get-data instead: its own keys over its trusted secret's.
 func (i Identity) SecretData(ctx context.Context, domainID, trustedAccountID string) (map[string]any, error) {
+	if strings.HasPrefix(trustedAccountID, ServiceAccountPrefix) && i.Secrets != nil {
+		return i.accountSecret(ctx, domainID, trustedAccountID)
+	}
 	var d struct {
 		TrustedAccountID string         `json:"trusted_account_id"`
 		DomainID         string         `json:"domain_id"`
@@ -205,4 +269,35 @@ func Workspace(a Account, ownerWorkspace string) string {
 		return a.WorkspaceID
 	}
 	return ownerWorkspace
+}
+
+// accountSecret is the data of a general service account's secret, read
+// as a service: the account's newest secret (upstream keeps one).
+func (i Identity) accountSecret(ctx context.Context, domainID, serviceAccountID string) (map[string]any, error) {
+	var l struct {
+		Results []secret `json:"results"`
+	}
+	if err := i.Secrets.CallAsService(ctx, SecretListPath, map[string]any{"domain_id": domainID, "service_account_id": serviceAccountID}, &l); err != nil {
+		return nil, err
+	}
+	var s *secret
+	for k := range l.Results {
+		if l.Results[k].DomainID == domainID && l.Results[k].ServiceAccountID == serviceAccountID {
+			s = &l.Results[k]
+			break
+		}
+	}
+	if s == nil {
+		return nil, errs.NotFound("service_account_id", serviceAccountID)
+	}
+	var d struct {
+		Data map[string]any `json:"data"`
+	}
+	if err := i.Secrets.CallAsService(ctx, SecretGetDataPath, map[string]string{"secret_id": s.SecretID, "domain_id": domainID}, &d); err != nil {
+		return nil, err
+	}
+	if d.Data == nil {
+		d.Data = map[string]any{}
+	}
+	return d.Data, nil
 }

@@ -246,3 +246,85 @@ func isCode(err error, code string) bool {
 	e, ok := errs.As(err)
 	return ok && e.Code == code
 }
+
+// With the secret service: its secrets of the provider that belong to a
+// service account are accounts too (the account's id, the secret's id and
+// schema, so a secret filter reads them as upstream), another domain's or
+// one without a service account is dropped, and an sa- id's data is its
+// secret's get-data, read with the service credential.
+func TestSecrets(t *testing.T) {
+	f := &fakeIdentity{}
+	f.accounts = []Account{{TrustedAccountID: "ta-1", DomainID: "d", Provider: "aws", TrustedSecretID: "trusted-secret-1"}}
+	ids := httptest.NewServer(http.HandlerFunc(f.serve))
+	defer ids.Close()
+	var mu sync.Mutex
+	var seen []map[string]any
+	var bearers []string
+	secrets := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		mu.Lock()
+		seen, bearers = append(seen, req), append(bearers, r.Header.Get("Authorization"))
+		mu.Unlock()
+		switch r.URL.Path {
+		case SecretListPath:
+			rows := []map[string]any{
+				{"secret_id": "secret-1", "schema_id": "aws-secret-access-key", "provider": "aws", "service_account_id": "sa-1", "resource_group": "PROJECT",
+					"project_id": "project-1", "workspace_id": "w", "domain_id": "d"},
+				{"secret_id": "secret-2", "provider": "aws", "service_account_id": "", "resource_group": "WORKSPACE", "workspace_id": "w", "domain_id": "d"},
+				{"secret_id": "secret-3", "provider": "aws", "service_account_id": "sa-3", "workspace_id": "w", "domain_id": "e"},
+			}
+			if sa, _ := req["service_account_id"].(string); sa != "" {
+				rows = rows[:1]
+			}
+			_ = json.NewEncoder(w).Encode(map[string]any{"results": rows, "total_count": len(rows)})
+		case SecretGetDataPath:
+			_ = json.NewEncoder(w).Encode(map[string]any{"encrypted": false, "data": map[string]any{"key": "of-" + req["secret_id"].(string)}})
+		default:
+			w.WriteHeader(http.StatusNotFound)
+		}
+	}))
+	defer secrets.Close()
+	svc := call.NewServices(map[string]string{"identity": ids.URL, "secret": secrets.URL}, "svc-token", nil)
+	id := Identity{Client: svc.Client("identity"), Secrets: svc.Client("secret")}
+	ctx := context.Background()
+	as, err := id.Accounts(ctx, "d", "aws")
+	if err != nil || len(as) != 2 || as[0].TrustedAccountID != "ta-1" {
+		t.Fatalf("Accounts = %+v, %v", as, err)
+	}
+	want := Account{TrustedAccountID: "sa-1", Provider: "aws", ResourceGroup: "PROJECT", DomainID: "d", WorkspaceID: "w",
+		SecretSchemaID: "aws-secret-access-key", TrustedSecretID: "secret-1", ProjectID: "project-1"}
+	if as[1] != want {
+		t.Fatalf("the secret as an account = %+v", as[1])
+	}
+	f1 := Filter{State: Enabled, ServiceAccounts: []string{"sa-1"}}
+	if got := Select(as, Owner{DomainID: "d", ResourceGroup: GroupWorkspace, WorkspaceID: "w"}, f1, ""); len(got) != 1 || got[0].TrustedSecretID != "secret-1" {
+		t.Fatalf("Select by service account = %+v", got)
+	}
+	if got := Select(as, Owner{DomainID: "d", ResourceGroup: GroupWorkspace, WorkspaceID: "w2"}, Filter{}, "secret-1"); len(got) != 0 {
+		t.Fatalf("another workspace's collector selects %+v", got)
+	}
+	data, err := id.SecretData(ctx, "d", "sa-1")
+	if err != nil || len(data) != 1 || data["key"] != "of-secret-1" {
+		t.Fatalf("SecretData(sa-1) = %v, %v", data, err)
+	}
+	mu.Lock()
+	last := seen[len(seen)-1]
+	for _, b := range bearers {
+		if b != "Bearer svc-token" {
+			t.Errorf("bearer %q: want the service credential", b)
+		}
+	}
+	mu.Unlock()
+	if last["secret_id"] != "secret-1" || last["domain_id"] != "d" {
+		t.Fatalf("get-data request %v", last)
+	}
+	// A trusted account's data still comes from identity.
+	if data, err := id.SecretData(ctx, "d", "ta-1"); err != nil || data["key"] != "secret-of-ta-1" {
+		t.Fatalf("SecretData(ta-1) = %v, %v", data, err)
+	}
+	secrets.Close()
+	if _, err := id.Accounts(ctx, "d", "aws"); !isCode(err, errs.Unavailable) {
+		t.Fatalf("secret service down: %v", err)
+	}
+}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/app"
+	"github.com/nubes-io/nubes/pkg/call"
 	"github.com/nubes-io/nubes/pkg/config"
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/plugin"
@@ -107,7 +108,13 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	} else {
 		log.Warn("cost-analysis runs without an event bus: sync is refused and no task runs")
 	}
-	jobs, err := job.New(ctx, d.DB, plugins, cfg.Keys, rules, d.Services.Client("identity"), outbox, cfg.Jobs, log)
+	// The secret service's secrets collect too, where one is configured
+	// (issue 36: general service accounts' keys).
+	var secrets *call.Client
+	if d.Services.URL("secret") != "" {
+		secrets = d.Services.Client("secret")
+	}
+	jobs, err := job.New(ctx, d.DB, plugins, cfg.Keys, rules, d.Services.Client("identity"), secrets, outbox, cfg.Jobs, log)
 	if err != nil {
 		return nil, err
 	}

@@ -27,9 +27,13 @@ import (
 	"github.com/nubes-io/nubes/services/identity/internal/credential"
 	"github.com/nubes-io/nubes/services/identity/internal/domain"
 	"github.com/nubes-io/nubes/services/identity/internal/endpoint"
+	"github.com/nubes-io/nubes/services/identity/internal/job"
 	"github.com/nubes-io/nubes/services/identity/internal/project"
+	"github.com/nubes-io/nubes/services/identity/internal/provider"
 	"github.com/nubes-io/nubes/services/identity/internal/role"
 	"github.com/nubes-io/nubes/services/identity/internal/rolebinding"
+	"github.com/nubes-io/nubes/services/identity/internal/schema"
+	"github.com/nubes-io/nubes/services/identity/internal/serviceaccount"
 	"github.com/nubes-io/nubes/services/identity/internal/token"
 	"github.com/nubes-io/nubes/services/identity/internal/trustedaccount"
 	"github.com/nubes-io/nubes/services/identity/internal/trustedserviceaccount"
@@ -140,6 +144,7 @@ func Routes(d *core.Deps) []api.Route {
 	for _, part := range [][]api.Route{
 		token.Routes(d), domain.Routes(d), workspace.Routes(d), project.Routes(d), role.Routes(), rolebinding.Routes(d),
 		user.Routes(d), userprofile.Routes(d), apikey.Routes(d), trustedaccount.Routes(d), trustedserviceaccount.Routes(d), endpoint.Routes(d),
+		provider.Routes(d), schema.Routes(d), serviceaccount.Routes(d), job.Routes(d),
 	} {
 		r = append(r, part...)
 	}

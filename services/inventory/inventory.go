@@ -120,7 +120,13 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 			return nil, err
 		}
 	}
-	identity := core.Identity{Identity: trusted.Identity{Client: d.Services.Client("identity")}}
+	// The secret service's secrets collect too, where one is configured
+	// (issue 36: general service accounts' keys).
+	ids := trusted.Identity{Client: d.Services.Client("identity")}
+	if d.Services.URL("secret") != "" {
+		ids.Secrets = d.Services.Client("secret")
+	}
+	identity := core.Identity{Identity: ids}
 	repo := pluginref.Repository{Client: d.Services.Client("repository"), Kind: core.CollectorKind, Log: log}
 	var workers []func(context.Context) error
 	var outbox *events.Outbox

@@ -1,6 +1,7 @@
-// Package secret is the user-secret service (spec part 3, /secret/v1):
-// credentials that belong to one user, sealed at rest with the keyring of
-// pkg/seal, readable in clear only by SYSTEM callers through get_data.
+// Package secret is the secret service (spec part 3, /secret/v1): user
+// secrets, credentials that belong to one user, and the secrets of
+// identity's service accounts, all sealed at rest with the keyring of
+// pkg/seal and readable in clear only by services through get_data.
 //
 // New, FromEnv and the reseal entry points are its public surface;
 // everything else is internal.
@@ -18,6 +19,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/config"
 	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/seal/sealcmd"
+	"github.com/nubes-io/nubes/services/secret/internal/accountsecret"
 	"github.com/nubes-io/nubes/services/secret/internal/trustedsecret"
 	"github.com/nubes-io/nubes/services/secret/internal/usersecret"
 )
@@ -42,6 +44,11 @@ func New(keys *seal.Keyring) app.Constructor {
 			return nil, err
 		}
 		routes = append(routes, trustedsecret.Routes(d.Services.Client("identity"))...)
+		secrets, err := accountsecret.Routes(ctx, d.DB, keys, d.Services.Client("identity"), log)
+		if err != nil {
+			return nil, err
+		}
+		routes = append(routes, secrets...)
 		return &app.Service{Name: Name, Routes: routes}, nil
 	}
 }
@@ -82,7 +89,7 @@ func FromEnv(ctx context.Context, d app.Deps) (*app.Service, error) {
 
 // ResealTargets are the sealed fields of the service.
 func ResealTargets(db *mongo.Database) []seal.Target {
-	return []seal.Target{usersecret.ResealTarget(db)}
+	return []seal.Target{usersecret.ResealTarget(db), accountsecret.ResealTarget(db)}
 }
 
 // ResealMain is `secret reseal`: it re-seals every secret with the active

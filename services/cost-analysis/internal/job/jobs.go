@@ -117,7 +117,7 @@ type Jobs struct {
 // uses them: ensureCostIndexes). Without an outbox (no event bus)
 // a sync answers 503.
 func New(ctx context.Context, db *mongo.Database, plugins *plugin.Client, keys *seal.Keyring, rules *datasourcerule.Rules,
-	identity *call.Client, outbox *events.Outbox, cfg Config, log *slog.Logger) (*Jobs, error) {
+	identity, secrets *call.Client, outbox *events.Outbox, cfg Config, log *slog.Logger) (*Jobs, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultConfig().Timeout
 	}
@@ -127,7 +127,7 @@ func New(ctx context.Context, db *mongo.Database, plugins *plugin.Client, keys *
 	js := &Jobs{db: db, jobs: db.Collection(core.JobsCollection), tasks: db.Collection(core.TasksCollection),
 		costs: db.Collection(core.CostsCollection), sources: db.Collection(core.DataSourcesCollection),
 		dirs: db.Collection(core.DirectoriesCollection), plugins: plugins, keys: keys, rules: rules,
-		identity: identity, trusted: trusted.Identity{Client: identity}, outbox: outbox, cfg: cfg, log: log}
+		identity: identity, trusted: trusted.Identity{Client: identity, Secrets: secrets}, outbox: outbox, cfg: cfg, log: log}
 	if err := store.EnsureIndexes(ctx, js.jobs,
 		store.Index{Keys: bson.D{{Key: "data_source_id", Value: 1}, {Key: "status", Value: 1}}},
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "created_at", Value: -1}}},

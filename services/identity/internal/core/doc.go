@@ -25,10 +25,14 @@
 //	credential                 the check every credential passes (auth.Checker)
 //	takeover                   who may change a credential, notices, mailed links
 //	domainadmin                every domain keeps an enabled admin
+//	managed                    the shipped records present in every domain
 //	domain, workspace, project, role, rolebinding, token, apikey,
-//	trustedaccount, trustedserviceaccount, endpoint, userprofile
+//	trustedaccount, trustedserviceaccount, endpoint, userprofile,
+//	provider, schema
 //	                           one package per resource (over the above)
 //	user                       imports userprofile (v1's self-service rules)
+//	serviceaccount             imports schema (the accounts' checks)
+//	job                        imports trustedaccount (the sync's job record)
 //	bootstrap                  the first start (root domain, admin)
 //	identitytest               tests only: one resource on core (internal/identitytest)
 //	identity (root)            wires the routes, workers and authenticator

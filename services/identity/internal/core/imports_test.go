@@ -21,8 +21,10 @@ var importOrder = [][]string{
 	{"credential"},
 	{"takeover"},
 	{"domainadmin"},
-	{"domain", "workspace", "project", "role", "rolebinding", "token", "apikey", "trustedaccount", "trustedserviceaccount", "endpoint", "userprofile"},
-	{"user"},
+	{"managed"},
+	{"domain", "workspace", "project", "role", "rolebinding", "token", "apikey", "trustedaccount", "trustedserviceaccount", "endpoint", "userprofile",
+		"provider", "schema"},
+	{"user", "serviceaccount", "job"},
 	{"bootstrap"},
 	{"identitytest"},
 }

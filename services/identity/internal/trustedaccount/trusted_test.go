@@ -212,12 +212,21 @@ func TestTrustedAccount(t *testing.T) {
 	sec.call(user, ta+"get", map[string]any{"trusted_account_id": id}).Fails(http.StatusForbidden, errs.PermissionDenied)
 	sec.call(user, ta+"list", nil).Fails(http.StatusForbidden, errs.PermissionDenied)
 	sec.call(h.Anon, ta+"list", nil).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
-	sec.call(h.Admin, ta+"update", map[string]any{"trusted_account_id": id, "name": "x"}).Fails(http.StatusBadRequest, errs.RequiredParameter)
+	sec.call(h.Admin, ta+"update", map[string]any{"trusted_account_id": id, "name": strings.Repeat("x", 256)}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	sec.call(h.Admin, ta+"update", map[string]any{"trusted_account_id": id, "schedule": map[string]any{"hours": []int{24}}}).Fails(http.StatusBadRequest, errs.InvalidParameter)
 	sec.call(h.Admin, ta+"update", map[string]any{"trusted_account_id": "ta-000000000000", "tags": map[string]any{}}).Fails(http.StatusNotFound, errs.NotFoundCode)
 	sec.call(h.Admin, ta+"update-secret-data", map[string]any{"trusted_account_id": id, "secret_schema_id": "s"}).Fails(http.StatusBadRequest, errs.RequiredParameter)
 	sec.call(h.Admin, ta+"sync", map[string]any{"trusted_account_id": "ta-000000000000"}).Fails(http.StatusNotFound, errs.NotFoundCode)
 	sec.call(h.Admin, ta+"delete", map[string]any{"trusted_account_id": "ta-000000000000"}).Fails(http.StatusNotFound, errs.NotFoundCode)
 	frozen()
+
+	// The console's rename sends the name alone: the rest stays.
+	var renamed map[string]any
+	sec.call(h.Admin, ta+"update", map[string]any{"trusted_account_id": id, "name": "AWS renamed"}).OK(&renamed)
+	if renamed["name"] != "AWS renamed" || renamed["tags"].(map[string]any)["env"] != "prod" || renamed["schedule"].(map[string]any)["state"] != "ENABLED" {
+		t.Fatalf("rename = %v", renamed)
+	}
+	sec.call(h.Admin, ta+"update", map[string]any{"trusted_account_id": id, "name": "AWS main"}).OK(nil)
 
 	// Reads never show the secret.
 	var got map[string]any

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/call"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/query"
@@ -157,13 +158,15 @@ type createTrustedAccount struct {
 }
 
 type updateTrustedAccount struct {
-	TrustedAccountID string         `json:"trusted_account_id" v:"required,max=64"`
-	Tags             freeform.Flat  `json:"tags" v:"required"`
-	Name             string         `json:"name" v:"max=255"`
-	Data             map[string]any `json:"data"`
-	Schedule         *Scheduled     `json:"schedule"`
-	SyncOptions      map[string]any `json:"sync_options"`
-	PluginOptions    map[string]any `json:"plugin_options"`
+	TrustedAccountID string `json:"trusted_account_id" v:"required,max=64"`
+	// Every field is optional (upstream exclude_unset): the console's
+	// rename sends the name alone.
+	Tags          freeform.Flat  `json:"tags"`
+	Name          string         `json:"name" v:"max=255"`
+	Data          map[string]any `json:"data"`
+	Schedule      *Scheduled     `json:"schedule"`
+	SyncOptions   map[string]any `json:"sync_options"`
+	PluginOptions map[string]any `json:"plugin_options"`
 }
 
 type updateTrustedSecret struct {
@@ -210,7 +213,7 @@ func (s *service) routes() []api.Route {
 	const ta = "/identity/v2/trusted-account/"
 	return []api.Route{
 		api.Op[createTrustedAccount, TrustedAccount]{Path: ta + "create", Access: trustedWriters, Summary: "Create a trusted account; secret_data is stored encrypted and never returned.", Handle: s.createTrusted},
-		api.Op[updateTrustedAccount, TrustedAccount]{Path: ta + "update", Access: trustedWriters, Summary: "Change a trusted account (tags are replaced).", Handle: s.updateTrusted},
+		api.Op[updateTrustedAccount, TrustedAccount]{Path: ta + "update", Access: trustedWriters, Summary: "Change a trusted account: any subset of its fields (tags, when sent, are replaced).", Handle: s.updateTrusted},
 		api.Op[updateTrustedSecret, TrustedAccount]{Path: ta + "update-secret-data", Access: trustedWriters, Summary: "Replace a trusted account's secret data (encrypted again).", Handle: s.updateTrustedSecret},
 		api.Op[trustedAccountRequest, api.Empty]{Path: ta + "delete", Access: trustedWriters, Summary: "Delete a trusted account and its secret data.", Handle: s.deleteTrusted},
 		api.Op[trustedAccountRequest, IdentityJob]{Path: ta + "sync", Access: trustedWriters, Summary: "Start a sync job of a trusted account: a worker calls the provider's account collector plugin and upserts the trusted service accounts it reports.", Handle: s.syncTrusted},
@@ -305,7 +308,10 @@ func (s *service) updateTrusted(ctx context.Context, p *auth.Principal, r *updat
 	if err := freeform.CheckAll("tags", r.Tags, "data", r.Data, "sync_options", r.SyncOptions, "plugin_options", r.PluginOptions); err != nil {
 		return nil, err
 	}
-	set := bson.D{{Key: "tags", Value: r.Tags}}
+	set := bson.D{}
+	if r.Tags != nil {
+		set = append(set, bson.E{Key: "tags", Value: r.Tags})
+	}
 	if r.Name != "" {
 		set = append(set, bson.E{Key: "name", Value: r.Name})
 	}
@@ -320,6 +326,9 @@ func (s *service) updateTrusted(ctx context.Context, p *auth.Principal, r *updat
 			return nil, err
 		}
 		set = append(set, bson.E{Key: "schedule", Value: sched})
+	}
+	if len(set) == 0 {
+		return t, nil
 	}
 	return store.SetByID[TrustedAccount](ctx, s.Trusted, "trusted_account_id", t.ID, set)
 }
@@ -356,6 +365,9 @@ func (s *service) deleteTrusted(ctx context.Context, p *auth.Principal, r *trust
 	if err != nil {
 		return nil, err
 	}
+	if err := s.unreferenced(ctx, t); err != nil {
+		return nil, err
+	}
 	if _, err := s.Trusted.DeleteOne(ctx, bson.D{{Key: "_id", Value: t.ID}}); err != nil {
 		return nil, store.Wrap(err)
 	}
@@ -363,6 +375,34 @@ func (s *service) deleteTrusted(ctx context.Context, p *auth.Principal, r *trust
 		return nil, store.Wrap(err)
 	}
 	return &api.Empty{}, nil
+}
+
+// SecretListPath is the secret service's list, asked whether a secret
+// still refers to a trusted secret.
+const SecretListPath = "/secret/v1/secret/list"
+
+// unreferenced refuses to delete a trusted account whose trusted secret a
+// secret of the secret service still names (upstream's secret service
+// refuses the trusted secret's delete: ERROR_EXIST_RELATED_SECRET), asked
+// on the caller's behalf. Without a secret service configured there is
+// none to ask.
+func (s *service) unreferenced(ctx context.Context, t *TrustedAccount) error {
+	url := s.Cfg.ServiceURLs["secret"]
+	if url == "" || t.TrustedSecretID == "" {
+		return nil
+	}
+	var out struct {
+		TotalCount int `json:"total_count"`
+	}
+	err := call.NewClient("secret", url, "", nil).Call(ctx, SecretListPath, map[string]any{"trusted_secret_id": t.TrustedSecretID,
+		"query": map[string]any{"count_only": true}}, &out)
+	if err != nil {
+		return err
+	}
+	if out.TotalCount > 0 {
+		return errs.New(errs.ExistRelatedSecret, "A secret still refers to the trusted secret. (trusted_secret_id = %s)", t.TrustedSecretID)
+	}
+	return nil
 }
 
 func (s *service) syncTrusted(ctx context.Context, p *auth.Principal, r *trustedAccountRequest) (*IdentityJob, error) {
