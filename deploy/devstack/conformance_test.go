@@ -478,7 +478,7 @@ var servicesSkippedByDesign = []struct{ step, request, why string }{
 	{"console 5 policy/*, schema/*; plugin register/update/...", "/repository/...", "clients.md: not called by the console"},
 	{"console 7 protocol get/create/update/...", "/notification/protocol/...", "clients.md: types only, no call site (the test creates its protocol as an admin would, through the API)"},
 	{"console 8 public-*, private-* dashboards, folders, widgets, data tables", "/dashboard/{public,private}-*/...",
-		"2.x dashboards are not served: Nubes serves the spec's 1.x project-dashboard; the console's dashboards pages fail (404 ERROR_UNSUPPORTED_API)"},
+		"2.x dashboards are not built: listed in the reflection and answering 501 ERROR_NOT_IMPLEMENTED (pkg/api NotBuilt, TestConsolePathList); Nubes serves the spec's 1.x project-dashboard"},
 	{"console 10 post files with file ids", "/board/post/create, update, get",
 		"attachments are uploaded to the file-manager service first, which Nubes does not have: the upload fails, so the console sends files []; a post keeps the ids it is given (upstream's get answers {file_id, download_url} objects)"},
 	{"console 10 post/send answers 501", "/board/post/send",

@@ -593,7 +593,7 @@ func TestProductionValues(t *testing.T) {
 	m := decode(t, out)
 	svcs := []string{"board", "config", "cost-analysis", "dashboard", "identity", "inventory", "mailer", "monitoring", "notification", "repository", "secret"}
 	want{services: svcs, autoscaled: svcs,
-		routes: withInternal(map[string]string{"/board": "board", "/identity": "identity", reflectionPath: "identity",
+		routes: withInternal(map[string]string{"/board": "board", "/identity": "identity", reflectionPath: "identity", "/search": "identity",
 			"/config": "config", "/dashboard": "dashboard", "/monitoring": "monitoring", "/notification": "notification",
 			"/repository": "repository", "/secret": "secret", "/inventory": "inventory", "/cost-analysis": "cost-analysis"}),
 		secret: "nubes-credentials"}.check(t, m)
@@ -659,7 +659,7 @@ func TestEveryServiceRouted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	routes := map[string]string{reflectionPath: "identity"}
+	routes := map[string]string{reflectionPath: "identity", "/search": "identity"}
 	for s, p := range specPrefixes {
 		routes[p] = s
 	}
