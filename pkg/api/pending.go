@@ -58,7 +58,7 @@ var NotBuilt = map[string][]string{
 		"/identity/v2/workspace-group/ create update delete add-users remove-users update-role get list stat",
 		"/identity/v2/workspace-group-user/ add remove update-role find get list stat",
 		"/identity/v2/agent/ create enable disable regenerate delete get list",
-		"/identity/v2/project-group/ create update change-parent-group delete get list stat",
+		"/identity/v2/project-group/ add-users remove-users",
 		"/identity/v2/workspace-user/ create get list stat",
 		"/identity/v2/role/ list-basic-role",
 		"/identity/v2/user-profile/ get-workspace-groups",

@@ -28,6 +28,7 @@ import (
 	"github.com/nubes-io/nubes/services/identity/internal/domain"
 	"github.com/nubes-io/nubes/services/identity/internal/endpoint"
 	"github.com/nubes-io/nubes/services/identity/internal/project"
+	"github.com/nubes-io/nubes/services/identity/internal/projectgroup"
 	"github.com/nubes-io/nubes/services/identity/internal/role"
 	"github.com/nubes-io/nubes/services/identity/internal/rolebinding"
 	"github.com/nubes-io/nubes/services/identity/internal/token"
@@ -140,6 +141,7 @@ func Routes(d *core.Deps) []api.Route {
 	for _, part := range [][]api.Route{
 		token.Routes(d), domain.Routes(d), workspace.Routes(d), project.Routes(d), role.Routes(), rolebinding.Routes(d),
 		user.Routes(d), userprofile.Routes(d), apikey.Routes(d), trustedaccount.Routes(d), trustedserviceaccount.Routes(d), endpoint.Routes(d),
+		projectgroup.Routes(d),
 	} {
 		r = append(r, part...)
 	}

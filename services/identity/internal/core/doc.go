@@ -25,6 +25,7 @@
 //	credential                 the check every credential passes (auth.Checker)
 //	takeover                   who may change a credential, notices, mailed links
 //	domainadmin                every domain keeps an enabled admin
+//	projectgroup               the project tree's groups (a project reads its group)
 //	domain, workspace, project, role, rolebinding, token, apikey,
 //	trustedaccount, trustedserviceaccount, endpoint, userprofile
 //	                           one package per resource (over the above)

@@ -21,6 +21,7 @@ var importOrder = [][]string{
 	{"credential"},
 	{"takeover"},
 	{"domainadmin"},
+	{"projectgroup"},
 	{"domain", "workspace", "project", "role", "rolebinding", "token", "apikey", "trustedaccount", "trustedserviceaccount", "endpoint", "userprofile"},
 	{"user"},
 	{"bootstrap"},
