@@ -59,9 +59,7 @@ var NotBuilt = map[string][]string{
 		"/identity/v2/workspace-group-user/ add remove update-role find get list stat",
 		"/identity/v2/agent/ create enable disable regenerate delete get list",
 		"/identity/v2/project-group/ add-users remove-users",
-		"/identity/v2/workspace-user/ create get list stat",
-		"/identity/v2/role/ list-basic-role",
-		"/identity/v2/user-profile/ get-workspace-groups",
+		"/identity/v2/workspace-user/ create stat",
 	},
 	"search": {
 		"/search/v1/resource/ search",

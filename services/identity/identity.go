@@ -37,6 +37,7 @@ import (
 	"github.com/nubes-io/nubes/services/identity/internal/user"
 	"github.com/nubes-io/nubes/services/identity/internal/userprofile"
 	"github.com/nubes-io/nubes/services/identity/internal/workspace"
+	"github.com/nubes-io/nubes/services/identity/internal/workspaceuser"
 )
 
 // Name is the service name.
@@ -141,7 +142,7 @@ func Routes(d *core.Deps) []api.Route {
 	for _, part := range [][]api.Route{
 		token.Routes(d), domain.Routes(d), workspace.Routes(d), project.Routes(d), role.Routes(), rolebinding.Routes(d),
 		user.Routes(d), userprofile.Routes(d), apikey.Routes(d), trustedaccount.Routes(d), trustedserviceaccount.Routes(d), endpoint.Routes(d),
-		projectgroup.Routes(d),
+		projectgroup.Routes(d), workspaceuser.Routes(d),
 	} {
 		r = append(r, part...)
 	}

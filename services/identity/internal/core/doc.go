@@ -27,7 +27,8 @@
 //	domainadmin                every domain keeps an enabled admin
 //	projectgroup               the project tree's groups (a project reads its group)
 //	domain, workspace, project, role, rolebinding, token, apikey,
-//	trustedaccount, trustedserviceaccount, endpoint, userprofile
+//	trustedaccount, trustedserviceaccount, endpoint, userprofile,
+//	workspaceuser
 //	                           one package per resource (over the above)
 //	user                       imports userprofile (v1's self-service rules)
 //	bootstrap                  the first start (root domain, admin)

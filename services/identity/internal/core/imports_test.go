@@ -22,7 +22,7 @@ var importOrder = [][]string{
 	{"takeover"},
 	{"domainadmin"},
 	{"projectgroup"},
-	{"domain", "workspace", "project", "role", "rolebinding", "token", "apikey", "trustedaccount", "trustedserviceaccount", "endpoint", "userprofile"},
+	{"domain", "workspace", "project", "role", "rolebinding", "token", "apikey", "trustedaccount", "trustedserviceaccount", "endpoint", "userprofile", "workspaceuser"},
 	{"user"},
 	{"bootstrap"},
 	{"identitytest"},
