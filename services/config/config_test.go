@@ -222,6 +222,17 @@ func TestUserConfigConsoleFilters(t *testing.T) {
 	if len(got) != 2 {
 		t.Fatalf("top-bar recents: %v", got)
 	}
+	// Sorted on a data key, both ways.
+	for _, tc := range []struct {
+		desc bool
+		want string
+	}{{false, "console:recent:PROJECT:workspace-2:project-9,console:recent:PROJECT:workspace-1:project-1"},
+		{true, "console:recent:PROJECT:workspace-1:project-1,console:recent:PROJECT:workspace-2:project-9"}} {
+		got = names(m("query", m("filter", []any{cond("data.type", "PROJECT", "eq")}, "sort", []any{m("key", "data.label", "desc", tc.desc)})))
+		if strings.Join(got, ",") != tc.want {
+			t.Fatalf("sorted on data.label (desc %v): %v", tc.desc, got)
+		}
+	}
 	// Another user's filter finds nothing of bob's: the scope is the caller's.
 	if got = names(m("query", m("filter", []any{cond("user_id", "bob", "eq")}))); len(got) != 0 {
 		t.Fatalf("alice lists bob's configs: %v", got)
