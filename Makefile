@@ -42,7 +42,7 @@ fmt:
 ## The services that get an image, a chart entry and an e2e container. A new
 ## service joins here, in helm/nubes/values.yaml (services.<name>.enabled)
 ## and in test/e2e/stack_test.go (services).
-SERVICES     ?= board identity mailer dashboard secret repository monitoring cost-analysis notification inventory
+SERVICES     ?= board identity mailer dashboard secret repository monitoring cost-analysis notification inventory config
 BASE_IMAGE   ?= gcr.io/distroless/static:nonroot
 IMAGE_PREFIX ?= nubes/
 IMAGE_TAG    ?= dev

@@ -35,6 +35,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/server"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/services/board"
+	configsvc "github.com/nubes-io/nubes/services/config"
 	costanalysis "github.com/nubes-io/nubes/services/cost-analysis"
 	"github.com/nubes-io/nubes/services/dashboard"
 	"github.com/nubes-io/nubes/services/identity"
@@ -47,7 +48,7 @@ import (
 )
 
 // serviceNames are the services the devstack runs, identity first.
-var serviceNames = []string{identity.Name, board.Name, mailer.Name, dashboard.Name, secret.Name, repository.Name, monitoring.Name, notification.Name, costanalysis.Name, inventory.Name}
+var serviceNames = []string{identity.Name, board.Name, mailer.Name, dashboard.Name, secret.Name, repository.Name, monitoring.Name, notification.Name, costanalysis.Name, inventory.Name, configsvc.Name}
 
 // Config of the devstack. An empty mongo_uri or nats_url starts the
 // embedded server instead.
@@ -202,7 +203,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, started func(addr st
 	}
 	deps.Services = call.NewServices(self, boot.SystemToken, nil)
 	// The secret, repository, notification, monitoring (acknowledge links) and cost-analysis services seal with the same keys as identity (.data/encryption-keys).
-	for _, build := range []app.Constructor{board.New, mailer.New(mcfg, mailer.WithKeys(cipher)), dashboard.New, secret.New(cipher), repository.New(repository.Config{Outward: outward.Allow{Loopback: true}, Keys: cipher}), monitoringAt("http://"+ln.Addr().String(), cipher), notification.New(cipher), costanalysis.New(cipher), inventory.New} {
+	for _, build := range []app.Constructor{board.New, mailer.New(mcfg, mailer.WithKeys(cipher)), dashboard.New, secret.New(cipher), repository.New(repository.Config{Outward: outward.Allow{Loopback: true}, Keys: cipher}), monitoringAt("http://"+ln.Addr().String(), cipher), notification.New(cipher), costanalysis.New(cipher), inventory.New, configsvc.New} {
 		svc, err := build(ctx, deps)
 		if err != nil {
 			return err

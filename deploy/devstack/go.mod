@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/nubes-io/nubes/pkg v0.0.0
 	github.com/nubes-io/nubes/services/board v0.0.0
+	github.com/nubes-io/nubes/services/config v0.0.0
 	github.com/nubes-io/nubes/services/cost-analysis v0.0.0
 	github.com/nubes-io/nubes/services/dashboard v0.0.0
 	github.com/nubes-io/nubes/services/identity v0.0.0
@@ -19,6 +20,7 @@ require (
 replace (
 	github.com/nubes-io/nubes/pkg => ../../pkg
 	github.com/nubes-io/nubes/services/board => ../../services/board
+	github.com/nubes-io/nubes/services/config => ../../services/config
 	github.com/nubes-io/nubes/services/cost-analysis => ../../services/cost-analysis
 	github.com/nubes-io/nubes/services/dashboard => ../../services/dashboard
 	github.com/nubes-io/nubes/services/identity => ../../services/identity

@@ -138,6 +138,7 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	routes = append(routes, tasks.Routes()...)
 	routes = append(routes, cost.New(d.DB).Routes()...)
 	routes = append(routes, exchangerate.New(d.DB, cfg.ExchangeRates).Routes()...)
+	routes = append(routes, api.PendingRoutes(Name)...) // unified cost, cost reports, query sets: 501 (pkg/api NotBuilt)
 	return &app.Service{Name: Name, Routes: routes, Workers: workers}, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/app"
 	"github.com/nubes-io/nubes/services/dashboard/internal/projectdashboard"
 )
@@ -28,5 +29,7 @@ func New(ctx context.Context, d app.Deps) (*app.Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The console's 2.x dashboards answer 501 until built (pkg/api NotBuilt).
+	routes = append(routes, api.PendingRoutes(Name)...)
 	return &app.Service{Name: Name, Routes: routes}, nil
 }

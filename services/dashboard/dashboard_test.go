@@ -16,6 +16,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/app"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/call"
@@ -811,12 +812,17 @@ func TestAliasesAndDocs(t *testing.T) {
 	srv, _ := server.New(server.Options{Name: "dashboard", Auth: env.Verifier}, svc.Routes...)
 	paths := srv.OpenAPI()["paths"].(map[string]any)
 	var names []string
+	pending := 0
 	for p := range paths {
+		if slices.Contains(api.NotBuiltPaths(dashboard.Name), p) {
+			pending++ // the console's 2.x dashboards: 501 (issue 37)
+			continue
+		}
 		names = append(names, strings.TrimPrefix(p, prefix))
 	}
 	slices.Sort(names)
 	want := []string{"create", "delete", "delete-version", "get", "get-version", "list", "list-versions", "revert-version", "stat", "update"}
-	if !slices.Equal(names, want) {
-		t.Fatalf("OpenAPI paths %v, want %v", names, want)
+	if !slices.Equal(names, want) || pending != len(api.NotBuiltPaths(dashboard.Name)) {
+		t.Fatalf("OpenAPI paths %v (and %d not built), want %v", names, pending, want)
 	}
 }

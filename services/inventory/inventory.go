@@ -174,5 +174,6 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	routes = append(routes, jobs.Routes()...)
 	routes = append(routes, tasks.Routes()...)
 	routes = append(routes, services.Routes()...)
+	routes = append(routes, api.PendingRoutes(Name)...) // 2.x metrics, regions, query sets: 501 (pkg/api NotBuilt)
 	return &app.Service{Name: Name, Routes: routes, Workers: workers}, nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/go-viper/mapstructure/v2"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/app"
 	"github.com/nubes-io/nubes/pkg/config"
 	"github.com/nubes-io/nubes/pkg/outward"
@@ -97,6 +98,7 @@ func New(cfg Config) app.Constructor {
 		}
 		routes := append(repos.Routes(), plugins...)
 		routes = append(routes, policies...)
+		routes = append(routes, api.PendingRoutes(Name)...) // dashboard templates: 501 (pkg/api NotBuilt)
 		return &app.Service{Name: Name, Routes: append(routes, schemas...)}, nil
 	}
 }

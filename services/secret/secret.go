@@ -10,6 +10,7 @@ package secret
 import (
 	"context"
 	"errors"
+	"github.com/nubes-io/nubes/pkg/api"
 	"log/slog"
 	"maps"
 
@@ -49,6 +50,7 @@ func New(keys *seal.Keyring) app.Constructor {
 			return nil, err
 		}
 		routes = append(routes, secrets...)
+		routes = append(routes, api.PendingRoutes(Name)...) // a secret's enable/disable, trusted secrets' writes (kept in identity): 501 (pkg/api NotBuilt)
 		return &app.Service{Name: Name, Routes: routes}, nil
 	}
 }

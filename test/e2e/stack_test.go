@@ -61,6 +61,10 @@ var services = []service{
 			"NUBES_ENCRYPTION_KEYS": "1:" + base64.StdEncoding.EncodeToString(make([]byte, 32))}
 	}},
 	{Name: "board"},
+	// The config service asks identity about a shared config's project.
+	{Name: "config", Env: func(*stack) map[string]string {
+		return map[string]string{"NUBES_SERVICE_URLS": "identity=http://identity:8080"}
+	}},
 	// The dashboard asks identity whether a dashboard's project exists.
 	{Name: "dashboard", Env: func(*stack) map[string]string {
 		return map[string]string{"NUBES_SERVICE_URLS": "identity=http://identity:8080"}

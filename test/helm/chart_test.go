@@ -40,7 +40,7 @@ const reflectionPath = "/console-api/api/reflection"
 var specPrefixes = map[string]string{
 	"identity": "/identity", "inventory": "/inventory", "monitoring": "/monitoring",
 	"cost-analysis": "/cost-analysis", "repository": "/repository", "board": "/board",
-	"secret": "/secret", "notification": "/notification", "dashboard": "/dashboard",
+	"secret": "/secret", "notification": "/notification", "dashboard": "/dashboard", "config": "/config",
 }
 
 // newObject returns the typed object a manifest of apiVersion and kind
@@ -591,10 +591,10 @@ func TestProductionValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := decode(t, out)
-	svcs := []string{"board", "cost-analysis", "dashboard", "identity", "inventory", "mailer", "monitoring", "notification", "repository", "secret"}
+	svcs := []string{"board", "config", "cost-analysis", "dashboard", "identity", "inventory", "mailer", "monitoring", "notification", "repository", "secret"}
 	want{services: svcs, autoscaled: svcs,
-		routes: withInternal(map[string]string{"/board": "board", "/identity": "identity", reflectionPath: "identity",
-			"/dashboard": "dashboard", "/monitoring": "monitoring", "/notification": "notification",
+		routes: withInternal(map[string]string{"/board": "board", "/identity": "identity", reflectionPath: "identity", "/search": "identity",
+			"/config": "config", "/dashboard": "dashboard", "/monitoring": "monitoring", "/notification": "notification",
 			"/repository": "repository", "/secret": "secret", "/inventory": "inventory", "/cost-analysis": "cost-analysis"}),
 		secret: "nubes-credentials"}.check(t, m)
 	ing := m.ingresses["nubes"]
@@ -631,7 +631,7 @@ func TestProductionValues(t *testing.T) {
 	if cm["NUBES_JWKS_URL"] != "http://nubes-identity.nubes.svc:80/.well-known/jwks.json" || cm["NUBES_IDENTITY_URL"] != "http://nubes-identity.nubes.svc:80" {
 		t.Fatalf("auth config %v", cm)
 	}
-	if got, want := cm["NUBES_SERVICE_URLS"], "board=http://nubes-board.nubes.svc:80,cost-analysis=http://nubes-cost-analysis.nubes.svc:80,dashboard=http://nubes-dashboard.nubes.svc:80,"+
+	if got, want := cm["NUBES_SERVICE_URLS"], "board=http://nubes-board.nubes.svc:80,config=http://nubes-config.nubes.svc:80,cost-analysis=http://nubes-cost-analysis.nubes.svc:80,dashboard=http://nubes-dashboard.nubes.svc:80,"+
 		"identity=http://nubes-identity.nubes.svc:80,inventory=http://nubes-inventory.nubes.svc:80,monitoring=http://nubes-monitoring.nubes.svc:80,notification=http://nubes-notification.nubes.svc:80,repository=http://nubes-repository.nubes.svc:80,secret=http://nubes-secret.nubes.svc:80"; got != want {
 		t.Fatalf("NUBES_SERVICE_URLS = %q, want %q (every enabled service with a path)", got, want)
 	}
@@ -659,7 +659,7 @@ func TestEveryServiceRouted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	routes := map[string]string{reflectionPath: "identity"}
+	routes := map[string]string{reflectionPath: "identity", "/search": "identity"}
 	for s, p := range specPrefixes {
 		routes[p] = s
 	}

@@ -72,6 +72,8 @@ repository:
   calls: []
 dashboard:
   calls: []
+config:
+  calls: []
 board:
   calls: []
 {{- end -}}

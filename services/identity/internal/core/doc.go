@@ -26,9 +26,10 @@
 //	takeover                   who may change a credential, notices, mailed links
 //	domainadmin                every domain keeps an enabled admin
 //	managed                    the shipped records present in every domain
+//	projectgroup               the project tree's groups (a project reads its group)
 //	domain, workspace, project, role, rolebinding, token, apikey,
 //	trustedaccount, trustedserviceaccount, endpoint, userprofile,
-//	provider, schema
+//	provider, schema, workspaceuser
 //	                           one package per resource (over the above)
 //	user                       imports userprofile (v1's self-service rules)
 //	serviceaccount             imports schema (the accounts' checks)

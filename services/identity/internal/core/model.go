@@ -221,6 +221,9 @@ type Project struct {
 	DomainID    string        `bson:"domain_id" json:"domain_id"`
 	CreatedBy   string        `bson:"created_by" json:"created_by"`
 	CreatedAt   wire.Time     `bson:"created_at" json:"created_at"`
+	// ProjectGroupID is the project's folder in the workspace's tree
+	// (internal/projectgroup); "" at the top.
+	ProjectGroupID string `bson:"project_group_id" json:"project_group_id"`
 }
 
 // RoleBinding gives a user a role in the domain or in one workspace.

@@ -14,6 +14,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/identity/internal/core"
+	"github.com/nubes-io/nubes/services/identity/internal/projectgroup"
 )
 
 type createProject struct {
@@ -22,6 +23,8 @@ type createProject struct {
 	WorkspaceID string        `json:"workspace_id"`
 	Users       []string      `json:"users" v:"max=1000"`
 	Tags        freeform.Flat `json:"tags"`
+	// ProjectGroupID places the project in a group of its workspace.
+	ProjectGroupID string `json:"project_group_id" v:"max=64"`
 }
 
 type updateProject struct {
@@ -30,6 +33,8 @@ type updateProject struct {
 	ProjectType string        `json:"project_type" v:"enum=PRIVATE|PUBLIC"`
 	Users       []string      `json:"users" v:"max=1000"`
 	Tags        freeform.Flat `json:"tags"`
+	// ProjectGroupID moves the project to a group of its workspace.
+	ProjectGroupID string `json:"project_group_id" v:"max=64"`
 }
 
 type projectRequest struct {
@@ -41,6 +46,8 @@ type projectQuery struct {
 	ProjectID   string       `json:"project_id"`
 	Name        string       `json:"name"`
 	WorkspaceID string       `json:"workspace_id"`
+	// ProjectGroupID lists the projects of one group (the console's tree).
+	ProjectGroupID string `json:"project_group_id"`
 	// DomainID: a SYSTEM caller (another service's schedule or worker)
 	// names the domain it lists for; anyone else only their own.
 	DomainID string `json:"domain_id" v:"max=64"`
@@ -81,13 +88,16 @@ func (s *service) createProject(ctx context.Context, p *auth.Principal, r *creat
 	if err := rule.Admits(tenancy.Record{Domain: w.DomainID, Workspace: w.WorkspaceID}); err != nil {
 		return nil, err
 	}
+	if err := s.checkGroup(ctx, p, r.ProjectGroupID, w.WorkspaceID); err != nil {
+		return nil, err
+	}
 	kind := r.ProjectType
 	if kind == "" {
 		kind = "PRIVATE"
 	}
 	id := wire.NewID("project")
 	pr := &core.Project{ID: id, ProjectID: id, Name: r.Name, ProjectType: kind, Users: wire.List(r.Users), Tags: wire.Object(r.Tags),
-		WorkspaceID: w.WorkspaceID, DomainID: w.DomainID, CreatedBy: p.UserID, CreatedAt: wire.T(wire.Now())}
+		WorkspaceID: w.WorkspaceID, DomainID: w.DomainID, CreatedBy: p.UserID, CreatedAt: wire.T(wire.Now()), ProjectGroupID: r.ProjectGroupID}
 	// A child of the workspace (core.WorkspaceRecords): a workspace whose
 	// delete has begun keeps no project that its teardown would miss.
 	err = s.WorkspaceRecords().Live(ctx, w.ID, func(ctx context.Context, _ *core.Workspace, lw *store.Writes[core.Workspace]) error {
@@ -122,6 +132,12 @@ func (s *service) updateProject(ctx context.Context, p *auth.Principal, r *updat
 	if r.Tags != nil {
 		set = append(set, bson.E{Key: "tags", Value: r.Tags})
 	}
+	if r.ProjectGroupID != "" {
+		if err := s.checkGroup(ctx, p, r.ProjectGroupID, pr.WorkspaceID); err != nil {
+			return nil, err
+		}
+		set = append(set, bson.E{Key: "project_group_id", Value: r.ProjectGroupID})
+	}
 	if len(set) == 0 {
 		return pr, nil
 	}
@@ -144,12 +160,28 @@ func (s *service) getProject(ctx context.Context, p *auth.Principal, r *projectR
 }
 
 func (s *service) listProjects(ctx context.Context, p *auth.Principal, r *projectQuery) (*api.List[core.Project], error) {
-	q := query.With(r.Query, query.Params("project_id", r.ProjectID, "name", r.Name, "workspace_id", r.WorkspaceID)...)
+	q := query.With(r.Query, query.Params("project_id", r.ProjectID, "name", r.Name, "workspace_id", r.WorkspaceID, "project_group_id", r.ProjectGroupID)...)
 	caller, err := s.CallerIn(ctx, p, r.DomainID)
 	if err != nil {
 		return nil, err
 	}
 	return store.SearchFor[core.Project](ctx, s.Projects, q, projectResource, caller)
+}
+
+// checkGroup: a project's group is one of its workspace that the caller
+// reaches (404 project_group_id otherwise); "" is the top of the tree.
+func (s *service) checkGroup(ctx context.Context, p *auth.Principal, id, workspaceID string) error {
+	if id == "" {
+		return nil
+	}
+	g, err := projectgroup.Get(ctx, s.Deps, p, id)
+	if err != nil {
+		return err
+	}
+	if g.WorkspaceID != workspaceID {
+		return errs.NotFound("project_group_id", id)
+	}
+	return nil
 }
 
 type service struct{ *core.Deps }

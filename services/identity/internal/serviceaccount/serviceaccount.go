@@ -54,8 +54,9 @@ var Resource = query.Resource{
 // Upstream: writes by the workspace's roles (a domain admin enters the
 // workspace), update-secret-data also by a domain admin; reads by all.
 var (
-	writers       = auth.Roles(auth.WorkspaceOwner, auth.WorkspaceMember)
-	secretWriters = auth.Roles(auth.DomainAdmin, auth.WorkspaceOwner, auth.WorkspaceMember)
+	// A domain admin acts in any workspace of its domain, as upstream's
+	// DOMAIN_ADMIN; the console's accounts pages never answer it 403.
+	writers = auth.Roles(auth.DomainAdmin, auth.WorkspaceOwner, auth.WorkspaceMember)
 	readers       = core.Readers
 )
 
@@ -156,7 +157,7 @@ func (s *Service) routes() []api.Route {
 	return []api.Route{
 		api.Op[createReq, core.ServiceAccount]{Path: p + "create", Access: writers, Summary: "Create a general service account in a project; its keys become a PROJECT secret of the secret service.", Handle: s.create},
 		api.Op[updateReq, core.ServiceAccount]{Path: p + "update", Access: writers, Summary: "Change a service account (any subset of name, data, tags, manager, project).", Handle: s.update},
-		api.Op[updateSecretReq, core.ServiceAccount]{Path: p + "update-secret-data", Access: secretWriters, Summary: "Replace a service account's keys (a new secret).", Handle: s.updateSecret},
+		api.Op[updateSecretReq, core.ServiceAccount]{Path: p + "update-secret-data", Access: writers, Summary: "Replace a service account's keys (a new secret).", Handle: s.updateSecret},
 		api.Op[accountReq, core.ServiceAccount]{Path: p + "delete-secret-data", Access: writers, Summary: "Delete a service account's keys.", Handle: s.deleteSecret},
 		api.Op[accountReq, api.Empty]{Path: p + "delete", Access: writers, Summary: "Delete a service account and its secrets.", Handle: s.delete},
 		api.Op[accountReq, core.ServiceAccount]{Path: p + "get", Access: readers, Summary: "Get a service account.", Handle: s.get},

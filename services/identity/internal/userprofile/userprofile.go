@@ -97,6 +97,12 @@ func (s *Profile) routes() []api.Route {
 		api.Op[confirmCode, UserInfoV2]{Path: "/identity/v2/user-profile/confirm-mfa", Access: core.AnyRole, Summary: "Confirm the pending MFA change with the mailed code (OTP: a code of the app).", Handle: AsInfoV2(s.Deps, s.self(true, s.ConfirmMFA))},
 		api.Op[api.Empty, UserInfoV2]{Path: "/identity/v2/user-profile/get", Access: core.AnyRole, Summary: "Get one's own user.", Handle: AsInfoV2(s.Deps, s.getProfile)},
 		api.Op[myWorkspacesReq, api.List[myWorkspace]]{Path: "/identity/v2/user-profile/get-workspaces", Access: core.AnyRole, Summary: "The enabled workspaces one may enter, with one's role there.", Handle: s.myWorkspaces},
+		// Workspace groups are not built (pkg/api NotBuilt): one belongs
+		// to none, so the landing page's group tab is empty, not broken.
+		api.Op[api.Empty, api.List[map[string]any]]{Path: "/identity/v2/user-profile/get-workspace-groups", Access: core.AnyRole, Summary: "The workspace groups one is in: none while workspace groups are not built.",
+			Handle: func(context.Context, *auth.Principal, *api.Empty) (*api.List[map[string]any], error) {
+				return &api.List[map[string]any]{}, nil
+			}},
 	}
 }
 
