@@ -556,6 +556,6 @@ func TestUserConfigConcurrentSet(t *testing.T) {
 	t.Logf("revision %d after %d concurrent sets", rev, n)
 }
 
-// strictRevision: set true at the merge with the serialising embedded
-// store (docs/status.md, issue 37).
+// strictRevision: the embedded store orders its writes (issue 35), so
+// every guarded replace lands.
 const strictRevision = true

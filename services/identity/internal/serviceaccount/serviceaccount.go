@@ -57,7 +57,7 @@ var (
 	// A domain admin acts in any workspace of its domain, as upstream's
 	// DOMAIN_ADMIN; the console's accounts pages never answer it 403.
 	writers = auth.Roles(auth.DomainAdmin, auth.WorkspaceOwner, auth.WorkspaceMember)
-	readers       = core.Readers
+	readers = core.Readers
 )
 
 // projects are what a service account's project is read as: a member
