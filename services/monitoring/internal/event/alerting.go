@@ -113,6 +113,10 @@ type openAlert struct {
 	AlertID string     `bson:"alert_id"`
 	EventID string     `bson:"event_id,omitempty"`
 	LastAt  *wire.Time `bson:"last_at,omitempty"`
+	// ClaimedAt is when EventID claimed the key, on the wall clock (not
+	// the service's): an alert its opener has not stored this long after
+	// is stored by the next event of the key.
+	ClaimedAt time.Time `bson:"claimed_at,omitempty"`
 }
 
 // urgencyOf is upstream's: HIGH for CRITICAL, ERROR and NOT_AVAILABLE.
@@ -205,8 +209,8 @@ func (al *Alerting) Apply(ctx context.Context, e *Event, fresh bool) (alertID st
 // late is dropped.
 //
 // An alert its opener has not stored yet is stored from the opener
-// event when e is that opener (its retry) or help is set (the opener
-// had its grace); otherwise open answers errOpenerAtWork.
+// event once the opener had its grace (help, or a claim that old);
+// before that open answers errOpenerAtWork.
 func (al *Alerting) open(ctx context.Context, e *Event, help bool) (*openAlert, *alert.Alert, error) {
 	var o openAlert
 	err := al.claims.FindOne(ctx, bson.D{{Key: "_id", Value: openKey(e)}}).Decode(&o)
@@ -226,7 +230,9 @@ func (al *Alerting) open(ctx context.Context, e *Event, help bool) (*openAlert, 
 		// way, or its request died): stored from the opener, as the
 		// opener would. An alert deleted since is stored no more: its
 		// opener event went with it.
-		if o.EventID != e.ID && !help {
+		// Even a retry of the opener itself waits: the first try may be
+		// storing it at this moment, and two stores spend two numbers.
+		if !help && time.Since(o.ClaimedAt) < openerGrace {
 			return nil, nil, errOpenerAtWork
 		}
 		a, err = al.createFrom(ctx, o.EventID)
@@ -261,7 +267,7 @@ func (al *Alerting) createFrom(ctx context.Context, eventID string) (*alert.Aler
 // the key has no record) unless another event replaced it first.
 func (al *Alerting) claim(ctx context.Context, rec *openAlert, e *Event) (bool, error) {
 	stored := e.CreatedAt
-	next := openAlert{ID: openKey(e), AlertID: AlertIDOf(e.EventID), EventID: e.ID, LastAt: &stored}
+	next := openAlert{ID: openKey(e), AlertID: AlertIDOf(e.EventID), EventID: e.ID, LastAt: &stored, ClaimedAt: time.Now().UTC()}
 	if rec == nil {
 		return store.InsertOnce(ctx, al.claims, next)
 	}
