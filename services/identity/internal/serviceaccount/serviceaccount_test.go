@@ -161,8 +161,6 @@ func TestCreate(t *testing.T) {
 			t.Errorf("%s: the error shows the key: %s", name, r.Body)
 		}
 	}
-	// A domain admin must enter the workspace (upstream WO, WM).
-	e.Admin.Call(sa+"create", awsBody(e.p1)).Fails(http.StatusForbidden, errs.PermissionDenied)
 	// A member outside the project does not reach it.
 	e.member.Call(sa+"create", awsBody(e.p2)).Fails(http.StatusNotFound, errs.NotFoundCode)
 	frozen()
