@@ -85,20 +85,13 @@ const maxChangeTries = 50
 // written, or as read when fn changed nothing.
 func Change[T any](ctx context.Context, c *mongo.Collection, key, id string, fn func(doc *T) (bson.D, error)) (*T, error) {
 	for try := 0; try < maxChangeTries; try++ {
-		raw, err := c.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Raw()
-		if errors.Is(err, mongo.ErrNoDocuments) || (err == nil && tenancy.IsMarked(raw)) {
-			return nil, errs.NotFound(key, id)
-		}
+		doc, raw, err := getLive[T](ctx, c, key, id)
 		if err != nil {
-			return nil, Wrap(err)
-		}
-		var doc T
-		if err := bson.Unmarshal(raw, &doc); err != nil {
 			return nil, err
 		}
-		set, err := fn(&doc)
+		set, err := fn(doc)
 		if err != nil || len(set) == 0 {
-			return &doc, err
+			return doc, err
 		}
 		var out T
 		err = c.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: id}, versionIs(version(raw)), {Key: tenancy.MarkField, Value: bson.D{{Key: "$ne", Value: true}}}},

@@ -252,18 +252,25 @@ func (w *Writes[T]) Create(ctx context.Context, create, undo func(ctx context.Co
 // worker, an ingest URL, a parent checked on a child's create): a record
 // whose delete has begun answers 404, as a missing one.
 func GetLive[T any](ctx context.Context, c *mongo.Collection, key, id string) (*T, error) {
+	doc, _, err := getLive[T](ctx, c, key, id)
+	return doc, err
+}
+
+// getLive is GetLive with the document as stored (Change reads its
+// version there).
+func getLive[T any](ctx context.Context, c *mongo.Collection, key, id string) (*T, bson.Raw, error) {
 	raw, err := c.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Raw()
 	if errors.Is(err, mongo.ErrNoDocuments) || (err == nil && tenancy.IsMarked(raw)) {
-		return nil, errs.NotFound(key, id)
+		return nil, nil, errs.NotFound(key, id)
 	}
 	if err != nil {
-		return nil, Wrap(err)
+		return nil, nil, Wrap(err)
 	}
 	var doc T
 	if err := bson.Unmarshal(raw, &doc); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return &doc, nil
+	return &doc, raw, nil
 }
 
 // DeleteChildren deletes the documents of c that filter selects: a step
