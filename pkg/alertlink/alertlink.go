@@ -19,7 +19,6 @@ package alertlink
 
 import (
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -65,11 +64,7 @@ func Token(k *seal.Keyring, domainID, alertID, state string, expires time.Time) 
 	if err != nil {
 		return "", err
 	}
-	// <key id length><key id><nonce><ciphertext>, base64url: one path segment.
-	raw := append([]byte{byte(len(s.KeyID))}, s.KeyID...)
-	raw = append(raw, s.Nonce...)
-	raw = append(raw, s.Data...)
-	return base64.RawURLEncoding.EncodeToString(raw), nil
+	return seal.EncodeToken(s), nil
 }
 
 // Path is the path of a link (no base URL).
@@ -98,16 +93,10 @@ type Claim struct {
 // was not made for exactly that (or by a key the ring holds), ErrExpired
 // past its expiry.
 func Open(k *seal.Keyring, domainID, alertID, state, token string, now time.Time) (Claim, error) {
-	raw, err := base64.RawURLEncoding.DecodeString(token)
-	if err != nil || len(raw) < 1 {
+	s, err := seal.DecodeToken(token)
+	if err != nil {
 		return Claim{}, ErrInvalid
 	}
-	n := int(raw[0])
-	const nonceSize = 12
-	if len(raw) < 1+n+nonceSize+16 {
-		return Claim{}, ErrInvalid
-	}
-	s := seal.Sealed{KeyID: string(raw[1 : 1+n]), Nonce: raw[1+n : 1+n+nonceSize], Data: raw[1+n+nonceSize:]}
 	plain, err := k.Open(s, ad(domainID, alertID, state))
 	if err != nil {
 		return Claim{}, ErrInvalid

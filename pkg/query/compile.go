@@ -40,6 +40,10 @@ type Resource struct {
 	// them, in any slot (filter, filter_or, sort, only, keyword, and stat's
 	// and analyze's distinct, group and fields). See NoSecret.
 	Secret []string
+	// GetOnly are top-level fields a list leaves out, even when its
+	// `only` names them: heavy ones (an event's raw body) that a page of
+	// a thousand rows must not carry; a get still answers them.
+	GetOnly []string
 }
 
 // Plan is a compiled list: what store.List sends to MongoDB.
@@ -130,7 +134,15 @@ func Compile(q *Query, r Resource, scope bson.D) (*Plan, error) {
 	}
 	if len(fields) > 0 {
 		keep := r.shown(append(slices.Clone(fields), sortKeysOf(sortKeys)...))
+		keep = slices.DeleteFunc(keep, func(f string) bool {
+			top, _, _ := strings.Cut(f, ".")
+			return slices.Contains(r.GetOnly, top)
+		})
 		p.Projection, p.Fields = projection(keep)
+	} else if len(r.GetOnly) > 0 {
+		for _, f := range r.GetOnly {
+			p.Projection = append(p.Projection, bson.E{Key: f, Value: 0})
+		}
 	}
 	return p, nil
 }

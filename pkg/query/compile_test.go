@@ -180,6 +180,9 @@ func TestCompileProjection(t *testing.T) {
 			`{"created_at":1,"name":1,"state":1,"user_id":1}`, []string{"created_at", "name", "state", "user_id"}},
 		{"only wins over minimal", `{"minimal":true,"only":["state"]}`, r, `{"created_at":1,"state":1}`, []string{"created_at", "state"}},
 		{"minimal without minimal fields: whole documents", `{"minimal":true}`, Resource{}, "nil", nil},
+		{"get-only fields left out of whole documents", `{}`, Resource{GetOnly: []string{"raw", "blob"}}, `{"raw":0,"blob":0}`, nil},
+		{"get-only fields left out of only", `{"only":["name","raw","raw.x"],"sort":[{"key":"name"}]}`, Resource{GetOnly: []string{"raw"}},
+			`{"name":1}`, []string{"name"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

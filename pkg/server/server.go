@@ -264,6 +264,8 @@ func (s *Server) raw(rr Raw) echo.HandlerFunc {
 		for _, pv := range c.PathValues() {
 			req.SetPathValue(pv.Name, pv.Value)
 		}
+		// Public URLs limit their failures per caller (auth.SourceFromContext).
+		req = req.WithContext(auth.WithSource(req.Context(), c.RealIP()))
 		err := rr.Handle(c.Response(), req)
 		code := http.StatusOK
 		if err != nil {

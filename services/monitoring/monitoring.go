@@ -20,9 +20,11 @@ import (
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/pluginref"
+	"github.com/nubes-io/nubes/pkg/ratelimit"
 	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/seal/sealcmd"
 	"github.com/nubes-io/nubes/pkg/server"
+	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/monitoring/internal/alert"
 	"github.com/nubes-io/nubes/services/monitoring/internal/core"
 	"github.com/nubes-io/nubes/services/monitoring/internal/escalation"
@@ -46,6 +48,17 @@ type Config struct {
 	// per second, bucket size), per replica.
 	IngestRate  float64
 	IngestBurst int
+	// WorkspaceRate and WorkspaceBurst are each workspace's bucket over
+	// all its webhooks (events per second, per replica).
+	WorkspaceRate  float64
+	WorkspaceBurst int
+	// FailRate and FailBurst bound the refused ingest and link calls of
+	// one source address (per second, bucket size).
+	FailRate  float64
+	FailBurst int
+	// EventRetention is how long events are kept (0: for ever);
+	// PurgeEvery how often older ones are deleted.
+	EventRetention, PurgeEvery time.Duration
 	// IngestNow is the rate limit's clock: time.Now when nil (tests stop it).
 	IngestNow func() time.Time
 	// ParseTimeout bounds the plugin's Event.parse during an ingest call.
@@ -77,7 +90,8 @@ type Config struct {
 
 // DefaultConfig is the configuration with every default.
 func DefaultConfig() Config {
-	return Config{IngestRate: 50, IngestBurst: 100, ParseTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second,
+	return Config{IngestRate: 50, IngestBurst: 100, WorkspaceRate: 200, WorkspaceBurst: 400, FailRate: 1, FailBurst: 30,
+		EventRetention: event.DefaultRetention, PurgeEvery: time.Hour, ParseTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second,
 		RetryInterval: 30 * time.Second, MaxAttempts: 10, MaxKept: ingest.DefaultMaxKept, CounterFlush: 250 * time.Millisecond,
 		LinkTTL: alert.DefaultLinkTTL, SweepEvery: 30 * time.Second, SweepAge: time.Minute,
 		EscalationTick: time.Minute}
@@ -89,6 +103,11 @@ type Settings struct {
 	WebhookBaseURL string        `mapstructure:"webhook_base_url"`
 	IngestRate     float64       `mapstructure:"webhook_rate_limit"`
 	IngestBurst    int           `mapstructure:"webhook_rate_burst"`
+	WorkspaceRate  float64       `mapstructure:"webhook_workspace_rate_limit"`
+	WorkspaceBurst int           `mapstructure:"webhook_workspace_rate_burst"`
+	FailRate       float64       `mapstructure:"public_url_failure_rate"`
+	FailBurst      int           `mapstructure:"public_url_failure_burst"`
+	EventRetention time.Duration `mapstructure:"event_retention"`
 	ParseTimeout   time.Duration `mapstructure:"webhook_parse_timeout"`
 	ReadTimeout    time.Duration `mapstructure:"webhook_read_timeout"`
 	RetryInterval  time.Duration `mapstructure:"webhook_retry_interval"`
@@ -106,6 +125,8 @@ func Defaults() map[string]any {
 	c := DefaultConfig()
 	for k, v := range map[string]any{
 		"webhook_base_url": "", "webhook_rate_limit": c.IngestRate, "webhook_rate_burst": c.IngestBurst,
+		"webhook_workspace_rate_limit": c.WorkspaceRate, "webhook_workspace_rate_burst": c.WorkspaceBurst,
+		"public_url_failure_rate": c.FailRate, "public_url_failure_burst": c.FailBurst, "event_retention": c.EventRetention.String(),
 		"webhook_parse_timeout": c.ParseTimeout.String(), "webhook_read_timeout": c.ReadTimeout.String(),
 		"webhook_retry_interval": c.RetryInterval.String(), "webhook_retry_attempts": c.MaxAttempts,
 		"webhook_max_kept_bodies": c.MaxKept, "alert_link_ttl": c.LinkTTL.String(),
@@ -126,6 +147,8 @@ func FromEnv(ctx context.Context, d app.Deps) (*app.Service, error) {
 	}
 	cfg := DefaultConfig()
 	cfg.WebhookBaseURL, cfg.IngestRate, cfg.IngestBurst = st.WebhookBaseURL, st.IngestRate, st.IngestBurst
+	cfg.WorkspaceRate, cfg.WorkspaceBurst, cfg.FailRate, cfg.FailBurst = st.WorkspaceRate, st.WorkspaceBurst, st.FailRate, st.FailBurst
+	cfg.EventRetention = st.EventRetention
 	cfg.ParseTimeout, cfg.ReadTimeout, cfg.RetryInterval, cfg.MaxAttempts = st.ParseTimeout, st.ReadTimeout, st.RetryInterval, st.MaxAttempts
 	cfg.MaxKept, cfg.LinkTTL, cfg.EscalationTick = st.MaxKept, st.LinkTTL, st.EscalationTick
 	if st.EncryptionKeys != "" || st.EncryptionKeysFile != "" {
@@ -159,8 +182,10 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	// One bucket of refusals per source over both public URLs.
+	failures := ratelimit.New(cfg.FailRate, cfg.FailBurst)
 	alerts, err := alert.New(ctx, d.DB, projects, policyOf(policies, configs),
-		alert.Config{BaseURL: cfg.WebhookBaseURL, Keys: cfg.Keys, LinkTTL: cfg.LinkTTL}, log)
+		alert.Config{BaseURL: cfg.WebhookBaseURL, Keys: cfg.Keys, LinkTTL: cfg.LinkTTL, Failures: failures, FailuresNow: cfg.IngestNow}, log)
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +222,7 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	counters := &core.Counters{C: d.DB.Collection(core.RequestsCollection), Log: log}
 	workers = append(workers, func(ctx context.Context) error { return counters.Run(ctx, cfg.CounterFlush) })
 	webhooks, err := webhook.New(ctx, d.DB, counters, projects, pluginref.Repository{Client: d.Services.Client("repository"), Kind: core.WebhookKind, Log: log},
-		plugins, cfg.WebhookBaseURL, log)
+		plugins, cfg.WebhookBaseURL, cfg.Keys, log)
 	if err != nil {
 		return nil, err
 	}
@@ -206,6 +231,9 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 		return nil, err
 	}
 	workers = append(workers, func(ctx context.Context) error { return evs.RunSweep(ctx, cfg.SweepEvery, cfg.SweepAge) })
+	workers = append(workers, func(ctx context.Context) error {
+		return evs.RunPurge(ctx, cfg.PurgeEvery, cfg.EventRetention, clockOr(cfg.Clock))
+	})
 	switch {
 	case cfg.EscalationTick <= 0:
 		log.Warn("escalation_tick is 0: alerts are not escalated")
@@ -217,6 +245,7 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 		log.Warn("monitoring runs without an event bus: alerts are not escalated (no notification can be asked for)")
 	}
 	in, err := ingest.New(ctx, d.DB, evs, counters, plugins, ingest.Config{Rate: cfg.IngestRate, Burst: cfg.IngestBurst,
+		WorkspaceRate: cfg.WorkspaceRate, WorkspaceBurst: cfg.WorkspaceBurst, Failures: failures, Keys: cfg.Keys,
 		ParseTimeout: cfg.ParseTimeout, ReadTimeout: cfg.ReadTimeout, RetryInterval: cfg.RetryInterval, MaxAttempts: cfg.MaxAttempts, MaxKept: cfg.MaxKept,
 		Now: cfg.IngestNow, Clock: cfg.Clock}, log)
 	if err != nil {
@@ -231,6 +260,13 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	routes = append(routes, alerts.Routes()...)
 	routes = append(routes, configs.Routes()...)
 	return &app.Service{Name: Name, Routes: routes, Workers: workers, Raw: append([]server.Raw{in.Raw()}, alerts.Raw()...)}, nil
+}
+
+func clockOr(c func() time.Time) func() time.Time {
+	if c != nil {
+		return c
+	}
+	return wire.Now
 }
 
 // policyReader gives project alert configs the escalation policies.

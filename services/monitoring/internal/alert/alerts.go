@@ -21,6 +21,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/query"
+	"github.com/nubes-io/nubes/pkg/ratelimit"
 	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/tenancy"
@@ -139,6 +140,10 @@ type Config struct {
 	Keys *seal.Keyring
 	// LinkTTL is how long a link works.
 	LinkTTL time.Duration
+	// Failures bound each source's refused link calls (nil: no bound);
+	// FailuresNow is their clock (nil: time.Now).
+	Failures    *ratelimit.Buckets
+	FailuresNow func() time.Time
 }
 
 // Alerts serves the alert operations and changes alerts for the ingest

@@ -150,8 +150,24 @@ var page = template.Must(template.New("ack").Parse(`<!doctype html>
 <form method="post"><label>Responder <input name="responder"></label> <button type="submit">Acknowledge</button></form></body></html>
 `))
 
+// guard runs a link call under the per-source bound of refusals.
+func (as *Alerts) guard(w http.ResponseWriter, r *http.Request, fn func() error) error {
+	if as.cfg.Failures == nil {
+		return fn()
+	}
+	now := time.Now()
+	if as.cfg.FailuresNow != nil {
+		now = as.cfg.FailuresNow()
+	}
+	return as.cfg.Failures.Guard(w, auth.SourceFromContext(r.Context()), now, fn)
+}
+
 func (as *Alerts) linkPage(w http.ResponseWriter, r *http.Request) error {
-	a, _, err := as.verify(r.Context(), r.PathValue("domain_id"), r.PathValue("alert_id"), r.PathValue("state"), r.PathValue("access_key"))
+	var a *Alert
+	err := as.guard(w, r, func() (err error) {
+		a, _, err = as.verify(r.Context(), r.PathValue("domain_id"), r.PathValue("alert_id"), r.PathValue("state"), r.PathValue("access_key"))
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -208,7 +224,11 @@ func (as *Alerts) linkUse(w http.ResponseWriter, r *http.Request) error {
 	if len(responder) > 255 {
 		return errs.Invalid("responder", "at most 255 characters")
 	}
-	a, err := as.acknowledge(r.Context(), r.PathValue("domain_id"), r.PathValue("alert_id"), r.PathValue("state"), r.PathValue("access_key"), responder)
+	var a *Alert
+	err = as.guard(w, r, func() (err error) {
+		a, err = as.acknowledge(r.Context(), r.PathValue("domain_id"), r.PathValue("alert_id"), r.PathValue("state"), r.PathValue("access_key"), responder)
+		return err
+	})
 	if err != nil {
 		return err
 	}

@@ -26,6 +26,9 @@ const (
 	// never races a change of the webhook itself.
 	RequestsCollection = "monitoring_webhook_requests"
 	EventsCollection   = "monitoring_events"
+	// BodiesCollection holds the raw body of a delivery that made several
+	// events, once (_id = body_id), rather than once per event.
+	BodiesCollection = "monitoring_event_bodies"
 	// PendingCollection keeps ingest bodies the plugin could not parse in
 	// time, for the retry worker.
 	PendingCollection = "monitoring_pending_ingest"

@@ -2,6 +2,8 @@ package core
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"log/slog"
 	"sync"
 	"time"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/pluginref"
+	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
 )
@@ -58,11 +61,9 @@ func IngestPath(webhookID, accessKey string) string {
 
 // Counters buffers request counts in memory and adds them to
 // RequestsCollection every flush interval with one $inc per webhook: an
-// ingest call costs no write of its own, and the only writer of a
-// counter document is this flusher, so counting never races a change of
-// the webhook. $inc is atomic on MongoDB; on FerretDB, whose $inc reads
-// then writes, counts stay exact while one replica flushes (the
-// devstack), and may lose a flush when several replicas share it.
+// ingest call costs no write of its own, and counting never races a
+// change of the webhook (another document). Replicas flush side by side:
+// each $inc is atomic.
 type Counters struct {
 	C   *mongo.Collection
 	Log *slog.Logger
@@ -154,3 +155,56 @@ func (c *Counters) Forget(ctx context.Context, id string) error {
 
 // WebhookKind is the kind of plugin a webhook runs on.
 var WebhookKind = pluginref.Kind{ResourceType: "monitoring.Webhook", Name: "webhook"}
+
+// A webhook's access key proves itself when the service has keys: it is
+// the seal, under the suite's encryption keys, of nothing, bound to the
+// webhook's id (pkg/seal's token form), so the ingest refuses a key that
+// was not made for the webhook before it reads the store. Without keys,
+// and for keys made before, it is upstream's 32 random hex characters,
+// checked against the stored one only.
+func keyAD(webhookID string) []byte { return seal.AD("monitoring.webhook-key", webhookID) }
+
+// NewAccessKey makes the access key of a new webhook.
+func NewAccessKey(keys *seal.Keyring, webhookID string) (string, error) {
+	if keys == nil {
+		var b [16]byte
+		_, _ = rand.Read(b[:]) // never fails on a supported OS
+		return hex.EncodeToString(b[:]), nil
+	}
+	s, err := keys.Seal(nil, keyAD(webhookID))
+	if err != nil {
+		return "", err
+	}
+	return seal.EncodeToken(s), nil
+}
+
+// KeyForm says what can be told of an access key before the store is
+// read.
+type KeyForm int
+
+const (
+	KeyRefused KeyForm = iota // neither form, or not made for this webhook by these keys
+	KeyProven                 // made for this webhook by the service's keys
+	KeyLegacy                 // upstream's random form: only the stored key tells
+)
+
+// CheckKey tells the form of key for the webhook, opening a proving key
+// with keys (nil: no key proves itself).
+func CheckKey(keys *seal.Keyring, webhookID, key string) KeyForm {
+	if len(key) == 32 {
+		if _, err := hex.DecodeString(key); err == nil {
+			return KeyLegacy
+		}
+	}
+	if keys == nil {
+		return KeyRefused
+	}
+	s, err := seal.DecodeToken(key)
+	if err != nil {
+		return KeyRefused
+	}
+	if _, err := keys.Open(s, keyAD(webhookID)); err != nil {
+		return KeyRefused
+	}
+	return KeyProven
+}

@@ -52,8 +52,16 @@ type Event struct {
 	Account        string        `bson:"account" json:"account"`
 	AdditionalInfo freeform.Flat `bson:"additional_info" json:"additional_info"`
 	RawData        rawJSON       `bson:"raw_data" json:"raw_data"`
-	OccurredAt     wire.Time     `bson:"occurred_at" json:"occurred_at"`
-	WebhookID      string        `bson:"webhook_id" json:"webhook_id"`
+	// BodyID names the delivery's body in BodiesCollection when the body
+	// made several events: it is stored once, there, and RawData is empty
+	// here until a get fills it in.
+	BodyID string `bson:"body_id,omitempty" json:"-"`
+	// RawBytes is the body's size; RawOmitted says it was larger than
+	// MaxRawKept and is not stored (raw_data answers {}).
+	RawBytes   int64     `bson:"raw_bytes" json:"raw_bytes"`
+	RawOmitted bool      `bson:"raw_omitted,omitempty" json:"raw_omitted,omitempty"`
+	OccurredAt wire.Time `bson:"occurred_at" json:"occurred_at"`
+	WebhookID  string    `bson:"webhook_id" json:"webhook_id"`
 	// AlertID is the alert the event opened or updated ("" while it is
 	// not applied yet); Applied says it was (alerting.go).
 	AlertID string `bson:"alert_id" json:"alert_id"`
@@ -119,10 +127,18 @@ func BodyKey(raw string) string {
 	return "error-" + hex.EncodeToString(sum[:12])
 }
 
+// MaxRawKept bounds the raw body stored with an event (a body may be 1
+// MiB): a larger one is counted (raw_bytes) and left out (raw_omitted).
+const MaxRawKept = 256 << 10
+
+// DefaultRetention is how long events are kept by default (Purge).
+const DefaultRetention = 30 * 24 * time.Hour
+
 // Store writes events, applies them to alerts (alerting.go) and
 // publishes them.
 type Store struct {
 	c      *mongo.Collection
+	bodies *mongo.Collection
 	outbox *events.Outbox // nil: events are stored, not published
 	alerts *Alerting
 	log    *slog.Logger
@@ -130,11 +146,15 @@ type Store struct {
 
 // NewStore creates the collection's indexes; outbox may be nil.
 func NewStore(ctx context.Context, db *mongo.Database, outbox *events.Outbox, alerts *Alerting, log *slog.Logger) (*Store, error) {
-	s := &Store{c: db.Collection(core.EventsCollection), outbox: outbox, alerts: alerts, log: log}
+	s := &Store{c: db.Collection(core.EventsCollection), bodies: db.Collection(core.BodiesCollection), outbox: outbox, alerts: alerts, log: log}
 	if alerts != nil {
 		alerts.events = s.c
 	}
+	if err := store.EnsureIndexes(ctx, s.bodies, store.Index{Keys: bson.D{{Key: "created_at", Value: 1}}}); err != nil {
+		return nil, err
+	}
 	return s, store.EnsureIndexes(ctx, s.c,
+		store.Index{Keys: bson.D{{Key: "created_at", Value: 1}}},
 		store.Index{Keys: bson.D{{Key: "webhook_id", Value: 1}, {Key: "event_key", Value: 1}}},
 		store.Index{Keys: bson.D{{Key: "applied", Value: 1}, {Key: "created_at", Value: 1}}},
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "alert_id", Value: 1}}},
@@ -164,7 +184,7 @@ func FromPlugin(wh *core.Webhook, m map[string]any, raw string, now time.Time) *
 	obj := func(k string) map[string]any { o, _ := m[k].(map[string]any); return wire.Object(o) }
 	e := &Event{EventKey: str("event_key"), EventType: strings.ToUpper(str("event_type")), Title: str("title"), Description: str("description"),
 		Severity: strings.ToUpper(str("severity")), Resource: obj("resource"), Rule: str("rule"), ImageURL: str("image_url"),
-		Provider: str("provider"), Account: str("account"), AdditionalInfo: obj("additional_info"), RawData: rawJSON(raw)}
+		Provider: str("provider"), Account: str("account"), AdditionalInfo: obj("additional_info")}
 	if e.EventKey == "" {
 		b, _ := json.Marshal(m)
 		sum := sha256.Sum256(b)
@@ -191,7 +211,7 @@ func FromPlugin(wh *core.Webhook, m map[string]any, raw string, now time.Time) *
 	if t, err := time.Parse(time.RFC3339Nano, str("occurred_at")); err == nil {
 		e.OccurredAt = wire.T(t)
 	}
-	own(e, wh, now)
+	own(e, wh, raw, now)
 	return e
 }
 
@@ -201,14 +221,22 @@ func FromPlugin(wh *core.Webhook, m map[string]any, raw string, now time.Time) *
 func ParseError(wh *core.Webhook, key, reason, raw string, now time.Time) *Event {
 	e := &Event{EventKey: key, EventType: "ERROR", Title: "Webhook Event Parsing Error - " + wh.Name, Description: reason,
 		Severity: "CRITICAL", Resource: map[string]any{}, Resources: []string{}, AdditionalInfo: map[string]any{},
-		RawData: rawJSON(raw), OccurredAt: wire.T(now)}
-	own(e, wh, now)
+		OccurredAt: wire.T(now)}
+	own(e, wh, raw, now)
 	return e
 }
 
-func own(e *Event, wh *core.Webhook, now time.Time) {
-	e.EventID = ID(wh.WebhookID, e.EventKey, e.EventType, string(e.RawData))
+// own makes e an event of wh received in the body raw: its id from the
+// whole body, the body itself kept only up to MaxRawKept.
+func own(e *Event, wh *core.Webhook, raw string, now time.Time) {
+	e.EventID = ID(wh.WebhookID, e.EventKey, e.EventType, raw)
 	e.ID = e.EventID
+	e.RawBytes = int64(len(raw))
+	if len(raw) <= MaxRawKept {
+		e.RawData = rawJSON(raw)
+	} else {
+		e.RawOmitted = true
+	}
 	e.WebhookID, e.ProjectID, e.WorkspaceID, e.DomainID = wh.WebhookID, wh.ProjectID, wh.WorkspaceID, wh.DomainID
 	e.CreatedAt, e.UpdatedAt = wire.T(now), wire.T(now)
 	e.DuplicateWindow = DuplicateEventTime
@@ -341,6 +369,9 @@ var resource = query.Resource{
 	Fields:        query.FieldsOf[Event](),
 	Tenancy:       tenancy.InProject,
 	Maps:          freeform.FieldsOf[Event](),
+	// A page of events without their bodies: 1,000 bodies of up to
+	// MaxRawKept would be a quarter of a gigabyte.
+	GetOnly: []string{"raw_data"},
 }
 
 type (
@@ -369,7 +400,11 @@ func (s *Store) Routes() []api.Route {
 }
 
 func (s *Store) get(ctx context.Context, p *auth.Principal, r *eventRequest) (*Event, error) {
-	return store.GetFor[Event](ctx, s.c, resource, p, "event_id", r.EventID)
+	e, err := store.GetFor[Event](ctx, s.c, resource, p, "event_id", r.EventID)
+	if err != nil {
+		return nil, err
+	}
+	return e, s.fillRaw(ctx, e)
 }
 
 func (s *Store) list(ctx context.Context, p *auth.Principal, r *eventQuery) (*api.List[Event], error) {

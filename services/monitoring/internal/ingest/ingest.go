@@ -23,14 +23,16 @@ import (
 	"net/http"
 	"os"
 	"regexp"
-	"strconv"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"google.golang.org/grpc/codes"
 
+	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/plugin"
+	"github.com/nubes-io/nubes/pkg/ratelimit"
+	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/server"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
@@ -49,8 +51,20 @@ const MaxEvents = 1000
 
 // Config tunes the ingest.
 type Config struct {
-	Rate          float64          // events per second per webhook (per replica); <= 0: unlimited
-	Burst         int              // bucket size
+	Rate  float64 // events per second per webhook (per replica); <= 0: unlimited
+	Burst int     // bucket size
+	// WorkspaceRate and WorkspaceBurst bound a workspace's webhooks
+	// together (events per second per replica), so that one workspace's
+	// many webhooks cannot take the store from the others.
+	WorkspaceRate  float64
+	WorkspaceBurst int
+	// Failures bound the refused calls of each source address (a wrong
+	// key, an unknown webhook): past its burst a source is refused (429)
+	// before its key is looked at. Shared with the alert links.
+	Failures *ratelimit.Buckets
+	// Keys make access keys that prove themselves (core.CheckKey); nil:
+	// every key is checked against the store.
+	Keys          *seal.Keyring
 	ParseTimeout  time.Duration    // Event.parse deadline
 	ReadTimeout   time.Duration    // body read deadline
 	RetryInterval time.Duration    // retry worker period
@@ -69,7 +83,8 @@ type Ingest struct {
 	events   *event.Store
 	counters *core.Counters
 	plugins  *plugin.Client
-	limit    *limiter
+	limit    *ratelimit.Buckets // per webhook
+	spaces   *ratelimit.Buckets // per workspace
 	cfg      Config
 	log      *slog.Logger
 }
@@ -77,7 +92,11 @@ type Ingest struct {
 // New builds the ingest.
 func New(ctx context.Context, db *mongo.Database, evs *event.Store, counters *core.Counters, plugins *plugin.Client, cfg Config, log *slog.Logger) (*Ingest, error) {
 	in := &Ingest{webhooks: db.Collection(core.WebhooksCollection), pending: db.Collection(core.PendingCollection), events: evs,
-		counters: counters, plugins: plugins, limit: newLimiter(cfg.Rate, cfg.Burst), cfg: cfg, log: log}
+		counters: counters, plugins: plugins, limit: ratelimit.New(cfg.Rate, cfg.Burst), spaces: ratelimit.New(cfg.WorkspaceRate, cfg.WorkspaceBurst),
+		cfg: cfg, log: log}
+	if in.cfg.Failures == nil {
+		in.cfg.Failures = ratelimit.New(0, 0)
+	}
 	return in, in.ensurePending(ctx)
 }
 
@@ -110,31 +129,25 @@ func (in *Ingest) handle(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (in *Ingest) serve(w http.ResponseWriter, r *http.Request) error {
-	id, key := r.PathValue("webhook_id"), r.PathValue("access_key")
-	if !webhookIDPattern.MatchString(id) {
-		return errs.NotFound("webhook_id", id)
-	}
-	wh, err := store.GetLive[core.Webhook](r.Context(), in.webhooks, "webhook_id", id)
+	var wh *core.Webhook
+	now := in.now()
+	err := in.cfg.Failures.Guard(w, auth.SourceFromContext(r.Context()), now, func() (err error) {
+		wh, err = in.webhook(r.Context(), r.PathValue("webhook_id"), r.PathValue("access_key"))
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	// Hashes first: equal lengths, so the comparison time says nothing of
-	// the key, not even its length.
-	given, want := sha256.Sum256([]byte(key)), sha256.Sum256([]byte(wh.AccessKey))
-	if subtle.ConstantTimeCompare(given[:], want[:]) != 1 || wh.AccessKey == "" {
-		return errs.New(errs.PermissionDenied, "Permission denied: the access key does not match.")
-	}
 	if wh.State != core.Enabled {
-		return errs.New(errs.WebhookStateDisabled, "The webhook is disabled. (webhook_id = %s)", id)
+		return errs.New(errs.WebhookStateDisabled, "The webhook is disabled. (webhook_id = %s)", wh.WebhookID)
 	}
-	now := time.Now
-	if in.cfg.Now != nil {
-		now = in.cfg.Now
+	if ok, wait := in.limit.Allow(wh.WebhookID, now); !ok {
+		return ratelimit.Refuse(w, wait, "Too many requests for this webhook; retry later.")
 	}
-	if ok, wait := in.limit.allow(id, now()); !ok {
-		w.Header().Set("Retry-After", strconv.Itoa(int(wait/time.Second)+1))
-		return errs.New(errs.TooManyRequests, "Too many requests for this webhook; retry later.")
+	if ok, wait := in.spaces.Allow(spaceKey(wh), now); !ok {
+		return ratelimit.Refuse(w, wait, "Too many requests for this workspace's webhooks; retry later.")
 	}
+	id := wh.WebhookID
 	body, data, err := in.readBody(w, r)
 	if err != nil {
 		in.counters.Add(id, true)
@@ -150,6 +163,48 @@ func (in *Ingest) serve(w http.ResponseWriter, r *http.Request) error {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	return json.NewEncoder(w).Encode(res)
+}
+
+// webhook returns the webhook id whose access key is key. A key that
+// proves itself is checked before the store is read: a stranger's guess
+// costs no read. Every refusal looks alike to the caller.
+func (in *Ingest) webhook(ctx context.Context, id, key string) (*core.Webhook, error) {
+	if !webhookIDPattern.MatchString(id) {
+		return nil, errs.NotFound("webhook_id", id)
+	}
+	denied := errs.New(errs.PermissionDenied, "Permission denied: the access key does not match.")
+	if core.CheckKey(in.cfg.Keys, id, key) == core.KeyRefused {
+		return nil, denied
+	}
+	wh, err := store.GetLive[core.Webhook](ctx, in.webhooks, "webhook_id", id)
+	if err != nil {
+		return nil, err
+	}
+	// Hashes first: equal lengths, so the comparison time says nothing of
+	// the key, not even its length.
+	given, want := sha256.Sum256([]byte(key)), sha256.Sum256([]byte(wh.AccessKey))
+	if subtle.ConstantTimeCompare(given[:], want[:]) != 1 || wh.AccessKey == "" {
+		return nil, denied
+	}
+	return wh, nil
+}
+
+func spaceKey(wh *core.Webhook) string { return wh.DomainID + "/" + wh.WorkspaceID }
+
+// charge pays for n more events of one body (Response): the webhook's
+// and its workspace's buckets go into debt, and refuse until it is paid.
+func (in *Ingest) charge(wh *core.Webhook, n int) {
+	now := in.now()
+	in.limit.Charge(wh.WebhookID, n, now)
+	in.spaces.Charge(spaceKey(wh), n, now)
+}
+
+// now is the rate limits' time.
+func (in *Ingest) now() time.Time {
+	if in.cfg.Now != nil {
+		return in.cfg.Now()
+	}
+	return time.Now()
 }
 
 // readBody reads one JSON object of at most MaxBody bytes within the
@@ -234,15 +289,14 @@ func (in *Ingest) parse(ctx context.Context, wh *core.Webhook, raw string, data 
 		}
 		return &Response{Results: []event.Outcome{out}, Error: "too many events"}, nil
 	}
-	res := &Response{Results: []event.Outcome{}}
-	for _, m := range results {
-		out, err := in.events.Save(ctx, event.FromPlugin(wh, m, raw, now))
-		if err != nil {
-			return nil, err
-		}
-		res.Results = append(res.Results, out)
+	// The token taken for the body paid for one event; the rest are paid
+	// after the fact, so a webhook's rate counts events, not requests.
+	in.charge(wh, len(results)-1)
+	outs, err := in.events.SaveDelivery(ctx, wh, raw, results, now)
+	if err != nil {
+		return nil, err
 	}
-	return res, nil
+	return &Response{Results: append([]event.Outcome{}, outs...)}, nil
 }
 
 // transient reports a failure to reach the plugin or to hear from it in

@@ -3,38 +3,11 @@ package ingest
 import (
 	"errors"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc/codes"
 
 	"github.com/nubes-io/nubes/pkg/errs"
 )
-
-func TestLimiter(t *testing.T) {
-	l := newLimiter(2, 3) // 2 per second, bursts of 3
-	now := time.Unix(1000, 0)
-	for i := range 3 {
-		if ok, _ := l.allow("a", now); !ok {
-			t.Fatalf("burst call %d refused", i)
-		}
-	}
-	ok, wait := l.allow("a", now)
-	if ok || wait <= 0 || wait > time.Second {
-		t.Fatalf("4th call: %v, wait %s", ok, wait)
-	}
-	if ok, _ := l.allow("b", now); !ok {
-		t.Fatal("another key shares the bucket")
-	}
-	if ok, _ := l.allow("a", now.Add(500*time.Millisecond)); !ok {
-		t.Fatal("a token did not come back after 1/rate")
-	}
-	if ok, _ := l.allow("a", now.Add(500*time.Millisecond)); ok {
-		t.Fatal("two tokens from half a second")
-	}
-	if ok, _ := newLimiter(0, 0).allow("x", now); !ok {
-		t.Fatal("rate 0 means no limit")
-	}
-}
 
 func TestDecodeObject(t *testing.T) {
 	for _, tc := range []struct {

@@ -160,10 +160,8 @@ func (in *Ingest) retry(ctx context.Context, k kept) error {
 		}
 		return done()
 	}
-	for _, m := range results[:min(len(results), MaxEvents)] {
-		if _, err := in.events.Save(ctx, event.FromPlugin(wh, m, k.Body, now)); err != nil {
-			return err
-		}
+	if _, err := in.events.SaveDelivery(ctx, wh, k.Body, results[:min(len(results), MaxEvents)], now); err != nil {
+		return err
 	}
 	return done()
 }

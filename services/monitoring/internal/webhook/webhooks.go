@@ -10,8 +10,6 @@ package webhook
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"log/slog"
 	"strings"
 
@@ -24,6 +22,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/pluginref"
 	"github.com/nubes-io/nubes/pkg/query"
+	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/tenancy"
@@ -97,15 +96,16 @@ type Webhooks struct {
 	repo     pluginref.Repository
 	plugins  *plugin.Client
 	baseURL  string
+	keys     *seal.Keyring // makes access keys that prove themselves; nil: random ones
 	log      *slog.Logger
 }
 
 // New creates the collection's indexes. baseURL is the public base URL
 // of webhook_url.
 func New(ctx context.Context, db *mongo.Database, counters *core.Counters, projects core.Projects, repo pluginref.Repository,
-	plugins *plugin.Client, baseURL string, log *slog.Logger) (*Webhooks, error) {
+	plugins *plugin.Client, baseURL string, keys *seal.Keyring, log *slog.Logger) (*Webhooks, error) {
 	ws := &Webhooks{c: db.Collection(core.WebhooksCollection), kept: db.Collection(core.PendingCollection),
-		counters: counters, projects: projects, repo: repo, plugins: plugins, baseURL: strings.TrimRight(baseURL, "/"), log: log}
+		counters: counters, projects: projects, repo: repo, plugins: plugins, baseURL: strings.TrimRight(baseURL, "/"), keys: keys, log: log}
 	return ws, store.EnsureIndexes(ctx, ws.c,
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "created_at", Value: -1}}},
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "project_id", Value: 1}}},
@@ -128,13 +128,6 @@ func (ws *Webhooks) Routes() []api.Route {
 		api.Op[webhookQuery, api.List[Webhook]]{Path: base + "list", Access: core.Readers, Summary: "List the webhooks the caller may see.", Handle: ws.list},
 		api.Op[statQuery, map[string]any]{Path: base + "stat", Access: core.Readers, Summary: "Statistics over the webhooks the caller may see.", Handle: ws.stat},
 	}
-}
-
-// NewAccessKey is 32 hex characters from crypto/rand, as upstream.
-func NewAccessKey() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // never fails on a supported OS
-	return hex.EncodeToString(b[:])
 }
 
 func (ws *Webhooks) target(info core.PluginInfo) plugin.Webhook {
@@ -165,7 +158,11 @@ func (ws *Webhooks) create(ctx context.Context, p *auth.Principal, r *createWebh
 	if err != nil {
 		return nil, err
 	}
-	id, key := wire.NewID("webhook"), NewAccessKey()
+	id := wire.NewID("webhook")
+	key, err := core.NewAccessKey(ws.keys, id)
+	if err != nil {
+		return nil, err
+	}
 	doc := &Webhook{ID: id, WebhookID: id, Name: r.Name, State: core.Enabled, AccessKey: key, WebhookURL: ws.baseURL + core.IngestPath(id, key),
 		Capability: wire.Object(rp.Capability), PluginInfo: info, Tags: wire.Object(r.Tags), DomainID: p.DomainID,
 		WorkspaceID: pr.WorkspaceID, ProjectID: pr.ProjectID, CreatedAt: wire.T(wire.Now())}
