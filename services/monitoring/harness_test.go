@@ -133,6 +133,7 @@ func setupWith(t *testing.T, o options) *callers {
 	cfg.Keys = testKeys
 	cfg.Clock = clock.Now
 	cfg.EscalationTick = 0 // off: escalation tests turn it on
+	cfg.FailRate = 0       // off: the tests of refusals post many from one address; public_test.go turns it on
 	if o.settings != nil {
 		o.settings(&cfg)
 	}

@@ -28,6 +28,24 @@ func (c *callers) stored(t *testing.T) (int64, int64) {
 	return c.count(t, core.EventsCollection, nil), c.count(t, core.PendingCollection, nil)
 }
 
+// keyFor is the key the service would make for a webhook id.
+func keyFor(t *testing.T, webhookID string) string {
+	t.Helper()
+	k, err := core.NewAccessKey(testKeys, webhookID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// event reads an event whole (a list leaves raw_data out).
+func (c *callers) event(t *testing.T, id string) eventInfo {
+	t.Helper()
+	var ev eventInfo
+	c.memberA1.Call("/monitoring/v1/event/get", map[string]any{"event_id": id}).OK(&ev)
+	return ev
+}
+
 func randomKey() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
@@ -68,7 +86,8 @@ func TestIngestAbuse(t *testing.T) {
 		{"wrong key of a disabled webhook", core.IngestPath(off.WebhookID, w.AccessKey), `{"a": 1}`, 403, errs.PermissionDenied},
 		{"disabled webhook", core.IngestPath(off.WebhookID, off.AccessKey), `{"a": 1}`, 403, errs.WebhookStateDisabled},
 		{"deleted webhook", core.IngestPath(gone.WebhookID, gone.AccessKey), `{"a": 1}`, 404, errs.NotFoundCode},
-		{"unknown webhook", core.IngestPath("webhook-000000000000", w.AccessKey), `{"a": 1}`, 404, errs.NotFoundCode},
+		{"another webhook's id", core.IngestPath("webhook-000000000000", w.AccessKey), `{"a": 1}`, 403, errs.PermissionDenied},
+		{"unknown webhook", core.IngestPath("webhook-000000000000", keyFor(t, "webhook-000000000000")), `{"a": 1}`, 404, errs.NotFoundCode},
 		{"not a webhook id", core.IngestPath("ep-000000000000", w.AccessKey), `{"a": 1}`, 404, errs.NotFoundCode},
 		{"injection in the id", "/monitoring/v1/webhook/" + `%7B%22%24ne%22%3A1%7D` + "/" + w.AccessKey + "/events", `{"a": 1}`, 404, errs.NotFoundCode},
 		{"no key", "/monitoring/v1/webhook/" + w.WebhookID + "//events", `{"a": 1}`, 403, errs.PermissionDenied},
@@ -209,7 +228,7 @@ func TestIngestPluginFailures(t *testing.T) {
 	eventually(t, "the kept body to be parsed", func() bool { ev, kept := c.stored(t); return ev == 2 && kept == 0 })
 	var l list[eventInfo]
 	c.memberA1.Call("/monitoring/v1/event/list", map[string]any{"event_key": "late"}).OK(&l)
-	if l.TotalCount != 1 || l.Results[0].RawData["hung"] != float64(1) {
+	if l.TotalCount != 1 || c.event(t, l.Results[0].EventID).RawData["hung"] != float64(1) {
 		t.Fatalf("retried event: %+v", l)
 	}
 
@@ -222,7 +241,7 @@ func TestIngestPluginFailures(t *testing.T) {
 	}
 	eventually(t, "the kept body to give up", func() bool { ev, kept := c.stored(t); return ev == 3 && kept == 0 })
 	c.memberA1.Call("/monitoring/v1/event/list", map[string]any{"event_type": "ERROR", "query": map[string]any{"sort": []any{map[string]any{"key": "created_at", "desc": true}}}}).OK(&l)
-	if l.TotalCount != 2 || l.Results[0].RawData["lost"] != float64(1) || !strings.Contains(l.Results[0].Description, "tries") {
+	if l.TotalCount != 2 || c.event(t, l.Results[0].EventID).RawData["lost"] != float64(1) || !strings.Contains(l.Results[0].Description, "tries") {
 		t.Fatalf("given-up body: %+v", l.Results)
 	}
 	eventually(t, "counters", func() bool { n, e := c.requests(t, w.WebhookID); return n == 3 && e == 3 })

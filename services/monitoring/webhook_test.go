@@ -107,12 +107,13 @@ func (c *callers) requests(t *testing.T, id string) (int, int) {
 	return w.Requests.Total, w.Requests.Error
 }
 
-var hex32 = regexp.MustCompile(`^[0-9a-f]{32}$`)
+// sealedKey is the shape of an access key that proves itself (core.NewAccessKey).
+var sealedKey = regexp.MustCompile(`^[A-Za-z0-9_-]{40,}$`)
 
 func TestWebhookLifecycle(t *testing.T) {
 	c := setup(t)
 	w := c.webhook(t, c.memberA1, "Grafana")
-	if !regexp.MustCompile(`^webhook-[0-9a-f]{12}$`).MatchString(w.WebhookID) || !hex32.MatchString(w.AccessKey) ||
+	if !regexp.MustCompile(`^webhook-[0-9a-f]{12}$`).MatchString(w.WebhookID) || !sealedKey.MatchString(w.AccessKey) ||
 		w.WebhookURL != "https://nubes.example.com/monitoring/v1/webhook/"+w.WebhookID+"/"+w.AccessKey+"/events" ||
 		w.State != "ENABLED" || w.PluginInfo.Version != "1.2.0" || w.PluginInfo.UpgradeMode != "AUTO" ||
 		w.PluginInfo.Metadata["supported_event_type"] == nil || w.PluginInfo.Options["tz"] != "UTC" || w.Capability == nil ||

@@ -173,7 +173,7 @@ func (al *Alerting) Apply(ctx context.Context, e *Event, fresh bool) (alertID st
 			if counted == alert.Closed {
 				continue // resolved or deleted meanwhile: decide again
 			}
-			if err := al.slide(ctx, e, a.AlertID); err != nil {
+			if err := al.slide(ctx, rec, e, a.AlertID); err != nil {
 				return "", false, err
 			}
 			alertID = a.AlertID
@@ -351,14 +351,23 @@ func (al *Alerting) create(ctx context.Context, e *Event) (*alert.Alert, error) 
 // slide moves the key's dedupe window to e (upstream's window slides
 // with each duplicate; a RECOVERY is no duplicate there), never back
 // ($max): an event applied late (the sweep's) is older than the last one.
-func (al *Alerting) slide(ctx context.Context, e *Event, alertID string) error {
+// A record slid less than slideStep before e is left as it is: a storm
+// of one key writes its record once a second, not once an event, and
+// the window is measured to within slideStep.
+func (al *Alerting) slide(ctx context.Context, rec *openAlert, e *Event, alertID string) error {
 	if e.EventType == "RECOVERY" {
+		return nil
+	}
+	if rec != nil && rec.AlertID == alertID && rec.LastAt != nil && e.CreatedAt.Sub(rec.LastAt.Time) < slideStep {
 		return nil
 	}
 	_, err := al.claims.UpdateOne(ctx, bson.D{{Key: "_id", Value: openKey(e)}, {Key: "alert_id", Value: alertID}},
 		bson.D{{Key: "$max", Value: bson.D{{Key: "last_at", Value: e.CreatedAt}}}})
 	return store.Wrap(err)
 }
+
+// slideStep is the precision of the dedupe window (slide).
+const slideStep = time.Second
 
 // Sweep applies the events stored at least age ago and never applied
 // (their request died mid-way and nobody sent them again).
