@@ -44,6 +44,10 @@ type Resource struct {
 	// `only` names them: heavy ones (an event's raw body) that a page of
 	// a thousand rows must not carry; a get still answers them.
 	GetOnly []string
+	// MaxPageBytes, when set, bounds the stored size of the rows of one
+	// page: a list stops before the row that would pass it (never before
+	// the first), and total_count still counts them all.
+	MaxPageBytes int
 }
 
 // Plan is a compiled list: what store.List sends to MongoDB.
@@ -55,6 +59,7 @@ type Plan struct {
 	Projection bson.D   // nil: whole documents
 	Fields     []string // top-level response fields to keep (only/minimal), nil for all
 	CountOnly  bool
+	MaxBytes   int // 0: no bound (Resource.MaxPageBytes)
 }
 
 // DefaultMaxLimit caps a list that asks for no page or a larger one,
@@ -96,7 +101,7 @@ func Compile(q *Query, r Resource, scope bson.D) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Plan{Filter: filter, CountOnly: q.CountOnly}
+	p := &Plan{Filter: filter, CountOnly: q.CountOnly, MaxBytes: r.MaxPageBytes}
 
 	sortKeys := []SortKey(q.Sort)
 	if len(sortKeys) == 0 {

@@ -359,3 +359,35 @@ func TestSearch(t *testing.T) {
 	_, err = store.Search[bson.M](ctx, c, bad, resource, scope)
 	wantCode(t, err, http.StatusBadRequest, errs.OperatorListType)
 }
+
+// TestListMaxPageBytes: a page stops before the row that would pass the
+// bound, never before the first; total_count counts every row; the
+// next page starts where the short one ended.
+func TestListMaxPageBytes(t *testing.T) {
+	c := fixtures(t, time.Now().UTC())
+	all, total := list(t, c, `{"sort":[{"key":"_id"}]}`, resource)
+	one, err := bson.Marshal(all[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	bounded := resource
+	bounded.MaxPageBytes = 2*len(one) + len(one)/2 // two rows of about a1's size
+	rows, n := list(t, c, `{"sort":[{"key":"_id"}]}`, bounded)
+	if n != total || len(rows) < 1 || len(rows) >= len(all) {
+		t.Fatalf("bounded page: %d of %d rows, total %d (want %d)", len(rows), len(all), n, total)
+	}
+	for i := range rows {
+		if rows[i]["_id"] != all[i]["_id"] {
+			t.Fatalf("row %d: %v, want %v", i, rows[i]["_id"], all[i]["_id"])
+		}
+	}
+	next, _ := list(t, c, fmt.Sprintf(`{"sort":[{"key":"_id"}],"page":{"start":%d}}`, len(rows)+1), bounded)
+	if len(next) == 0 || next[0]["_id"] != all[len(rows)]["_id"] {
+		t.Fatalf("next page starts at %v", next)
+	}
+	tiny := resource
+	tiny.MaxPageBytes = 1
+	if rows, _ := list(t, c, `{"sort":[{"key":"_id"}]}`, tiny); len(rows) != 1 {
+		t.Fatalf("a bound below one row: %d rows, want 1", len(rows))
+	}
+}

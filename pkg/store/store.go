@@ -217,7 +217,25 @@ func List[T any](ctx context.Context, c *mongo.Collection, p *query.Plan) ([]T, 
 	if err != nil {
 		return nil, 0, Wrap(err)
 	}
-	if err := cur.All(ctx, &out); err != nil {
+	if p.MaxBytes <= 0 {
+		if err := cur.All(ctx, &out); err != nil {
+			return nil, 0, Wrap(err)
+		}
+		return out, total, nil
+	}
+	defer cur.Close(context.WithoutCancel(ctx))
+	size := 0
+	for cur.Next(ctx) {
+		if size += len(cur.Current); size > p.MaxBytes && len(out) > 0 {
+			break
+		}
+		var row T
+		if err := cur.Decode(&row); err != nil {
+			return nil, 0, Wrap(err)
+		}
+		out = append(out, row)
+	}
+	if err := cur.Err(); err != nil {
 		return nil, 0, Wrap(err)
 	}
 	return out, total, nil

@@ -372,7 +372,13 @@ var resource = query.Resource{
 	// A page of events without their bodies: 1,000 bodies of up to
 	// MaxRawKept would be a quarter of a gigabyte.
 	GetOnly: []string{"raw_data"},
+	// And a page of events is at most this many stored bytes (their
+	// descriptions and additional_info come from the plugin).
+	MaxPageBytes: MaxPageBytes,
 }
+
+// MaxPageBytes bounds one event/list answer's stored size.
+const MaxPageBytes = 4 << 20
 
 type (
 	eventRequest struct {
@@ -395,7 +401,7 @@ func (s *Store) Routes() []api.Route {
 	const base = "/monitoring/v1/event/"
 	return []api.Route{
 		api.Op[eventRequest, Event]{Path: base + "get", Access: core.Readers, Summary: "Get an event a webhook received (Nubes' addition).", Handle: s.get},
-		api.Op[eventQuery, api.List[Event]]{Path: base + "list", Access: core.Readers, Summary: "List the events webhooks received (Nubes' addition).", Handle: s.list},
+		api.Op[eventQuery, api.List[Event]]{Path: base + "list", Access: core.Readers, Summary: "List the events webhooks received, without their raw bodies (event/get has them), a page at most 4 MiB (Nubes' addition).", Handle: s.list},
 	}
 }
 
