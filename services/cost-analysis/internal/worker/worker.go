@@ -282,43 +282,40 @@ func (w *Worker) run(ctx context.Context, m events.CostTask, attempt int) error 
 	return w.jobs.Settle(ctx, j.JobID)
 }
 
-// TaskLock is the lease under which a task's attempt is claimed and its
-// SUCCESS recorded; kept a lease (issue 35) as the task's hold across
-// its attempts: TestTaskLifeBeforeItsStream holds it to keep a start
-// waiting, though a compare-and-set on the task would do for decide. A task redelivered while its first attempt still runs
-// (the worker was only slow to show life) has two attempts at once;
-// without it, the newer one could claim a task the first had just made
-// SUCCESS, or the first make SUCCESS a task the newer one had claimed and
-// emptied: either way a job shown SUCCESS lost rows (TestSyncStoresCosts
-// stored 8 of 10 at load 25).
-func TaskLock(taskID string) string { return "task:" + taskID }
-
-// decide reads the task under TaskLock and writes what set returns from
-// it (nothing when nil); it reports whether it wrote.
+// decide reads the task and writes what set returns from it (nothing
+// when nil) by a compare-and-set on what set read: the attempt and the
+// status. A task redelivered while its first attempt still runs (the
+// worker was only slow to show life) has two attempts at once; the newer
+// must not claim a task the first just made SUCCESS, nor the first make
+// SUCCESS a task the newer claimed and emptied (either way a job shown
+// SUCCESS lost rows: TestSyncStoresCosts stored 8 of 10 at load 25). A
+// lost set reads the task again and decides anew. It reports whether it
+// wrote.
 func (w *Worker) decide(ctx context.Context, taskID string, set func(cur *core.Task) bson.D) (bool, error) {
-	wrote := false
-	err := core.Lock(ctx, w.db, TaskLock(taskID), func(ctx context.Context) error {
+	for range maxDecideTries {
 		cur, err := store.Get[core.Task](ctx, w.tasks, "job_task_id", taskID)
 		if err != nil {
-			return err
+			return false, err
 		}
 		d := set(cur)
 		if d == nil {
-			return nil
+			return false, nil
 		}
-		wctx, cancel, err := core.Fence(ctx)
+		res, err := w.tasks.UpdateOne(ctx, bson.D{{Key: "_id", Value: taskID}, {Key: "attempt", Value: cur.Attempt}, {Key: "status", Value: cur.Status}},
+			bson.D{{Key: "$set", Value: d}})
 		if err != nil {
-			return err
+			return false, store.Wrap(err)
 		}
-		defer cancel()
-		if err := w.set(wctx, taskID, d); err != nil {
-			return err
+		if res.MatchedCount == 1 {
+			return true, nil
 		}
-		wrote = true
-		return nil
-	})
-	return wrote, err
+	}
+	return false, errs.Down("the job task "+taskID, store.ErrConflict)
 }
+
+// maxDecideTries bounds decide's rounds: each lost one means another
+// attempt moved the task on, which happens a few times at most.
+const maxDecideTries = 10
 
 // stopped ends a task that must stop: if a newer attempt owns it, that
 // attempt's rows are not ours to touch; else its rows go and it is
