@@ -100,7 +100,7 @@ func Change[T any](ctx context.Context, c *mongo.Collection, key, id string, fn 
 		if errors.Is(err, mongo.ErrNoDocuments) {
 			// Another write came first (or a delete began): decide again
 			// from what it left, after a pause that grows with the tries.
-			if err := pause(ctx, try); err != nil {
+			if err := Pause(ctx, try); err != nil {
 				return nil, err
 			}
 			continue
@@ -131,13 +131,19 @@ func versionIs(v int64) bson.E {
 	return bson.E{Key: VersionField, Value: v}
 }
 
-// pause waits a little before another try of a lost race, so that
-// writers of one record stop colliding: half a millisecond a try, 10 ms at most.
-func pause(ctx context.Context, try int) error {
+// Pause waits a little before another try of a lost race, so that
+// writers of one record stop colliding: half a millisecond a try, 10 ms
+// at most; none before the first.
+func Pause(ctx context.Context, try int) error {
 	if try == 0 {
 		return ctx.Err()
 	}
-	t := time.NewTimer(time.Duration(min(try, 20)) * time.Millisecond / 2)
+	return Sleep(ctx, time.Duration(min(try, 20))*time.Millisecond/2)
+}
+
+// Sleep waits d, or less when ctx is done first (its error then).
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():

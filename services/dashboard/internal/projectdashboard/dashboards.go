@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"maps"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -181,7 +180,7 @@ func (s *service) changed(ctx context.Context, p *auth.Principal, id string, fn 
 			options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&out)
 		if errors.Is(err, mongo.ErrNoDocuments) {
 			// Another write came first (or the delete began): decide again.
-			if err := pause(ctx, try); err != nil {
+			if err := store.Pause(ctx, try); err != nil {
 				return nil, err
 			}
 			continue
@@ -207,19 +206,6 @@ func revIs(n int64) bson.E {
 		return bson.E{Key: "rev", Value: bson.D{{Key: "$in", Value: bson.A{nil, int64(0), int32(0)}}}}
 	}
 	return bson.E{Key: "rev", Value: n}
-}
-
-// pause waits a little before another round of a lost race, growing
-// with the rounds (10 ms at most).
-func pause(ctx context.Context, try int) error {
-	t := time.NewTimer(time.Duration(min(try, 20)) * time.Millisecond / 2)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 func (s *service) update(ctx context.Context, p *auth.Principal, r *updateReq) (*Dashboard, error) {

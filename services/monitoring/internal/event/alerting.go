@@ -77,17 +77,6 @@ const openerGrace = 2 * time.Second
 // still creating.
 var errOpenerAtWork = errors.New("the alert of the key is being created")
 
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
 func hash(parts ...string) string {
 	h := sha256.New()
 	for _, p := range parts {
@@ -155,7 +144,7 @@ func (al *Alerting) Apply(ctx context.Context, e *Event, fresh bool) (alertID st
 			// Another event of the key is creating its alert: wait for it
 			// rather than create it too (which would spend a number).
 			d := min(openerGrace/20, openerGrace-waited)
-			if err := sleep(ctx, d); err != nil {
+			if err := store.Sleep(ctx, d); err != nil {
 				return "", false, err
 			}
 			waited += d
