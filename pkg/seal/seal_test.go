@@ -226,3 +226,40 @@ func TestSealedBSON(t *testing.T) {
 		t.Fatal("a nonce that is not binary must fail")
 	}
 }
+
+func TestTokenHasOneSpelling(t *testing.T) {
+	k, err := seal.New(map[string][]byte{"k1": make([]byte, seal.KeySize)}, "k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 50 {
+		s, err := k.Seal(nil, seal.AD("x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok := seal.EncodeToken(s)
+		back, err := seal.DecodeToken(tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := k.Open(back, seal.AD("x")); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_" {
+			other := tok[:len(tok)-1] + string(c)
+			if other == tok {
+				continue
+			}
+			if s2, err := seal.DecodeToken(other); err == nil {
+				if _, err := k.Open(s2, seal.AD("x")); err == nil {
+					t.Fatalf("%q opens like %q", other, tok)
+				}
+			}
+		}
+	}
+	for _, bad := range []string{"", "!", "AA", "A"} {
+		if _, err := seal.DecodeToken(bad); err == nil {
+			t.Fatalf("%q decoded", bad)
+		}
+	}
+}

@@ -18,9 +18,10 @@ func EncodeToken(s Sealed) string {
 }
 
 // DecodeToken reads a token of EncodeToken (it opens nothing: Open
-// does).
+// does). Strictly: a token has one spelling (loose base64 would take
+// other last characters for the same bytes).
 func DecodeToken(tok string) (Sealed, error) {
-	raw, err := base64.RawURLEncoding.DecodeString(tok)
+	raw, err := base64.RawURLEncoding.Strict().DecodeString(tok)
 	if err != nil || len(raw) < 1 {
 		return Sealed{}, ErrToken
 	}

@@ -64,7 +64,17 @@ func TestWebhookKeyProvesItself(t *testing.T) {
 	c.parses(alert("k", "ALERT"))
 	c.post(w, `{"a": 1}`).OK(nil)
 
-	forged := []string{other.AccessKey, w.AccessKey[:len(w.AccessKey)-1] + "A", strings.Repeat("A", len(w.AccessKey)), "x"}
+	flip := func(key string, i int) string { // another character at i
+		b := []byte(key)
+		if b[i] == 'A' {
+			b[i] = 'B'
+		} else {
+			b[i] = 'A'
+		}
+		return string(b)
+	}
+	forged := []string{other.AccessKey, flip(w.AccessKey, len(w.AccessKey)/2), flip(w.AccessKey, len(w.AccessKey)-1),
+		strings.Repeat("A", len(w.AccessKey)), "x"}
 	if _, err := c.db.Collection(core.WebhooksCollection).DeleteOne(context.Background(), bson.D{{Key: "_id", Value: w.WebhookID}}); err != nil {
 		t.Fatal(err)
 	}
