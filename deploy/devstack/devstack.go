@@ -176,10 +176,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, started func(addr st
 	}
 	// endpoint/list answers this process's address for every service with
 	// an API; the map is filled below, once they are built.
-	serviceURLs := map[string]string{}
+	// With a gRPC address it answers that one instead, as upstream's
+	// clients dial it (filled once it listens).
+	serviceURLs, grpcURLs := map[string]string{}, map[string]string{}
 	id, err := identity.Build(ctx, deps, identity.Config{Signer: signer, Cipher: cipher, RootDomainID: old.DomainID,
 		AdminUserID: cfg.AdminUserID, AdminPassword: password, ConsoleURL: "http://" + ln.Addr().String() + "/console",
-		ServiceURLs: serviceURLs, AccountCollectors: cfg.AccountCollectors})
+		ServiceURLs: serviceURLs, GRPCServiceURLs: grpcURLs, AccountCollectors: cfg.AccountCollectors})
 	if err != nil {
 		return fmt.Errorf("build identity: %w", err)
 	}
@@ -246,6 +248,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, started func(addr st
 			return err
 		}
 		defer gln.Close()
+		for name := range serviceURLs {
+			grpcURLs[name] = "grpc://" + gln.Addr().String()
+		}
 		workers = append(workers, app.GRPC(g, gln))
 		if cfg.GRPCListening != nil {
 			cfg.GRPCListening(gln.Addr().String())

@@ -210,7 +210,22 @@ func TestGRPCAsCfctl(t *testing.T) {
 	}
 	admin := login(boot.DomainID, boot.AdminUserID, boot.AdminPassword)
 
-	c := dialReflect(t, addr)
+	// cfctl's first step: the services' gRPC endpoints, from endpoint/list.
+	status, eps := post(t, base+"/identity/endpoint/list", "", `{}`)
+	if status != http.StatusOK {
+		t.Fatalf("endpoint/list: %d %v", status, eps)
+	}
+	endpoints := map[string]string{}
+	for _, e := range eps["results"].([]any) {
+		endpoints[e.(map[string]any)["service"].(string)] = e.(map[string]any)["endpoint"].(string)
+	}
+	for _, name := range []string{"identity", "board", "inventory", "monitoring", "cost-analysis", "notification", "secret", "repository", "dashboard", "config"} {
+		if endpoints[name] != "grpc://"+addr {
+			t.Errorf("endpoint/list: %s at %q, want grpc://%s", name, endpoints[name], addr)
+		}
+	}
+
+	c := dialReflect(t, strings.TrimPrefix(endpoints["identity"], "grpc://"))
 	services := c.services()
 	for _, want := range []string{"spaceone.api.identity.v2.User", "spaceone.api.identity.v2.Domain", "spaceone.api.board.v1.Post",
 		"spaceone.api.inventory.v1.Collector", "spaceone.api.cost_analysis.v1.DataSource", "spaceone.api.identity.v2.APIKey",
@@ -219,6 +234,9 @@ func TestGRPCAsCfctl(t *testing.T) {
 			t.Errorf("reflection lists no %s (%d services)", want, len(services))
 		}
 	}
+	// The same list over gRPC, as cfctl's FetchEndpointsMap asks it.
+	c.ok("", "spaceone.api.identity.v2.Endpoint", "list", `{}`, `"endpoint":"grpc://`+addr+`"`, `"service":"board"`)
+
 	user := "spaceone.api.identity.v2.User"
 	sd := c.resolve(user)
 	for _, m := range []string{"create", "get", "list", "stat", "update", "delete", "disable_mfa"} {

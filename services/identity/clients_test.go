@@ -204,14 +204,21 @@ func TestWorkspacesCarryState(t *testing.T) {
 // endpointsOf builds an identity with the given service_urls and
 // endpoint_url and answers its endpoint/list (no credential, as the CLI
 // asks before it signs in).
-func endpointsOf(t *testing.T, urls map[string]string, endpointURL string, body any) map[string]any {
+func endpointsOf(t *testing.T, set func(*identity.Config), body any) map[string]any {
 	t.Helper()
-	return testkit.NewClient(t, buildWith(t, urls, endpointURL)).Call("/identity/endpoint/list", body).OK(nil).JSON()
+	return testkit.NewClient(t, buildConfigured(t, set)).Call("/identity/endpoint/list", body).OK(nil).JSON()
 }
 
 // buildWith serves an identity built with service_urls and endpoint_url
 // as cmd/identity does (with the suite's reflection list).
 func buildWith(t *testing.T, urls map[string]string, endpointURL string) http.Handler {
+	t.Helper()
+	return buildConfigured(t, func(c *identity.Config) { c.ServiceURLs, c.EndpointURL = urls, endpointURL })
+}
+
+// buildConfigured serves an identity built with the configuration set
+// makes.
+func buildConfigured(t *testing.T, set func(*identity.Config)) http.Handler {
 	t.Helper()
 	env := testkit.Get()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -223,8 +230,9 @@ func buildWith(t *testing.T, urls map[string]string, endpointURL string) http.Ha
 	}
 	t.Cleanup(bus.Close)
 	cipher, _ := identity.NewCipher(identity.RandomCipherSpec())
-	b, err := identity.Build(ctx, app.Deps{DB: env.Database(t), Events: bus, Log: log}, identity.Config{PasswordCost: bcrypt.MinCost,
-		Signer: env.Signer, Cipher: cipher, AdminPassword: identitytest.AdminPassword, ServiceURLs: urls, EndpointURL: endpointURL})
+	cfg := identity.Config{PasswordCost: bcrypt.MinCost, Signer: env.Signer, Cipher: cipher, AdminPassword: identitytest.AdminPassword}
+	set(&cfg)
+	b, err := identity.Build(ctx, app.Deps{DB: env.Database(t), Events: bus, Log: log}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,21 +283,29 @@ func TestEndpointList(t *testing.T) {
 		return map[string]any{"service": svc, "name": svc, "endpoint": url, "state": "ENABLED"}
 	}
 	cases := []struct {
-		name        string
-		urls        map[string]string
-		endpointURL string
-		body        any
-		want        []any
+		name string
+		cfg  identity.Config
+		body any
+		want []any
 	}{
-		{"service_urls", urls, "", map[string]any{}, []any{row("board", "http://board:8080"), row("identity", "http://identity:8080"), row("secret", "http://secret:8080")}},
-		{"one service", urls, "", map[string]any{"service": "secret"}, []any{row("secret", "http://secret:8080")}},
-		{"behind one Ingress", map[string]string{"board": "http://board:8080"}, "https://api.example.com", nil,
+		{"service_urls", identity.Config{ServiceURLs: urls}, map[string]any{},
+			[]any{row("board", "http://board:8080"), row("identity", "http://identity:8080"), row("secret", "http://secret:8080")}},
+		{"one service", identity.Config{ServiceURLs: urls}, map[string]any{"service": "secret"}, []any{row("secret", "http://secret:8080")}},
+		{"behind one Ingress", identity.Config{ServiceURLs: map[string]string{"board": "http://board:8080"}, EndpointURL: "https://api.example.com"}, nil,
 			[]any{row("board", "https://api.example.com"), row("identity", "https://api.example.com")}},
-		{"nothing configured", nil, "", map[string]any{}, []any{}},
+		{"every service on one gRPC address", identity.Config{ServiceURLs: urls, EndpointURL: "https://api.example.com", GRPCEndpointURL: "grpc://127.0.0.1:50051"}, nil,
+			[]any{row("board", "grpc://127.0.0.1:50051"), row("identity", "grpc://127.0.0.1:50051"), row("secret", "grpc://127.0.0.1:50051")}},
+		{"each service its gRPC address", identity.Config{ServiceURLs: urls, GRPCServiceURLs: map[string]string{
+			"identity": "grpc+ssl://identity.grpc.example.com:443", "board": "grpc+ssl://board.grpc.example.com:443"}}, nil,
+			[]any{row("board", "grpc+ssl://board.grpc.example.com:443"), row("identity", "grpc+ssl://identity.grpc.example.com:443"),
+				row("secret", "http://secret:8080")}},
+		{"nothing configured", identity.Config{}, map[string]any{}, []any{}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := endpointsOf(t, c.urls, c.endpointURL, c.body)
+			got := endpointsOf(t, func(cfg *identity.Config) {
+				cfg.ServiceURLs, cfg.EndpointURL, cfg.GRPCEndpointURL, cfg.GRPCServiceURLs = c.cfg.ServiceURLs, c.cfg.EndpointURL, c.cfg.GRPCEndpointURL, c.cfg.GRPCServiceURLs
+			}, c.body)
 			if !reflect.DeepEqual(got["results"], c.want) || got["total_count"] != float64(len(c.want)) {
 				t.Fatalf("endpoint/list = %v, want %v", got, c.want)
 			}

@@ -185,6 +185,11 @@ type Settings struct {
 	RefreshTTL       time.Duration `mapstructure:"refresh_token_ttl"`
 	MaxAccessTTL     time.Duration `mapstructure:"max_access_token_ttl"`
 	EndpointURL      string        `mapstructure:"endpoint_url"`
+	// GRPCEndpointURL and GRPCServiceURLs: see core.Config. As
+	// environment variables: NUBES_GRPC_ENDPOINT_URL=grpc://127.0.0.1:50051,
+	// NUBES_GRPC_SERVICE_URLS=identity=grpc://identity:50051,board=grpc://board:50051
+	GRPCEndpointURL string            `mapstructure:"grpc_endpoint_url"`
+	GRPCServiceURLs map[string]string `mapstructure:"grpc_service_urls"`
 	MaxLoginFailures int           `mapstructure:"max_login_failures"`
 	LoginBlock       time.Duration `mapstructure:"login_block"`
 	SystemTokenTTL   time.Duration `mapstructure:"system_token_ttl"`
@@ -202,7 +207,7 @@ func Defaults() map[string]any {
 		"signing_key_file": "", "signing_key": "", "encryption_keys": "", "encryption_keys_file": "", "encryption_active_key": "", "root_domain": "root",
 		"admin_user_id": "admin", "admin_password": "", "console_url": "http://127.0.0.1:8080/console",
 		"access_token_ttl": "30m", "refresh_token_ttl": "3h", "max_access_token_ttl": "12h", "endpoint_url": "", "max_login_failures": 10, "login_block": "5m", "system_token_ttl": "720h",
-		"account_collector_plugins": map[string]string{},
+		"account_collector_plugins": map[string]string{}, "grpc_endpoint_url": "", "grpc_service_urls": map[string]string{},
 	} {
 		d[k] = v
 	}
@@ -247,5 +252,6 @@ func (st *Settings) Config() (Config, error) {
 	return Config{Signer: signers[0], VerifyKeys: signers[1:], SystemTokenTTL: st.SystemTokenTTL, Cipher: cipher, RootDomain: st.RootDomain, AdminUserID: st.AdminUserID,
 		AdminPassword: st.AdminPassword, ConsoleURL: st.ConsoleURL, AccessTTL: st.AccessTTL, RefreshTTL: st.RefreshTTL,
 		MaxLoginFailures: st.MaxLoginFailures, LoginBlock: st.LoginBlock, MaxAccessTTL: st.MaxAccessTTL,
-		ServiceURLs: st.ServiceURLs, EndpointURL: st.EndpointURL, AccountCollectors: st.AccountCollectors}, nil
+		ServiceURLs: st.ServiceURLs, EndpointURL: st.EndpointURL, GRPCEndpointURL: st.GRPCEndpointURL, GRPCServiceURLs: st.GRPCServiceURLs,
+		AccountCollectors: st.AccountCollectors}, nil
 }

@@ -32,6 +32,11 @@ func TestGRPC(t *testing.T) {
 	if _, ok := m.ingresses["nubes-grpc"]; ok {
 		t.Fatal("a gRPC Ingress without grpc.ingress.enabled")
 	}
+	// endpoint/list answers each service's gRPC endpoint: in the cluster.
+	if got := grpcURLsOf(t, m); !strings.Contains(got, "identity=grpc://nubes-identity.") || !strings.Contains(got, ".svc:50051") ||
+		!strings.Contains(got, "board=grpc://nubes-board.") || strings.Contains(got, "mailer=") {
+		t.Fatalf("NUBES_GRPC_SERVICE_URLS = %q", got)
+	}
 	for name, p := range m.policies {
 		if name == "nubes-plugins" { // plugins listen on 50051 too: their callers' rule
 			continue
@@ -74,6 +79,10 @@ grpc:
 	if got := hosts["board.grpc.example.com"]; !slices.Equal(got, []string{"/ nubes-board:grpc"}) {
 		t.Fatalf("board's gRPC host: %v", got)
 	}
+	// ... and through the gRPC Ingress, its host (no TLS: port 80).
+	if got := grpcURLsOf(t, m); !strings.Contains(got, "board=grpc://board.grpc.example.com:80") || !strings.Contains(got, "identity=grpc://identity.grpc.example.com:80") {
+		t.Fatalf("NUBES_GRPC_SERVICE_URLS with the gRPC Ingress = %q", got)
+	}
 	if _, ok := hosts["mailer.grpc.example.com"]; ok {
 		t.Fatal("the mailer (no API) has a gRPC host")
 	}
@@ -115,9 +124,27 @@ grpc:
 	if _, ok := m.ingresses["nubes-grpc"]; ok {
 		t.Fatal("a gRPC Ingress with grpc.enabled false")
 	}
+	if got := grpcURLsOf(t, m); got != "" {
+		t.Fatalf("NUBES_GRPC_SERVICE_URLS = %q with grpc.enabled false", got)
+	}
 	for name, d := range m.deployments {
 		if !strings.Contains(name, "-plugin-") && len(d.Spec.Template.Spec.Containers[0].Ports) != 1 {
 			t.Fatalf("%s: ports %+v with grpc.enabled false", name, d.Spec.Template.Spec.Containers[0].Ports)
 		}
 	}
+}
+
+// grpcURLsOf is identity's NUBES_GRPC_SERVICE_URLS ("" when unset).
+func grpcURLsOf(t *testing.T, m *manifests) string {
+	t.Helper()
+	d, ok := m.deployments["nubes-identity"]
+	if !ok {
+		t.Fatal("no identity Deployment")
+	}
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == "NUBES_GRPC_SERVICE_URLS" {
+			return e.Value
+		}
+	}
+	return ""
 }

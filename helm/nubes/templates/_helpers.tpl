@@ -221,3 +221,30 @@ identity's endpoint/list.
 {{- end -}}
 {{- join "," $urls -}}
 {{- end -}}
+
+{{/*
+nubes.grpcServiceURLs: identity's grpc_service_urls, where upstream's
+clients dial each service (endpoint/list answers them): the gRPC
+Ingress's host when it is on (grpc+ssl on 443 with TLS, grpc on 80
+without), else the in-cluster Service's gRPC port.
+*/}}
+{{- define "nubes.grpcServiceURLs" -}}
+{{- $root := . -}}
+{{- $g := .Values.grpc.ingress -}}
+{{- $urls := list -}}
+{{- range $name := keys .Values.services | sortAlpha -}}
+{{- $svc := get $root.Values.services $name -}}
+{{- if and $svc.enabled $svc.path -}}
+{{- if $g.enabled -}}
+{{- if $g.tls -}}
+{{- $urls = append $urls (printf "%s=grpc+ssl://%s.%s:443" $name $name $g.domain) -}}
+{{- else -}}
+{{- $urls = append $urls (printf "%s=grpc://%s.%s:80" $name $name $g.domain) -}}
+{{- end -}}
+{{- else -}}
+{{- $urls = append $urls (printf "%s=grpc://%s.%s.svc:%d" $name (include "nubes.serviceName" (dict "root" $root "name" $name)) $root.Release.Namespace (int $root.Values.grpc.port)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- join "," $urls -}}
+{{- end -}}

@@ -62,6 +62,12 @@ type Config struct {
 	// EndpointURL, when set, is the one base URL clients reach every
 	// service at (the Ingress); endpoint/list answers it instead.
 	EndpointURL string
+	// GRPCEndpointURL (grpc://host:port: every service on one address, the
+	// devstack's) and GRPCServiceURLs (a service's own, the chart's) are
+	// where upstream's clients dial each service over gRPC; when a
+	// service has one, endpoint/list answers it, as upstream's does.
+	GRPCEndpointURL string
+	GRPCServiceURLs map[string]string
 	// Plugins calls the account collector plugins of trusted-account sync
 	// (nil: every sync fails with ERROR_NO_PLUGIN_ENDPOINT).
 	Plugins *plugin.Client
