@@ -64,6 +64,8 @@ type options struct {
 	dispatch func(*dispatch.Config)
 	now      func() time.Time // the fan-out's clock (schedule windows, inbox purge)
 	purge    bool             // purge the inbox every 50 ms (entries of upstream's 60 days)
+	// The fan-out's bounds (0: the defaults).
+	maxUsers, maxChannels, inboxMax int
 }
 
 func setup(t *testing.T) *env { t.Helper(); return setupWith(t, options{}) }
@@ -100,6 +102,7 @@ func setupWith(t *testing.T, o options) *env {
 	cfg := notification.Config{Keys: keys, Dispatch: dispatch.Config{MaxDeliver: 3, Backoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
 		CallTimeout: 30 * time.Second, AckWait: time.Minute}}
 	cfg.Fanout = fanout.Config{Now: o.now, MaxDeliver: 5, Backoff: 50 * time.Millisecond, AckWait: 10 * time.Second}
+	cfg.Fanout.MaxUsers, cfg.Fanout.MaxChannels, cfg.Fanout.InboxMax = o.maxUsers, o.maxChannels, o.inboxMax
 	if o.purge {
 		cfg.Fanout.InboxKeep, cfg.Fanout.PurgeEvery = fanout.InboxKeep, 50*time.Millisecond
 	}
