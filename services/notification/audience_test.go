@@ -111,7 +111,9 @@ func TestProjectChannelUsers(t *testing.T) {
 	ownerB.Call(pcBase+"update", M{"project_channel_id": ch.ProjectChannelID, "data": M{"users": []string{"bob"}}}).Fails(404, errs.NotFoundCode)
 	e.anon.Call(pcBase+"create", mk("project-1", "ulla")).Fails(401, errs.AuthenticateFailure)
 	// A user who gained access is taken.
-	e.people.set(func(d *directory) { d.bindings["wendy"] = append(d.bindings["wendy"], dirBind{"WORKSPACE_MEMBER", "workspace-1"}) })
+	e.people.set(func(d *directory) {
+		d.bindings["wendy"] = append(d.bindings["wendy"], dirBind{"WORKSPACE_MEMBER", "workspace-1"})
+	})
 	member.Call(pcBase+"update", M{"project_channel_id": ch.ProjectChannelID, "data": M{"users": []string{"wendy"}}}).OK(nil)
 	// Identity down: 503, nothing stored.
 	e.identity.Handle("/identity/v2/project/list", func(*auth.Principal, map[string]any) (any, error) {

@@ -358,9 +358,10 @@ func (f *Fanout) Handle(ctx context.Context, r events.NotificationRequest) error
 	}
 	// An admin with no channel of their own gets the notice by e-mail,
 	// through the built-in protocol (the mailer), at the address identity
-	// keeps (docs/decisions.md, "Notices to a domain's admins").
+	// keeps, when verified (docs/decisions.md, "Notices to a domain's
+	// admins", issue 38).
 	for _, a := range admins {
-		if _, ok := known[a.UserID]; !ok || reached[a.UserID] || a.Email == "" {
+		if reached[a.UserID] || !known[a.UserID].Proved(a.Email) {
 			continue
 		}
 		internal, err := f.internal(ctx, protocols, r.DomainID)
