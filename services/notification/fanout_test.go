@@ -246,9 +246,10 @@ func TestNotificationDomainAdmins(t *testing.T) {
 	e.plugin.Reset()
 	type binding struct{ user, role, domain string }
 	bindings := []binding{{"alice", "DOMAIN_ADMIN", "domain-a"}, {"dora", "DOMAIN_ADMIN", "domain-a"}, {"erin", "DOMAIN_ADMIN", "domain-a"},
-		{"olga", "WORKSPACE_OWNER", "domain-a"}, {"bob", "DOMAIN_ADMIN", "domain-b"}}
+		{"olga", "WORKSPACE_OWNER", "domain-a"}, {"bob", "DOMAIN_ADMIN", "domain-b"}, {"frank", "DOMAIN_ADMIN", "domain-a"}}
 	users := map[string][2]string{"alice": {"alice@a.example.com", "ENABLED"}, "dora": {"dora@a.example.com", "ENABLED"},
-		"erin": {"erin@a.example.com", "DISABLED"}, "olga": {"olga@a.example.com", "ENABLED"}, "bob": {"bob@b.example.com", "ENABLED"}}
+		"erin": {"erin@a.example.com", "DISABLED"}, "olga": {"olga@a.example.com", "ENABLED"}, "bob": {"bob@b.example.com", "ENABLED"},
+		"frank": {"frank@a.example.com", "ENABLED"}} // frank's address is not verified: he is not mailed
 	service := func(p *auth.Principal) error {
 		if !p.IsService() {
 			return errs.Forbidden()
@@ -274,7 +275,7 @@ func TestNotificationDomainAdmins(t *testing.T) {
 		for _, b := range bindings {
 			u := users[b.user]
 			if b.domain == testkit.Str(req, "domain_id") && (testkit.Str(req, "state") == "" || u[1] == testkit.Str(req, "state")) {
-				out = append(out, M{"user_id": b.user, "email": u[0], "state": u[1], "domain_id": b.domain})
+				out = append(out, M{"user_id": b.user, "email": u[0], "state": u[1], "domain_id": b.domain, "email_verified": b.user != "frank"})
 			}
 		}
 		return M{"results": out, "total_count": len(out)}, nil
@@ -330,7 +331,7 @@ func TestNotificationDomainAdmins(t *testing.T) {
 		inbox = append(inbox, d["user_id"].(string))
 	}
 	sort.Strings(inbox)
-	if !reflect.DeepEqual(inbox, []string{"alice", "dora"}) {
+	if !reflect.DeepEqual(inbox, []string{"alice", "dora", "frank"}) {
 		t.Fatalf("inbox of %v", inbox)
 	}
 	// Delivered again: nothing more.
@@ -371,7 +372,7 @@ func TestNotificationRequestDeadLettered(t *testing.T) {
 		}
 		return M{"results": []M{{"role_binding_id": "rb-dora", "user_id": "dora", "role_type": "DOMAIN_ADMIN", "domain_id": "domain-a"}}, "total_count": 1}, nil
 	}).Handle(fanout.UserListPath, func(p *auth.Principal, req map[string]any) (any, error) {
-		return M{"results": []M{{"user_id": "dora", "email": "dora@a.example.com", "state": "ENABLED", "domain_id": "domain-a"}}, "total_count": 1}, nil
+		return M{"results": []M{{"user_id": "dora", "email": "dora@a.example.com", "email_verified": true, "state": "ENABLED", "domain_id": "domain-a"}}, "total_count": 1}, nil
 	})
 	dora := e.ownerA1.For(auth.Principal{DomainID: "domain-a", UserID: "dora", Role: auth.DomainAdmin})
 	dora.Call(ucBase+"create", M{"protocol_id": plain, "name": "mine", "data": M{"webhook_url": "https://hooks.example.com/dora"}}).OK(nil)

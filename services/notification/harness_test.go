@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/app"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/call"
+	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/seal"
@@ -52,6 +54,7 @@ type env struct {
 	bus                                                    *events.Bus
 	handler                                                http.Handler
 	identity                                               *testkit.Fake
+	people                                                 *directory
 	stopWorkers                                            context.CancelFunc // the replica's SIGTERM
 	workersStopped                                         <-chan struct{}
 }
@@ -61,6 +64,8 @@ type options struct {
 	dispatch func(*dispatch.Config)
 	now      func() time.Time // the fan-out's clock (schedule windows, inbox purge)
 	purge    bool             // purge the inbox every 50 ms (entries of upstream's 60 days)
+	// The fan-out's bounds (0: the defaults).
+	maxUsers, maxChannels, inboxMax int
 }
 
 func setup(t *testing.T) *env { t.Helper(); return setupWith(t, options{}) }
@@ -84,7 +89,7 @@ func setupWith(t *testing.T, o options) *env {
 		"project-9": {DomainID: "domain-a", WorkspaceID: "workspace-9"}, "project-b": {DomainID: "domain-b", WorkspaceID: "workspace-b"}})
 	svcToken := tk.Token(t, auth.Principal{TokenType: auth.SystemToken, DomainID: "domain-root", UserID: "notification", Role: auth.SystemAdmin})
 	deps := app.Deps{DB: db, Log: slog.New(slog.DiscardHandler), Services: call.NewServices(map[string]string{"repository": repo.URL, "identity": identity.URL}, svcToken, nil), Plugins: plugins}
-	e := &env{db: db, plugin: fp, identity: identity}
+	e := &env{db: db, plugin: fp, identity: identity, people: serveDirectory(identity)}
 	if o.bus {
 		n := testkit.StartNATS(t)
 		bus, err := events.Connect(context.Background(), n.URL(), "notification-test", slog.New(slog.DiscardHandler))
@@ -97,6 +102,7 @@ func setupWith(t *testing.T, o options) *env {
 	cfg := notification.Config{Keys: keys, Dispatch: dispatch.Config{MaxDeliver: 3, Backoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
 		CallTimeout: 30 * time.Second, AckWait: time.Minute}}
 	cfg.Fanout = fanout.Config{Now: o.now, MaxDeliver: 5, Backoff: 50 * time.Millisecond, AckWait: 10 * time.Second}
+	cfg.Fanout.MaxUsers, cfg.Fanout.MaxChannels, cfg.Fanout.InboxMax = o.maxUsers, o.maxChannels, o.inboxMax
 	if o.purge {
 		cfg.Fanout.InboxKeep, cfg.Fanout.PurgeEvery = fanout.InboxKeep, 50*time.Millisecond
 	}
@@ -195,4 +201,119 @@ func (e *env) create(t *testing.T, c *testkit.Client, body M) Protocol {
 func emailProtocol(name string) M {
 	return M{"name": name, "plugin_info": M{"plugin_id": "plugin-email-noti-protocol", "options": M{"smtp_host": "mail.example.com"},
 		"secret_data": M{"smtp_password": "hunter2-secret"}, "schema": "email_smtp"}, "tags": M{"team": "ops"}}
+}
+
+// directory is what the fake identity answers of users, role bindings
+// and projects to the service credential (user/list, role-binding/list,
+// project/list naming domain_id), as identity does; a test changes it
+// to give or take access.
+type directory struct {
+	mu       sync.Mutex
+	users    map[string]dirUser    // by user id
+	bindings map[string][]dirBind  // by user id
+	projects map[string]dirProject // by project id
+}
+
+type dirUser struct {
+	domain, state, email string
+	verified             bool
+}
+
+type dirBind struct{ role, workspace string } // workspace "" for the domain
+
+type dirProject struct {
+	domain, workspace, kind string
+	users                   []string
+}
+
+// serveDirectory: domain-a's alice (domain admin), olga (owner of
+// workspace-1), mia and ulla (members of workspace-1), wendy (member of
+// workspace-9), pia (member of workspace-1 listed in project-2 only);
+// domain-b's bob. project-1 is PUBLIC, project-2 PRIVATE.
+func serveDirectory(f *testkit.Fake) *directory {
+	d := &directory{
+		users: map[string]dirUser{
+			"alice": {"domain-a", "ENABLED", "alice@a.example.com", true}, "olga": {"domain-a", "ENABLED", "olga@a.example.com", true},
+			"mia": {"domain-a", "ENABLED", "mia@a.example.com", true}, "ulla": {"domain-a", "ENABLED", "ulla@example.com", true},
+			"wendy": {"domain-a", "ENABLED", "wendy@a.example.com", true}, "pia": {"domain-a", "ENABLED", "pia@a.example.com", false},
+			"bob": {"domain-b", "ENABLED", "bob@b.example.com", true},
+		},
+		bindings: map[string][]dirBind{"alice": {{"DOMAIN_ADMIN", ""}}, "olga": {{"WORKSPACE_OWNER", "workspace-1"}},
+			"mia": {{"WORKSPACE_MEMBER", "workspace-1"}}, "ulla": {{"WORKSPACE_MEMBER", "workspace-1"}},
+			"wendy": {{"WORKSPACE_MEMBER", "workspace-9"}}, "pia": {{"WORKSPACE_MEMBER", "workspace-1"}}, "bob": {{"DOMAIN_ADMIN", ""}}},
+		projects: map[string]dirProject{"project-1": {"domain-a", "workspace-1", "PUBLIC", nil}, "project-2": {"domain-a", "workspace-1", "PRIVATE", []string{"pia"}},
+			"project-9": {"domain-a", "workspace-9", "PUBLIC", nil}, "project-b": {"domain-b", "workspace-b", "PUBLIC", nil}},
+	}
+	service := func(p *auth.Principal) error {
+		if !p.IsService() {
+			return errs.Forbidden()
+		}
+		return nil
+	}
+	// The ids of a query's {user_id in [...]} filter; nil: every user.
+	idsOf := func(req map[string]any) map[string]bool {
+		q, _ := req["query"].(map[string]any)
+		fs, _ := q["filter"].([]any)
+		for _, c := range fs {
+			if c, _ := c.(map[string]any); c["k"] == "user_id" && c["o"] == "in" {
+				out := map[string]bool{}
+				for _, v := range c["v"].([]any) {
+					out[v.(string)] = true
+				}
+				return out
+			}
+		}
+		return nil
+	}
+	list := func(rows []M) (any, error) { return M{"results": rows, "total_count": len(rows)}, nil }
+	f.Handle(fanout.UserListPath, func(p *auth.Principal, req map[string]any) (any, error) {
+		if err := service(p); err != nil {
+			return nil, err
+		}
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		ids, rows := idsOf(req), []M{}
+		for id, u := range d.users {
+			if u.domain == testkit.Str(req, "domain_id") && (ids == nil || ids[id]) && (testkit.Str(req, "state") == "" || testkit.Str(req, "state") == u.state) {
+				rows = append(rows, M{"user_id": id, "state": u.state, "email": u.email, "email_verified": u.verified, "domain_id": u.domain})
+			}
+		}
+		return list(rows)
+	}).Handle(fanout.RoleBindingListPath, func(p *auth.Principal, req map[string]any) (any, error) {
+		if err := service(p); err != nil {
+			return nil, err
+		}
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		ids, rows := idsOf(req), []M{}
+		for id, bs := range d.bindings {
+			for _, b := range bs {
+				if d.users[id].domain == testkit.Str(req, "domain_id") && (ids == nil || ids[id]) && (testkit.Str(req, "role_type") == "" || testkit.Str(req, "role_type") == b.role) {
+					rows = append(rows, M{"user_id": id, "role_type": b.role, "workspace_id": b.workspace, "domain_id": d.users[id].domain})
+				}
+			}
+		}
+		return list(rows)
+	}).Handle("/identity/v2/project/list", func(p *auth.Principal, req map[string]any) (any, error) {
+		if err := service(p); err != nil {
+			return nil, err
+		}
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		rows := []M{}
+		for id, pr := range d.projects {
+			if pr.domain == testkit.Str(req, "domain_id") && (testkit.Str(req, "project_id") == "" || testkit.Str(req, "project_id") == id) {
+				rows = append(rows, M{"project_id": id, "project_type": pr.kind, "users": pr.users, "workspace_id": pr.workspace, "domain_id": pr.domain})
+			}
+		}
+		return list(rows)
+	})
+	return d
+}
+
+// set changes the directory under its lock.
+func (d *directory) set(fn func(d *directory)) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	fn(d)
 }

@@ -15,7 +15,7 @@ import (
 func TestInbox(t *testing.T) {
 	e := setupWith(t, options{bus: true})
 	const nb = "/notification/v1/notification/"
-	for _, u := range []string{"ulla", "other"} {
+	for _, u := range []string{"ulla", "mia"} {
 		e.system.Call(nb+"create", M{"resource_type": "identity.User", "resource_id": u, "topic": "inventory.Job",
 			"message": M{"title": "job failed for " + u}, "notification_type": "ERROR", "domain_id": "domain-a"}).OK(nil)
 	}
@@ -34,7 +34,7 @@ func TestInbox(t *testing.T) {
 		t.Fatalf("ulla's inbox %+v", l)
 	}
 	mine := l.Results[0].NotificationID
-	other := e.anon.For(auth.Principal{DomainID: "domain-a", UserID: "other", Role: auth.User})
+	other := e.anon.For(auth.Principal{DomainID: "domain-a", UserID: "mia", Role: auth.User})
 	other.Call(nb+"list", M{}).OK(&l)
 	theirs := l.Results[0].NotificationID
 

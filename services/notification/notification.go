@@ -85,14 +85,15 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	userChannels, err := userchannel.New(ctx, d.DB, cfg.Keys)
+	userChannels, err := userchannel.New(ctx, d.DB, d.Services.Client("identity"), cfg.Keys)
 	if err != nil {
 		return nil, err
 	}
 	if cfg.Fanout.MaxDeliver == 0 {
 		now, keep, every := cfg.Fanout.Now, cfg.Fanout.InboxKeep, cfg.Fanout.PurgeEvery
+		users, chans, inbox := cfg.Fanout.MaxUsers, cfg.Fanout.MaxChannels, cfg.Fanout.InboxMax
 		cfg.Fanout = fanout.DefaultConfig()
-		cfg.Fanout.Now = now
+		cfg.Fanout.Now, cfg.Fanout.MaxUsers, cfg.Fanout.MaxChannels, cfg.Fanout.InboxMax = now, users, chans, inbox
 		if keep > 0 {
 			cfg.Fanout.InboxKeep, cfg.Fanout.PurgeEvery = keep, every
 		}
@@ -130,6 +131,11 @@ type Settings struct {
 	DispatchBackoff    time.Duration `mapstructure:"dispatch_backoff"`
 	DispatchMaxBackoff time.Duration `mapstructure:"dispatch_max_backoff"`
 	DispatchTimeout    time.Duration `mapstructure:"dispatch_timeout"`
+	// What one notification request reaches at most, and a user's inbox
+	// bound (its oldest entries go first).
+	NotifyMaxUsers    int `mapstructure:"notify_max_users"`
+	NotifyMaxChannels int `mapstructure:"notify_max_channels"`
+	InboxMaxEntries   int `mapstructure:"inbox_max_entries"`
 }
 
 // Defaults are the defaults of Settings.
@@ -138,7 +144,8 @@ func Defaults() map[string]any {
 	maps.Copy(d, sealcmd.KeyDefaults())
 	c := dispatch.DefaultConfig()
 	maps.Copy(d, map[string]any{"dispatch_max_deliver": c.MaxDeliver, "dispatch_backoff": c.Backoff.String(),
-		"dispatch_max_backoff": c.MaxBackoff.String(), "dispatch_timeout": c.CallTimeout.String()})
+		"dispatch_max_backoff": c.MaxBackoff.String(), "dispatch_timeout": c.CallTimeout.String(),
+		"notify_max_users": fanout.DefaultMaxUsers, "notify_max_channels": fanout.DefaultMaxChannels, "inbox_max_entries": fanout.DefaultInboxMax})
 	return d
 }
 
@@ -161,7 +168,9 @@ func FromEnv(ctx context.Context, d app.Deps) (*app.Service, error) {
 	dc := dispatch.DefaultConfig()
 	dc.MaxDeliver, dc.Backoff, dc.MaxBackoff, dc.CallTimeout = max(1, st.DispatchMaxDeliver), st.DispatchBackoff, st.DispatchMaxBackoff, st.DispatchTimeout
 	dc.AckWait = max(dc.AckWait, 2*dc.CallTimeout)
-	return Build(ctx, d, Config{Keys: k, Dispatch: dc})
+	fc := fanout.DefaultConfig()
+	fc.MaxUsers, fc.MaxChannels, fc.InboxMax = max(1, st.NotifyMaxUsers), max(1, st.NotifyMaxChannels), max(1, st.InboxMaxEntries)
+	return Build(ctx, d, Config{Keys: k, Dispatch: dc, Fanout: fc})
 }
 
 // ResealTargets are the sealed fields of the service.

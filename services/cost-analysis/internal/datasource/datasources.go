@@ -14,6 +14,7 @@
 package datasource
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -33,6 +34,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/trusted"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/core"
@@ -441,19 +443,53 @@ func (ds *DataSources) deregister(ctx context.Context, p *auth.Principal, r *dsR
 	return &api.Empty{}, nil
 }
 
+// Reads of data sources leave out, for a workspace caller, the values
+// the plugin's MANAGED rules (metadata data_source_rules) give the cost
+// keys the data source denies, as rule reads do.
 func (ds *DataSources) get(ctx context.Context, p *auth.Principal, r *dsRequest) (*DataSource, error) {
-	return ds.load(ctx, p, r.DataSourceID)
+	doc, err := ds.load(ctx, p, r.DataSourceID)
+	if err != nil || tenancy.DomainWide(p) {
+		return doc, err
+	}
+	core.RedactMetadata(doc.PluginInfo.Metadata, doc.Permissions.Deny)
+	return doc, nil
 }
 
 func (ds *DataSources) list(ctx context.Context, p *auth.Principal, r *dsQuery) (*api.List[DataSource], error) {
+	d, err := core.DeniedFor(ctx, ds.db, p)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Query.Paths(d.Refuse(core.MetadataRulesPath)); err != nil {
+		return nil, err
+	}
 	q := query.With(r.Query, query.Params("data_source_id", r.DataSourceID, "name", r.Name, "state", r.State,
 		"data_source_type", r.DataSourceType, "provider", r.Provider, "workspace_id", r.WorkspaceID)...)
-	return store.SearchFor[DataSource](ctx, ds.c, q, resource, p)
+	l, err := store.SearchFor[DataSource](ctx, ds.c, q, resource, p)
+	if err != nil || d == nil {
+		return l, err
+	}
+	for i := range l.Results {
+		// By id: a list that leaves permissions out is held to them too.
+		core.RedactMetadata(l.Results[i].PluginInfo.Metadata, d.Of(cmp.Or(l.Results[i].ID, l.Results[i].DataSourceID)))
+	}
+	return l, nil
 }
 
 func (ds *DataSources) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*map[string]any, error) {
-	res, err := stat.RunFor(ctx, ds.c, p, resource, r.Query)
-	return &res, err
+	d, err := core.DeniedFor(ctx, ds.db, p)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := r.Query.Paths(d.Refuse(core.MetadataRulesPath)); err != nil {
+		return nil, err
+	}
+	res := resource
+	if d.Hides() {
+		res.Secret = append(slices.Clone(resource.Secret), core.MetadataRulesPath)
+	}
+	out, err := stat.RunFor(ctx, ds.c, p, res, r.Query)
+	return &out, err
 }
 
 func (ds *DataSources) sync(ctx context.Context, p *auth.Principal, r *syncRequest) (*job.Job, error) {

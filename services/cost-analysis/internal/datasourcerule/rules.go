@@ -381,19 +381,56 @@ func (rs *Rules) delete(ctx context.Context, p *auth.Principal, r *ruleRequest) 
 	return &api.Empty{}, nil
 }
 
+// Reads of rules leave out, for a workspace caller, the values of the
+// cost keys the rule's data source denies (core.RedactRule).
 func (rs *Rules) get(ctx context.Context, p *auth.Principal, r *ruleRequest) (*Rule, error) {
-	return rs.load(ctx, p, r.DataSourceRuleID)
+	doc, err := rs.load(ctx, p, r.DataSourceRuleID)
+	if err != nil {
+		return nil, err
+	}
+	d, err := core.DeniedFor(ctx, rs.db, p)
+	if err != nil {
+		return nil, err
+	}
+	core.RedactRule(doc, d.Of(doc.DataSourceID))
+	return doc, nil
 }
 
 func (rs *Rules) list(ctx context.Context, p *auth.Principal, r *ruleQuery) (*api.List[Rule], error) {
+	d, err := core.DeniedFor(ctx, rs.db, p)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Query.Paths(d.Refuse(core.RuleValuePaths...)); err != nil {
+		return nil, err
+	}
 	q := query.With(r.Query, query.Params("data_source_rule_id", r.DataSourceRuleID, "name", r.Name, "rule_type", r.RuleType,
 		"workspace_id", r.WorkspaceID, "data_source_id", r.DataSourceID)...)
-	return store.SearchFor[Rule](ctx, rs.c, q, resource, p)
+	l, err := store.SearchFor[Rule](ctx, rs.c, q, resource, p)
+	if err != nil || d == nil {
+		return l, err
+	}
+	for i := range l.Results {
+		core.RedactRule(&l.Results[i], d.Of(l.Results[i].DataSourceID))
+	}
+	return l, nil
 }
 
 func (rs *Rules) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*map[string]any, error) {
-	res, err := stat.RunFor(ctx, rs.c, p, resource, r.Query)
-	return &res, err
+	d, err := core.DeniedFor(ctx, rs.db, p)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := r.Query.Paths(d.Refuse(core.RuleValuePaths...)); err != nil {
+		return nil, err
+	}
+	res := resource
+	if d.Hides() {
+		// Rows a stat builds leave conditions and actions out whole.
+		res.Secret = core.RuleValuePaths
+	}
+	out, err := stat.RunFor(ctx, rs.c, p, res, r.Query)
+	return &out, err
 }
 
 // ManagedSpec is one entry of a plugin's metadata data_source_rules.

@@ -134,6 +134,32 @@ func Data(pr *core.Protocol, data map[string]any, user bool, keys *seal.Keyring,
 	return map[string]any{}, &s, nil
 }
 
+// Users are the user ids a built-in protocol's project channel names
+// (data.users), each once, in order.
+func Users(data map[string]any) []string {
+	var out []string
+	add := func(v any) {
+		if s, ok := v.(string); ok && s != "" && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	switch l := data["users"].(type) {
+	case []any:
+		for _, v := range l {
+			add(v)
+		}
+	case bson.A:
+		for _, v := range l {
+			add(v)
+		}
+	case []string:
+		for _, v := range l {
+			add(v)
+		}
+	}
+	return out
+}
+
 // Ops are the operations both kinds of channel answer alike.
 type Ops[T any] struct {
 	C        *mongo.Collection

@@ -19,6 +19,7 @@
 package fanout
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -32,6 +33,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/nubes-io/nubes/pkg/call"
 	"github.com/nubes-io/nubes/pkg/errs"
@@ -40,6 +42,8 @@ import (
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
+	"github.com/nubes-io/nubes/services/notification/internal/audience"
+	"github.com/nubes-io/nubes/services/notification/internal/channel"
 	"github.com/nubes-io/nubes/services/notification/internal/core"
 )
 
@@ -59,12 +63,29 @@ type Config struct {
 	// user's notifications after 60 days); PurgeEvery how often entries
 	// older than that are deleted.
 	InboxKeep, PurgeEvery time.Duration
+	// MaxUsers and MaxChannels bound what one request reaches: at most
+	// MaxUsers users (inbox entries) and MaxChannels deliveries; the
+	// rest is left out (by id order, so a redelivery leaves out the same)
+	// and logged. Zero: the defaults.
+	MaxUsers, MaxChannels int
+	// InboxMax bounds a user's inbox: past it, the oldest entries go
+	// first. Zero: the default.
+	InboxMax int
 }
 
+// Defaults of the bounds (docs/decisions.md, issue 38).
+const (
+	DefaultMaxUsers    = 100
+	DefaultMaxChannels = 100
+	DefaultInboxMax    = 1000
+)
+
 // DefaultConfig: 10 deliveries, 5 s apart; inbox entries kept 60 days,
-// purged hourly.
+// purged hourly, at most DefaultInboxMax a user; a request reaches at
+// most DefaultMaxUsers users and DefaultMaxChannels channels.
 func DefaultConfig() Config {
-	return Config{MaxDeliver: 10, Backoff: 5 * time.Second, AckWait: time.Minute, InboxKeep: InboxKeep, PurgeEvery: time.Hour}
+	return Config{MaxDeliver: 10, Backoff: 5 * time.Second, AckWait: time.Minute, InboxKeep: InboxKeep, PurgeEvery: time.Hour,
+		MaxUsers: DefaultMaxUsers, MaxChannels: DefaultMaxChannels, InboxMax: DefaultInboxMax}
 }
 
 // InboxKeep is upstream's purge age of a user's notifications.
@@ -74,6 +95,7 @@ const InboxKeep = 60 * 24 * time.Hour
 type Fanout struct {
 	bus                                 *events.Bus
 	identity                            *call.Client
+	audience                            audience.Directory
 	protocols, projectCh, userCh, inbox *mongo.Collection
 	deadRecs                            *mongo.Collection
 	cfg                                 Config
@@ -86,7 +108,10 @@ func New(ctx context.Context, db *mongo.Database, bus *events.Bus, identity *cal
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	f := &Fanout{bus: bus, identity: identity, protocols: db.Collection(core.ProtocolsCollection), projectCh: db.Collection(core.ProjectChannelsCollection),
+	cfg.MaxUsers = cmp.Or(cfg.MaxUsers, DefaultMaxUsers)
+	cfg.MaxChannels = cmp.Or(cfg.MaxChannels, DefaultMaxChannels)
+	cfg.InboxMax = cmp.Or(cfg.InboxMax, DefaultInboxMax)
+	f := &Fanout{bus: bus, identity: identity, audience: audience.Directory{Identity: identity}, protocols: db.Collection(core.ProtocolsCollection), projectCh: db.Collection(core.ProjectChannelsCollection),
 		userCh: db.Collection(core.UserChannelsCollection), inbox: db.Collection(core.InboxCollection),
 		deadRecs: db.Collection(core.RequestsCollection), cfg: cfg, log: log}
 	return f, store.EnsureIndexes(ctx, f.inbox, store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "user_id", Value: 1}, {Key: "created_at", Value: -1}}})
@@ -228,12 +253,15 @@ func (f *Fanout) Handle(ctx context.Context, r events.NotificationRequest) error
 	if err != nil {
 		return err
 	}
-	users := slices.Clone(r.UserIDs)
+	// Deliveries counts what the request reaches, up to MaxChannels.
+	budget := &budget{left: f.cfg.MaxChannels}
+	var named []string // users the built-in protocol's project channels name
 	if r.ProjectID != "" {
 		var chs []core.ProjectChannel
 		if err := find(ctx, f.projectCh, bson.D{{Key: "domain_id", Value: r.DomainID}, {Key: "project_id", Value: r.ProjectID}, {Key: "state", Value: core.Enabled}}, &chs); err != nil {
 			return err
 		}
+		slices.SortFunc(chs, func(a, b core.ProjectChannel) int { return cmp.Compare(a.ID, b.ID) })
 		for _, c := range chs {
 			if (r.Level != events.LevelAll && r.Level != c.NotificationLevel) ||
 				!core.Picks(c.State, c.IsSubscribe, c.Subscriptions, c.IsScheduled, c.Schedule, r.Topic, now) {
@@ -245,13 +273,27 @@ func (f *Fanout) Handle(ctx context.Context, r events.NotificationRequest) error
 			}
 			if pr.ProtocolType == core.Internal {
 				// The built-in protocol reaches users, each as a user.
-				for _, u := range stringsOf(c.Data["users"]) {
-					users = append(users, u)
-				}
+				named = append(named, channel.Users(c.Data)...)
 				continue
 			}
-			if err := f.dispatch(ctx, r, msg, c.ID, c.ProtocolID, c.Data, c.Sealed); err != nil {
+			if err := f.dispatch(ctx, budget, r, msg, c.ID, c.ProtocolID, c.Data, c.Sealed); err != nil {
 				return err
+			}
+		}
+	}
+	// Checked again at send time: a user who left the project (or the
+	// domain) since the channel was made is skipped.
+	users := slices.Clone(r.UserIDs)
+	if named = compact(named); len(named) > 0 {
+		readers, err := f.audience.Readers(ctx, r.DomainID, r.ProjectID, named)
+		if err != nil {
+			return err
+		}
+		for _, u := range named {
+			if _, ok := readers[u]; ok {
+				users = append(users, u)
+			} else {
+				f.log.Info("notification: a channel's user cannot read the project; skipped", "id", r.ID, "user_id", u, "project_id", r.ProjectID)
 			}
 		}
 	}
@@ -269,12 +311,27 @@ func (f *Fanout) Handle(ctx context.Context, r events.NotificationRequest) error
 	if users = compact(users); len(users) == 0 {
 		return nil
 	}
+	// Only ENABLED users of the domain: a made-up or deleted id gets no
+	// inbox entry (and their identity answers the verified address).
+	known, err := f.audience.Users(ctx, r.DomainID, users)
+	if err != nil {
+		return err
+	}
+	users = slices.DeleteFunc(users, func(u string) bool { _, ok := known[u]; return !ok })
+	if len(users) > f.cfg.MaxUsers {
+		f.log.Warn("notification request reaches more users than allowed; the rest is left out", "id", r.ID, "users", len(users), "max_users", f.cfg.MaxUsers)
+		users = users[:f.cfg.MaxUsers]
+	}
+	if len(users) == 0 {
+		return nil
+	}
 	// Every channel of the users, whatever its state: a user who made
 	// one chose how to be reached, and is mailed by no other way.
 	var chs []core.UserChannel
 	if err := find(ctx, f.userCh, bson.D{{Key: "domain_id", Value: r.DomainID}, {Key: "user_id", Value: bson.D{{Key: "$in", Value: users}}}}, &chs); err != nil {
 		return err
 	}
+	slices.SortFunc(chs, func(a, b core.UserChannel) int { return cmp.Compare(a.ID, b.ID) })
 	for _, u := range users {
 		if err := f.keepInbox(ctx, r, msg, u); err != nil {
 			return err
@@ -286,30 +343,43 @@ func (f *Fanout) Handle(ctx context.Context, r events.NotificationRequest) error
 		if !core.Picks(c.State, c.IsSubscribe, c.Subscriptions, c.IsScheduled, c.Schedule, r.Topic, now) {
 			continue
 		}
-		if _, ok := protocols[c.ProtocolID]; !ok {
+		pr, ok := protocols[c.ProtocolID]
+		if !ok {
 			continue
 		}
-		if err := f.dispatch(ctx, r, msg, c.ID, c.ProtocolID, c.Data, c.Sealed); err != nil {
+		if address, _ := c.Data["email"].(string); pr.ProtocolType == core.Internal && !known[c.UserID].Proved(address) {
+			// The owner's address changed or is no longer verified.
+			f.log.Info("notification: an e-mail channel's address is not its owner's verified one; skipped", "id", r.ID, "user_channel_id", c.ID)
+			continue
+		}
+		if err := f.dispatch(ctx, budget, r, msg, c.ID, c.ProtocolID, c.Data, c.Sealed); err != nil {
 			return err
 		}
 	}
 	// An admin with no channel of their own gets the notice by e-mail,
 	// through the built-in protocol (the mailer), at the address identity
-	// keeps (docs/decisions.md, "Notices to a domain's admins").
+	// keeps, when verified (docs/decisions.md, "Notices to a domain's
+	// admins", issue 38).
 	for _, a := range admins {
-		if reached[a.UserID] || a.Email == "" {
+		if reached[a.UserID] || !known[a.UserID].Proved(a.Email) {
 			continue
 		}
 		internal, err := f.internal(ctx, protocols, r.DomainID)
 		if err != nil {
 			return err
 		}
-		if err := f.dispatch(ctx, r, msg, "admin-mail:"+a.UserID, internal, map[string]any{"email": a.Email}, nil); err != nil {
+		if err := f.dispatch(ctx, budget, r, msg, "admin-mail:"+a.UserID, internal, map[string]any{"email": a.Email}, nil); err != nil {
 			return err
 		}
 	}
+	if budget.over > 0 {
+		f.log.Warn("notification request reaches more channels than allowed; the rest is left out", "id", r.ID, "left_out", budget.over, "max_channels", f.cfg.MaxChannels)
+	}
 	return nil
 }
+
+// budget counts a request's deliveries against MaxChannels.
+type budget struct{ left, over int }
 
 // Identity's operations that name a domain's admins; a SYSTEM caller
 // names the domain (domain_id).
@@ -378,7 +448,12 @@ func (f *Fanout) internal(ctx context.Context, protocols map[string]core.Protoco
 
 // dispatch publishes the delivery of one request through one channel; a
 // SECRET protocol's channel data travels sealed as the channel stores it.
-func (f *Fanout) dispatch(ctx context.Context, r events.NotificationRequest, msg map[string]any, channelID, protocolID string, data map[string]any, sealed *seal.Sealed) error {
+func (f *Fanout) dispatch(ctx context.Context, b *budget, r events.NotificationRequest, msg map[string]any, channelID, protocolID string, data map[string]any, sealed *seal.Sealed) error {
+	if b.left <= 0 {
+		b.over++
+		return nil
+	}
+	b.left--
 	d := events.NotificationDispatch{ID: DispatchID(r.ID, channelID), DomainID: r.DomainID, ProtocolID: protocolID,
 		NotificationType: r.NotificationType, Message: msg, ChannelData: wire.Object(data), ChannelID: channelID, SealedChannelData: sealed}
 	if f.bus == nil {
@@ -390,15 +465,46 @@ func (f *Fanout) dispatch(ctx context.Context, r events.NotificationRequest, msg
 	return nil
 }
 
-// keepInbox stores the user's inbox entry of the request, once.
+// keepInbox stores the user's inbox entry of the request, once, then
+// trims the inbox to InboxMax, the oldest entries first.
 func (f *Fanout) keepInbox(ctx context.Context, r events.NotificationRequest, msg map[string]any, userID string) error {
 	id := "notification-" + hash(r.ID, userID)[:12]
 	_, err := f.inbox.InsertOne(ctx, core.Inbox{ID: id, NotificationID: id, Topic: r.Topic, Message: msg, NotificationType: r.NotificationType,
-		NotificationLevel: r.Level, UserID: userID, DomainID: r.DomainID, CreatedAt: wire.T(wire.Now())})
-	if err != nil && !mongo.IsDuplicateKeyError(err) {
+		NotificationLevel: r.Level, UserID: userID, DomainID: r.DomainID, CreatedAt: wire.T(f.cfg.Now())})
+	if mongo.IsDuplicateKeyError(err) {
+		return nil
+	}
+	if err != nil {
 		return store.Wrap(err)
 	}
-	return nil
+	return f.trimInbox(ctx, r.DomainID, userID)
+}
+
+// trimInbox deletes what is past the user's newest InboxMax entries.
+// Two fan-outs trimming the same inbox at once delete the same oldest
+// ones: each keeps the newest InboxMax it sees, and deletes are by _id.
+func (f *Fanout) trimInbox(ctx context.Context, domainID, userID string) error {
+	cur, err := f.inbox.Find(ctx, bson.D{{Key: "domain_id", Value: domainID}, {Key: "user_id", Value: userID}},
+		options.Find().SetSort(bson.D{{Key: "created_at", Value: -1}, {Key: "_id", Value: -1}}).SetSkip(int64(f.cfg.InboxMax)).
+			SetLimit(call.ListPageSize).SetProjection(bson.D{{Key: "_id", Value: 1}}))
+	if err != nil {
+		return store.Wrap(err)
+	}
+	var old []struct {
+		ID string `bson:"_id"`
+	}
+	if err := cur.All(ctx, &old); err != nil {
+		return store.Wrap(err)
+	}
+	if len(old) == 0 {
+		return nil
+	}
+	ids := make([]string, len(old))
+	for i, o := range old {
+		ids[i] = o.ID
+	}
+	_, err = f.inbox.DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
+	return store.Wrap(err)
 }
 
 func (f *Fanout) domainProtocols(ctx context.Context, domainID string) (map[string]core.Protocol, error) {
@@ -446,18 +552,6 @@ func Message(m events.NotificationMessage) (map[string]any, error) {
 	}
 	var out map[string]any
 	return out, json.Unmarshal(raw, &out)
-}
-
-func stringsOf(v any) []string {
-	var out []string
-	if l, ok := v.([]any); ok {
-		for _, x := range l {
-			if s, ok := x.(string); ok && s != "" {
-				out = append(out, s)
-			}
-		}
-	}
-	return out
 }
 
 func compact(s []string) []string {

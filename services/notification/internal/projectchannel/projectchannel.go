@@ -5,6 +5,7 @@ package projectchannel
 
 import (
 	"context"
+	"fmt"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -20,6 +21,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
+	"github.com/nubes-io/nubes/services/notification/internal/audience"
 	"github.com/nubes-io/nubes/services/notification/internal/channel"
 	"github.com/nubes-io/nubes/services/notification/internal/core"
 )
@@ -100,6 +102,7 @@ type Channels struct {
 	ops       channel.Ops[Channel]
 	protocols *mongo.Collection
 	identity  *call.Client
+	audience  audience.Directory
 	keys      *seal.Keyring
 }
 
@@ -107,7 +110,7 @@ type Channels struct {
 func New(ctx context.Context, db *mongo.Database, identity *call.Client, keys *seal.Keyring) (*Channels, error) {
 	c := db.Collection(core.ProjectChannelsCollection)
 	cs := &Channels{ops: channel.Ops[Channel]{C: c, Resource: Resource, Key: "project_channel_id"},
-		protocols: db.Collection(core.ProtocolsCollection), identity: identity, keys: keys}
+		protocols: db.Collection(core.ProtocolsCollection), identity: identity, audience: audience.Directory{Identity: identity}, keys: keys}
 	return cs, store.EnsureIndexes(ctx, c,
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "project_id", Value: 1}, {Key: "state", Value: 1}}},
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "workspace_id", Value: 1}}},
@@ -172,6 +175,9 @@ func (cs *Channels) create(ctx context.Context, p *auth.Principal, r *createRequ
 	if err != nil {
 		return nil, err
 	}
+	if err := cs.checkUsers(ctx, pr, data, p.DomainID, pj.ProjectID); err != nil {
+		return nil, err
+	}
 	level := r.NotificationLevel
 	if level == "" {
 		level = "LV1"
@@ -187,6 +193,28 @@ func (cs *Channels) create(ctx context.Context, p *auth.Principal, r *createRequ
 		return nil, store.Wrap(err)
 	}
 	return doc, nil
+}
+
+// checkUsers: every user a channel of the built-in protocol names must be
+// an ENABLED user of the domain who can read the project (identity
+// decides, with the service credential); the first who is not is 400,
+// one message whether the id is unknown or only without access, so the
+// check tells a caller nothing of another workspace's people.
+func (cs *Channels) checkUsers(ctx context.Context, pr *core.Protocol, data map[string]any, domainID, projectID string) error {
+	if pr.ProtocolType != core.Internal {
+		return nil
+	}
+	users := channel.Users(data)
+	readers, err := cs.audience.Readers(ctx, domainID, projectID, users)
+	if err != nil {
+		return err
+	}
+	for _, u := range users {
+		if _, ok := readers[u]; !ok {
+			return errs.Invalid("data.users", fmt.Sprintf("%q is not a user of the domain who can read project %s", u, projectID))
+		}
+	}
+	return nil
 }
 
 func (cs *Channels) update(ctx context.Context, p *auth.Principal, r *updateRequest) (*Channel, error) {
@@ -211,6 +239,9 @@ func (cs *Channels) update(ctx context.Context, p *auth.Principal, r *updateRequ
 		}
 		data, sealed, err := channel.Data(pr, r.Data, false, cs.keys, cur.ID, cur.DomainID)
 		if err != nil {
+			return nil, err
+		}
+		if err := cs.checkUsers(ctx, pr, data, cur.DomainID, cur.ProjectID); err != nil {
 			return nil, err
 		}
 		set = append(set, bson.E{Key: "data", Value: freeform.Map(data)}, bson.E{Key: "sealed", Value: sealed})

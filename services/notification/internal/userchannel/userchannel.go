@@ -11,6 +11,8 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/call"
+	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/seal"
@@ -18,6 +20,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
+	"github.com/nubes-io/nubes/services/notification/internal/audience"
 	"github.com/nubes-io/nubes/services/notification/internal/channel"
 	"github.com/nubes-io/nubes/services/notification/internal/core"
 )
@@ -89,14 +92,16 @@ type (
 type Channels struct {
 	ops       channel.Ops[Channel]
 	protocols *mongo.Collection
+	audience  audience.Directory
 	keys      *seal.Keyring
 }
 
-// New creates the collection's indexes.
-func New(ctx context.Context, db *mongo.Database, keys *seal.Keyring) (*Channels, error) {
+// New creates the collection's indexes; identity tells a user's verified
+// e-mail address (channels of the built-in protocol).
+func New(ctx context.Context, db *mongo.Database, identity *call.Client, keys *seal.Keyring) (*Channels, error) {
 	c := db.Collection(core.UserChannelsCollection)
 	cs := &Channels{ops: channel.Ops[Channel]{C: c, Resource: Resource, Key: "user_channel_id"},
-		protocols: db.Collection(core.ProtocolsCollection), keys: keys}
+		protocols: db.Collection(core.ProtocolsCollection), audience: audience.Directory{Identity: identity}, keys: keys}
 	return cs, store.EnsureIndexes(ctx, c,
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "user_id", Value: 1}, {Key: "state", Value: 1}}})
 }
@@ -141,6 +146,9 @@ func (cs *Channels) create(ctx context.Context, p *auth.Principal, r *createRequ
 	if err != nil {
 		return nil, err
 	}
+	if err := cs.checkEmail(ctx, pr, data, stamp.Domain, stamp.Owner); err != nil {
+		return nil, err
+	}
 	doc := &Channel{ID: id, UserChannelID: id, Name: r.Name, State: core.Enabled, Data: data, IsSubscribe: r.IsSubscribe,
 		Subscriptions: subs, IsScheduled: r.IsScheduled, Schedule: sch, Tags: wire.Object(r.Tags), ProtocolID: pr.ProtocolID,
 		Sealed: sealed, UserID: stamp.Owner, DomainID: stamp.Domain, CreatedAt: wire.T(wire.Now())}
@@ -151,6 +159,25 @@ func (cs *Channels) create(ctx context.Context, p *auth.Principal, r *createRequ
 		return nil, store.Wrap(err)
 	}
 	return doc, nil
+}
+
+// checkEmail: an e-mail channel of the built-in protocol takes only its
+// owner's verified address, as identity keeps it (user/list with the
+// service credential). Any other address is 400: Nubes has no link that
+// confirms a second address (docs/decisions.md, issue 38).
+func (cs *Channels) checkEmail(ctx context.Context, pr *core.Protocol, data map[string]any, domainID, userID string) error {
+	if pr.ProtocolType != core.Internal {
+		return nil
+	}
+	address, _ := data["email"].(string)
+	users, err := cs.audience.Users(ctx, domainID, []string{userID})
+	if err != nil {
+		return err
+	}
+	if u, ok := users[userID]; !ok || !u.Proved(address) {
+		return errs.Invalid("data.email", "an e-mail channel delivers only to your own verified address: verify it in your profile (user-profile/verify-email) first")
+	}
+	return nil
 }
 
 func (cs *Channels) update(ctx context.Context, p *auth.Principal, r *updateRequest) (*Channel, error) {
@@ -180,6 +207,9 @@ func (cs *Channels) update(ctx context.Context, p *auth.Principal, r *updateRequ
 		}
 		data, sealed, err := channel.Data(pr, r.Data, true, cs.keys, cur.ID, cur.DomainID)
 		if err != nil {
+			return nil, err
+		}
+		if err := cs.checkEmail(ctx, pr, data, cur.DomainID, cur.UserID); err != nil {
 			return nil, err
 		}
 		set = append(set, bson.E{Key: "data", Value: freeform.Map(data)}, bson.E{Key: "sealed", Value: sealed})
