@@ -8,185 +8,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/metadata"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
-	alphapb "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/reflect/protoregistry"
-	"google.golang.org/protobuf/types/descriptorpb"
-	"google.golang.org/protobuf/types/dynamicpb"
+
+	"github.com/nubes-io/nubes/pkg/testkit/cfctl"
 )
-
-// reflectClient calls a gRPC server the way cfctl does: it knows no type
-// of the server, lists and resolves services through reflection v1alpha,
-// builds each request from JSON as a dynamic message and sends the token
-// in metadata `token`.
-type reflectClient struct {
-	t     *testing.T
-	conn  *grpc.ClientConn
-	files *protoregistry.Files
-	seen  map[string]bool
-	refl  alphapb.ServerReflection_ServerReflectionInfoClient
-}
-
-func dialReflect(t *testing.T, addr string) *reflectClient {
-	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	stream, err := alphapb.NewServerReflectionClient(conn).ServerReflectionInfo(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &reflectClient{t: t, conn: conn, files: new(protoregistry.Files), seen: map[string]bool{}, refl: stream}
-}
-
-func (c *reflectClient) ask(req *alphapb.ServerReflectionRequest) *alphapb.ServerReflectionResponse {
-	c.t.Helper()
-	if err := c.refl.Send(req); err != nil {
-		c.t.Fatal(err)
-	}
-	resp, err := c.refl.Recv()
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	if e := resp.GetErrorResponse(); e != nil {
-		c.t.Fatalf("reflection: %v: %s", req, e.GetErrorMessage())
-	}
-	return resp
-}
-
-// services lists the server's services.
-func (c *reflectClient) services() []string {
-	resp := c.ask(&alphapb.ServerReflectionRequest{MessageRequest: &alphapb.ServerReflectionRequest_ListServices{}})
-	var out []string
-	for _, s := range resp.GetListServicesResponse().GetService() {
-		out = append(out, s.GetName())
-	}
-	return out
-}
-
-// addFiles registers files sent by reflection, asking for any missing
-// dependency by name.
-func (c *reflectClient) addFiles(raw [][]byte) {
-	c.t.Helper()
-	pending := map[string]*descriptorpb.FileDescriptorProto{}
-	for _, b := range raw {
-		fd := new(descriptorpb.FileDescriptorProto)
-		if err := proto.Unmarshal(b, fd); err != nil {
-			c.t.Fatal(err)
-		}
-		pending[fd.GetName()] = fd
-	}
-	var add func(name string)
-	add = func(name string) {
-		if c.seen[name] {
-			return
-		}
-		fd, ok := pending[name]
-		if !ok {
-			resp := c.ask(&alphapb.ServerReflectionRequest{MessageRequest: &alphapb.ServerReflectionRequest_FileByFilename{FileByFilename: name}})
-			c.addFiles(resp.GetFileDescriptorResponse().GetFileDescriptorProto())
-			return
-		}
-		for _, dep := range fd.GetDependency() {
-			add(dep)
-		}
-		f, err := protodesc.NewFile(fd, c.files)
-		if err != nil {
-			c.t.Fatalf("%s: %v", name, err)
-		}
-		if err := c.files.RegisterFile(f); err != nil {
-			c.t.Fatal(err)
-		}
-		c.seen[name] = true
-	}
-	for name := range pending {
-		add(name)
-	}
-}
-
-// resolve finds a service by its full name.
-func (c *reflectClient) resolve(service string) protoreflect.ServiceDescriptor {
-	c.t.Helper()
-	if d, err := c.files.FindDescriptorByName(protoreflect.FullName(service)); err == nil {
-		return d.(protoreflect.ServiceDescriptor)
-	}
-	resp := c.ask(&alphapb.ServerReflectionRequest{MessageRequest: &alphapb.ServerReflectionRequest_FileContainingSymbol{FileContainingSymbol: service}})
-	c.addFiles(resp.GetFileDescriptorResponse().GetFileDescriptorProto())
-	d, err := c.files.FindDescriptorByName(protoreflect.FullName(service))
-	if err != nil {
-		c.t.Fatalf("resolve %s: %v", service, err)
-	}
-	return d.(protoreflect.ServiceDescriptor)
-}
-
-// call invokes service/method with a request built from JSON and returns
-// the answer as JSON, or the call's status.
-func (c *reflectClient) call(token, service, method, body string) (string, *status.Status) {
-	c.t.Helper()
-	sd := c.resolve(service)
-	md := sd.Methods().ByName(protoreflect.Name(method))
-	if md == nil {
-		c.t.Fatalf("%s has no method %s", service, method)
-	}
-	in := dynamicpb.NewMessage(md.Input())
-	if err := protojson.Unmarshal([]byte(body), in); err != nil {
-		c.t.Fatalf("%s/%s: request %s: %v", service, method, body, err)
-	}
-	out := dynamicpb.NewMessage(md.Output())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if token != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, "token", token)
-	}
-	if err := c.conn.Invoke(ctx, "/"+service+"/"+method, in, out); err != nil {
-		return "", status.Convert(err)
-	}
-	b, err := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(out)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	return string(b), nil
-}
-
-func (c *reflectClient) ok(token, service, method, body string, want ...string) string {
-	c.t.Helper()
-	out, st := c.call(token, service, method, body)
-	if st != nil {
-		c.t.Fatalf("%s/%s %s: %v %s", service, method, body, st.Code(), st.Message())
-	}
-	compact := strings.ReplaceAll(out, " ", "")
-	for _, w := range want {
-		if !strings.Contains(compact, w) {
-			c.t.Errorf("%s/%s answered %s, want %s in it", service, method, out, w)
-		}
-	}
-	return out
-}
-
-func (c *reflectClient) fails(token, service, method, body string, code codes.Code, prefix string) {
-	c.t.Helper()
-	out, st := c.call(token, service, method, body)
-	if st == nil {
-		c.t.Fatalf("%s/%s %s answered %s, want %v", service, method, body, out, code)
-	}
-	if st.Code() != code || !strings.HasPrefix(st.Message(), prefix) {
-		c.t.Errorf("%s/%s %s: %v %q, want %v %q...", service, method, body, st.Code(), st.Message(), code, prefix)
-	}
-}
 
 // TestGRPCAsCfctl calls the devstack's gRPC address as cfctl does:
 // reflection only, JSON in, token in metadata.
@@ -225,8 +54,8 @@ func TestGRPCAsCfctl(t *testing.T) {
 		}
 	}
 
-	c := dialReflect(t, strings.TrimPrefix(endpoints["identity"], "grpc://"))
-	services := c.services()
+	c := cfctl.Dial(t, strings.TrimPrefix(endpoints["identity"], "grpc://"))
+	services := c.Services()
 	for _, want := range []string{"spaceone.api.identity.v2.User", "spaceone.api.identity.v2.Domain", "spaceone.api.board.v1.Post",
 		"spaceone.api.inventory.v1.Collector", "spaceone.api.cost_analysis.v1.DataSource", "spaceone.api.identity.v2.APIKey",
 		"grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"} {
@@ -235,10 +64,10 @@ func TestGRPCAsCfctl(t *testing.T) {
 		}
 	}
 	// The same list over gRPC, as cfctl's FetchEndpointsMap asks it.
-	c.ok("", "spaceone.api.identity.v2.Endpoint", "list", `{}`, `"endpoint":"grpc://`+addr+`"`, `"service":"board"`)
+	c.OK("", "spaceone.api.identity.v2.Endpoint", "list", `{}`, `"endpoint":"grpc://`+addr+`"`, `"service":"board"`)
 
 	user := "spaceone.api.identity.v2.User"
-	sd := c.resolve(user)
+	sd := c.Resolve(user)
 	for _, m := range []string{"create", "get", "list", "stat", "update", "delete", "disable_mfa"} {
 		if sd.Methods().ByName(protoreflect.Name(m)) == nil {
 			t.Errorf("%s has no method %s", user, m)
@@ -246,16 +75,16 @@ func TestGRPCAsCfctl(t *testing.T) {
 	}
 
 	// Bad input: the error's code in the details, nothing stored.
-	c.fails(admin, user, "create", `{"password": "Passw0rd-grpc", "auth_type": "LOCAL"}`, codes.InvalidArgument, "ERROR_REQUIRED_PARAMETER: ")
-	c.fails(admin, user, "create", `{"user_id": "g@example.com", "password": "Passw0rd-grpc", "auth_type": "SAML"}`, codes.InvalidArgument, "ERROR_INVALID_PARAMETER: ")
-	c.fails("", user, "list", `{}`, codes.Unauthenticated, "ERROR_")
-	c.fails("not-a-token", user, "list", `{}`, codes.Unauthenticated, "ERROR_")
-	c.ok(admin, user, "list", `{"query": {"filter": [{"k": "user_id", "v": "g@example.com", "o": "eq"}]}}`, `"total_count":0`)
+	c.Fails(admin, user, "create", `{"password": "Passw0rd-grpc", "auth_type": "LOCAL"}`, codes.InvalidArgument, "ERROR_REQUIRED_PARAMETER: ")
+	c.Fails(admin, user, "create", `{"user_id": "g@example.com", "password": "Passw0rd-grpc", "auth_type": "SAML"}`, codes.InvalidArgument, "ERROR_INVALID_PARAMETER: ")
+	c.Fails("", user, "list", `{}`, codes.Unauthenticated, "ERROR_")
+	c.Fails("not-a-token", user, "list", `{}`, codes.Unauthenticated, "ERROR_")
+	c.OK(admin, user, "list", `{"query": {"filter": [{"k": "user_id", "v": "g@example.com", "o": "eq"}]}}`, `"total_count":0`)
 
-	created := c.ok(admin, user, "create", `{"user_id": "g@example.com", "password": "Passw0rd-grpc", "name": "Over gRPC", "auth_type": "LOCAL", "tags": {"team": "a.b", "n": 2}}`,
+	created := c.OK(admin, user, "create", `{"user_id": "g@example.com", "password": "Passw0rd-grpc", "name": "Over gRPC", "auth_type": "LOCAL", "tags": {"team": "a.b", "n": 2}}`,
 		`"user_id":"g@example.com"`, `"name":"OvergRPC"`, `"domain_id":"`+boot.DomainID+`"`, `"tags":{`)
-	c.fails(admin, user, "create", `{"user_id": "g@example.com", "password": "Passw0rd-grpc", "auth_type": "LOCAL"}`, codes.AlreadyExists, "ERROR_")
-	got := c.ok(admin, user, "get", `{"user_id": "g@example.com"}`, `"user_id":"g@example.com"`, `"state":`)
+	c.Fails(admin, user, "create", `{"user_id": "g@example.com", "password": "Passw0rd-grpc", "auth_type": "LOCAL"}`, codes.AlreadyExists, "ERROR_")
+	got := c.OK(admin, user, "get", `{"user_id": "g@example.com"}`, `"user_id":"g@example.com"`, `"state":`)
 	if !strings.Contains(got, `"team":"a.b"`) || !strings.Contains(created, `"created_at":"`) {
 		t.Errorf("create answered %s, get %s", created, got)
 	}
@@ -266,11 +95,11 @@ func TestGRPCAsCfctl(t *testing.T) {
 			t.Errorf("gRPC get %s: %s, HTTP %v", k, got, httpGot[k])
 		}
 	}
-	c.ok(admin, user, "list", `{"query": {"filter": [{"key": "user_id", "value": "g@example.com", "operator": "eq"}], "sort": [{"key": "user_id", "desc": true}], "page": {"start": 1, "limit": 10}}}`,
+	c.OK(admin, user, "list", `{"query": {"filter": [{"key": "user_id", "value": "g@example.com", "operator": "eq"}], "sort": [{"key": "user_id", "desc": true}], "page": {"start": 1, "limit": 10}}}`,
 		`"total_count":1`, `"user_id":"g@example.com"`)
-	c.ok(admin, user, "stat", `{"query": {"aggregate": [{"group": {"keys": [{"key": "state", "name": "state"}], "fields": [{"name": "n", "operator": "count"}]}}], "filter": [{"k": "user_id", "v": "g@example.com", "o": "eq"}]}}`,
+	c.OK(admin, user, "stat", `{"query": {"aggregate": [{"group": {"keys": [{"key": "state", "name": "state"}], "fields": [{"name": "n", "operator": "count"}]}}], "filter": [{"k": "user_id", "v": "g@example.com", "o": "eq"}]}}`,
 		`"results":[`, `"n":1`)
-	c.fails(admin, user, "get", `{"user_id": "nobody@example.com"}`, codes.NotFound, "ERROR_NOT_FOUND: ")
+	c.Fails(admin, user, "get", `{"user_id": "nobody@example.com"}`, codes.NotFound, "ERROR_NOT_FOUND: ")
 
 	// One operation of each other service.
 	for _, op := range []struct{ service, method, body, want string }{
@@ -284,20 +113,20 @@ func TestGRPCAsCfctl(t *testing.T) {
 		{"spaceone.api.cost_analysis.v1.DataSource", "list", `{}`, `"total_count":0`},
 		{"spaceone.api.inventory.v1.Collector", "list", `{}`, `"total_count":0`},
 	} {
-		c.ok(admin, op.service, op.method, op.body, op.want)
+		c.OK(admin, op.service, op.method, op.body, op.want)
 	}
 
 	// Another domain: the first's user is NOT_FOUND, to read and to change.
-	c.ok(boot.SystemToken, "spaceone.api.identity.v2.Domain", "create", `{"name": "elsewhere", "admin": {"user_id": "boss", "password": "Boss-Passw0rd1", "email": "boss@example.com"}}`, `"domain_id":"`)
+	c.OK(boot.SystemToken, "spaceone.api.identity.v2.Domain", "create", `{"name": "elsewhere", "admin": {"user_id": "boss", "password": "Boss-Passw0rd1", "email": "boss@example.com"}}`, `"domain_id":"`)
 	_, other := post(t, base+"/identity/domain/get-auth-info", "", `{"name": "elsewhere"}`)
 	boss := login(other["domain_id"].(string), "boss", "Boss-Passw0rd1")
-	c.fails(boss, user, "get", `{"user_id": "g@example.com"}`, codes.NotFound, "ERROR_NOT_FOUND: ")
-	c.fails(boss, user, "update", `{"user_id": "g@example.com", "name": "Taken"}`, codes.NotFound, "ERROR_NOT_FOUND: ")
-	c.fails(boss, user, "delete", `{"user_id": "g@example.com"}`, codes.NotFound, "ERROR_NOT_FOUND: ")
-	c.ok(boss, user, "list", `{"query": {"filter": [{"k": "user_id", "v": "g@example.com", "o": "eq"}]}}`, `"total_count":0`)
-	c.ok(admin, user, "get", `{"user_id": "g@example.com"}`, `"user_id":"g@example.com"`, `"name":"OvergRPC"`)
-	c.ok(admin, user, "delete", `{"user_id": "g@example.com"}`)
-	c.fails(admin, user, "get", `{"user_id": "g@example.com"}`, codes.NotFound, "ERROR_NOT_FOUND: ")
+	c.Fails(boss, user, "get", `{"user_id": "g@example.com"}`, codes.NotFound, "ERROR_NOT_FOUND: ")
+	c.Fails(boss, user, "update", `{"user_id": "g@example.com", "name": "Taken"}`, codes.NotFound, "ERROR_NOT_FOUND: ")
+	c.Fails(boss, user, "delete", `{"user_id": "g@example.com"}`, codes.NotFound, "ERROR_NOT_FOUND: ")
+	c.OK(boss, user, "list", `{"query": {"filter": [{"k": "user_id", "v": "g@example.com", "o": "eq"}]}}`, `"total_count":0`)
+	c.OK(admin, user, "get", `{"user_id": "g@example.com"}`, `"user_id":"g@example.com"`, `"name":"OvergRPC"`)
+	c.OK(admin, user, "delete", `{"user_id": "g@example.com"}`)
+	c.Fails(admin, user, "get", `{"user_id": "g@example.com"}`, codes.NotFound, "ERROR_NOT_FOUND: ")
 
 	// Every operation of the spec is a method, named as upstream names it,
 	// and answers: an empty request is refused or served, never
@@ -319,11 +148,11 @@ func TestGRPCAsCfctl(t *testing.T) {
 			t.Errorf("%s: no service %s", path, service)
 			continue
 		}
-		if c.resolve(service).Methods().ByName(protoreflect.Name(method)) == nil {
+		if c.Resolve(service).Methods().ByName(protoreflect.Name(method)) == nil {
 			t.Errorf("%s: %s has no method %s", path, service, method)
 			continue
 		}
-		if _, st := c.call(boot.SystemToken, service, method, `{}`); st != nil {
+		if _, st := c.Call(boot.SystemToken, service, method, `{}`); st != nil {
 			if st.Code() == codes.Unimplemented && strings.HasPrefix(st.Message(), "ERROR_UNSUPPORTED_API") || st.Code() == codes.Unknown ||
 				!strings.HasPrefix(st.Message(), "ERROR_") {
 				t.Errorf("%s: %v %s", path, st.Code(), st.Message())
@@ -383,7 +212,7 @@ func TestGRPCAsCfctl(t *testing.T) {
 	}
 
 	// Reflection v1 and health answer too.
-	v1, err := reflectionpb.NewServerReflectionClient(c.conn).ServerReflectionInfo(context.Background())
+	v1, err := reflectionpb.NewServerReflectionClient(c.Conn).ServerReflectionInfo(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,7 +227,7 @@ func TestGRPCAsCfctl(t *testing.T) {
 		t.Errorf("reflection v1 after close: %v", err)
 	}
 	for _, svc := range []string{"", user} {
-		h, err := healthpb.NewHealthClient(c.conn).Check(context.Background(), &healthpb.HealthCheckRequest{Service: svc})
+		h, err := healthpb.NewHealthClient(c.Conn).Check(context.Background(), &healthpb.HealthCheckRequest{Service: svc})
 		if err != nil || h.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 			t.Errorf("health %q: %v %v", svc, h, err)
 		}

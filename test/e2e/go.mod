@@ -6,6 +6,7 @@ require (
 	github.com/moby/moby/api v1.55.0
 	github.com/nubes-io/nubes/pkg v0.0.0
 	github.com/testcontainers/testcontainers-go v0.44.0
+	google.golang.org/grpc v1.67.0
 )
 
 require (
@@ -57,8 +58,12 @@ require (
 	go.opentelemetry.io/otel/metric v1.44.0 // indirect
 	go.opentelemetry.io/otel/trace v1.44.0 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
+	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20240903143218-8af14fe29dc1 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
 

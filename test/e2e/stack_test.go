@@ -196,6 +196,7 @@ type replica struct {
 	name string
 	c    testcontainers.Container
 	url  string // http://host:port from the test's side
+	grpc string // host:port of its gRPC port (50051) from the test's side
 }
 
 var st *stack
@@ -381,7 +382,7 @@ func (s *stack) startReplicaEnv(ctx context.Context, name string, extra map[stri
 	maps.Copy(env, extra)
 	c, err := s.start(ctx, name, rname, []string{name, rname}, testcontainers.ContainerRequest{
 		Env:          env,
-		ExposedPorts: []string{"8080/tcp"},
+		ExposedPorts: []string{"8080/tcp", "50051/tcp"},
 		WaitingFor:   wait.ForHTTP("/readyz").WithPort("8080/tcp").WithStartupTimeout(90 * time.Second),
 		// What the Helm chart's security contexts impose.
 		HostConfigModifier: func(hc *container.HostConfig) {
@@ -398,7 +399,11 @@ func (s *stack) startReplicaEnv(ctx context.Context, name string, extra map[stri
 	if err != nil {
 		return nil, err
 	}
-	r := &replica{svc: name, name: rname, c: c, url: url}
+	g, err := endpoint(ctx, c, "50051/tcp")
+	if err != nil {
+		return nil, err
+	}
+	r := &replica{svc: name, name: rname, c: c, url: url, grpc: strings.TrimPrefix(g, "http://")}
 	s.mu.Lock()
 	s.replicas[name] = append(s.replicas[name], r)
 	s.mu.Unlock()
