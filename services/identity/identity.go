@@ -175,24 +175,24 @@ type Settings struct {
 	// SigningKeyFile (or SigningKey) holds one PKCS#8 RSA key, or several
 	// during a rotation: the first signs, every one verifies
 	// (docs/operations.md).
-	SigningKeyFile   string        `mapstructure:"signing_key_file"`
-	SigningKey       string        `mapstructure:"signing_key" secret:"true"`
-	RootDomain       string        `mapstructure:"root_domain"`
-	AdminUserID      string        `mapstructure:"admin_user_id"`
-	AdminPassword    string        `mapstructure:"admin_password" secret:"true"`
-	ConsoleURL       string        `mapstructure:"console_url"`
-	AccessTTL        time.Duration `mapstructure:"access_token_ttl"`
-	RefreshTTL       time.Duration `mapstructure:"refresh_token_ttl"`
-	MaxAccessTTL     time.Duration `mapstructure:"max_access_token_ttl"`
-	EndpointURL      string        `mapstructure:"endpoint_url"`
+	SigningKeyFile string        `mapstructure:"signing_key_file"`
+	SigningKey     string        `mapstructure:"signing_key" secret:"true"`
+	RootDomain     string        `mapstructure:"root_domain"`
+	AdminUserID    string        `mapstructure:"admin_user_id"`
+	AdminPassword  string        `mapstructure:"admin_password" secret:"true"`
+	ConsoleURL     string        `mapstructure:"console_url"`
+	AccessTTL      time.Duration `mapstructure:"access_token_ttl"`
+	RefreshTTL     time.Duration `mapstructure:"refresh_token_ttl"`
+	MaxAccessTTL   time.Duration `mapstructure:"max_access_token_ttl"`
+	EndpointURL    string        `mapstructure:"endpoint_url"`
 	// GRPCEndpointURL and GRPCServiceURLs: see core.Config. As
 	// environment variables: NUBES_GRPC_ENDPOINT_URL=grpc://127.0.0.1:50051,
 	// NUBES_GRPC_SERVICE_URLS=identity=grpc://identity:50051,board=grpc://board:50051
-	GRPCEndpointURL string            `mapstructure:"grpc_endpoint_url"`
-	GRPCServiceURLs map[string]string `mapstructure:"grpc_service_urls"`
-	MaxLoginFailures int           `mapstructure:"max_login_failures"`
-	LoginBlock       time.Duration `mapstructure:"login_block"`
-	SystemTokenTTL   time.Duration `mapstructure:"system_token_ttl"`
+	GRPCEndpointURL  string            `mapstructure:"grpc_endpoint_url"`
+	GRPCServiceURLs  map[string]string `mapstructure:"grpc_service_urls"`
+	MaxLoginFailures int               `mapstructure:"max_login_failures"`
+	LoginBlock       time.Duration     `mapstructure:"login_block"`
+	SystemTokenTTL   time.Duration     `mapstructure:"system_token_ttl"`
 	// AccountCollectors maps a provider to the account collector plugin
 	// (plugin_id or plugin_id@version) that syncs its trusted accounts.
 	// As an environment variable:
