@@ -357,6 +357,8 @@ func StreamConfigs(replicas int) []jetstream.StreamConfig {
 		{Name: NotificationStream, Subjects: []string{NotificationDispatchSubject, NotificationRequestSubject}, Duplicates: DuplicateWindow, MaxAge: 7 * 24 * time.Hour, Replicas: replicas},
 		{Name: NotificationDeadStream, Subjects: []string{NotificationDeadSubject}, Duplicates: DuplicateWindow, MaxAge: 30 * 24 * time.Hour, Replicas: replicas},
 		{Name: InventoryTaskStream, Subjects: []string{InventoryTaskSubject}, Retention: jetstream.WorkQueuePolicy, Duplicates: DuplicateWindow, MaxAge: 7 * 24 * time.Hour, Replicas: replicas},
+		// Limits retention: every service's consumer reads each deletion.
+		{Name: DeletedStream, Subjects: []string{DeletedSubject}, Duplicates: DuplicateWindow, MaxAge: DeletedMaxAge, Replicas: replicas},
 	}
 }
 
@@ -374,6 +376,7 @@ var streamOwners = map[string][]string{
 	NotificationStream:     {"notification", "inventory", "cost-analysis", "monitoring"},
 	NotificationDeadStream: {"notification"},
 	InventoryTaskStream:    {"inventory"},
+	DeletedStream:          {"identity"},
 }
 
 // OwnedStreams are the streams service creates and updates, in

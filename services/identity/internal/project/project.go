@@ -8,6 +8,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/store"
@@ -147,6 +148,18 @@ func (s *service) updateProject(ctx context.Context, p *auth.Principal, r *updat
 func (s *service) deleteProject(ctx context.Context, p *auth.Principal, r *projectRequest) (*api.Empty, error) {
 	pr, err := store.GetToChange[core.Project](ctx, s.Projects, projectResource, p, "project_id", r.ProjectID)
 	if err != nil {
+		return nil, err
+	}
+	// The other services' share goes through the outbox before the
+	// record (events.Deleted): a delete that answered has it on its way,
+	// and one that failed after it is retried (same event id). The
+	// project's service accounts are identity's own.
+	if err := s.Outbox.AddDeleted(ctx, events.Deleted{ID: events.DeletedID(events.DeletedProject, pr.DomainID, pr.ProjectID, wire.FormatTime(pr.CreatedAt.Time)),
+		Kind: events.DeletedProject, DomainID: pr.DomainID, WorkspaceID: pr.WorkspaceID, ProjectID: pr.ProjectID}); err != nil {
+		return nil, store.Wrap(err)
+	}
+	if err := store.DeleteChildren(ctx, s.DB.Collection(core.ServiceAccountsCollection),
+		bson.D{{Key: "domain_id", Value: pr.DomainID}, {Key: "project_id", Value: pr.ProjectID}}); err != nil {
 		return nil, err
 	}
 	if _, err := s.Projects.DeleteOne(ctx, bson.D{{Key: "_id", Value: pr.ID}}); err != nil {
