@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 const (
@@ -84,6 +85,24 @@ func (d Deleted) Check() error {
 	}
 	return nil
 }
+
+// Owner selects the records d's user, workspace or project owned, by the
+// suite's field names (domain_id and user_id, workspace_id or
+// project_id): the filter of a cleanup's DeleteMany.
+func (d Deleted) Owner() bson.D {
+	switch d.Kind {
+	case DeletedUser:
+		return bson.D{{Key: "domain_id", Value: d.DomainID}, {Key: "user_id", Value: d.UserID}}
+	case DeletedWorkspace:
+		return bson.D{{Key: "domain_id", Value: d.DomainID}, {Key: "workspace_id", Value: d.WorkspaceID}}
+	default:
+		return bson.D{{Key: "domain_id", Value: d.DomainID}, {Key: "project_id", Value: d.ProjectID}}
+	}
+}
+
+// Scoped reports whether d is a workspace's or a project's deletion
+// (Owner then selects by workspace_id or project_id).
+func (d Deleted) Scoped() bool { return d.Kind == DeletedWorkspace || d.Kind == DeletedProject }
 
 // AddDeleted records d in the outbox (published on DeletedSubject).
 func (o *Outbox) AddDeleted(ctx context.Context, d Deleted) error {

@@ -60,6 +60,10 @@ type Config struct {
 	// Clock stamps the events stored (created_at, which the dedupe window
 	// of alerting reads): wire.Now when nil (tests move it).
 	Clock func() time.Time
+	// Live, when set, checks that the webhook's project or workspace is
+	// still live (identity: core.Projects.Live) once the key matched: a
+	// deleted one's URL is 404 before the deletion's cascade arrives.
+	Live func(ctx context.Context, wh *core.Webhook) error
 }
 
 // Ingest serves the ingest URL and retries kept bodies.
@@ -126,6 +130,14 @@ func (in *Ingest) serve(w http.ResponseWriter, r *http.Request) error {
 	}
 	if wh.State != core.Enabled {
 		return errs.New(errs.WebhookStateDisabled, "The webhook is disabled. (webhook_id = %s)", id)
+	}
+	if in.cfg.Live != nil {
+		if err := in.cfg.Live(r.Context(), wh); err != nil {
+			if errs.Is(err, errs.NotFoundCode) {
+				return errs.NotFound("webhook_id", id)
+			}
+			return err
+		}
 	}
 	now := time.Now
 	if in.cfg.Now != nil {
