@@ -379,16 +379,21 @@ var streamOwners = map[string][]string{
 	DeletedStream:          {"identity"},
 }
 
+// natsConsumersOnly are the suite's NATS users that own no stream: they
+// only consume (identity's deletions).
+var natsConsumersOnly = []string{"secret", "dashboard", "config"}
+
 // OwnedStreams are the streams service creates and updates, in
-// StreamConfigs order; ok is false for a service that is not one of the
-// suite's NATS users (it owns every stream: the devstack, tests).
+// StreamConfigs order (none for a service that only consumes); ok is
+// false for a service that is not one of the suite's NATS users (it owns
+// every stream: the devstack, tests).
 func OwnedStreams(service string) (streams []string, ok bool) {
 	for _, sc := range StreamConfigs(1) {
 		if owners, known := streamOwners[sc.Name]; known && slices.Contains(owners, service) {
 			streams = append(streams, sc.Name)
 		}
 	}
-	return streams, len(streams) > 0
+	return streams, len(streams) > 0 || slices.Contains(natsConsumersOnly, service)
 }
 
 // WithStreams makes the Bus create and update only the named streams
