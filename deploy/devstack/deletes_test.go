@@ -153,7 +153,7 @@ func TestDeletesReachEveryService(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if status, v := c.call("ingest before the delete", http.MethodPost, u.Path, "", `{"title": "before"}`); status == http.StatusNotFound {
+		if status, v := c.call("ingest before the delete", http.MethodPost, u.Path, "", `{"title": "before"}`); status != http.StatusOK {
 			t.Fatalf("ingest before the delete: %d %v", status, v)
 		}
 		inside := bson.D{{Key: "domain_id", Value: boot.DomainID}, {Key: "workspace_id", Value: workspaceID}}
