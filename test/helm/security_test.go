@@ -159,7 +159,7 @@ func TestNetworkPolicy(t *testing.T) {
 		if !slices.Equal(outTo, w.out) {
 			t.Fatalf("%s: may reach %v, want %v", svc, outTo, w.out)
 		}
-		usesNATS := slices.Contains([]string{"identity", "inventory", "cost-analysis", "monitoring", "notification", "mailer"}, svc)
+		usesNATS := slices.Contains([]string{"identity", "inventory", "cost-analysis", "monitoring", "notification", "mailer", "secret", "dashboard", "config"}, svc)
 		if !dns || !mongo || nats != usesNATS || unbounded {
 			t.Fatalf("%s: egress DNS %v MongoDB %v NATS %v (want %v), to anywhere %v: %+v", svc, dns, mongo, nats, usesNATS, unbounded, p.Spec.Egress)
 		}
@@ -258,7 +258,7 @@ func TestNATSUsers(t *testing.T) {
 		t.Fatal("a NATS password is in the ConfigMap")
 	}
 	users := parseUsers(t, conf)
-	want := []string{"nubes-config", "nubes-cost-analysis", "nubes-dashboard", "nubes-identity", "nubes-inventory", "nubes-mailer", "nubes-monitoring",
+	want := []string{"nubes-cost-analysis", "nubes-dashboard", "nubes-identity", "nubes-inventory", "nubes-mailer", "nubes-monitoring",
 		"nubes-notification", "nubes-secret"}
 	if got := slices.Sorted(maps.Keys(users)); !slices.Equal(got, want) {
 		t.Fatalf("NATS users %v, want %v", got, want)
@@ -303,7 +303,6 @@ func TestNATSUsers(t *testing.T) {
 		"nubes.notification.dispatch":                                       "nubes-notification",
 		"nubes.deleted":                                                     "nubes-identity",
 		"$JS.API.CONSUMER.MSG.NEXT.NUBES_DELETED.secret-deleted":            "nubes-secret",
-		"$JS.API.CONSUMER.MSG.NEXT.NUBES_DELETED.config-deleted":            "nubes-config",
 		"$JS.API.CONSUMER.MSG.NEXT.NUBES_DELETED.notification-deleted":      "nubes-notification",
 	}
 	for subject, owner := range owns {
