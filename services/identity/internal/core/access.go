@@ -159,8 +159,10 @@ func (s *Deps) Placement(ctx context.Context, p *auth.Principal, group, workspac
 }
 
 // WorkspaceRecords are the workspace records with their teardown (store.Teardown):
-// a workspace is deleted mark first, then its projects and role bindings,
-// then itself. Every write to a workspace goes through Change (a
+// a workspace is deleted mark first, then its deletion is recorded for
+// the other services (events.Deleted), then its projects, role bindings,
+// trusted accounts (with their secrets), trusted service accounts,
+// service accounts and project groups, then itself. Every write to a workspace goes through Change (a
 // compare-and-set that refuses a marked one) and every create of a child
 // in one through Live (checked again after the insert).
 func (s *Deps) WorkspaceRecords() store.Teardown[Workspace] {

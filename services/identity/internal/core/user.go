@@ -134,6 +134,7 @@ var (
 
 // UserRecords are the user records with their teardown (store.Teardown,
 // keyed by the user's _id, UserKey): a user is deleted mark first, then
+// its deletion is recorded for the other services (events.Deleted), then
 // its role bindings and API keys (the user package adds its codes and
 // throttle), then itself. Every create of a user's grant (a role
 // binding, an API key) runs under Live, so it lands before the delete's
