@@ -37,7 +37,7 @@ func TestChartNATSUsers(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "nats.conf"), []byte(main), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	svcs := []string{"identity", "inventory", "monitoring", "cost-analysis", "notification", "mailer"}
+	svcs := []string{"identity", "inventory", "monitoring", "cost-analysis", "notification", "mailer", "secret", "dashboard", "config"}
 	for _, s := range svcs {
 		t.Setenv("NUBES_NATS_PASSWORD_"+strings.ToUpper(strings.ReplaceAll(s, "-", "_")), "pw-"+s)
 	}
@@ -82,7 +82,7 @@ func TestChartNATSUsers(t *testing.T) {
 		defer b.Close()
 		bus[s] = b
 	}
-	pubs := map[string][]string{"identity": {events.MailSubject, events.IdentityJobSubject},
+	pubs := map[string][]string{"identity": {events.MailSubject, events.IdentityJobSubject, events.DeletedSubject},
 		"inventory":     {events.InventoryTaskSubject, events.NotificationRequestSubject},
 		"cost-analysis": {events.CostTaskSubject, events.NotificationRequestSubject},
 		"monitoring":    {events.MonitoringEventSubject, events.NotificationRequestSubject},
@@ -96,12 +96,16 @@ func TestChartNATSUsers(t *testing.T) {
 		}
 	}
 	type cons struct{ svc, stream, durable, filter string }
-	for _, c := range []cons{{"identity", events.JobStream, events.IdentitySyncConsumer, events.IdentityJobSubject},
+	deletions := []cons{}
+	for _, s := range []string{"inventory", "cost-analysis", "monitoring", "notification", "secret", "dashboard", "config"} {
+		deletions = append(deletions, cons{s, events.DeletedStream, events.DeletedConsumer(s), events.DeletedSubject})
+	}
+	for _, c := range append(deletions, []cons{{"identity", events.JobStream, events.IdentitySyncConsumer, events.IdentityJobSubject},
 		{"inventory", events.InventoryTaskStream, events.InventoryTaskConsumer, events.InventoryTaskSubject},
 		{"cost-analysis", events.JobStream, events.CostTaskConsumer, events.CostTaskSubject},
 		{"notification", events.NotificationStream, events.NotificationConsumer, events.NotificationDispatchSubject},
 		{"notification", events.NotificationStream, events.NotificationRequestConsumer, events.NotificationRequestSubject},
-		{"mailer", events.MailStream, events.MailConsumer, events.MailSubject}} {
+		{"mailer", events.MailStream, events.MailConsumer, events.MailSubject}}...) {
 		// Each consumer waits for every message published on its
 		// subject: the mailer's check below needs each mail deleted, not
 		// the first (two services publish mail).
@@ -231,7 +235,7 @@ func TestChartStreamOwners(t *testing.T) {
 		t.Fatal(err)
 	}
 	users := regexp.MustCompile(`user:\s*"nubes-([^"]+)"[\s\S]*?publish:\s*\{allow:\s*\[([^\]]*)\]`).FindAllStringSubmatch(string(conf), -1)
-	if len(users) != 6 {
+	if len(users) != 9 {
 		t.Fatalf("%d users read", len(users))
 	}
 	var all []string

@@ -357,6 +357,8 @@ func StreamConfigs(replicas int) []jetstream.StreamConfig {
 		{Name: NotificationStream, Subjects: []string{NotificationDispatchSubject, NotificationRequestSubject}, Duplicates: DuplicateWindow, MaxAge: 7 * 24 * time.Hour, Replicas: replicas},
 		{Name: NotificationDeadStream, Subjects: []string{NotificationDeadSubject}, Duplicates: DuplicateWindow, MaxAge: 30 * 24 * time.Hour, Replicas: replicas},
 		{Name: InventoryTaskStream, Subjects: []string{InventoryTaskSubject}, Retention: jetstream.WorkQueuePolicy, Duplicates: DuplicateWindow, MaxAge: 7 * 24 * time.Hour, Replicas: replicas},
+		// Limits retention: every service's consumer reads each deletion.
+		{Name: DeletedStream, Subjects: []string{DeletedSubject}, Duplicates: DuplicateWindow, MaxAge: DeletedMaxAge, Replicas: replicas},
 	}
 }
 
@@ -374,18 +376,24 @@ var streamOwners = map[string][]string{
 	NotificationStream:     {"notification", "inventory", "cost-analysis", "monitoring"},
 	NotificationDeadStream: {"notification"},
 	InventoryTaskStream:    {"inventory"},
+	DeletedStream:          {"identity"},
 }
 
+// natsConsumersOnly are the suite's NATS users that own no stream: they
+// only consume (identity's deletions).
+var natsConsumersOnly = []string{"secret", "dashboard", "config"}
+
 // OwnedStreams are the streams service creates and updates, in
-// StreamConfigs order; ok is false for a service that is not one of the
-// suite's NATS users (it owns every stream: the devstack, tests).
+// StreamConfigs order (none for a service that only consumes); ok is
+// false for a service that is not one of the suite's NATS users (it owns
+// every stream: the devstack, tests).
 func OwnedStreams(service string) (streams []string, ok bool) {
 	for _, sc := range StreamConfigs(1) {
 		if owners, known := streamOwners[sc.Name]; known && slices.Contains(owners, service) {
 			streams = append(streams, sc.Name)
 		}
 	}
-	return streams, len(streams) > 0
+	return streams, len(streams) > 0 || slices.Contains(natsConsumersOnly, service)
 }
 
 // WithStreams makes the Bus create and update only the named streams

@@ -11,9 +11,11 @@ package config
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/app"
+	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/services/config/internal/core"
 	"github.com/nubes-io/nubes/services/config/internal/domainconfig"
 	"github.com/nubes-io/nubes/services/config/internal/publicconfig"
@@ -52,5 +54,15 @@ func Build(ctx context.Context, d app.Deps, limits Limits) (*app.Service, error)
 		}
 		routes = append(routes, rs...)
 	}
-	return &app.Service{Name: Name, Routes: routes}, nil
+	svc := &app.Service{Name: Name, Routes: routes}
+	if d.Events != nil {
+		log := d.Log
+		if log == nil {
+			log = slog.Default()
+		}
+		svc.Workers = append(svc.Workers, func(ctx context.Context) error {
+			return events.ConsumeDeletions(ctx, d.Events, Name, log, cleanup(d.DB))
+		})
+	}
+	return svc, nil
 }

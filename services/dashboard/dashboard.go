@@ -13,6 +13,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/app"
+	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/services/dashboard/internal/projectdashboard"
 )
 
@@ -31,5 +32,13 @@ func New(ctx context.Context, d app.Deps) (*app.Service, error) {
 	}
 	// The console's 2.x dashboards answer 501 until built (pkg/api NotBuilt).
 	routes = append(routes, api.PendingRoutes(Name)...)
-	return &app.Service{Name: Name, Routes: routes}, nil
+	svc := &app.Service{Name: Name, Routes: routes}
+	if d.Events != nil {
+		svc.Workers = append(svc.Workers, func(ctx context.Context) error {
+			return events.ConsumeDeletions(ctx, d.Events, Name, log, cleanup(d.DB))
+		})
+	} else {
+		log.Warn("dashboard runs without an event bus: a deleted user's, workspace's or project's dashboards stay")
+	}
+	return svc, nil
 }

@@ -92,6 +92,9 @@ func (c *testClock) Advance(d time.Duration) { c.skew.Add(int64(d)) }
 
 type options struct {
 	settings func(*monitoring.Config)
+	// ownNATS starts a NATS of the test's own: a deletion the test
+	// publishes reaches no other test's service.
+	ownNATS bool
 }
 
 // Plugins the fake repository knows.
@@ -119,13 +122,20 @@ func setupWith(t *testing.T, o options) *callers {
 	fp.Script(initMethod, fakeplugin.Reply{Result: map[string]any{"metadata": map[string]any{"supported_event_type": []any{"ALERT"}}}})
 	plugins := fakeplugin.Client(t, map[string]string{"plugin-grafana-mon-webhook": fp.Endpoint, "plugin-unreachable": fakeplugin.Unreachable},
 		plugin.Options{ReadyTimeout: 300 * time.Millisecond, Retries: -1})
-	bus, err := events.Connect(context.Background(), env.NATS.URL, "monitoring-test", slog.New(slog.DiscardHandler))
+	natsURL := env.NATS.URL
+	if o.ownNATS {
+		natsURL = testkit.StartNATS(t).URL()
+	}
+	bus, err := events.Connect(context.Background(), natsURL, "monitoring-test", slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(bus.Close)
 	urls := map[string]string{"identity": fake.URL, "repository": repo.URL}
-	deps := app.Deps{DB: db, Log: slog.New(slog.DiscardHandler), Services: call.NewServices(urls, "", nil), Plugins: plugins, Events: bus}
+	// The service credential: the ingest asks identity whether a
+	// webhook's project is still live.
+	serviceToken := env.Token(t, auth.Principal{TokenType: auth.SystemToken, DomainID: "domain-root", UserID: "system", Role: auth.SystemAdmin})
+	deps := app.Deps{DB: db, Log: slog.New(slog.DiscardHandler), Services: call.NewServices(urls, serviceToken, nil), Plugins: plugins, Events: bus}
 	clock := &testClock{}
 	cfg := monitoring.DefaultConfig()
 	cfg.WebhookBaseURL = "https://nubes.example.com/"

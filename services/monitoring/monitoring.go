@@ -247,11 +247,18 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	in, err := ingest.New(ctx, d.DB, evs, counters, plugins, ingest.Config{Rate: cfg.IngestRate, Burst: cfg.IngestBurst,
 		WorkspaceRate: cfg.WorkspaceRate, WorkspaceBurst: cfg.WorkspaceBurst, Failures: failures, Keys: cfg.Keys,
 		ParseTimeout: cfg.ParseTimeout, ReadTimeout: cfg.ReadTimeout, RetryInterval: cfg.RetryInterval, MaxAttempts: cfg.MaxAttempts, MaxKept: cfg.MaxKept,
-		Now: cfg.IngestNow, Clock: cfg.Clock}, log)
+		Now: cfg.IngestNow, Clock: cfg.Clock, Live: func(ctx context.Context, wh *core.Webhook) error {
+			return projects.Live(ctx, wh.DomainID, wh.WorkspaceID, wh.ProjectID)
+		}}, log)
 	if err != nil {
 		return nil, err
 	}
 	workers = append(workers, in.Run)
+	if d.Events != nil {
+		workers = append(workers, func(ctx context.Context) error {
+			return events.ConsumeDeletions(ctx, d.Events, Name, log, cleanup(d.DB, counters))
+		})
+	}
 	var routes []api.Route
 	routes = append(routes, policies.Routes()...)
 	routes = append(routes, notes.Routes()...)

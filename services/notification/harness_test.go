@@ -57,6 +57,8 @@ type env struct {
 	people                                                 *directory
 	stopWorkers                                            context.CancelFunc // the replica's SIGTERM
 	workersStopped                                         <-chan struct{}
+	deps                                                   app.Deps            // to build a second replica
+	cfg                                                    notification.Config // (a restart)
 }
 
 type options struct {
@@ -114,6 +116,7 @@ func setupWith(t *testing.T, o options) *env {
 		t.Fatal(err)
 	}
 	e.stopWorkers, e.workersStopped = testkit.RunWorkers(t, svc.Workers)
+	e.deps, e.cfg = deps, cfg
 	srv, err := server.New(server.Options{Name: "notification", Auth: tk.Verifier, Logger: slog.New(slog.DiscardHandler)}, svc.Routes...)
 	if err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/app"
 	"github.com/nubes-io/nubes/pkg/config"
+	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/pluginref"
 	"github.com/nubes-io/nubes/pkg/seal"
@@ -109,7 +110,9 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 		if err != nil {
 			return nil, err
 		}
-		workers = append(workers, disp.Run)
+		workers = append(workers, disp.Run, func(ctx context.Context) error {
+			return events.ConsumeDeletions(ctx, d.Events, Name, log, cleanup(d.DB))
+		})
 	} else {
 		log.Warn("notification runs without an event bus: notification events are not dispatched")
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/app"
 	"github.com/nubes-io/nubes/pkg/config"
+	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/seal/sealcmd"
 	"github.com/nubes-io/nubes/services/secret/internal/accountsecret"
@@ -51,7 +52,15 @@ func New(keys *seal.Keyring) app.Constructor {
 		}
 		routes = append(routes, secrets...)
 		routes = append(routes, api.PendingRoutes(Name)...) // a secret's enable/disable, trusted secrets' writes (kept in identity): 501 (pkg/api NotBuilt)
-		return &app.Service{Name: Name, Routes: routes}, nil
+		svc := &app.Service{Name: Name, Routes: routes}
+		if d.Events != nil {
+			svc.Workers = append(svc.Workers, func(ctx context.Context) error {
+				return events.ConsumeDeletions(ctx, d.Events, Name, log, cleanup(d.DB))
+			})
+		} else {
+			log.Warn("secret runs without an event bus: a deleted user's, workspace's or project's secrets stay")
+		}
+		return svc, nil
 	}
 }
 

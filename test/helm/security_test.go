@@ -159,7 +159,7 @@ func TestNetworkPolicy(t *testing.T) {
 		if !slices.Equal(outTo, w.out) {
 			t.Fatalf("%s: may reach %v, want %v", svc, outTo, w.out)
 		}
-		usesNATS := slices.Contains([]string{"identity", "inventory", "cost-analysis", "monitoring", "notification", "mailer"}, svc)
+		usesNATS := slices.Contains([]string{"identity", "inventory", "cost-analysis", "monitoring", "notification", "mailer", "secret", "dashboard", "config"}, svc)
 		if !dns || !mongo || nats != usesNATS || unbounded {
 			t.Fatalf("%s: egress DNS %v MongoDB %v NATS %v (want %v), to anywhere %v: %+v", svc, dns, mongo, nats, usesNATS, unbounded, p.Spec.Egress)
 		}
@@ -258,7 +258,8 @@ func TestNATSUsers(t *testing.T) {
 		t.Fatal("a NATS password is in the ConfigMap")
 	}
 	users := parseUsers(t, conf)
-	want := []string{"nubes-cost-analysis", "nubes-identity", "nubes-inventory", "nubes-mailer", "nubes-monitoring", "nubes-notification"}
+	want := []string{"nubes-cost-analysis", "nubes-dashboard", "nubes-identity", "nubes-inventory", "nubes-mailer", "nubes-monitoring",
+		"nubes-notification", "nubes-secret"}
 	if got := slices.Sorted(maps.Keys(users)); !slices.Equal(got, want) {
 		t.Fatalf("NATS users %v, want %v", got, want)
 	}
@@ -300,6 +301,9 @@ func TestNATSUsers(t *testing.T) {
 		"$JS.API.CONSUMER.MSG.NEXT.NUBES_NOTIFICATION.notification":         "nubes-notification",
 		"$JS.API.CONSUMER.MSG.NEXT.NUBES_NOTIFICATION.notification-request": "nubes-notification",
 		"nubes.notification.dispatch":                                       "nubes-notification",
+		"nubes.deleted":                                                     "nubes-identity",
+		"$JS.API.CONSUMER.MSG.NEXT.NUBES_DELETED.secret-deleted":            "nubes-secret",
+		"$JS.API.CONSUMER.MSG.NEXT.NUBES_DELETED.notification-deleted":      "nubes-notification",
 	}
 	for subject, owner := range owns {
 		for user, u := range users {
@@ -326,7 +330,7 @@ func TestNATSUsers(t *testing.T) {
 	// info, and only the mailer deletes single messages (of the mail
 	// stream, each mail it sent).
 	ownedStreams := map[string][]string{
-		"nubes-identity":      {"NUBES_JOBS", "NUBES_MAIL"},
+		"nubes-identity":      {"NUBES_DELETED", "NUBES_JOBS", "NUBES_MAIL"},
 		"nubes-inventory":     {"NUBES_INVENTORY_TASKS", "NUBES_NOTIFICATION"},
 		"nubes-cost-analysis": {"NUBES_JOBS", "NUBES_NOTIFICATION"},
 		"nubes-monitoring":    {"NUBES_MONITORING", "NUBES_NOTIFICATION"},
@@ -352,7 +356,7 @@ func TestNATSUsers(t *testing.T) {
 		if !slices.Equal(created, ownedStreams[user]) || !slices.Equal(updated, ownedStreams[user]) {
 			t.Fatalf("%s may create %v and update %v; it owns %v", user, created, updated, ownedStreams[user])
 		}
-		if len(infos) != 7 {
+		if len(infos) != 8 {
 			t.Fatalf("%s may read the info of %v; every stream's", user, infos)
 		}
 		if want := map[string][]string{"nubes-mailer": {"NUBES_MAIL"}}[user]; !slices.Equal(deletes, want) {
@@ -360,7 +364,7 @@ func TestNATSUsers(t *testing.T) {
 		}
 	}
 	// Services that do not use NATS get neither NATS URL nor user.
-	for _, svc := range []string{"board", "secret", "repository", "dashboard"} {
+	for _, svc := range []string{"board", "repository"} {
 		for _, e := range m.deployments["nubes-"+svc].Spec.Template.Spec.Containers[0].Env {
 			if strings.HasPrefix(e.Name, "NUBES_NATS_") {
 				t.Fatalf("%s: %s set although it does not use NATS", svc, e.Name)
@@ -501,6 +505,9 @@ services:
   cost-analysis: {enabled: true}
   notification: {enabled: true}
   mailer: {enabled: true}
+  secret: {enabled: true}
+  dashboard: {enabled: true}
+  config: {enabled: true}
 `)
 	if err != nil {
 		t.Fatal(err)

@@ -24,28 +24,31 @@ identity:
   calls: ["*"]            # the console's reflection list merges every service's
   plugins: true           # account collectors (trusted-account sync)
   nats:
-    publish: [nubes.mail.send, nubes.job.identity]
+    # deleted: users, workspaces and projects it deleted, for every
+    # service holding their records (pkg/events ConsumeDeletions).
+    publish: [nubes.mail.send, nubes.job.identity, nubes.deleted]
     consumers: [{stream: NUBES_JOBS, durable: identity-sync, filter: nubes.job.identity}]
-    streams: [NUBES_MAIL, NUBES_JOBS]
+    streams: [NUBES_MAIL, NUBES_JOBS, NUBES_DELETED]
 inventory:
   calls: [repository]
   plugins: true
   nats:
     publish: [nubes.inventory.task, nubes.notification.request]
-    consumers: [{stream: NUBES_INVENTORY_TASKS, durable: inventory, filter: nubes.inventory.task}]
+    consumers: [{stream: NUBES_INVENTORY_TASKS, durable: inventory, filter: nubes.inventory.task}, {stream: NUBES_DELETED, durable: inventory-deleted, filter: nubes.deleted}]
     streams: [NUBES_NOTIFICATION, NUBES_INVENTORY_TASKS]
 cost-analysis:
   calls: [repository]
   plugins: true
   nats:
     publish: [nubes.job.cost-analysis, nubes.notification.request]
-    consumers: [{stream: NUBES_JOBS, durable: cost-analysis, filter: nubes.job.cost-analysis}]
+    consumers: [{stream: NUBES_JOBS, durable: cost-analysis, filter: nubes.job.cost-analysis}, {stream: NUBES_DELETED, durable: cost-analysis-deleted, filter: nubes.deleted}]
     streams: [NUBES_JOBS, NUBES_NOTIFICATION]
 monitoring:
   calls: [repository]
   plugins: true
   nats:
     publish: [nubes.monitoring.event, nubes.notification.request]
+    consumers: [{stream: NUBES_DELETED, durable: monitoring-deleted, filter: nubes.deleted}]
     streams: [NUBES_MONITORING, NUBES_NOTIFICATION]
 notification:
   calls: [repository]
@@ -57,6 +60,7 @@ notification:
     consumers:
       - {stream: NUBES_NOTIFICATION, durable: notification, filter: nubes.notification.dispatch}
       - {stream: NUBES_NOTIFICATION, durable: notification-request, filter: nubes.notification.request}
+      - {stream: NUBES_DELETED, durable: notification-deleted, filter: nubes.deleted}
     streams: [NUBES_MAIL, NUBES_NOTIFICATION, NUBES_NOTIFICATION_DEAD]
 mailer:
   calls: []
@@ -68,19 +72,25 @@ mailer:
     deleteMsgs: [NUBES_MAIL]
 secret:
   calls: [repository]
+  nats:
+    consumers: [{stream: NUBES_DELETED, durable: secret-deleted, filter: nubes.deleted}]
 repository:
   calls: []
 dashboard:
   calls: []
+  nats:
+    consumers: [{stream: NUBES_DELETED, durable: dashboard-deleted, filter: nubes.deleted}]
 config:
   calls: []
+  nats:
+    consumers: [{stream: NUBES_DELETED, durable: config-deleted, filter: nubes.deleted}]
 board:
   calls: []
 {{- end -}}
 
 {{/* The Nubes JetStream streams (pkg/events.StreamConfigs). */}}
 {{- define "nubes.natsStreams" -}}
-[NUBES_MAIL, NUBES_MAIL_DEAD, NUBES_JOBS, NUBES_MONITORING, NUBES_NOTIFICATION, NUBES_NOTIFICATION_DEAD, NUBES_INVENTORY_TASKS]
+[NUBES_MAIL, NUBES_MAIL_DEAD, NUBES_JOBS, NUBES_MONITORING, NUBES_NOTIFICATION, NUBES_NOTIFICATION_DEAD, NUBES_INVENTORY_TASKS, NUBES_DELETED]
 {{- end -}}
 
 {{/* The flows of one service (an unknown one: identity only); call with (dict "root" $ "name" $name). */}}

@@ -8,4 +8,4 @@ import (
 	"github.com/nubes-io/nubes/services/config"
 )
 
-func main() { os.Exit(app.Main(config.Name, false, config.New)) }
+func main() { os.Exit(app.Main(config.Name, true, config.New)) }

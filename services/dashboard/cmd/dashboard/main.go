@@ -8,4 +8,4 @@ import (
 	"github.com/nubes-io/nubes/services/dashboard"
 )
 
-func main() { os.Exit(app.Main(dashboard.Name, false, dashboard.New)) }
+func main() { os.Exit(app.Main(dashboard.Name, true, dashboard.New)) }

@@ -7,9 +7,11 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/stat"
@@ -157,15 +159,27 @@ func (s *Deps) Placement(ctx context.Context, p *auth.Principal, group, workspac
 }
 
 // WorkspaceRecords are the workspace records with their teardown (store.Teardown):
-// a workspace is deleted mark first, then its projects and role bindings,
-// then itself. Every write to a workspace goes through Change (a
+// a workspace is deleted mark first, then its deletion is recorded for
+// the other services (events.Deleted), then its projects, role bindings,
+// trusted accounts (with their secrets), trusted service accounts,
+// service accounts and project groups, then itself. Every write to a workspace goes through Change (a
 // compare-and-set that refuses a marked one) and every create of a child
 // in one through Live (checked again after the insert).
 func (s *Deps) WorkspaceRecords() store.Teardown[Workspace] {
 	return store.Teardown[Workspace]{Records: s.Workspaces, Resource: WorkspaceResource, Key: "workspace_id",
 		Children: func(ctx context.Context, w *Workspace) error {
+			if err := s.Outbox.AddDeleted(ctx, events.Deleted{ID: events.DeletedID(events.DeletedWorkspace, w.DomainID, w.WorkspaceID, wire.FormatTime(w.CreatedAt.Time)),
+				Kind: events.DeletedWorkspace, DomainID: w.DomainID, WorkspaceID: w.WorkspaceID}); err != nil {
+				return store.Wrap(err)
+			}
 			inside := bson.D{{Key: "domain_id", Value: w.DomainID}, {Key: "workspace_id", Value: w.WorkspaceID}}
-			for _, c := range []*mongo.Collection{s.Projects, s.Bindings} {
+			// A trusted account's sealed secret before the account: a retry
+			// still finds the accounts whose secrets are left.
+			if err := s.dropTrustedSecrets(ctx, inside); err != nil {
+				return err
+			}
+			for _, c := range []*mongo.Collection{s.Projects, s.Bindings, s.Trusted, s.TrustedSA,
+				s.DB.Collection(ServiceAccountsCollection), s.DB.Collection(ProjectGroupsCollection)} {
 				if err := store.DeleteChildren(ctx, c, inside); err != nil {
 					return err
 				}
@@ -173,4 +187,27 @@ func (s *Deps) WorkspaceRecords() store.Teardown[Workspace] {
 			return nil
 		},
 	}
+}
+
+// dropTrustedSecrets deletes the sealed secrets of the trusted accounts
+// filter selects.
+func (s *Deps) dropTrustedSecrets(ctx context.Context, filter bson.D) error {
+	cur, err := s.Trusted.Find(ctx, filter, options.Find().SetProjection(bson.D{{Key: "trusted_secret_id", Value: 1}}))
+	if err != nil {
+		return store.Wrap(err)
+	}
+	var accounts []struct {
+		SecretID string `bson:"trusted_secret_id"`
+	}
+	if err := cur.All(ctx, &accounts); err != nil {
+		return store.Wrap(err)
+	}
+	ids := make([]string, 0, len(accounts))
+	for _, a := range accounts {
+		ids = append(ids, a.SecretID)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	return store.DeleteChildren(ctx, s.DB.Collection(TrustedSecretsCollection), bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
 }

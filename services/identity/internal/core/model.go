@@ -26,6 +26,7 @@ const (
 	CountersCollection        = "identity_counters"
 	BootstrapCollection       = "identity_bootstrap"
 	OutboxCollection          = "identity_outbox"
+	ProjectGroupsCollection   = "identity_project_groups"
 )
 
 // States and enum values.

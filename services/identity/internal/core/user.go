@@ -10,6 +10,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/tenancy"
@@ -133,6 +134,7 @@ var (
 
 // UserRecords are the user records with their teardown (store.Teardown,
 // keyed by the user's _id, UserKey): a user is deleted mark first, then
+// its deletion is recorded for the other services (events.Deleted), then
 // its role bindings and API keys (the user package adds its codes and
 // throttle), then itself. Every create of a user's grant (a role
 // binding, an API key) runs under Live, so it lands before the delete's
@@ -142,6 +144,12 @@ var (
 func (s *Deps) UserRecords() store.Teardown[User] {
 	return store.Teardown[User]{Records: s.Users, Resource: UserResource, Key: "user_id",
 		Children: func(ctx context.Context, u *User) error {
+			// The other services' share first (events.Deleted, through the
+			// outbox): once the delete answers, it is on its way.
+			if err := s.Outbox.AddDeleted(ctx, events.Deleted{ID: events.DeletedID(events.DeletedUser, u.DomainID, u.UserID, wire.FormatTime(u.CreatedAt.Time)),
+				Kind: events.DeletedUser, DomainID: u.DomainID, UserID: u.UserID}); err != nil {
+				return store.Wrap(err)
+			}
 			mine := bson.D{{Key: "domain_id", Value: u.DomainID}, {Key: "user_id", Value: u.UserID}}
 			for _, c := range []*mongo.Collection{s.Bindings, s.APIKeys} {
 				if err := store.DeleteChildren(ctx, c, mine); err != nil {

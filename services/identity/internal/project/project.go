@@ -8,6 +8,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/store"
@@ -41,6 +42,13 @@ type projectRequest struct {
 	ProjectID string `json:"project_id" v:"required"`
 }
 
+// projectGetRequest may name the domain: a service of the suite asks in
+// any domain (monitoring's ingest checks a webhook's project live).
+type projectGetRequest struct {
+	ProjectID string `json:"project_id" v:"required"`
+	DomainID  string `json:"domain_id" v:"max=64"`
+}
+
 type projectQuery struct {
 	Query       *query.Query `json:"query"`
 	ProjectID   string       `json:"project_id"`
@@ -64,7 +72,7 @@ func (s *service) routes() []api.Route {
 		api.Op[createProject, core.Project]{Path: "/identity/v2/project/create", Access: core.WorkspaceWriters, Summary: "Create a project in a workspace.", Handle: s.createProject},
 		api.Op[updateProject, core.Project]{Path: "/identity/v2/project/update", Access: core.WorkspaceWriters, Summary: "Change a project.", Handle: s.updateProject},
 		api.Op[projectRequest, api.Empty]{Path: "/identity/v2/project/delete", Access: core.WorkspaceWriters, Summary: "Delete a project.", Handle: s.deleteProject},
-		api.Op[projectRequest, core.Project]{Path: "/identity/v2/project/get", Access: core.Readers, Summary: "Get a project.", Handle: s.getProject},
+		api.Op[projectGetRequest, core.Project]{Path: "/identity/v2/project/get", Access: core.Readers, Summary: "Get a project.", Handle: s.getProject},
 		api.Op[projectQuery, api.List[core.Project]]{Path: "/identity/v2/project/list", Access: core.Readers, Summary: "List projects.", Handle: s.listProjects},
 	}
 }
@@ -149,14 +157,30 @@ func (s *service) deleteProject(ctx context.Context, p *auth.Principal, r *proje
 	if err != nil {
 		return nil, err
 	}
+	// The other services' share goes through the outbox before the
+	// record (events.Deleted): a delete that answered has it on its way,
+	// and one that failed after it is retried (same event id). The
+	// project's service accounts are identity's own.
+	if err := s.Outbox.AddDeleted(ctx, events.Deleted{ID: events.DeletedID(events.DeletedProject, pr.DomainID, pr.ProjectID, wire.FormatTime(pr.CreatedAt.Time)),
+		Kind: events.DeletedProject, DomainID: pr.DomainID, WorkspaceID: pr.WorkspaceID, ProjectID: pr.ProjectID}); err != nil {
+		return nil, store.Wrap(err)
+	}
+	if err := store.DeleteChildren(ctx, s.DB.Collection(core.ServiceAccountsCollection),
+		bson.D{{Key: "domain_id", Value: pr.DomainID}, {Key: "project_id", Value: pr.ProjectID}}); err != nil {
+		return nil, err
+	}
 	if _, err := s.Projects.DeleteOne(ctx, bson.D{{Key: "_id", Value: pr.ID}}); err != nil {
 		return nil, store.Wrap(err)
 	}
 	return &api.Empty{}, nil
 }
 
-func (s *service) getProject(ctx context.Context, p *auth.Principal, r *projectRequest) (*core.Project, error) {
-	return store.GetFor[core.Project](ctx, s.Projects, projectResource, p, "project_id", r.ProjectID)
+func (s *service) getProject(ctx context.Context, p *auth.Principal, r *projectGetRequest) (*core.Project, error) {
+	caller, err := s.CallerIn(ctx, p, r.DomainID)
+	if err != nil {
+		return nil, err
+	}
+	return store.GetFor[core.Project](ctx, s.Projects, projectResource, caller, "project_id", r.ProjectID)
 }
 
 func (s *service) listProjects(ctx context.Context, p *auth.Principal, r *projectQuery) (*api.List[core.Project], error) {

@@ -31,7 +31,7 @@ import (
 )
 
 // Collection holds the project groups, _id = project_group_id.
-const Collection = "identity_project_groups"
+const Collection = core.ProjectGroupsCollection
 
 // ProjectGroup is a stored project group; the JSON form is ProjectGroupInfo.
 type ProjectGroup struct {

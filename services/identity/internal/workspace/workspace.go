@@ -29,6 +29,13 @@ type workspaceRequest struct {
 	WorkspaceID string `json:"workspace_id" v:"required"`
 }
 
+// workspaceGetRequest may name the domain: a service of the suite asks
+// in any domain (monitoring's ingest checks a webhook's workspace live).
+type workspaceGetRequest struct {
+	WorkspaceID string `json:"workspace_id" v:"required"`
+	DomainID    string `json:"domain_id" v:"max=64"`
+}
+
 type workspaceQuery struct {
 	Query       *query.Query `json:"query"`
 	WorkspaceID string       `json:"workspace_id"`
@@ -43,7 +50,7 @@ func (s *service) routes() []api.Route {
 		api.Op[workspaceRequest, core.Workspace]{Path: "/identity/v2/workspace/enable", Access: core.DomainAdmin, Summary: "Enable a workspace.", Handle: s.workspaceState(core.Enabled)},
 		api.Op[workspaceRequest, core.Workspace]{Path: "/identity/v2/workspace/disable", Access: core.DomainAdmin, Summary: "Disable a workspace.", Handle: s.workspaceState(core.Disabled)},
 		api.Op[workspaceRequest, api.Empty]{Path: "/identity/v2/workspace/delete", Access: core.DomainAdmin, Summary: "Delete a workspace with its projects and bindings.", Handle: s.deleteWorkspace},
-		api.Op[workspaceRequest, core.Workspace]{Path: "/identity/v2/workspace/get", Access: core.Readers, Summary: "Get a workspace.", Handle: s.getWorkspace},
+		api.Op[workspaceGetRequest, core.Workspace]{Path: "/identity/v2/workspace/get", Access: core.Readers, Summary: "Get a workspace.", Handle: s.getWorkspace},
 		api.Op[workspaceQuery, api.List[core.Workspace]]{Path: "/identity/v2/workspace/list", Access: core.Readers, Summary: "List workspaces.", Handle: s.listWorkspaces},
 	}
 }
@@ -85,8 +92,12 @@ func (s *service) deleteWorkspace(ctx context.Context, p *auth.Principal, r *wor
 	return &api.Empty{}, nil
 }
 
-func (s *service) getWorkspace(ctx context.Context, p *auth.Principal, r *workspaceRequest) (*core.Workspace, error) {
-	return store.GetFor[core.Workspace](ctx, s.Workspaces, core.WorkspaceResource, p, "workspace_id", r.WorkspaceID)
+func (s *service) getWorkspace(ctx context.Context, p *auth.Principal, r *workspaceGetRequest) (*core.Workspace, error) {
+	caller, err := s.CallerIn(ctx, p, r.DomainID)
+	if err != nil {
+		return nil, err
+	}
+	return store.GetFor[core.Workspace](ctx, s.Workspaces, core.WorkspaceResource, caller, "workspace_id", r.WorkspaceID)
 }
 
 func (s *service) listWorkspaces(ctx context.Context, p *auth.Principal, r *workspaceQuery) (*api.List[core.Workspace], error) {

@@ -74,6 +74,10 @@ type Config struct {
 	// Clock stamps the events stored (created_at, which the dedupe window
 	// of alerting reads): wire.Now when nil (tests move it).
 	Clock func() time.Time
+	// Live, when set, checks that the webhook's project or workspace is
+	// still live (identity: core.Projects.Live) once the key matched: a
+	// deleted one's URL is 404 before the deletion's cascade arrives.
+	Live func(ctx context.Context, wh *core.Webhook) error
 }
 
 // Ingest serves the ingest URL and retries kept bodies.
@@ -132,8 +136,20 @@ func (in *Ingest) serve(w http.ResponseWriter, r *http.Request) error {
 	var wh *core.Webhook
 	now := in.now()
 	err := in.cfg.Failures.Guard(w, auth.SourceFromContext(r.Context()), now, func() (err error) {
-		wh, err = in.webhook(r.Context(), r.PathValue("webhook_id"), r.PathValue("access_key"))
-		return err
+		if wh, err = in.webhook(r.Context(), r.PathValue("webhook_id"), r.PathValue("access_key")); err != nil {
+			return err
+		}
+		// Its project deleted: the URL refuses at once, before the
+		// cascade deletes the webhook.
+		if in.cfg.Live != nil {
+			if err := in.cfg.Live(r.Context(), wh); err != nil {
+				if errs.Is(err, errs.NotFoundCode) {
+					return errs.NotFound("webhook_id", wh.WebhookID)
+				}
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return err

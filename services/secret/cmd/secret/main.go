@@ -14,5 +14,5 @@ func main() {
 	if sealcmd.Requested(os.Args) {
 		os.Exit(secret.ResealMain(os.Args[2:]))
 	}
-	os.Exit(app.Main(secret.Name, false, secret.FromEnv, secret.Defaults()))
+	os.Exit(app.Main(secret.Name, true, secret.FromEnv, secret.Defaults()))
 }
