@@ -79,7 +79,14 @@ type Options struct {
 	// stops taking calls; ShutdownTimeout how long calls under way then
 	// get (zero: 20 s). The HTTP server's are the same settings.
 	DrainDelay, ShutdownTimeout time.Duration
+	// ReadyEvery is how often health asks the HTTP server's readiness
+	// check (the store): NOT_SERVING while it fails, as /readyz answers
+	// 503 (zero: DefaultReadyEvery).
+	ReadyEvery time.Duration
 }
+
+// DefaultReadyEvery is how often health follows readiness by default.
+const DefaultReadyEvery = 5 * time.Second
 
 // Server is the gRPC face of one HTTP server's operations.
 type Server struct {
@@ -106,6 +113,9 @@ func New(srv *server.Server, opts Options) (*Server, error) {
 	}
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = 20 * time.Second
+	}
+	if opts.ReadyEvery <= 0 {
+		opts.ReadyEvery = DefaultReadyEvery
 	}
 	s := &Server{http: srv, desc: desc, opts: opts, log: srv.Log(), health: health.NewServer()}
 	s.grpc = grpc.NewServer(
@@ -172,11 +182,17 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	errc := make(chan error, 1)
 	go func() { errc <- s.grpc.Serve(ln) }()
 	s.log.Info("serving gRPC", "addr", ln.Addr().String(), "services", len(s.grpc.GetServiceInfo()))
+	rctx, stopReady := context.WithCancel(ctx)
+	readyDone := make(chan struct{})
+	go func() { defer close(readyDone); s.followReady(rctx) }()
+	defer func() { stopReady(); <-readyDone }()
 	select {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
 	}
+	stopReady()
+	<-readyDone
 	s.health.Shutdown()
 	time.Sleep(s.opts.DrainDelay)
 	stopped := make(chan struct{})
@@ -192,6 +208,40 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		return err
 	}
 	return nil
+}
+
+// followReady sets every service's health from the HTTP server's
+// readiness check until ctx is done, so a load balancer or client that
+// asks health stops sending calls that would fail on the store.
+func (s *Server) followReady(ctx context.Context) {
+	t := time.NewTicker(s.opts.ReadyEvery)
+	defer t.Stop()
+	serving := true
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cctx, cancel := context.WithTimeout(ctx, min(s.opts.ReadyEvery, 5*time.Second))
+		err := s.http.Ready(cctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if now := err == nil; now != serving {
+			serving = now
+			st := healthpb.HealthCheckResponse_SERVING
+			if !serving {
+				st = healthpb.HealthCheckResponse_NOT_SERVING
+				s.log.Warn("gRPC health NOT_SERVING: the readiness check fails", "error", err.Error())
+			}
+			s.health.SetServingStatus("", st)
+			for name := range s.grpc.GetServiceInfo() {
+				s.health.SetServingStatus(name, st)
+			}
+		}
+	}
 }
 
 // handler runs one method: the request message as the operation's JSON

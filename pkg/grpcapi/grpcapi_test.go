@@ -234,6 +234,12 @@ type fixture struct {
 
 func start(t testing.TB, drain time.Duration, h ...holds) *fixture {
 	t.Helper()
+	return startWith(t, func(_ *server.Options, o *Options) { o.DrainDelay = drain }, h...)
+}
+
+// startWith is start with the servers' options set.
+func startWith(t testing.TB, set func(*server.Options, *Options), h ...holds) *fixture {
+	t.Helper()
 	signer, err := auth.GenerateSigner()
 	if err != nil {
 		t.Fatal(err)
@@ -242,11 +248,13 @@ func start(t testing.TB, drain time.Duration, h ...holds) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs, err := server.New(server.Options{Name: "test", Logger: slog.New(slog.NewTextHandler(testLog{t}, nil)), Auth: v}, routes(h...)...)
+	so, o := server.Options{Name: "test", Logger: slog.New(slog.NewTextHandler(testLog{t}, nil)), Auth: v}, Options{ShutdownTimeout: 5 * time.Second}
+	set(&so, &o)
+	hs, err := server.New(so, routes(h...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := New(hs, Options{DrainDelay: drain, ShutdownTimeout: 5 * time.Second})
+	g, err := New(hs, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -412,6 +420,45 @@ func TestGracefulStop(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 	f.done <- nil // for the cleanup
+}
+
+// TestHealthFollowsReadiness: while the HTTP server's readiness check
+// fails (the store down), health answers NOT_SERVING for the server and
+// its services; SERVING again once it passes.
+func TestHealthFollowsReadiness(t *testing.T) {
+	var down atomic.Bool
+	f := startWith(t, func(so *server.Options, o *Options) {
+		so.Ready = func(context.Context) error {
+			if down.Load() {
+				return errors.New("store down")
+			}
+			return nil
+		}
+		o.ReadyEvery = 10 * time.Millisecond
+	})
+	hc := healthpb.NewHealthClient(f.conn)
+	status := func(svc string) healthpb.HealthCheckResponse_ServingStatus {
+		r, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{Service: svc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.GetStatus()
+	}
+	until := func(want healthpb.HealthCheckResponse_ServingStatus) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for status("") != want || status("spaceone.api.svc.v1.Thing") != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("health %v, want %v", status(""), want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	until(healthpb.HealthCheckResponse_SERVING)
+	down.Store(true)
+	until(healthpb.HealthCheckResponse_NOT_SERVING)
+	down.Store(false)
+	until(healthpb.HealthCheckResponse_SERVING)
 }
 
 // testLog writes the servers' log lines to the test's log.
