@@ -70,15 +70,22 @@ func TestMonitoringWebhook(t *testing.T) {
 	}
 	var evs struct {
 		Results []struct {
-			EventKey string         `json:"event_key"`
-			Severity string         `json:"severity"`
-			RawData  map[string]any `json:"raw_data"`
+			EventID  string `json:"event_id"`
+			EventKey string `json:"event_key"`
+			Severity string `json:"severity"`
 		} `json:"results"`
 		TotalCount int `json:"total_count"`
 	}
 	mon.call("/monitoring/v1/event/list", map[string]any{"webhook_id": wh.WebhookID}).OK(&evs)
-	if evs.TotalCount != 1 || evs.Results[0].EventKey != "e2e-1" || evs.Results[0].Severity != "CRITICAL" || evs.Results[0].RawData["alert"] != "disk full on db-1" {
+	if evs.TotalCount != 1 || evs.Results[0].EventKey != "e2e-1" || evs.Results[0].Severity != "CRITICAL" {
 		t.Fatalf("events = %+v", evs)
+	}
+	var ev struct {
+		RawData map[string]any `json:"raw_data"`
+	}
+	mon.call("/monitoring/v1/event/get", map[string]any{"event_id": evs.Results[0].EventID}).OK(&ev) // a list leaves bodies out
+	if ev.RawData["alert"] != "disk full on db-1" {
+		t.Fatalf("event raw_data = %+v", ev.RawData)
 	}
 	if status, _, _ := post(ctx, monURL, "/monitoring/v1/webhook/"+wh.WebhookID+"/"+strings.Repeat("0", 32)+"/events", "", []byte(`{}`)); status != http.StatusForbidden {
 		t.Fatalf("wrong key: %d", status)
@@ -96,4 +103,41 @@ func TestMonitoringWebhook(t *testing.T) {
 	if evs.TotalCount != 1 {
 		t.Fatalf("events after disable and delete: %+v", evs)
 	}
+
+	// The workspace's delete reaches every service (issue 38): a second
+	// webhook's URL refuses at once, and its records go from monitoring,
+	// the dashboard and the config service.
+	var live struct {
+		WebhookID string `json:"webhook_id"`
+		AccessKey string `json:"access_key"`
+	}
+	mon.call("/monitoring/webhook/create", map[string]any{"name": "e2e-live", "project_id": pr.ProjectID,
+		"plugin_info": map[string]any{"plugin_id": testWebhookPlugin, "version": "1.0.0", "upgrade_mode": "MANUAL", "options": map[string]any{}}}).OK(&live)
+	livePath := "/monitoring/v1/webhook/" + live.WebhookID + "/" + live.AccessKey + "/events"
+	if status, body, _ := post(ctx, monURL, livePath, "", []byte(`{"alert": "before"}`)); status != http.StatusOK {
+		t.Fatalf("live webhook: %d %s", status, body)
+	}
+	dash := admin.with(direct(st.first(t, "dashboard").url))
+	dash.call("/dashboard/v1/project-dashboard/create", map[string]any{"domain_id": admin.domain, "project_id": pr.ProjectID, "name": "Gone soon",
+		"viewers": "PUBLIC", "layouts": []any{}, "settings": map[string]any{}}).OK(nil)
+	cfg := admin.with(direct(st.first(t, "config").url))
+	cfg.call("/config/shared-config/create", map[string]any{"name": "e2e-gone", "data": map[string]any{"a": 1},
+		"resource_group": "WORKSPACE", "workspace_id": ws.WorkspaceID}).OK(nil)
+	admin.call("/identity/v2/workspace/delete", map[string]any{"workspace_id": ws.WorkspaceID}).OK(nil)
+	if status, _, _ := post(ctx, monURL, livePath, "", []byte(`{"alert": "after"}`)); status != http.StatusNotFound {
+		t.Fatalf("the URL of a deleted workspace's webhook: %d, want 404 at once", status)
+	}
+	count := func(c *caller, path string, body map[string]any) int {
+		var l struct {
+			TotalCount int `json:"total_count"`
+		}
+		c.call(path, body).OK(&l)
+		return l.TotalCount
+	}
+	eventually(t, time.Minute, "the workspace's records deleted in every service", func() bool {
+		return count(mon, "/monitoring/webhook/list", map[string]any{"project_id": pr.ProjectID}) == 0 &&
+			count(mon, "/monitoring/v1/event/list", map[string]any{"project_id": pr.ProjectID}) == 0 &&
+			count(dash, "/dashboard/v1/project-dashboard/list", map[string]any{"domain_id": admin.domain, "project_id": pr.ProjectID}) == 0 &&
+			count(cfg, "/config/shared-config/list", map[string]any{"name": "e2e-gone"}) == 0
+	})
 }
