@@ -23,12 +23,13 @@ import (
 func TestDeletedUserEndsItsNotifications(t *testing.T) {
 	e := setupWith(t, options{bus: true})
 	builtin := e.builtin(t, e.adminA)
-	other := e.anon.For(auth.Principal{DomainID: "domain-a", UserID: "other", Role: auth.User})
-	for _, c := range []*testkit.Client{e.userA, other} {
-		c.Call(ucBase+"create", M{"protocol_id": builtin, "name": "mine", "data": M{"email": "x@example.com"}}).OK(nil)
+	// Each user's e-mail channel to the address identity verified for it.
+	other := e.anon.For(auth.Principal{DomainID: "domain-a", UserID: "mia", Role: auth.User})
+	for c, addr := range map[*testkit.Client]string{e.userA: "ulla@example.com", other: "mia@a.example.com"} {
+		c.Call(ucBase+"create", M{"protocol_id": builtin, "name": "mine", "data": M{"email": addr}}).OK(nil)
 	}
 	const nb = "/notification/v1/notification/"
-	for _, u := range []string{"ulla", "other"} {
+	for _, u := range []string{"ulla", "mia"} {
 		e.system.Call(nb+"create", M{"resource_type": "identity.User", "resource_id": u, "topic": "inventory.Job",
 			"message": M{"title": "for " + u}, "notification_type": "ERROR", "domain_id": "domain-a"}).OK(nil)
 	}
@@ -92,7 +93,7 @@ func TestDeletedUserEndsItsNotifications(t *testing.T) {
 		if got := fmt.Sprint(ch.Data["users"]); got != "[olga]" {
 			t.Fatalf("the project channel's users after ulla's delete: %s", got)
 		}
-		theirs := bson.D{{Key: "domain_id", Value: "domain-a"}, {Key: "user_id", Value: "other"}}
+		theirs := bson.D{{Key: "domain_id", Value: "domain-a"}, {Key: "user_id", Value: "mia"}}
 		if e.countWhere(t, core.UserChannelsCollection, theirs) != 1 || e.countWhere(t, core.InboxCollection, theirs) != 1 {
 			t.Fatal("another user's channel or inbox went")
 		}
