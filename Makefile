@@ -9,7 +9,7 @@ PKGS  := $(shell $(GO) list -m -f "{{.Path}}/...")
 run:
 	$(GO) run ./deploy/devstack
 
-## test: lint, then every module's tests with the race detector (embedded FerretDB and NATS)
+## test: lint, then every module's tests with the race detector (FerretDB and NATS as processes outside the race build, one of each per run: pkg/devinfra/testinfra)
 test: lint
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 

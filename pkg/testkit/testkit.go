@@ -278,3 +278,19 @@ func (r *Response) JSON() map[string]any {
 	}
 	return m
 }
+
+// OwnNATS is the URL of a JetStream account of the run's NATS server for
+// t alone, emptied first and freed at the end of the test: for a test
+// whose services own the fixed stream and consumer names (a whole stack)
+// and must not meet another test's.
+func (e *Env) OwnNATS(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	url, release, err := e.infra.claimAccount(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(release)
+	return url
+}
