@@ -9,9 +9,12 @@ PKGS  := $(shell $(GO) list -m -f "{{.Path}}/...")
 run:
 	$(GO) run ./deploy/devstack
 
-## test: lint, then every module's tests with the race detector (embedded FerretDB and NATS)
+## test: lint, then every module's tests with the race detector (FerretDB and NATS as processes outside the race build, one of each per run: pkg/devinfra/testinfra)
+# TEST_P: test binaries at once; with the store and the broker in the
+# run's own processes a binary mostly waits on them, so 4 on 2 cores.
+TEST_P ?= 4
 test: lint
-	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+	$(GO) test -race -count=1 -timeout 20m -p $(TEST_P) $(PKGS)
 
 ## test-short: the same tests without the race detector (faster while editing)
 test-short:

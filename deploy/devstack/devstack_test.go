@@ -10,9 +10,45 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/nubes-io/nubes/pkg/testkit"
 )
+
+// TestMain hands the tests the run's FerretDB and NATS (pkg/testkit),
+// outside the race build; TestFirstScreen and TestNoSecretInLogs still
+// start the embedded ones, whose logs they check.
+func TestMain(m *testing.M) { testkit.Main(m) }
+
+// stores are the database and NATS account of each data directory a test
+// started a stack on, so a stack started again on it (TestDevstack) finds
+// its data as the embedded servers under the directory kept it.
+var stores = struct {
+	sync.Mutex
+	of map[string][2]string
+}{of: map[string][2]string{}}
+
+// sharedStores points cfg at a database and a NATS account of the run's
+// servers for t (its own: the stack's streams have fixed names), the same
+// ones for the same data directory.
+func sharedStores(t *testing.T, cfg *Config) {
+	t.Helper()
+	if cfg.MongoURI != "" || cfg.NATSURL != "" {
+		return
+	}
+	stores.Lock()
+	defer stores.Unlock()
+	s, ok := stores.of[cfg.DataDir]
+	if !ok {
+		env := testkit.Get()
+		s = [2]string{env.Database(t).Name(), env.OwnNATS(t)}
+		stores.of[cfg.DataDir] = s
+		t.Cleanup(func() { stores.Lock(); delete(stores.of, cfg.DataDir); stores.Unlock() })
+	}
+	cfg.MongoURI, cfg.MongoDB, cfg.NATSURL = testkit.Get().Mongo.URI, s[0], s[1]
+}
 
 // start runs the devstack on a free port with data in dir and returns its
 // base URL and a stop function that waits for a clean shutdown.
@@ -37,6 +73,7 @@ func startWith(t *testing.T, cfg Config) (string, func()) {
 	if cfg.DataDir == "" {
 		cfg.DataDir = t.TempDir()
 	}
+	sharedStores(t, &cfg)
 	go func() { done <- Run(ctx, cfg, slog.New(slog.DiscardHandler), func(a string) { addr <- a }) }()
 	select {
 	case a := <-addr:

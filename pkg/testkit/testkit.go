@@ -1,4 +1,5 @@
-// Package testkit starts embedded FerretDB and NATS inside `go test`, mints
+// Package testkit hands tests the FerretDB and NATS of the `go test` run
+// (processes of their own, outside the race build: see infra.go), mints
 // tokens with test key material, and drives a service's HTTP handler so a
 // test reads like the API call it makes.
 //
@@ -22,20 +23,29 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/nubes-io/nubes/pkg/auth"
-	"github.com/nubes-io/nubes/pkg/devinfra"
 	"github.com/nubes-io/nubes/pkg/store"
 )
 
-// Env is the embedded infrastructure shared by one test binary.
+// Env is the infrastructure of one test binary: the run's store, its own
+// account of the run's NATS server.
 type Env struct {
-	Mongo    *devinfra.Mongo
-	NATS     *devinfra.NATS
+	Mongo    Mongo
+	NATS     Broker
 	Client   *mongo.Client
 	Signer   *auth.Signer
 	Verifier *auth.Verifier
-	dir      string
+	infra    *infra
+	release  func() // the NATS account
 	seq      atomic.Int64
 }
+
+// Mongo is where the run's store (FerretDB on SQLite behind serialwrites)
+// takes MongoDB clients.
+type Mongo struct{ URI string }
+
+// Broker is where the binary's NATS account takes clients (the URL names
+// the account's user).
+type Broker struct{ URL string }
 
 var env *Env
 
@@ -62,23 +72,21 @@ func Get() *Env {
 }
 
 func start() (*Env, error) {
-	dir, err := os.MkdirTemp("", "nubes-testkit-")
+	in, err := joinInfra()
 	if err != nil {
 		return nil, err
 	}
-	m, err := devinfra.StartMongo(dir+"/mongo", "127.0.0.1:0", nil)
-	if err != nil {
-		return nil, err
-	}
-	n, err := devinfra.StartNATS(dir+"/nats", "127.0.0.1", 0)
-	if err != nil {
-		m.Stop()
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := store.Connect(ctx, m.URI, store.Options{MaxPoolSize: 16})
+	natsURL, release, err := in.claimAccount(ctx)
 	if err != nil {
+		in.close()
+		return nil, err
+	}
+	c, err := store.Connect(ctx, in.state.MongoURI, store.Options{MaxPoolSize: 16})
+	if err != nil {
+		release()
+		in.close()
 		return nil, err
 	}
 	s, err := auth.GenerateSigner()
@@ -89,19 +97,20 @@ func start() (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Env{Mongo: m, NATS: n, Client: c, Signer: s, Verifier: v, dir: dir}, nil
+	return &Env{Mongo: Mongo{URI: in.state.MongoURI}, NATS: Broker{URL: natsURL}, Client: c, Signer: s, Verifier: v,
+		infra: in, release: release}, nil
 }
 
 func (e *Env) stop() {
 	_ = e.Client.Disconnect(context.Background())
-	e.NATS.Stop()
-	e.Mongo.Stop()
-	_ = os.RemoveAll(e.dir)
+	e.release()
+	e.infra.close()
 }
 
-// Database returns a fresh, empty database for one test.
+// Database returns a fresh, empty database for one test; the store is
+// shared by the run's binaries, so the name has this process's id.
 func (e *Env) Database(t testing.TB) *mongo.Database {
-	name := fmt.Sprintf("t%d_%d", time.Now().UnixNano()%1e9, e.seq.Add(1))
+	name := fmt.Sprintf("t%d_%d_%d", os.Getpid(), time.Now().UnixNano()%1e6, e.seq.Add(1))
 	db := e.Client.Database(name)
 	t.Cleanup(func() { _ = db.Drop(context.Background()) })
 	return db
@@ -268,4 +277,20 @@ func (r *Response) JSON() map[string]any {
 		r.t.Fatalf("%s: decode %s: %v", r.Path, r.Body, err)
 	}
 	return m
+}
+
+// OwnNATS is the URL of a JetStream account of the run's NATS server for
+// t alone, emptied first and freed at the end of the test: for a test
+// whose services own the fixed stream and consumer names (a whole stack)
+// and must not meet another test's.
+func (e *Env) OwnNATS(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	url, release, err := e.infra.claimAccount(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(release)
+	return url
 }

@@ -1,0 +1,6 @@
+package main
+
+import "syscall"
+
+// childAttr kills nats-server with this process, however it ends.
+func childAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} }
