@@ -19,6 +19,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nubes-io/nubes/pkg/devinfra/flock"
 )
 
 // The store and the broker run outside the test binaries, built without
@@ -62,7 +64,7 @@ func joinInfra() (*infra, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	unlock, err := lockFile(filepath.Join(dir, "lock"))
+	unlock, err := flock.Lock(filepath.Join(dir, "lock"))
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +164,7 @@ func buildInfra(ctx context.Context) (infraBins, error) {
 	if err := os.MkdirAll(binDir, 0o700); err != nil {
 		return infraBins{}, err
 	}
-	unlock, err := lockFile(filepath.Join(binDir, "lock"))
+	unlock, err := flock.Lock(filepath.Join(binDir, "lock"))
 	if err != nil {
 		return infraBins{}, err
 	}
@@ -179,19 +181,6 @@ func buildInfra(ctx context.Context) (infraBins, error) {
 		}
 	}
 	return bins, nil
-}
-
-// lockFile holds an exclusive lock on path until the returned func.
-func lockFile(path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		_ = f.Close()
-		return nil, err
-	}
-	return func() { _ = f.Close() }, nil
 }
 
 // claimAccount locks a free JetStream account of the shared NATS server

@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/nubes-io/nubes/pkg/devinfra"
+	"github.com/nubes-io/nubes/pkg/devinfra/flock"
 )
 
 // State is what a test binary needs; pkg/testkit decodes the same fields.
@@ -145,7 +146,7 @@ func run(dir, natsBin string, watch int, idle time.Duration, accounts int) (runD
 		// Idle: under the directory's lock (the one a binary holds while
 		// it reads the state and connects) no binary is about to come;
 		// the state file goes first, so the next one starts anew.
-		unlock, err := lockFile(filepath.Join(dir, "lock"))
+		unlock, err := flock.Lock(filepath.Join(dir, "lock"))
 		if err != nil {
 			return false, err
 		}
@@ -159,19 +160,6 @@ func run(dir, natsBin string, watch int, idle time.Duration, accounts int) (runD
 		}
 		unlock()
 	}
-}
-
-// lockFile holds an exclusive lock on path until the returned func.
-func lockFile(path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		_ = f.Close()
-		return nil, err
-	}
-	return func() { _ = f.Close() }, nil
 }
 
 // password is every account user's: the server listens on loopback for
