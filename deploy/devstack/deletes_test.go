@@ -6,7 +6,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -188,6 +190,10 @@ func TestDeletesReachEveryService(t *testing.T) {
 		}
 		una := create()
 		self, member := grant(una, "USER", ""), grant(una, "WORKSPACE", workspaceID)
+		// An e-mail channel takes only a verified address (issue 38): una
+		// proves hers with the code the mailer writes to the data dir.
+		c.ok("verify e-mail", "/identity/user-profile/verify-email", self, `{"email": "una@example.com", "current_password": `+q(password)+`}`)
+		c.ok("confirm e-mail", "/identity/user-profile/confirm-email", self, `{"verify_code": `+q(mailedCode(t, filepath.Join(dir, "mail"), "una@example.com"))+`}`)
 		c.ok("user channel", "/notification/user-channel/create", self, `{"protocol_id": `+q(internal)+`, "name": "mine", "data": {"email": "una@example.com"}}`,
 			"user_channel_id:string")
 		c.ok("user secret", "/secret/user-secret/create", self, `{"name": "mine", "data": {"password": "una-secret"}}`, "user_secret_id:string")
@@ -227,4 +233,30 @@ func TestDeletesReachEveryService(t *testing.T) {
 			}
 		}
 	})
+}
+
+var mailCode = regexp.MustCompile(`confirm your e-mail address:\s+(\d{6})`)
+
+// mailedCode waits for the e-mail verification mail to addr in dir and
+// returns its code.
+func mailedCode(t *testing.T, dir, addr string) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		files, _ := filepath.Glob(filepath.Join(dir, "*.eml"))
+		for _, f := range files {
+			raw, _ := os.ReadFile(f)
+			text := strings.ReplaceAll(strings.ReplaceAll(string(raw), "=\r\n", ""), "=\n", "") // quoted-printable soft breaks
+			if !strings.Contains(text, addr) {
+				continue
+			}
+			if m := mailCode.FindStringSubmatch(strings.ReplaceAll(text, "\r", "")); m != nil {
+				return m[1]
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no verification code mailed to %s in %s after 30s", addr, dir)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
