@@ -8,7 +8,6 @@ import (
 
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/testkit/cfctl"
 )
 
@@ -18,11 +17,9 @@ import (
 // answers with a token in metadata; no token is UNAUTHENTICATED with
 // upstream's ERROR_CODE: message.
 func TestGRPCThroughTheImages(t *testing.T) {
-	domain := "domain-" + randHex(6)
-	tok, err := st.signer.Issue(auth.Principal{DomainID: domain, UserID: "grpc-admin@example.com", Role: auth.DomainAdmin}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A domain admin identity made (identity checks its tokens' users).
+	admin := rootAdmin(t, identityAt(t))
+	domain, tok := admin.domain, admin.token
 	for _, op := range []struct{ service, grpcService, method, body string }{
 		{"identity", "spaceone.api.identity.v2.User", "list", `{}`},
 		{"board", "spaceone.api.board.v1.Board", "list", `{}`},

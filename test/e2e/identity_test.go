@@ -243,8 +243,12 @@ func restart(t *testing.T, r *replica, kill bool, pause time.Duration) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	g, err := endpoint(ctx, r.c, "50051/tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
 	st.mu.Lock()
-	r.url = url
+	r.url, r.grpc = url, strings.TrimPrefix(g, "http://")
 	st.mu.Unlock()
 	waitReadyz(t, url, http.StatusOK, 90*time.Second)
 }

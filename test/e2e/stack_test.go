@@ -85,8 +85,11 @@ var services = []service{
 	// Monitoring asks identity for projects and the repository for
 	// plugins; its webhooks' plugin is the test plugin, which
 	// TestMonitoringWebhook starts (alias test-plugin).
-	{Name: "monitoring", Env: func(*stack) map[string]string {
+	// With the SYSTEM token it asks identity whether a webhook's project
+	// still exists before it takes an event (issue 38).
+	{Name: "monitoring", Env: func(s *stack) map[string]string {
 		return map[string]string{"NUBES_SERVICE_URLS": "identity=http://identity:8080,repository=http://repository:8080",
+			"NUBES_SERVICE_TOKEN":         s.serviceToken,
 			"NUBES_PLUGIN_ENDPOINTS":      testWebhookPlugin + "=grpc://test-plugin:50051," + alertWebhookPlugin + "=grpc://alert-mon-plugin:50051",
 			"NUBES_WEBHOOK_BASE_URL":      "http://monitoring:8080",
 			"NUBES_WEBHOOK_PARSE_TIMEOUT": "20s",
