@@ -120,6 +120,20 @@ func (o *Outbox) AddDeleted(ctx context.Context, d Deleted) error {
 // (a redelivery, a retry after a failure half-way).
 type Cleanup func(ctx context.Context, d Deleted) error
 
+// DeletionWorkers is a service's deletion consumer as app.Service
+// workers: one that runs ConsumeDeletions, or none, with a warning, when
+// the service has no bus (its records of deleted owners then stay).
+func DeletionWorkers(bus *Bus, service string, log *slog.Logger, cleanup Cleanup) []func(context.Context) error {
+	if log == nil {
+		log = slog.Default()
+	}
+	if bus == nil {
+		log.Warn(service + " runs without an event bus: a deleted user's, workspace's or project's records stay")
+		return nil
+	}
+	return []func(context.Context) error{func(ctx context.Context) error { return ConsumeDeletions(ctx, bus, service, log, cleanup) }}
+}
+
 // ConsumeDeletions runs cleanup for every deletion through service's
 // durable consumer (DeletedConsumer) until ctx is done: acked once
 // cleanup returned nil, delivered again after a pause when it failed

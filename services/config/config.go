@@ -11,7 +11,6 @@ package config
 
 import (
 	"context"
-	"log/slog"
 
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/app"
@@ -54,15 +53,5 @@ func Build(ctx context.Context, d app.Deps, limits Limits) (*app.Service, error)
 		}
 		routes = append(routes, rs...)
 	}
-	svc := &app.Service{Name: Name, Routes: routes}
-	if d.Events != nil {
-		log := d.Log
-		if log == nil {
-			log = slog.Default()
-		}
-		svc.Workers = append(svc.Workers, func(ctx context.Context) error {
-			return events.ConsumeDeletions(ctx, d.Events, Name, log, cleanup(d.DB))
-		})
-	}
-	return svc, nil
+	return &app.Service{Name: Name, Routes: routes, Workers: events.DeletionWorkers(d.Events, Name, d.Log, cleanup(d.DB))}, nil
 }

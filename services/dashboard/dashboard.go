@@ -32,13 +32,5 @@ func New(ctx context.Context, d app.Deps) (*app.Service, error) {
 	}
 	// The console's 2.x dashboards answer 501 until built (pkg/api NotBuilt).
 	routes = append(routes, api.PendingRoutes(Name)...)
-	svc := &app.Service{Name: Name, Routes: routes}
-	if d.Events != nil {
-		svc.Workers = append(svc.Workers, func(ctx context.Context) error {
-			return events.ConsumeDeletions(ctx, d.Events, Name, log, cleanup(d.DB))
-		})
-	} else {
-		log.Warn("dashboard runs without an event bus: a deleted user's, workspace's or project's dashboards stay")
-	}
-	return svc, nil
+	return &app.Service{Name: Name, Routes: routes, Workers: events.DeletionWorkers(d.Events, Name, log, cleanup(d.DB))}, nil
 }

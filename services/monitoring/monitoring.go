@@ -254,11 +254,7 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 		return nil, err
 	}
 	workers = append(workers, in.Run)
-	if d.Events != nil {
-		workers = append(workers, func(ctx context.Context) error {
-			return events.ConsumeDeletions(ctx, d.Events, Name, log, cleanup(d.DB, counters))
-		})
-	}
+	workers = append(workers, events.DeletionWorkers(d.Events, Name, log, cleanup(d.DB, counters))...)
 	var routes []api.Route
 	routes = append(routes, policies.Routes()...)
 	routes = append(routes, notes.Routes()...)

@@ -110,9 +110,8 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 		if err != nil {
 			return nil, err
 		}
-		workers = append(workers, disp.Run, func(ctx context.Context) error {
-			return events.ConsumeDeletions(ctx, d.Events, Name, log, cleanup(d.DB))
-		})
+		workers = append(workers, disp.Run)
+		workers = append(workers, events.DeletionWorkers(d.Events, Name, log, cleanup(d.DB))...)
 	} else {
 		log.Warn("notification runs without an event bus: notification events are not dispatched")
 	}

@@ -52,15 +52,7 @@ func New(keys *seal.Keyring) app.Constructor {
 		}
 		routes = append(routes, secrets...)
 		routes = append(routes, api.PendingRoutes(Name)...) // a secret's enable/disable, trusted secrets' writes (kept in identity): 501 (pkg/api NotBuilt)
-		svc := &app.Service{Name: Name, Routes: routes}
-		if d.Events != nil {
-			svc.Workers = append(svc.Workers, func(ctx context.Context) error {
-				return events.ConsumeDeletions(ctx, d.Events, Name, log, cleanup(d.DB))
-			})
-		} else {
-			log.Warn("secret runs without an event bus: a deleted user's, workspace's or project's secrets stay")
-		}
-		return svc, nil
+		return &app.Service{Name: Name, Routes: routes, Workers: events.DeletionWorkers(d.Events, Name, log, cleanup(d.DB))}, nil
 	}
 }
 
