@@ -176,6 +176,65 @@ func TestRuleConcurrentOrder(t *testing.T) {
 	}
 }
 
+// The list on the data source is what numbers the rules: a data source
+// stored before it had lists takes them from its rules' orders, an id
+// listed without its rule takes no number, and concurrent replaces of the
+// MANAGED rules leave exactly one set.
+func TestRuleOrderList(t *testing.T) {
+	e := setup(t)
+	ds := e.register(t, e.adminA, domainSource("aws"))
+	ids := map[string]string{}
+	for _, n := range []string{"a", "b", "c"} {
+		ids[n] = e.createRule(t, e.adminA, customRule(ds.DataSourceID, n)).DataSourceRuleID
+	}
+	sources := e.db.Collection(dataSources)
+	// As stored before the lists: no list, orders c, a, b.
+	if _, err := sources.UpdateOne(t.Context(), bson.D{{Key: "_id", Value: ds.DataSourceID}},
+		bson.D{{Key: "$unset", Value: bson.D{{Key: "rule_order", Value: ""}, {Key: "rule_order_version", Value: ""}}}}); err != nil {
+		t.Fatal(err)
+	}
+	for n, o := range map[string]int{"c": 1, "a": 2, "b": 3} {
+		if _, err := e.db.Collection(rules).UpdateOne(t.Context(), bson.D{{Key: "_id", Value: ids[n]}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: "order", Value: o}}}, {Key: "$unset", Value: bson.D{{Key: "order_version", Value: ""}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := e.createRule(t, e.adminA, customRule(ds.DataSourceID, "d")); d.Order != 4 {
+		t.Fatalf("created after the stored orders: %+v", d)
+	}
+	if got := e.orders(t, ds.DataSourceID, "CUSTOM"); !slices.Equal(got, []string{"c", "a", "b", "d"}) {
+		t.Fatalf("orders from the stored ones: %v", got)
+	}
+	// A listed id without its rule (a create whose insert failed).
+	if _, err := sources.UpdateOne(t.Context(), bson.D{{Key: "_id", Value: ds.DataSourceID}},
+		bson.D{{Key: "$push", Value: bson.D{{Key: "rule_order.CUSTOM", Value: "rule-gone"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	e.adminA.Call(ruleBase+"change-order", M{"data_source_rule_id": ids["c"], "order": 5}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	var r Rule
+	e.adminA.Call(ruleBase+"change-order", M{"data_source_rule_id": ids["c"], "order": 4}).OK(&r)
+	if r.Order != 4 {
+		t.Fatalf("moved %+v", r)
+	}
+	if got := e.orders(t, ds.DataSourceID, "CUSTOM"); !slices.Equal(got, []string{"a", "b", "d", "c"}) {
+		t.Fatalf("after the move past a gone id: %v", got)
+	}
+	// Replaces of the plugin's MANAGED rules at once: one set is left.
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			e.adminA.CallQueued(dsBase+"update-plugin", M{"data_source_id": ds.DataSourceID, "version": "2.0.0"}).OK(nil)
+		})
+	}
+	wg.Wait()
+	if got := e.orders(t, ds.DataSourceID, "MANAGED"); !slices.Equal(got, []string{"match service account", "managed label"}) {
+		t.Fatalf("managed rules after concurrent replaces: %v", got)
+	}
+	if n := e.count(t, rules, bson.E{Key: "rule_type", Value: "MANAGED"}); n != 2 {
+		t.Fatalf("%d MANAGED rules stored", n)
+	}
+}
+
 func TestRuleRefused(t *testing.T) {
 	e := setup(t)
 	ds := e.register(t, e.adminA, domainSource("aws"))

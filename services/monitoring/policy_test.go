@@ -1,6 +1,7 @@
 package monitoring_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -253,6 +254,47 @@ func TestPolicyDefaultUnderConcurrency(t *testing.T) {
 	wg.Wait()
 	if n := c.count(t, core.PoliciesCollection, bson.D{{Key: "name", Value: "same"}}); won != 1 || n != 1 {
 		t.Fatalf("%d creates of one name won, %d stored", won, n)
+	}
+}
+
+// A set-default racing the delete of the same policy never leaves the
+// scope's default deleted: one of the two fails, and the flags follow
+// the default record.
+func TestPolicyDefaultRacingDelete(t *testing.T) {
+	c := setup(t)
+	keep := c.policy(t, c.adminA, "keep", "DOMAIN", nil).EscalationPolicyID // the scope's first: its default
+	claims := core.Claims{C: c.db.Collection(core.ClaimsCollection)}
+	for round := range 8 {
+		id := c.policy(t, c.adminA, fmt.Sprintf("p%d", round), "DOMAIN", nil).EscalationPolicyID
+		var wg sync.WaitGroup
+		var set, del *testkit.Response
+		wg.Go(func() { set = c.adminA.CallQueued(ep+"set-default", map[string]any{"escalation_policy_id": id}) })
+		wg.Go(func() { del = c.adminA.CallQueued(ep+"delete", map[string]any{"escalation_policy_id": id}) })
+		wg.Wait()
+		if set.Status == http.StatusOK && del.Status == http.StatusOK {
+			t.Fatalf("round %d: both the set-default and the delete of one policy succeeded", round)
+		}
+		if set.Status != http.StatusOK && set.Status != http.StatusNotFound {
+			t.Fatalf("round %d: set-default %d %s", round, set.Status, set.Body)
+		}
+		if del.Status != http.StatusOK && del.Status != http.StatusBadRequest {
+			t.Fatalf("round %d: delete %d %s", round, del.Status, del.Body)
+		}
+		owner, err := claims.Owner(t.Context(), "ep-default#domain-a#*")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var l list[policyInfo]
+		c.adminA.Call(ep+"list", map[string]any{"is_default": true}).OK(&l)
+		if l.TotalCount != 1 || l.Results[0].EscalationPolicyID != owner {
+			t.Fatalf("round %d: default record %q, flagged %+v", round, owner, l.Results)
+		}
+		// The default is a live policy; put keep back for the next round.
+		c.getPolicy(t, c.adminA, owner)
+		c.adminA.Call(ep+"set-default", map[string]any{"escalation_policy_id": keep}).OK(nil)
+		if set.Status == http.StatusOK {
+			c.adminA.Call(ep+"delete", map[string]any{"escalation_policy_id": id}).OK(nil)
+		}
 	}
 }
 

@@ -176,6 +176,10 @@ type DataSource struct {
 	// costs are left out of every read, it no longer syncs, and a
 	// deregister finds it to finish the work.
 	Deleting bool `bson:"deleting,omitempty" json:"-"`
+	// RuleOrder lists the data source's rules of each type in order
+	// (datasourcerule/order.go); RuleOrderVersion counts its changes.
+	RuleOrder        map[string][]string `bson:"rule_order,omitempty" json:"-"`
+	RuleOrderVersion int64               `bson:"rule_order_version,omitempty" json:"-"`
 }
 
 // Permissions are upstream's DataSource.permissions: Deny names the cost
@@ -258,6 +262,8 @@ type Rule struct {
 	DomainID         string        `bson:"domain_id" json:"domain_id"`
 	DataSourceID     string        `bson:"data_source_id" json:"data_source_id"`
 	CreatedAt        wire.Time     `bson:"created_at" json:"created_at"`
+	// OrderVersion is the RuleOrderVersion that Order was written from.
+	OrderVersion int64 `bson:"order_version,omitempty" json:"-"`
 }
 
 // Changed is a window whose old costs a sync replaces.
@@ -400,11 +406,6 @@ var (
 	LockTTL  = 30 * time.Second
 	LockWait = 15 * time.Second
 )
-
-// RulesLock is the lease under which a data source's rule orders change.
-// A lease because the numbering 1..n spans many rule documents (renumber
-// writes each), which no single-document write can keep.
-func RulesLock(dataSourceID string) string { return "rules:" + dataSourceID }
 
 // SyncLock is the lease under which a data source's jobs start. A lease
 // because "one running job per data source, none after deregister's

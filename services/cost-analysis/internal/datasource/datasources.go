@@ -291,7 +291,8 @@ func (ds *DataSources) register(ctx context.Context, p *auth.Principal, r *regis
 	doc := &DataSource{ID: id, DataSourceID: id, Name: r.Name, State: core.Enabled, DataSourceType: "EXTERNAL", Provider: provider,
 		SecretType: secretType, SecretFilter: filter.Normalized(), PluginInfo: info, Schedule: sched, Tags: wire.Object(r.Tags), CostTagKeys: []string{},
 		CostAdditionalInfoKeys: []string{}, CostDataKeys: []string{}, Permissions: core.Permissions{Deny: []string{}}, ResourceGroup: r.ResourceGroup, WorkspaceID: ws,
-		DomainID: p.DomainID, CreatedAt: wire.T(wire.Now())}
+		DomainID: p.DomainID, CreatedAt: wire.T(wire.Now()),
+		RuleOrder: map[string][]string{core.Custom: {}, core.Managed: {}}, RuleOrderVersion: 1}
 	if secretType == core.Manual && r.PluginInfo.SecretData != nil {
 		sealed, err := ds.keys.SealJSON(r.PluginInfo.SecretData, core.AD(id, p.DomainID))
 		if err != nil {

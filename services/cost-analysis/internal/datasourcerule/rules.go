@@ -2,18 +2,15 @@
 // (spec part 2, /cost-analysis/v1/data-source-rule; semantics.md section 7
 // "Rule ordering") and the engine that applies them to cost rows.
 //
-// Rules of one data source and rule type are numbered 1..n. Every change
-// of that numbering (create, change_order, delete, the MANAGED rules of a
-// plugin) runs under the data source's lease (core.RulesLock): FerretDB
-// applies neither $inc nor conditional updates atomically, so the lease,
-// an insert-to-acquire record with an expiry, is what keeps two
-// concurrent calls from leaving two rules with one order.
+// Rules of one data source and rule type are numbered 1..n, in the order
+// of one list on the data source's document (order.go): each change of
+// the numbering is one atomic write of that list, and the rules' stored
+// orders follow it.
 //
 // It must not run jobs or read costs.
 package datasourcerule
 
 import (
-	"cmp"
 	"context"
 	"slices"
 	"strconv"
@@ -146,13 +143,14 @@ func (r *changeOrder) Validate() error {
 
 // Rules serves the rule operations and keeps the rule orders.
 type Rules struct {
-	db *mongo.Database
-	c  *mongo.Collection
+	db      *mongo.Database
+	c       *mongo.Collection
+	sources *mongo.Collection
 }
 
 // New creates the collection's indexes.
 func New(ctx context.Context, db *mongo.Database) (*Rules, error) {
-	rs := &Rules{db: db, c: db.Collection(core.RulesCollection)}
+	rs := &Rules{db: db, c: db.Collection(core.RulesCollection), sources: db.Collection(core.DataSourcesCollection)}
 	return rs, store.EnsureIndexes(ctx, rs.c,
 		store.Index{Keys: bson.D{{Key: "data_source_id", Value: 1}, {Key: "rule_type", Value: 1}, {Key: "order", Value: 1}}},
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "workspace_id", Value: 1}}},
@@ -199,38 +197,6 @@ func (rs *Rules) writable(ctx context.Context, p *auth.Principal, id, managedCod
 	return r, nil
 }
 
-// siblings are the rules of a data source and type, in order (ties by
-// creation), read under the data source's lease.
-func (rs *Rules) siblings(ctx context.Context, dataSourceID, ruleType string) ([]Rule, error) {
-	cur, err := rs.c.Find(ctx, bson.D{{Key: "data_source_id", Value: dataSourceID}, {Key: "rule_type", Value: ruleType}})
-	if err != nil {
-		return nil, store.Wrap(err)
-	}
-	var out []Rule
-	if err := cur.All(ctx, &out); err != nil {
-		return nil, store.Wrap(err)
-	}
-	slices.SortStableFunc(out, func(a, b Rule) int {
-		return cmp.Or(cmp.Compare(a.Order, b.Order), a.CreatedAt.Compare(b.CreatedAt.Time), cmp.Compare(a.ID, b.ID))
-	})
-	return out, nil
-}
-
-// renumber writes orders 1..n to rules in their slice order, touching only
-// the rules whose order changes.
-func (rs *Rules) renumber(ctx context.Context, rules []Rule) error {
-	for i := range rules {
-		if rules[i].Order == i+1 {
-			continue
-		}
-		rules[i].Order = i + 1
-		if _, err := rs.c.UpdateOne(ctx, bson.D{{Key: "_id", Value: rules[i].ID}}, bson.D{{Key: "$set", Value: bson.D{{Key: "order", Value: i + 1}}}}); err != nil {
-			return store.Wrap(err)
-		}
-	}
-	return nil
-}
-
 func (rs *Rules) create(ctx context.Context, p *auth.Principal, r *createRule) (*Rule, error) {
 	// A rule changes its data source's costs: the caller must be one who
 	// may change the data source (a DOMAIN one: a domain admin).
@@ -258,22 +224,30 @@ func (rs *Rules) create(ctx context.Context, p *auth.Principal, r *createRule) (
 		ConditionsPolicy: r.ConditionsPolicy, Actions: *r.Actions, Options: opts, Tags: wire.Object(r.Tags),
 		IsDefault: r.ResourceGroup == core.Domain, ResourceGroup: r.ResourceGroup, WorkspaceID: ws,
 		DomainID: ds.DomainID, DataSourceID: ds.DataSourceID, CreatedAt: wire.T(wire.Now())}
-	err = core.Lock(ctx, rs.db, core.RulesLock(ds.DataSourceID), func(ctx context.Context) error {
-		sibs, err := rs.siblings(ctx, ds.DataSourceID, core.Custom)
-		if err != nil {
-			return err
-		}
-		if err := rs.renumber(ctx, sibs); err != nil { // heal a numbering a crash left behind
-			return err
-		}
-		doc.Order = len(sibs) + 1
-		_, err = rs.c.InsertOne(ctx, doc)
-		return store.Wrap(err)
-	})
+	// Listed first, so a rule never exists outside the list; an id
+	// listed without its rule (the insert failed) takes no number.
+	if err := rs.listChange(ctx, ds.DataSourceID, nil, bson.D{{Key: "$push", Value: bson.D{{Key: orderField(core.Custom), Value: id}}}}); err != nil {
+		return nil, err
+	}
+	if _, err := rs.c.InsertOne(ctx, doc); err != nil {
+		_ = rs.listChange(context.WithoutCancel(ctx), ds.DataSourceID, nil, bson.D{{Key: "$pull", Value: bson.D{{Key: orderField(core.Custom), Value: id}}}})
+		return nil, store.Wrap(err)
+	}
+	return rs.settledOne(ctx, ds.DataSourceID, core.Custom, id)
+}
+
+// settledOne settles the rules of a type and returns rule id as settled
+// (404 when a concurrent delete took it).
+func (rs *Rules) settledOne(ctx context.Context, dataSourceID, ruleType, id string) (*Rule, error) {
+	rules, err := rs.settle(ctx, dataSourceID, ruleType)
 	if err != nil {
 		return nil, err
 	}
-	return doc, nil
+	at := slices.IndexFunc(rules, func(r Rule) bool { return r.ID == id })
+	if at < 0 {
+		return nil, errs.NotFound("data_source_rule_id", id)
+	}
+	return &rules[at], nil
 }
 
 func (rs *Rules) update(ctx context.Context, p *auth.Principal, r *updateRule) (*Rule, error) {
@@ -322,38 +296,17 @@ func (rs *Rules) update(ctx context.Context, p *auth.Principal, r *updateRule) (
 }
 
 // changeOrder moves the rule to position order among its data source's
-// rules of its type and renumbers them 1..n, under the data source's lease.
+// rules of its type (one compare-and-set of the list) and renumbers them
+// 1..n.
 func (rs *Rules) changeOrder(ctx context.Context, p *auth.Principal, r *changeOrder) (*Rule, error) {
 	doc, err := rs.writable(ctx, p, r.DataSourceRuleID, NotAllowedToChangeOrder)
 	if err != nil {
 		return nil, err
 	}
-	var out *Rule
-	err = core.Lock(ctx, rs.db, core.RulesLock(doc.DataSourceID), func(ctx context.Context) error {
-		sibs, err := rs.siblings(ctx, doc.DataSourceID, doc.RuleType)
-		if err != nil {
-			return err
-		}
-		at := slices.IndexFunc(sibs, func(x Rule) bool { return x.ID == doc.ID })
-		if at < 0 { // deleted meanwhile
-			return errs.NotFound("data_source_rule_id", doc.ID)
-		}
-		if *r.Order > len(sibs) {
-			return errs.Invalid("order", "greater than the number of rules ("+strconv.Itoa(len(sibs))+")")
-		}
-		target := sibs[at]
-		rest := slices.Delete(slices.Clone(sibs), at, at+1)
-		rest = slices.Insert(rest, *r.Order-1, target)
-		if err := rs.renumber(ctx, rest); err != nil {
-			return err
-		}
-		out = &rest[*r.Order-1]
-		return nil
-	})
-	if err != nil {
+	if err := rs.moveInList(ctx, doc.DataSourceID, doc.RuleType, doc.ID, *r.Order); err != nil {
 		return nil, err
 	}
-	return out, nil
+	return rs.settledOne(ctx, doc.DataSourceID, doc.RuleType, doc.ID)
 }
 
 func (rs *Rules) delete(ctx context.Context, p *auth.Principal, r *ruleRequest) (*api.Empty, error) {
@@ -361,22 +314,23 @@ func (rs *Rules) delete(ctx context.Context, p *auth.Principal, r *ruleRequest) 
 	if err != nil {
 		return nil, err
 	}
-	err = core.Lock(ctx, rs.db, core.RulesLock(doc.DataSourceID), func(ctx context.Context) error {
-		res, err := rs.c.DeleteOne(ctx, bson.D{{Key: "_id", Value: doc.ID}})
-		if err != nil {
-			return store.Wrap(err)
-		}
-		if res.DeletedCount == 0 {
-			return errs.NotFound("data_source_rule_id", doc.ID)
-		}
-		sibs, err := rs.siblings(ctx, doc.DataSourceID, doc.RuleType)
-		if err != nil {
-			return err
-		}
-		return rs.renumber(ctx, sibs)
-	})
+	// The rule goes first, then its id from the list: a listed id
+	// without a rule takes no number, a rule outside the list would.
+	res, err := rs.c.DeleteOne(ctx, bson.D{{Key: "_id", Value: doc.ID}})
 	if err != nil {
+		return nil, store.Wrap(err)
+	}
+	if res.DeletedCount == 0 {
+		return nil, errs.NotFound("data_source_rule_id", doc.ID)
+	}
+	err = rs.listChange(ctx, doc.DataSourceID, nil, bson.D{{Key: "$pull", Value: bson.D{{Key: orderField(doc.RuleType), Value: doc.ID}}}})
+	if err != nil && !errs.Is(err, errs.NotFoundCode) {
 		return nil, err
+	}
+	if err == nil {
+		if _, err := rs.settle(ctx, doc.DataSourceID, doc.RuleType); err != nil && !errs.Is(err, errs.NotFoundCode) {
+			return nil, err
+		}
 	}
 	return &api.Empty{}, nil
 }
@@ -443,46 +397,55 @@ type ManagedSpec struct {
 	Tags             freeform.Flat
 }
 
-// ReplaceManaged deletes the data source's MANAGED rules and creates
-// specs as its MANAGED rules, numbered 1..n in their order, under the data
-// source's lease.
+// ReplaceManaged makes specs the data source's MANAGED rules, numbered
+// 1..n in their order: the new list is written first (one atomic write),
+// then the rules, and the settle deletes the MANAGED rules the list no
+// longer names. Of two replaces at once the later list wins, and the
+// loser's rules go at whichever settle comes last.
 func (rs *Rules) ReplaceManaged(ctx context.Context, ds *core.DataSource, specs []ManagedSpec) error {
-	return core.Lock(ctx, rs.db, core.RulesLock(ds.DataSourceID), func(ctx context.Context) error {
-		if _, err := rs.c.DeleteMany(ctx, bson.D{{Key: "data_source_id", Value: ds.DataSourceID}, {Key: "rule_type", Value: core.Managed}}); err != nil {
+	now := wire.T(wire.Now())
+	docs := make([]any, 0, len(specs))
+	ids := make([]string, 0, len(specs))
+	for i, s := range specs {
+		id := wire.NewID("rule")
+		conds := s.Conditions
+		if conds == nil || s.ConditionsPolicy == "ALWAYS" {
+			conds = []core.Condition{}
+		}
+		docs = append(docs, Rule{ID: id, DataSourceRuleID: id, Name: s.Name, RuleType: core.Managed, Order: i + 1, Conditions: conds,
+			ConditionsPolicy: s.ConditionsPolicy, Actions: s.Actions, Options: s.Options, Tags: wire.Object(s.Tags),
+			IsDefault: ds.WorkspaceID == core.Global, ResourceGroup: ds.ResourceGroup, WorkspaceID: ds.WorkspaceID,
+			DomainID: ds.DomainID, DataSourceID: ds.DataSourceID, CreatedAt: now})
+		ids = append(ids, id)
+	}
+	if err := rs.listChange(ctx, ds.DataSourceID, nil, bson.D{{Key: "$set", Value: bson.D{{Key: orderField(core.Managed), Value: ids}}}}); err != nil {
+		return err
+	}
+	if len(docs) > 0 {
+		if _, err := rs.c.InsertMany(ctx, docs); err != nil {
 			return store.Wrap(err)
 		}
-		now := wire.T(wire.Now())
-		for i, s := range specs {
-			id := wire.NewID("rule")
-			conds := s.Conditions
-			if conds == nil || s.ConditionsPolicy == "ALWAYS" {
-				conds = []core.Condition{}
-			}
-			doc := Rule{ID: id, DataSourceRuleID: id, Name: s.Name, RuleType: core.Managed, Order: i + 1, Conditions: conds,
-				ConditionsPolicy: s.ConditionsPolicy, Actions: s.Actions, Options: s.Options, Tags: wire.Object(s.Tags),
-				IsDefault: ds.WorkspaceID == core.Global, ResourceGroup: ds.ResourceGroup, WorkspaceID: ds.WorkspaceID,
-				DomainID: ds.DomainID, DataSourceID: ds.DataSourceID, CreatedAt: now}
-			if _, err := rs.c.InsertOne(ctx, doc); err != nil {
-				return store.Wrap(err)
-			}
-		}
-		return nil
-	})
-}
-
-// DeleteAll deletes every rule of a data source.
-func (rs *Rules) DeleteAll(ctx context.Context, dataSourceID string) error {
-	return core.Lock(ctx, rs.db, core.RulesLock(dataSourceID), func(ctx context.Context) error {
-		return store.DeleteChildren(ctx, rs.c, bson.D{{Key: "data_source_id", Value: dataSourceID}})
-	})
-}
-
-// Of returns every rule of a data source (for the engine).
-func (rs *Rules) Of(ctx context.Context, dataSourceID string) ([]Rule, error) {
-	cur, err := rs.c.Find(ctx, bson.D{{Key: "data_source_id", Value: dataSourceID}})
-	if err != nil {
-		return nil, store.Wrap(err)
 	}
+	_, err := rs.settle(ctx, ds.DataSourceID, core.Managed)
+	return err
+}
+
+// DeleteAll deletes every rule of a data source (its deregister, after
+// the mark that stops every list change).
+func (rs *Rules) DeleteAll(ctx context.Context, dataSourceID string) error {
+	return store.DeleteChildren(ctx, rs.c, bson.D{{Key: "data_source_id", Value: dataSourceID}})
+}
+
+// Of returns the rules of a data source (for the engine), each type in
+// its list's order.
+func (rs *Rules) Of(ctx context.Context, dataSourceID string) ([]Rule, error) {
 	var out []Rule
-	return out, store.Wrap(cur.All(ctx, &out))
+	for _, typ := range []string{core.Managed, core.Custom} {
+		rules, _, _, err := rs.ordered(ctx, dataSourceID, typ)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rules...)
+	}
+	return out, nil
 }

@@ -9,7 +9,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"github.com/nubes-io/nubes/pkg/lease"
 	"github.com/nubes-io/nubes/pkg/store"
 )
 
@@ -18,9 +17,9 @@ import (
 // (only one of racing takers inserts it), taken over by a
 // compare-and-set on the owner read, released by a delete conditional
 // on the owner. Each is one atomic write of one document, on MongoDB as
-// on the embedded store. A change that must not interleave with another
-// across several documents (a scope's default and its policies' flags)
-// runs under a lease (Lock) in this collection.
+// on the embedded store. Set counts its changes (version), so records
+// that follow a claim (a scope's default and its policies' flags) can
+// refuse an older claim's numbers.
 type Claims struct {
 	C *mongo.Collection
 	// Stale overrides StaleClaim (tests).
@@ -37,6 +36,7 @@ type claim struct {
 	Key       string    `bson:"claim"`
 	Owner     string    `bson:"owner"`
 	UpdatedAt time.Time `bson:"updated_at"`
+	Version   int64     `bson:"version"`
 }
 
 func claimID(key string) string { return "claim#" + key }
@@ -113,24 +113,37 @@ func (c Claims) Release(ctx context.Context, key, owner string) error {
 	return store.Wrap(err)
 }
 
-// Set makes owner the holder of key whoever held it. Callers serialize
-// Set and the reads it must not interleave with under Lock.
-func (c Claims) Set(ctx context.Context, key, owner string) error {
-	_, err := c.C.ReplaceOne(ctx, bson.D{{Key: "_id", Value: claimID(key)}}, claim{ID: claimID(key), Key: key, Owner: owner, UpdatedAt: time.Now().UTC()},
-		options.Replace().SetUpsert(true))
-	return store.Wrap(err)
+// Set makes owner the holder of key whoever held it, in one atomic
+// write that counts the change; it returns the holder before and the
+// claim's new version.
+func (c Claims) Set(ctx context.Context, key, owner string) (was string, version int64, err error) {
+	for try := 0; ; try++ {
+		var before claim
+		err = c.C.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: claimID(key)}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: "claim", Value: key}, {Key: "owner", Value: owner}, {Key: "updated_at", Value: time.Now().UTC()}}},
+				{Key: "$inc", Value: bson.D{{Key: "version", Value: int64(1)}}}},
+			options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.Before)).Decode(&before)
+		if mongo.IsDuplicateKeyError(err) && try < 2 {
+			continue // two upserts raced to create it: the second try finds it
+		}
+		if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+			return "", 0, store.Wrap(err)
+		}
+		return before.Owner, before.Version + 1, nil
+	}
 }
 
-// Lock runs fn holding the lease of key (lease.Run): at most one holder
-// across replicas, renewed while fn runs; a holder that dies frees it
-// after LockTTL. A lease because what fn keeps in step spans several
-// documents, which MongoDB changes atomically only one at a time.
-func (c Claims) Lock(ctx context.Context, key string, fn func(ctx context.Context) error) error {
-	return lease.Run(ctx, c.C, "lock#"+key, LockTTL, LockWait, fn)
+// Revert gives key back to was if owner still holds it (a Set whose
+// reason vanished), counting the change; it reports the new version, 0
+// when another holder came meanwhile.
+func (c Claims) Revert(ctx context.Context, key, owner, was string) (int64, error) {
+	var after claim
+	err := c.C.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: claimID(key)}, {Key: "owner", Value: owner}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "owner", Value: was}, {Key: "updated_at", Value: time.Now().UTC()}}},
+			{Key: "$inc", Value: bson.D{{Key: "version", Value: int64(1)}}}},
+		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&after)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return 0, nil
+	}
+	return after.Version, store.Wrap(err)
 }
-
-// Lease bounds of Lock.
-const (
-	LockTTL  = 15 * time.Second
-	LockWait = 30 * time.Second
-)

@@ -155,8 +155,21 @@ func TestClaimsTakeReleaseSet(t *testing.T) {
 	if !take("n", "c", live) {
 		t.Fatal("a released name refused")
 	}
-	if err := c.Set(ctx, "n", "d"); err != nil || owner("n") != "d" {
-		t.Fatalf("set: %v, owner %q", err, owner("n"))
+	if was, v, err := c.Set(ctx, "n", "d"); err != nil || owner("n") != "d" || was != "c" || v != 1 {
+		t.Fatalf("set: %v, owner %q, was %q, version %d", err, owner("n"), was, v)
+	}
+	if was, v, err := c.Set(ctx, "n", "e"); err != nil || was != "d" || v != 2 {
+		t.Fatalf("second set: %v, was %q, version %d", err, was, v)
+	}
+	// Revert gives it back only while the reverting owner holds it.
+	if v, err := c.Revert(ctx, "n", "d", "c"); err != nil || v != 0 || owner("n") != "e" {
+		t.Fatalf("a revert by a former owner: %v, version %d, owner %q", err, v, owner("n"))
+	}
+	if v, err := c.Revert(ctx, "n", "e", "d"); err != nil || v != 3 || owner("n") != "d" {
+		t.Fatalf("revert: %v, version %d, owner %q", err, v, owner("n"))
+	}
+	if was, v, err := c.Set(ctx, "fresh", "x"); err != nil || was != "" || v != 1 {
+		t.Fatalf("set of a new key: %v, was %q, version %d", err, was, v)
 	}
 	// One record a key.
 	n, err := c.C.CountDocuments(ctx, bson.D{{Key: "claim", Value: "n"}})

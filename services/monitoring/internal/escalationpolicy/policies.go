@@ -48,20 +48,25 @@ type Rule struct {
 
 // Policy is an escalation policy, stored and sent in the same shape.
 type Policy struct {
-	ID                 string        `bson:"_id" json:"-"`
-	EscalationPolicyID string        `bson:"escalation_policy_id" json:"escalation_policy_id"`
-	Name               string        `bson:"name" json:"name"`
-	IsDefault          bool          `bson:"is_default" json:"is_default"`
-	Rules              []Rule        `bson:"rules" json:"rules"`
-	RepeatCount        int32         `bson:"repeat_count" json:"repeat_count"`
-	FinishCondition    string        `bson:"finish_condition" json:"finish_condition"`
-	ResourceGroup      string        `bson:"resource_group" json:"resource_group"`
-	Scope              string        `bson:"scope" json:"scope"`
-	ProjectID          string        `bson:"project_id" json:"project_id"`
-	Tags               freeform.Flat `bson:"tags" json:"tags"`
-	WorkspaceID        string        `bson:"workspace_id" json:"workspace_id"`
-	DomainID           string        `bson:"domain_id" json:"domain_id"`
-	CreatedAt          wire.Time     `bson:"created_at" json:"created_at"`
+	ID                 string `bson:"_id" json:"-"`
+	EscalationPolicyID string `bson:"escalation_policy_id" json:"escalation_policy_id"`
+	Name               string `bson:"name" json:"name"`
+	IsDefault          bool   `bson:"is_default" json:"is_default"`
+	// DefaultVersion is the version of the scope's default claim that
+	// IsDefault was written from (followDefault).
+	DefaultVersion int64 `bson:"default_version,omitempty" json:"-"`
+	// Deleting marks a global policy whose delete has begun (delete).
+	Deleting        bool          `bson:"deleting,omitempty" json:"-"`
+	Rules           []Rule        `bson:"rules" json:"rules"`
+	RepeatCount     int32         `bson:"repeat_count" json:"repeat_count"`
+	FinishCondition string        `bson:"finish_condition" json:"finish_condition"`
+	ResourceGroup   string        `bson:"resource_group" json:"resource_group"`
+	Scope           string        `bson:"scope" json:"scope"`
+	ProjectID       string        `bson:"project_id" json:"project_id"`
+	Tags            freeform.Flat `bson:"tags" json:"tags"`
+	WorkspaceID     string        `bson:"workspace_id" json:"workspace_id"`
+	DomainID        string        `bson:"domain_id" json:"domain_id"`
+	CreatedAt       wire.Time     `bson:"created_at" json:"created_at"`
 }
 
 func (p *Policy) global() bool { return p.ResourceGroup != Project }
@@ -220,35 +225,40 @@ func (ps *Policies) create(ctx context.Context, p *auth.Principal, r *createPoli
 	if !ok {
 		return nil, errs.Duplicate("name", r.Name)
 	}
-	insert := func() error {
-		_, err := ps.c.InsertOne(ctx, doc)
-		return store.Wrap(err)
-	}
 	if doc.global() {
 		// The first global policy of a scope becomes its default, so a
-		// scope with policies always has exactly one.
-		insert = func() error {
-			return ps.claims.Lock(ctx, defaultKey(doc.DomainID, doc.WorkspaceID), func(ctx context.Context) error {
-				cur, err := ps.claims.Owner(ctx, defaultKey(doc.DomainID, doc.WorkspaceID))
-				if err != nil {
-					return err
-				}
-				if cur != "" {
-					if live, err := ps.exists(ctx, cur); err != nil || live {
-						return errors.Join(err, ps.insert(ctx, doc))
-					}
-				}
-				doc.IsDefault = true
-				if err := ps.insert(ctx, doc); err != nil {
-					return err
-				}
-				return ps.claims.Set(ctx, defaultKey(doc.DomainID, doc.WorkspaceID), id)
-			})
+		// scope with policies always has exactly one: the scope's default
+		// claim is taken like a name (the insert of its _id, or the
+		// takeover of a vanished holder's), before the policy is stored.
+		if doc.IsDefault, err = ps.claims.Take(ctx, defaultKey(doc.DomainID, doc.WorkspaceID), id, ps.exists); err != nil {
+			_ = ps.claims.Release(context.WithoutCancel(ctx), nameKey(p.DomainID, r.Name), id)
+			return nil, err
 		}
 	}
-	if err := insert(); err != nil {
+	if err := ps.insert(ctx, doc); err != nil {
 		_ = ps.claims.Release(context.WithoutCancel(ctx), nameKey(p.DomainID, r.Name), id)
+		if doc.IsDefault {
+			_ = ps.claims.Release(context.WithoutCancel(ctx), defaultKey(doc.DomainID, doc.WorkspaceID), id)
+		}
 		return nil, err
+	}
+	if doc.IsDefault {
+		// A setDefault between the claim and the insert followed the
+		// flags before this policy was stored: follow them again.
+		cl, err := ps.claims.Get(ctx, defaultKey(doc.DomainID, doc.WorkspaceID))
+		if err != nil {
+			return nil, err
+		}
+		if cl == nil || cl.Owner != id {
+			owner, v := "", int64(0)
+			if cl != nil {
+				owner, v = cl.Owner, cl.Version
+			}
+			if err := ps.followDefault(ctx, doc, owner, v); err != nil {
+				return nil, err
+			}
+			doc.IsDefault = false
+		}
 	}
 	return doc, nil
 }
@@ -322,10 +332,11 @@ func (ps *Policies) update(ctx context.Context, p *auth.Principal, r *updatePoli
 }
 
 // setDefault makes a global policy its scope's default. The scope's
-// default record (a claim keyed by _id) is changed under the scope's
-// lease, and the policies' is_default flags follow it inside the same
-// lease, so two concurrent calls never leave two defaults, on MongoDB or
-// on FerretDB.
+// default claim is the truth (one atomic Set, counted); the policies'
+// is_default flags follow it (followDefault). A delete marks the policy
+// before it reads the claim, and setDefault reads the policy after it
+// set the claim, so of a racing setDefault and delete one sees the
+// other: the policy is never left the default of its scope deleted.
 func (ps *Policies) setDefault(ctx context.Context, p *auth.Principal, r *policyRequest) (*Policy, error) {
 	doc, err := ps.writable(ctx, p, r.EscalationPolicyID)
 	if err != nil {
@@ -335,61 +346,77 @@ func (ps *Policies) setDefault(ctx context.Context, p *auth.Principal, r *policy
 		return nil, errs.New(InvalidScope, "Only a global (DOMAIN or WORKSPACE) policy can be the default. (escalation_policy_id = %s)", doc.ID)
 	}
 	key := defaultKey(doc.DomainID, doc.WorkspaceID)
-	var out *Policy
-	err = ps.claims.Lock(ctx, key, func(ctx context.Context) error {
-		if live, err := ps.exists(ctx, doc.ID); err != nil || !live {
-			return errors.Join(err, errs.NotFound("escalation_policy_id", doc.ID))
-		}
-		if err := ps.claims.Set(ctx, key, doc.ID); err != nil {
-			return err
-		}
-		if _, err := ps.c.UpdateMany(ctx, bson.D{
-			{Key: "domain_id", Value: doc.DomainID}, {Key: "workspace_id", Value: doc.WorkspaceID},
-			{Key: "is_default", Value: true}, {Key: "_id", Value: bson.D{{Key: "$ne", Value: doc.ID}}},
-		}, bson.D{{Key: "$set", Value: bson.D{{Key: "is_default", Value: false}}}}); err != nil {
-			return store.Wrap(err)
-		}
-		out, err = store.SetByID[Policy](ctx, ps.c, "escalation_policy_id", doc.ID, bson.D{{Key: "is_default", Value: true}})
-		return err
-	})
+	was, v, err := ps.claims.Set(ctx, key, doc.ID)
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	cur, err := store.Get[Policy](ctx, ps.c, "escalation_policy_id", doc.ID)
+	if err == nil && cur.Deleting {
+		err = errs.NotFound("escalation_policy_id", doc.ID)
+	}
+	if err != nil {
+		if errs.Is(err, errs.NotFoundCode) && was != doc.ID {
+			if back, rerr := ps.claims.Revert(context.WithoutCancel(ctx), key, doc.ID, was); rerr != nil {
+				err = errors.Join(err, rerr)
+			} else if back > 0 {
+				err = errors.Join(err, ps.followDefault(context.WithoutCancel(ctx), doc, was, back))
+			}
+		}
+		return nil, err
+	}
+	if err := ps.followDefault(ctx, doc, doc.ID, v); err != nil {
+		return nil, err
+	}
+	return ps.Get(ctx, doc.ID)
 }
 
+// followDefault writes the scope's is_default flags from its default
+// claim at version v: owner's true, every other policy's false, each
+// write only over flags written from an older claim, so a late follow
+// of an older claim never lands over a newer one's.
+func (ps *Policies) followDefault(ctx context.Context, doc *Policy, owner string, v int64) error {
+	older := bson.E{Key: "$or", Value: bson.A{bson.D{{Key: "default_version", Value: bson.D{{Key: "$lt", Value: v}}}},
+		bson.D{{Key: "default_version", Value: bson.D{{Key: "$exists", Value: false}}}}}}
+	if _, err := ps.c.UpdateMany(ctx, bson.D{{Key: "domain_id", Value: doc.DomainID}, {Key: "workspace_id", Value: doc.WorkspaceID},
+		{Key: "project_id", Value: core.Global}, {Key: "_id", Value: bson.D{{Key: "$ne", Value: owner}}}, older},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "is_default", Value: false}, {Key: "default_version", Value: v}}}}); err != nil {
+		return store.Wrap(err)
+	}
+	if owner == "" {
+		return nil
+	}
+	_, err := ps.c.UpdateOne(ctx, bson.D{{Key: "_id", Value: owner}, older},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "is_default", Value: true}, {Key: "default_version", Value: v}}}})
+	return store.Wrap(err)
+}
+
+// delete refuses the default of a scope. A global policy is marked
+// first (deleting), then the claim is read: a setDefault racing it sees
+// the mark and gives the claim back.
 func (ps *Policies) delete(ctx context.Context, p *auth.Principal, r *policyRequest) (*api.Empty, error) {
 	doc, err := ps.writable(ctx, p, r.EscalationPolicyID)
 	if err != nil {
 		return nil, err
 	}
-	del := func() error {
-		res, err := ps.c.DeleteOne(ctx, bson.D{{Key: "_id", Value: doc.ID}})
-		if err != nil {
-			return store.Wrap(err)
-		}
-		if res.DeletedCount == 0 {
-			return errs.NotFound("escalation_policy_id", doc.ID)
-		}
-		return nil
-	}
 	if doc.global() {
-		key := defaultKey(doc.DomainID, doc.WorkspaceID)
-		err = ps.claims.Lock(ctx, key, func(ctx context.Context) error {
-			cur, err := ps.claims.Owner(ctx, key)
-			if err != nil {
-				return err
-			}
-			if cur == doc.ID {
-				return errs.New(DefaultNotDeleteable, "The default escalation policy cannot be deleted; make another one the default first. (escalation_policy_id = %s)", doc.ID)
-			}
-			return del()
-		})
-	} else {
-		err = del()
+		if _, err := store.SetByID[Policy](ctx, ps.c, "escalation_policy_id", doc.ID, bson.D{{Key: "deleting", Value: true}}); err != nil {
+			return nil, err
+		}
+		cur, err := ps.claims.Owner(ctx, defaultKey(doc.DomainID, doc.WorkspaceID))
+		if err == nil && cur == doc.ID {
+			err = errs.New(DefaultNotDeleteable, "The default escalation policy cannot be deleted; make another one the default first. (escalation_policy_id = %s)", doc.ID)
+		}
+		if err != nil {
+			_, _ = ps.c.UpdateOne(context.WithoutCancel(ctx), bson.D{{Key: "_id", Value: doc.ID}}, bson.D{{Key: "$unset", Value: bson.D{{Key: "deleting", Value: ""}}}})
+			return nil, err
+		}
 	}
+	res, err := ps.c.DeleteOne(ctx, bson.D{{Key: "_id", Value: doc.ID}})
 	if err != nil {
-		return nil, err
+		return nil, store.Wrap(err)
+	}
+	if res.DeletedCount == 0 {
+		return nil, errs.NotFound("escalation_policy_id", doc.ID)
 	}
 	if err := ps.claims.Release(ctx, nameKey(doc.DomainID, doc.Name), doc.ID); err != nil {
 		ps.log.Warn("policy name not released", "escalation_policy_id", doc.ID, "error", err.Error())
