@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -286,6 +287,61 @@ func TestSyncDuplicateAndCancel(t *testing.T) {
 	// A new sync may start now.
 	e.plugin.Script(getTasksMethod, tasksReply(0))
 	e.sync(t, e.adminA, ds.DataSourceID, "")
+}
+
+// The data source's running job is one claim on its document: of
+// concurrent syncs one starts; a claim whose job was never stored holds
+// for a minute, then frees; a claim whose job finished without clearing
+// it frees at once.
+func TestSyncRunningClaim(t *testing.T) {
+	e := setupWith(t, options{bus: true, workers: heldTasks})
+	ds := e.register(t, e.adminA, domainSource("aws"))
+	claim := func(job string, since time.Time) {
+		t.Helper()
+		if _, err := e.db.Collection(dataSources).UpdateOne(t.Context(), bson.D{{Key: "_id", Value: ds.DataSourceID}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: "running_job", Value: job}, {Key: "running_since", Value: since}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim("job-ghost", time.Now().UTC())
+	e.adminA.Call(dsBase+"sync", M{"data_source_id": ds.DataSourceID}).Fails(http.StatusConflict, errs.DuplicateJob)
+	if n := e.count(t, jobs); n != 0 {
+		t.Fatalf("%d jobs stored by a refused sync", n)
+	}
+	claim("job-ghost", time.Now().UTC().Add(-2*time.Minute))
+	e.plugin.Script(getTasksMethod, tasksReply(0))
+	first := e.sync(t, e.adminA, ds.DataSourceID, "")
+	if first.Status != "SUCCESS" {
+		t.Fatalf("sync after a stale claim: %+v", first)
+	}
+	if got := e.raw(t, dataSources, ds.DataSourceID)["running_job"]; got != nil {
+		t.Fatalf("a finished job left its claim: %v", got)
+	}
+	claim(first.JobID, time.Now().UTC()) // its clear lost
+	e.plugin.Script(getTasksMethod, tasksReply(0))
+	e.sync(t, e.adminA, ds.DataSourceID, "")
+	// Concurrent syncs while the first one started runs: one wins.
+	e.plugin.Script(getTasksMethod, tasksReply(1))
+	e.plugin.Script(getDataMethod, fakeplugin.Reply{Stream: []M{rows(1, "2024-02", "slow")}, Hang: true})
+	before := e.count(t, jobs)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	codes := map[int]int{}
+	for range 6 {
+		wg.Go(func() {
+			r := e.adminA.CallQueued(dsBase+"sync", M{"data_source_id": ds.DataSourceID})
+			mu.Lock()
+			codes[r.Status]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if codes[http.StatusOK] != 1 || codes[http.StatusConflict] != 5 {
+		t.Fatalf("concurrent syncs answered %v, want one 200 and five 409", codes)
+	}
+	if n := e.count(t, jobs); n != before+1 {
+		t.Fatalf("%d jobs stored by concurrent syncs, want one", n-before)
+	}
 }
 
 func TestJobTimeout(t *testing.T) {

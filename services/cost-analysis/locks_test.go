@@ -11,9 +11,9 @@ import (
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/worker"
 )
 
-// TestLocksPurged: every job and task leaves a lease claim in cost_locks
-// (sync:<ds>, task:<id>); the worker purges the ended ones, so over many
-// jobs the collection does not grow with them. The jobs here are
+// TestLocksPurged: every scheduled fire leaves a lease claim in
+// cost_locks; the worker purges the ended ones, so over many jobs the
+// collection does not grow with them. The jobs here are
 // scheduled ones, one an hour over four hours on two replicas: after
 // each hour's purge, the hour does not fire again (its marker
 // schedule#<id>#<hour> is no claim, and stays).
@@ -64,9 +64,7 @@ func TestLocksPurged(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		// Every lease ended: the purge leaves none of this hour's job,
-		// its tasks, its data source's start. (A claim whose release was
-		// lost ends at its expiry: LockTTL.)
+		// Every lease ended: the purge leaves none of this hour's fire.
 		deadline = time.Now().Add(waitBound)
 		for claims() != 0 {
 			if time.Now().After(deadline) {

@@ -15,7 +15,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -23,7 +22,6 @@ import (
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/freeform"
-	"github.com/nubes-io/nubes/pkg/lease"
 	"github.com/nubes-io/nubes/pkg/pluginref"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/seal"
@@ -41,8 +39,8 @@ const (
 	TasksCollection         = "cost_job_tasks"
 	CostsCollection         = "cost_costs"
 	ExchangeRatesCollection = "cost_exchange_rates"
-	// LocksCollection holds leases (core.Lock): one per data source for
-	// rule orders and job starts, one per task for its attempts.
+	// LocksCollection holds the leases of the sync schedule's fires
+	// (pkg/schedule): one fire of an hour across replicas.
 	LocksCollection = "cost_locks"
 	// DirectoriesCollection holds, per job (_id = job_id), the projects
 	// the rules of its data source match costs to, read when it started.
@@ -386,31 +384,6 @@ type Cost struct {
 	TrustedAccountID string `bson:"trusted_account_id,omitempty" json:"-"`
 }
 
-// Lock runs fn holding the lease key (lease.Run in LocksCollection): fn's
-// ctx ends when the lease is lost; it is renewed while fn runs, and
-// outlives a dead holder by LockTTL at most. A final write that a later
-// holder must not see land after its own calls Fence first.
-func Lock(ctx context.Context, db *mongo.Database, key string, fn func(ctx context.Context) error) error {
-	return lease.Run(ctx, db.Collection(LocksCollection), key, LockTTL, LockWait, fn)
-}
-
-// Fence guards the final write under Lock (lease.Fence): 503 unless the
-// lease is held for LockTTL/3 more, and a context for the write that ends
-// before the lease could lapse.
-func Fence(ctx context.Context) (context.Context, context.CancelFunc, error) {
-	return lease.Fence(ctx, LockTTL/3)
-}
-
-// Lease bounds: a caller waits LockWait for a lease before answering 503.
-var (
-	LockTTL  = 30 * time.Second
-	LockWait = 15 * time.Second
-)
-
-// SyncLock is the lease under which a data source's jobs start. A lease
-// because "one running job per data source, none after deregister's
-// Forget" spans the jobs' documents, read and written while it is held.
-func SyncLock(dataSourceID string) string { return "sync:" + dataSourceID }
 
 // LoadDataSource returns a data source the caller may see (404 otherwise,
 // and for one being deregistered).

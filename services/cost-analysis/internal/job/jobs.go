@@ -234,8 +234,9 @@ func (js *Jobs) notifyFailure(ctx context.Context, j *Job) error {
 // first (one per job: a retry records the same id again, a no-op).
 func (js *Jobs) change(ctx context.Context, jobID string, fn func(j *Job) (bson.D, error), out **Job) error {
 	var decided *Job
+	var was string
 	_, err := store.Change(ctx, js.jobs, "job_id", jobID, func(j *Job) (bson.D, error) {
-		was := j.Status
+		was = j.Status
 		set, err := fn(j)
 		if err != nil {
 			return nil, err
@@ -250,6 +251,13 @@ func (js *Jobs) change(ctx context.Context, jobID string, fn func(j *Job) (bson.
 	})
 	if err != nil {
 		return err
+	}
+	if was == core.InProgress && decided.Status != core.InProgress {
+		// The data source may start its next job (claim.go); a clear
+		// lost here is made by that start.
+		if err := js.releaseSource(ctx, decided.DataSourceID, decided.JobID); err != nil {
+			js.log.Warn("data source's running job not cleared", "job_id", decided.JobID, "error", err.Error())
+		}
 	}
 	if out != nil {
 		*out = decided

@@ -62,51 +62,13 @@ func (js *Jobs) Start(ctx context.Context, p *auth.Principal, ds *core.DataSourc
 	if err := js.tidySource(ctx, ds.DataSourceID); err != nil {
 		return nil, err
 	}
-	err = core.Lock(ctx, js.db, core.SyncLock(ds.DataSourceID), func(ctx context.Context) error {
-		// ds was read before identity and the plugin were asked (a
-		// scheduled sync read it before the syncs ahead of it): deregister
-		// may have forgotten its jobs since, and would never delete this
-		// one. It looks for jobs under this lease too (Forget).
-		if cur, err := store.Get[core.DataSource](ctx, js.sources, "data_source_id", ds.DataSourceID); err != nil {
-			return err
-		} else if cur.Deleting {
-			return errs.NotFound("data_source_id", ds.DataSourceID)
-		}
-		cur, err := js.jobs.Find(ctx, bson.D{{Key: "data_source_id", Value: ds.DataSourceID}, {Key: "status", Value: core.InProgress}})
-		if err != nil {
-			return store.Wrap(err)
-		}
-		var running []Job
-		if err := cur.All(ctx, &running); err != nil {
-			return store.Wrap(err)
-		}
-		for _, r := range running {
-			done, err := js.Expire(ctx, r.JobID)
-			if err != nil {
-				return err
-			}
-			if !done {
-				return errs.New(errs.DuplicateJob, "A job of the data source is running. (data_source_id = %s, job_id = %s)", ds.DataSourceID, r.JobID)
-			}
-		}
-		// A job that succeeded since tidySource ran is tidied here; one
-		// whose deletes fail keeps the sync refused until it is tidied.
-		busy, err := js.swapPending(ctx, ds.DataSourceID)
-		if err == nil && busy {
-			if err = js.tidySource(ctx, ds.DataSourceID); err == nil {
-				busy, err = js.swapPending(ctx, ds.DataSourceID)
-			}
-		}
-		if err != nil {
-			return err
-		}
-		if busy {
-			return errs.Down("The data source's last sync", errors.New("its replaced costs are still being deleted"))
-		}
-		_, err = js.jobs.InsertOne(ctx, j)
-		return store.Wrap(err)
-	})
-	if err != nil {
+	// The data source's one running job is this one from here (claim.go)
+	// until the write that finishes it.
+	if err := js.claimSource(ctx, ds.DataSourceID, id); err != nil {
+		return nil, err
+	}
+	if err := js.admit(ctx, ds, j); err != nil {
+		_ = js.releaseSource(context.WithoutCancel(ctx), ds.DataSourceID, id)
 		return nil, err
 	}
 	if dir != nil {
@@ -205,6 +167,60 @@ func (js *Jobs) Start(ctx context.Context, p *auth.Principal, ds *core.DataSourc
 		}
 	}
 	return j, nil
+}
+
+// admit stores the job of a data source claimed for it, once nothing of
+// an earlier job stands in the way: a job running from before the claims
+// (made TIMEOUT when past its timeout, else 409), or the swapped-out rows
+// of the last success still being deleted (503). A deregister that began
+// meanwhile finds the stored job, or this start sees its mark and takes
+// the job back (404).
+func (js *Jobs) admit(ctx context.Context, ds *core.DataSource, j *Job) error {
+	cur, err := js.jobs.Find(ctx, bson.D{{Key: "data_source_id", Value: ds.DataSourceID}, {Key: "status", Value: core.InProgress}})
+	if err != nil {
+		return store.Wrap(err)
+	}
+	var running []Job
+	if err := cur.All(ctx, &running); err != nil {
+		return store.Wrap(err)
+	}
+	for _, r := range running {
+		done, err := js.Expire(ctx, r.JobID)
+		if err != nil {
+			return err
+		}
+		if !done {
+			return errs.New(errs.DuplicateJob, "A job of the data source is running. (data_source_id = %s, job_id = %s)", ds.DataSourceID, r.JobID)
+		}
+	}
+	// A job that succeeded since tidySource ran is tidied here; one
+	// whose deletes fail keeps the sync refused until it is tidied.
+	busy, err := js.swapPending(ctx, ds.DataSourceID)
+	if err == nil && busy {
+		if err = js.tidySource(ctx, ds.DataSourceID); err == nil {
+			busy, err = js.swapPending(ctx, ds.DataSourceID)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if busy {
+		return errs.Down("The data source's last sync", errors.New("its replaced costs are still being deleted"))
+	}
+	if _, err := js.jobs.InsertOne(ctx, j); err != nil {
+		return store.Wrap(err)
+	}
+	// Deregister marks the data source, then lists its jobs (Forget):
+	// either it lists this one, or this read sees the mark.
+	live, err := js.sourceLive(ctx, ds.DataSourceID)
+	if err == nil && !live {
+		err = errs.NotFound("data_source_id", ds.DataSourceID)
+	}
+	if err != nil {
+		_, _ = js.jobs.DeleteOne(context.WithoutCancel(ctx), bson.D{{Key: "_id", Value: j.ID}})
+		return err
+	}
+	return nil
 }
 
 // gone passes err on; when it says the job is not found (deregister
@@ -367,17 +383,15 @@ func (js *Jobs) Directory(ctx context.Context, jobID string) (datasourcerule.Dir
 // source (deregister). Running jobs are cancelled first, so their workers
 // stop.
 func (js *Jobs) Forget(ctx context.Context, dataSourceID string) error {
-	// Under the lease Start creates a job under, after the data source
-	// record is gone: a job is either found here or never created.
+	// After the data source's mark: a start either stored its job before
+	// this read, or sees the mark and takes its job back (admit).
 	var jobs []Job
-	if err := core.Lock(ctx, js.db, core.SyncLock(dataSourceID), func(ctx context.Context) error {
-		cur, err := js.jobs.Find(ctx, bson.D{{Key: "data_source_id", Value: dataSourceID}})
-		if err != nil {
-			return store.Wrap(err)
-		}
-		return store.Wrap(cur.All(ctx, &jobs))
-	}); err != nil {
-		return err
+	cur, err := js.jobs.Find(ctx, bson.D{{Key: "data_source_id", Value: dataSourceID}})
+	if err != nil {
+		return store.Wrap(err)
+	}
+	if err := cur.All(ctx, &jobs); err != nil {
+		return store.Wrap(err)
 	}
 	ids := bson.A{}
 	for _, j := range jobs {

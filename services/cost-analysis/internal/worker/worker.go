@@ -129,12 +129,11 @@ func New(db *mongo.Database, bus *events.Bus, jobs *job.Jobs, rules *datasourcer
 // Run consumes until ctx is done, Concurrency tasks at once. It waits for
 // NATS when it is down. Meanwhile it purges cost_locks every PurgeEvery.
 func (w *Worker) Run(ctx context.Context) error {
-	// Every take stores a claim (pkg/lease), and job:<id> and task:<id>
-	// are each taken for one job or task only. An hour (KeepLocks) is far
-	// above any holder's TTL (LockTTL) and fenced write (core.Fence), as
-	// lease.Purge requires. The scheduler's fire-once markers
-	// (schedule#<id>#<hour>) are no claims and stay: pkg/schedule purges
-	// them after 48 h, so an hour never fires twice.
+	// The schedule's fires take leases here (pkg/lease); an hour
+	// (KeepLocks) is far above their TTL, as lease.Purge requires. The
+	// scheduler's fire-once markers (schedule#<id>#<hour>) are no claims
+	// and stay: pkg/schedule purges them after 48 h, so an hour never
+	// fires twice.
 	defer lease.PurgeEvery(ctx, w.db.Collection(core.LocksCollection), w.cfg.PurgeEvery, w.cfg.KeepLocks, w.log)()
 	return events.Consume(ctx, w.bus, events.ConsumerSpec{Stream: events.JobStream, Consumer: jetstream.ConsumerConfig{
 		Durable:       events.CostTaskConsumer,
@@ -165,8 +164,8 @@ func (w *Worker) Handle(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	// The task's life shows from the message's receipt, not from its
-	// stream's start: what comes before the stream (the task's lease,
-	// waited for up to LockWait, the deletes of an earlier attempt's rows,
+	// stream's start: what comes before the stream (the claim of the
+	// task's attempt, the deletes of an earlier attempt's rows,
 	// the reads of the data source, its secret and rules) can take longer
 	// than AckWait on a loaded store, and the task was then delivered
 	// again while this attempt went on: two attempts, two get_data calls
