@@ -18,7 +18,8 @@ import (
 // atomically (the embedded store keeps it: pkg/devinfra/serialwrites):
 //
 //	Next       an atomic counter: findOneAndUpdate with $inc, upserted
-//	Change     read, decide, write if nobody wrote since (a version)
+//	Change     read, edit the typed value, write what changed if nobody
+//	           wrote since (a version); effects follow from before/after
 //	InsertOnce an upsert-once record: the first insert of an _id wins
 //	Inc        an atomic $inc of a count
 
@@ -76,41 +77,64 @@ var ErrConflict = errors.New("the record kept being changed by other requests")
 // storm of writes to one record.
 const maxChangeTries = 50
 
-// Change runs fn on the document id as stored and writes the $set it
-// returns (nothing when it returns none) only if the document was not
-// written since it was read (VersionField, bumped by the write);
-// otherwise it reads again and runs fn again. fn may refuse with an
-// error. A missing document, or one whose delete has begun (a mark of
-// store.Teardown), is 404 (key = id). It returns the document as
-// written, or as read when fn changed nothing.
-func Change[T any](ctx context.Context, c *mongo.Collection, key, id string, fn func(doc *T) (bson.D, error)) (*T, error) {
+// Changed is a document before and after a Change: effects that follow
+// a change (a mail, the next step of a pipeline) are decided from the
+// two, after the write, never inside fn.
+type Changed[T any] struct {
+	Before, After *T
+	// Wrote is false when fn changed nothing: no write was made.
+	Wrote bool
+}
+
+// Change runs fn on the document id as stored; fn edits the typed value
+// and nothing else (it may run more than once, each time on a fresh
+// read) and may refuse with an error. The kit writes what fn changed:
+// each top-level field whose value differs from the read ($set, $unset
+// for one fn emptied away), together with stamp's fields when there is
+// a change (an updated_at), only if the document was not written since
+// it was read (VersionField, bumped by the write); otherwise it reads
+// again and runs fn again. A missing document, or one whose delete has
+// begun (a mark of store.Teardown), is 404 (key = id). The mark and the
+// version are never written by fn.
+func Change[T any](ctx context.Context, c *mongo.Collection, key, id string, fn func(doc *T) error, stamp ...bson.E) (Changed[T], error) {
 	for try := 0; try < maxChangeTries; try++ {
 		doc, raw, err := getLive[T](ctx, c, key, id)
 		if err != nil {
-			return nil, err
+			return Changed[T]{}, err
 		}
-		set, err := fn(doc)
-		if err != nil || len(set) == 0 {
-			return doc, err
+		var before T
+		if err := bson.Unmarshal(raw, &before); err != nil {
+			return Changed[T]{}, err
 		}
+		if err := fn(doc); err != nil {
+			return Changed[T]{}, err
+		}
+		update, err := Diff(&before, doc)
+		if err != nil {
+			return Changed[T]{}, err
+		}
+		if len(update) == 0 {
+			return Changed[T]{Before: &before, After: doc}, nil
+		}
+		update = withStamp(update, stamp)
+		update = append(update, bson.E{Key: "$inc", Value: bson.D{{Key: VersionField, Value: int64(1)}}})
 		var out T
 		err = c.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: id}, versionIs(version(raw)), {Key: tenancy.MarkField, Value: bson.D{{Key: "$ne", Value: true}}}},
-			bson.D{{Key: "$set", Value: set}, {Key: "$inc", Value: bson.D{{Key: VersionField, Value: int64(1)}}}},
-			options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&out)
+			update, options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&out)
 		if errors.Is(err, mongo.ErrNoDocuments) {
 			// Another write came first (or a delete began): decide again
 			// from what it left, after a pause that grows with the tries.
 			if err := Pause(ctx, try); err != nil {
-				return nil, err
+				return Changed[T]{}, err
 			}
 			continue
 		}
 		if err != nil {
-			return nil, Wrap(err)
+			return Changed[T]{}, Wrap(err)
 		}
-		return &out, nil
+		return Changed[T]{Before: &before, After: &out, Wrote: true}, nil
 	}
-	return nil, errs.Down("the record "+id, ErrConflict)
+	return Changed[T]{}, errs.Down("the record "+id, ErrConflict)
 }
 
 func version(raw bson.Raw) int64 {

@@ -114,9 +114,10 @@ type account struct {
 	Version int64  `bson:"version"`
 }
 
-// TestChangeLosesNoWrite: 40 read-decide-writes of one document, each
-// adding its own amount to what it read, all land; fn's refusal and a
-// missing or marked document write nothing.
+// TestChangeLosesNoWrite: 40 read-edit-writes of one document, each
+// adding its own amount (1 to 40) to what it read, all land; fn's refusal and a
+// missing or marked document write nothing; an edit that changes nothing
+// writes nothing.
 func TestChangeLosesNoWrite(t *testing.T) {
 	cs := twoClients(t, "accounts")
 	ctx := context.Background()
@@ -124,34 +125,40 @@ func TestChangeLosesNoWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	raceN(40, func(i int) {
-		_, err := store.Change(ctx, cs[i%2], "account_id", "a", func(a *account) (bson.D, error) {
-			return bson.D{{Key: "balance", Value: a.Balance + int64(i)}}, nil
+		_, err := store.Change(ctx, cs[i%2], "account_id", "a", func(a *account) error {
+			a.Balance += int64(i + 1)
+			return nil
 		})
 		if err != nil {
 			t.Error(err)
 		}
 	})
-	out, err := store.Change(ctx, cs[0], "account_id", "a", func(a *account) (bson.D, error) { return nil, nil })
-	if err != nil || out.Balance != 40*39/2 || out.Version != 40 {
-		t.Fatalf("balance %d version %d after 40 changes, want %d and 40 (%v)", out.Balance, out.Version, 40*39/2, err)
+	out, err := store.Change(ctx, cs[0], "account_id", "a", func(a *account) error { return nil })
+	if err != nil || out.Wrote || out.After.Balance != 40*41/2 || out.After.Version != 40 {
+		t.Fatalf("balance %d version %d (wrote %v) after 40 changes, want %d and 40 (%v)", out.After.Balance, out.After.Version, out.Wrote, 40*41/2, err)
+	}
+	ch, err := store.Change(ctx, cs[0], "account_id", "a", func(a *account) error { a.Balance++; return nil })
+	if err != nil || !ch.Wrote || ch.Before.Balance != 40*41/2 || ch.After.Balance != 40*41/2+1 || ch.After.Version != 41 {
+		t.Fatalf("before %+v after %+v wrote %v (%v)", ch.Before, ch.After, ch.Wrote, err)
 	}
 	refused := errs.Invalid("balance", "refused")
-	if _, err := store.Change(ctx, cs[0], "account_id", "a", func(a *account) (bson.D, error) {
-		return bson.D{{Key: "balance", Value: -1}}, refused
+	if _, err := store.Change(ctx, cs[0], "account_id", "a", func(a *account) error {
+		a.Balance = -1
+		return refused
 	}); err != refused {
 		t.Fatalf("refusal = %v", err)
 	}
-	if _, err := store.Change(ctx, cs[0], "account_id", "nope", func(a *account) (bson.D, error) { return bson.D{{Key: "x", Value: 1}}, nil }); !errs.Is(err, errs.NotFoundCode) {
+	if _, err := store.Change(ctx, cs[0], "account_id", "nope", func(a *account) error { a.Balance = 1; return nil }); !errs.Is(err, errs.NotFoundCode) {
 		t.Fatalf("missing = %v", err)
 	}
 	if _, err := cs[0].UpdateByID(ctx, "a", bson.D{{Key: "$set", Value: bson.D{{Key: tenancy.MarkField, Value: true}}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Change(ctx, cs[0], "account_id", "a", func(a *account) (bson.D, error) { return bson.D{{Key: "balance", Value: 0}}, nil }); !errs.Is(err, errs.NotFoundCode) {
+	if _, err := store.Change(ctx, cs[0], "account_id", "a", func(a *account) error { a.Balance = 0; return nil }); !errs.Is(err, errs.NotFoundCode) {
 		t.Fatalf("marked = %v", err)
 	}
 	var doc account
-	if err := cs[0].FindOne(ctx, bson.D{{Key: "_id", Value: "a"}}).Decode(&doc); err != nil || doc.Balance != 40*39/2 {
+	if err := cs[0].FindOne(ctx, bson.D{{Key: "_id", Value: "a"}}).Decode(&doc); err != nil || doc.Balance != 40*41/2+1 {
 		t.Fatalf("a refused or marked change wrote: %+v %v", doc, err)
 	}
 }

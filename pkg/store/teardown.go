@@ -100,27 +100,22 @@ func (t Teardown[T]) declared() error {
 }
 
 // Change is the update of a record that p may change (a marked one is
-// 404, as for GetToChange): fn gets the record as stored and returns the
-// fields to $set, written only if nobody wrote the record since it was
-// read (store.Change: a compare-and-set on its version, fn run again on
-// the record as the other writer left it). fn may refuse (its error is
-// returned); no field set means no write. fn may run more than once, so
-// it only decides. The mark is never among the fields: only Delete
-// writes it.
-func (t Teardown[T]) Change(ctx context.Context, p *auth.Principal, id string, fn func(ctx context.Context, doc *T) (bson.D, error)) (*T, error) {
+// 404, as for GetToChange): fn edits the record as stored, and what it
+// changed is written only if nobody wrote the record since it was read
+// (store.Change: a compare-and-set on its version, fn run again on the
+// record as the other writer left it). fn may refuse (its error is
+// returned); no change means no write. fn may run more than once, so it
+// only edits. The mark is never written: only Delete writes it. It
+// returns the record as written.
+func (t Teardown[T]) Change(ctx context.Context, p *auth.Principal, id string, fn func(ctx context.Context, doc *T) error, stamp ...bson.E) (*T, error) {
 	if err := t.declared(); err != nil {
 		return nil, err
 	}
 	if _, _, err := loadFor[T](ctx, t.Records, t.Resource, p, t.Key, id, change); err != nil {
 		return nil, err
 	}
-	return Change(ctx, t.Records, t.Key, id, func(doc *T) (bson.D, error) {
-		set, err := fn(ctx, doc)
-		if err != nil {
-			return nil, err
-		}
-		return set, t.unmarked(set)
-	})
+	ch, err := Change(ctx, t.Records, t.Key, id, func(doc *T) error { return fn(ctx, doc) }, stamp...)
+	return ch.After, err
 }
 
 // Live runs fn on the record as stored, unless its delete has begun (404,

@@ -154,8 +154,9 @@ func TestTeardownRacingChanges(t *testing.T) {
 				defer wg.Done()
 				<-start
 				for i := range 3 {
-					_, err := td.Change(ctx, admin, id, func(_ context.Context, doc *named) (bson.D, error) {
-						return bson.D{{Key: "name", Value: fmt.Sprintf("w%d-%d", w, i)}}, nil
+					_, err := td.Change(ctx, admin, id, func(_ context.Context, doc *named) error {
+						doc.Name = fmt.Sprintf("w%d-%d", w, i)
+						return nil
 					})
 					if code(err) == http.StatusNotFound {
 						return
@@ -197,12 +198,13 @@ func TestTeardownChangeReadBeforeMark(t *testing.T) {
 	changed := make(chan error, 1)
 	calls := 0
 	go func() {
-		_, err := td.Change(ctx, admin, "s1", func(_ context.Context, doc *named) (bson.D, error) {
+		_, err := td.Change(ctx, admin, "s1", func(_ context.Context, doc *named) error {
 			if calls++; calls == 1 {
 				close(read)
 				<-proceed
 			}
-			return bson.D{{Key: "name", Value: "late"}}, nil
+			doc.Name = "late"
+			return nil
 		})
 		changed <- err
 	}()

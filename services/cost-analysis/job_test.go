@@ -327,15 +327,24 @@ func TestSyncRunningClaim(t *testing.T) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	codes := map[int]int{}
+	var won []*testkit.Response
 	for range 6 {
 		wg.Go(func() {
 			r := e.adminA.CallQueued(dsBase+"sync", M{"data_source_id": ds.DataSourceID})
 			mu.Lock()
 			codes[r.Status]++
+			if r.Status == http.StatusOK {
+				won = append(won, r)
+			}
 			mu.Unlock()
 		})
 	}
 	wg.Wait()
+	for _, r := range won { // its hanging task stops with it
+		var j Job
+		r.OK(&j)
+		e.adminA.Call(jobBase+"cancel", M{"job_id": j.JobID}).OK(nil)
+	}
 	if codes[http.StatusOK] != 1 || codes[http.StatusConflict] != 5 {
 		t.Fatalf("concurrent syncs answered %v, want one 200 and five 409", codes)
 	}
@@ -438,6 +447,27 @@ func TestTaskFailures(t *testing.T) {
 	if len(got) != 3 || !ok || r.DomainID != "domain-a" || !r.DomainAdmins || r.Topic != "cost_analysis.Job" || r.NotificationType != "ERROR" ||
 		r.Message.Description != "ERROR_GET_JOB_TASKS "+j.ErrorMessage || r.Check() != nil {
 		t.Fatalf("notification requests %+v", got)
+	}
+	// The notice is marked pending by the write that fails the job and
+	// cleared once recorded (sendFailureNotice alone clears it); one left
+	// by a crash in between is recorded by the sweep.
+	if n := e.count(t, jobs, bson.E{Key: "failure_notice", Value: true}); n != 0 {
+		t.Fatalf("%d failed jobs left with their notice pending", n)
+	}
+	old := time.Now().UTC().Add(-2 * time.Minute)
+	if _, err := e.db.Collection(jobs).UpdateOne(t.Context(), bson.D{{Key: "_id", Value: j.JobID}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "failure_notice", Value: true}, {Key: "finished_at", Value: old}}}}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(waitBound)
+	for e.count(t, jobs, bson.E{Key: "failure_notice", Value: true}) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the sweep did not send the notice left pending")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := e.notifications(t, 3, time.Second); len(got) != 3 {
+		t.Fatalf("the notice sent again is one notice: %d requests", len(got))
 	}
 }
 

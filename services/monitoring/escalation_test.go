@@ -292,3 +292,37 @@ func TestEscalationTakesOnlyDueAlerts(t *testing.T) {
 	c.waitRequests(t, a.AlertID, 2)
 	c.waitRequests(t, b.AlertID, 2)
 }
+
+// TestEscalationNoticeLeftByACrash: a step's notice is written with the
+// step and recorded after it; one left pending by a replica killed in
+// between is recorded by the next tick, once, and cleared.
+func TestEscalationNoticeLeftByACrash(t *testing.T) {
+	c := setupWith(t, options{settings: escalating})
+	c.adminA.Call(ep+"create", policyWith("Oncall", "ACKNOWLEDGED", 0, step("LV1", 10), step("LV2", 10))).OK(nil)
+	a := c.alert(t, c.memberA1, "disk full", "project-a1")
+	c.waitRequests(t, a.AlertID, 1)
+	alerts := c.db.Collection("monitoring_alerts")
+	raw := func() bson.M {
+		t.Helper()
+		var doc bson.M
+		if err := alerts.FindOne(context.Background(), bson.D{{Key: "_id", Value: a.AlertID}}).Decode(&doc); err != nil {
+			t.Fatal(err)
+		}
+		return doc
+	}
+	if n, ok := raw()["notice"]; ok {
+		t.Fatalf("the first step's notice was left pending: %v", n)
+	}
+	// As a step cut off after its write: the step is stored, its notice not recorded.
+	left := "notify-" + a.AlertID + "-r1-s2"
+	if _, err := alerts.UpdateOne(context.Background(), bson.D{{Key: "_id", Value: a.AlertID}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "escalation_step", Value: 2}, {Key: "notice", Value: bson.D{{Key: "id", Value: left}, {Key: "level", Value: "LV2"}}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	got := c.waitRequests(t, a.AlertID, 2)
+	if got[1].ID != left || got[1].Level != "LV2" || got[1].Message.Title != "[Alerting] disk full" {
+		t.Fatalf("the left notice recorded as %+v", got[1])
+	}
+	eventually(t, "the notice cleared", func() bool { _, ok := raw()["notice"]; return !ok })
+	c.waitRequests(t, a.AlertID, 2) // once
+}

@@ -303,11 +303,14 @@ type Job struct {
 	// of its data source in its Swap windows are left out, until they are
 	// deleted. The status write that makes it SUCCESS (with Swap) is the
 	// one write that swaps the windows for every reader.
-	Pending    bool       `bson:"pending,omitempty" json:"-"`
-	Swap       []Changed  `bson:"swap,omitempty" json:"-"`
-	CreatedAt  wire.Time  `bson:"created_at" json:"created_at"`
-	UpdatedAt  wire.Time  `bson:"updated_at" json:"updated_at"`
-	FinishedAt *wire.Time `bson:"finished_at" json:"finished_at"`
+	Pending bool      `bson:"pending,omitempty" json:"-"`
+	Swap    []Changed `bson:"swap,omitempty" json:"-"`
+	// FailureNotice marks a FAILURE job whose notice is not recorded yet
+	// (job.change sends it after the write; the sweep, one a crash cut).
+	FailureNotice bool       `bson:"failure_notice,omitempty" json:"-"`
+	CreatedAt     wire.Time  `bson:"created_at" json:"created_at"`
+	UpdatedAt     wire.Time  `bson:"updated_at" json:"updated_at"`
+	FinishedAt    *wire.Time `bson:"finished_at" json:"finished_at"`
 }
 
 // Finished reports whether a job status is final.
@@ -383,7 +386,6 @@ type Cost struct {
 	// (match_service_account). Neither sent nor queryable.
 	TrustedAccountID string `bson:"trusted_account_id,omitempty" json:"-"`
 }
-
 
 // LoadDataSource returns a data source the caller may see (404 otherwise,
 // and for one being deregistered).

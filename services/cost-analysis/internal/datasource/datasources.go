@@ -318,40 +318,40 @@ func (ds *DataSources) load(ctx context.Context, p *auth.Principal, id string) (
 	return core.LoadDataSource(ctx, ds.db, p, id)
 }
 
-// change loads a data source the caller may change and writes the fields
-// set returns if nobody wrote it since (store.Change: a compare-and-set
-// on its version, set run again on a lost race); one marked for
-// deregister meanwhile changes no more (404).
-func (ds *DataSources) change(ctx context.Context, p *auth.Principal, id string, set func(doc *DataSource) (bson.D, error)) (*DataSource, error) {
+// change loads a data source the caller may change and writes what edit
+// changed if nobody wrote it since (store.Change: a compare-and-set on
+// its version, edit run again on a lost race); one marked for deregister
+// meanwhile changes no more (404).
+func (ds *DataSources) change(ctx context.Context, p *auth.Principal, id string, edit func(doc *DataSource) error) (*DataSource, error) {
 	if _, err := core.ChangeDataSource(ctx, ds.db, p, id); err != nil {
 		return nil, err
 	}
-	return store.Change(ctx, ds.c, "data_source_id", id, set)
+	ch, err := store.Change(ctx, ds.c, "data_source_id", id, edit)
+	return ch.After, err
 }
 
 func (ds *DataSources) update(ctx context.Context, p *auth.Principal, r *update) (*DataSource, error) {
-	return ds.change(ctx, p, r.DataSourceID, func(doc *DataSource) (bson.D, error) {
-		set := bson.D{}
+	return ds.change(ctx, p, r.DataSourceID, func(doc *DataSource) error {
 		if r.Name != "" {
-			set = append(set, bson.E{Key: "name", Value: r.Name})
+			doc.Name = r.Name
 		}
 		if r.SecretFilter != nil {
 			if doc.SecretType != core.UseServiceAccountSecret {
-				return nil, errs.Invalid("secret_filter", "only a USE_SERVICE_ACCOUNT_SECRET data source selects trusted accounts")
+				return errs.Invalid("secret_filter", "only a USE_SERVICE_ACCOUNT_SECRET data source selects trusted accounts")
 			}
-			set = append(set, bson.E{Key: "secret_filter", Value: r.SecretFilter.Normalized()})
+			doc.SecretFilter = r.SecretFilter.Normalized()
 		}
 		if r.Schedule != nil {
 			s := core.Schedule{State: r.Schedule.State, Hours: wire.List(r.Schedule.Hours)}
 			if s.State == "" {
 				s.State = doc.Schedule.State
 			}
-			set = append(set, bson.E{Key: "schedule", Value: s})
+			doc.Schedule = s
 		}
 		if r.Tags != nil {
-			set = append(set, bson.E{Key: "tags", Value: r.Tags})
+			doc.Tags = r.Tags
 		}
-		return set, nil
+		return nil
 	})
 }
 
@@ -364,8 +364,9 @@ func (ds *DataSources) updatePermissions(ctx context.Context, p *auth.Principal,
 			deny = append(deny, d)
 		}
 	}
-	return ds.change(ctx, p, r.DataSourceID, func(*DataSource) (bson.D, error) {
-		return bson.D{{Key: "permissions", Value: core.Permissions{Deny: deny}}}, nil
+	return ds.change(ctx, p, r.DataSourceID, func(doc *DataSource) error {
+		doc.Permissions = core.Permissions{Deny: deny}
+		return nil
 	})
 }
 
@@ -373,15 +374,13 @@ func (ds *DataSources) updatePermissions(ctx context.Context, p *auth.Principal,
 // without one, the newest), replaces the options when given, initialises
 // the plugin again and makes its metadata's rules the MANAGED rules.
 func (ds *DataSources) updatePlugin(ctx context.Context, p *auth.Principal, r *updatePlugin) (*DataSource, error) {
-	doc, err := ds.change(ctx, p, r.DataSourceID, func(doc *DataSource) (bson.D, error) {
-		info := doc.PluginInfo
-		var err error
-		info.Info, err = ds.repo.Change(ctx, info.Info, r.Ask(r.UpgradeMode),
-			ds.init(doc.DomainID))
+	doc, err := ds.change(ctx, p, r.DataSourceID, func(doc *DataSource) error {
+		info, err := ds.repo.Change(ctx, doc.PluginInfo.Info, r.Ask(r.UpgradeMode), ds.init(doc.DomainID))
 		if err != nil {
-			return nil, err
+			return err
 		}
-		return bson.D{{Key: "plugin_info", Value: info}}, nil
+		doc.PluginInfo.Info = info
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -406,11 +405,9 @@ func (ds *DataSources) verifyPlugin(ctx context.Context, p *auth.Principal, r *d
 
 func (ds *DataSources) state(state string) func(ctx context.Context, p *auth.Principal, r *dsRequest) (*DataSource, error) {
 	return func(ctx context.Context, p *auth.Principal, r *dsRequest) (*DataSource, error) {
-		return ds.change(ctx, p, r.DataSourceID, func(doc *DataSource) (bson.D, error) {
-			if doc.State == state {
-				return nil, nil
-			}
-			return bson.D{{Key: "state", Value: state}}, nil
+		return ds.change(ctx, p, r.DataSourceID, func(doc *DataSource) error {
+			doc.State = state
+			return nil
 		})
 	}
 }

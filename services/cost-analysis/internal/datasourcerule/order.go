@@ -41,18 +41,22 @@ func live(dataSourceID string) bson.D {
 }
 
 // listChange applies update to the data source's list (one atomic
-// findOneAndUpdate that also counts the change); 404 when the data
-// source is gone or being deregistered.
-func (rs *Rules) listChange(ctx context.Context, dataSourceID string, filter, update bson.D) error {
+// findOneAndUpdate that also counts the change) and returns the list's
+// new version; 404 when the data source is gone or being deregistered.
+// With no update it only counts: each writer counts once more after its
+// rule's insert or delete, so the settle at the newest version, which
+// reads the rules after that count, sees every rule write before it.
+func (rs *Rules) listChange(ctx context.Context, dataSourceID string, update bson.D) (int64, error) {
 	if err := rs.ensureList(ctx, dataSourceID); err != nil {
-		return err
+		return 0, err
 	}
 	update = append(update, bson.E{Key: "$inc", Value: bson.D{{Key: "rule_order_version", Value: int64(1)}}})
-	err := rs.sources.FindOneAndUpdate(ctx, append(live(dataSourceID), filter...), update).Err()
+	var after orderOf
+	err := rs.sources.FindOneAndUpdate(ctx, live(dataSourceID), update, options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&after)
 	if errors.Is(err, mongo.ErrNoDocuments) {
-		return errs.NotFound("data_source_id", dataSourceID)
+		return 0, errs.NotFound("data_source_id", dataSourceID)
 	}
-	return store.Wrap(err)
+	return after.RuleOrderVersion, store.Wrap(err)
 }
 
 // ensureList gives a data source stored before the lists its lists, from
@@ -100,10 +104,12 @@ func (rs *Rules) ofType(ctx context.Context, dataSourceID, ruleType string) ([]R
 
 // ordered returns the data source's rules of a type in the list's order,
 // Order set from it, with the list's version. A listed id without a
-// rule (a create that failed, a delete half-way) takes no number; a
-// MANAGED rule the list does not name (left by a replace that lost to a
+// rule (a create that failed, a delete half-way) takes no number. A
+// MANAGED rule the list does not name and that was stored for an older
+// list (OrderVersion below the version read: a replace that lost to a
 // newer one) is not a rule of the data source any more and is returned
-// in stale for the settle to delete.
+// in stale for the settle to delete; one stored for a newer list than
+// this read is left to that list's settle.
 func (rs *Rules) ordered(ctx context.Context, dataSourceID, ruleType string) (rules, stale []Rule, version int64, err error) {
 	if err := rs.ensureList(ctx, dataSourceID); err != nil {
 		return nil, nil, 0, err
@@ -132,7 +138,7 @@ func (rs *Rules) ordered(ctx context.Context, dataSourceID, ruleType string) (ru
 		rules = append(rules, r)
 	}
 	for _, r := range all {
-		if _, left := byID[r.ID]; left {
+		if _, left := byID[r.ID]; left && r.OrderVersion < cur.RuleOrderVersion {
 			stale = append(stale, r)
 		}
 	}

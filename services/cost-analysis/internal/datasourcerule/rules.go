@@ -226,12 +226,15 @@ func (rs *Rules) create(ctx context.Context, p *auth.Principal, r *createRule) (
 		DomainID: ds.DomainID, DataSourceID: ds.DataSourceID, CreatedAt: wire.T(wire.Now())}
 	// Listed first, so a rule never exists outside the list; an id
 	// listed without its rule (the insert failed) takes no number.
-	if err := rs.listChange(ctx, ds.DataSourceID, nil, bson.D{{Key: "$push", Value: bson.D{{Key: orderField(core.Custom), Value: id}}}}); err != nil {
+	if _, err := rs.listChange(ctx, ds.DataSourceID, bson.D{{Key: "$push", Value: bson.D{{Key: orderField(core.Custom), Value: id}}}}); err != nil {
 		return nil, err
 	}
 	if _, err := rs.c.InsertOne(ctx, doc); err != nil {
-		_ = rs.listChange(context.WithoutCancel(ctx), ds.DataSourceID, nil, bson.D{{Key: "$pull", Value: bson.D{{Key: orderField(core.Custom), Value: id}}}})
+		_, _ = rs.listChange(context.WithoutCancel(ctx), ds.DataSourceID, bson.D{{Key: "$pull", Value: bson.D{{Key: orderField(core.Custom), Value: id}}}})
 		return nil, store.Wrap(err)
+	}
+	if _, err := rs.listChange(ctx, ds.DataSourceID, nil); err != nil {
+		return nil, err
 	}
 	return rs.settledOne(ctx, ds.DataSourceID, core.Custom, id)
 }
@@ -323,7 +326,7 @@ func (rs *Rules) delete(ctx context.Context, p *auth.Principal, r *ruleRequest) 
 	if res.DeletedCount == 0 {
 		return nil, errs.NotFound("data_source_rule_id", doc.ID)
 	}
-	err = rs.listChange(ctx, doc.DataSourceID, nil, bson.D{{Key: "$pull", Value: bson.D{{Key: orderField(doc.RuleType), Value: doc.ID}}}})
+	_, err = rs.listChange(ctx, doc.DataSourceID, bson.D{{Key: "$pull", Value: bson.D{{Key: orderField(doc.RuleType), Value: doc.ID}}}})
 	if err != nil && !errs.Is(err, errs.NotFoundCode) {
 		return nil, err
 	}
@@ -404,7 +407,7 @@ type ManagedSpec struct {
 // loser's rules go at whichever settle comes last.
 func (rs *Rules) ReplaceManaged(ctx context.Context, ds *core.DataSource, specs []ManagedSpec) error {
 	now := wire.T(wire.Now())
-	docs := make([]any, 0, len(specs))
+	rules := make([]Rule, 0, len(specs))
 	ids := make([]string, 0, len(specs))
 	for i, s := range specs {
 		id := wire.NewID("rule")
@@ -412,21 +415,30 @@ func (rs *Rules) ReplaceManaged(ctx context.Context, ds *core.DataSource, specs 
 		if conds == nil || s.ConditionsPolicy == "ALWAYS" {
 			conds = []core.Condition{}
 		}
-		docs = append(docs, Rule{ID: id, DataSourceRuleID: id, Name: s.Name, RuleType: core.Managed, Order: i + 1, Conditions: conds,
+		rules = append(rules, Rule{ID: id, DataSourceRuleID: id, Name: s.Name, RuleType: core.Managed, Order: i + 1, Conditions: conds,
 			ConditionsPolicy: s.ConditionsPolicy, Actions: s.Actions, Options: s.Options, Tags: wire.Object(s.Tags),
 			IsDefault: ds.WorkspaceID == core.Global, ResourceGroup: ds.ResourceGroup, WorkspaceID: ds.WorkspaceID,
 			DomainID: ds.DomainID, DataSourceID: ds.DataSourceID, CreatedAt: now})
 		ids = append(ids, id)
 	}
-	if err := rs.listChange(ctx, ds.DataSourceID, nil, bson.D{{Key: "$set", Value: bson.D{{Key: orderField(core.Managed), Value: ids}}}}); err != nil {
+	v, err := rs.listChange(ctx, ds.DataSourceID, bson.D{{Key: "$set", Value: bson.D{{Key: orderField(core.Managed), Value: ids}}}})
+	if err != nil {
 		return err
 	}
-	if len(docs) > 0 {
+	if len(rules) > 0 {
+		docs := make([]any, len(rules))
+		for i := range rules {
+			rules[i].OrderVersion = v // of this list: a settle of an older one leaves it
+			docs[i] = rules[i]
+		}
 		if _, err := rs.c.InsertMany(ctx, docs); err != nil {
 			return store.Wrap(err)
 		}
 	}
-	_, err := rs.settle(ctx, ds.DataSourceID, core.Managed)
+	if _, err := rs.listChange(ctx, ds.DataSourceID, nil); err != nil {
+		return err
+	}
+	_, err = rs.settle(ctx, ds.DataSourceID, core.Managed)
 	return err
 }
 

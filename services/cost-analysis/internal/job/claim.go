@@ -90,4 +90,3 @@ func (js *Jobs) sourceLive(ctx context.Context, dataSourceID string) (bool, erro
 	n, err := js.sources.CountDocuments(ctx, bson.D{{Key: "_id", Value: dataSourceID}, {Key: tenancy.MarkField, Value: bson.D{{Key: "$ne", Value: true}}}})
 	return n == 1, store.Wrap(err)
 }
-

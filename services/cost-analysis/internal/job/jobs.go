@@ -134,6 +134,7 @@ func New(ctx context.Context, db *mongo.Database, plugins *plugin.Client, keys *
 		store.Index{Keys: bson.D{{Key: "status", Value: 1}, {Key: "created_at", Value: 1}}},
 		store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "pending", Value: 1}}},
 		store.Index{Keys: bson.D{{Key: "pending", Value: 1}}},
+		store.Index{Keys: bson.D{{Key: "failure_notice", Value: 1}}},
 	); err != nil {
 		return nil, err
 	}
@@ -193,23 +194,21 @@ func (js *Jobs) cancel(ctx context.Context, p *auth.Principal, r *jobRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	var out *Job
 	js.cfg.hook("cancel", j.JobID)
-	err = js.change(ctx, j.JobID, func(j *Job) (bson.D, error) {
+	ch, err := js.change(ctx, j.JobID, func(j *Job) error {
 		if j.Status != core.InProgress {
-			return nil, errs.New(errs.JobState, "Only running jobs can be canceled. (job_id = %s, status = %s)", j.JobID, j.Status)
+			return errs.New(errs.JobState, "Only running jobs can be canceled. (job_id = %s, status = %s)", j.JobID, j.Status)
 		}
-		return finish(j, core.Canceled, "", ""), nil
-	}, &out)
-	return out, err
+		finish(j, core.Canceled, "", "")
+		return nil
+	})
+	return ch.After, err
 }
 
 // finish sets a job's final status.
-func finish(j *Job, status, code, message string) bson.D {
+func finish(j *Job, status, code, message string) {
 	now := wire.T(wire.Now())
 	j.Status, j.ErrorCode, j.ErrorMessage, j.UpdatedAt, j.FinishedAt = status, code, message, now, &now
-	return bson.D{{Key: "status", Value: status}, {Key: "error_code", Value: code}, {Key: "error_message", Value: message},
-		{Key: "updated_at", Value: now}, {Key: "finished_at", Value: now}}
 }
 
 // notifyFailure asks for a notification of the domain's admins that the
@@ -226,54 +225,87 @@ func (js *Jobs) notifyFailure(ctx context.Context, j *Job) error {
 	return store.Wrap(err)
 }
 
-// change runs fn on the fresh job and writes the fields fn returns if
-// nobody wrote the job since it was read (store.Change: a compare-and-set
-// on its version; fn runs again on a lost race, so a cancel and a
-// SUCCESS never land over each other); the job as written goes to out
-// when not nil. A job that turns FAILURE has its notification recorded
-// first (one per job: a retry records the same id again, a no-op).
-func (js *Jobs) change(ctx context.Context, jobID string, fn func(j *Job) (bson.D, error), out **Job) error {
-	var decided *Job
-	var was string
-	_, err := store.Change(ctx, js.jobs, "job_id", jobID, func(j *Job) (bson.D, error) {
-		was = j.Status
-		set, err := fn(j)
-		if err != nil {
-			return nil, err
+// change runs fn on the fresh job and writes what it changed if nobody
+// wrote the job since it was read (store.Change: a compare-and-set on its
+// version; fn runs again on a lost race, so a cancel and a SUCCESS never
+// land over each other). What follows a job's end is decided from the job
+// before and after the write, and done after it: the data source may
+// start its next job (claim.go), and a job that turned FAILURE has its
+// notice sent, marked pending in the same write (failure_notice) so that
+// the sweep sends one a crash cut off.
+func (js *Jobs) change(ctx context.Context, jobID string, fn func(j *Job) error) (store.Changed[Job], error) {
+	ch, err := store.Change(ctx, js.jobs, "job_id", jobID, func(j *Job) error {
+		was := j.Status
+		if err := fn(j); err != nil {
+			return err
 		}
 		if was != core.Failure && j.Status == core.Failure {
-			if err := js.notifyFailure(ctx, j); err != nil {
-				return nil, err
-			}
+			j.FailureNotice = true
 		}
-		decided = j
-		return set, nil
+		return nil
 	})
+	if err != nil || !ch.Wrote {
+		return ch, err
+	}
+	if ch.Before.Status == core.InProgress && ch.After.Status != core.InProgress {
+		if err := js.releaseSource(ctx, ch.After.DataSourceID, ch.After.JobID); err != nil {
+			js.log.Warn("data source's running job not cleared", "job_id", ch.After.JobID, "error", err.Error())
+		}
+	}
+	if ch.After.FailureNotice && !ch.Before.FailureNotice {
+		if err := js.sendFailureNotice(ctx, ch.After); err != nil {
+			js.log.Warn("cost job failure notice left to the sweep", "job_id", ch.After.JobID, "error", err.Error())
+		}
+	}
+	return ch, nil
+}
+
+// noticeGrace is how long a failed job's notice is left to the write
+// that failed it before the sweep sends it.
+const noticeGrace = time.Minute
+
+// sendLeftNotices sends the failure notices that a crash between a job's
+// failing write and its notice left pending.
+func (js *Jobs) sendLeftNotices(ctx context.Context) {
+	cur, err := js.jobs.Find(ctx, bson.D{{Key: "failure_notice", Value: true},
+		{Key: "finished_at", Value: bson.D{{Key: "$lt", Value: wire.Now().Add(-noticeGrace)}}}})
 	if err != nil {
+		js.log.Warn("cost job sweep", "error", err.Error())
+		return
+	}
+	var left []Job
+	if err := cur.All(ctx, &left); err != nil {
+		js.log.Warn("cost job sweep", "error", err.Error())
+		return
+	}
+	for i := range left {
+		if err := js.sendFailureNotice(ctx, &left[i]); err != nil && ctx.Err() == nil {
+			js.log.Warn("cost job failure notice not sent", "job_id", left[i].JobID, "error", err.Error())
+		}
+	}
+}
+
+// sendFailureNotice records the notice of a failed job in the outbox (its
+// id is the job's: sent twice, it is one notice) and clears the job's
+// pending mark.
+func (js *Jobs) sendFailureNotice(ctx context.Context, j *Job) error {
+	if err := js.notifyFailure(ctx, j); err != nil {
 		return err
 	}
-	if was == core.InProgress && decided.Status != core.InProgress {
-		// The data source may start its next job (claim.go); a clear
-		// lost here is made by that start.
-		if err := js.releaseSource(ctx, decided.DataSourceID, decided.JobID); err != nil {
-			js.log.Warn("data source's running job not cleared", "job_id", decided.JobID, "error", err.Error())
-		}
-	}
-	if out != nil {
-		*out = decided
-	}
-	return nil
+	_, err := js.jobs.UpdateOne(ctx, bson.D{{Key: "_id", Value: j.ID}}, bson.D{{Key: "$unset", Value: bson.D{{Key: "failure_notice", Value: ""}}}})
+	return store.Wrap(err)
 }
 
 // Fail makes a running job FAILURE at once (a task failed): its other
 // tasks stop at their next chunk.
 func (js *Jobs) Fail(ctx context.Context, jobID, code, message string) error {
-	return js.change(ctx, jobID, func(j *Job) (bson.D, error) {
-		if j.Status != core.InProgress {
-			return nil, nil
+	_, err := js.change(ctx, jobID, func(j *Job) error {
+		if j.Status == core.InProgress {
+			finish(j, core.Failure, code, message)
 		}
-		return finish(j, core.Failure, code, message), nil
-	}, nil)
+		return nil
+	})
+	return err
 }
 
 // TaskFailed is what a failed task does to its running job
@@ -291,19 +323,16 @@ func (js *Jobs) TaskFailed(ctx context.Context, j *Job, message string) error {
 // Expire makes a running job past its timeout TIMEOUT; it reports whether
 // the job is (now) finished.
 func (js *Jobs) Expire(ctx context.Context, jobID string) (bool, error) {
-	done := false
-	err := js.change(ctx, jobID, func(j *Job) (bson.D, error) {
-		if j.Status != core.InProgress {
-			done = true
-			return nil, nil
+	ch, err := js.change(ctx, jobID, func(j *Job) error {
+		if j.Status == core.InProgress && time.Since(j.CreatedAt.Time) >= js.cfg.Timeout {
+			finish(j, core.Timeout, JobTimeout, "The job ran longer than "+js.cfg.Timeout.String()+".")
 		}
-		if time.Since(j.CreatedAt.Time) < js.cfg.Timeout {
-			return nil, nil
-		}
-		done = true
-		return finish(j, core.Timeout, JobTimeout, "The job ran longer than "+js.cfg.Timeout.String()+"."), nil
-	}, nil)
-	return done, err
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	return ch.After.Status != core.InProgress, nil
 }
 
 // Sweep makes running jobs past their timeout TIMEOUT and tidies finished
@@ -334,6 +363,7 @@ func (js *Jobs) Sweep(ctx context.Context) error {
 				js.log.Warn("cost job not expired", "job_id", j.JobID, "error", err.Error())
 			}
 		}
+		js.sendLeftNotices(ctx)
 		js.tidyAll(ctx)
 	}
 }
@@ -347,16 +377,14 @@ func (js *Jobs) Sweep(ctx context.Context) error {
 // the job SUCCESS swaps its windows (rows.go); a finished job whose tasks
 // are all done is then tidied.
 func (js *Jobs) Settle(ctx context.Context, jobID string) error {
-	succeeded := false
 	var keys [3][]string
-	var after *Job
 	js.cfg.hook("settle", jobID)
-	err := js.change(ctx, jobID, func(j *Job) (bson.D, error) {
+	ch, err := js.change(ctx, jobID, func(j *Job) error {
 		// Decided again from scratch when another write came first.
-		succeeded, keys = false, [3][]string{}
+		keys = [3][]string{}
 		tasks, err := js.TasksOf(ctx, j)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		remained, failed, canceled := 0, 0, 0
 		failedAccounts := map[string]bool{}
@@ -374,12 +402,10 @@ func (js *Jobs) Settle(ctx context.Context, jobID string) error {
 			}
 			keys[0], keys[1], keys[2] = union(keys[0], t.TagKeys), union(keys[1], t.AdditionalInfoKeys), union(keys[2], t.DataKeys)
 		}
-		set := bson.D{{Key: "remained_tasks", Value: remained}}
 		j.RemainedTasks = remained
 		if j.Status != core.InProgress || remained > 0 {
-			now := wire.T(wire.Now())
-			j.UpdatedAt = now
-			return append(set, bson.E{Key: "updated_at", Value: now}), nil
+			j.UpdatedAt = wire.T(wire.Now())
+			return nil
 		}
 		js.cfg.hook("settle:final", j.JobID)
 		if canceled > 0 {
@@ -388,28 +414,30 @@ func (js *Jobs) Settle(ctx context.Context, jobID string) error {
 			// its rows are gone, so the job ends TIMEOUT, never SUCCESS.
 			// Seen otherwise (another replica's clock), the sweeper ends it.
 			if time.Since(j.CreatedAt.Time) >= js.cfg.Timeout {
-				return append(set, finish(j, core.Timeout, JobTimeout, "The job ran longer than "+js.cfg.Timeout.String()+".")...), nil
+				finish(j, core.Timeout, JobTimeout, "The job ran longer than "+js.cfg.Timeout.String()+".")
+			} else {
+				j.UpdatedAt = wire.T(wire.Now())
 			}
-			now := wire.T(wire.Now())
-			j.UpdatedAt = now
-			return append(set, bson.E{Key: "updated_at", Value: now}), nil
+			return nil
 		}
 		if failed > 0 && j.SecretType != core.UseServiceAccountSecret {
-			return append(set, finish(j, core.Failure, JobTaskFailed, "A task of the job failed.")...), nil
+			finish(j, core.Failure, JobTaskFailed, "A task of the job failed.")
+			return nil
 		}
 		if failed > 0 {
 			js.log.Info("cost job succeeded with failed tasks (USE_SERVICE_ACCOUNT_SECRET)", "job_id", j.JobID, "failed_tasks", failed)
 		}
 		// Two workers settling the last two tasks at once: the one whose
 		// write comes second decides again and sees both finished.
-		succeeded = true
 		j.Swap = swapWindows(j, tasks, failedAccounts)
-		return append(append(set, finish(j, core.Success, "", "")...), bson.E{Key: "swap", Value: j.Swap}), nil
-	}, &after)
+		finish(j, core.Success, "", "")
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	if succeeded {
+	after := ch.After
+	if ch.Wrote && ch.Before.Status == core.InProgress && after.Status == core.Success {
 		js.cfg.hook("settle:done", after.JobID)
 		if err := js.synced(ctx, after.DataSourceID, keys); err != nil {
 			return err
@@ -433,11 +461,13 @@ func union(a, b []string) []string {
 // synced records a finished sync on the data source: last_synchronized_at
 // and the cost keys seen.
 func (js *Jobs) synced(ctx context.Context, dataSourceID string, keys [3][]string) error {
-	_, err := store.Change(ctx, js.sources, "data_source_id", dataSourceID, func(ds *core.DataSource) (bson.D, error) {
-		return bson.D{{Key: "last_synchronized_at", Value: wire.T(wire.Now())},
-			{Key: "cost_tag_keys", Value: sorted(union(ds.CostTagKeys, keys[0]))},
-			{Key: "cost_additional_info_keys", Value: sorted(union(ds.CostAdditionalInfoKeys, keys[1]))},
-			{Key: "cost_data_keys", Value: sorted(union(ds.CostDataKeys, keys[2]))}}, nil
+	_, err := store.Change(ctx, js.sources, "data_source_id", dataSourceID, func(ds *core.DataSource) error {
+		now := wire.T(wire.Now())
+		ds.LastSynchronizedAt = &now
+		ds.CostTagKeys = sorted(union(ds.CostTagKeys, keys[0]))
+		ds.CostAdditionalInfoKeys = sorted(union(ds.CostAdditionalInfoKeys, keys[1]))
+		ds.CostDataKeys = sorted(union(ds.CostDataKeys, keys[2]))
+		return nil
 	})
 	if errs.Is(err, errs.NotFoundCode) {
 		return nil // deregistered meanwhile

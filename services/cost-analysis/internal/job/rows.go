@@ -82,12 +82,11 @@ func (js *Jobs) Tidy(ctx context.Context, j *Job) error {
 			}
 		}
 	}
-	return js.change(ctx, j.JobID, func(cur *Job) (bson.D, error) {
-		if !cur.Pending {
-			return nil, nil
-		}
-		return bson.D{{Key: "pending", Value: false}, {Key: "swap", Value: bson.A{}}}, nil
-	}, nil)
+	_, err := js.change(ctx, j.JobID, func(cur *Job) error {
+		cur.Pending, cur.Swap = false, nil
+		return nil
+	})
+	return err
 }
 
 // tidySource tidies the finished Pending jobs of a data source; a SUCCESS

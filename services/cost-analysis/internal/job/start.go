@@ -135,14 +135,14 @@ func (js *Jobs) Start(ctx context.Context, p *auth.Principal, ds *core.DataSourc
 	}
 	// The totals are on the job before any task is queued: a worker
 	// settling the job must see every task.
-	err = js.change(ctx, id, func(cur *Job) (bson.D, error) {
+	ch, err := js.change(ctx, id, func(cur *Job) error {
 		cur.TotalTasks, cur.RemainedTasks, cur.TaskIDs, cur.Changed, cur.SyncedAccounts = len(ids), len(ids), ids, chg, accounts
-		return bson.D{{Key: "total_tasks", Value: len(ids)}, {Key: "remained_tasks", Value: len(ids)}, {Key: "task_ids", Value: ids},
-			{Key: "changed", Value: chg}, {Key: "synced_accounts", Value: accounts}}, nil
-	}, &j)
+		return nil
+	})
 	if err != nil {
 		return nil, js.gone(ctx, id, err)
 	}
+	j = ch.After
 	if j.Status != core.InProgress { // cancelled while get_tasks ran
 		js.unqueued(ctx, ids, "The job is "+j.Status+".")
 		// Recounts remained_tasks; the job is answered as it is either way.
@@ -260,14 +260,13 @@ func (js *Jobs) unqueued(ctx context.Context, ids []string, message string) {
 
 // failed makes the job FAILURE with code and returns it.
 func (js *Jobs) failed(ctx context.Context, j *Job, code, message string) (*Job, error) {
-	var out *Job
-	err := js.change(ctx, j.JobID, func(cur *Job) (bson.D, error) {
-		if cur.Status != core.InProgress {
-			return nil, nil
+	ch, err := js.change(ctx, j.JobID, func(cur *Job) error {
+		if cur.Status == core.InProgress {
+			finish(cur, core.Failure, code, message)
 		}
-		return finish(cur, core.Failure, code, message), nil
-	}, &out)
-	return out, js.gone(ctx, j.JobID, err)
+		return nil
+	})
+	return ch.After, js.gone(ctx, j.JobID, err)
 }
 
 func list(reply map[string]any, key string) []map[string]any {
@@ -397,12 +396,12 @@ func (js *Jobs) Forget(ctx context.Context, dataSourceID string) error {
 	for _, j := range jobs {
 		ids = append(ids, j.JobID)
 		if j.Status == core.InProgress {
-			if err := js.change(ctx, j.JobID, func(cur *Job) (bson.D, error) {
-				if cur.Status != core.InProgress {
-					return nil, nil
+			if _, err := js.change(ctx, j.JobID, func(cur *Job) error {
+				if cur.Status == core.InProgress {
+					finish(cur, core.Canceled, "", "The data source was deregistered.")
 				}
-				return finish(cur, core.Canceled, "", "The data source was deregistered."), nil
-			}, nil); err != nil {
+				return nil
+			}); err != nil {
 				return err
 			}
 		}

@@ -66,7 +66,7 @@ func Keep(ctx context.Context, d *core.Deps, domainID, userID string, take func(
 	if _, err := store.InsertOnce(ctx, c, guard{ID: id, Leaving: []leaving{}}); err != nil {
 		return err
 	}
-	_, err := store.Change(ctx, c, "domain_id", id, func(g *guard) (bson.D, error) {
+	_, err := store.Change(ctx, c, "domain_id", id, func(g *guard) error {
 		now := time.Now()
 		others := []leaving{}
 		out := bson.A{userID}
@@ -81,12 +81,13 @@ func Keep(ctx context.Context, d *core.Deps, domainID, userID string, take func(
 			// A marked admin is being deleted (core.UserRecords): not one that stays.
 			{Key: tenancy.MarkField, Value: bson.D{{Key: "$ne", Value: true}}}})
 		if err != nil {
-			return nil, store.Wrap(err)
+			return store.Wrap(err)
 		}
 		if n == 0 {
-			return nil, errs.New(errs.LastAdmin, "The last domain admin cannot be disabled or deleted.")
+			return errs.New(errs.LastAdmin, "The last domain admin cannot be disabled or deleted.")
 		}
-		return bson.D{{Key: "leaving", Value: append(others, leaving{UserID: userID, Until: now.Add(leaveFor)})}}, nil
+		g.Leaving = append(others, leaving{UserID: userID, Until: now.Add(leaveFor)})
+		return nil
 	})
 	if err != nil {
 		return err

@@ -3,8 +3,6 @@ package workspace
 import (
 	"context"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/freeform"
@@ -65,22 +63,22 @@ func (s *service) createWorkspace(ctx context.Context, p *auth.Principal, r *cre
 }
 
 func (s *service) updateWorkspace(ctx context.Context, p *auth.Principal, r *updateWorkspace) (*core.Workspace, error) {
-	return s.WorkspaceRecords().Change(ctx, p, r.WorkspaceID, func(context.Context, *core.Workspace) (bson.D, error) {
-		set := bson.D{}
+	return s.WorkspaceRecords().Change(ctx, p, r.WorkspaceID, func(_ context.Context, w *core.Workspace) error {
 		if r.Name != "" {
-			set = append(set, bson.E{Key: "name", Value: r.Name})
+			w.Name = r.Name
 		}
 		if r.Tags != nil {
-			set = append(set, bson.E{Key: "tags", Value: r.Tags})
+			w.Tags = r.Tags
 		}
-		return set, nil
+		return nil
 	})
 }
 
 func (s *service) workspaceState(state string) func(context.Context, *auth.Principal, *workspaceRequest) (*core.Workspace, error) {
 	return func(ctx context.Context, p *auth.Principal, r *workspaceRequest) (*core.Workspace, error) {
-		return s.WorkspaceRecords().Change(ctx, p, r.WorkspaceID, func(context.Context, *core.Workspace) (bson.D, error) {
-			return bson.D{{Key: "state", Value: state}}, nil
+		return s.WorkspaceRecords().Change(ctx, p, r.WorkspaceID, func(_ context.Context, w *core.Workspace) error {
+			w.State = state
+			return nil
 		})
 	}
 }

@@ -285,38 +285,41 @@ func (s *Service) writable(ctx context.Context, p *auth.Principal, id string) (*
 }
 
 func (s *Service) update(ctx context.Context, p *auth.Principal, r *updateCollector) (*Collector, error) {
-	set := bson.D{}
-	if r.Name != "" {
-		set = append(set, bson.E{Key: "name", Value: r.Name})
-	}
-	if r.Tags != nil {
-		set = append(set, bson.E{Key: "tags", Value: r.Tags})
-	}
+	var sched *core.Schedule
 	if r.Schedule != nil {
-		sched, err := core.CheckSchedule(r.Schedule)
+		sc, err := core.CheckSchedule(r.Schedule)
 		if err != nil {
 			return nil, err
 		}
-		set = append(set, bson.E{Key: "schedule", Value: sched})
+		sched = &sc
 	}
-	if r.SecretFilter != nil {
-		set = append(set, bson.E{Key: "secret_filter", Value: r.SecretFilter.Normalized()})
-	}
-	if len(set) == 0 {
-		return s.writable(ctx, p, r.CollectorID)
-	}
-	return s.records().Change(ctx, p, r.CollectorID, func(context.Context, *Collector) (bson.D, error) { return set, nil })
+	return s.records().Change(ctx, p, r.CollectorID, func(_ context.Context, doc *Collector) error {
+		if r.Name != "" {
+			doc.Name = r.Name
+		}
+		if r.Tags != nil {
+			doc.Tags = r.Tags
+		}
+		if sched != nil {
+			doc.Schedule = *sched
+		}
+		if r.SecretFilter != nil {
+			doc.SecretFilter = r.SecretFilter.Normalized()
+		}
+		return nil
+	})
 }
 
 // updatePlugin changes version, options (replaced whole) and upgrade
 // mode, and keeps the metadata of a new init with them.
 func (s *Service) updatePlugin(ctx context.Context, p *auth.Principal, r *updatePlugin) (*Collector, error) {
-	return s.records().Change(ctx, p, r.CollectorID, func(ctx context.Context, doc *Collector) (bson.D, error) {
+	return s.records().Change(ctx, p, r.CollectorID, func(ctx context.Context, doc *Collector) error {
 		info, err := s.repo.Change(ctx, doc.PluginInfo, r.Ask(r.UpgradeMode), s.init)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		return bson.D{{Key: "plugin_info", Value: info}}, nil
+		doc.PluginInfo = info
+		return nil
 	})
 }
 

@@ -100,6 +100,10 @@ type Alert struct {
 	// ResolveNotice: resolved from an open state, its resolved
 	// notifications not sent yet (the escalation sends them).
 	ResolveNotice bool `bson:"resolve_notice" json:"-"`
+	// Notice is the escalation step's notice decided by the write that
+	// took the step and not recorded in the outbox yet: the escalation
+	// records it after that write and then clears it (escalation.flush).
+	Notice *Notice `bson:"notice,omitempty" json:"-"`
 	// Version is bumped by every write (store.Change's compare-and-set).
 	Version int64 `bson:"version" json:"-"`
 }
@@ -205,19 +209,29 @@ func (as *Alerts) Live(ctx context.Context, id string) (*Alert, error) {
 	return store.GetLive[Alert](ctx, as.c, "alert_id", id)
 }
 
-// Change runs fn on the alert as stored and writes the fields fn
-// returns (nothing when it returns none) if no other write came in
-// between, else decides again (store.Change). fn may refuse with an
-// error; the alert as written is returned. One being deleted changes no
+// Notice is an escalation step's notice: the outbox request's id and the
+// level it goes to.
+type Notice struct {
+	ID    string `bson:"id"`
+	Level string `bson:"level"`
+}
+
+// Change runs fn on the alert as stored; fn edits it, and what it changed
+// is written (with updated_at) if no other write came in between, else
+// fn runs again on the alert as the other left it (store.Change). fn may
+// refuse with an error. It returns the alert before and after; what
+// follows a change is decided from the two. One being deleted changes no
 // more (404).
-func (as *Alerts) Change(ctx context.Context, id string, fn func(a *Alert) (bson.D, error)) (*Alert, error) {
-	return store.Change(ctx, as.c, "alert_id", id, func(a *Alert) (bson.D, error) {
-		set, err := fn(a)
-		if err != nil || len(set) == 0 {
-			return nil, err
-		}
-		return append(set, bson.E{Key: "updated_at", Value: wire.T(as.now())}), nil
-	})
+func (as *Alerts) Change(ctx context.Context, id string, fn func(a *Alert) error) (store.Changed[Alert], error) {
+	return store.Change(ctx, as.c, "alert_id", id, fn, bson.E{Key: "updated_at", Value: wire.T(as.now())})
+}
+
+// ClearNotice clears the alert's pending notice once it is recorded (a
+// newer step's notice stays).
+func (as *Alerts) ClearNotice(ctx context.Context, id, noticeID string) error {
+	_, err := as.c.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "notice.id", Value: noticeID}},
+		bson.D{{Key: "$unset", Value: bson.D{{Key: "notice", Value: ""}}}})
+	return store.Wrap(err)
 }
 
 // Insert stores a new alert, numbering it (numbers.go). An alert whose id

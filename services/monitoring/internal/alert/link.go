@@ -115,18 +115,18 @@ func (as *Alerts) acknowledge(ctx context.Context, domainID, alertID, state, tok
 		responder = "link"
 	}
 	now := as.now()
-	out, err := as.Change(ctx, a.ID, func(a *Alert) (bson.D, error) {
-		if a.State != Triggered {
-			return nil, nil
+	ch, err := as.Change(ctx, a.ID, func(a *Alert) error {
+		if a.State == Triggered {
+			MoveTo(a, Acknowledged, responder, now)
 		}
-		return StateChange(a, Acknowledged, responder, now), nil
+		return nil
 	})
 	if err != nil {
 		// Not acknowledged: the link may be tried again.
 		_, _ = as.claims.DeleteOne(context.WithoutCancel(ctx), bson.D{{Key: "_id", Value: spentID(c.Nonce)}})
 		return nil, err
 	}
-	return out, nil
+	return ch.After, nil
 }
 
 // PurgeSpent deletes the spent links past their expiry (they open no more).

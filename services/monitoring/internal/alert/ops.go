@@ -123,12 +123,13 @@ func (as *Alerts) create(ctx context.Context, p *auth.Principal, r *createAlert)
 }
 
 // changeFor checks that the caller may change the alert, then changes it
-// under its lease (Change).
-func (as *Alerts) changeFor(ctx context.Context, p *auth.Principal, id string, fn func(a *Alert) (bson.D, error)) (*Alert, error) {
+// (Change) and returns it as written.
+func (as *Alerts) changeFor(ctx context.Context, p *auth.Principal, id string, fn func(a *Alert) error) (*Alert, error) {
 	if _, err := store.GetToChange[Alert](ctx, as.c, resource, p, "alert_id", id); err != nil {
 		return nil, err
 	}
-	return as.Change(ctx, id, fn)
+	ch, err := as.Change(ctx, id, fn)
+	return ch.After, err
 }
 
 func refuseError(a *Alert) error {
@@ -138,22 +139,24 @@ func refuseError(a *Alert) error {
 	return nil
 }
 
-// StateChange is the $set of a move to state by responder at now, as
-// upstream's update does it.
-func StateChange(a *Alert, state, responder string, now time.Time) bson.D {
+// MoveTo moves the alert to state by responder at now, as upstream's
+// update does it. A move out of an open state to RESOLVED marks its
+// resolved notices due (the escalation sends them).
+func MoveTo(a *Alert, state, responder string, now time.Time) {
+	if state == Resolved && a.Open() {
+		a.ResolveNotice = true
+	}
 	// The escalation looks at the alert next tick: the move may finish it.
-	set := bson.D{{Key: "state", Value: state}, {Key: EscalateAtField, Value: nil}}
+	a.State, a.EscalateAt = state, nil
 	switch state {
 	case Acknowledged:
-		set = append(set, bson.E{Key: "responder", Value: responder}, bson.E{Key: "acknowledged_at", Value: ptr(now)},
-			bson.E{Key: "resolved_at", Value: nil})
+		a.Responder, a.AcknowledgedAt, a.ResolvedAt = responder, ptr(now), nil
 	case Resolved:
-		set = append(set, bson.E{Key: "escalation_ttl", Value: int32(0)}, bson.E{Key: "resolved_at", Value: ptr(now)})
+		a.EscalationTTL, a.ResolvedAt = 0, ptr(now)
 	case Triggered:
 		// ttl is not restored, as upstream (*(d)* in spec/alerts.md).
-		set = append(set, bson.E{Key: "acknowledged_at", Value: nil}, bson.E{Key: "resolved_at", Value: nil})
+		a.AcknowledgedAt, a.ResolvedAt = nil, nil
 	}
-	return set
 }
 
 func (as *Alerts) update(ctx context.Context, p *auth.Principal, r *updateAlert) (*Alert, error) {
@@ -181,43 +184,37 @@ func (as *Alerts) update(ctx context.Context, p *auth.Principal, r *updateAlert)
 		}
 	}
 	now := as.now()
-	out, err := as.changeFor(ctx, p, r.AlertID, func(a *Alert) (bson.D, error) {
+	out, err := as.changeFor(ctx, p, r.AlertID, func(a *Alert) error {
 		if err := refuseError(a); err != nil {
-			return nil, err
+			return err
 		}
-		var set bson.D
 		if r.Title != "" {
-			set = append(set, bson.E{Key: "title", Value: r.Title})
+			a.Title = r.Title
 		}
 		switch {
 		case r.ResetDescription:
-			set = append(set, bson.E{Key: "description", Value: ""})
+			a.Description = ""
 		case r.Description != "":
-			set = append(set, bson.E{Key: "description", Value: r.Description})
+			a.Description = r.Description
 		}
 		if r.Urgency != "" {
-			set = append(set, bson.E{Key: "urgency", Value: r.Urgency})
+			a.Urgency = r.Urgency
 		}
 		if moved != nil && moved.ProjectID != a.ProjectID {
 			// The new project's policy starts over (upstream: ttl =
 			// repeat_count, without the +1 of a create).
-			set = append(set, bson.E{Key: "project_id", Value: moved.ProjectID}, bson.E{Key: "workspace_id", Value: moved.WorkspaceID},
-				bson.E{Key: "escalation_policy_id", Value: pol.ID}, bson.E{Key: "escalation_ttl", Value: pol.RepeatCount},
-				bson.E{Key: "escalation_step", Value: int32(1)}, bson.E{Key: "escalated_at", Value: nil})
+			a.ProjectID, a.WorkspaceID = moved.ProjectID, moved.WorkspaceID
+			a.EscalationPolicyID, a.EscalationTTL, a.EscalationStep, a.EscalatedAt = pol.ID, pol.RepeatCount, 1, nil
 		}
 		if r.State != "" {
-			set = append(set, StateChange(a, r.State, p.UserID, now)...)
-			if r.State == Resolved && a.Open() {
-				set = append(set, bson.E{Key: ResolveNoticeField, Value: true})
-			}
-		}
-		if len(set) > 0 && r.State == "" {
+			MoveTo(a, r.State, p.UserID, now)
+		} else if r.Title != "" || r.ResetDescription || r.Description != "" || r.Urgency != "" || moved != nil {
 			// A change may stop or restart the escalation (urgency,
 			// another project): the escalation looks at it next tick
-			// (StateChange says so for a state).
-			set = append(set, bson.E{Key: EscalateAtField, Value: nil})
+			// (MoveTo says so for a state).
+			a.EscalateAt = nil
 		}
-		return set, nil
+		return nil
 	})
 	if err != nil || moved == nil {
 		return out, err
@@ -258,11 +255,12 @@ func (as *Alerts) assign(ctx context.Context, p *auth.Principal, r *assignUser) 
 	if err := as.projects.WorkspaceUser(ctx, a.DomainID, a.WorkspaceID, r.Assignee); err != nil {
 		return nil, err
 	}
-	return as.changeFor(ctx, p, r.AlertID, func(a *Alert) (bson.D, error) {
+	return as.changeFor(ctx, p, r.AlertID, func(a *Alert) error {
 		if err := refuseError(a); err != nil {
-			return nil, err
+			return err
 		}
-		return bson.D{{Key: "assignee", Value: r.Assignee}}, nil
+		a.Assignee = r.Assignee
+		return nil
 	})
 }
 

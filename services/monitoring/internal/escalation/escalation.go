@@ -156,6 +156,7 @@ func (w *Worker) Pass(ctx context.Context) error {
 			}}},
 		bson.D{{Key: "state", Value: alert.Error}, {Key: "escalation_ttl", Value: bson.D{{Key: "$gt", Value: 0}}}, {Key: "escalated_at", Value: nil}},
 		bson.D{{Key: alert.ResolveNoticeField, Value: true}},
+		bson.D{{Key: "notice", Value: bson.D{{Key: "$exists", Value: true}}}},
 	}}}, options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}}))
 	if err != nil {
 		return store.Wrap(err)
@@ -201,89 +202,125 @@ func (w *Worker) policyOf(ctx context.Context, a *alert.Alert) (Policy, error) {
 }
 
 // Step takes one alert one step on (upstream's create_alert_notification),
-// or sends its resolved notices.
+// or sends its resolved notices. A step is decided and written first,
+// its notice with it (Alert.Notice); the notice is recorded in the outbox
+// after the write, and cleared then (flush). A notice left by a step cut
+// short (a killed replica) is recorded by the next Step before it decides
+// anything: the tick selects such alerts.
 func (w *Worker) Step(ctx context.Context, id string) error {
-	_, err := w.alerts.Change(ctx, id, func(a *alert.Alert) (bson.D, error) {
-		now := w.now()
+	a, err := w.alerts.Live(ctx, id)
+	if err != nil {
+		return err
+	}
+	if a.Notice != nil {
+		if err := w.flush(ctx, a); err != nil {
+			return err
+		}
+	}
+	if !a.Open() && resolveNotice(a) {
 		pol, err := w.policyOf(ctx, a)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if a.State == alert.Error {
-			// Upstream announces an ERROR alert once, at its creation.
-			if a.EscalatedAt != nil || a.EscalationTTL <= 0 {
-				return nil, nil
-			}
-			a.EscalationStep = 1
-			if err := w.alerting(ctx, a, pol.Rules[0].Level); err != nil {
-				return nil, err
-			}
-			at := wire.T(now)
-			return bson.D{{Key: "escalation_step", Value: int32(1)}, {Key: "escalated_at", Value: &at}}, nil
+		// Sent while the mark stands, then cleared: a crash in between
+		// sends them again under the same ids (one notice each).
+		if err := w.resolved(ctx, a, pol); err != nil {
+			return err
 		}
-		if !a.Open() {
-			if !resolveNotice(a) {
-				return nil, nil
-			}
-			if err := w.resolved(ctx, a, pol); err != nil {
-				return nil, err
-			}
-			return bson.D{{Key: alert.ResolveNoticeField, Value: false}}, nil
-		}
-		if a.EscalationTTL <= 0 {
-			return nil, nil
-		}
-		opts, err := w.configs.OptionsOf(ctx, a.DomainID, a.ProjectID)
-		if err != nil {
-			return nil, err
-		}
-		stop := bson.D{{Key: "escalation_ttl", Value: int32(0)}}
-		if (opts.NotificationUrgency == projectalertconfig.UrgencyHighOnly && a.Urgency == alert.Low) ||
-			(pol.FinishCondition == alert.Acknowledged && a.State == alert.Acknowledged) {
-			return stop, nil
-		}
-		step, ttl := a.EscalationStep, a.EscalationTTL
-		if step < 1 || int(step) > len(pol.Rules) {
-			step = 1 // the policy lost rules since
-		}
-		if a.EscalatedAt != nil {
-			wait := time.Duration(pol.Rules[step-1].EscalateMinutes) * time.Minute
-			if due := a.EscalatedAt.Add(wait); !now.After(due) {
-				// Not due (the policy changed, or a look asked for by a
-				// change): the next look is when it is.
-				return lookAt(a, due), nil
-			}
-			switch {
-			case int(step) < len(pol.Rules):
-				step++
-			case ttl <= 1:
-				return stop, nil
-			default:
-				step, ttl = 1, ttl-1
-			}
-		}
-		a.EscalationStep, a.EscalationTTL = step, ttl
-		if err := w.alerting(ctx, a, pol.Rules[step-1].Level); err != nil {
-			return nil, err
-		}
-		at := wire.T(now)
-		next := wire.T(now.Add(time.Duration(pol.Rules[step-1].EscalateMinutes)*time.Minute + time.Millisecond))
-		return bson.D{{Key: "escalation_step", Value: step}, {Key: "escalation_ttl", Value: ttl}, {Key: "escalated_at", Value: &at},
-			{Key: alert.EscalateAtField, Value: &next}}, nil
-	})
-	return err
+		_, err = w.alerts.Change(ctx, id, func(a *alert.Alert) error {
+			a.ResolveNotice = false
+			return nil
+		})
+		return err
+	}
+	ch, err := w.alerts.Change(ctx, id, func(a *alert.Alert) error { return w.decide(ctx, a) })
+	if err != nil {
+		return err
+	}
+	if ch.Wrote && ch.After.Notice != nil {
+		return w.flush(ctx, ch.After)
+	}
+	return nil
 }
 
-// lookAt is the $set storing due as the alert's next look, nil when it is
-// stored already. The look is due just after due (Step steps only once
-// now is after it), so it is stored a millisecond later: a pass at due
-// itself would take the lease for nothing.
-func lookAt(a *alert.Alert, due time.Time) bson.D {
-	next := wire.T(due.Add(time.Millisecond))
-	if a.EscalateAt != nil && a.EscalateAt.Equal(next.Time) {
+// decide edits the alert to its next escalation state, from what is
+// stored: a step taken (with its notice), the escalation stopped, or the
+// time of its next look.
+func (w *Worker) decide(ctx context.Context, a *alert.Alert) error {
+	if a.Notice != nil || (!a.Open() && a.State != alert.Error) {
+		return nil // a notice not recorded yet, or resolved meanwhile: the next Step
+	}
+	now := w.now()
+	pol, err := w.policyOf(ctx, a)
+	if err != nil {
+		return err
+	}
+	if a.State == alert.Error {
+		// Upstream announces an ERROR alert once, at its creation.
+		if a.EscalatedAt != nil || a.EscalationTTL <= 0 {
+			return nil
+		}
+		at := wire.T(now)
+		a.EscalationStep, a.EscalatedAt = 1, &at
+		a.Notice = &alert.Notice{ID: StepID(a.AlertID, a.EscalationTTL, 1), Level: pol.Rules[0].Level}
 		return nil
 	}
-	return bson.D{{Key: alert.EscalateAtField, Value: &next}}
+	if a.EscalationTTL <= 0 {
+		return nil
+	}
+	opts, err := w.configs.OptionsOf(ctx, a.DomainID, a.ProjectID)
+	if err != nil {
+		return err
+	}
+	if (opts.NotificationUrgency == projectalertconfig.UrgencyHighOnly && a.Urgency == alert.Low) ||
+		(pol.FinishCondition == alert.Acknowledged && a.State == alert.Acknowledged) {
+		a.EscalationTTL = 0
+		return nil
+	}
+	step, ttl := a.EscalationStep, a.EscalationTTL
+	if step < 1 || int(step) > len(pol.Rules) {
+		step = 1 // the policy lost rules since
+	}
+	if a.EscalatedAt != nil {
+		wait := time.Duration(pol.Rules[step-1].EscalateMinutes) * time.Minute
+		if due := a.EscalatedAt.Add(wait); !now.After(due) {
+			// Not due (the policy changed, or a look asked for by a
+			// change): the next look is when it is.
+			lookAt(a, due)
+			return nil
+		}
+		switch {
+		case int(step) < len(pol.Rules):
+			step++
+		case ttl <= 1:
+			a.EscalationTTL = 0
+			return nil
+		default:
+			step, ttl = 1, ttl-1
+		}
+	}
+	at := wire.T(now)
+	next := wire.T(now.Add(time.Duration(pol.Rules[step-1].EscalateMinutes)*time.Minute + time.Millisecond))
+	a.EscalationStep, a.EscalationTTL, a.EscalatedAt, a.EscalateAt = step, ttl, &at, &next
+	a.Notice = &alert.Notice{ID: StepID(a.AlertID, ttl, step), Level: pol.Rules[step-1].Level}
+	return nil
+}
+
+// lookAt stores due as the alert's next look. The look is due just after
+// due (a step is taken only once now is after it), so it is stored a
+// millisecond later: a pass at due itself would look for nothing.
+func lookAt(a *alert.Alert, due time.Time) {
+	next := wire.T(due.Add(time.Millisecond))
+	a.EscalateAt = &next
+}
+
+// flush records the alert's pending notice in the outbox (its id is the
+// step's: recorded twice, it is one notice) and clears it.
+func (w *Worker) flush(ctx context.Context, a *alert.Alert) error {
+	if err := w.alerting(ctx, a, a.Notice); err != nil {
+		return err
+	}
+	return w.alerts.ClearNotice(ctx, a.ID, a.Notice.ID)
 }
 
 // resolveNotice reports whether the alert's resolved notices are due.
@@ -320,8 +357,8 @@ func StepID(alertID string, ttl, step int32) string {
 	return fmt.Sprintf("notify-%s-r%d-s%d", alertID, ttl, step)
 }
 
-func (w *Worker) alerting(ctx context.Context, a *alert.Alert, level string) error {
-	r := w.request(a, StepID(a.AlertID, a.EscalationTTL, a.EscalationStep), events.NotifyError, level, "[Alerting] "+a.Title)
+func (w *Worker) alerting(ctx context.Context, a *alert.Alert, n *alert.Notice) error {
+	r := w.request(a, n.ID, events.NotifyError, n.Level, "[Alerting] "+a.Title)
 	link, err := w.alerts.LinkURL(a)
 	if err != nil {
 		return err

@@ -283,28 +283,27 @@ func (al *Alerting) update(ctx context.Context, open *alert.Alert, e *Event) (al
 	}
 	// A resolve changes the state too: a compare-and-set of the whole
 	// change, rarer than the counts it may race with.
-	counted := alert.CountedNow
 	now := al.now()
-	_, err = al.alerts.Change(ctx, open.ID, func(a *alert.Alert) (bson.D, error) {
-		switch {
-		case slices.Contains(a.AppliedEvents, e.EventID):
-			counted = alert.CountedBefore
-			return nil, nil
-		case a.State == alert.Resolved:
-			counted = alert.Closed
-			return nil, nil
+	ch, err := al.alerts.Change(ctx, open.ID, func(a *alert.Alert) error {
+		if slices.Contains(a.AppliedEvents, e.EventID) || a.State == alert.Resolved {
+			return nil
 		}
-		counted = alert.CountedNow
 		applied := append(slices.Clone(a.AppliedEvents), e.EventID)
-		applied = applied[max(0, len(applied)-alert.RecentEvents):]
-		set := bson.D{{Key: "description", Value: e.Description}, {Key: "event_count", Value: a.EventCount + 1},
-			{Key: "last_event_id", Value: e.EventID}, {Key: "last_event_at", Value: ev.OccurredAt}, {Key: "applied_events", Value: applied}}
+		a.AppliedEvents = applied[max(0, len(applied)-alert.RecentEvents):]
+		a.Description, a.EventCount, a.LastEventID, a.LastEventAt = e.Description, a.EventCount+1, e.EventID, &ev.OccurredAt
 		if a.Open() {
-			set = append(set, alert.StateChange(a, alert.Resolved, "", now)...)
-			set = append(set, bson.E{Key: alert.ResolveNoticeField, Value: true})
+			alert.MoveTo(a, alert.Resolved, "", now)
 		}
-		return set, nil
+		return nil
 	})
+	counted := alert.CountedNow
+	switch {
+	case err != nil:
+	case slices.Contains(ch.Before.AppliedEvents, e.EventID):
+		counted = alert.CountedBefore
+	case !ch.Wrote:
+		counted = alert.Closed
+	}
 	if errs.Is(err, errs.NotFoundCode) {
 		return alert.Closed, nil
 	}

@@ -216,8 +216,8 @@ func (ws *Webhooks) records() store.Teardown[Webhook] {
 	}
 }
 
-func (ws *Webhooks) set(ctx context.Context, p *auth.Principal, id string, set func(doc *Webhook) (bson.D, error)) (*Webhook, error) {
-	doc, err := ws.records().Change(ctx, p, id, func(_ context.Context, doc *Webhook) (bson.D, error) { return set(doc) })
+func (ws *Webhooks) set(ctx context.Context, p *auth.Principal, id string, edit func(doc *Webhook) error) (*Webhook, error) {
+	doc, err := ws.records().Change(ctx, p, id, func(_ context.Context, doc *Webhook) error { return edit(doc) })
 	if err != nil {
 		return nil, err
 	}
@@ -225,27 +225,27 @@ func (ws *Webhooks) set(ctx context.Context, p *auth.Principal, id string, set f
 }
 
 func (ws *Webhooks) update(ctx context.Context, p *auth.Principal, r *updateWebhook) (*Webhook, error) {
-	return ws.set(ctx, p, r.WebhookID, func(*Webhook) (bson.D, error) {
-		set := bson.D{}
+	return ws.set(ctx, p, r.WebhookID, func(doc *Webhook) error {
 		if r.Name != "" {
-			set = append(set, bson.E{Key: "name", Value: r.Name})
+			doc.Name = r.Name
 		}
 		if r.Tags != nil {
-			set = append(set, bson.E{Key: "tags", Value: r.Tags})
+			doc.Tags = r.Tags
 		}
-		return set, nil
+		return nil
 	})
 }
 
 // updatePlugin changes version, options (replaced whole) and upgrade
 // mode, and keeps the metadata of a new init with them.
 func (ws *Webhooks) updatePlugin(ctx context.Context, p *auth.Principal, r *updatePlugin) (*Webhook, error) {
-	return ws.set(ctx, p, r.WebhookID, func(doc *Webhook) (bson.D, error) {
+	return ws.set(ctx, p, r.WebhookID, func(doc *Webhook) error {
 		info, err := ws.repo.Change(ctx, doc.PluginInfo, r.Ask(r.UpgradeMode), ws.init)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		return bson.D{{Key: "plugin_info", Value: info}}, nil
+		doc.PluginInfo = info
+		return nil
 	})
 }
 
@@ -262,11 +262,9 @@ func (ws *Webhooks) verifyPlugin(ctx context.Context, p *auth.Principal, r *webh
 
 func (ws *Webhooks) state(state string) func(ctx context.Context, p *auth.Principal, r *webhookRequest) (*Webhook, error) {
 	return func(ctx context.Context, p *auth.Principal, r *webhookRequest) (*Webhook, error) {
-		return ws.set(ctx, p, r.WebhookID, func(doc *Webhook) (bson.D, error) {
-			if doc.State == state {
-				return nil, nil
-			}
-			return bson.D{{Key: "state", Value: state}}, nil
+		return ws.set(ctx, p, r.WebhookID, func(doc *Webhook) error {
+			doc.State = state
+			return nil
 		})
 	}
 }

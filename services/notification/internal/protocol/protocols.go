@@ -309,8 +309,8 @@ func (ps *Protocols) unused(ctx context.Context, doc *Protocol) error {
 	return nil
 }
 
-func (ps *Protocols) set(ctx context.Context, p *auth.Principal, id string, set func(doc *Protocol) (bson.D, error)) (*Protocol, error) {
-	doc, err := ps.records().Change(ctx, p, id, func(_ context.Context, doc *Protocol) (bson.D, error) { return set(doc) })
+func (ps *Protocols) set(ctx context.Context, p *auth.Principal, id string, edit func(doc *Protocol) error) (*Protocol, error) {
+	doc, err := ps.records().Change(ctx, p, id, func(_ context.Context, doc *Protocol) error { return edit(doc) })
 	if err != nil {
 		return nil, err
 	}
@@ -321,21 +321,20 @@ func (ps *Protocols) update(ctx context.Context, p *auth.Principal, r *updatePro
 	if err := checkDomain(p, r.DomainID); err != nil {
 		return nil, err
 	}
-	return ps.set(ctx, p, r.ProtocolID, func(doc *Protocol) (bson.D, error) {
+	return ps.set(ctx, p, r.ProtocolID, func(doc *Protocol) error {
 		if err := external(doc); err != nil {
-			return nil, err
+			return err
 		}
-		set := bson.D{}
 		if r.Name != "" && r.Name != doc.Name {
 			if err := ps.nameFree(ctx, doc.DomainID, r.Name, doc.ID); err != nil {
-				return nil, err
+				return err
 			}
-			set = append(set, bson.E{Key: "name", Value: r.Name})
+			doc.Name = r.Name
 		}
 		if r.Tags != nil {
-			set = append(set, bson.E{Key: "tags", Value: r.Tags})
+			doc.Tags = r.Tags
 		}
-		return set, nil
+		return nil
 	})
 }
 
@@ -346,16 +345,16 @@ func (ps *Protocols) updatePlugin(ctx context.Context, p *auth.Principal, r *upd
 	if err := checkDomain(p, r.DomainID); err != nil {
 		return nil, err
 	}
-	return ps.set(ctx, p, r.ProtocolID, func(doc *Protocol) (bson.D, error) {
+	return ps.set(ctx, p, r.ProtocolID, func(doc *Protocol) error {
 		if err := external(doc); err != nil {
-			return nil, err
+			return err
 		}
-		info := doc.PluginInfo
-		var err error
-		if info.Info, err = ps.repo.Change(ctx, info.Info, r.Ask(""), ps.init); err != nil {
-			return nil, err
+		info, err := ps.repo.Change(ctx, doc.PluginInfo.Info, r.Ask(""), ps.init)
+		if err != nil {
+			return err
 		}
-		return bson.D{{Key: "plugin_info", Value: info}}, nil
+		doc.PluginInfo.Info = info
+		return nil
 	})
 }
 
@@ -364,11 +363,9 @@ func (ps *Protocols) state(state string) func(ctx context.Context, p *auth.Princ
 		if err := checkDomain(p, r.DomainID); err != nil {
 			return nil, err
 		}
-		return ps.set(ctx, p, r.ProtocolID, func(doc *Protocol) (bson.D, error) {
-			if doc.State == state {
-				return nil, nil
-			}
-			return bson.D{{Key: "state", Value: state}}, nil
+		return ps.set(ctx, p, r.ProtocolID, func(doc *Protocol) error {
+			doc.State = state
+			return nil
 		})
 	}
 }
