@@ -8,7 +8,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
-	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/call"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/events"
@@ -19,20 +18,57 @@ import (
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/datasourcerule"
 )
 
-// Start runs a sync of ds as plugin-protocols.md section 5 says: refuse a
-// second running job (a job past its timeout becomes TIMEOUT first),
-// create the job, ask the plugin for its tasks (Job.get_tasks) once per
-// secret, store them and queue them. No task makes the job SUCCESS at
-// once.
+// Start runs a sync of ds as plugin-protocols.md section 5 says, in four
+// steps, each undoing its own work when it fails:
+//
+//	prepare  check the data source, read from identity what the sync
+//	         needs (secrets, the rules' directory); nothing is stored,
+//	         so identity unreachable answers 503 and leaves no job
+//	reserve  claim the data source's one running job and store the job
+//	         (undo: the claim goes back)
+//	plan     ask the plugin for its tasks (Job.get_tasks), once per
+//	         secret (undo: the job is FAILURE ERROR_GET_JOB_TASKS)
+//	enqueue  store the tasks, put the totals on the job, queue the tasks
+//	         (undo: the tasks not queued are CANCELED, the job FAILURE)
 //
 // A MANUAL data source has one secret, its own; a plugin that fails
-// get_tasks leaves the job FAILURE with ERROR_GET_JOB_TASKS. A
-// USE_SERVICE_ACCOUNT_SECRET one has a secret per trusted account it
-// selects (Accounts); a get_tasks failing for one account is logged and
-// that account has no task. Everything read from identity (accounts,
-// their secret data, the rules' directory) is read before the job is
-// created: identity unreachable answers 503 and leaves no job.
-func (js *Jobs) Start(ctx context.Context, p *auth.Principal, ds *core.DataSource, start string) (*Job, error) {
+// get_tasks fails the job. A USE_SERVICE_ACCOUNT_SECRET one has a secret
+// per trusted account it selects (Accounts); a get_tasks failing for one
+// account is logged and that account has no task. No task makes the job
+// SUCCESS at once.
+func (js *Jobs) Start(ctx context.Context, ds *core.DataSource, start string) (*Job, error) {
+	s, err := js.prepare(ctx, ds, start)
+	if err != nil {
+		return nil, err
+	}
+	if err := js.reserve(ctx, s); err != nil {
+		return nil, err
+	}
+	if s.dir != nil {
+		if _, err := js.dirs.InsertOne(ctx, bson.D{{Key: "_id", Value: s.job.ID}, {Key: "projects", Value: s.dir.Projects},
+			{Key: "service_accounts", Value: s.dir.ServiceAccounts}}); err != nil {
+			return js.failed(ctx, s.job, GetJobTasksFailed, "The projects and service accounts for the rules could not be kept: "+err.Error())
+		}
+	}
+	p, err := js.plan(ctx, s)
+	if err != nil {
+		return js.failed(ctx, s.job, GetJobTasksFailed, err.Error())
+	}
+	return js.enqueue(ctx, s, p)
+}
+
+// syncing is what the steps of a Start share.
+type syncing struct {
+	ds      *core.DataSource
+	start   string
+	secrets []secret
+	dir     *datasourcerule.Directory
+	job     *Job
+}
+
+// prepare checks that ds syncs and reads what the sync needs; it stores
+// nothing.
+func (js *Jobs) prepare(ctx context.Context, ds *core.DataSource, start string) (*syncing, error) {
 	if ds.State != core.Enabled {
 		return nil, errs.New(errs.DataSourceState, "The data source is %s: it does not sync. (data_source_id = %s)", ds.State, ds.DataSourceID)
 	}
@@ -56,46 +92,55 @@ func (js *Jobs) Start(ctx context.Context, p *auth.Principal, ds *core.DataSourc
 	j := &Job{ID: id, JobID: id, Status: core.InProgress, Options: opts, Changed: []core.Changed{}, SyncedAccounts: []core.SyncedAccount{},
 		ResourceGroup: ds.ResourceGroup, DomainID: ds.DomainID, WorkspaceID: ds.WorkspaceID, DataSourceID: ds.DataSourceID,
 		SecretType: ds.SecretType, TaskIDs: []string{}, Pending: true, CreatedAt: now, UpdatedAt: now}
+	return &syncing{ds: ds, start: start, secrets: secrets, dir: dir, job: j}, nil
+}
+
+// reserve makes the job the data source's one running job (claim.go) and
+// stores it; on failure the claim goes back.
+func (js *Jobs) reserve(ctx context.Context, s *syncing) error {
 	// The swapped-out rows of the data source's last job go first: its
 	// swap leaves out every row of its windows but its own, this job's
 	// rows too.
-	if err := js.tidySource(ctx, ds.DataSourceID); err != nil {
-		return nil, err
+	if err := js.tidySource(ctx, s.ds.DataSourceID); err != nil {
+		return err
 	}
-	// The data source's one running job is this one from here (claim.go)
-	// until the write that finishes it.
-	if err := js.claimSource(ctx, ds.DataSourceID, id); err != nil {
-		return nil, err
+	if err := js.claimSource(ctx, s.ds.DataSourceID, s.job.ID); err != nil {
+		return err
 	}
-	if err := js.admit(ctx, ds, j); err != nil {
-		_ = js.releaseSource(context.WithoutCancel(ctx), ds.DataSourceID, id)
-		return nil, err
+	if err := js.admit(ctx, s.ds, s.job); err != nil {
+		_ = js.releaseSource(context.WithoutCancel(ctx), s.ds.DataSourceID, s.job.ID)
+		return err
 	}
-	if dir != nil {
-		if _, err := js.dirs.InsertOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "projects", Value: dir.Projects},
-			{Key: "service_accounts", Value: dir.ServiceAccounts}}); err != nil {
-			return js.failed(ctx, j, GetJobTasksFailed, "The projects and service accounts for the rules could not be kept: "+err.Error())
-		}
-	}
+	return nil
+}
+
+// planned is what the plugin's get_tasks answers make of a sync.
+type planned struct {
+	tasks    []core.Task
+	changed  []core.Changed
+	accounts []core.SyncedAccount
+}
+
+// plan asks the plugin for the tasks of each secret. The secret data
+// goes to the plugin and nowhere else. An error fails the job (the
+// caller's undo).
+func (js *Jobs) plan(ctx context.Context, s *syncing) (planned, error) {
+	ds, id := s.ds, s.job.ID
 	last := ""
 	if ds.LastSynchronizedAt != nil {
 		last = wire.FormatTime(ds.LastSynchronizedAt.Time)
 	}
-	// The secret data goes to the plugin and nowhere else: from here on
-	// only sec.data holds it, until Start returns.
-	tasks := make([]core.Task, 0)
-	chg := []core.Changed{}
-	accounts := []core.SyncedAccount{}
-	for _, sec := range secrets {
+	out := planned{tasks: []core.Task{}, changed: []core.Changed{}, accounts: []core.SyncedAccount{}}
+	for _, sec := range s.secrets {
 		reply, err := plugin.CostDataSource{Target: js.plugins.Plugin(ds.PluginInfo.PluginID, ds.PluginInfo.Version)}.GetTasks(ctx, plugin.CostTasksRequest{
-			Options: PluginOptions(ds), SecretData: sec.data, Start: start, LastSynchronizedAt: last, DomainID: ds.DomainID})
+			Options: PluginOptions(ds), SecretData: sec.data, Start: s.start, LastSynchronizedAt: last, DomainID: ds.DomainID})
 		if err == nil {
 			err = checkWindows(reply)
 		}
 		if err != nil {
 			if sec.account == nil {
 				js.log.Info("cost job get_tasks failed", "job_id", id, "data_source_id", ds.DataSourceID, "error", err.Error())
-				return js.failed(ctx, j, GetJobTasksFailed, err.Error())
+				return planned{}, err
 			}
 			// Upstream logs it and goes on with the other accounts.
 			js.log.Warn("cost job get_tasks failed for a trusted account: it has no task", "job_id", id, "data_source_id", ds.DataSourceID,
@@ -106,7 +151,7 @@ func (js *Jobs) Start(ctx context.Context, p *auth.Principal, ds *core.DataSourc
 			tid := wire.NewID("job-task")
 			to, _ := t["task_options"].(map[string]any)
 			task := core.Task{ID: tid, JobTaskID: tid, Status: core.Pending, Options: wire.Object(to), JobID: id,
-				DataSourceID: ds.DataSourceID, DomainID: ds.DomainID, WorkspaceID: ds.WorkspaceID, CreatedAt: now}
+				DataSourceID: ds.DataSourceID, DomainID: ds.DomainID, WorkspaceID: ds.WorkspaceID, CreatedAt: s.job.CreatedAt}
 			if c, ok := t["task_changed"].(map[string]any); ok && len(c) > 0 {
 				ch := sec.window(changed(c))
 				task.Changed = &ch
@@ -114,35 +159,42 @@ func (js *Jobs) Start(ctx context.Context, p *auth.Principal, ds *core.DataSourc
 			if sec.account != nil {
 				task.TrustedAccountID, task.AccountWorkspaceID = sec.account.TrustedAccountID, sec.account.WorkspaceID
 			}
-			tasks = append(tasks, task)
+			out.tasks = append(out.tasks, task)
 		}
 		for _, c := range list(reply, "changed") {
-			chg = append(chg, sec.window(changed(c)))
+			out.changed = append(out.changed, sec.window(changed(c)))
 		}
 		for _, a := range list(reply, "synced_accounts") {
-			if s, _ := a["account_id"].(string); s != "" {
-				accounts = append(accounts, core.SyncedAccount{AccountID: s})
+			if acc, _ := a["account_id"].(string); acc != "" {
+				out.accounts = append(out.accounts, core.SyncedAccount{AccountID: acc})
 			}
 		}
 	}
-	ids := make([]string, len(tasks))
-	for i := range tasks {
-		ids[i] = tasks[i].ID
-		if _, err := js.tasks.InsertOne(ctx, tasks[i]); err != nil {
+	return out, nil
+}
+
+// enqueue stores the planned tasks, puts the totals on the job (before
+// any task is queued: a worker settling the job must see every task) and
+// queues the tasks. A failure ends the tasks not queued (CANCELED) and
+// fails the job; a job cancelled while the plugin planned queues nothing.
+func (js *Jobs) enqueue(ctx context.Context, s *syncing, p planned) (*Job, error) {
+	id := s.job.ID
+	ids := make([]string, len(p.tasks))
+	for i := range p.tasks {
+		ids[i] = p.tasks[i].ID
+		if _, err := js.tasks.InsertOne(ctx, p.tasks[i]); err != nil {
 			js.unqueued(ctx, ids[:i], "The tasks could not be stored.")
-			return js.failed(ctx, j, GetJobTasksFailed, "The tasks could not be stored: "+err.Error())
+			return js.failed(ctx, s.job, GetJobTasksFailed, "The tasks could not be stored: "+err.Error())
 		}
 	}
-	// The totals are on the job before any task is queued: a worker
-	// settling the job must see every task.
 	ch, err := js.change(ctx, id, func(cur *Job) error {
-		cur.TotalTasks, cur.RemainedTasks, cur.TaskIDs, cur.Changed, cur.SyncedAccounts = len(ids), len(ids), ids, chg, accounts
+		cur.TotalTasks, cur.RemainedTasks, cur.TaskIDs, cur.Changed, cur.SyncedAccounts = len(ids), len(ids), ids, p.changed, p.accounts
 		return nil
 	})
 	if err != nil {
 		return nil, js.gone(ctx, id, err)
 	}
-	j = ch.After
+	j := ch.After
 	if j.Status != core.InProgress { // cancelled while get_tasks ran
 		js.unqueued(ctx, ids, "The job is "+j.Status+".")
 		// Recounts remained_tasks; the job is answered as it is either way.
@@ -153,15 +205,15 @@ func (js *Jobs) Start(ctx context.Context, p *auth.Principal, ds *core.DataSourc
 		}
 		return j, nil
 	}
-	if len(tasks) == 0 {
+	if len(p.tasks) == 0 {
 		if err := js.Settle(ctx, id); err != nil {
 			return nil, err
 		}
 		return js.Load(ctx, id)
 	}
-	for i, t := range tasks {
+	for i, t := range p.tasks {
 		if err := js.outbox.Add(ctx, events.CostTaskSubject, t.JobTaskID, events.CostTask{JobTaskID: t.JobTaskID, JobID: id,
-			DataSourceID: ds.DataSourceID, DomainID: ds.DomainID}); err != nil {
+			DataSourceID: s.ds.DataSourceID, DomainID: s.ds.DomainID}); err != nil {
 			js.unqueued(ctx, ids[i:], "The tasks could not be queued.")
 			return js.failed(ctx, j, GetJobTasksFailed, "The tasks could not be queued: "+err.Error())
 		}
