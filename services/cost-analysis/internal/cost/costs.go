@@ -7,10 +7,11 @@
 // rows it replaces (its changed windows) stop showing at that same moment;
 // the rows of a data source being deregistered show no more. The rows are
 // not rewritten for it: each read leaves out what the domain's marks say
-// (visibility.go; few: the jobs not yet settled, the data sources being
-// deleted).
+// (package rows, the one room of that rule; few: the jobs not yet
+// settled, the data sources being deleted).
 //
-// It must not write costs (package worker does) nor tasks.
+// It must not write costs (package rows does, for the worker and the
+// jobs) nor tasks.
 package cost
 
 import (
@@ -30,6 +31,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/core"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/rows"
 )
 
 // Cost is the CostInfo sent.
@@ -78,14 +80,14 @@ type (
 
 // Costs serves the cost reads.
 type Costs struct {
-	db               *mongo.Database
-	c, jobs, sources *mongo.Collection
+	db   *mongo.Database
+	c    *mongo.Collection
+	rows *rows.Rows
 }
 
 // New serves the costs of db.
 func New(db *mongo.Database) *Costs {
-	return &Costs{db: db, c: db.Collection(core.CostsCollection), jobs: db.Collection(core.JobsCollection),
-		sources: db.Collection(core.DataSourcesCollection)}
+	return &Costs{db: db, c: db.Collection(core.CostsCollection), rows: rows.New(db)}
 }
 
 // Resource is the list and stat description of costs.
@@ -102,11 +104,11 @@ func (cs *Costs) Routes() []api.Route {
 	}
 }
 
-// get reads the row between two reads of the marks (visibleOnly) and
+// get reads the row between two reads of the marks (rows.Visible) and
 // applies them in Go: FerretDB scans the whole collection for _id plus
 // any other condition.
 func (cs *Costs) get(ctx context.Context, p *auth.Principal, r *costRequest) (*Cost, error) {
-	return visibleOnly(ctx, cs, p.DomainID, func(m *marks) (*Cost, error) {
+	return rows.Visible(ctx, cs.rows, p.DomainID, func(m *rows.Marks) (*Cost, error) {
 		c, err := store.GetFor[Cost](ctx, cs.c, resource, p, "cost_id", r.CostID)
 		if err != nil {
 			return nil, err
@@ -119,7 +121,7 @@ func (cs *Costs) get(ctx context.Context, p *auth.Principal, r *costRequest) (*C
 		if err := bson.Unmarshal(raw, &doc); err != nil {
 			return nil, err
 		}
-		if m.hides(doc) {
+		if m.Hides(doc) {
 			return nil, errs.NotFound("cost_id", r.CostID)
 		}
 		deny, err := cs.denied(ctx, p, c.DataSourceID)
@@ -153,8 +155,8 @@ func (cs *Costs) list(ctx context.Context, p *auth.Principal, r *costQuery) (*ap
 		return nil, err
 	}
 	res := denying(deny)
-	return visibleOnly(ctx, cs, p.DomainID, func(m *marks) (*api.List[Cost], error) {
-		l, err := store.Search[Cost](ctx, cs.c, q, res, m.scoped(slices.Clone(own)))
+	return rows.Visible(ctx, cs.rows, p.DomainID, func(m *rows.Marks) (*api.List[Cost], error) {
+		l, err := store.Search[Cost](ctx, cs.c, q, res, m.Scoped(slices.Clone(own)))
 		if err == nil {
 			for i := range l.Results {
 				leaveOut(&l.Results[i], deny)
@@ -178,8 +180,8 @@ func (cs *Costs) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*ma
 		return nil, err
 	}
 	own = append(own, bson.E{Key: "data_source_id", Value: dsID})
-	return visibleOnly(ctx, cs, p.DomainID, func(m *marks) (*map[string]any, error) {
-		scope := m.scoped(slices.Clone(own))
+	return rows.Visible(ctx, cs.rows, p.DomainID, func(m *rows.Marks) (*map[string]any, error) {
+		scope := m.Scoped(slices.Clone(own))
 		// stat.Run appends a projection to the query: each attempt runs
 		// on a copy.
 		q := *r.Query
@@ -217,8 +219,8 @@ func (cs *Costs) analyze(ctx context.Context, p *auth.Principal, r *analyzeQuery
 	// The data source as a condition of the scope: the query stays as the
 	// caller wrote it (its filter is checked and escaped on each attempt).
 	own = append(own, bson.E{Key: "data_source_id", Value: dsID})
-	return visibleOnly(ctx, cs, p.DomainID, func(m *marks) (*map[string]any, error) {
-		scope := m.scoped(slices.Clone(own))
+	return rows.Visible(ctx, cs.rows, p.DomainID, func(m *rows.Marks) (*map[string]any, error) {
+		scope := m.Scoped(slices.Clone(own))
 		out, err := analyze.RunTimeSeries(ctx, cs.c, scope, res, r.Query, df)
 		return &out, err
 	})

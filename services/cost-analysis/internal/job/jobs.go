@@ -39,6 +39,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/core"
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/datasourcerule"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/rows"
 )
 
 // Error codes a job or task keeps (upstream's names).
@@ -103,6 +104,7 @@ func DefaultConfig() Config { return Config{Timeout: 600 * time.Second, SweepEve
 type Jobs struct {
 	db                                *mongo.Database
 	jobs, tasks, costs, sources, dirs *mongo.Collection
+	rows                              *rows.Rows
 	plugins                           *plugin.Client
 	keys                              *seal.Keyring
 	rules                             *datasourcerule.Rules
@@ -125,7 +127,7 @@ func New(ctx context.Context, db *mongo.Database, plugins *plugin.Client, keys *
 		cfg.SweepEvery = min(DefaultConfig().SweepEvery, cfg.Timeout/2)
 	}
 	js := &Jobs{db: db, jobs: db.Collection(core.JobsCollection), tasks: db.Collection(core.TasksCollection),
-		costs: db.Collection(core.CostsCollection), sources: db.Collection(core.DataSourcesCollection),
+		costs: db.Collection(core.CostsCollection), rows: rows.New(db), sources: db.Collection(core.DataSourcesCollection),
 		dirs: db.Collection(core.DirectoriesCollection), plugins: plugins, keys: keys, rules: rules,
 		identity: identity, trusted: trusted.Identity{Client: identity, Secrets: secrets}, outbox: outbox, cfg: cfg, log: log}
 	if err := store.EnsureIndexes(ctx, js.jobs,
@@ -429,7 +431,7 @@ func (js *Jobs) Settle(ctx context.Context, jobID string) error {
 		}
 		// Two workers settling the last two tasks at once: the one whose
 		// write comes second decides again and sees both finished.
-		j.Swap = swapWindows(j, tasks, failedAccounts)
+		j.Swap = rows.SwapWindows(j, tasks, WindowAccountKey, failedAccounts)
 		finish(j, core.Success, "", "")
 		return nil
 	})

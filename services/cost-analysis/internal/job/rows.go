@@ -11,39 +11,11 @@ import (
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/core"
 )
 
-// A job's rows are shown whole or not at all (docs/decisions.md, "Cost
-// visibility, deletes and bounds"). FerretDB has no multi-document
-// transaction, so the job record is the marker the cost reads go by
-// (package cost): a job is created Pending; while it is Pending and not
-// SUCCESS its rows are left out; the write that makes it SUCCESS also
-// records its Swap windows, whose rows of other jobs are left out from
-// that write on. Tidy then deletes what the readers already leave out and
-// clears Pending, the last write.
-
-// swapWindows are the windows a succeeding job replaces: the job's
-// changed windows and those of its succeeded tasks, except the windows of
-// a trusted account whose task failed (nothing came to replace its old
-// costs).
-func swapWindows(j *Job, tasks []core.Task, failedAccounts map[string]bool) []core.Changed {
-	out := []core.Changed{}
-	add := func(c core.Changed) {
-		if a, _ := c.Filter[WindowAccountKey].(string); a != "" && failedAccounts[a] {
-			return
-		}
-		if _, ok := core.WindowFilter(j.DataSourceID, j.DomainID, j.JobID, c); ok {
-			out = append(out, c)
-		}
-	}
-	for _, c := range j.Changed {
-		add(c)
-	}
-	for _, t := range tasks {
-		if t.Status == core.Success && t.Changed != nil {
-			add(*t.Changed)
-		}
-	}
-	return out
-}
+// A job's rows are shown whole or not at all (package rows): a job is
+// created Pending; the write that makes it SUCCESS records its Swap
+// windows (rows.SwapWindows); Tidy then has the rows deleted that the
+// reads already leave out (rows.Publish, rows.Discard) and clears
+// Pending, the last write.
 
 // Tidy settles the rows of a finished Pending job and clears Pending: a
 // SUCCESS job's swapped-out rows are deleted; another job's own rows are
@@ -56,14 +28,8 @@ func (js *Jobs) Tidy(ctx context.Context, j *Job) error {
 		return nil
 	}
 	if j.Status == core.Success {
-		for _, c := range j.Swap {
-			f, ok := core.WindowFilter(j.DataSourceID, j.DomainID, j.JobID, c)
-			if !ok {
-				continue
-			}
-			if _, err := js.costs.DeleteMany(ctx, f); err != nil {
-				return store.Wrap(err)
-			}
+		if err := js.rows.Publish(ctx, j); err != nil {
+			return err
 		}
 	} else {
 		tasks, err := js.TasksOf(ctx, j)
@@ -76,10 +42,8 @@ func (js *Jobs) Tidy(ctx context.Context, j *Job) error {
 				return nil // its worker may still store rows: the last task's Settle tidies
 			}
 		}
-		if len(j.TaskIDs) > 0 {
-			if _, err := js.costs.DeleteMany(ctx, bson.D{{Key: "job_task_id", Value: bson.D{{Key: "$in", Value: j.TaskIDs}}}}); err != nil {
-				return store.Wrap(err)
-			}
+		if err := js.rows.Discard(ctx, j.TaskIDs...); err != nil {
+			return err
 		}
 	}
 	_, err := js.change(ctx, j.JobID, func(cur *Job) error {

@@ -16,6 +16,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/core"
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/datasourcerule"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/rows"
 )
 
 // Start runs a sync of ds as plugin-protocols.md section 5 says, in four
@@ -349,10 +350,10 @@ func checkWindows(reply map[string]any) error {
 				return errs.Invalid("changed.filter", "an object of cost fields")
 			}
 		}
-		if err := core.CheckWindowFilter(w.Filter); err != nil {
+		if err := rows.CheckWindowFilter(w.Filter); err != nil {
 			return err
 		}
-		if _, ok := core.WindowFilter("", "", "", w); !ok {
+		if _, ok := rows.WindowFilter("", "", "", w); !ok {
 			return errs.Invalid("changed", fmt.Sprintf("start %q and end %q must be YYYY-MM or YYYY-MM-DD", w.Start, w.End))
 		}
 	}

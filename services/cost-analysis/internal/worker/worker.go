@@ -34,7 +34,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/events"
@@ -46,6 +45,7 @@ import (
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/core"
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/datasourcerule"
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/job"
+	"github.com/nubes-io/nubes/services/cost-analysis/internal/rows"
 )
 
 // Config bounds the workers.
@@ -85,7 +85,7 @@ type Worker struct {
 	bus     *events.Bus
 	db      *mongo.Database
 	tasks   *mongo.Collection
-	costs   *mongo.Collection
+	rows    *rows.Rows
 	sources *mongo.Collection
 	jobs    *job.Jobs
 	rules   *datasourcerule.Rules
@@ -122,7 +122,7 @@ func New(db *mongo.Database, bus *events.Bus, jobs *job.Jobs, rules *datasourcer
 	if cfg.KeepLocks <= 0 {
 		cfg.KeepLocks = d.KeepLocks
 	}
-	return &Worker{bus: bus, db: db, tasks: db.Collection(core.TasksCollection), costs: db.Collection(core.CostsCollection),
+	return &Worker{bus: bus, db: db, tasks: db.Collection(core.TasksCollection), rows: rows.New(db),
 		sources: db.Collection(core.DataSourcesCollection), jobs: jobs, rules: rules, plugins: plugins, keys: keys, cfg: cfg, log: log}
 }
 
@@ -233,8 +233,8 @@ func (w *Worker) run(ctx context.Context, m events.CostTask, attempt int) error 
 	}
 	task.Attempt = attempt
 	// What an earlier attempt stored goes: this attempt stores it all again.
-	if _, err := w.costs.DeleteMany(ctx, bson.D{{Key: "job_task_id", Value: task.ID}}); err != nil {
-		return store.Wrap(err)
+	if err := w.rows.Discard(ctx, task.ID); err != nil {
+		return err
 	}
 	n, keys, err := w.stream(ctx, task, j)
 	switch {
@@ -245,14 +245,14 @@ func (w *Worker) run(ctx context.Context, m events.CostTask, attempt int) error 
 	case err != nil:
 		code, message := failure(err)
 		if transient(err) && attempt < w.cfg.MaxDeliver {
-			_, _ = w.costs.DeleteMany(context.WithoutCancel(ctx), bson.D{{Key: "job_task_id", Value: task.ID}})
+			_ = w.rows.Discard(context.WithoutCancel(ctx), task.ID)
 			return err
 		}
 		// The task's rows go first, so a job seen FAILURE shows none; then
 		// a MANUAL job fails at once, naming the task: its other tasks
 		// stop (a USE_SERVICE_ACCOUNT_SECRET job goes on: job.TaskFailed).
-		if _, err := w.costs.DeleteMany(context.WithoutCancel(ctx), bson.D{{Key: "job_task_id", Value: task.ID}}); err != nil {
-			return store.Wrap(err)
+		if err := w.rows.Discard(context.WithoutCancel(ctx), task.ID); err != nil {
+			return err
 		}
 		if err := w.jobs.TaskFailed(ctx, j, "Task "+task.ID+" failed: "+code+": "+message); err != nil {
 			return err
@@ -324,8 +324,7 @@ const maxDecideTries = 10
 func (w *Worker) stopped(ctx context.Context, task *core.Task) error {
 	cur, err := store.Get[core.Task](ctx, w.tasks, "job_task_id", task.ID)
 	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
-		_, err := w.costs.DeleteMany(context.WithoutCancel(ctx), bson.D{{Key: "job_task_id", Value: task.ID}})
-		return store.Wrap(err)
+		return w.rows.Discard(context.WithoutCancel(ctx), task.ID)
 	}
 	if err != nil {
 		return err
@@ -339,8 +338,8 @@ func (w *Worker) stopped(ctx context.Context, task *core.Task) error {
 // abandon deletes a task's rows and gives it a final status.
 func (w *Worker) abandon(ctx context.Context, task *core.Task, status, code, message string) error {
 	ctx = context.WithoutCancel(ctx)
-	if _, err := w.costs.DeleteMany(ctx, bson.D{{Key: "job_task_id", Value: task.ID}}); err != nil {
-		return store.Wrap(err)
+	if err := w.rows.Discard(ctx, task.ID); err != nil {
+		return err
 	}
 	if err := w.set(ctx, task.ID, bson.D{{Key: "status", Value: status}, {Key: "created_count", Value: 0},
 		{Key: "error_code", Value: code}, {Key: "error_message", Value: message}, {Key: "finished_at", Value: wire.T(wire.Now())}}); err != nil {
@@ -468,8 +467,8 @@ func (w *Worker) stream(ctx context.Context, task *core.Task, j *core.Job) (int,
 			// cut may still land after the cleanup that follows a stop
 			// and leave its rows for good. It ends within the store's
 			// operation timeout, and the next chunk sees halt.
-			if _, err := w.costs.InsertMany(wctx, docs, options.InsertMany().SetOrdered(false)); err != nil && !onlyDuplicates(err) {
-				return store.Wrap(err)
+			if err := w.rows.Stage(wctx, docs); err != nil {
+				return err
 			}
 		}
 		n += len(docs)
@@ -492,21 +491,6 @@ func (w *Worker) stream(ctx context.Context, task *core.Task, j *core.Job) (int,
 		slices.Sort(keys[i])
 	}
 	return n, keys, err
-}
-
-// onlyDuplicates reports whether every write error of an unordered insert
-// is a duplicate _id: the row is stored already (a concurrent attempt).
-func onlyDuplicates(err error) bool {
-	var bwe mongo.BulkWriteException
-	if !errors.As(err, &bwe) || bwe.WriteConcernError != nil || len(bwe.WriteErrors) == 0 {
-		return mongo.IsDuplicateKeyError(err)
-	}
-	for _, we := range bwe.WriteErrors {
-		if !mongo.IsDuplicateKeyError(we) && we.Code != 11000 {
-			return false
-		}
-	}
-	return true
 }
 
 // transient reports whether a failure may pass: the plugin unreachable or

@@ -1,4 +1,4 @@
-package cost
+package rows
 
 import (
 	"context"
@@ -18,11 +18,11 @@ import (
 // leave out changed while it ran.
 const readAttempts = 5
 
-// marks is what a domain's cost reads leave out at one moment: the rows
+// Marks is what a domain's cost reads leave out at one moment: the rows
 // of its Pending jobs that have not succeeded, the rows a Pending SUCCESS
 // job swapped out (core.Job), and every row of a data source whose
 // deregister has begun.
-type marks struct {
+type Marks struct {
 	jobs    map[string]string // Pending job -> status
 	swapped bson.A            // window filters of the Pending SUCCESS jobs
 	sources []string          // data sources being deleted
@@ -30,8 +30,8 @@ type marks struct {
 
 // marksOf reads a domain's marks: two equality queries, on the jobs
 // (domain_id, pending) and on the data sources (domain_id, deleting).
-func (cs *Costs) marksOf(ctx context.Context, domainID string) (*marks, error) {
-	cur, err := cs.jobs.Find(ctx, bson.D{{Key: "domain_id", Value: domainID}, {Key: "pending", Value: true}},
+func (r *Rows) marksOf(ctx context.Context, domainID string) (*Marks, error) {
+	cur, err := r.jobs.Find(ctx, bson.D{{Key: "domain_id", Value: domainID}, {Key: "pending", Value: true}},
 		options.Find().SetProjection(bson.D{{Key: "job_id", Value: 1}, {Key: "status", Value: 1}, {Key: "data_source_id", Value: 1},
 			{Key: "domain_id", Value: 1}, {Key: "swap", Value: 1}}))
 	if err != nil {
@@ -41,19 +41,19 @@ func (cs *Costs) marksOf(ctx context.Context, domainID string) (*marks, error) {
 	if err := cur.All(ctx, &jobs); err != nil {
 		return nil, store.Wrap(err)
 	}
-	m := &marks{jobs: map[string]string{}}
+	m := &Marks{jobs: map[string]string{}}
 	for _, j := range jobs {
 		m.jobs[j.JobID] = j.Status
 		if j.Status != core.Success {
 			continue
 		}
 		for _, c := range j.Swap {
-			if f, ok := core.WindowFilter(j.DataSourceID, j.DomainID, j.JobID, c); ok {
+			if f, ok := WindowFilter(j.DataSourceID, j.DomainID, j.JobID, c); ok {
 				m.swapped = append(m.swapped, f)
 			}
 		}
 	}
-	cur, err = cs.sources.Find(ctx, bson.D{{Key: "domain_id", Value: domainID}, {Key: "deleting", Value: true}},
+	cur, err = r.sources.Find(ctx, bson.D{{Key: "domain_id", Value: domainID}, {Key: "deleting", Value: true}},
 		options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}}))
 	if err != nil {
 		return nil, store.Wrap(err)
@@ -72,13 +72,13 @@ func (cs *Costs) marksOf(ctx context.Context, domainID string) (*marks, error) {
 }
 
 // same reports whether nothing the reads go by changed between m and o.
-func (m *marks) same(o *marks) bool {
+func (m *Marks) same(o *Marks) bool {
 	return maps.Equal(m.jobs, o.jobs) && slices.Equal(m.sources, o.sources)
 }
 
 // nor is the $nor condition that leaves the marked rows out (nil when
 // none is).
-func (m *marks) nor() bson.A {
+func (m *Marks) nor() bson.A {
 	var out bson.A
 	var hidden []string
 	for id, status := range m.jobs {
@@ -96,21 +96,21 @@ func (m *marks) nor() bson.A {
 	return append(out, m.swapped...)
 }
 
-// scoped is the caller's scope without the marked rows. Under $nor, not
+// Scoped is the caller's scope without the marked rows. Under $nor, not
 // as job_id or data_source_id conditions: with the caller's own filter on
 // them the key would repeat, and query.Filter would make an $and of it,
 // which FerretDB scans in Go.
-func (m *marks) scoped(scope bson.D) bson.D {
+func (m *Marks) Scoped(scope bson.D) bson.D {
 	if nor := m.nor(); len(nor) > 0 {
 		return append(scope, bson.E{Key: "$nor", Value: nor})
 	}
 	return scope
 }
 
-// hides reports whether the marks leave out doc (a stored row): the Go
+// Hides reports whether the marks leave out doc (a stored row): the Go
 // reading of nor, for a get, since FerretDB scans the whole collection
 // for _id plus any other condition.
-func (m *marks) hides(doc bson.M) bool {
+func (m *Marks) Hides(doc bson.M) bool {
 	for _, c := range m.nor() {
 		if matches(doc, c.(bson.D)) {
 			return true
@@ -176,14 +176,14 @@ func number(v any) (float64, bool) {
 	return 0, false
 }
 
-// visibleOnly runs read in scope without the marked rows. The marks are
+// Visible runs read in scope without the marked rows. The marks are
 // read before and after read: when they changed in between (a job
 // started, swapped its windows or failed; a deregister began), what read
 // saw may mix two moments, and it runs again with the new marks. A read
 // that never sees the marks hold still answers 503.
-func visibleOnly[T any](ctx context.Context, cs *Costs, domainID string, read func(m *marks) (T, error)) (T, error) {
+func Visible[T any](ctx context.Context, r *Rows, domainID string, read func(m *Marks) (T, error)) (T, error) {
 	var zero T
-	m, err := cs.marksOf(ctx, domainID)
+	m, err := r.marksOf(ctx, domainID)
 	if err != nil {
 		return zero, err
 	}
@@ -192,7 +192,7 @@ func visibleOnly[T any](ctx context.Context, cs *Costs, domainID string, read fu
 		if err != nil {
 			return zero, err
 		}
-		now, err := cs.marksOf(ctx, domainID)
+		now, err := r.marksOf(ctx, domainID)
 		if err != nil {
 			return zero, err
 		}

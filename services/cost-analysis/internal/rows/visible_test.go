@@ -1,4 +1,4 @@
-package cost
+package rows
 
 import (
 	"net/http"
@@ -17,10 +17,10 @@ func TestMain(m *testing.M) { testkit.Main(m) }
 // What the marks leave out, and a mark that changes while a read runs
 // (staged by the read itself): the read runs again with the new marks,
 // and answers 503 when they change during every attempt.
-func TestVisibleOnlyReadsTheMarksAgain(t *testing.T) {
+func TestVisibleReadsTheMarksAgain(t *testing.T) {
 	ctx := t.Context()
 	db := testkit.Get().Database(t)
-	cs := New(db)
+	r := New(db)
 	set := func(coll string, id string, fields bson.D) {
 		t.Helper()
 		c := db.Collection(coll)
@@ -55,11 +55,13 @@ func TestVisibleOnlyReadsTheMarksAgain(t *testing.T) {
 		{Key: "pending", Value: true}, {Key: "domain_id", Value: "domain-b"}})
 
 	shown := func(scope bson.D) []string {
-		cur, err := cs.c.Find(ctx, scope)
+		cur, err := r.costs.Find(ctx, scope)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var docs []Cost
+		var docs []struct {
+			CostID string `bson:"cost_id"`
+		}
 		if err := cur.All(ctx, &docs); err != nil {
 			t.Fatal(err)
 		}
@@ -95,21 +97,21 @@ func TestVisibleOnlyReadsTheMarksAgain(t *testing.T) {
 			[]string{"new-jan", "old-feb"}, false},
 	} {
 		reads := 0
-		got, err := visibleOnly(ctx, cs, "domain-a", func(m *marks) ([]string, error) {
+		got, err := Visible(ctx, r, "domain-a", func(m *Marks) ([]string, error) {
 			if reads < len(c.during) {
 				c.during[reads]()
 			}
 			reads++
-			ids := shown(m.scoped(bson.D{{Key: "domain_id", Value: "domain-a"}}))
+			ids := shown(m.Scoped(bson.D{{Key: "domain_id", Value: "domain-a"}}))
 			// The Go reading of the marks (get) agrees with the query's.
 			var all []bson.M
-			cur, err := cs.c.Find(ctx, bson.D{{Key: "domain_id", Value: "domain-a"}})
+			cur, err := r.costs.Find(ctx, bson.D{{Key: "domain_id", Value: "domain-a"}})
 			if err != nil || cur.All(ctx, &all) != nil {
 				t.Fatal(err)
 			}
 			var byGo []string
 			for _, d := range all {
-				if !m.hides(d) {
+				if !m.Hides(d) {
 					byGo = append(byGo, d["_id"].(string))
 				}
 			}
