@@ -184,8 +184,17 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	}
 	// One bucket of refusals per source over both public URLs.
 	failures := ratelimit.New(cfg.FailRate, cfg.FailBurst)
+	// What follows an alert opened (by the create operation or an event)
+	// is its first escalation step, at once, when the escalation runs:
+	// with a tick and an event bus for its notices.
+	var kicks escalation.Kicks
+	var opened alert.Opener
+	if cfg.EscalationTick > 0 && d.Events != nil {
+		kicks = escalation.NewKicks()
+		opened = kicks
+	}
 	alerts, err := alert.New(ctx, d.DB, projects, policyOf(policies, configs),
-		alert.Config{BaseURL: cfg.WebhookBaseURL, Keys: cfg.Keys, LinkTTL: cfg.LinkTTL, Failures: failures, FailuresNow: cfg.IngestNow}, log)
+		alert.Config{BaseURL: cfg.WebhookBaseURL, Keys: cfg.Keys, LinkTTL: cfg.LinkTTL, Failures: failures, FailuresNow: cfg.IngestNow, Opened: opened}, log)
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +235,8 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	evs, err := event.NewStore(ctx, d.DB, outbox, event.NewAlerting(d.DB, alerts, configs, cfg.Clock, log), log)
+	alerting := event.NewAlerting(d.DB, alerts, configs, cfg.Clock, log)
+	evs, err := event.NewStore(ctx, d.DB, outbox, alerting, log)
 	if err != nil {
 		return nil, err
 	}
@@ -238,13 +248,12 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	case cfg.EscalationTick <= 0:
 		log.Warn("escalation_tick is 0: alerts are not escalated")
 	case outbox != nil:
-		esc := escalation.New(d.DB, alerts, configs, escalationPolicies(policies), outbox, cfg.EscalationTick, cfg.Clock, log)
-		alerts.OnCreate(esc.Kick)
+		esc := escalation.New(d.DB, alerts, configs, escalationPolicies(policies), outbox, kicks, cfg.EscalationTick, cfg.Clock, log)
 		workers = append(workers, esc.Run)
 	default:
 		log.Warn("monitoring runs without an event bus: alerts are not escalated (no notification can be asked for)")
 	}
-	in, err := ingest.New(ctx, d.DB, evs, counters, plugins, ingest.Config{Rate: cfg.IngestRate, Burst: cfg.IngestBurst,
+	in, err := ingest.New(ctx, d.DB, evs, alerting, counters, plugins, ingest.Config{Opened: opened, Rate: cfg.IngestRate, Burst: cfg.IngestBurst,
 		WorkspaceRate: cfg.WorkspaceRate, WorkspaceBurst: cfg.WorkspaceBurst, Failures: failures, Keys: cfg.Keys,
 		ParseTimeout: cfg.ParseTimeout, ReadTimeout: cfg.ReadTimeout, RetryInterval: cfg.RetryInterval, MaxAttempts: cfg.MaxAttempts, MaxKept: cfg.MaxKept,
 		Now: cfg.IngestNow, Clock: cfg.Clock, Live: func(ctx context.Context, wh *core.Webhook) error {

@@ -148,7 +148,14 @@ type Config struct {
 	// FailuresNow is their clock (nil: time.Now).
 	Failures    *ratelimit.Buckets
 	FailuresNow func() time.Time
+	// Opened is told of each alert the create operation opened (the
+	// escalation's first step); nil: nobody.
+	Opened Opener
 }
+
+// Opener is told of a new alert: the step that follows an alert opened
+// (the escalation's first step, at once rather than at its next tick).
+type Opener interface{ Opened(alertID string) }
 
 // Alerts serves the alert operations and changes alerts for the ingest
 // and the escalation.
@@ -161,13 +168,8 @@ type Alerts struct {
 	cfg      Config
 	log      *slog.Logger
 	now      func() time.Time
-	// created is told of every alert this replica stores (the
-	// escalation's first step); nil: nobody.
-	created func(alertID string)
 }
 
-// OnCreate sets who is told of each alert stored.
-func (as *Alerts) OnCreate(fn func(alertID string)) { as.created = fn }
 
 // New creates the collection's indexes. policy may be nil (no policy).
 func New(ctx context.Context, db *mongo.Database, projects core.Projects, policy PolicyOf, cfg Config, log *slog.Logger) (*Alerts, error) {

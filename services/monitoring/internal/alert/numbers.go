@@ -40,9 +40,6 @@ func (as *Alerts) number(ctx context.Context, a *Alert) (out *Alert, created boo
 		got, err := as.Load(ctx, a.ID)
 		return got, false, err
 	}
-	if as.created != nil {
-		as.created(a.AlertID)
-	}
 	return a, true, nil
 }
 

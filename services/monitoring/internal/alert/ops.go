@@ -118,7 +118,10 @@ func (as *Alerts) create(ctx context.Context, p *auth.Principal, r *createAlert)
 	if r.Urgency != "" {
 		a.Urgency = r.Urgency
 	}
-	out, _, err := as.Insert(ctx, a)
+	out, created, err := as.Insert(ctx, a)
+	if err == nil && created && as.cfg.Opened != nil {
+		as.cfg.Opened.Opened(out.AlertID)
+	}
 	return out, err
 }
 

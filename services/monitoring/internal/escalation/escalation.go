@@ -81,25 +81,32 @@ type Worker struct {
 	now      func() time.Time
 	tick     time.Duration
 	log      *slog.Logger
-	kicks    chan string
+	kicks    Kicks
 }
 
 // New builds the worker; now may be nil (wire.Now).
 func New(db *mongo.Database, alerts *alert.Alerts, configs *projectalertconfig.Configs, policies Policies, notify Notifier,
-	tick time.Duration, now func() time.Time, log *slog.Logger) *Worker {
+	kicks Kicks, tick time.Duration, now func() time.Time, log *slog.Logger) *Worker {
 	if now == nil {
 		now = wire.Now
 	}
 	return &Worker{alerts: alerts, coll: db.Collection(core.AlertsCollection), claims: db.Collection(core.ClaimsCollection), configs: configs,
-		policies: policies, notify: notify, now: now, tick: tick, log: log, kicks: make(chan string, 1024)}
+		policies: policies, notify: notify, now: now, tick: tick, log: log, kicks: kicks}
 }
 
-// Kick asks for an alert's first step now rather than at the next tick
-// (upstream runs it at creation). A full queue drops the kick: the tick
-// takes the alert anyway.
-func (w *Worker) Kick(alertID string) {
+// Kicks carries the alerts just opened to the worker, which takes their
+// first step at once (upstream runs it at creation) rather than at its
+// next tick. Whoever opens an alert is given it (alert.Opener); a full
+// queue drops a kick, and the tick takes the alert anyway.
+type Kicks chan string
+
+// NewKicks is a queue of kicks.
+func NewKicks() Kicks { return make(Kicks, 1024) }
+
+// Opened asks for the alert's first step now.
+func (k Kicks) Opened(alertID string) {
 	select {
-	case w.kicks <- alertID:
+	case k <- alertID:
 	default:
 	}
 }

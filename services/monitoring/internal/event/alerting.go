@@ -14,7 +14,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/nubes-io/nubes/pkg/errs"
-	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/monitoring/internal/alert"
@@ -47,7 +46,7 @@ import (
 //     finished by the next try (a retried delivery, or Sweep for one
 //     nobody sends again).
 type Alerting struct {
-	events  *mongo.Collection // set by NewStore
+	events  *mongo.Collection
 	claims  *mongo.Collection
 	alerts  *alert.Alerts
 	configs *projectalertconfig.Configs
@@ -60,7 +59,8 @@ func NewAlerting(db *mongo.Database, alerts *alert.Alerts, configs *projectalert
 	if now == nil {
 		now = wire.Now
 	}
-	return &Alerting{claims: db.Collection(core.ClaimsCollection), alerts: alerts, configs: configs, now: now, log: log}
+	return &Alerting{events: db.Collection(core.EventsCollection), claims: db.Collection(core.ClaimsCollection), alerts: alerts,
+		configs: configs, now: now, log: log}
 }
 
 // maxApplyTries bounds the rounds of Apply lost to other events of the
@@ -116,22 +116,37 @@ func urgencyOf(severity string) string {
 	return alert.Low
 }
 
+// Applied is what applying an event did: the alert it opened or updated;
+// Opened when this call stored that alert (what follows a new alert is
+// the caller's: the escalation's first step); Dropped for a RECOVERY
+// that found no open alert.
+type Applied struct {
+	AlertID string
+	Opened  bool
+	Dropped bool
+}
+
 // Apply applies a stored event once: the alert it opened or updated, or
 // dropped for a RECOVERY that found no open alert (its record is then
 // deleted, as upstream does not store it). fresh says e was stored by
 // this call just now, as it is; otherwise it is read again first.
-func (al *Alerting) Apply(ctx context.Context, e *Event, fresh bool) (alertID string, dropped bool, err error) {
+func (al *Alerting) Apply(ctx context.Context, e *Event, fresh bool) (Applied, error) {
+	alertID, opened, dropped, err := al.apply(ctx, e, fresh)
+	return Applied{AlertID: alertID, Opened: opened, Dropped: dropped}, err
+}
+
+func (al *Alerting) apply(ctx context.Context, e *Event, fresh bool) (alertID string, opened, dropped bool, err error) {
 	if !fresh {
 		var cur Event
 		err := al.events.FindOne(ctx, bson.D{{Key: "_id", Value: e.ID}}).Decode(&cur)
 		if errors.Is(err, mongo.ErrNoDocuments) {
-			return "", true, nil // a RECOVERY another try dropped
+			return "", false, true, nil // a RECOVERY another try dropped
 		}
 		if err != nil {
-			return "", false, store.Wrap(err)
+			return "", false, false, store.Wrap(err)
 		}
 		if cur.Applied {
-			return cur.AlertID, false, nil
+			return cur.AlertID, false, false, nil
 		}
 		// As stored: a retry decides with the first try's created_at (the
 		// dedupe window), not its own.
@@ -145,49 +160,49 @@ func (al *Alerting) Apply(ctx context.Context, e *Event, fresh bool) (alertID st
 			// rather than create it too (which would spend a number).
 			d := min(openerGrace/20, openerGrace-waited)
 			if err := store.Sleep(ctx, d); err != nil {
-				return "", false, err
+				return "", false, false, err
 			}
 			waited += d
 			continue
 		}
 		if err != nil {
-			return "", false, err
+			return "", false, false, err
 		}
 		switch {
 		case a != nil:
 			counted, err := al.update(ctx, a, e)
 			if err != nil {
-				return "", false, err
+				return "", false, false, err
 			}
 			if counted == alert.Closed {
 				continue // resolved or deleted meanwhile: decide again
 			}
 			if err := al.slide(ctx, rec, e, a.AlertID); err != nil {
-				return "", false, err
+				return "", false, false, err
 			}
 			alertID = a.AlertID
 		case e.EventType == "RECOVERY":
 			_, err = al.events.DeleteOne(ctx, bson.D{{Key: "_id", Value: e.ID}})
-			return "", true, store.Wrap(err)
+			return "", false, true, store.Wrap(err)
 		default:
 			won, err := al.claim(ctx, rec, e)
 			if err != nil {
-				return "", false, err
+				return "", false, false, err
 			}
 			if !won {
 				continue // another event of the key moved it on first
 			}
-			a, err := al.create(ctx, e)
+			a, created, err := al.create(ctx, e)
 			if err != nil {
-				return "", false, err
+				return "", false, false, err
 			}
-			alertID = a.AlertID
+			alertID, opened = a.AlertID, created
 		}
 		_, err = al.events.UpdateOne(ctx, bson.D{{Key: "_id", Value: e.ID}}, bson.D{{Key: "$set", Value: bson.D{
 			{Key: "applied", Value: true}, {Key: "alert_id", Value: alertID}}}})
-		return alertID, false, store.Wrap(err)
+		return alertID, opened, false, store.Wrap(err)
 	}
-	return "", false, errs.Down("the alert of event key "+e.EventKey, store.ErrConflict)
+	return "", false, false, errs.Down("the alert of event key "+e.EventKey, store.ErrConflict)
 }
 
 // open returns the key's record (nil: none) and the alert e counts on,
@@ -249,7 +264,10 @@ func (al *Alerting) createFrom(ctx context.Context, eventID string) (*alert.Aler
 	if err != nil {
 		return nil, store.Wrap(err)
 	}
-	return al.create(ctx, &opener)
+	// Not told as opened: the opener's caller would have; the
+	// escalation's tick takes it.
+	a, _, err := al.create(ctx, &opener)
+	return a, err
 }
 
 // claim makes e the opener of its key's next alert, replacing rec (nil:
@@ -311,11 +329,11 @@ func (al *Alerting) update(ctx context.Context, open *alert.Alert, e *Event) (al
 }
 
 // create opens the alert of e (the key's record names it already).
-func (al *Alerting) create(ctx context.Context, e *Event) (*alert.Alert, error) {
+func (al *Alerting) create(ctx context.Context, e *Event) (*alert.Alert, bool, error) {
 	now := al.now()
 	a, err := al.alerts.NewAlert(ctx, AlertIDOf(e.EventID), &core.Project{ProjectID: e.ProjectID, WorkspaceID: e.WorkspaceID, DomainID: e.DomainID}, now)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	a.Title, a.Description, a.Severity, a.Rule, a.ImageURL = e.Title, e.Description, e.Severity, e.Rule, e.ImageURL
 	a.Provider, a.Account, a.AdditionalInfo, a.WebhookID, a.TriggeredBy = e.Provider, e.Account, wire.Object(e.AdditionalInfo), e.WebhookID, e.WebhookID
@@ -332,8 +350,7 @@ func (al *Alerting) create(ctx context.Context, e *Event) (*alert.Alert, error) 
 	if e.EventType == "ERROR" {
 		a.State = alert.Error
 	}
-	a, _, err = al.alerts.Insert(ctx, a)
-	return a, err
+	return al.alerts.Insert(ctx, a)
 }
 
 // slide moves the key's dedupe window to e (upstream's window slides
@@ -375,16 +392,15 @@ func (s *Store) Sweep(ctx context.Context, age time.Duration) (int, error) {
 	n := 0
 	for i := range stale {
 		e := &stale[i]
-		alertID, dropped, err := s.alerts.Apply(ctx, e, false)
+		ap, err := s.alerts.Apply(ctx, e, false)
 		if err != nil {
 			return n, err
 		}
 		n++
-		if !dropped && s.outbox != nil {
-			e.AlertID = alertID
-			if err := s.outbox.Add(ctx, events.MonitoringEventSubject, e.EventID, payload(e)); err != nil {
-				s.log.Warn("event applied but not queued for publishing", "event_id", e.EventID, "error", err.Error())
-			}
+		// An alert opened here is not told to the escalation: its tick
+		// takes it.
+		if !ap.Dropped {
+			s.Announce(ctx, e, ap.AlertID)
 		}
 	}
 	return n, nil

@@ -28,12 +28,12 @@ func bodyID(webhookID, raw string) string {
 	return "body-" + hex.EncodeToString(sum[:12])
 }
 
-// SaveDelivery stores the events the plugin parsed from one delivery of
-// raw to wh (Save, each in turn). A body that made more than one event
-// is stored once, in BodiesCollection, and its events name it: a body of
-// a thousand events costs one copy, not a thousand. The same body sent
-// again finds its copy stored (InsertOnce).
-func (s *Store) SaveDelivery(ctx context.Context, wh *core.Webhook, raw string, parsed []map[string]any, now time.Time) ([]Outcome, error) {
+// Delivery makes the events the plugin parsed from one delivery of raw
+// to wh, for Record each in turn. A body that made more than one event
+// is stored once, here, in BodiesCollection, and its events name it: a
+// body of a thousand events costs one copy, not a thousand. The same
+// body sent again finds its copy stored (InsertOnce).
+func (s *Store) Delivery(ctx context.Context, wh *core.Webhook, raw string, parsed []map[string]any, now time.Time) ([]*Event, error) {
 	evs := make([]*Event, 0, len(parsed))
 	for _, m := range parsed {
 		evs = append(evs, FromPlugin(wh, m, raw, now))
@@ -55,15 +55,7 @@ func (s *Store) SaveDelivery(ctx context.Context, wh *core.Webhook, raw string, 
 			e.RawData, e.BodyID = "", b.ID
 		}
 	}
-	out := make([]Outcome, 0, len(evs))
-	for _, e := range evs {
-		o, err := s.Save(ctx, e)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, o)
-	}
-	return out, nil
+	return evs, nil
 }
 
 // fillRaw puts the body of e back into it when it is stored apart.

@@ -134,8 +134,9 @@ const MaxRawKept = 256 << 10
 // DefaultRetention is how long events are kept by default (Purge).
 const DefaultRetention = 30 * 24 * time.Hour
 
-// Store writes events, applies them to alerts (alerting.go) and
-// publishes them.
+// Store records events and announces them (the ingest applies each to
+// its alert in between: Alerting). Its sweep applies the events whose
+// request died before they were.
 type Store struct {
 	c      *mongo.Collection
 	bodies *mongo.Collection
@@ -147,9 +148,6 @@ type Store struct {
 // NewStore creates the collection's indexes; outbox may be nil.
 func NewStore(ctx context.Context, db *mongo.Database, outbox *events.Outbox, alerts *Alerting, log *slog.Logger) (*Store, error) {
 	s := &Store{c: db.Collection(core.EventsCollection), bodies: db.Collection(core.BodiesCollection), outbox: outbox, alerts: alerts, log: log}
-	if alerts != nil {
-		alerts.events = s.c
-	}
 	if err := store.EnsureIndexes(ctx, s.bodies, store.Index{Keys: bson.D{{Key: "created_at", Value: 1}}}); err != nil {
 		return nil, err
 	}
@@ -256,13 +254,25 @@ func own(e *Event, wh *core.Webhook, raw string, now time.Time) {
 // duplicate_event_time overrides it).
 const DuplicateEventTime = 600
 
-// Save stores an event, applies it to its alert (Alerting.Apply) and
-// publishes it. A delivery stored and applied already is a duplicate:
-// nothing changes. One stored but not applied (its request died mid-way,
-// or another replica is at it) is applied now; Apply decides once. The
-// same body after the dedupe window, or after the alert it made was
-// resolved, is stored as the body's next generation (ID).
-func (s *Store) Save(ctx context.Context, e *Event) (Outcome, error) {
+// Recorded is an event as Record left it: Event is the stored record
+// (e, or the delivery stored before it), Outcome what the delivery is
+// answered so far. Apply says the event is still to be applied to its
+// alert (Alerting.Apply; Fresh: stored by this call just now); a
+// duplicate applied already is not.
+type Recorded struct {
+	Event   *Event
+	Outcome Outcome
+	Apply   bool
+	Fresh   bool
+}
+
+// Record stores an event. A delivery stored and applied already is a
+// duplicate: nothing changes. One stored but not applied (its request
+// died mid-way, or another replica is at it) is to be applied again:
+// Apply decides once. The same body after the dedupe window, or after
+// the alert it made was resolved, is stored as the body's next
+// generation (ID).
+func (s *Store) Record(ctx context.Context, e *Event) (Recorded, error) {
 	first, gen := e.ID, int64(1)
 	for range maxGenerationTries {
 		e.ID, e.EventID = generationID(first, gen), generationID(first, gen)
@@ -275,10 +285,10 @@ func (s *Store) Save(ctx context.Context, e *Event) (Outcome, error) {
 					s.log.Warn("event stored; its body's first delivery does not name it (the next delivery finds it all the same)", "event_id", e.EventID, "error", err.Error())
 				}
 			}
-			return s.apply(ctx, e, out, true)
+			return Recorded{Event: e, Outcome: out, Apply: true, Fresh: true}, nil
 		}
 		if !mongo.IsDuplicateKeyError(err) {
-			return out, store.Wrap(err)
+			return Recorded{Outcome: out}, store.Wrap(err)
 		}
 		var cur Event
 		err = s.c.FindOne(ctx, bson.D{{Key: "_id", Value: e.ID}}).Decode(&cur)
@@ -286,7 +296,7 @@ func (s *Store) Save(ctx context.Context, e *Event) (Outcome, error) {
 			continue // dropped meanwhile (a RECOVERY): store it again
 		}
 		if err != nil {
-			return out, store.Wrap(err)
+			return Recorded{Outcome: out}, store.Wrap(err)
 		}
 		if gen == 1 && cur.Latest > 1 {
 			gen = cur.Latest // straight to the body's last generation
@@ -294,19 +304,20 @@ func (s *Store) Save(ctx context.Context, e *Event) (Outcome, error) {
 		}
 		retry, err := s.retry(ctx, &cur, e)
 		if err != nil {
-			return out, err
+			return Recorded{Outcome: out}, err
 		}
 		if !retry {
 			gen++
 			continue
 		}
+		out.EventID = cur.EventID
 		if cur.Applied {
 			out.Duplicate, out.AlertID = true, cur.AlertID
-			return out, nil
+			return Recorded{Event: &cur, Outcome: out}, nil
 		}
-		return s.apply(ctx, &cur, out, false)
+		return Recorded{Event: &cur, Outcome: out, Apply: true}, nil
 	}
-	return Outcome{EventID: e.EventID, EventKey: e.EventKey}, errs.Down("the event store", store.ErrConflict)
+	return Recorded{Outcome: Outcome{EventID: e.EventID, EventKey: e.EventKey}}, errs.Down("the event store", store.ErrConflict)
 }
 
 // maxGenerationTries bounds Save's rounds: each moves to a later
@@ -333,26 +344,16 @@ func (s *Store) retry(ctx context.Context, cur, e *Event) (bool, error) {
 	return a.State != alert.Resolved, nil
 }
 
-// apply applies e, stored, to its alert and queues its announcement.
-func (s *Store) apply(ctx context.Context, e *Event, out Outcome, fresh bool) (Outcome, error) {
-	out.EventID = e.EventID
-	if s.alerts != nil {
-		alertID, dropped, err := s.alerts.Apply(ctx, e, fresh)
-		if err != nil {
-			return out, err
-		}
-		if out.AlertID, out.Dropped = alertID, dropped; dropped {
-			return out, nil
-		}
-		e.AlertID = alertID
+// Announce queues the announcement of e, applied to alertID. The event
+// is stored either way: only its announcement can be lost.
+func (s *Store) Announce(ctx context.Context, e *Event, alertID string) {
+	if s.outbox == nil {
+		return
 	}
-	if s.outbox != nil {
-		if err := s.outbox.Add(ctx, events.MonitoringEventSubject, e.EventID, payload(e)); err != nil {
-			// The event is stored; only its announcement is lost.
-			s.log.Warn("event stored but not queued for publishing", "event_id", e.EventID, "error", err.Error())
-		}
+	e.AlertID = alertID
+	if err := s.outbox.Add(ctx, events.MonitoringEventSubject, e.EventID, payload(e)); err != nil {
+		s.log.Warn("event stored but not queued for publishing", "event_id", e.EventID, "error", err.Error())
 	}
-	return out, nil
 }
 
 func payload(e *Event) events.MonitoringEvent {

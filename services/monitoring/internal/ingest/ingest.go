@@ -36,6 +36,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/server"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/wire"
+	"github.com/nubes-io/nubes/services/monitoring/internal/alert"
 	"github.com/nubes-io/nubes/services/monitoring/internal/core"
 	"github.com/nubes-io/nubes/services/monitoring/internal/event"
 )
@@ -71,6 +72,9 @@ type Config struct {
 	MaxAttempts   int              // tries of a kept body before it becomes an error event
 	MaxKept       int              // bodies kept per webhook; one past it is dropped (503); <= 0: 1000
 	Now           func() time.Time // the rate limit's clock: time.Now when nil (tests stop it)
+	// Opened is told of each alert an event opened (the escalation's
+	// first step); nil: nobody.
+	Opened alert.Opener
 	// Clock stamps the events stored (created_at, which the dedupe window
 	// of alerting reads): wire.Now when nil (tests move it).
 	Clock func() time.Time
@@ -85,6 +89,7 @@ type Ingest struct {
 	webhooks *mongo.Collection
 	pending  *mongo.Collection
 	events   *event.Store
+	alerting *event.Alerting
 	counters *core.Counters
 	plugins  *plugin.Client
 	limit    *ratelimit.Buckets // per webhook
@@ -94,8 +99,9 @@ type Ingest struct {
 }
 
 // New builds the ingest.
-func New(ctx context.Context, db *mongo.Database, evs *event.Store, counters *core.Counters, plugins *plugin.Client, cfg Config, log *slog.Logger) (*Ingest, error) {
-	in := &Ingest{webhooks: db.Collection(core.WebhooksCollection), pending: db.Collection(core.PendingCollection), events: evs,
+func New(ctx context.Context, db *mongo.Database, evs *event.Store, alerting *event.Alerting, counters *core.Counters, plugins *plugin.Client,
+	cfg Config, log *slog.Logger) (*Ingest, error) {
+	in := &Ingest{webhooks: db.Collection(core.WebhooksCollection), pending: db.Collection(core.PendingCollection), events: evs, alerting: alerting,
 		counters: counters, plugins: plugins, limit: ratelimit.New(cfg.Rate, cfg.Burst), spaces: ratelimit.New(cfg.WorkspaceRate, cfg.WorkspaceBurst),
 		cfg: cfg, log: log}
 	if in.cfg.Failures == nil {
@@ -291,7 +297,7 @@ func (in *Ingest) parse(ctx context.Context, wh *core.Webhook, raw string, data 
 			return nil, errs.New(code, "The webhook's plugin did not parse the body (%s); it is kept and will be retried.", reason(err))
 		}
 		e := event.ParseError(wh, event.BodyKey(raw), reason(err), raw, now)
-		out, serr := in.events.Save(ctx, e)
+		out, serr := in.take(ctx, e)
 		if serr != nil {
 			return nil, serr
 		}
@@ -299,7 +305,7 @@ func (in *Ingest) parse(ctx context.Context, wh *core.Webhook, raw string, data 
 	}
 	if len(results) > MaxEvents {
 		e := event.ParseError(wh, event.BodyKey(raw), "the plugin returned more than 1000 events for one body", raw, now)
-		out, serr := in.events.Save(ctx, e)
+		out, serr := in.take(ctx, e)
 		if serr != nil {
 			return nil, serr
 		}
@@ -308,7 +314,11 @@ func (in *Ingest) parse(ctx context.Context, wh *core.Webhook, raw string, data 
 	// The token taken for the body paid for one event; the rest are paid
 	// after the fact, so a webhook's rate counts events, not requests.
 	in.charge(wh, len(results)-1)
-	outs, err := in.events.SaveDelivery(ctx, wh, raw, results, now)
+	evs, err := in.events.Delivery(ctx, wh, raw, results, now)
+	if err != nil {
+		return nil, err
+	}
+	outs, err := in.takeAll(ctx, evs)
 	if err != nil {
 		return nil, err
 	}

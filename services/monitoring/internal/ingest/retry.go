@@ -155,12 +155,16 @@ func (in *Ingest) retry(ctx context.Context, k kept) error {
 		if _, again := transient(err); again {
 			msg = fmt.Sprintf("the plugin could not parse the body after %d tries: %s", k.Attempts+1, msg)
 		}
-		if _, err := in.events.Save(ctx, event.ParseError(wh, "error-"+k.ID, msg, k.Body, now)); err != nil {
+		if _, err := in.take(ctx, event.ParseError(wh, "error-"+k.ID, msg, k.Body, now)); err != nil {
 			return err
 		}
 		return done()
 	}
-	if _, err := in.events.SaveDelivery(ctx, wh, k.Body, results[:min(len(results), MaxEvents)], now); err != nil {
+	evs, err := in.events.Delivery(ctx, wh, k.Body, results[:min(len(results), MaxEvents)], now)
+	if err != nil {
+		return err
+	}
+	if _, err := in.takeAll(ctx, evs); err != nil {
 		return err
 	}
 	return done()
