@@ -235,8 +235,8 @@ func TestTenancyMatrix(t *testing.T) {
 	trusted := func(group, workspaceID string) map[string]any {
 		var a map[string]any
 		h.Admin.Call("/identity/v2/trusted-account/create", map[string]any{
-			"name": "matrix " + group, "data": map[string]any{}, "provider": "aws", "secret_schema_id": "aws-access-key",
-			"secret_data": map[string]any{"aws_access_key_id": "AKIAMATRIX"}, "resource_group": group, "workspace_id": workspaceID,
+			"name": "matrix " + group, "data": map[string]any{"account_id": "1"}, "provider": "aws", "secret_schema_id": "aws-secret-access-key",
+			"secret_data": map[string]any{"aws_access_key_id": "AKIAMATRIX", "aws_secret_access_key": "matrix-secret"}, "resource_group": group, "workspace_id": workspaceID,
 		}).OK(&a)
 		return a
 	}

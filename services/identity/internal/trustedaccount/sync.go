@@ -223,13 +223,13 @@ func (s *service) syncSchedule() *schedule.Scheduler[TrustedAccount] {
 // FireSyncSchedules records the syncs due in the hour of now that no
 // replica recorded yet.
 func FireSyncSchedules(ctx context.Context, d *core.Deps, now time.Time) error {
-	s := &service{Deps: d}
+	s := newService(d)
 	return s.syncSchedule().FireAt(ctx, now)
 }
 
 // Workers are the sync worker and the sync schedule (neither runs without
 // a plugin client, Config.Plugins).
 func Workers(d *core.Deps) []func(context.Context) error {
-	s := &service{Deps: d}
+	s := newService(d)
 	return []func(context.Context) error{s.runSyncJobs, s.runSyncSchedule}
 }

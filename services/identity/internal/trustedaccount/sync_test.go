@@ -75,9 +75,13 @@ func (st *syncStack) waitJob(t *testing.T, id string) trustedaccount.IdentityJob
 
 func (st *syncStack) createAccount(t *testing.T, provider string, schedule map[string]any) string {
 	t.Helper()
-	body := map[string]any{"name": provider + " payer", "data": map[string]any{}, "provider": provider, "secret_schema_id": "aws-access-key",
-		"secret_data": map[string]any{"aws_secret_access_key": "sync-s3cr3t"}, "resource_group": "DOMAIN",
+	body := map[string]any{"name": provider + " payer", "data": map[string]any{"account_id": "999999999999"}, "provider": provider, "secret_schema_id": "aws-secret-access-key",
+		"secret_data": map[string]any{"aws_access_key_id": "AKIASYNC", "aws_secret_access_key": "sync-s3cr3t"}, "resource_group": "DOMAIN",
 		"plugin_options": map[string]any{"accounts": "all"}}
+	if provider == "azure" { // a provider identity has no collector plugin for here
+		body["data"], body["secret_schema_id"] = map[string]any{"tenant_id": "tenant-1", "subscription_id": "sub-1"}, "azure-secret-client-secret"
+		body["secret_data"] = map[string]any{"tenant_id": "tenant-1", "subscription_id": "sub-1", "client_id": "client-1", "client_secret": "azure-s3cr3t"}
+	}
 	if schedule != nil {
 		body["schedule"] = schedule
 	}
@@ -136,7 +140,7 @@ func TestTrustedAccountSync(t *testing.T) {
 	req := st.plugin.Calls(syncMethod)[0].Request
 	sd, _ := req["secret_data"].(map[string]any)
 	opts, _ := req["options"].(map[string]any)
-	if sd["aws_secret_access_key"] != "sync-s3cr3t" || req["schema_id"] != "aws-access-key" || opts["accounts"] != "all" || req["domain_id"] == "" {
+	if sd["aws_secret_access_key"] != "sync-s3cr3t" || req["schema_id"] != "aws-secret-access-key" || opts["accounts"] != "all" || req["domain_id"] == "" {
 		t.Fatalf("sync request: %v", req)
 	}
 	// Synced again: updated in place, the new one added.
@@ -160,7 +164,7 @@ func TestTrustedAccountSync(t *testing.T) {
 		}
 	})
 	t.Run("no plugin for the provider", func(t *testing.T) {
-		gcp := st.createAccount(t, "google_cloud", nil)
+		gcp := st.createAccount(t, "azure", nil)
 		j := st.waitJob(t, st.sync(t, gcp))
 		if j.Status != "FAILURE" || j.ErrorCode != "ERROR_NO_PLUGIN_ENDPOINT" {
 			t.Fatalf("job: %+v", j)
