@@ -228,7 +228,9 @@ func TestTrustedAccount(t *testing.T) {
 		}, http.StatusBadRequest, errs.SchemaIDNotDefined},
 		{"another provider's schema", func(m map[string]any) { m["secret_schema_id"] = "azure-secret-client-secret" }, http.StatusBadRequest, errs.InvalidParameter},
 		{"keys without the secret key", func(m map[string]any) { m["secret_data"] = map[string]any{"aws_access_key_id": "AKIAEXAMPLE"} }, http.StatusBadRequest, errs.InvalidParameter},
-		{"a key too short", func(m map[string]any) { m["secret_data"] = map[string]any{"aws_access_key_id": "AKIAEXAMPLE", "aws_secret_access_key": "x"} }, http.StatusBadRequest, errs.InvalidParameter},
+		{"a key too short", func(m map[string]any) {
+			m["secret_data"] = map[string]any{"aws_access_key_id": "AKIAEXAMPLE", "aws_secret_access_key": "x"}
+		}, http.StatusBadRequest, errs.InvalidParameter},
 	}
 	for _, c := range schemaBad {
 		r := sec.call(h.Admin, ta+"create", bad(c.change))
