@@ -32,8 +32,10 @@ import (
 const (
 	SecretCreatePath = "/secret/v1/secret/create"
 	SecretUpdatePath = "/secret/v1/secret/update"
-	SecretDeletePath = "/secret/v1/secret/delete"
-	SecretListPath   = "/secret/v1/secret/list"
+	// SecretUpdateDataPath replaces a synced account's keys in place.
+	SecretUpdateDataPath = "/secret/v1/secret/update-data"
+	SecretDeletePath     = "/secret/v1/secret/delete"
+	SecretListPath       = "/secret/v1/secret/list"
 )
 
 // IDPrefix is the kind of service account ids: the console tells a
@@ -167,11 +169,11 @@ func (s *Service) routes() []api.Route {
 	}
 }
 
-// ensureIndexes declares the accounts' indexes once per process (a
+// EnsureIndexes declares the accounts' indexes once per process (a
 // failure is tried again by the next create): the name is unique in its
 // project (upstream: with domain, workspace and project), which the
 // unique index decides atomically.
-func (s *Service) ensureIndexes(ctx context.Context) error {
+func (s *Service) EnsureIndexes(ctx context.Context) error {
 	s.ixMu.Lock()
 	defer s.ixMu.Unlock()
 	if s.ixDone {
@@ -278,7 +280,7 @@ func (s *Service) dropSecrets(ctx context.Context, a *core.ServiceAccount) error
 }
 
 func (s *Service) create(ctx context.Context, p *auth.Principal, r *createReq) (*core.ServiceAccount, error) {
-	if err := s.ensureIndexes(ctx); err != nil {
+	if err := s.EnsureIndexes(ctx); err != nil {
 		return nil, err
 	}
 	if err := s.schemas.CheckData(ctx, p, r.Provider, schema.ServiceAccount, r.Data); err != nil {
