@@ -36,6 +36,7 @@ const (
 	SecretUpdateDataPath = "/secret/v1/secret/update-data"
 	SecretDeletePath     = "/secret/v1/secret/delete"
 	SecretListPath       = "/secret/v1/secret/list"
+	SecretStatPath       = "/secret/v1/secret/stat"
 )
 
 // IDPrefix is the kind of service account ids: the console tells a
@@ -490,15 +491,43 @@ func (s *Service) list(ctx context.Context, p *auth.Principal, r *listReq) (*api
 		"secret_schema_id", r.SecretSchemaID, "secret_id", r.SecretID, "trusted_account_id", r.TrustedAccountID, "project_id", r.ProjectID,
 		"workspace_id", r.WorkspaceID)...)
 	if r.HasSecret != nil {
-		// upstream reads the secret service for the ids; the account's
-		// secret_id says the same.
-		op := "not"
-		if !*r.HasSecret {
-			op = "eq"
+		ids, err := s.withSecret(ctx)
+		if err != nil {
+			return nil, err
 		}
-		q = query.With(q, query.Condition{Key: "secret_id", Operator: op, Value: ""})
+		op := "in"
+		if !*r.HasSecret {
+			op = "not_in" // Nubes: false lists those without (upstream ignores false)
+		}
+		q = query.With(q, query.Condition{Key: "service_account_id", Operator: op, Value: ids})
 	}
 	return store.SearchFor[core.ServiceAccount](ctx, s.c, q, Resource, p)
+}
+
+// secretPage is how many account ids one secret/stat call answers.
+const secretPage = 5000
+
+// withSecret are the ids of the accounts the secret service holds a
+// secret of, as the caller sees them (upstream: Secret.stat distinct
+// service_account_id): one call for up to secretPage accounts, whatever
+// the size of the list's page.
+func (s *Service) withSecret(ctx context.Context) ([]string, error) {
+	ids := []string{}
+	for start := 1; ; start += secretPage {
+		var out struct {
+			Results    []string `json:"results"`
+			TotalCount int      `json:"total_count"`
+		}
+		err := s.secrets().Call(ctx, SecretStatPath, map[string]any{"query": map[string]any{"distinct": "service_account_id",
+			"filter": []any{map[string]any{"k": "service_account_id", "v": "", "o": "not"}}, "page": map[string]any{"start": start, "limit": secretPage}}}, &out)
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, out.Results...)
+		if len(out.Results) < secretPage || len(ids) >= out.TotalCount {
+			return ids, nil
+		}
+	}
 }
 
 func (s *Service) stat(ctx context.Context, p *auth.Principal, r *core.StatRequest) (*map[string]any, error) {
