@@ -251,11 +251,13 @@ func TestTenancyMatrix(t *testing.T) {
 			Changes: []testkit.Req{
 				{Path: "/identity/v2/trusted-account/update", Body: map[string]any{"trusted_account_id": taID, "name": "taken", "tags": map[string]any{}}},
 				{Path: "/identity/v2/trusted-account/update-secret-data", Body: map[string]any{"trusted_account_id": taID,
-					"secret_schema_id": "aws-access-key", "secret_data": map[string]any{"aws_access_key_id": "AKIATAKEN"}}},
+					"secret_schema_id": "aws-secret-access-key", "secret_data": map[string]any{"aws_access_key_id": "AKIATAKEN", "aws_secret_access_key": "taken-key"}}},
 				{Path: "/identity/v2/trusted-account/sync", Body: req},
 				{Path: "/identity/v2/trusted-account/delete", Body: req},
 			},
-			Watch: []*mongo.Collection{jobs, secrets},
+			Watch:       []*mongo.Collection{jobs, secrets},
+			NoToken:     true,
+			SecretPaths: []string{"secret_data"},
 		})
 	}
 	inWorkspace, ofDomain := trusted("WORKSPACE", wsID), trusted("DOMAIN", "")

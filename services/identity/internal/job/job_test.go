@@ -88,5 +88,6 @@ func TestJobTenancy(t *testing.T) {
 		Changes: []testkit.Req{{Path: jp + "delete", Body: map[string]any{"job_id": id}}},
 		Insider: auth.Principal{DomainID: h.Domain, UserID: "ws-owner", Role: auth.WorkspaceOwner, WorkspaceID: ws},
 		Enroll:  h.Enroll,
+		NoToken: true,
 	}.Run(t)
 }

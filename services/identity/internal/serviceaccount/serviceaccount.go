@@ -51,7 +51,9 @@ var Resource = query.Resource{
 	MinimalFields: []string{"service_account_id", "name", "provider", "state", "project_id"},
 	Fields:        query.FieldsOf[core.ServiceAccount](),
 	Maps:          freeform.FieldsOf[core.ServiceAccount](),
-	Tenancy:       tenancy.InProject,
+	// The keys are the secret service's; a query naming them is refused.
+	Secret:  []string{"secret_data"},
+	Tenancy: tenancy.InProject,
 }
 
 // Upstream: writes by the workspace's roles (a domain admin enters the

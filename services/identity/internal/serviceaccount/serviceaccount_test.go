@@ -339,8 +339,10 @@ func TestTenancyMatrix(t *testing.T) {
 			{Path: sa + "delete-secret-data", Body: map[string]any{"service_account_id": id}},
 			{Path: sa + "delete", Body: map[string]any{"service_account_id": id}},
 		},
-		Insider: auth.Principal{DomainID: e.Domain, UserID: "ws-owner", Role: auth.WorkspaceOwner, WorkspaceID: e.ws},
-		Enroll:  e.Enroll,
+		Insider:     auth.Principal{DomainID: e.Domain, UserID: "ws-owner", Role: auth.WorkspaceOwner, WorkspaceID: e.ws},
+		Enroll:      e.Enroll,
+		NoToken:     true,
+		SecretPaths: []string{"secret_data"},
 	}.Run(t)
 	if e.secrets.n() != 0 {
 		t.Fatal("an outsider stored a secret")

@@ -205,6 +205,9 @@ var trustedResource = query.Resource{
 	MinimalFields: []string{"trusted_account_id", "name", "provider", "resource_group", "workspace_id"},
 	Fields:        query.FieldsOf[TrustedAccount](),
 	Maps:          freeform.FieldsOf[TrustedAccount](),
+	// The keys are never in the record; a query naming them is refused
+	// (400) rather than answered empty.
+	Secret: []string{"secret_data"},
 	// DOMAIN records have workspace_id "*": workspace callers read
 	// them and change none. The sealed secret data is a child of its
 	// account, reached only through it.
