@@ -202,7 +202,7 @@ func (y *syncer) group(ctx context.Context, ws, parent string, l location) (stri
 	id := wire.DerivedID("pg", y.t.DomainID, ws, l.resourceID)
 	g := projectgroup.ProjectGroup{ID: id, ProjectGroupID: id, Users: []string{}, Tags: map[string]any{}, WorkspaceID: ws,
 		DomainID: y.t.DomainID, CreatedBy: "sync:" + y.t.TrustedAccountID, CreatedAt: y.now}
-	return id, y.upsert(ctx, y.DB.Collection(projectgroup.Collection), id, bson.D{{Key: "name", Value: l.name}, {Key: "parent_group_id", Value: parent}}, g)
+	return id, store.Wrap(store.Upsert(ctx, y.DB.Collection(projectgroup.Collection), id, bson.D{{Key: "name", Value: l.name}, {Key: "parent_group_id", Value: parent}}, g))
 }
 
 // project makes (or renames and moves) the PRIVATE project of a result in
@@ -238,38 +238,6 @@ func (y *syncer) project(ctx context.Context, ws, group string, r result) (strin
 	return id, err
 }
 
-// upsert sets set on the document id of c, inserting doc (its other
-// fields) when there is none: one atomic write.
-func (y *syncer) upsert(ctx context.Context, c *mongo.Collection, id string, set bson.D, doc any) error {
-	raw, err := bson.Marshal(doc)
-	if err != nil {
-		return err
-	}
-	var onInsert bson.D
-	if err := bson.Unmarshal(raw, &onInsert); err != nil {
-		return err
-	}
-	keep := onInsert[:0]
-	for _, e := range onInsert {
-		if e.Key == "_id" || hasKey(set, e.Key) {
-			continue
-		}
-		keep = append(keep, e)
-	}
-	_, err = c.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}}, bson.D{{Key: "$set", Value: set}, {Key: "$setOnInsert", Value: keep}},
-		options.UpdateOne().SetUpsert(true))
-	return err
-}
-
-func hasKey(d bson.D, k string) bool {
-	for _, e := range d {
-		if e.Key == k {
-			return true
-		}
-	}
-	return false
-}
-
 // account makes (or finds again) the managed service account of a result
 // in its project and stores its keys.
 func (y *syncer) account(ctx context.Context, ws, projectID string, r result) error {
@@ -280,7 +248,7 @@ func (y *syncer) account(ctx context.Context, ws, projectID string, r result) er
 		CreatedAt: y.now}
 	accounts := y.DB.Collection(core.ServiceAccountsCollection)
 	set := bson.D{{Key: "name", Value: r.name}, {Key: "trusted_account_id", Value: y.t.TrustedAccountID}, {Key: "last_synced_at", Value: y.now}}
-	if err := y.upsert(ctx, accounts, id, set, doc); err != nil {
+	if err := store.Upsert(ctx, accounts, id, set, doc); err != nil {
 		if mongo.IsDuplicateKeyError(err) { // the project has another account of that name
 			return errs.Duplicate("name", r.name)
 		}
