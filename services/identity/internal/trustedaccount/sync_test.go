@@ -359,6 +359,35 @@ func TestTrustedAccountSync(t *testing.T) {
 			t.Fatalf("the owner sees the domain's synced accounts of another workspace: %d", l.TotalCount)
 		}
 	})
+	t.Run("a domain account synced into one workspace", func(t *testing.T) {
+		wsID, _, _ := st.h.WorkspaceUsers("single")
+		mk := func(single string) string {
+			var a map[string]any
+			st.system.Call("/identity/v2/trusted-account/create", map[string]any{"name": "single " + single, "data": map[string]any{"account_id": "1"}, "provider": "aws",
+				"secret_schema_id": "aws-secret-access-key", "secret_data": map[string]any{"aws_access_key_id": "AKIASINGLE", "aws_secret_access_key": "single-s3cr3t"},
+				"resource_group": "DOMAIN", "sync_options": map[string]any{"single_workspace_id": single}}).OK(&a)
+			return a["trusted_account_id"].(string)
+		}
+		one, missing := mk(wsID), mk("workspace-000000000000")
+		st.plugin.Script(syncMethod, fakeplugin.Reply{Result: map[string]any{"results": []any{
+			map[string]any{"name": "Single", "resource_id": "777777777777", "location": []any{map[string]any{"name": "Ops", "resource_id": "ou-ops"}}}}}},
+			fakeplugin.Reply{Result: map[string]any{"results": []any{
+				map[string]any{"name": "Lost", "resource_id": "888888888888", "location": []any{map[string]any{"name": "Ops", "resource_id": "ou-ops"}}}}}})
+		if j := st.waitJob(t, st.sync(t, one)); j.Status != "SUCCESS" {
+			t.Fatalf("job: %+v", j)
+		}
+		a := st.synced(t)["777777777777"]
+		groups := byName(all[projectgroup.ProjectGroup](t, st.db.Collection(projectgroup.Collection)), func(g projectgroup.ProjectGroup) string { return g.Name })
+		if a.WorkspaceID != wsID || groups["Ops"].WorkspaceID != wsID { // every location entry is a group there (upstream)
+			t.Fatalf("account %+v, groups %+v", a, groups)
+		}
+		if j := st.waitJob(t, st.sync(t, missing)); j.Status != "FAILURE" || j.ErrorCode != errs.NotFoundCode {
+			t.Fatalf("job into a missing workspace: %+v", j)
+		}
+		if _, ok := st.synced(t)["888888888888"]; ok {
+			t.Fatal("an account was placed in no workspace")
+		}
+	})
 	t.Run("plugin failure", func(t *testing.T) {
 		st.plugin.Script(syncMethod, fakeplugin.Reply{Err: fakeplugin.Fail(codes.PermissionDenied, "ERROR_AUTHENTICATE_FAILURE", "bad credentials")})
 		j := st.waitJob(t, st.sync(t, id))
