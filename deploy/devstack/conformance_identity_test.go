@@ -183,7 +183,7 @@ func TestConformanceIdentitySecret(t *testing.T) {
 	t.Run("6 trusted-secret", func(t *testing.T) {
 		c.t = t
 		ta := c.ok("trusted-account/create", "/identity/trusted-account/create", admin,
-			`{"name": "AWS main", "data": {"account_id": "123456789012"}, "provider": "aws", "secret_schema_id": "aws-access-key",
+			`{"name": "AWS main", "data": {"account_id": "123456789012"}, "provider": "aws", "secret_schema_id": "aws-secret-access-key",
 			  "secret_data": {"aws_access_key_id": "AKIACONFORMANCE", "aws_secret_access_key": "conformance-secret-value"}, "resource_group": "DOMAIN", "tags": {}}`,
 			"trusted_secret_id:string")
 		secretID := ta["trusted_secret_id"].(string)
@@ -215,7 +215,7 @@ func TestConformanceIdentitySecret(t *testing.T) {
 			}
 		}
 		l := c.ok("6 trusted-secret/list", "/secret/trusted-secret/list", admin,
-			`{"query": {"filter": [{"k": "schema_id", "v": "aws-access-key", "o": "eq"}], "only": ["trusted_secret_id", "name"]}}`,
+			`{"query": {"filter": [{"k": "schema_id", "v": "aws-secret-access-key", "o": "eq"}], "only": ["trusted_secret_id", "name"]}}`,
 			"results[].trusted_secret_id:string", "results[].name:string", "total_count:number")
 		if l["total_count"].(float64) != 1 || strings.Contains(mustMarshal(t, l), "AKIACONFORMANCE") {
 			t.Errorf("6 trusted-secret/list: %v", l)

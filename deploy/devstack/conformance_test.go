@@ -638,7 +638,7 @@ func TestConsoleServices(t *testing.T) {
 			"results[].collector_id:string", "results[].name:string", "results[].tags:object")
 		// An account of the collector's provider: a collect then has a task.
 		trustedSecret := c.ok("trusted account", "/identity/trusted-account/create", admin, `{"name": "AWS for collectors", "data": {"account_id": "123456789012"},
-			"provider": "aws", "secret_schema_id": "aws-access-key", "secret_data": {"aws_access_key_id": "AKIAINVENTORY", "aws_secret_access_key": "inventory-secret"},
+			"provider": "aws", "secret_schema_id": "aws-secret-access-key", "secret_data": {"aws_access_key_id": "AKIAINVENTORY", "aws_secret_access_key": "inventory-secret"},
 			"resource_group": "DOMAIN", "tags": {}}`, "trusted_secret_id:string")["trusted_secret_id"].(string)
 		c.ok("console 2 collector/collect", "/inventory/collector/collect", admin, `{`+id+`}`)
 		c.ok("console 2 collector/collect secret_id", "/inventory/collector/collect", admin, `{`+id+`, "secret_id": `+q(trustedSecret)+`}`)

@@ -143,7 +143,7 @@ func TestDeletesReachEveryService(t *testing.T) {
 		c.ok("data source", "/cost-analysis/data-source/register", ws, `{"name": "Doomed costs", "resource_group": "WORKSPACE",
 			"plugin_info": {"plugin_id": `+q(ids["cost"])+`, "options": {}, "secret_data": {"key": "k"}}}`, "data_source_id:string")
 		c.ok("trusted account", "/identity/trusted-account/create", ws, `{"name": "Doomed AWS", "data": {"account_id": "123456789012"}, "provider": "aws",
-			"secret_schema_id": "aws-access-key", "secret_data": {"aws_access_key_id": "AKIADOOMED", "aws_secret_access_key": "doomed-secret"},
+			"secret_schema_id": "aws-secret-access-key", "secret_data": {"aws_access_key_id": "AKIADOOMED", "aws_secret_access_key": "doomed-secret"},
 			"resource_group": "WORKSPACE", "tags": {}}`, "trusted_secret_id:string")
 		sa := c.ok("service account", "/identity/service-account/create", ws, `{"provider": "aws", "name": "Doomed account", "data": {"account_id": "210987654321"},
 			"secret_schema_id": "aws-secret-access-key", "secret_data": {"aws_access_key_id": "AKIADOOMED2", "aws_secret_access_key": "doomed-secret-2"},

@@ -68,6 +68,43 @@ func InsertOnce(ctx context.Context, c *mongo.Collection, doc any) (bool, error)
 	return true, nil
 }
 
+// Upsert sets set on the document id of c and, when there is none,
+// inserts doc's other fields with it: one write of one document, so a
+// worker that makes the same record twice (a rerun, a racing replica)
+// changes it in place. doc's fields named in set are taken from set. A
+// duplicate key on the insert of a racing upsert is tried once more
+// (then it is an update); a duplicate key of another unique index is
+// answered. The error is the driver's, unwrapped, so that the caller can
+// tell that one (mongo.IsDuplicateKeyError) before it Wraps.
+func Upsert(ctx context.Context, c *mongo.Collection, id string, set bson.D, doc any) error {
+	raw, err := bson.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	var all bson.D
+	if err := bson.Unmarshal(raw, &all); err != nil {
+		return err
+	}
+	named := map[string]bool{"_id": true}
+	for _, e := range set {
+		named[e.Key] = true
+	}
+	onInsert := bson.D{}
+	for _, e := range all {
+		if !named[e.Key] {
+			onInsert = append(onInsert, e)
+		}
+	}
+	update := bson.D{{Key: "$set", Value: set}, {Key: "$setOnInsert", Value: onInsert}}
+	for try := 0; ; try++ {
+		_, err := c.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}}, update, options.UpdateOne().SetUpsert(true))
+		if mongo.IsDuplicateKeyError(err) && try < 1 {
+			continue
+		}
+		return err
+	}
+}
+
 // ErrConflict is what Change gives up with after maxChangeTries: the
 // document kept being written by others between its read and its write.
 var ErrConflict = errors.New("the record kept being changed by other requests")

@@ -221,3 +221,34 @@ func TestWindowEnds(t *testing.T) {
 		t.Fatal("a third take of two in the next window")
 	}
 }
+
+// TestUpsertMakesOneDocument: 40 racing upserts of one _id make one
+// document, whose inserted fields are one caller's and whose set fields
+// the last writer's; a later upsert changes only what it sets.
+func TestUpsertMakesOneDocument(t *testing.T) {
+	cs := twoClients(t, "upserts")
+	ctx := context.Background()
+	raceN(40, func(i int) {
+		doc := bson.D{{Key: "_id", Value: "u"}, {Key: "name", Value: "first"}, {Key: "made_by", Value: i}}
+		if err := store.Upsert(ctx, cs[i%2], "u", bson.D{{Key: "seen", Value: i}}, doc); err != nil {
+			t.Error(err)
+		}
+	})
+	if n, err := cs[0].CountDocuments(ctx, bson.D{}); err != nil || n != 1 {
+		t.Fatalf("%d documents (%v)", n, err)
+	}
+	var got struct {
+		Name   string `bson:"name"`
+		MadeBy int    `bson:"made_by"`
+		Seen   *int   `bson:"seen"`
+	}
+	if err := store.Upsert(ctx, cs[0], "u", bson.D{{Key: "name", Value: "renamed"}}, bson.D{{Key: "name", Value: "x"}, {Key: "made_by", Value: -1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs[0].FindOne(ctx, bson.D{{Key: "_id", Value: "u"}}).Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Name != "renamed" || got.MadeBy < 0 || got.Seen == nil {
+		t.Fatalf("document %+v", got)
+	}
+}

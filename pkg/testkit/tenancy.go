@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -62,6 +63,13 @@ type Tenancy struct {
 	// own records behind a token (identity: the user, its domain, its
 	// binding), so an outsider is refused by tenancy, not by a 401.
 	Enroll func(t *testing.T, p auth.Principal)
+	// NoToken: every call without a credential answers 401 and changes
+	// nothing.
+	NoToken bool
+	// SecretPaths are stored paths that hold a secret: a List filtering or
+	// sorting on one, or a Stat's distinct of one, answers 400 to the
+	// insider (decided before any value is read).
+	SecretPaths []string
 }
 
 // Outsider is a caller outside a record's tenancy.
@@ -110,6 +118,18 @@ func (m Tenancy) Run(t *testing.T) {
 		}
 	}
 	before := rawDoc(t, m.Coll, m.ID)
+	m.secretPaths(t, in)
+	if m.NoToken {
+		anon := NewClient(t, m.Handler)
+		for _, q := range slices.Concat([]Req{m.Get, m.List}, deref(m.Stat), m.Changes) {
+			if r := anon.Call(q.Path, q.Body); r.Status != http.StatusUnauthorized {
+				t.Errorf("%s without a token: %d, want 401: %s", r.Path, r.Status, r.Body)
+			}
+		}
+		if after := rawDoc(t, m.Coll, m.ID); !bytes.Equal(before, after) {
+			t.Fatalf("a call without a token changed the record")
+		}
+	}
 	counts := make([]int64, len(m.Watch))
 	for i, c := range m.Watch {
 		counts[i] = Count(t, c)
@@ -140,6 +160,38 @@ func (m Tenancy) Run(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// secretPaths checks that the insider's List refuses a filter and a sort
+// on each secret path, and its Stat a distinct of one.
+func (m Tenancy) secretPaths(t *testing.T, in *Client) {
+	t.Helper()
+	with := func(q Req, query map[string]any) any {
+		b, _ := m.body(t, m.Insider, q).(map[string]any)
+		out := map[string]any{"query": query}
+		for k, v := range b {
+			if k != "query" {
+				out[k] = v
+			}
+		}
+		return out
+	}
+	for _, p := range m.SecretPaths {
+		for _, query := range []map[string]any{
+			{"filter": []any{map[string]any{"k": p, "v": nil, "o": "exists"}}},
+			{"filter": []any{map[string]any{"k": p + ".key", "v": "guess", "o": "eq"}}},
+			{"sort": []any{map[string]any{"key": p}}},
+		} {
+			if r := in.Call(m.List.Path, with(m.List, query)); r.Status != http.StatusBadRequest {
+				t.Errorf("%s %v: %d, want 400: %s", r.Path, query, r.Status, r.Body)
+			}
+		}
+		if m.Stat != nil {
+			if r := in.Call(m.Stat.Path, with(*m.Stat, map[string]any{"distinct": p})); r.Status != http.StatusBadRequest {
+				t.Errorf("%s distinct %s: %d, want 400: %s", r.Path, p, r.Status, r.Body)
+			}
+		}
 	}
 }
 

@@ -4,7 +4,9 @@ package wire
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 	"time"
 )
 
@@ -15,6 +17,15 @@ func NewID(kind string) string {
 		panic("crypto/rand failed: " + err.Error()) // never happens on a supported OS
 	}
 	return kind + "-" + hex.EncodeToString(b[:])
+}
+
+// DerivedID returns "<kind>-<12 lowercase hex>" derived from parts (the
+// first 6 bytes of their SHA-256): the same parts always give the same id,
+// so a record a worker makes again (a sync run twice, a redelivery) is
+// found by _id instead of by a read of other fields first.
+func DerivedID(kind string, parts ...string) string {
+	sum := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
+	return kind + "-" + hex.EncodeToString(sum[:6])
 }
 
 // TimeLayout is ISO 8601 UTC with milliseconds and a trailing Z.

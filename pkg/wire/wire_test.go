@@ -53,3 +53,14 @@ func TestTimeJSON(t *testing.T) {
 		t.Fatalf("BSON round trip = %v, %v", back, err)
 	}
 }
+
+func TestDerivedID(t *testing.T) {
+	a, b := DerivedID("sa", "d", "p", "1"), DerivedID("sa", "d", "p", "1")
+	if a != b || !regexp.MustCompile(`^sa-[0-9a-f]{12}$`).MatchString(a) {
+		t.Fatalf("%q %q", a, b)
+	}
+	// Parts are kept apart: "d","p1" is not "dp","1".
+	if DerivedID("sa", "d", "p1") == DerivedID("sa", "dp", "1") {
+		t.Fatal("collision")
+	}
+}

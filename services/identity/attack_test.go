@@ -496,8 +496,8 @@ func TestPersonSystemGrantIsNotAService(t *testing.T) {
 	const ta = "/identity/v2/trusted-account/"
 	other, otherAdmin := h.NewDomain("tenant")
 	var a map[string]any
-	otherAdmin.Call(ta+"create", map[string]any{"name": "AWS", "data": map[string]any{}, "provider": "aws", "secret_schema_id": "aws-access-key",
-		"secret_data": map[string]any{"aws_secret_access_key": "tenant-s3cr3t"}, "resource_group": "DOMAIN"}).OK(&a)
+	otherAdmin.Call(ta+"create", map[string]any{"name": "AWS", "data": map[string]any{"account_id": "1"}, "provider": "aws", "secret_schema_id": "aws-secret-access-key",
+		"secret_data": map[string]any{"aws_access_key_id": "AKIATENANT", "aws_secret_access_key": "tenant-s3cr3t"}, "resource_group": "DOMAIN"}).OK(&a)
 	person := h.Anon.As(h.Scoped("admin", identitytest.AdminPassword, "SYSTEM", ""))
 	keys := h.Count(core.APIKeysCollection, nil)
 	read := map[string]any{"trusted_account_id": a["trusted_account_id"], "domain_id": other}

@@ -78,13 +78,13 @@ func TestSealedRecordsAcrossKeyRotation(t *testing.T) {
 
 	// A trusted account's secret in the legacy form.
 	var a map[string]any
-	h.Admin.Call("/identity/v2/trusted-account/create", map[string]any{"name": "rotated", "provider": "aws", "data": map[string]any{},
-		"secret_schema_id": "aws-access-key", "secret_data": map[string]any{"key": "rotated-secret-value"}, "resource_group": "DOMAIN"}).OK(&a)
+	h.Admin.Call("/identity/v2/trusted-account/create", map[string]any{"name": "rotated", "provider": "aws", "data": map[string]any{"account_id": "1"},
+		"secret_schema_id": "aws-secret-access-key", "secret_data": map[string]any{"aws_access_key_id": "AKIAROTATED", "aws_secret_access_key": "rotated-secret-value"}, "resource_group": "DOMAIN"}).OK(&a)
 	secretID := a["trusted_secret_id"].(string)
 	toLegacy(t, h, core.TrustedSecretsCollection, secretID, "sealed")
 	// One more, sealed as of today (key id "1").
-	h.Admin.Call("/identity/v2/trusted-account/create", map[string]any{"name": "current", "provider": "aws", "data": map[string]any{},
-		"secret_schema_id": "aws-access-key", "secret_data": map[string]any{"key": "v"}, "resource_group": "DOMAIN"}).OK(nil)
+	h.Admin.Call("/identity/v2/trusted-account/create", map[string]any{"name": "current", "provider": "aws", "data": map[string]any{"account_id": "2"},
+		"secret_schema_id": "aws-secret-access-key", "secret_data": map[string]any{"aws_access_key_id": "AKIACURRENT", "aws_secret_access_key": "current-value"}, "resource_group": "DOMAIN"}).OK(nil)
 
 	// Rotation: key 2 becomes active; the reseal moves every record.
 	newKey := seal.RandomSpec("2")
@@ -115,7 +115,7 @@ func TestSealedRecordsAcrossKeyRotation(t *testing.T) {
 	}
 	var data map[string]any
 	ad := "identity/trusted-secret\x00" + secretID + "\x00" + a["trusted_account_id"].(string) + "\x00" + h.Domain
-	if err := onlyNew.OpenJSON(ts, []byte(ad), &data); err != nil || data["key"] != "rotated-secret-value" {
+	if err := onlyNew.OpenJSON(ts, []byte(ad), &data); err != nil || data["aws_secret_access_key"] != "rotated-secret-value" {
 		t.Fatalf("trusted secret after reseal: %v %v", data, err)
 	}
 	var s string

@@ -235,8 +235,8 @@ func TestTenancyMatrix(t *testing.T) {
 	trusted := func(group, workspaceID string) map[string]any {
 		var a map[string]any
 		h.Admin.Call("/identity/v2/trusted-account/create", map[string]any{
-			"name": "matrix " + group, "data": map[string]any{}, "provider": "aws", "secret_schema_id": "aws-access-key",
-			"secret_data": map[string]any{"aws_access_key_id": "AKIAMATRIX"}, "resource_group": group, "workspace_id": workspaceID,
+			"name": "matrix " + group, "data": map[string]any{"account_id": "1"}, "provider": "aws", "secret_schema_id": "aws-secret-access-key",
+			"secret_data": map[string]any{"aws_access_key_id": "AKIAMATRIX", "aws_secret_access_key": "matrix-secret"}, "resource_group": group, "workspace_id": workspaceID,
 		}).OK(&a)
 		return a
 	}
@@ -251,11 +251,13 @@ func TestTenancyMatrix(t *testing.T) {
 			Changes: []testkit.Req{
 				{Path: "/identity/v2/trusted-account/update", Body: map[string]any{"trusted_account_id": taID, "name": "taken", "tags": map[string]any{}}},
 				{Path: "/identity/v2/trusted-account/update-secret-data", Body: map[string]any{"trusted_account_id": taID,
-					"secret_schema_id": "aws-access-key", "secret_data": map[string]any{"aws_access_key_id": "AKIATAKEN"}}},
+					"secret_schema_id": "aws-secret-access-key", "secret_data": map[string]any{"aws_access_key_id": "AKIATAKEN", "aws_secret_access_key": "taken-key"}}},
 				{Path: "/identity/v2/trusted-account/sync", Body: req},
 				{Path: "/identity/v2/trusted-account/delete", Body: req},
 			},
-			Watch: []*mongo.Collection{jobs, secrets},
+			Watch:       []*mongo.Collection{jobs, secrets},
+			NoToken:     true,
+			SecretPaths: []string{"secret_data"},
 		})
 	}
 	inWorkspace, ofDomain := trusted("WORKSPACE", wsID), trusted("DOMAIN", "")

@@ -303,7 +303,9 @@ func TestSecretTenancyMatrix(t *testing.T) {
 			{Path: sp + "update-data", Body: map[string]any{"secret_id": id, "data": map[string]any{"k": "x"}}},
 			{Path: sp + "delete", Body: map[string]any{"secret_id": id}},
 		},
-		Insider: member,
+		Insider:     member,
+		NoToken:     true,
+		SecretPaths: []string{"sealed", "data", "encrypt_options"},
 	}.Run(t)
 }
 

@@ -143,6 +143,26 @@ func TestTrustedSecrets(t *testing.T) {
 	}
 	userA.Call("/secret/trusted-secret/list", nil).Fails(http.StatusForbidden, errs.PermissionDenied)
 	adminA.Call("/secret/trusted-secret/list", map[string]any{"secret_data": true}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	// A filter, sort or only on the secret's data is refused before
+	// identity is asked (identity's account data is no trusted secret's).
+	f.mu.Lock()
+	asked := len(f.bodies)
+	f.mu.Unlock()
+	for _, q := range []map[string]any{
+		{"filter": []any{map[string]any{"k": "data.key", "v": "AKIA-SECRET", "o": "eq"}}},
+		{"filter": []any{map[string]any{"k": "data", "v": nil, "o": "exists"}}},
+		{"sort": []any{map[string]any{"key": "data.key"}}},
+		{"only": []any{"secret_data"}},
+		{"filter": []any{map[string]any{"k": "encrypt_options", "v": nil, "o": "exists"}}},
+	} {
+		adminA.Call("/secret/trusted-secret/list", map[string]any{"query": q}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	}
+	f.mu.Lock()
+	if len(f.bodies) != asked {
+		t.Fatalf("identity was asked a refused query")
+	}
+	f.mu.Unlock()
+	c.Call("/secret/trusted-secret/list", map[string]any{}).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
 
 	// Identity down: 503, not an empty answer.
 	srv.Close()

@@ -51,11 +51,20 @@ func TestCostTrustedAccounts(t *testing.T) {
 	type account struct {
 		ID, Workspace, Secret string
 	}
+	// A trusted account's data and keys are checked against its provider's
+	// schemas: the run's providers get theirs (the domain's own).
+	keySchema := "e2e-api-key-" + randHex(3)
+	admin.call("/identity/v2/schema/create", map[string]any{"schema_id": keySchema, "name": "E2E key", "schema_type": "SECRET",
+		"provider": provider, "schema": map[string]any{"type": "object", "required": []string{"api_key"}}}).OK(nil)
+	for _, p := range []string{provider, provider + "-other"} {
+		admin.call("/identity/v2/schema/create", map[string]any{"schema_id": p + "-trusted", "name": "E2E trusted", "schema_type": "TRUSTED_ACCOUNT",
+			"provider": p, "schema": map[string]any{"type": "object"}}).OK(nil)
+	}
 	trustedAccount := func(name, provider, group, workspace string) account {
 		t.Helper()
 		secret := "e2e-" + name + "-hunter2-" + randHex(4)
 		body := map[string]any{"name": "E2E " + name, "data": map[string]any{}, "provider": provider,
-			"secret_schema_id": "e2e-api-key", "secret_data": map[string]any{"api_key": secret}, "resource_group": group}
+			"secret_schema_id": keySchema, "secret_data": map[string]any{"api_key": secret}, "resource_group": group}
 		if workspace != "" {
 			body["workspace_id"] = workspace
 		}

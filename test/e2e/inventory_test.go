@@ -80,8 +80,8 @@ func TestInventoryCollect(t *testing.T) {
 		TrustedAccountID string `json:"trusted_account_id"`
 		TrustedSecretID  string `json:"trusted_secret_id"`
 	}
-	admin.call("/identity/v2/trusted-account/create", map[string]any{"name": "E2E AWS", "data": map[string]any{}, "provider": "aws",
-		"secret_schema_id": "aws-access-key", "secret_data": map[string]any{"aws_secret_access_key": "e2e-inv-hunter2"},
+	admin.call("/identity/v2/trusted-account/create", map[string]any{"name": "E2E AWS", "data": map[string]any{"account_id": "123456789012"}, "provider": "aws",
+		"secret_schema_id": "aws-secret-access-key", "secret_data": map[string]any{"aws_access_key_id": "AKIAE2E", "aws_secret_access_key": "e2e-inv-hunter2"},
 		"resource_group": "DOMAIN"}).OK(&ta)
 
 	first := st.first(t, "inventory")

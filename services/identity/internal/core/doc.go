@@ -28,11 +28,13 @@
 //	managed                    the shipped records present in every domain
 //	projectgroup               the project tree's groups (a project reads its group)
 //	domain, workspace, project, role, rolebinding, token, apikey,
-//	trustedaccount, trustedserviceaccount, endpoint, userprofile,
-//	provider, schema, workspaceuser
+//	trustedserviceaccount, endpoint, userprofile, provider, schema,
+//	workspaceuser
 //	                           one package per resource (over the above)
 //	user                       imports userprofile (v1's self-service rules)
 //	serviceaccount             imports schema (the accounts' checks)
+//	trustedaccount             imports provider, schema (its checks) and
+//	                           serviceaccount (the accounts its sync makes)
 //	job                        imports trustedaccount (the sync's job record)
 //	bootstrap                  the first start (root domain, admin)
 //	identitytest               tests only: one resource on core (internal/identitytest)

@@ -23,9 +23,11 @@ var importOrder = [][]string{
 	{"domainadmin"},
 	{"managed"},
 	{"projectgroup"},
-	{"domain", "workspace", "project", "role", "rolebinding", "token", "apikey", "trustedaccount", "trustedserviceaccount", "endpoint", "userprofile",
+	{"domain", "workspace", "project", "role", "rolebinding", "token", "apikey", "trustedserviceaccount", "endpoint", "userprofile",
 		"provider", "schema", "workspaceuser"},
-	{"user", "serviceaccount", "job"},
+	{"user", "serviceaccount"},
+	{"trustedaccount"},
+	{"job"},
 	{"bootstrap"},
 	{"identitytest"},
 }

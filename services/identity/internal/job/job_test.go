@@ -31,8 +31,8 @@ func TestJobs(t *testing.T) {
 	ws, owner, member := h.WorkspaceUsers("ws")
 	_, otherOwner, _ := h.WorkspaceUsers("other")
 	var ta map[string]any
-	owner.Call("/identity/trusted-account/create", map[string]any{"name": "t", "data": map[string]any{}, "provider": "aws",
-		"secret_schema_id": "aws-secret-access-key", "secret_data": map[string]any{"k": "v"}, "resource_group": "WORKSPACE"}).OK(&ta)
+	owner.Call("/identity/trusted-account/create", map[string]any{"name": "t", "data": map[string]any{"account_id": "1"}, "provider": "aws",
+		"secret_schema_id": "aws-secret-access-key", "secret_data": map[string]any{"aws_access_key_id": "AKIAJOBS", "aws_secret_access_key": "jobs-secret"}, "resource_group": "WORKSPACE"}).OK(&ta)
 	id := ta["trusted_account_id"]
 	var first, second map[string]any
 	owner.Call("/identity/trusted-account/sync", map[string]any{"trusted_account_id": id}).OK(&first)
@@ -77,8 +77,8 @@ func TestJobTenancy(t *testing.T) {
 	h := identitytest.New(t, identitytest.Mount(job.Routes, trustedaccount.Routes, workspace.Routes, rolebinding.Routes))
 	ws, owner, _ := h.WorkspaceUsers("ws")
 	var ta, j map[string]any
-	owner.Call("/identity/trusted-account/create", map[string]any{"name": "t", "data": map[string]any{}, "provider": "aws",
-		"secret_schema_id": "aws-secret-access-key", "secret_data": map[string]any{"k": "v"}, "resource_group": "WORKSPACE"}).OK(&ta)
+	owner.Call("/identity/trusted-account/create", map[string]any{"name": "t", "data": map[string]any{"account_id": "1"}, "provider": "aws",
+		"secret_schema_id": "aws-secret-access-key", "secret_data": map[string]any{"aws_access_key_id": "AKIAJOBS", "aws_secret_access_key": "jobs-secret"}, "resource_group": "WORKSPACE"}).OK(&ta)
 	owner.Call("/identity/trusted-account/sync", map[string]any{"trusted_account_id": ta["trusted_account_id"]}).OK(&j)
 	id := j["job_id"].(string)
 	testkit.Tenancy{
@@ -88,5 +88,6 @@ func TestJobTenancy(t *testing.T) {
 		Changes: []testkit.Req{{Path: jp + "delete", Body: map[string]any{"job_id": id}}},
 		Insider: auth.Principal{DomainID: h.Domain, UserID: "ws-owner", Role: auth.WorkspaceOwner, WorkspaceID: ws},
 		Enroll:  h.Enroll,
+		NoToken: true,
 	}.Run(t)
 }

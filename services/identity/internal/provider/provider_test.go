@@ -147,5 +147,6 @@ func TestProviderTenancy(t *testing.T) {
 		},
 		Insider: auth.Principal{DomainID: h.Domain, UserID: "admin", Role: auth.DomainAdmin},
 		Enroll:  h.Enroll,
+		NoToken: true,
 	}.Run(t)
 }

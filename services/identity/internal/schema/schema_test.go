@@ -140,5 +140,6 @@ func TestSchemaTenancy(t *testing.T) {
 		},
 		Insider: auth.Principal{DomainID: h.Domain, UserID: "admin", Role: auth.DomainAdmin},
 		Enroll:  h.Enroll,
+		NoToken: true,
 	}.Run(t)
 }

@@ -32,8 +32,11 @@ import (
 const (
 	SecretCreatePath = "/secret/v1/secret/create"
 	SecretUpdatePath = "/secret/v1/secret/update"
-	SecretDeletePath = "/secret/v1/secret/delete"
-	SecretListPath   = "/secret/v1/secret/list"
+	// SecretUpdateDataPath replaces a synced account's keys in place.
+	SecretUpdateDataPath = "/secret/v1/secret/update-data"
+	SecretDeletePath     = "/secret/v1/secret/delete"
+	SecretListPath       = "/secret/v1/secret/list"
+	SecretStatPath       = "/secret/v1/secret/stat"
 )
 
 // IDPrefix is the kind of service account ids: the console tells a
@@ -48,7 +51,9 @@ var Resource = query.Resource{
 	MinimalFields: []string{"service_account_id", "name", "provider", "state", "project_id"},
 	Fields:        query.FieldsOf[core.ServiceAccount](),
 	Maps:          freeform.FieldsOf[core.ServiceAccount](),
-	Tenancy:       tenancy.InProject,
+	// The keys are the secret service's; a query naming them is refused.
+	Secret:  []string{"secret_data"},
+	Tenancy: tenancy.InProject,
 }
 
 // Upstream: writes by the workspace's roles (a domain admin enters the
@@ -167,11 +172,11 @@ func (s *Service) routes() []api.Route {
 	}
 }
 
-// ensureIndexes declares the accounts' indexes once per process (a
+// EnsureIndexes declares the accounts' indexes once per process (a
 // failure is tried again by the next create): the name is unique in its
 // project (upstream: with domain, workspace and project), which the
 // unique index decides atomically.
-func (s *Service) ensureIndexes(ctx context.Context) error {
+func (s *Service) EnsureIndexes(ctx context.Context) error {
 	s.ixMu.Lock()
 	defer s.ixMu.Unlock()
 	if s.ixDone {
@@ -278,7 +283,7 @@ func (s *Service) dropSecrets(ctx context.Context, a *core.ServiceAccount) error
 }
 
 func (s *Service) create(ctx context.Context, p *auth.Principal, r *createReq) (*core.ServiceAccount, error) {
-	if err := s.ensureIndexes(ctx); err != nil {
+	if err := s.EnsureIndexes(ctx); err != nil {
 		return nil, err
 	}
 	if err := s.schemas.CheckData(ctx, p, r.Provider, schema.ServiceAccount, r.Data); err != nil {
@@ -488,15 +493,43 @@ func (s *Service) list(ctx context.Context, p *auth.Principal, r *listReq) (*api
 		"secret_schema_id", r.SecretSchemaID, "secret_id", r.SecretID, "trusted_account_id", r.TrustedAccountID, "project_id", r.ProjectID,
 		"workspace_id", r.WorkspaceID)...)
 	if r.HasSecret != nil {
-		// upstream reads the secret service for the ids; the account's
-		// secret_id says the same.
-		op := "not"
-		if !*r.HasSecret {
-			op = "eq"
+		ids, err := s.withSecret(ctx)
+		if err != nil {
+			return nil, err
 		}
-		q = query.With(q, query.Condition{Key: "secret_id", Operator: op, Value: ""})
+		op := "in"
+		if !*r.HasSecret {
+			op = "not_in" // Nubes: false lists those without (upstream ignores false)
+		}
+		q = query.With(q, query.Condition{Key: "service_account_id", Operator: op, Value: ids})
 	}
 	return store.SearchFor[core.ServiceAccount](ctx, s.c, q, Resource, p)
+}
+
+// secretPage is how many account ids one secret/stat call answers.
+const secretPage = 5000
+
+// withSecret are the ids of the accounts the secret service holds a
+// secret of, as the caller sees them (upstream: Secret.stat distinct
+// service_account_id): one call for up to secretPage accounts, whatever
+// the size of the list's page.
+func (s *Service) withSecret(ctx context.Context) ([]string, error) {
+	ids := []string{}
+	for start := 1; ; start += secretPage {
+		var out struct {
+			Results    []string `json:"results"`
+			TotalCount int      `json:"total_count"`
+		}
+		err := s.secrets().Call(ctx, SecretStatPath, map[string]any{"query": map[string]any{"distinct": "service_account_id",
+			"filter": []any{map[string]any{"k": "service_account_id", "v": "", "o": "not"}}, "page": map[string]any{"start": start, "limit": secretPage}}}, &out)
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, out.Results...)
+		if len(out.Results) < secretPage || len(ids) >= out.TotalCount {
+			return ids, nil
+		}
+	}
 }
 
 func (s *Service) stat(ctx context.Context, p *auth.Principal, r *core.StatRequest) (*map[string]any, error) {

@@ -37,6 +37,7 @@ type fakeSecrets struct {
 	mu      sync.Mutex
 	secrets map[string]map[string]any // secret_id -> create body
 	callers []auth.Principal
+	stats   int // secret/stat calls
 	fake    *testkit.Fake
 }
 
@@ -58,6 +59,23 @@ func newFakeSecrets(t *testing.T) *fakeSecrets {
 			for id, s := range f.secrets {
 				if s["service_account_id"] == req["service_account_id"] {
 					out = append(out, map[string]any{"secret_id": id})
+				}
+			}
+			return map[string]any{"results": out, "total_count": len(out)}, nil
+		}).
+		Handle(serviceaccount.SecretStatPath, func(p *auth.Principal, req map[string]any) (any, error) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.stats++
+			q, _ := req["query"].(map[string]any)
+			if q["distinct"] != "service_account_id" {
+				return nil, errs.Invalid("query.distinct", "fake: only service_account_id")
+			}
+			seen, out := map[any]bool{}, []any{}
+			for _, s := range f.secrets {
+				if id := s["service_account_id"]; id != "" && !seen[id] {
+					seen[id] = true
+					out = append(out, id)
 				}
 			}
 			return map[string]any{"results": out, "total_count": len(out)}, nil
@@ -264,9 +282,28 @@ func TestReads(t *testing.T) {
 	if n := identitytest.ListCount(t, e.member, sa+"list", body); n != 1 {
 		t.Fatalf("member (public project only) lists %d", n)
 	}
+	// has_secret asks the secret service, once per list whatever the page.
+	stats := e.secrets.stats
 	if n := identitytest.ListCount(t, e.owner, sa+"list", map[string]any{"has_secret": true}); n != 1 {
 		t.Fatalf("has_secret lists %d", n)
 	}
+	if n := identitytest.ListCount(t, e.owner, sa+"list", map[string]any{"has_secret": false}); n != 1 {
+		t.Fatalf("has_secret false lists %d", n)
+	}
+	if e.secrets.stats != stats+2 {
+		t.Fatalf("%d secret/stat calls for two lists", e.secrets.stats-stats)
+	}
+	// What the secret service holds decides, not the account's secret_id.
+	e.secrets.mu.Lock()
+	held := e.secrets.secrets
+	e.secrets.secrets = map[string]map[string]any{}
+	e.secrets.mu.Unlock()
+	if n := identitytest.ListCount(t, e.owner, sa+"list", map[string]any{"has_secret": true}); n != 0 {
+		t.Fatalf("has_secret lists %d with no secret held", n)
+	}
+	e.secrets.mu.Lock()
+	e.secrets.secrets = held
+	e.secrets.mu.Unlock()
 	if n := identitytest.ListCount(t, e.otherOwner, sa+"list", map[string]any{}); n != 0 {
 		t.Fatalf("another workspace lists %d", n)
 	}
@@ -302,8 +339,10 @@ func TestTenancyMatrix(t *testing.T) {
 			{Path: sa + "delete-secret-data", Body: map[string]any{"service_account_id": id}},
 			{Path: sa + "delete", Body: map[string]any{"service_account_id": id}},
 		},
-		Insider: auth.Principal{DomainID: e.Domain, UserID: "ws-owner", Role: auth.WorkspaceOwner, WorkspaceID: e.ws},
-		Enroll:  e.Enroll,
+		Insider:     auth.Principal{DomainID: e.Domain, UserID: "ws-owner", Role: auth.WorkspaceOwner, WorkspaceID: e.ws},
+		Enroll:      e.Enroll,
+		NoToken:     true,
+		SecretPaths: []string{"secret_data"},
 	}.Run(t)
 	if e.secrets.n() != 0 {
 		t.Fatal("an outsider stored a secret")

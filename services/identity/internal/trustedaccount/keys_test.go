@@ -36,8 +36,8 @@ func TestTrustedCloudKeys(t *testing.T) {
 	pluginOpts := map[string]any{"regions": []any{map[string]any{"aws:region": "eu-west-1"}}}
 	const ta = "/identity/v2/trusted-account/"
 	var a map[string]any
-	h.Admin.Call(ta+"create", map[string]any{"name": "K", "data": data, "provider": "aws", "secret_schema_id": "s",
-		"secret_data": map[string]any{"k": "v"}, "resource_group": "DOMAIN", "sync_options": syncOpts, "plugin_options": pluginOpts}).OK(&a)
+	h.Admin.Call(ta+"create", map[string]any{"name": "K", "data": data, "provider": "aws", "secret_schema_id": "aws-secret-access-key",
+		"secret_data": map[string]any{"aws_access_key_id": "AKIAKEYS", "aws_secret_access_key": "keys-secret"}, "resource_group": "DOMAIN", "sync_options": syncOpts, "plugin_options": pluginOpts}).OK(&a)
 	id := a["trusted_account_id"]
 	var got map[string]any
 	h.Admin.Call(ta+"get", map[string]any{"trusted_account_id": id}).OK(&got)
@@ -52,7 +52,7 @@ func TestTrustedCloudKeys(t *testing.T) {
 	if l.TotalCount != 1 {
 		t.Errorf("filter on data.aws:createdBy: %d", l.TotalCount)
 	}
-	changed := map[string]any{"$id": "urn:y", "team.name": "ops"}
+	changed := map[string]any{"$id": "urn:y", "team.name": "ops", "account_id": "2"}
 	h.Admin.Call(ta+"update", map[string]any{"trusted_account_id": id, "tags": map[string]any{}, "data": changed,
 		"sync_options": changed, "plugin_options": changed}).OK(nil)
 	h.Admin.Call(ta+"get", map[string]any{"trusted_account_id": id}).OK(&got)

@@ -18,10 +18,10 @@ func TestTrustedSecretData(t *testing.T) {
 	const ta = "/identity/v2/trusted-account/"
 	other, otherAdmin := h.NewDomain("second")
 	var a, b map[string]any
-	h.Admin.Call(ta+"create", map[string]any{"name": "AWS", "data": map[string]any{}, "provider": "aws", "secret_schema_id": "aws-access-key",
+	h.Admin.Call(ta+"create", map[string]any{"name": "AWS", "data": map[string]any{"account_id": "111111111111"}, "provider": "aws", "secret_schema_id": "aws-secret-access-key",
 		"secret_data": map[string]any{"aws_access_key_id": "AKIA1", "aws_secret_access_key": "s3cr3t-root"}, "resource_group": "DOMAIN"}).OK(&a)
-	otherAdmin.Call(ta+"create", map[string]any{"name": "AWS 2", "data": map[string]any{}, "provider": "aws", "secret_schema_id": "aws-access-key",
-		"secret_data": map[string]any{"aws_secret_access_key": "s3cr3t-other"}, "resource_group": "DOMAIN"}).OK(&b)
+	otherAdmin.Call(ta+"create", map[string]any{"name": "AWS 2", "data": map[string]any{"account_id": "222222222222"}, "provider": "aws", "secret_schema_id": "aws-secret-access-key",
+		"secret_data": map[string]any{"aws_access_key_id": "AKIA2", "aws_secret_access_key": "s3cr3t-other"}, "resource_group": "DOMAIN"}).OK(&b)
 	id, otherID := a["trusted_account_id"].(string), b["trusted_account_id"].(string)
 
 	var got struct {

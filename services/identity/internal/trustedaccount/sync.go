@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"strings"
 	"time"
 
@@ -13,7 +14,6 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/events"
-	"github.com/nubes-io/nubes/pkg/freeform"
 	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/schedule"
 	"github.com/nubes-io/nubes/pkg/store"
@@ -29,13 +29,13 @@ import (
 // identity-sync that every replica shares. The worker calls the account
 // collector plugin of the account's provider (config
 // account_collector_plugins: provider -> plugin_id[@version]) with
-// AccountCollector.sync {options: the account's plugin_options,
-// schema_id: its secret_schema_id, secret_data: its unsealed secret data,
-// domain_id}, and upserts one trusted service account per reported
-// account (found again by trusted_account_id and the plugin's resource_id,
-// or its name when it gives none; the reported secret_data is never
-// kept). The job ends SUCCESS, or FAILURE with the error's code and
-// message. A job that is no longer IN_PROGRESS (canceled by a later sync)
+// AccountCollector.sync {options: the provider's plugin_info options
+// overlaid by the account's plugin_options and sync_options, schema_id:
+// its secret_schema_id, secret_data: its unsealed secret data,
+// domain_id}, and places each reported account as a managed general
+// service account (general.go). The job ends SUCCESS, or FAILURE with the
+// error's code and message (the first result that cannot be placed ends
+// it, as upstream). A job that is no longer IN_PROGRESS (canceled by a later sync)
 // is not run; a redelivered job runs again, which upserts the same
 // records. Without a plugin client (Config.Plugins) no worker runs.
 
@@ -109,7 +109,19 @@ func (s *service) runSync(ctx context.Context, ev TrustedSyncEvent) error {
 		}
 		return err
 	}
-	accounts, err := target.Sync(ctx, plugin.SyncRequest{Options: t.PluginOptions, SchemaID: t.SecretSchemaID, SecretData: data, DomainID: t.DomainID})
+	// The plugin's options, upstream's merge: the provider's plugin_info
+	// options, then the account's plugin_options, then its sync_options.
+	opts := map[string]any{}
+	if pr, err := s.providers.Get(ctx, &sys, t.Provider); err == nil {
+		if o, ok := pr.PluginInfo["options"].(map[string]any); ok {
+			maps.Copy(opts, o)
+		}
+	} else if !core.IsNotFound(err) {
+		return err
+	}
+	maps.Copy(opts, t.PluginOptions)
+	maps.Copy(opts, t.SyncOptions)
+	accounts, err := target.Sync(ctx, plugin.SyncRequest{Options: opts, SchemaID: t.SecretSchemaID, SecretData: data, DomainID: t.DomainID})
 	if err != nil {
 		code, msg := errs.Unknown, err.Error()
 		if f, ok := plugin.FailureOf(err); ok {
@@ -122,8 +134,12 @@ func (s *service) runSync(ctx context.Context, ev TrustedSyncEvent) error {
 		}
 		return s.finishSync(ctx, &job, code, msg)
 	}
+	y, err := s.newSyncer(ctx, t)
+	if err != nil {
+		return err
+	}
 	for _, a := range accounts {
-		if err := s.upsertSynced(ctx, t, a); err != nil {
+		if err := y.place(ctx, a); err != nil {
 			if e, ok := errs.As(err); ok && e.Status() < 500 {
 				return s.finishSync(ctx, &job, e.Code, e.Message)
 			}
@@ -142,44 +158,6 @@ func (s *service) accountCollector(provider string) (plugin.AccountCollector, er
 	}
 	id, version, _ := strings.Cut(ref, "@")
 	return plugin.AccountCollector{Target: s.Cfg.Plugins.Plugin(id, version)}, nil
-}
-
-// upsertSynced stores one account the plugin reported as a trusted
-// service account of t's scope.
-func (s *service) upsertSynced(ctx context.Context, t *TrustedAccount, a map[string]any) error {
-	name, _ := a["name"].(string)
-	resourceID, _ := a["resource_id"].(string)
-	if resourceID == "" {
-		resourceID = name
-	}
-	if resourceID == "" {
-		return errs.Required("results.resource_id")
-	}
-	data, _ := a["data"].(map[string]any)
-	tags, _ := a["tags"].(map[string]any)
-	if err := freeform.CheckAll("results.data", data, "results.tags", tags); err != nil {
-		return err
-	}
-	if name == "" {
-		name = resourceID
-	}
-	var cur core.TrustedServiceAccount
-	err := s.TrustedSA.FindOne(ctx, bson.D{{Key: "domain_id", Value: t.DomainID}, {Key: "trusted_account_id", Value: t.TrustedAccountID},
-		{Key: "resource_id", Value: resourceID}}).Decode(&cur)
-	if err == nil {
-		_, err = s.TrustedSA.UpdateOne(ctx, bson.D{{Key: "_id", Value: cur.ID}}, bson.D{{Key: "$set", Value: bson.D{
-			{Key: "name", Value: name}, {Key: "data", Value: freeform.Map(wire.Object(data))}, {Key: "tags", Value: freeform.Flat(wire.Object(tags))}}}})
-		return store.Wrap(err)
-	}
-	if !errors.Is(err, mongo.ErrNoDocuments) {
-		return store.Wrap(err)
-	}
-	id := wire.NewID("tsa")
-	doc := &core.TrustedServiceAccount{ID: id, TrustedServiceAccountID: id, Name: name, Data: wire.Object(data), Provider: t.Provider,
-		Tags: wire.Object(tags), Scope: t.ResourceGroup, DomainID: t.DomainID, WorkspaceID: t.WorkspaceID, CreatedAt: wire.T(wire.Now()),
-		TrustedAccountID: t.TrustedAccountID, ResourceID: resourceID}
-	_, err = s.TrustedSA.InsertOne(ctx, doc)
-	return store.Wrap(err)
 }
 
 // finishSync ends a job: SUCCESS without code, else FAILURE with it.
@@ -223,13 +201,13 @@ func (s *service) syncSchedule() *schedule.Scheduler[TrustedAccount] {
 // FireSyncSchedules records the syncs due in the hour of now that no
 // replica recorded yet.
 func FireSyncSchedules(ctx context.Context, d *core.Deps, now time.Time) error {
-	s := &service{Deps: d}
+	s := newService(d)
 	return s.syncSchedule().FireAt(ctx, now)
 }
 
 // Workers are the sync worker and the sync schedule (neither runs without
 // a plugin client, Config.Plugins).
 func Workers(d *core.Deps) []func(context.Context) error {
-	s := &service{Deps: d}
+	s := newService(d)
 	return []func(context.Context) error{s.runSyncJobs, s.runSyncSchedule}
 }

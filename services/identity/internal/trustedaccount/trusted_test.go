@@ -124,7 +124,7 @@ func TestTrustedAccount(t *testing.T) {
 
 	create := map[string]any{
 		"name": "AWS main", "data": map[string]any{"account_id": "123456789012", "nested": map[string]any{"a": []any{1, "b"}}}, "provider": "aws",
-		"secret_schema_id": "aws-access-key", "secret_data": map[string]any{secretKey: secretValue, "aws_access_key_id": "AKIAEXAMPLE"},
+		"secret_schema_id": "aws-secret-access-key", "secret_data": map[string]any{secretKey: secretValue, "aws_access_key_id": "AKIAEXAMPLE", "aws_secret_access_key": secretValue},
 		"resource_group": "DOMAIN", "tags": map[string]any{"env": "prod"}, "schedule": map[string]any{"state": "ENABLED", "hours": []int{9, 3, 9}},
 	}
 	var a map[string]any
@@ -132,7 +132,7 @@ func TestTrustedAccount(t *testing.T) {
 	identitytest.SameFields(t, "create", a, taFields...)
 	id := a["trusted_account_id"].(string)
 	if !taIDPattern.MatchString(id) || !secretIDPattern.MatchString(a["trusted_secret_id"].(string)) || a["workspace_id"] != "*" ||
-		a["resource_group"] != "DOMAIN" || a["domain_id"] != h.Domain || a["provider"] != "aws" || a["secret_schema_id"] != "aws-access-key" ||
+		a["resource_group"] != "DOMAIN" || a["domain_id"] != h.Domain || a["provider"] != "aws" || a["secret_schema_id"] != "aws-secret-access-key" ||
 		!identitytest.IsoMillis.MatchString(a["created_at"].(string)) {
 		t.Fatalf("create = %v", a)
 	}
@@ -207,6 +207,42 @@ func TestTrustedAccount(t *testing.T) {
 	sec.call(h.Admin, ta+"create", bad(func(m map[string]any) { m["data"] = map[string]any{"a": map[string]any{"b\x00": ""}} })).Fails(http.StatusBadRequest, errs.InvalidParameter)
 	sec.call(h.Admin, ta+"create", bad(func(m map[string]any) { m["trusted_secret_id"] = "trusted-secret-mine" })).Fails(http.StatusBadRequest, errs.InvalidParameter)
 	sec.call(h.Admin, ta+"create", bad(func(m map[string]any) { m["name"] = 1 })).Fails(http.StatusBadRequest, errs.InvalidParameterType)
+	// Checked against the provider's schemas and the provider (upstream's
+	// order: provider when the account syncs, data, then keys).
+	schemaBad := []struct {
+		what   string
+		change func(m map[string]any)
+		status int
+		code   string
+	}{
+		{"data without account_id", func(m map[string]any) { m["data"] = map[string]any{"nested": 1} }, http.StatusBadRequest, errs.InvalidParameter},
+		{"data account_id a number", func(m map[string]any) { m["data"] = map[string]any{"account_id": 1} }, http.StatusBadRequest, errs.InvalidParameter},
+		{"a provider without schemas", func(m map[string]any) { m["provider"] = "openstack"; delete(m, "schedule") }, http.StatusBadRequest, errs.SchemaNotDefined},
+		{"an unknown provider that syncs", func(m map[string]any) { m["provider"] = "openstack" }, http.StatusNotFound, errs.NotFoundCode},
+		{"a provider that cannot sync", func(m map[string]any) { m["provider"] = "kubernetes" }, http.StatusBadRequest, errs.InvalidParameter},
+		{"kubernetes has no trusted account schema", func(m map[string]any) { m["provider"] = "kubernetes"; delete(m, "schedule") }, http.StatusBadRequest, errs.SchemaNotDefined},
+		{"an unknown secret schema", func(m map[string]any) { m["secret_schema_id"] = "aws-access-key" }, http.StatusBadRequest, errs.SchemaIDNotDefined},
+		{"a TRUSTING_SECRET schema", func(m map[string]any) {
+			m["secret_schema_id"] = "aws-secret-assume-role"
+			m["secret_data"] = map[string]any{"role_arn": "arn:aws:iam::1:role/x"}
+		}, http.StatusBadRequest, errs.SchemaIDNotDefined},
+		{"another provider's schema", func(m map[string]any) { m["secret_schema_id"] = "azure-secret-client-secret" }, http.StatusBadRequest, errs.InvalidParameter},
+		{"keys without the secret key", func(m map[string]any) { m["secret_data"] = map[string]any{"aws_access_key_id": "AKIAEXAMPLE"} }, http.StatusBadRequest, errs.InvalidParameter},
+		{"a key too short", func(m map[string]any) {
+			m["secret_data"] = map[string]any{"aws_access_key_id": "AKIAEXAMPLE", "aws_secret_access_key": "x"}
+		}, http.StatusBadRequest, errs.InvalidParameter},
+	}
+	for _, c := range schemaBad {
+		r := sec.call(h.Admin, ta+"create", bad(c.change))
+		if r.Status != c.status || !bytes.Contains(r.Body, []byte(c.code)) {
+			t.Fatalf("%s: %d %s, want %d %s", c.what, r.Status, r.Body, c.status, c.code)
+		}
+	}
+	sec.call(h.Admin, ta+"update", map[string]any{"trusted_account_id": id, "data": map[string]any{"x": 1}}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	sec.call(h.Admin, ta+"update-secret-data", map[string]any{"trusted_account_id": id, "secret_schema_id": "aws-secret-access-key",
+		"secret_data": map[string]any{"aws_access_key_id": "AKIAEXAMPLE"}}).Fails(http.StatusBadRequest, errs.InvalidParameter)
+	sec.call(h.Admin, ta+"update-secret-data", map[string]any{"trusted_account_id": id, "secret_schema_id": "aws-secret-assume-role",
+		"secret_data": map[string]any{"role_arn": "arn:aws:iam::1:role/x"}}).Fails(http.StatusBadRequest, errs.SchemaIDNotDefined)
 	user := h.Anon.As(h.DirectUser(h.Domain, "ulla", "Ulla-Passw0rd"))
 	sec.call(user, ta+"create", create).Fails(http.StatusForbidden, errs.PermissionDenied)
 	sec.call(user, ta+"get", map[string]any{"trusted_account_id": id}).Fails(http.StatusForbidden, errs.PermissionDenied)
@@ -242,7 +278,7 @@ func TestTrustedAccount(t *testing.T) {
 	}
 	identitytest.SameFields(t, "list row", list.Results[0], taFields...)
 	for _, body := range []map[string]any{
-		{"provider": "aws"}, {"trusted_secret_id": a["trusted_secret_id"]}, {"secret_schema_id": "aws-access-key"}, {"workspace_id": "*"},
+		{"provider": "aws"}, {"trusted_secret_id": a["trusted_secret_id"]}, {"secret_schema_id": "aws-secret-access-key"}, {"workspace_id": "*"},
 		{"query": map[string]any{"keyword": "main"}}, {"name": "AWS main"}, {"trusted_account_id": id},
 	} {
 		sec.call(h.Admin, ta+"list", body).OK(&list)
@@ -250,15 +286,19 @@ func TestTrustedAccount(t *testing.T) {
 			t.Fatalf("list %v = %d", body, list.TotalCount)
 		}
 	}
-	// Queries read only the fields of TrustedAccountInfo: any other answers
-	// as a field no account has.
-	sec.call(h.Admin, ta+"list", map[string]any{"query": map[string]any{"only": []string{"secret_data", "sealed"}}}).OK(&list)
+	// Queries read only the fields of TrustedAccountInfo: another answers
+	// as a field no account has; one naming the keys is refused.
+	sec.call(h.Admin, ta+"list", map[string]any{"query": map[string]any{"only": []string{"sealed"}}}).OK(&list)
 	if list.TotalCount != 1 || len(list.Results[0]) != 1 || list.Results[0]["name"] != "AWS main" { // the sort key alone, as upstream adds it
-		t.Fatalf("only secret_data = %+v", list)
+		t.Fatalf("only sealed = %+v", list)
 	}
-	sec.call(h.Admin, ta+"list", map[string]any{"query": map[string]any{"filter": []any{map[string]any{"k": "secret_data", "v": true, "o": "exists"}}}}).OK(&list)
-	if list.TotalCount != 0 {
-		t.Fatalf("secret_data exists = %+v", list)
+	for _, q := range []map[string]any{
+		{"only": []string{"secret_data"}},
+		{"filter": []any{map[string]any{"k": "secret_data", "v": true, "o": "exists"}}},
+		{"filter": []any{map[string]any{"k": "secret_data.aws_secret_access_key", "v": secretValue, "o": "eq"}}},
+		{"sort": []any{map[string]any{"key": "secret_data"}}},
+	} {
+		sec.call(h.Admin, ta+"list", map[string]any{"query": q}).Fails(http.StatusBadRequest, errs.InvalidParameter)
 	}
 	if n := identitytest.StatCount(h.Admin, ta+"stat", nil); n != 1 {
 		t.Fatalf("stat = %d", n)
@@ -290,9 +330,9 @@ func TestTrustedAccount(t *testing.T) {
 	var oldSealed bson.Raw
 	oldSealed, _ = h.DB.Collection(core.TrustedSecretsCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: a["trusted_secret_id"]}}).Raw()
 	newValue := sec.add("rotated-" + time.Now().Format("150405.000000"))
-	sec.call(h.Admin, ta+"update-secret-data", map[string]any{"trusted_account_id": id, "secret_schema_id": "aws-access-key-v2",
-		"secret_data": map[string]any{secretKey: newValue}}).OK(&got)
-	if got["secret_schema_id"] != "aws-access-key-v2" || got["trusted_secret_id"] != a["trusted_secret_id"] {
+	sec.call(h.Admin, ta+"update-secret-data", map[string]any{"trusted_account_id": id, "secret_schema_id": "aws-control-tower-access-key",
+		"secret_data": map[string]any{secretKey: newValue, "aws_access_key_id": "AKIAEXAMPLE", "aws_secret_access_key": newValue, "role_name": "SpaceONERole", "external_id": "ext-0001"}}).OK(&got)
+	if got["secret_schema_id"] != "aws-control-tower-access-key" || got["trusted_secret_id"] != a["trusted_secret_id"] {
 		t.Fatalf("update-secret-data = %v", got)
 	}
 	newSealed, _ := h.DB.Collection(core.TrustedSecretsCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: a["trusted_secret_id"]}}).Raw()
@@ -348,8 +388,8 @@ func TestTrustedAccountWorkspaces(t *testing.T) {
 	mk := func(c *testkit.Client, group, ws string) map[string]any {
 		t.Helper()
 		var a map[string]any
-		sec.call(c, ta+"create", map[string]any{"name": group + ws, "data": map[string]any{}, "provider": "gcp", "secret_schema_id": "gcp-sa",
-			"secret_data": map[string]any{"key": secret}, "resource_group": group, "workspace_id": ws}).OK(&a)
+		sec.call(c, ta+"create", map[string]any{"name": group + ws, "data": map[string]any{"tenant_id": "t-1", "subscription_id": "s-1"}, "provider": "azure", "secret_schema_id": "azure-secret-client-secret",
+			"secret_data": map[string]any{"key": secret, "subscription_id": "sub-0001", "tenant_id": "tenant-0001", "client_id": "client-0001", "client_secret": secret}, "resource_group": group, "workspace_id": ws}).OK(&a)
 		return a
 	}
 	domainWide := mk(h.Admin, "DOMAIN", "")
@@ -361,7 +401,8 @@ func TestTrustedAccountWorkspaces(t *testing.T) {
 	mk(ownerB, "WORKSPACE", wsB)
 
 	frozen := h.DBFrozen(core.TrustedAccountsCollection, core.TrustedSecretsCollection, core.JobsCollection)
-	create := map[string]any{"name": "x", "data": map[string]any{}, "provider": "gcp", "secret_schema_id": "s", "secret_data": map[string]any{"k": "v"}}
+	create := map[string]any{"name": "x", "data": map[string]any{"tenant_id": "t-1", "subscription_id": "s-1"}, "provider": "azure", "secret_schema_id": "azure-secret-client-secret",
+		"secret_data": map[string]any{"subscription_id": "sub-0001", "tenant_id": "tenant-0001", "client_id": "client-0001", "client_secret": "cs-01"}}
 	withGroup := func(group, ws string) map[string]any {
 		m := map[string]any{"resource_group": group, "workspace_id": ws}
 		for k, v := range create {
@@ -378,7 +419,7 @@ func TestTrustedAccountWorkspaces(t *testing.T) {
 		sec.call(member, ta+op, map[string]any{"trusted_account_id": inA["trusted_account_id"]}).Fails(http.StatusForbidden, errs.PermissionDenied)
 	}
 	sec.call(owner, ta+"update", map[string]any{"trusted_account_id": domainWide["trusted_account_id"], "tags": map[string]any{}}).Fails(http.StatusForbidden, errs.PermissionDenied)
-	sec.call(owner, ta+"update-secret-data", map[string]any{"trusted_account_id": inB["trusted_account_id"], "secret_schema_id": "s", "secret_data": map[string]any{"k": "v"}}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	sec.call(owner, ta+"update-secret-data", map[string]any{"trusted_account_id": inB["trusted_account_id"], "secret_schema_id": "azure-secret-client-secret", "secret_data": map[string]any{"subscription_id": "sub-0001", "tenant_id": "tenant-0001", "client_id": "client-0001", "client_secret": "cs-01"}}).Fails(http.StatusNotFound, errs.NotFoundCode)
 	sec.call(owner, ta+"get", map[string]any{"trusted_account_id": inB["trusted_account_id"]}).Fails(http.StatusNotFound, errs.NotFoundCode)
 	sec.call(member, ta+"get", map[string]any{"trusted_account_id": inB["trusted_account_id"]}).Fails(http.StatusNotFound, errs.NotFoundCode)
 	frozen()
@@ -506,11 +547,11 @@ func TestTrustedIsolation(t *testing.T) {
 	otherID, other := h.NewDomain("other")
 	secret := sec.add("domain-a-secret-value")
 	var a, s map[string]any
-	sec.call(h.Admin, ta+"create", map[string]any{"name": "A", "data": map[string]any{}, "provider": "aws", "secret_schema_id": "x",
-		"secret_data": map[string]any{"k": secret}, "resource_group": "DOMAIN"}).OK(&a)
+	sec.call(h.Admin, ta+"create", map[string]any{"name": "A", "data": map[string]any{"account_id": "1"}, "provider": "aws", "secret_schema_id": "aws-secret-access-key",
+		"secret_data": map[string]any{"aws_access_key_id": "AKIAA", "aws_secret_access_key": secret}, "resource_group": "DOMAIN"}).OK(&a)
 	h.Admin.Call(tsa+"create", map[string]any{"name": "A", "data": map[string]any{}, "provider": "aws", "scope": "DOMAIN", "domain_id": h.Domain}).OK(&s)
-	sec.call(other, ta+"create", map[string]any{"name": "B", "data": map[string]any{}, "provider": "aws", "secret_schema_id": "x",
-		"secret_data": map[string]any{"k": "b"}, "resource_group": "DOMAIN"}).OK(nil)
+	sec.call(other, ta+"create", map[string]any{"name": "B", "data": map[string]any{"account_id": "2"}, "provider": "aws", "secret_schema_id": "aws-secret-access-key",
+		"secret_data": map[string]any{"aws_access_key_id": "AKIAB", "aws_secret_access_key": "bbbb"}, "resource_group": "DOMAIN"}).OK(nil)
 	other.Call(tsa+"create", map[string]any{"name": "B", "data": map[string]any{}, "provider": "aws", "scope": "DOMAIN", "domain_id": otherID}).OK(nil)
 
 	frozen := h.DBFrozen(core.TrustedAccountsCollection, core.TrustedSecretsCollection, core.TrustedSACollection, core.JobsCollection)
@@ -519,7 +560,7 @@ func TestTrustedIsolation(t *testing.T) {
 		sec.call(other, ta+op, map[string]any{"trusted_account_id": taID}).Fails(http.StatusNotFound, errs.NotFoundCode)
 	}
 	sec.call(other, ta+"update", map[string]any{"trusted_account_id": taID, "tags": map[string]any{"x": 1}}).Fails(http.StatusNotFound, errs.NotFoundCode)
-	sec.call(other, ta+"update-secret-data", map[string]any{"trusted_account_id": taID, "secret_schema_id": "x", "secret_data": map[string]any{"k": "stolen"}}).Fails(http.StatusNotFound, errs.NotFoundCode)
+	sec.call(other, ta+"update-secret-data", map[string]any{"trusted_account_id": taID, "secret_schema_id": "aws-secret-access-key", "secret_data": map[string]any{"aws_access_key_id": "AKIAS", "aws_secret_access_key": "stolen"}}).Fails(http.StatusNotFound, errs.NotFoundCode)
 	for _, body := range []map[string]any{
 		nil, {"trusted_account_id": taID}, {"trusted_secret_id": a["trusted_secret_id"]},
 		{"query": map[string]any{"filter_or": []any{map[string]any{"k": "domain_id", "v": h.Domain, "o": "eq"}, map[string]any{"k": "name", "v": "A", "o": "eq"}}}},

@@ -21,6 +21,8 @@ import (
 	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/identity/internal/core"
+	"github.com/nubes-io/nubes/services/identity/internal/provider"
+	"github.com/nubes-io/nubes/services/identity/internal/schema"
 )
 
 // Trusted accounts and trusted service accounts (identity v2).
@@ -203,6 +205,9 @@ var trustedResource = query.Resource{
 	MinimalFields: []string{"trusted_account_id", "name", "provider", "resource_group", "workspace_id"},
 	Fields:        query.FieldsOf[TrustedAccount](),
 	Maps:          freeform.FieldsOf[TrustedAccount](),
+	// The keys are never in the record; a query naming them is refused
+	// (400) rather than answered empty.
+	Secret: []string{"secret_data"},
 	// DOMAIN records have workspace_id "*": workspace callers read
 	// them and change none. The sealed secret data is a child of its
 	// account, reached only through it.
@@ -216,7 +221,7 @@ func (s *service) routes() []api.Route {
 		api.Op[updateTrustedAccount, TrustedAccount]{Path: ta + "update", Access: trustedWriters, Summary: "Change a trusted account: any subset of its fields (tags, when sent, are replaced).", Handle: s.updateTrusted},
 		api.Op[updateTrustedSecret, TrustedAccount]{Path: ta + "update-secret-data", Access: trustedWriters, Summary: "Replace a trusted account's secret data (encrypted again).", Handle: s.updateTrustedSecret},
 		api.Op[trustedAccountRequest, api.Empty]{Path: ta + "delete", Access: trustedWriters, Summary: "Delete a trusted account and its secret data.", Handle: s.deleteTrusted},
-		api.Op[trustedAccountRequest, IdentityJob]{Path: ta + "sync", Access: trustedWriters, Summary: "Start a sync job of a trusted account: a worker calls the provider's account collector plugin and upserts the trusted service accounts it reports.", Handle: s.syncTrusted},
+		api.Op[trustedAccountRequest, IdentityJob]{Path: ta + "sync", Access: trustedWriters, Summary: "Start a sync job of a trusted account: a worker calls the provider's account collector plugin and places each account it reports as a managed general service account (with its project, groups and workspace).", Handle: s.syncTrusted},
 		api.Op[trustedAccountRequest, TrustedAccount]{Path: ta + "get", Access: trustedReaders, Summary: "Get a trusted account (never its secret data).", Handle: s.getTrusted},
 		api.Op[trustedSecretDataRequest, TrustedSecretData]{Path: ta + "get-secret-data", Access: auth.Service(), Summary: "Read a trusted account's secret data (services only: a SYSTEM token, never a person's SYSTEM_ADMIN grant).", Handle: s.getTrustedSecretData},
 		api.Op[trustedAccountQuery, api.List[TrustedAccount]]{Path: ta + "list", Access: trustedReaders, Summary: "List trusted accounts.", Handle: s.listTrusted},
@@ -258,6 +263,29 @@ func (s *service) sealTrusted(secretID, accountID, domainID string, data map[str
 	return s.Cfg.Cipher.SealJSON(data, []byte(core.TrustedSecretAAD(secretID, accountID, domainID)))
 }
 
+// checkSyncable is upstream's check of a provider whose account syncs: it
+// exists in the domain, and has an account collector (plugin_info) and
+// trusted accounts where it syncs.
+func (s *service) checkSyncable(ctx context.Context, p *auth.Principal, name string) error {
+	pr, err := s.providers.Get(ctx, p, name)
+	if err != nil {
+		return err
+	}
+	trusted, _ := pr.Options["support_trusted_account"].(bool)
+	if auto, _ := pr.Options["support_auto_sync"].(bool); auto && !trusted {
+		return errs.Invalid("provider.options", "the provider does not sync trusted accounts")
+	}
+	if len(pr.PluginInfo) == 0 {
+		return errs.Invalid("provider.plugin_info", "the provider has no account collector plugin")
+	}
+	return nil
+}
+
+// syncing reports whether a request sets how the account syncs.
+func syncing(sc *Scheduled, syncOptions, pluginOptions map[string]any) bool {
+	return sc != nil || len(syncOptions) > 0 || len(pluginOptions) > 0
+}
+
 func (s *service) createTrusted(ctx context.Context, p *auth.Principal, r *createTrustedAccount) (*TrustedAccount, error) {
 	if len(r.SecretData) == 0 {
 		return nil, errs.Required("secret_data")
@@ -272,6 +300,20 @@ func (s *service) createTrusted(ctx context.Context, p *auth.Principal, r *creat
 	}
 	ws, err := s.Placement(ctx, p, r.ResourceGroup, r.WorkspaceID)
 	if err != nil {
+		return nil, err
+	}
+	// Upstream's order: the provider (when the account syncs), the data
+	// against the provider's TRUSTED_ACCOUNT schema, the keys against the
+	// named SECRET schema; nothing is stored before all three pass.
+	if syncing(r.Schedule, r.SyncOptions, r.PluginOptions) {
+		if err := s.checkSyncable(ctx, p, r.Provider); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.schemas.CheckData(ctx, p, r.Provider, schema.TrustedAccount, r.Data); err != nil {
+		return nil, err
+	}
+	if _, err := s.schemas.CheckSecret(ctx, p, r.SecretSchemaID, schema.Secret, r.SecretData); err != nil {
 		return nil, err
 	}
 	domainID := p.DomainID
@@ -308,6 +350,16 @@ func (s *service) updateTrusted(ctx context.Context, p *auth.Principal, r *updat
 	if err := freeform.CheckAll("tags", r.Tags, "data", r.Data, "sync_options", r.SyncOptions, "plugin_options", r.PluginOptions); err != nil {
 		return nil, err
 	}
+	if r.Data != nil {
+		if err := s.schemas.CheckData(ctx, p, t.Provider, schema.TrustedAccount, r.Data); err != nil {
+			return nil, err
+		}
+	}
+	if syncing(r.Schedule, r.SyncOptions, r.PluginOptions) {
+		if err := s.checkSyncable(ctx, p, t.Provider); err != nil {
+			return nil, err
+		}
+	}
 	set := bson.D{}
 	if r.Tags != nil {
 		set = append(set, bson.E{Key: "tags", Value: r.Tags})
@@ -342,6 +394,9 @@ func (s *service) updateTrustedSecret(ctx context.Context, p *auth.Principal, r 
 		return nil, errs.Required("secret_data")
 	}
 	if err := freeform.Check("secret_data", r.SecretData); err != nil {
+		return nil, err
+	}
+	if _, err := s.schemas.CheckSecret(ctx, p, r.SecretSchemaID, schema.Secret, r.SecretData); err != nil {
 		return nil, err
 	}
 	sealed, err := s.sealTrusted(t.TrustedSecretID, t.TrustedAccountID, t.DomainID, r.SecretData)
@@ -408,6 +463,9 @@ func (s *service) unreferenced(ctx context.Context, t *TrustedAccount) error {
 func (s *service) syncTrusted(ctx context.Context, p *auth.Principal, r *trustedAccountRequest) (*IdentityJob, error) {
 	t, err := s.visibleTrusted(ctx, p, r.TrustedAccountID, true)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.checkSyncable(ctx, p, t.Provider); err != nil {
 		return nil, err
 	}
 	return s.startSync(ctx, t, p.UserID)
@@ -511,7 +569,15 @@ func (s *service) statTrusted(ctx context.Context, p *auth.Principal, r *core.St
 	return core.StatFor(ctx, s.Trusted, p, trustedResource, r.Query)
 }
 
-type service struct{ *core.Deps }
+type service struct {
+	*core.Deps
+	schemas   *schema.Service
+	providers *provider.Service
+}
+
+func newService(d *core.Deps) *service {
+	return &service{Deps: d, schemas: schema.New(d), providers: provider.New(d)}
+}
 
 // Routes are the operations of trusted accounts.
-func Routes(d *core.Deps) []api.Route { return (&service{Deps: d}).routes() }
+func Routes(d *core.Deps) []api.Route { return newService(d).routes() }

@@ -117,7 +117,7 @@ var Resource = query.Resource{
 	MinimalFields: []string{"secret_id", "name", "schema_id", "provider"},
 	Fields:        query.FieldsOf[Secret](),
 	Maps:          freeform.FieldsOf[Secret](),
-	Secret:        []string{"sealed", "data"},
+	Secret:        []string{"sealed", "data", "encrypt_options"},
 	Tenancy:       tenancy.InProject,
 }
 

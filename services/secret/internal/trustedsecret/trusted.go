@@ -96,6 +96,9 @@ func Routes(identity *call.Client) []api.Route {
 	}
 }
 
+// secretPaths are a trusted secret's secret fields.
+var secretPaths = []string{"data", "secret_data", "sealed", "encrypt_options"}
+
 // secretToAccount maps a TrustedSecretInfo path to the account's field.
 func secretToAccount(_ string, p *string) error {
 	if *p == "schema_id" || strings.HasPrefix(*p, "schema_id.") {
@@ -128,6 +131,12 @@ func (t *TrustedSecrets) list(ctx context.Context, _ *auth.Principal, r *trusted
 	}
 	var only []string
 	if r.Query != nil {
+		// The secret's data is a trusted secret's "data" (never identity's
+		// account data of that name): a query naming it is refused here,
+		// before identity is asked.
+		if err := r.Query.Paths(query.NoSecret(secretPaths)); err != nil {
+			return nil, err
+		}
 		q := *r.Query
 		only = q.Only
 		q.Filter, q.FilterOr = cloneConds(q.Filter), cloneConds(q.FilterOr)
