@@ -170,7 +170,6 @@ type Alerts struct {
 	now      func() time.Time
 }
 
-
 // New creates the collection's indexes. policy may be nil (no policy).
 func New(ctx context.Context, db *mongo.Database, projects core.Projects, policy PolicyOf, cfg Config, log *slog.Logger) (*Alerts, error) {
 	if policy == nil {
