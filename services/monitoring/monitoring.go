@@ -24,7 +24,6 @@ import (
 	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/seal/sealcmd"
 	"github.com/nubes-io/nubes/pkg/server"
-	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/monitoring/internal/alert"
 	"github.com/nubes-io/nubes/services/monitoring/internal/core"
 	"github.com/nubes-io/nubes/services/monitoring/internal/escalation"
@@ -59,8 +58,6 @@ type Config struct {
 	// EventRetention is how long events are kept (0: for ever);
 	// PurgeEvery how often older ones are deleted.
 	EventRetention, PurgeEvery time.Duration
-	// IngestNow is the rate limit's clock: time.Now when nil (tests stop it).
-	IngestNow func() time.Time
 	// ParseTimeout bounds the plugin's Event.parse during an ingest call.
 	ParseTimeout time.Duration
 	// ReadTimeout bounds the reading of an ingest body.
@@ -78,7 +75,8 @@ type Config struct {
 	Keys *seal.Keyring
 	// LinkTTL is how long an acknowledge link works.
 	LinkTTL time.Duration
-	// Clock is the time of alerts and escalation (tests); nil: wire.Now.
+	// Clock is the service's one time (core.Clock: events, alerts, escalation,
+	// the purge and the public URLs' rate limits); nil: wire.Now. Tests move it.
 	Clock func() time.Time
 	// EscalationTick is how often open alerts are walked through their
 	// policies (upstream's scheduler: 60 s); 0 turns the escalation off.
@@ -185,13 +183,11 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	// One bucket of refusals per source over both public URLs.
 	failures := ratelimit.New(cfg.FailRate, cfg.FailBurst)
 	alerts, err := alert.New(ctx, d.DB, projects, policyOf(policies, configs),
-		alert.Config{BaseURL: cfg.WebhookBaseURL, Keys: cfg.Keys, LinkTTL: cfg.LinkTTL, Failures: failures, FailuresNow: cfg.IngestNow}, log)
+		alert.Config{BaseURL: cfg.WebhookBaseURL, Keys: cfg.Keys, LinkTTL: cfg.LinkTTL, Failures: failures}, log)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Clock != nil {
-		alerts.SetClock(cfg.Clock)
-	}
+	alerts.SetClock(core.Clock(cfg.Clock))
 	notes, err := note.New(ctx, d.DB, func(ctx context.Context, p *auth.Principal, id string) (*note.Alert, error) {
 		a, err := alerts.GetFor(ctx, p, id)
 		if err != nil {
@@ -226,19 +222,19 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	evs, err := event.NewStore(ctx, d.DB, outbox, event.NewAlerting(d.DB, alerts, configs, cfg.Clock, log), log)
+	evs, err := event.NewStore(ctx, d.DB, outbox, event.NewAlerting(d.DB, alerts, configs, core.Clock(cfg.Clock), log), log)
 	if err != nil {
 		return nil, err
 	}
 	workers = append(workers, func(ctx context.Context) error { return evs.RunSweep(ctx, cfg.SweepEvery, cfg.SweepAge) })
 	workers = append(workers, func(ctx context.Context) error {
-		return evs.RunPurge(ctx, cfg.PurgeEvery, cfg.EventRetention, clockOr(cfg.Clock))
+		return evs.RunPurge(ctx, cfg.PurgeEvery, cfg.EventRetention, core.Clock(cfg.Clock))
 	})
 	switch {
 	case cfg.EscalationTick <= 0:
 		log.Warn("escalation_tick is 0: alerts are not escalated")
 	case outbox != nil:
-		esc := escalation.New(d.DB, alerts, configs, escalationPolicies(policies), outbox, cfg.EscalationTick, cfg.Clock, log)
+		esc := escalation.New(d.DB, alerts, configs, escalationPolicies(policies), outbox, cfg.EscalationTick, core.Clock(cfg.Clock), log)
 		alerts.OnCreate(esc.Kick)
 		workers = append(workers, esc.Run)
 	default:
@@ -247,7 +243,7 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	in, err := ingest.New(ctx, d.DB, evs, counters, plugins, ingest.Config{Rate: cfg.IngestRate, Burst: cfg.IngestBurst,
 		WorkspaceRate: cfg.WorkspaceRate, WorkspaceBurst: cfg.WorkspaceBurst, Failures: failures, Keys: cfg.Keys,
 		ParseTimeout: cfg.ParseTimeout, ReadTimeout: cfg.ReadTimeout, RetryInterval: cfg.RetryInterval, MaxAttempts: cfg.MaxAttempts, MaxKept: cfg.MaxKept,
-		Now: cfg.IngestNow, Clock: cfg.Clock, Live: func(ctx context.Context, wh *core.Webhook) error {
+		Clock: core.Clock(cfg.Clock), Live: func(ctx context.Context, wh *core.Webhook) error {
 			return projects.Live(ctx, wh.DomainID, wh.WorkspaceID, wh.ProjectID)
 		}}, log)
 	if err != nil {
@@ -263,13 +259,6 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	routes = append(routes, alerts.Routes()...)
 	routes = append(routes, configs.Routes()...)
 	return &app.Service{Name: Name, Routes: routes, Workers: workers, Raw: append([]server.Raw{in.Raw()}, alerts.Raw()...)}, nil
-}
-
-func clockOr(c func() time.Time) func() time.Time {
-	if c != nil {
-		return c
-	}
-	return wire.Now
 }
 
 // policyReader gives project alert configs the escalation policies.

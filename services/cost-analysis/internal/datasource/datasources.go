@@ -497,5 +497,5 @@ func (ds *DataSources) sync(ctx context.Context, p *auth.Principal, r *syncReque
 	if err != nil {
 		return nil, err
 	}
-	return ds.jobs.Start(ctx, p, doc, r.Start)
+	return ds.jobs.Start(ctx, doc, r.Start)
 }

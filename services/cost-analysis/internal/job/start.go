@@ -8,7 +8,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
-	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/call"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/events"
@@ -32,7 +31,7 @@ import (
 // that account has no task. Everything read from identity (accounts,
 // their secret data, the rules' directory) is read before the job is
 // created: identity unreachable answers 503 and leaves no job.
-func (js *Jobs) Start(ctx context.Context, p *auth.Principal, ds *core.DataSource, start string) (*Job, error) {
+func (js *Jobs) Start(ctx context.Context, ds *core.DataSource, start string) (*Job, error) {
 	if ds.State != core.Enabled {
 		return nil, errs.New(errs.DataSourceState, "The data source is %s: it does not sync. (data_source_id = %s)", ds.State, ds.DataSourceID)
 	}
@@ -212,7 +211,7 @@ func (js *Jobs) Start(ctx context.Context, p *auth.Principal, ds *core.DataSourc
 // job after that: its tasks and its directory, which nothing else would
 // ever delete.
 func (js *Jobs) gone(ctx context.Context, jobID string, err error) error {
-	if e, ok := errs.As(err); !ok || e.Code != errs.NotFoundCode {
+	if !errs.Is(err, errs.NotFoundCode) {
 		return err
 	}
 	ctx = context.WithoutCancel(ctx)

@@ -188,7 +188,7 @@ func (w *Worker) Handle(ctx context.Context, msg jetstream.Msg) {
 // run returns nil when the message is done with, an error to retry it.
 func (w *Worker) run(ctx context.Context, m events.CostTask, attempt int) error {
 	task, err := store.Get[core.Task](ctx, w.tasks, "job_task_id", m.JobTaskID)
-	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+	if errs.Is(err, errs.NotFoundCode) {
 		return nil // deregistered
 	}
 	if err != nil {
@@ -223,7 +223,7 @@ func (w *Worker) run(ctx context.Context, m events.CostTask, attempt int) error 
 		return bson.D{{Key: "status", Value: core.InProgress}, {Key: "attempt", Value: attempt},
 			{Key: "started_at", Value: now}, {Key: "created_count", Value: 0}}
 	})
-	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+	if errs.Is(err, errs.NotFoundCode) {
 		return nil // deregistered
 	}
 	if err != nil {
@@ -324,7 +324,7 @@ const maxDecideTries = 10
 // and the worker noticing would otherwise stay, shown, for good.
 func (w *Worker) stopped(ctx context.Context, task *core.Task) error {
 	cur, err := store.Get[core.Task](ctx, w.tasks, "job_task_id", task.ID)
-	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+	if errs.Is(err, errs.NotFoundCode) {
 		_, err := w.costs.DeleteMany(context.WithoutCancel(ctx), bson.D{{Key: "job_task_id", Value: task.ID}})
 		return store.Wrap(err)
 	}
@@ -366,7 +366,7 @@ func (w *Worker) current(ctx context.Context, task *core.Task) (bool, error) {
 		return false, nil
 	}
 	cur, err := store.Get[core.Task](ctx, w.tasks, "job_task_id", task.ID)
-	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+	if errs.Is(err, errs.NotFoundCode) {
 		return false, nil
 	}
 	if err != nil {
@@ -381,7 +381,7 @@ func (w *Worker) stream(ctx context.Context, task *core.Task, j *core.Job) (int,
 	var keys [3][]string
 	ds, err := store.Get[core.DataSource](ctx, w.sources, "data_source_id", task.DataSourceID)
 	if err != nil {
-		if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+		if errs.Is(err, errs.NotFoundCode) {
 			return 0, keys, errStop
 		}
 		return 0, keys, err
@@ -469,7 +469,7 @@ func (w *Worker) stream(ctx context.Context, task *core.Task, j *core.Job) (int,
 			// cut may still land after the cleanup that follows a stop
 			// and leave its rows for good. It ends within the store's
 			// operation timeout, and the next chunk sees halt.
-			if _, err := w.costs.InsertMany(wctx, docs, options.InsertMany().SetOrdered(false)); err != nil && !onlyDuplicates(err) {
+			if _, err := w.costs.InsertMany(wctx, docs, options.InsertMany().SetOrdered(false)); err != nil && !store.OnlyDuplicates(err) {
 				return store.Wrap(err)
 			}
 		}
@@ -493,21 +493,6 @@ func (w *Worker) stream(ctx context.Context, task *core.Task, j *core.Job) (int,
 		slices.Sort(keys[i])
 	}
 	return n, keys, err
-}
-
-// onlyDuplicates reports whether every write error of an unordered insert
-// is a duplicate _id: the row is stored already (a concurrent attempt).
-func onlyDuplicates(err error) bool {
-	var bwe mongo.BulkWriteException
-	if !errors.As(err, &bwe) || bwe.WriteConcernError != nil || len(bwe.WriteErrors) == 0 {
-		return mongo.IsDuplicateKeyError(err)
-	}
-	for _, we := range bwe.WriteErrors {
-		if !mongo.IsDuplicateKeyError(we) && we.Code != 11000 {
-			return false
-		}
-	}
-	return true
 }
 
 // transient reports whether a failure may pass: the plugin unreachable or

@@ -92,7 +92,7 @@ func (s *service) runSync(ctx context.Context, ev TrustedSyncEvent) error {
 	sys := core.SystemPrincipal(job.DomainID)
 	t, err := store.GetFor[TrustedAccount](ctx, s.Trusted, trustedResource, &sys, "trusted_account_id", job.TrustedAccountID)
 	if err != nil {
-		if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+		if errs.Is(err, errs.NotFoundCode) {
 			return s.finishSync(ctx, &job, errs.NotFoundCode, "The trusted account no longer exists.")
 		}
 		return err

@@ -111,7 +111,7 @@ func (w *Worker) task(ctx context.Context, id string) (*core.JobTask, error) {
 // delete has begun (its jobs go with it).
 func (w *Worker) collector(ctx context.Context, id string) (*core.Collector, error) {
 	c, err := store.GetLive[core.Collector](ctx, w.collectors, "collector_id", id)
-	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+	if errs.Is(err, errs.NotFoundCode) {
 		return nil, nil
 	}
 	return c, err

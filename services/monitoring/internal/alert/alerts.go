@@ -104,9 +104,14 @@ type Alert struct {
 	Version int64 `bson:"version" json:"-"`
 }
 
-// Open reports whether the alert still asks for attention (escalation
-// runs, events update it).
+// Open reports whether the alert still asks for attention: TRIGGERED or
+// ACKNOWLEDGED, as upstream's scheduler counts open alerts (escalation runs).
 func (a *Alert) Open() bool { return a.State == Triggered || a.State == Acknowledged }
+
+// Unresolved reports whether events of the alert's key still count on it
+// (upstream matches an event to an alert that is not RESOLVED, ERROR
+// included). Not Open: an ERROR alert is unresolved but escalates no more.
+func (a *Alert) Unresolved() bool { return a.State != Resolved }
 
 var resource = query.Resource{
 	KeywordFields: []string{"alert_id", "title", "description", "assignee", "event_key"},
@@ -140,10 +145,8 @@ type Config struct {
 	Keys *seal.Keyring
 	// LinkTTL is how long a link works.
 	LinkTTL time.Duration
-	// Failures bound each source's refused link calls (nil: no bound);
-	// FailuresNow is their clock (nil: time.Now).
-	Failures    *ratelimit.Buckets
-	FailuresNow func() time.Time
+	// Failures bound each source's refused link calls (nil: no bound).
+	Failures *ratelimit.Buckets
 }
 
 // Alerts serves the alert operations and changes alerts for the ingest
@@ -153,10 +156,10 @@ type Alerts struct {
 	claims   *mongo.Collection // the domains' alert-number counters, spent link nonces
 	projects core.Projects
 	policy   PolicyOf
-	cascade  []*mongo.Collection // records of an alert deleted with it: its notes and events (moved with it too), its key's open-alert record
+	cascade  []*mongo.Collection // records of an alert deleted with it: its notes and events (moved with it too), its key's record (event.keyRecord)
 	cfg      Config
 	log      *slog.Logger
-	now      func() time.Time
+	clock    core.Clock
 	// created is told of every alert this replica stores (the
 	// escalation's first step); nil: nobody.
 	created func(alertID string)
@@ -174,8 +177,7 @@ func New(ctx context.Context, db *mongo.Database, projects core.Projects, policy
 		cfg.LinkTTL = DefaultLinkTTL
 	}
 	as := &Alerts{c: db.Collection(core.AlertsCollection), claims: db.Collection(core.ClaimsCollection), projects: projects, policy: policy,
-		cascade: []*mongo.Collection{db.Collection(core.NotesCollection), db.Collection(core.EventsCollection), db.Collection(core.ClaimsCollection)}, cfg: cfg, log: log,
-		now: wire.Now}
+		cascade: []*mongo.Collection{db.Collection(core.NotesCollection), db.Collection(core.EventsCollection), db.Collection(core.ClaimsCollection)}, cfg: cfg, log: log}
 	if err := as.keepNumbering(ctx); err != nil {
 		return nil, err
 	}
@@ -189,7 +191,7 @@ func New(ctx context.Context, db *mongo.Database, projects core.Projects, policy
 }
 
 // SetClock replaces the clock (tests).
-func (as *Alerts) SetClock(now func() time.Time) { as.now = now }
+func (as *Alerts) SetClock(c core.Clock) { as.clock = c }
 
 // DefaultLinkTTL is how long an acknowledge link works by default.
 const DefaultLinkTTL = 24 * time.Hour
@@ -216,7 +218,7 @@ func (as *Alerts) Change(ctx context.Context, id string, fn func(a *Alert) (bson
 		if err != nil || len(set) == 0 {
 			return nil, err
 		}
-		return append(set, bson.E{Key: "updated_at", Value: wire.T(as.now())}), nil
+		return append(set, bson.E{Key: "updated_at", Value: wire.T(as.clock.Now())}), nil
 	})
 }
 

@@ -78,20 +78,17 @@ type Worker struct {
 	configs  *projectalertconfig.Configs
 	policies Policies
 	notify   Notifier
-	now      func() time.Time
+	clock    core.Clock
 	tick     time.Duration
 	log      *slog.Logger
 	kicks    chan string
 }
 
-// New builds the worker; now may be nil (wire.Now).
+// New builds the worker on the service's clock.
 func New(db *mongo.Database, alerts *alert.Alerts, configs *projectalertconfig.Configs, policies Policies, notify Notifier,
-	tick time.Duration, now func() time.Time, log *slog.Logger) *Worker {
-	if now == nil {
-		now = wire.Now
-	}
+	tick time.Duration, clock core.Clock, log *slog.Logger) *Worker {
 	return &Worker{alerts: alerts, coll: db.Collection(core.AlertsCollection), claims: db.Collection(core.ClaimsCollection), configs: configs,
-		policies: policies, notify: notify, now: now, tick: tick, log: log, kicks: make(chan string, 1024)}
+		policies: policies, notify: notify, clock: clock, tick: tick, log: log, kicks: make(chan string, 1024)}
 }
 
 // Kick asks for an alert's first step now rather than at the next tick
@@ -113,7 +110,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case id := <-w.kicks:
-			if err := w.Step(ctx, id); err != nil && ctx.Err() == nil && !isNotFound(err) {
+			if err := w.Step(ctx, id); err != nil && ctx.Err() == nil && !errs.Is(err, errs.NotFoundCode) {
 				w.log.Warn("escalation of a new alert failed; the next tick goes on", "alert_id", id, "error", err.Error())
 			}
 			continue
@@ -146,7 +143,7 @@ func (w *Worker) Pass(ctx context.Context) error {
 	// Only the alerts due: an open one whose stored next look has come
 	// (or was never set), an ERROR one not announced yet, a resolved one
 	// whose notices are not sent. Step decides each again under its lease.
-	now := wire.T(w.now())
+	now := wire.T(w.clock.Now())
 	cur, err := w.coll.Find(ctx, bson.D{{Key: "$or", Value: bson.A{
 		bson.D{{Key: "state", Value: bson.D{{Key: "$in", Value: bson.A{alert.Triggered, alert.Acknowledged}}}},
 			{Key: "escalation_ttl", Value: bson.D{{Key: "$gt", Value: 0}}},
@@ -171,7 +168,7 @@ func (w *Worker) Pass(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if err := w.Step(ctx, id.ID); err != nil && !isNotFound(err) {
+		if err := w.Step(ctx, id.ID); err != nil && !errs.Is(err, errs.NotFoundCode) {
 			failed = append(failed, fmt.Errorf("%s: %w", id.ID, err))
 		}
 	}
@@ -179,11 +176,6 @@ func (w *Worker) Pass(ctx context.Context) error {
 		failed = append(failed, err)
 	}
 	return errors.Join(failed...)
-}
-
-func isNotFound(err error) bool {
-	e, ok := errs.As(err)
-	return ok && e.Code == errs.NotFoundCode
 }
 
 func (w *Worker) policyOf(ctx context.Context, a *alert.Alert) (Policy, error) {
@@ -204,7 +196,7 @@ func (w *Worker) policyOf(ctx context.Context, a *alert.Alert) (Policy, error) {
 // or sends its resolved notices.
 func (w *Worker) Step(ctx context.Context, id string) error {
 	_, err := w.alerts.Change(ctx, id, func(a *alert.Alert) (bson.D, error) {
-		now := w.now()
+		now := w.clock.Now()
 		pol, err := w.policyOf(ctx, a)
 		if err != nil {
 			return nil, err

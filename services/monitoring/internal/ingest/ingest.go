@@ -65,15 +65,14 @@ type Config struct {
 	// Keys make access keys that prove themselves (core.CheckKey); nil:
 	// every key is checked against the store.
 	Keys          *seal.Keyring
-	ParseTimeout  time.Duration    // Event.parse deadline
-	ReadTimeout   time.Duration    // body read deadline
-	RetryInterval time.Duration    // retry worker period
-	MaxAttempts   int              // tries of a kept body before it becomes an error event
-	MaxKept       int              // bodies kept per webhook; one past it is dropped (503); <= 0: 1000
-	Now           func() time.Time // the rate limit's clock: time.Now when nil (tests stop it)
+	ParseTimeout  time.Duration // Event.parse deadline
+	ReadTimeout   time.Duration // body read deadline
+	RetryInterval time.Duration // retry worker period
+	MaxAttempts   int           // tries of a kept body before it becomes an error event
+	MaxKept       int           // bodies kept per webhook; one past it is dropped (503); <= 0: 1000
 	// Clock stamps the events stored (created_at, which the dedupe window
-	// of alerting reads): wire.Now when nil (tests move it).
-	Clock func() time.Time
+	// of alerting reads) and is the rate limits' time.
+	Clock core.Clock
 	// Live, when set, checks that the webhook's project or workspace is
 	// still live (identity: core.Projects.Live) once the key matched: a
 	// deleted one's URL is 404 before the deletion's cascade arrives.
@@ -134,7 +133,7 @@ func (in *Ingest) handle(w http.ResponseWriter, r *http.Request) error {
 
 func (in *Ingest) serve(w http.ResponseWriter, r *http.Request) error {
 	var wh *core.Webhook
-	now := in.now()
+	now := in.cfg.Clock.Now()
 	err := in.cfg.Failures.Guard(w, auth.SourceFromContext(r.Context()), now, func() (err error) {
 		if wh, err = in.webhook(r.Context(), r.PathValue("webhook_id"), r.PathValue("access_key")); err != nil {
 			return err
@@ -210,17 +209,9 @@ func spaceKey(wh *core.Webhook) string { return wh.DomainID + "/" + wh.Workspace
 // charge pays for n more events of one body (Response): the webhook's
 // and its workspace's buckets go into debt, and refuse until it is paid.
 func (in *Ingest) charge(wh *core.Webhook, n int) {
-	now := in.now()
+	now := in.cfg.Clock.Now()
 	in.limit.Charge(wh.WebhookID, n, now)
 	in.spaces.Charge(spaceKey(wh), n, now)
-}
-
-// now is the rate limits' time.
-func (in *Ingest) now() time.Time {
-	if in.cfg.Now != nil {
-		return in.cfg.Now()
-	}
-	return time.Now()
 }
 
 // readBody reads one JSON object of at most MaxBody bytes within the
@@ -282,7 +273,7 @@ func (in *Ingest) parse(ctx context.Context, wh *core.Webhook, raw string, data 
 	results, err := plugin.Webhook{Target: in.plugins.Plugin(wh.PluginInfo.PluginID, wh.PluginInfo.Version)}.
 		Parse(pctx, wire.Object(wh.PluginInfo.Options), data)
 	cancel()
-	now := in.clock()
+	now := in.cfg.Clock.Now()
 	if err != nil {
 		if code, transient := transient(err); transient {
 			if kerr := in.keep(ctx, wh, raw, err); kerr != nil {
@@ -346,12 +337,4 @@ func reason(err error) string {
 		return e.Message
 	}
 	return "the plugin failed"
-}
-
-// clock is the events' time.
-func (in *Ingest) clock() time.Time {
-	if in.cfg.Clock != nil {
-		return in.cfg.Clock()
-	}
-	return wire.Now()
 }

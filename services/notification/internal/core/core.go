@@ -121,7 +121,7 @@ func SupportedSchema(p *pluginref.Plugin) ([]string, bool) {
 // repository's own message names none).
 func Plugin(ctx context.Context, repo pluginref.Repository, pluginID string) (*pluginref.Plugin, error) {
 	p, err := repo.Get(ctx, pluginID)
-	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+	if errs.Is(err, errs.NotFoundCode) {
 		return nil, PluginKind.NotFound(pluginID)
 	}
 	return p, err
