@@ -123,7 +123,7 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 		return nil, err
 	}
 	workers = append(workers, jobs.Sweep)
-	workers = append(workers, events.DeletionWorkers(d.Events, Name, log, cleanup(d.DB, jobs, rules))...)
+	workers = append(workers, events.DeletionWorkers(d.Events, Name, events.DeadRecords(d.DB.Collection(core.DeadLettersCollection)), log, cleanup(d.DB, jobs, rules))...)
 	if d.Events != nil && !cfg.NoWorkers {
 		workers = append(workers, worker.New(d.DB, d.Events, jobs, rules, plugins, cfg.Keys, cfg.Workers, log).Run)
 		workers = append(workers, syncScheduler(d.DB, jobs, cfg.SyncSchedule, log).Run)

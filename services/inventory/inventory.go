@@ -168,7 +168,7 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 		}, cfg.ScheduleTick, log)
 		workers = append(workers, w.Run, w.Sweep, sched.Run)
 	}
-	workers = append(workers, events.DeletionWorkers(d.Events, Name, log, cleanup(d.DB))...)
+	workers = append(workers, events.DeletionWorkers(d.Events, Name, events.DeadRecords(d.DB.Collection(core.DeadLettersCollection)), log, cleanup(d.DB))...)
 	var routes []api.Route
 	routes = append(routes, collectors.Routes()...)
 	routes = append(routes, types.Routes()...)

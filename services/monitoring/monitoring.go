@@ -250,7 +250,7 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 		return nil, err
 	}
 	workers = append(workers, in.Run)
-	workers = append(workers, events.DeletionWorkers(d.Events, Name, log, cleanup(d.DB, counters))...)
+	workers = append(workers, events.DeletionWorkers(d.Events, Name, events.DeadRecords(d.DB.Collection(core.DeadLettersCollection)), log, cleanup(d.DB, counters))...)
 	var routes []api.Route
 	routes = append(routes, policies.Routes()...)
 	routes = append(routes, notes.Routes()...)

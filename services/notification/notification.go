@@ -111,7 +111,7 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 			return nil, err
 		}
 		workers = append(workers, disp.Run)
-		workers = append(workers, events.DeletionWorkers(d.Events, Name, log, cleanup(d.DB))...)
+		workers = append(workers, events.DeletionWorkers(d.Events, Name, events.DeadRecords(d.DB.Collection(core.DeadLettersCollection)), log, cleanup(d.DB))...)
 	} else {
 		log.Warn("notification runs without an event bus: notification events are not dispatched")
 	}

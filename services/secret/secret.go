@@ -52,7 +52,7 @@ func New(keys *seal.Keyring) app.Constructor {
 		}
 		routes = append(routes, secrets...)
 		routes = append(routes, api.PendingRoutes(Name)...) // a secret's enable/disable, trusted secrets' writes (kept in identity): 501 (pkg/api NotBuilt)
-		return &app.Service{Name: Name, Routes: routes, Workers: events.DeletionWorkers(d.Events, Name, log, cleanup(d.DB))}, nil
+		return &app.Service{Name: Name, Routes: routes, Workers: events.DeletionWorkers(d.Events, Name, events.DeadRecords(d.DB.Collection(DeadLettersCollection)), log, cleanup(d.DB))}, nil
 	}
 }
 

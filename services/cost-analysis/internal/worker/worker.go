@@ -142,47 +142,39 @@ func (w *Worker) Run(ctx context.Context) error {
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       w.cfg.AckWait,
-		MaxDeliver:    -1, // the worker decides when a task has had enough tries
 		MaxAckPending: 1024,
-	}}, w.cfg.Concurrency, w.Handle)
+	},
+		// A plugin that cannot be reached fails the task after MaxDeliver
+		// tries (run reads the attempt); the store or the broker down is
+		// tried until it returns or the job's timeout ends the task.
+		MaxDeliver: events.Unbounded,
+		DeadLetter: events.DeadRecords(w.db.Collection(core.DeadLettersCollection)),
+		// The task's life shows from the message's receipt, not from its
+		// stream's start: what comes before the stream (the task's lease,
+		// waited for up to LockWait, the deletes of an earlier attempt's
+		// rows, the reads of the data source, its secret and rules) can
+		// take longer than AckWait on a loaded store, and the task was
+		// then delivered again while this attempt went on: two attempts,
+		// two get_data calls (TestSyncStoresCosts at load 14).
+		Heartbeat: true,
+	}, w.cfg.Concurrency, w.Handle)
 }
 
 // errStop ends a stream whose task must stop: the job no longer runs, or
 // a newer attempt owns the task.
 var errStop = errors.New("task stopped")
 
-// Handle runs one task message to an outcome: acknowledged (done,
-// failed, cancelled), or given back for a retry.
-func (w *Worker) Handle(ctx context.Context, msg jetstream.Msg) {
-	attempt := 1
-	if md, err := msg.Metadata(); err == nil {
-		attempt = int(md.NumDelivered)
-	}
+// Handle runs one task message to an outcome: done (the task done,
+// failed or cancelled), or retried.
+func (w *Worker) Handle(ctx context.Context, d events.Delivery) events.Outcome {
 	var m events.CostTask
-	if err := json.Unmarshal(msg.Data(), &m); err != nil || m.JobTaskID == "" {
-		w.log.Warn("malformed cost task dropped")
-		_ = msg.Term()
-		return
+	if err := json.Unmarshal(d.Data, &m); err != nil || m.JobTaskID == "" {
+		return events.Poison("malformed cost task")
 	}
-	// The task's life shows from the message's receipt, not from its
-	// stream's start: what comes before the stream (the task's lease,
-	// waited for up to LockWait, the deletes of an earlier attempt's rows,
-	// the reads of the data source, its secret and rules) can take longer
-	// than AckWait on a loaded store, and the task was then delivered
-	// again while this attempt went on: two attempts, two get_data calls
-	// (TestSyncStoresCosts at load 14).
-	stop := events.Heartbeat(ctx, msg, w.cfg.AckWait/3)
-	err := w.run(ctx, m, attempt)
-	stop()
-	switch {
-	case err == nil:
-		_ = msg.Ack()
-	case ctx.Err() != nil: // shutting down: another replica takes it
-		_ = msg.Nak()
-	default:
-		w.log.Info("cost task retried", "job_task_id", m.JobTaskID, "attempt", attempt, "error", err.Error())
-		_ = msg.NakWithDelay(w.cfg.Backoff)
+	if err := w.run(ctx, m, d.Attempt); err != nil {
+		return events.RetryAfter(w.cfg.Backoff, err)
 	}
+	return events.Done()
 }
 
 // run returns nil when the message is done with, an error to retry it.

@@ -53,26 +53,19 @@ func (s *service) runSyncJobs(ctx context.Context) error {
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       s.Cfg.SyncAckWait,
-		MaxDeliver:    20,
-	}}, 1, s.handleSync)
+	}, MaxDeliver: 20, DeadLetter: events.DeadRecords(s.DB.Collection(core.DeadLettersCollection))}, 1, s.handleSync)
 }
 
-func (s *service) handleSync(ctx context.Context, msg jetstream.Msg) {
+func (s *service) handleSync(ctx context.Context, m events.Delivery) events.Outcome {
 	var ev TrustedSyncEvent
-	if err := json.Unmarshal(msg.Data(), &ev); err != nil || ev.JobID == "" {
-		_ = msg.Term()
-		return
+	if err := json.Unmarshal(m.Data, &ev); err != nil || ev.JobID == "" {
+		return events.Poison("not a trusted-account sync job")
 	}
 	if err := s.runSync(ctx, ev); err != nil {
-		if ctx.Err() != nil {
-			_ = msg.Nak()
-			return
-		}
 		s.Log.Warn("trusted-account sync failed; retried", "job_id", ev.JobID, "error", err.Error())
-		_ = msg.NakWithDelay(5 * time.Second)
-		return
+		return events.RetryAfter(5*time.Second, err)
 	}
-	_ = msg.Ack()
+	return events.Done()
 }
 
 // runSync runs one sync job; an error is the store's (tried again).

@@ -32,6 +32,9 @@ const (
 	// DispatchesCollection records each notification handled (_id = the
 	// event's ID): a redelivered event is never dispatched twice.
 	DispatchesCollection = "notification_dispatches"
+	// DeadLettersCollection keeps the messages its consumers gave up on
+	// (events.DeadRecords).
+	DeadLettersCollection = "notification_dead_letters"
 )
 
 // Protocol states.
