@@ -172,7 +172,7 @@ func (w *Worker) Handle(ctx context.Context, d events.Delivery) events.Outcome {
 		return events.Poison("malformed cost task")
 	}
 	if err := w.run(ctx, m, d.Attempt); err != nil {
-		return events.RetryAfter(w.cfg.Backoff, err)
+		return events.RetryAfter(w.retries().Delay(d.Attempt), err)
 	}
 	return events.Done()
 }
@@ -237,7 +237,7 @@ func (w *Worker) run(ctx context.Context, m events.CostTask, attempt int) error 
 		return err
 	case err != nil:
 		code, message := failure(err)
-		if transient(err) && attempt < w.cfg.MaxDeliver {
+		if w.retries().Again(attempt, err) {
 			_, _ = w.costs.DeleteMany(context.WithoutCancel(ctx), bson.D{{Key: "job_task_id", Value: task.ID}})
 			return err
 		}
@@ -487,14 +487,10 @@ func (w *Worker) stream(ctx context.Context, task *core.Task, j *core.Job) (int,
 	return n, keys, err
 }
 
-// transient reports whether a failure may pass: the plugin unreachable or
-// slow, the store or broker down.
-func transient(err error) bool {
-	if _, ok := plugin.FailureOf(err); ok {
-		return false
-	}
-	e, ok := errs.As(err)
-	return !ok || e.Status() >= 500
+// retries is the tasks' policy for a plugin that cannot answer
+// (plugin.Retryable): MaxDeliver tries, Backoff (±20%) apart.
+func (w *Worker) retries() plugin.Policy {
+	return plugin.Policy{Attempts: w.cfg.MaxDeliver, Base: w.cfg.Backoff, Max: w.cfg.Backoff, Jitter: 0.2}
 }
 
 // failure is the error_code and error_message a failed task keeps: the

@@ -88,7 +88,7 @@ type Outcome struct {
 // failure: its counts become {failure_count: 1} with
 // ERROR_COLLECTOR_PLUGIN, as upstream.
 func (w *Runner) Run(ctx context.Context, job *core.Job, task *core.JobTask, c *core.Collector, taskOptions, secret map[string]any,
-	run string) (Outcome, error) {
+	run string, again func(error) bool) (Outcome, error) {
 	rec := Outcome{Errors: []core.ErrorInfo{}}
 	h := &handler{w: w, job: job, task: task, collector: c, rec: &rec, run: run, seen: map[string]bool{}, keyOf: map[string]string{},
 		mine: map[string][]string{}}
@@ -119,6 +119,12 @@ func (w *Runner) Run(ctx context.Context, job *core.Job, task *core.JobTask, c *
 		if err := h.flush(ctx, pending); err != nil {
 			return rec, err
 		}
+	}
+	if err != nil && again != nil && again(err) {
+		// A plugin that cannot answer now (plugin.Retryable) gets the
+		// sub-task again while the caller's tries remain; what was
+		// written is written again then.
+		return rec, err
 	}
 	if err != nil {
 		rec.Created, rec.Updated, rec.Failure, rec.Failed = 0, 0, 1, true

@@ -58,7 +58,7 @@ func holderName() string {
 }
 
 // run handles one message; nil means done (ack).
-func (w *Worker) run(ctx context.Context, t events.InventoryTask) error {
+func (w *Worker) run(ctx context.Context, t events.InventoryTask, attempt int) error {
 	job, err := w.job(ctx, t.JobID)
 	if err != nil || job == nil || job.DomainID != t.DomainID {
 		return err // a job deleted meanwhile: nothing to do
@@ -81,7 +81,7 @@ func (w *Worker) run(ctx context.Context, t events.InventoryTask) error {
 	if t.SubTask < 0 {
 		return w.split(ctx, job, task)
 	}
-	return w.subTask(ctx, job, task, t.SubTask)
+	return w.subTask(ctx, job, task, t.SubTask, attempt)
 }
 
 func (w *Worker) timedOut(job *core.Job) bool {
@@ -179,7 +179,7 @@ func (w *Worker) failTask(ctx context.Context, job *core.Job, task *core.JobTask
 }
 
 // subTask runs sub-task n and records its outcome.
-func (w *Worker) subTask(ctx context.Context, job *core.Job, task *core.JobTask, n int) error {
+func (w *Worker) subTask(ctx context.Context, job *core.Job, task *core.JobTask, n, attempt int) error {
 	if n >= len(task.SubTasks) {
 		return nil // not a sub-task of this task
 	}
@@ -223,7 +223,7 @@ func (w *Worker) subTask(ctx context.Context, job *core.Job, task *core.JobTask,
 			defer close(ended)
 			jobOver = w.heartbeat(runCtx, job, slot, stop)
 		}()
-		out, err := w.collect.Run(runCtx, job, task, c, task.SubTasks[n], secret, recID)
+		out, err := w.collect.Run(runCtx, job, task, c, task.SubTasks[n], secret, recID, func(err error) bool { return retries.Again(attempt, err) })
 		stop()
 		<-ended
 		if jobOver {

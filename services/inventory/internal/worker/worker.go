@@ -148,6 +148,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	}, w.cfg.Workers, w.handle)
 }
 
+// retries is the tasks' policy: a plugin that cannot answer
+// (plugin.Retryable) is tried three times before its sub-task fails; the
+// wait after each failure, the store's or the plugin's, doubles from 2 s
+// up to a minute (±20%).
+var retries = plugin.Policy{Attempts: 3, Base: 2 * time.Second, Max: time.Minute, Jitter: 0.2}
+
 // errWait: the sub-task waits for a concurrency slot of its job.
 var errWait = errors.New("no free concurrency slot")
 
@@ -156,7 +162,7 @@ func (w *Worker) handle(ctx context.Context, d events.Delivery) events.Outcome {
 	if err := json.Unmarshal(d.Data, &t); err != nil || t.JobID == "" || t.JobTaskID == "" {
 		return events.Poison("malformed inventory task")
 	}
-	err := w.run(ctx, t)
+	err := w.run(ctx, t, d.Attempt)
 	switch {
 	case err == nil:
 		return events.Done()
@@ -164,6 +170,6 @@ func (w *Worker) handle(ctx context.Context, d events.Delivery) events.Outcome {
 		return events.RetryAfter(w.cfg.SlotRetry, err)
 	default:
 		w.log.Warn("inventory task failed; retried", "id", t.ID, "job_id", t.JobID, "delivery", d.Attempt, "error", err.Error())
-		return events.RetryAfter(min(time.Duration(1<<min(d.Attempt, 6))*time.Second, time.Minute), err)
+		return events.RetryAfter(retries.Delay(d.Attempt), err)
 	}
 }

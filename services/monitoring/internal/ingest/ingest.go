@@ -26,7 +26,6 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"google.golang.org/grpc/codes"
 
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
@@ -306,30 +305,25 @@ func (in *Ingest) parse(ctx context.Context, wh *core.Webhook, raw string, data 
 	return &Response{Results: append([]event.Outcome{}, outs...)}, nil
 }
 
-// transient reports a failure to reach the plugin or to hear from it in
-// time, with the code the sender gets: the body is worth another try.
+// transient reports a failure worth another try (plugin.Retryable: the
+// plugin unreachable, silent, or answering UNAVAILABLE), with the code
+// the sender gets: the body is kept for the retry worker.
 func transient(err error) (string, bool) {
-	if f, ok := plugin.FailureOf(err); ok {
-		switch f.Status {
-		case codes.Unavailable:
-			return errs.WebhookPluginUnavailable, true
-		case codes.DeadlineExceeded:
-			return errs.WebhookPluginTimeout, true
-		}
+	switch {
+	case !plugin.Retryable(err):
 		return "", false
-	}
-	e, ok := errs.As(err)
-	if !ok {
-		return errs.WebhookPluginUnavailable, true
-	}
-	switch e.Code {
-	case errs.GRPCTimeout:
+	case plugin.TimedOut(err):
 		return errs.WebhookPluginTimeout, true
-	case errs.PluginFailed, errs.NoPluginEndpoint:
-		// No endpoint is configured for the plugin: no retry would find one.
-		return "", false
 	}
-	return errs.WebhookPluginUnavailable, true // connection, endpoint, store of the client
+	return errs.WebhookPluginUnavailable, true
+}
+
+// retries is the kept bodies' policy: MaxAttempts tries, the wait after
+// each doubling from RetryInterval up to 64 of them. No jitter: the retry
+// worker's sweep every RetryInterval spreads the tries already, and the
+// wait is the record's lease, read by the service's clock.
+func (in *Ingest) retries() plugin.Policy {
+	return plugin.Policy{Attempts: in.cfg.MaxAttempts, Base: in.cfg.RetryInterval, Max: 64 * in.cfg.RetryInterval}
 }
 
 func reason(err error) string {
