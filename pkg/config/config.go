@@ -262,6 +262,22 @@ func String(cfg any) string {
 	return strings.TrimSpace(b.String())
 }
 
+// OwnString is String without Base's keys: a service's own settings, for
+// the print at start beside Base's.
+func OwnString(cfg any) string {
+	base := map[string]bool{}
+	for _, k := range Describe(&Base{}) {
+		base[k.Name] = true
+	}
+	var out []string
+	for kv := range strings.FieldsSeq(String(cfg)) {
+		if k, _, _ := strings.Cut(kv, "="); !base[k] {
+			out = append(out, kv)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
 // mask keeps a URI's scheme and host but hides credentials; other secrets vanish.
 func mask(s string) string {
 	if i := strings.Index(s, "://"); i >= 0 {
