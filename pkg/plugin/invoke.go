@@ -101,12 +101,14 @@ func (t *Target) Invoke(ctx context.Context, m Method, req map[string]any) (map[
 	return nil, t.failed(m, callerGaveUp(ctx, err))
 }
 
-// retryThisCall: the client's policy inside one call. An error prepare
-// already mapped is its verdict on this call (a connection not ready
-// within ReadyTimeout was waited for; an unsupported method stays so);
-// the rest is Retryable's.
+// retryThisCall: the client's policy inside one call, over the plugin's
+// gRPC answers only. An error prepare already mapped is its verdict on
+// this call (a connection not ready within ReadyTimeout was waited for;
+// an unsupported method stays so), and a reply that does not decode
+// decodes no better the second time; the caller may try later
+// (Retryable).
 func (t *Target) retryThisCall(attempt int, err error) bool {
-	if _, mapped := errs.As(err); mapped {
+	if _, answered := status.FromError(err); !answered {
 		return false
 	}
 	return t.c.policy.Again(attempt, err)

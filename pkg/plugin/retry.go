@@ -15,9 +15,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"net"
 	"net/http"
-	"syscall"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -34,8 +32,9 @@ import (
 //     in time (ERROR_GRPC_TIMEOUT);
 //   - the plugin itself answered UNAVAILABLE or DEADLINE_EXCEEDED (its
 //     cloud throttles or is down), with or without an ERROR_ code;
-//   - a raw gRPC status UNAVAILABLE or DEADLINE_EXCEEDED, or a network
-//     error (connection refused or reset);
+//   - a raw gRPC status UNAVAILABLE or DEADLINE_EXCEEDED, or an error
+//     that is no answer at all (connection refused or reset), which the
+//     client reports as the plugin unavailable;
 //   - an answer passed through from elsewhere with HTTP status 502, 503
 //     or 504 (the store, the broker, another service down).
 //
@@ -54,8 +53,8 @@ func Retryable(err error) bool {
 		switch e.Code {
 		case errs.GRPCConnection, errs.GRPCTimeout:
 			return true
-		case errs.NoPluginEndpoint:
-			return false
+		case errs.NoPluginEndpoint, errs.PluginFailed:
+			return false // no endpoint; or the plugin's own failure
 		}
 		switch e.Status() {
 		case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
@@ -63,12 +62,12 @@ func Retryable(err error) bool {
 		}
 		return false
 	}
-	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded:
-		return true
+	if st, ok := status.FromError(err); ok {
+		return st.Code() == codes.Unavailable || st.Code() == codes.DeadlineExceeded
 	}
-	var ne net.Error
-	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.As(err, &ne)
+	// Not an answer at all (a connection refused or reset, a reply that
+	// does not decode): the client reports it as the plugin unavailable.
+	return true
 }
 
 // TimedOut reports a retryable failure that is the plugin's silence (it

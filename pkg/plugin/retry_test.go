@@ -56,8 +56,9 @@ func TestRetryable(t *testing.T) {
 		{"raw INTERNAL", status.Error(codes.Internal, "boom"), false, false},
 		{"connection refused", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, true, false},
 		{"connection reset, wrapped", fmt.Errorf("read: %w", syscall.ECONNRESET), true, false},
+		{"no answer at all (a reply that does not decode)", errors.New("decoding the reply"), true, false},
 		{"the caller's cancellation", context.Canceled, false, false},
-		{"any other error", errors.New("decoding the reply"), false, false},
+		{"ERROR_PLUGIN without the plugin's answer", errs.New(errs.PluginFailed, "x"), false, false},
 		{"no error", nil, false, false},
 	} {
 		if got := plugin.Retryable(tt.err); got != tt.retryable {
