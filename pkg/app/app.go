@@ -260,3 +260,26 @@ func AfterStop(ctx context.Context, grace time.Duration) (context.Context, conte
 	stopCut := context.AfterFunc(ctx, func() { time.AfterFunc(grace, cancel) })
 	return actx, func() { stopCut(); cancel() }
 }
+
+// LoadSettings is what a service's binary does with its declared settings
+// at start (pkg/config, declare.go): out, a pointer to a struct embedding
+// config.Base beside the service's own keys, is loaded from the defaults
+// its tags declare, the config file and NUBES_* variables, checked against
+// its bounds, and its own keys are logged with secrets masked (Main logs
+// Base's).
+func LoadSettings(d Deps, out any) error {
+	if err := config.LoadDeclared(out); err != nil {
+		return err
+	}
+	log := d.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	log.Info("settings", "values", config.OwnString(out))
+	return nil
+}
+
+// SettingsDefaults are the defaults Main needs for a service whose
+// binary loads settings (out, as for LoadSettings): its file keys are
+// then known, and its keys read from the environment.
+func SettingsDefaults(out any) map[string]any { return config.Defaults(out) }

@@ -63,7 +63,7 @@ func (k *checked) Authenticate(ctx context.Context, bearer string) (*Principal, 
 	}
 	v, _, _ := k.group.Do(string(key[:]), func() (any, error) {
 		err := k.c.Check(ctx, bearer, p)
-		if isUnavailable(err) {
+		if errs.Is(err, errs.Unavailable) {
 			return err, nil // an outage is not cached
 		}
 		k.mu.Lock()
@@ -82,11 +82,6 @@ func (k *checked) Authenticate(ctx context.Context, bearer string) (*Principal, 
 		return nil, err
 	}
 	return p, nil
-}
-
-func isUnavailable(err error) bool {
-	e, ok := errs.As(err)
-	return ok && e.Code == errs.Unavailable
 }
 
 // RemoteChecker asks identity at baseURL (POST /identity/v2/token/check

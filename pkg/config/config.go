@@ -18,23 +18,24 @@ import (
 
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/viper"
-
-	"github.com/nubes-io/nubes/pkg/server"
 )
 
-// Base is the configuration every Nubes binary shares. Services embed it
-// with `mapstructure:",squash"`.
+// Base is the configuration every Nubes binary shares, declared once
+// (declare.go: each field's key, default and bound); services embed it
+// with `mapstructure:",squash"`. docs/configuration.md "A service" says
+// what each key means (TestConfigurationDoc checks it lists every key
+// with its default).
 type Base struct {
-	HTTPAddr string `mapstructure:"http_addr"`
+	HTTPAddr string `mapstructure:"http_addr" default:":8080"`
 	// GRPCAddr serves the same operations over gRPC as upstream's clients
 	// call them (pkg/grpcapi); empty: no gRPC.
-	GRPCAddr      string        `mapstructure:"grpc_addr"`
-	MongoURI      string        `mapstructure:"mongo_uri" secret:"true"`
-	MongoDatabase string        `mapstructure:"mongo_database"`
-	MongoPoolSize uint64        `mapstructure:"mongo_pool_size"`
-	MongoTimeout  time.Duration `mapstructure:"mongo_timeout"`
-	NATSURL       string        `mapstructure:"nats_url" secret:"true"`
-	NATSReplicas  int           `mapstructure:"nats_stream_replicas"`
+	GRPCAddr      string        `mapstructure:"grpc_addr" default:":50051"`
+	MongoURI      string        `mapstructure:"mongo_uri" default:"mongodb://127.0.0.1:27017/" secret:"true"`
+	MongoDatabase string        `mapstructure:"mongo_database" default:"nubes"`
+	MongoPoolSize uint64        `mapstructure:"mongo_pool_size" default:"64" min:"1"`
+	MongoTimeout  time.Duration `mapstructure:"mongo_timeout" default:"10s" min:"1ms"`
+	NATSURL       string        `mapstructure:"nats_url" default:"nats://127.0.0.1:4222" secret:"true"`
+	NATSReplicas  int           `mapstructure:"nats_stream_replicas" default:"1" min:"1" max:"5"`
 	// NATSUser and NATSPassword are this service's NATS user (the Helm
 	// chart's NATS authorization gives each its own subjects).
 	NATSUser     string `mapstructure:"nats_user"`
@@ -55,64 +56,32 @@ type Base struct {
 	// endpoint (grpc://host:port or grpc+ssl://host:port). As an
 	// environment variable: NUBES_PLUGIN_ENDPOINTS=plugin-a=grpc://127.0.0.1:50051,plugin-b@1.2.0=grpc+ssl://host:443
 	PluginEndpoints map[string]string `mapstructure:"plugin_endpoints"`
-	LogFormat       string            `mapstructure:"log_format"`
-	LogLevel        string            `mapstructure:"log_level"`
-	DrainDelay      time.Duration     `mapstructure:"drain_delay"`
-	ShutdownTimeout time.Duration     `mapstructure:"shutdown_timeout"`
+	// LogFormat: text on a terminal when auto, else JSON (any other
+	// value is JSON too, as it always was); LogLevel any case.
+	LogFormat       string        `mapstructure:"log_format" default:"auto"`
+	LogLevel        string        `mapstructure:"log_level" default:"info"`
+	DrainDelay      time.Duration `mapstructure:"drain_delay" default:"5s" min:"0s"`
+	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout" default:"20s" min:"0s"`
 	// The HTTP server's connection timeouts (pkg/server.Options).
-	HTTPReadHeaderTimeout time.Duration `mapstructure:"http_read_header_timeout"`
-	HTTPReadTimeout       time.Duration `mapstructure:"http_read_timeout"`
-	HTTPWriteTimeout      time.Duration `mapstructure:"http_write_timeout"`
-	HTTPIdleTimeout       time.Duration `mapstructure:"http_idle_timeout"`
+	HTTPReadHeaderTimeout time.Duration `mapstructure:"http_read_header_timeout" default:"10s" min:"0s"`
+	HTTPReadTimeout       time.Duration `mapstructure:"http_read_timeout" default:"30s" min:"0s"`
+	HTTPWriteTimeout      time.Duration `mapstructure:"http_write_timeout" default:"60s" min:"0s"`
+	HTTPIdleTimeout       time.Duration `mapstructure:"http_idle_timeout" default:"2m" min:"0s"`
 	// Bounds of list, stat and analyze (pkg/query, pkg/stat).
-	MaxPageSize   int `mapstructure:"max_page_size"`
-	StatMaxGroups int `mapstructure:"stat_max_groups"`
-	StatMaxPushed int `mapstructure:"stat_max_pushed"`
+	MaxPageSize   int `mapstructure:"max_page_size" default:"1000" min:"1"`
+	StatMaxGroups int `mapstructure:"stat_max_groups" default:"10000" min:"1"`
+	StatMaxPushed int `mapstructure:"stat_max_pushed" default:"100000" min:"1"`
 }
 
-// BaseDefaults are the defaults of Base.
-func BaseDefaults() map[string]any {
-	return map[string]any{
-		"http_addr":                ":8080",
-		"grpc_addr":                ":50051",
-		"mongo_uri":                "mongodb://127.0.0.1:27017/",
-		"mongo_database":           "nubes",
-		"mongo_pool_size":          64,
-		"mongo_timeout":            "10s",
-		"nats_url":                 "nats://127.0.0.1:4222",
-		"nats_stream_replicas":     1,
-		"nats_user":                "",
-		"nats_password":            "",
-		"jwks_file":                "",
-		"jwks":                     "",
-		"jwks_url":                 "",
-		"identity_url":             "",
-		"service_urls":             map[string]string{},
-		"service_token":            "",
-		"plugin_endpoints":         map[string]string{},
-		"log_format":               "auto",
-		"log_level":                "info",
-		"drain_delay":              "5s",
-		"shutdown_timeout":         "20s",
-		"http_read_header_timeout": server.DefaultReadHeaderTimeout.String(),
-		"http_read_timeout":        server.DefaultReadTimeout.String(),
-		"http_write_timeout":       server.DefaultWriteTimeout.String(),
-		"http_idle_timeout":        server.DefaultIdleTimeout.String(),
-		"max_page_size":            1000,
-		"stat_max_groups":          10000,
-		"stat_max_pushed":          100000,
-	}
-}
+// BaseDefaults are the defaults of Base, as Load takes them.
+func BaseDefaults() map[string]any { return Defaults(&Base{}) }
 
-// Validate checks Base.
+// Validate checks Base: its declared bounds, and what needs two keys.
 func (b *Base) Validate() error {
 	if b.MongoURI == "" || b.MongoDatabase == "" {
 		return fmt.Errorf("mongo_uri and mongo_database are required")
 	}
-	if b.MaxPageSize <= 0 || b.StatMaxGroups <= 0 || b.StatMaxPushed <= 0 {
-		return fmt.Errorf("max_page_size, stat_max_groups and stat_max_pushed must be above 0")
-	}
-	return nil
+	return Check(b)
 }
 
 // JWKSBytes returns the configured JWK set, fetching it from jwks_url
@@ -277,28 +246,36 @@ func ParseMap(s string) (map[string]string, error) {
 	return out, nil
 }
 
-// String renders cfg as key=value pairs with fields tagged secret masked.
+// String renders cfg as key=value pairs with fields tagged secret masked
+// (the print at start): every keyed field, embedded ones included.
 func String(cfg any) string {
 	var b strings.Builder
-	var walk func(v reflect.Value)
-	walk = func(v reflect.Value) {
-		t := v.Type()
-		for i := range t.NumField() {
-			f := t.Field(i)
-			name, _, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
-			if f.Type.Kind() == reflect.Struct && name == "" {
-				walk(v.Field(i))
-				continue
-			}
-			val := fmt.Sprint(v.Field(i).Interface())
-			if f.Tag.Get("secret") == "true" && val != "" {
-				val = mask(val)
-			}
-			fmt.Fprintf(&b, "%s=%s ", name, val)
+	v := reflect.Indirect(reflect.ValueOf(cfg))
+	walkFields(v.Type(), func(f reflect.StructField, path []int) {
+		name, _, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
+		val := fmt.Sprint(v.FieldByIndex(path).Interface())
+		if f.Tag.Get("secret") == "true" && val != "" {
+			val = mask(val)
+		}
+		fmt.Fprintf(&b, "%s=%s ", name, val)
+	})
+	return strings.TrimSpace(b.String())
+}
+
+// OwnString is String without Base's keys: a service's own settings, for
+// the print at start beside Base's.
+func OwnString(cfg any) string {
+	base := map[string]bool{}
+	for _, k := range Describe(&Base{}) {
+		base[k.Name] = true
+	}
+	var out []string
+	for kv := range strings.FieldsSeq(String(cfg)) {
+		if k, _, _ := strings.Cut(kv, "="); !base[k] {
+			out = append(out, kv)
 		}
 	}
-	walk(reflect.Indirect(reflect.ValueOf(cfg)))
-	return strings.TrimSpace(b.String())
+	return strings.Join(out, " ")
 }
 
 // mask keeps a URI's scheme and host but hides credentials; other secrets vanish.

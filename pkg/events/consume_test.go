@@ -20,8 +20,8 @@ const testSubject = "nubes.job.test" // on JobStream
 func testSpec(ackWait time.Duration) events.ConsumerSpec {
 	return events.ConsumerSpec{Stream: events.JobStream, Consumer: jetstream.ConsumerConfig{
 		Durable: "test", FilterSubject: testSubject, DeliverPolicy: jetstream.DeliverAllPolicy,
-		AckPolicy: jetstream.AckExplicitPolicy, AckWait: ackWait, MaxDeliver: -1,
-	}}
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: ackWait,
+	}, MaxDeliver: events.Unbounded, DeadLetter: func(context.Context, events.Dead) error { return nil }}
 }
 
 // startConsume runs events.Consume until the test ends (or stop is
@@ -66,13 +66,13 @@ type deliveries struct {
 	n  map[string]int
 }
 
-func (d *deliveries) add(msg jetstream.Msg) int {
+func (d *deliveries) add(msg events.Delivery) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.n == nil {
 		d.n = map[string]int{}
 	}
-	id := msg.Headers().Get(jetstream.MsgIDHeader)
+	id := msg.MsgID
 	d.n[id]++
 	return d.n[id]
 }
@@ -95,7 +95,7 @@ func TestConsumeRunsWorkersAtOnce(t *testing.T) {
 	var inFlight, most atomic.Int32
 	release := make(chan struct{})
 	var seen deliveries
-	startConsume(t, bus, testSpec(time.Minute), workers, func(ctx context.Context, msg jetstream.Msg) {
+	startConsume(t, bus, testSpec(time.Minute), workers, func(ctx context.Context, msg events.Delivery) events.Outcome {
 		seen.add(msg)
 		cur := inFlight.Add(1)
 		for {
@@ -106,7 +106,7 @@ func TestConsumeRunsWorkersAtOnce(t *testing.T) {
 		}
 		<-release
 		inFlight.Add(-1)
-		_ = msg.Ack()
+		return events.Done()
 	})
 	ids := make([]string, 2*workers)
 	for i := range ids {
@@ -159,9 +159,9 @@ func TestConsumeWaitsForNATS(t *testing.T) {
 	spec := testSpec(time.Minute)
 	var setups atomic.Int32
 	spec.Setup = func(context.Context) error { setups.Add(1); return nil }
-	startConsume(t, bus, spec, 2, func(_ context.Context, msg jetstream.Msg) {
+	startConsume(t, bus, spec, 2, func(_ context.Context, msg events.Delivery) events.Outcome {
 		seen.add(msg)
-		_ = msg.Ack()
+		return events.Done()
 	})
 	if got := setups.Load(); got != 0 {
 		t.Fatalf("Setup ran %d times with NATS down", got)
@@ -200,9 +200,9 @@ func TestConsumeRetriesSetup(t *testing.T) {
 		return nil
 	}
 	var seen deliveries
-	startConsume(t, bus, spec, 1, func(_ context.Context, msg jetstream.Msg) {
+	startConsume(t, bus, spec, 1, func(_ context.Context, msg events.Delivery) events.Outcome {
 		seen.add(msg)
-		_ = msg.Ack()
+		return events.Done()
 	})
 	publish(t, bus, "a")
 	waitFor(t, patience, "message handled", func() bool { return seen.get()["a"] == 1 })
@@ -216,9 +216,9 @@ func TestConsumeRecreatesLostConsumer(t *testing.T) {
 	n := testkit.StartNATS(t)
 	bus := connect(t, n.URL())
 	var seen deliveries
-	startConsume(t, bus, testSpec(time.Minute), 2, func(_ context.Context, msg jetstream.Msg) {
+	startConsume(t, bus, testSpec(time.Minute), 2, func(_ context.Context, msg events.Delivery) events.Outcome {
 		seen.add(msg)
-		_ = msg.Ack()
+		return events.Done()
 	})
 	publish(t, bus, "before")
 	waitFor(t, patience, "first message handled", func() bool { return seen.get()["before"] == 1 })
@@ -242,23 +242,22 @@ func holdPastAckWait(t *testing.T, heartbeat bool) int {
 	var seen deliveries
 	held := make(chan struct{})
 	redelivered := make(chan struct{}, 1)
-	startConsume(t, bus, testSpec(ackWait), 2, func(ctx context.Context, msg jetstream.Msg) {
+	spec := testSpec(ackWait)
+	spec.Heartbeat = heartbeat
+	startConsume(t, bus, spec, 2, func(ctx context.Context, msg events.Delivery) events.Outcome {
 		if seen.add(msg) > 1 {
 			select {
 			case redelivered <- struct{}{}:
 			default:
 			}
-			return // the first delivery still holds it
-		}
-		if heartbeat {
-			stop := events.Heartbeat(ctx, msg, ackWait/3)
-			defer stop()
+			return events.RetryAfter(time.Minute, errors.New("the first delivery still holds it"))
 		}
 		select {
 		case <-time.After(3 * ackWait):
 		case <-redelivered:
 		}
 		close(held)
+		return events.Done()
 	})
 	publish(t, bus, "slow")
 	select {
@@ -286,14 +285,24 @@ func TestWithoutHeartbeatSlowMessageIsRedelivered(t *testing.T) {
 func TestHeartbeatStops(t *testing.T) {
 	n := testkit.StartNATS(t)
 	bus := connect(t, n.URL())
-	got := make(chan jetstream.Msg, 1)
-	startConsume(t, bus, testSpec(time.Minute), 1, func(_ context.Context, msg jetstream.Msg) { got <- msg })
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	if err := bus.EnsureStreams(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The message pulled by hand, as Consume pulls it.
+	cons, err := bus.JS.CreateOrUpdateConsumer(ctx, events.JobStream, testSpec(time.Minute).Consumer)
+	if err != nil {
+		t.Fatal(err)
+	}
 	publish(t, bus, "beat")
-	var msg jetstream.Msg
-	select {
-	case msg = <-got:
-	case <-time.After(patience):
-		t.Fatal("no message")
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(patience))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, ok := <-batch.Messages()
+	if !ok {
+		t.Fatalf("no message: %v", batch.Error())
 	}
 	stop := events.Heartbeat(context.Background(), msg, 10*time.Millisecond)
 	stop()
@@ -312,14 +321,14 @@ func TestConsumeShutdown(t *testing.T) {
 	started := make(chan struct{})
 	var first sync.Once
 	var finished, sawCancel atomic.Bool
-	stop := startConsume(t, bus, testSpec(time.Minute), 3, func(ctx context.Context, msg jetstream.Msg) {
+	stop := startConsume(t, bus, testSpec(time.Minute), 3, func(ctx context.Context, msg events.Delivery) events.Outcome {
 		// The nak below may reach another worker whose pull was in flight.
 		first.Do(func() { close(started) })
 		<-ctx.Done()
 		sawCancel.Store(true)
 		time.Sleep(100 * time.Millisecond) // still running when Consume is asked to stop
-		_ = msg.Nak()
 		finished.Store(true)
+		return events.RetryAfter(0, ctx.Err())
 	})
 	publish(t, bus, "in-flight")
 	select {
@@ -341,7 +350,7 @@ func TestConsumeRefusesBadSpec(t *testing.T) {
 	noStream, noDurable := ok, ok
 	noStream.Stream = ""
 	noDurable.Consumer.Durable = ""
-	h := func(context.Context, jetstream.Msg) {}
+	h := func(context.Context, events.Delivery) events.Outcome { return events.Done() }
 	for name, c := range map[string]struct {
 		bus  *events.Bus
 		spec events.ConsumerSpec

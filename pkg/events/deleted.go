@@ -13,7 +13,8 @@ package events
 // user_id, workspace_id or project_id), so a redelivery does nothing new.
 // A cleanup that fails is delivered again (no bound: a delete must
 // finish); a consumer that was down finds the events waiting, since each
-// service's durable consumer keeps its own place in DeletedStream.
+// service's durable consumer keeps its own place in DeletedStream. A
+// payload that is no deletion goes to the service's dead letter.
 
 import (
 	"context"
@@ -123,7 +124,7 @@ type Cleanup func(ctx context.Context, d Deleted) error
 // DeletionWorkers is a service's deletion consumer as app.Service
 // workers: one that runs ConsumeDeletions, or none, with a warning, when
 // the service has no bus (its records of deleted owners then stay).
-func DeletionWorkers(bus *Bus, service string, log *slog.Logger, cleanup Cleanup) []func(context.Context) error {
+func DeletionWorkers(bus *Bus, service string, dead DeadLetter, log *slog.Logger, cleanup Cleanup) []func(context.Context) error {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -131,46 +132,31 @@ func DeletionWorkers(bus *Bus, service string, log *slog.Logger, cleanup Cleanup
 		log.Warn(service + " runs without an event bus: a deleted user's, workspace's or project's records stay")
 		return nil
 	}
-	return []func(context.Context) error{func(ctx context.Context) error { return ConsumeDeletions(ctx, bus, service, log, cleanup) }}
+	return []func(context.Context) error{func(ctx context.Context) error { return ConsumeDeletions(ctx, bus, service, dead, log, cleanup) }}
 }
 
 // ConsumeDeletions runs cleanup for every deletion through service's
-// durable consumer (DeletedConsumer) until ctx is done: acked once
-// cleanup returned nil, delivered again after a pause when it failed
-// (unbounded: the delete must finish), dropped when it does not decode.
-func ConsumeDeletions(ctx context.Context, bus *Bus, service string, log *slog.Logger, cleanup Cleanup) error {
+// durable consumer (DeletedConsumer) until ctx is done: done once
+// cleanup returned nil, delivered again after a pause growing to a
+// minute when it failed (unbounded: the delete must finish), and
+// dead-lettered (dead) when it does not decode.
+func ConsumeDeletions(ctx context.Context, bus *Bus, service string, dead DeadLetter, log *slog.Logger, cleanup Cleanup) error {
 	if log == nil {
 		log = slog.Default()
 	}
-	const ackWait = 30 * time.Second
 	return Consume(ctx, bus, ConsumerSpec{Stream: DeletedStream, Consumer: jetstream.ConsumerConfig{
 		Durable: DeletedConsumer(service), FilterSubject: DeletedSubject,
 		DeliverPolicy: jetstream.DeliverAllPolicy, AckPolicy: jetstream.AckExplicitPolicy,
-		AckWait: ackWait, MaxDeliver: -1, MaxAckPending: 64,
-	}}, 1, func(ctx context.Context, msg jetstream.Msg) {
+		AckWait: 30 * time.Second, MaxAckPending: 64,
+	}, MaxDeliver: Unbounded, DeadLetter: dead, Heartbeat: true}, 1, func(ctx context.Context, m Delivery) Outcome {
 		var d Deleted
-		if err := json.Unmarshal(msg.Data(), &d); err != nil || d.Check() != nil {
-			log.Error("deletion dropped: it does not decode", "service", service, "data", string(msg.Data()))
-			_ = msg.Term()
-			return
+		if err := json.Unmarshal(m.Data, &d); err != nil || d.Check() != nil {
+			return Poison("not a deletion")
 		}
-		if ctx.Err() != nil {
-			_ = msg.Nak()
-			return
-		}
-		stop := Heartbeat(ctx, msg, ackWait/3)
-		err := cleanup(ctx, d)
-		stop()
-		if err != nil {
-			meta, _ := msg.Metadata()
-			n := uint64(1)
-			if meta != nil {
-				n = meta.NumDelivered
-			}
+		if err := cleanup(ctx, d); err != nil {
 			log.Warn("deletion cleanup failed; delivered again", "service", service, "deletion", d.ID, "kind", d.Kind, "error", err.Error())
-			_ = msg.NakWithDelay(min(time.Duration(n)*time.Second, time.Minute))
-			return
+			return RetryAfter(min(time.Duration(m.Attempt)*time.Second, time.Minute), err)
 		}
-		_ = msg.Ack()
+		return Done()
 	})
 }

@@ -11,12 +11,14 @@ import (
 	"github.com/nubes-io/nubes/pkg/testkit"
 )
 
-// runDeletions runs ConsumeDeletions for service until stop is called.
+// runDeletions runs ConsumeDeletions for service until stop is called;
+// its dead letters are dropped.
 func runDeletions(t *testing.T, bus *events.Bus, service string, cleanup events.Cleanup) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- events.ConsumeDeletions(ctx, bus, service, nil, cleanup) }()
+	dead := func(context.Context, events.Dead) error { return nil }
+	go func() { done <- events.ConsumeDeletions(ctx, bus, service, dead, nil, cleanup) }()
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {

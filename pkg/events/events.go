@@ -36,11 +36,12 @@
 // Every worker that reads a durable consumer does it through Consume: it
 // waits for NATS and the streams, creates the consumer from the caller's
 // ConsumerSpec, and runs N workers that pull one message at a time and
-// pass it to the caller's handler, until ctx is done; a lost consumer is
-// created again. A handler that may run past the consumer's AckWait keeps
-// its message with Heartbeat. Consume decides nothing about a message:
-// ack, nak with or without delay, term, dead-lettering and the consumer's
-// policies are the caller's. See consume.go.
+// pass it to the caller's handler as a Delivery, until ctx is done; a
+// lost consumer is created again. The handler answers Done, RetryAfter
+// or Poison, and Consume alone acks, naks with a delay, bounds the
+// deliveries (ConsumerSpec.MaxDeliver), dead-letters (DeadLetter;
+// DeadRecords for a service with a database) and terminates, and beats
+// while a long handler runs. See consume.go.
 package events
 
 import (

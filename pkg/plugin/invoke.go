@@ -30,18 +30,6 @@ func (m Method) short() string {
 	return svc + "." + name
 }
 
-// retryable reports the failures upstream's client tries again.
-func retryable(err error) bool {
-	if _, ok := errs.As(err); ok {
-		return false
-	}
-	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded:
-		return true
-	}
-	return false
-}
-
 // outgoing adds the metadata the upstream core sends its plugins: the
 // literal token NO_TOKEN (plugins run without authentication).
 func outgoing(ctx context.Context) context.Context {
@@ -92,8 +80,8 @@ func (t *Target) prepare(ctx context.Context, m Method, req map[string]any) (*co
 }
 
 // Invoke calls a unary method and returns its reply as a map. Each try has
-// the CallTimeout deadline; UNAVAILABLE and DEADLINE_EXCEEDED are tried
-// again Retries times.
+// the CallTimeout deadline; a Retryable failure is tried again Retries
+// times (the client's Policy).
 func (t *Target) Invoke(ctx context.Context, m Method, req map[string]any) (map[string]any, error) {
 	var err error
 	for try := 0; ; try++ {
@@ -102,15 +90,28 @@ func (t *Target) Invoke(ctx context.Context, m Method, req map[string]any) (map[
 		if err == nil {
 			return out, nil
 		}
-		if !retryable(err) || try >= t.c.opts.Retries || ctx.Err() != nil {
+		if !t.retryThisCall(try+1, err) || ctx.Err() != nil {
 			break
 		}
 		t.c.opts.Log.Debug("plugin call retried", "plugin", t.name, "method", string(m), "try", try+1, "error", err)
-		if !sleep(ctx, t.c.opts.RetryDelay) {
+		if !sleep(ctx, t.c.policy.Delay(try+1)) {
 			break
 		}
 	}
 	return nil, t.failed(m, callerGaveUp(ctx, err))
+}
+
+// retryThisCall: the client's policy inside one call, over the plugin's
+// gRPC answers only. An error prepare already mapped is its verdict on
+// this call (a connection not ready within ReadyTimeout was waited for;
+// an unsupported method stays so), and a reply that does not decode
+// decodes no better the second time; the caller may try later
+// (Retryable).
+func (t *Target) retryThisCall(attempt int, err error) bool {
+	if _, answered := status.FromError(err); !answered {
+		return false
+	}
+	return t.c.policy.Again(attempt, err)
 }
 
 // callerGaveUp reports the caller's cancellation or deadline as such (the
@@ -158,11 +159,11 @@ func (t *Target) Stream(ctx context.Context, m Method, req map[string]any, fn fu
 		if errors.As(err, &fe) {
 			return fe.err
 		}
-		if got || !retryable(err) || try >= t.c.opts.Retries || ctx.Err() != nil {
+		if got || !t.retryThisCall(try+1, err) || ctx.Err() != nil {
 			break
 		}
 		t.c.opts.Log.Debug("plugin stream retried", "plugin", t.name, "method", string(m), "try", try+1, "error", err)
-		if !sleep(ctx, t.c.opts.RetryDelay) {
+		if !sleep(ctx, t.c.policy.Delay(try+1)) {
 			break
 		}
 	}

@@ -8,7 +8,8 @@
 //
 // It applies the upstream call policy (ready within 3 s, unary calls 180 s,
 // streams bounded only by their context, two retries on UNAVAILABLE or
-// DEADLINE_EXCEEDED, 256 MiB receive limit) and turns every failure into an
+// DEADLINE_EXCEEDED (Retryable, Policy: the one retry rule of the suite),
+// 256 MiB receive limit) and turns every failure into an
 // *errs.Error: never a 500, never a hang. Endpoints come from config
 // plugin_endpoints (plugin_id or plugin_id@version → grpc://host:port or
 // grpc+ssl://host:port).
@@ -56,7 +57,8 @@ type Options struct {
 	// (unary calls, and streams before their first message). Negative
 	// means none.
 	Retries int
-	// RetryDelay is waited before each retry (default 100 ms).
+	// RetryDelay is the wait before the first retry (default 100 ms),
+	// doubled for the next (DefaultPolicy, jittered).
 	RetryDelay time.Duration
 	// MaxRecvBytes is the largest reply message accepted.
 	MaxRecvBytes int
@@ -101,6 +103,7 @@ func (o Options) withDefaults() Options {
 // per endpoint; it is safe for concurrent use.
 type Client struct {
 	opts      Options
+	policy    Policy            // DefaultPolicy with opts' Retries and RetryDelay
 	endpoints map[string]string // lower-case plugin_id[@version] → endpoint
 
 	mu    sync.Mutex
@@ -113,6 +116,9 @@ type Client struct {
 // grpc+ssl://host:port.
 func New(endpoints map[string]string, opts Options) (*Client, error) {
 	c := &Client{opts: opts.withDefaults(), endpoints: map[string]string{}, conns: map[string]*conn{}}
+	c.policy = DefaultPolicy
+	c.policy.Attempts, c.policy.Base = 1+c.opts.Retries, c.opts.RetryDelay
+	c.policy.Max = max(c.policy.Max, c.opts.RetryDelay)
 	keys := make([]string, 0, len(endpoints))
 	for k := range endpoints {
 		keys = append(keys, k)

@@ -338,6 +338,26 @@ func Wrap(err error) error {
 	return err
 }
 
+// OnlyDuplicates reports an insert (one or an unordered many) whose every
+// failure is a duplicate key: those documents are stored already, by an
+// earlier try or a concurrent one, so the insert as a whole did its work.
+// A write concern error, or a bulk failure that names no document, is not.
+func OnlyDuplicates(err error) bool {
+	var bwe mongo.BulkWriteException
+	if !errors.As(err, &bwe) {
+		return mongo.IsDuplicateKeyError(err)
+	}
+	if bwe.WriteConcernError != nil || len(bwe.WriteErrors) == 0 {
+		return false
+	}
+	for _, we := range bwe.WriteErrors {
+		if !mongo.IsDuplicateKeyError(we) && we.Code != 11000 {
+			return false
+		}
+	}
+	return true
+}
+
 // Busy reports FerretDB over SQLite refusing a write because another
 // writer held its database (SQLITE_BUSY and its variants, such as
 // BUSY_SNAPSHOT, 517, as an InternalError): the write was not applied

@@ -53,5 +53,5 @@ func Build(ctx context.Context, d app.Deps, limits Limits) (*app.Service, error)
 		}
 		routes = append(routes, rs...)
 	}
-	return &app.Service{Name: Name, Routes: routes, Workers: events.DeletionWorkers(d.Events, Name, d.Log, cleanup(d.DB))}, nil
+	return &app.Service{Name: Name, Routes: routes, Workers: events.DeletionWorkers(d.Events, Name, events.DeadRecords(d.DB.Collection(core.DeadLettersCollection)), d.Log, cleanup(d.DB))}, nil
 }

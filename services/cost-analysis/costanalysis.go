@@ -16,7 +16,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -123,7 +122,7 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 		return nil, err
 	}
 	workers = append(workers, jobs.Sweep)
-	workers = append(workers, events.DeletionWorkers(d.Events, Name, log, cleanup(d.DB, jobs, rules))...)
+	workers = append(workers, events.DeletionWorkers(d.Events, Name, events.DeadRecords(d.DB.Collection(core.DeadLettersCollection)), log, cleanup(d.DB, jobs, rules))...)
 	if d.Events != nil && !cfg.NoWorkers {
 		workers = append(workers, worker.New(d.DB, d.Events, jobs, rules, plugins, cfg.Keys, cfg.Workers, log).Run)
 		workers = append(workers, syncScheduler(d.DB, jobs, cfg.SyncSchedule, log).Run)
@@ -167,34 +166,35 @@ func ratesOf(m map[string]string) (map[string]float64, error) {
 	return out, nil
 }
 
-// Settings are the service's keys on top of config.Base.
+// Settings are the service's keys on top of config.Base, declared once
+// (pkg/config: key, default, bound and meaning in the tags);
+// docs/configuration.md "Cost analysis" lists them (TestConfigurationDoc),
+// and a test keeps the defaults equal to the rules' own.
 type Settings struct {
-	config.Base       `mapstructure:",squash"`
-	sealcmd.Keys      `mapstructure:",squash"`
-	ExchangeRates     map[string]string `mapstructure:"exchange_rates"`
-	JobTimeout        time.Duration     `mapstructure:"job_timeout"`
-	WorkerConcurrency int               `mapstructure:"worker_concurrency"`
-	TaskAckWait       time.Duration     `mapstructure:"task_ack_wait"`
-	TaskMaxDeliver    int               `mapstructure:"task_max_deliver"`
-	TaskBackoff       time.Duration     `mapstructure:"task_backoff"`
-	NoWorkers         bool              `mapstructure:"no_workers"`
-	SyncScheduleTick  time.Duration     `mapstructure:"sync_schedule_tick"`
+	ExchangeRates     map[string]string `mapstructure:"exchange_rates" default:"USD=1,KRW=1300,JPY=150,EUR=0.92,CNY=7.2" doc:"the supported currencies and their default rates per US dollar"`
+	JobTimeout        time.Duration     `mapstructure:"job_timeout" default:"10m" min:"1ms" doc:"a job still IN_PROGRESS after this is TIMEOUT"`
+	WorkerConcurrency int               `mapstructure:"worker_concurrency" default:"4" min:"1" doc:"tasks one replica runs at once"`
+	TaskAckWait       time.Duration     `mapstructure:"task_ack_wait" default:"30s" min:"30ms" doc:"a task without a sign of life this long goes to another replica"`
+	TaskMaxDeliver    int               `mapstructure:"task_max_deliver" default:"5" min:"1" doc:"tries of a task whose plugin cannot answer (plugin.Retryable)"`
+	TaskBackoff       time.Duration     `mapstructure:"task_backoff" default:"5s" min:"1ms" doc:"delay before such a try again (±20%)"`
+	NoWorkers         bool              `mapstructure:"no_workers" default:"false" doc:"serve the API only: run no task and fire no schedule"`
+	SyncScheduleTick  time.Duration     `mapstructure:"sync_schedule_tick" default:"30s" min:"1ms" doc:"how often data sources' schedules are looked at (each fires once per scheduled hour across replicas)"`
 }
 
-// Defaults are the defaults of Settings.
-func Defaults() map[string]any {
-	d := config.BaseDefaults()
-	maps.Copy(d, sealcmd.KeyDefaults())
-	w := worker.DefaultConfig()
-	maps.Copy(d, map[string]any{"exchange_rates": DefaultExchangeRates, "job_timeout": job.DefaultConfig().Timeout.String(),
-		"worker_concurrency": w.Concurrency, "task_ack_wait": w.AckWait.String(), "task_max_deliver": w.MaxDeliver,
-		"task_backoff": w.Backoff.String(), "no_workers": false, "sync_schedule_tick": DefaultSyncScheduleTick.String()})
-	return d
+// binarySettings are what the binary reads: Base, the encryption keys
+// and Settings.
+type binarySettings struct {
+	config.Base  `mapstructure:",squash"`
+	sealcmd.Keys `mapstructure:",squash"`
+	Settings     `mapstructure:",squash"`
 }
 
-func load() (Settings, *seal.Keyring, error) {
-	var st Settings
-	if err := config.Load(&st, Defaults()); err != nil {
+// Defaults are the defaults of the binary's keys.
+func Defaults() map[string]any { return app.SettingsDefaults(&binarySettings{}) }
+
+func load() (binarySettings, *seal.Keyring, error) {
+	var st binarySettings
+	if err := config.LoadDeclared(&st); err != nil {
 		return st, nil, err
 	}
 	k, err := st.Keyring()
@@ -202,9 +202,13 @@ func load() (Settings, *seal.Keyring, error) {
 }
 
 // FromEnv is the constructor of the cost-analysis binary: it reads
-// Settings from NUBES_* and the config file.
+// Settings from NUBES_* and the config file, checks and prints them.
 func FromEnv(ctx context.Context, d app.Deps) (*app.Service, error) {
-	st, k, err := load()
+	var st binarySettings
+	if err := app.LoadSettings(d, &st); err != nil {
+		return nil, err
+	}
+	k, err := st.Keyring()
 	if err != nil {
 		return nil, err
 	}
@@ -212,17 +216,11 @@ func FromEnv(ctx context.Context, d app.Deps) (*app.Service, error) {
 	if cfg.ExchangeRates, err = ratesOf(st.ExchangeRates); err != nil {
 		return nil, err
 	}
-	if st.JobTimeout <= 0 {
-		return nil, fmt.Errorf("job_timeout must be above 0")
-	}
 	cfg.Jobs.Timeout = st.JobTimeout
 	cfg.Jobs.SweepEvery = min(cfg.Jobs.SweepEvery, st.JobTimeout/2)
 	cfg.Workers = worker.Config{Concurrency: st.WorkerConcurrency, AckWait: st.TaskAckWait, MaxDeliver: st.TaskMaxDeliver,
 		Backoff: st.TaskBackoff, Poll: time.Second}
 	cfg.NoWorkers = st.NoWorkers
-	if st.SyncScheduleTick <= 0 {
-		return nil, fmt.Errorf("sync_schedule_tick must be above 0")
-	}
 	cfg.SyncSchedule.Tick = st.SyncScheduleTick
 	return Build(ctx, d, cfg)
 }

@@ -46,7 +46,7 @@ func syncScheduler(db *mongo.Database, jobs *job.Jobs, cfg SyncSchedule, log *sl
 			// No caller: Start takes no principal for anything, and calls
 			// to identity go with the service credential.
 			_, err := jobs.Start(ctx, ds, "")
-			if e, ok := errs.As(err); ok && (e.Code == errs.DuplicateJob || e.Code == errs.DataSourceState) {
+			if errs.Is(err, errs.DuplicateJob) || errs.Is(err, errs.DataSourceState) {
 				return schedule.Skip(err)
 			}
 			return err

@@ -32,5 +32,5 @@ func New(ctx context.Context, d app.Deps) (*app.Service, error) {
 	}
 	// The console's 2.x dashboards answer 501 until built (pkg/api NotBuilt).
 	routes = append(routes, api.PendingRoutes(Name)...)
-	return &app.Service{Name: Name, Routes: routes, Workers: events.DeletionWorkers(d.Events, Name, log, cleanup(d.DB))}, nil
+	return &app.Service{Name: Name, Routes: routes, Workers: events.DeletionWorkers(d.Events, Name, events.DeadRecords(d.DB.Collection(DeadLettersCollection)), log, cleanup(d.DB))}, nil
 }

@@ -34,24 +34,32 @@ import (
 // Name is the service name.
 const Name = "inventory"
 
-// Config configures the inventory rules and workers.
-type Config struct {
+// Settings are inventory's keys on top of config.Base, declared once
+// (pkg/config: key, default, bound and meaning in the tags);
+// docs/configuration.md "Inventory" lists them (TestConfigurationDoc).
+type Settings struct {
 	// Workers is how many task messages one replica runs at once.
-	Workers int
+	Workers int `mapstructure:"inventory_workers" default:"4" min:"1" doc:"task messages one replica runs at once"`
 	// AckWait is when an unacknowledged task message goes to another
 	// worker (a running task sends heartbeats every AckWait/3).
-	AckWait time.Duration
+	AckWait time.Duration `mapstructure:"inventory_ack_wait" default:"1m" min:"1s" doc:"a task message not acknowledged within this goes to another replica (a killed worker's task); running tasks send heartbeats every third of it"`
 	// JobTimeout is how long a job may run before it becomes FAILURE.
-	JobTimeout time.Duration
+	JobTimeout time.Duration `mapstructure:"inventory_job_timeout" default:"2h" min:"1s" doc:"a job still IN_PROGRESS after this is FAILURE, its unfinished tasks FAILURE with ERROR_JOB_TIMEOUT"`
 	// SlotRetry is when a task waiting for a concurrency slot of its job
 	// is tried again.
-	SlotRetry time.Duration
+	SlotRetry time.Duration `mapstructure:"inventory_slot_retry" default:"5s" min:"1ms" doc:"a sub-task finding every concurrency slot of its job taken comes back after this"`
 	// ScheduleTick is how often schedules are looked at.
-	ScheduleTick time.Duration
+	ScheduleTick time.Duration `mapstructure:"inventory_schedule_tick" default:"30s" min:"1ms" doc:"how often collector schedules are looked at"`
 	// SweepEvery is how often jobs past their timeout are ended.
-	SweepEvery time.Duration
+	SweepEvery time.Duration `mapstructure:"inventory_sweep_every" default:"1m" min:"1ms" doc:"how often jobs past inventory_job_timeout are ended"`
 	// Batch is how many streamed resources are written together.
-	Batch int
+	Batch int `mapstructure:"inventory_batch" default:"200" min:"1" doc:"streamed resources matched and written together"`
+}
+
+// Config configures the inventory rules and workers: the settings, and
+// what no key sets.
+type Config struct {
+	Settings
 	// NoWorkers builds the API without workers, schedules or sweeps
 	// (tests that drive the workers themselves).
 	NoWorkers bool
@@ -59,46 +67,30 @@ type Config struct {
 
 // DefaultConfig is the configuration with every default.
 func DefaultConfig() Config {
-	w := worker.DefaultConfig()
-	return Config{Workers: w.Workers, AckWait: w.AckWait, JobTimeout: w.JobTimeout, SlotRetry: w.SlotRetry,
-		ScheduleTick: 30 * time.Second, SweepEvery: w.SweepEvery, Batch: w.Batch}
-}
-
-// Settings are inventory's keys on top of config.Base.
-type Settings struct {
-	config.Base  `mapstructure:",squash"`
-	Workers      int           `mapstructure:"inventory_workers"`
-	AckWait      time.Duration `mapstructure:"inventory_ack_wait"`
-	JobTimeout   time.Duration `mapstructure:"inventory_job_timeout"`
-	SlotRetry    time.Duration `mapstructure:"inventory_slot_retry"`
-	ScheduleTick time.Duration `mapstructure:"inventory_schedule_tick"`
-	Batch        int           `mapstructure:"inventory_batch"`
-}
-
-// Defaults are the defaults of Settings.
-func Defaults() map[string]any {
-	d := config.BaseDefaults()
-	c := DefaultConfig()
-	for k, v := range map[string]any{
-		"inventory_workers": c.Workers, "inventory_ack_wait": c.AckWait.String(), "inventory_job_timeout": c.JobTimeout.String(),
-		"inventory_slot_retry": c.SlotRetry.String(), "inventory_schedule_tick": c.ScheduleTick.String(), "inventory_batch": c.Batch,
-	} {
-		d[k] = v
+	var c Config
+	if err := config.SetDefaults(&c.Settings); err != nil {
+		panic(err) // a declaration that does not parse: a bug TestConfigurationDoc shows
 	}
-	return d
+	return c
 }
+
+// binarySettings are what the binary reads.
+type binarySettings struct {
+	config.Base `mapstructure:",squash"`
+	Settings    `mapstructure:",squash"`
+}
+
+// Defaults are the defaults of the binary's keys.
+func Defaults() map[string]any { return app.SettingsDefaults(&binarySettings{}) }
 
 // FromEnv is the constructor of the inventory binary: it reads Settings
-// from NUBES_* and the config file.
+// from NUBES_* and the config file, checks and prints them.
 func FromEnv(ctx context.Context, d app.Deps) (*app.Service, error) {
-	var st Settings
-	if err := config.Load(&st, Defaults()); err != nil {
+	var st binarySettings
+	if err := app.LoadSettings(d, &st); err != nil {
 		return nil, err
 	}
-	cfg := DefaultConfig()
-	cfg.Workers, cfg.AckWait, cfg.JobTimeout, cfg.SlotRetry, cfg.ScheduleTick, cfg.Batch =
-		st.Workers, st.AckWait, st.JobTimeout, st.SlotRetry, st.ScheduleTick, st.Batch
-	return Build(ctx, d, cfg)
+	return Build(ctx, d, Config{Settings: st.Settings})
 }
 
 // New builds the service with the default configuration.
@@ -168,7 +160,7 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 		}, cfg.ScheduleTick, log)
 		workers = append(workers, w.Run, w.Sweep, sched.Run)
 	}
-	workers = append(workers, events.DeletionWorkers(d.Events, Name, log, cleanup(d.DB))...)
+	workers = append(workers, events.DeletionWorkers(d.Events, Name, events.DeadRecords(d.DB.Collection(core.DeadLettersCollection)), log, cleanup(d.DB))...)
 	var routes []api.Route
 	routes = append(routes, collectors.Routes()...)
 	routes = append(routes, types.Routes()...)

@@ -39,24 +39,25 @@ import (
 // Name is the service name.
 const Name = "mailer"
 
-// Config of the mailer. Keys are flat so each has its NUBES_ variable
-// (smtp_host is NUBES_SMTP_HOST). A zero value takes the default.
+// Config of the mailer, declared once: keys are flat so each has its
+// NUBES_ variable (smtp_host is NUBES_SMTP_HOST), and each field's default
+// is in its tag. A zero value takes the default.
 type Config struct {
 	SMTPHost     string        `mapstructure:"smtp_host"` // empty: write files to MailDir
-	SMTPPort     int           `mapstructure:"smtp_port"`
-	SMTPTLS      string        `mapstructure:"smtp_tls"` // none | starttls | tls
+	SMTPPort     int           `mapstructure:"smtp_port" default:"587"`
+	SMTPTLS      string        `mapstructure:"smtp_tls" default:"starttls"` // none | starttls | tls
 	SMTPUsername string        `mapstructure:"smtp_username"`
 	SMTPPassword string        `mapstructure:"smtp_password" secret:"true"`
-	SMTPFrom     string        `mapstructure:"smtp_from"`    // From header and envelope sender
-	SMTPTimeout  time.Duration `mapstructure:"smtp_timeout"` // one SMTP conversation
-	MailDir      string        `mapstructure:"mail_dir"`     // used when SMTPHost is empty
+	SMTPFrom     string        `mapstructure:"smtp_from" default:"Nubes <noreply@nubes.local>"` // From header and envelope sender
+	SMTPTimeout  time.Duration `mapstructure:"smtp_timeout" default:"30s"`                      // one SMTP conversation
+	MailDir      string        `mapstructure:"mail_dir"`                                        // used when SMTPHost is empty
 
-	MaxDeliver   int           `mapstructure:"mail_max_deliver"`   // deliveries before dead-letter
-	Backoff      time.Duration `mapstructure:"mail_backoff"`       // delay after the first failure, doubling
-	MaxBackoff   time.Duration `mapstructure:"mail_max_backoff"`   // cap of that delay
-	AckWait      time.Duration `mapstructure:"mail_ack_wait"`      // redelivery of an unacked message
-	Concurrency  int           `mapstructure:"mail_concurrency"`   // messages sent at once per replica
-	ClaimTimeout time.Duration `mapstructure:"mail_claim_timeout"` // a send claim older than this is abandoned
+	MaxDeliver   int           `mapstructure:"mail_max_deliver" default:"8"`    // deliveries before dead-letter
+	Backoff      time.Duration `mapstructure:"mail_backoff" default:"5s"`       // delay after the first failure, doubling
+	MaxBackoff   time.Duration `mapstructure:"mail_max_backoff" default:"5m"`   // cap of that delay
+	AckWait      time.Duration `mapstructure:"mail_ack_wait" default:"1m"`      // redelivery of an unacked message
+	Concurrency  int           `mapstructure:"mail_concurrency" default:"4"`    // messages sent at once per replica
+	ClaimTimeout time.Duration `mapstructure:"mail_claim_timeout" default:"2m"` // a send claim older than this is abandoned
 
 	// encryption_keys, encryption_keys_file, encryption_active_key:
 	// identity's keys, which seal the link or code a mail carries
@@ -64,28 +65,10 @@ type Config struct {
 	sealcmd.Keys `mapstructure:",squash"`
 }
 
-// Defaults are the defaults of Config, as config keys.
-func Defaults() map[string]any {
-	return map[string]any{
-		"smtp_host":             "",
-		"smtp_port":             587,
-		"smtp_tls":              mailsend.TLSStartTLS,
-		"smtp_username":         "",
-		"smtp_password":         "",
-		"smtp_from":             "Nubes <noreply@nubes.local>",
-		"smtp_timeout":          "30s",
-		"mail_dir":              "",
-		"mail_max_deliver":      8,
-		"mail_backoff":          "5s",
-		"mail_max_backoff":      "5m",
-		"mail_ack_wait":         "1m",
-		"mail_concurrency":      4,
-		"mail_claim_timeout":    "2m",
-		"encryption_keys":       "",
-		"encryption_keys_file":  "",
-		"encryption_active_key": "",
-	}
-}
+// Defaults are the defaults of Config, as config keys: declared in its
+// tags (pkg/config); withDefaults fills the same into a Config built in
+// code (TestDeclaredDefaults holds the two equal).
+func Defaults() map[string]any { return config.Defaults(&Config{}) }
 
 // withDefaults fills zero fields.
 func (c Config) withDefaults() Config {

@@ -83,7 +83,6 @@ func (w *worker) Run(ctx context.Context) error {
 			DeliverPolicy: jetstream.DeliverAllPolicy,
 			AckPolicy:     jetstream.AckExplicitPolicy,
 			AckWait:       w.cfg.AckWait,
-			MaxDeliver:    w.cfg.MaxDeliver,
 			MaxAckPending: max(256, 4*w.cfg.Concurrency),
 		},
 		Setup: func(ctx context.Context) error {
@@ -97,12 +96,14 @@ func (w *worker) Run(ctx context.Context) error {
 			}
 			return nil
 		},
-	}, w.cfg.Concurrency, func(runCtx context.Context, msg jetstream.Msg) {
-		if runCtx.Err() != nil {
-			_ = msg.Nak() // not started: redelivered at once, to this or another replica
-			return
-		}
-		w.handle(hctx, runCtx, msg, kv)
+		// The bound is the kit's: a retry at the last delivery is
+		// dead-lettered (w.dead), and a mail done with leaves an old
+		// stream (w.forget).
+		MaxDeliver: w.cfg.MaxDeliver,
+		DeadLetter: w.dead,
+		Settled:    func(ctx context.Context, d events.Delivery) { w.forget(ctx, d.StreamSeq) },
+	}, w.cfg.Concurrency, func(runCtx context.Context, d events.Delivery) events.Outcome {
+		return w.handle(hctx, runCtx, d, kv)
 	})
 }
 
@@ -212,82 +213,60 @@ func (w *worker) recordSent(ctx, runCtx context.Context, kv jetstream.KeyValue, 
 
 // handle processes one delivery. ctx outlives the worker's cancellation
 // (runCtx) so that a send in flight is finished, recorded and acked.
-func (w *worker) handle(ctx, runCtx context.Context, msg jetstream.Msg, kv jetstream.KeyValue) {
-	meta, err := msg.Metadata()
-	if err != nil {
-		w.log.Error("mail: not a JetStream message", "error", err.Error())
-		_ = msg.Term()
-		return
-	}
-	d := delivery{msg: msg, meta: meta}
+func (w *worker) handle(ctx, runCtx context.Context, d events.Delivery, kv jetstream.KeyValue) events.Outcome {
 	var m events.Mail
-	if err := json.Unmarshal(msg.Data(), &m); err != nil {
-		w.dead(ctx, d, nil, "undecodable payload: "+err.Error())
-		return
+	if err := json.Unmarshal(d.Data, &m); err != nil {
+		return events.Poison("undecodable payload: " + err.Error())
 	}
 	if m.ID == "" {
-		m.ID = msg.Headers().Get(jetstream.MsgIDHeader)
+		m.ID = d.MsgID
 	}
-	d.id = m.ID
 	if !events.ValidID(m.ID) {
-		w.dead(ctx, d, &m, fmt.Sprintf("invalid mail id %q", m.ID))
-		return
+		return events.Poison(fmt.Sprintf("invalid mail id %q", m.ID))
 	}
 	// m stays sealed (a dead letter keeps it so); the opened copy lives
 	// only here, for the send.
 	opened, err := events.OpenMail(w.keys, m)
 	if err != nil {
-		w.dead(ctx, d, &m, "sealed part does not open: "+err.Error())
-		return
+		return events.Poison("sealed part does not open: " + err.Error())
 	}
-	out, err := w.compose(opened, meta.Timestamp)
+	out, err := w.compose(opened, d.Published)
 	if err != nil {
-		w.dead(ctx, d, &m, "unrenderable: "+err.Error())
-		return
+		return events.Poison("unrenderable: " + err.Error())
 	}
 	state, rev, err := w.claim(ctx, kv, m.ID)
 	switch {
 	case err != nil:
-		w.retry(ctx, d, &m, fmt.Errorf("sent record unavailable: %w", err))
-		return
+		return w.retry(d, m.ID, fmt.Errorf("sent record unavailable: %w", err))
 	case state == alreadySent:
-		w.log.Info("mail already sent; duplicate acked", "mail_id", m.ID, "deliveries", meta.NumDelivered)
-		_ = msg.Ack()
-		w.forget(ctx, meta)
-		return
+		w.log.Info("mail already sent; duplicate acked", "mail_id", m.ID, "deliveries", d.Attempt)
+		return events.Done()
 	case state == busy:
-		if meta.NumDelivered >= uint64(w.cfg.MaxDeliver) {
-			w.log.Warn("mail: last delivery while another send holds the claim", "mail_id", m.ID)
-		}
-		_ = msg.NakWithDelay(w.delay(meta.NumDelivered))
-		return
+		// At the last delivery the mail is dead-lettered: the sender that
+		// holds the claim may still send it, or have died with it.
+		return w.retry(d, m.ID, errors.New("another delivery holds the claim"))
 	}
 
 	if err := w.sender.Send(ctx, out.Message); err != nil {
 		w.release(ctx, kv, m.ID, rev)
 		if mailsend.IsPermanent(err) {
-			w.dead(ctx, d, &m, "refused: "+err.Error())
-			return
+			return events.Poison("refused: " + err.Error())
 		}
-		w.retry(ctx, d, &m, err)
-		return
+		return w.retry(d, m.ID, err)
 	}
 	if err := w.recordSent(ctx, runCtx, kv, m.ID); err != nil {
 		w.log.Error("mail sent but not recorded; a redelivery after the claim timeout would send it again",
 			"mail_id", m.ID, "error", err.Error())
 	}
-	if err := msg.DoubleAck(ctx); err != nil {
-		w.log.Warn("mail sent, ack failed; the redelivery will be acked", "mail_id", m.ID, "error", err.Error())
-	}
-	w.forget(ctx, meta)
-	w.log.Info("mail sent", "mail_id", m.ID, "token_id", m.TokenID, "template", m.Template, "language", out.language, "deliveries", meta.NumDelivered)
+	w.log.Info("mail sent", "mail_id", m.ID, "token_id", m.TokenID, "template", m.Template, "language", out.language, "deliveries", d.Attempt)
+	return events.Done()
 }
 
 // forget deletes a mail the mailer is done with from MailStream. A work
 // queue has dropped it at the ack already; a stream made before the mail
 // stream was one keeps its messages until MaxAge, and a mail must not
 // outlive its delivery there (events.EnsureStreams).
-func (w *worker) forget(ctx context.Context, meta *jetstream.MsgMetadata) {
+func (w *worker) forget(ctx context.Context, seq uint64) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	s, err := w.bus.JS.Stream(ctx, events.MailStream)
@@ -297,16 +276,9 @@ func (w *worker) forget(ctx context.Context, meta *jetstream.MsgMetadata) {
 	if info := s.CachedInfo(); info != nil && info.Config.Retention == jetstream.WorkQueuePolicy {
 		return
 	}
-	if err := s.DeleteMsg(ctx, meta.Sequence.Stream); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-		w.log.Debug("mail: delivered message not deleted from the stream", "stream_seq", meta.Sequence.Stream, "error", err.Error())
+	if err := s.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		w.log.Debug("mail: delivered message not deleted from the stream", "stream_seq", seq, "error", err.Error())
 	}
-}
-
-// delivery is one message in hand.
-type delivery struct {
-	msg  jetstream.Msg
-	meta *jetstream.MsgMetadata
-	id   string
 }
 
 // compose renders m into a message. An error means it never will be.
@@ -346,46 +318,38 @@ func (w *worker) delay(n uint64) time.Duration {
 	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
 }
 
-// retry naks a passing failure, or dead-letters it at the bound.
-func (w *worker) retry(ctx context.Context, d delivery, m *events.Mail, cause error) {
-	if d.meta.NumDelivered >= uint64(w.cfg.MaxDeliver) {
-		w.dead(ctx, d, m, fmt.Sprintf("gave up after %d deliveries: %v", d.meta.NumDelivered, cause))
-		return
+// retry asks for the next delivery after w.delay (the kit dead-letters
+// the mail at the bound).
+func (w *worker) retry(d events.Delivery, id string, cause error) events.Outcome {
+	delay := w.delay(uint64(d.Attempt))
+	if !d.Last {
+		w.log.Warn("mail not sent; will retry", "mail_id", id, "deliveries", d.Attempt, "retry_in", delay.Round(time.Millisecond).String(), "error", cause.Error())
 	}
-	delay := w.delay(d.meta.NumDelivered)
-	w.log.Warn("mail not sent; will retry", "mail_id", d.id, "deliveries", d.meta.NumDelivered, "retry_in", delay.Round(time.Millisecond).String(), "error", cause.Error())
-	_ = d.msg.NakWithDelay(delay)
+	return events.RetryAfter(delay, cause)
 }
 
-// dead publishes the mail on the dead-letter subject and terminates it.
-// If that publish fails the delivery is retried (while the bound allows).
-func (w *worker) dead(ctx context.Context, d delivery, m *events.Mail, reason string) {
-	dm := events.DeadMail{ID: d.id, Mail: m, Reason: reason, Deliveries: d.meta.NumDelivered,
-		StreamSeq: d.meta.Sequence.Stream, FailedAt: time.Now().UTC().Format(wire.TimeLayout)}
-	if m == nil {
-		dm.Raw = string(d.msg.Data())
+// dead publishes the mail on the dead-letter subject (DeadMail); an error
+// leaves it to be tried again with its next delivery.
+func (w *worker) dead(ctx context.Context, d events.Dead) error {
+	dm := events.DeadMail{Reason: d.Reason, Deliveries: uint64(d.Attempt), StreamSeq: d.StreamSeq, FailedAt: time.Now().UTC().Format(wire.TimeLayout)}
+	var m events.Mail
+	if err := json.Unmarshal(d.Data, &m); err != nil {
+		dm.Raw = string(d.Data)
+	} else {
+		if m.ID == "" {
+			m.ID = d.MsgID
+		}
+		dm.ID, dm.Mail = m.ID, &m
 	}
-	key := "dead-seq-" + strconv.FormatUint(d.meta.Sequence.Stream, 10)
-	if events.ValidID(d.id) {
-		key = "dead-" + d.id
+	key := "dead-seq-" + strconv.FormatUint(d.StreamSeq, 10)
+	if events.ValidID(dm.ID) {
+		key = "dead-" + dm.ID
 	}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	err := w.bus.Publish(pctx, events.MailDeadSubject, key, dm)
-	cancel()
-	if err != nil {
-		if d.meta.NumDelivered < uint64(w.cfg.MaxDeliver) {
-			w.log.Warn("mail: dead-letter publish failed; will retry", "mail_id", d.id, "reason", reason, "error", err.Error())
-			_ = d.msg.NakWithDelay(w.delay(d.meta.NumDelivered))
-			return
-		}
-		w.log.Error("mail: dead-letter publish failed at the last delivery; the mail stays in the stream",
-			"mail_id", d.id, "stream", events.MailStream, "stream_seq", d.meta.Sequence.Stream, "reason", reason, "error", err.Error())
-	} else {
-		w.log.Error("mail dead-lettered", "mail_id", d.id, "subject", events.MailDeadSubject, "reason", reason, "deliveries", d.meta.NumDelivered)
+	defer cancel()
+	if err := w.bus.Publish(pctx, events.MailDeadSubject, key, dm); err != nil {
+		return fmt.Errorf("mail: dead-letter publish: %w", err)
 	}
-	if len(reason) > 200 {
-		reason = reason[:200]
-	}
-	_ = d.msg.TermWithReason(reason)
-	w.forget(ctx, d.meta)
+	w.log.Error("mail dead-lettered", "mail_id", dm.ID, "subject", events.MailDeadSubject, "reason", d.Reason, "deliveries", d.Attempt)
+	return nil
 }

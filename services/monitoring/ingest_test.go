@@ -129,7 +129,7 @@ func TestIngestRateLimit(t *testing.T) {
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
 	c := setupWith(t, options{settings: func(cfg *monitoring.Config) {
-		cfg.IngestRate, cfg.IngestBurst, cfg.IngestNow = 0.5, 3, clock
+		cfg.IngestRate, cfg.IngestBurst, cfg.Clock = 0.5, 3, clock
 	}})
 	w := c.webhook(t, c.memberA1, "Flooded")
 	quiet := c.webhook(t, c.memberA1, "Quiet")

@@ -10,7 +10,6 @@ package monitoring
 import (
 	"context"
 	"log/slog"
-	"maps"
 	"time"
 
 	"github.com/nubes-io/nubes/pkg/api"
@@ -24,7 +23,6 @@ import (
 	"github.com/nubes-io/nubes/pkg/seal"
 	"github.com/nubes-io/nubes/pkg/seal/sealcmd"
 	"github.com/nubes-io/nubes/pkg/server"
-	"github.com/nubes-io/nubes/pkg/wire"
 	"github.com/nubes-io/nubes/services/monitoring/internal/alert"
 	"github.com/nubes-io/nubes/services/monitoring/internal/core"
 	"github.com/nubes-io/nubes/services/monitoring/internal/escalation"
@@ -39,119 +37,96 @@ import (
 // Name is the service name.
 const Name = "monitoring"
 
-// Config configures the monitoring rules.
-type Config struct {
+// Settings are monitoring's keys (on top of config.Base), declared once:
+// each field's tags give its key, default, bound and meaning; the kit
+// derives the environment names (NUBES_<KEY>), the defaults, the checks
+// and the print at start (pkg/config). docs/configuration.md
+// "Monitoring" lists them (TestConfigurationDoc).
+type Settings struct {
 	// WebhookBaseURL is the public base URL of the suite: a webhook's
 	// webhook_url is WebhookBaseURL + /monitoring/v1/webhook/<id>/<key>/events.
-	WebhookBaseURL string
+	WebhookBaseURL string `mapstructure:"webhook_base_url" doc:"public base URL of webhook_url; empty gives a relative URL, as upstream stores it"`
 	// IngestRate and IngestBurst are each webhook's token bucket (events
 	// per second, bucket size), per replica.
-	IngestRate  float64
-	IngestBurst int
+	IngestRate  float64 `mapstructure:"webhook_rate_limit" default:"50" min:"0" doc:"events per second per webhook, per replica; 0 turns it off"`
+	IngestBurst int     `mapstructure:"webhook_rate_burst" default:"100" min:"0" doc:"the webhook bucket's size"`
 	// WorkspaceRate and WorkspaceBurst are each workspace's bucket over
 	// all its webhooks (events per second, per replica).
-	WorkspaceRate  float64
-	WorkspaceBurst int
+	WorkspaceRate  float64 `mapstructure:"webhook_workspace_rate_limit" default:"200" min:"0" doc:"events per second of all a workspace's webhooks, per replica (a body's events count, not the request); 0 turns it off"`
+	WorkspaceBurst int     `mapstructure:"webhook_workspace_rate_burst" default:"400" min:"0" doc:"the workspace bucket's size"`
 	// FailRate and FailBurst bound the refused ingest and link calls of
 	// one source address (per second, bucket size).
-	FailRate  float64
-	FailBurst int
+	FailRate  float64 `mapstructure:"public_url_failure_rate" default:"1" min:"0" doc:"refused ingest and acknowledge-link calls per second one source address may make before it gets 429 with nothing looked at; 0 turns it off"`
+	FailBurst int     `mapstructure:"public_url_failure_burst" default:"30" min:"0" doc:"the refusal bucket's size"`
 	// EventRetention is how long events are kept (0: for ever);
 	// PurgeEvery how often older ones are deleted.
-	EventRetention, PurgeEvery time.Duration
-	// IngestNow is the rate limit's clock: time.Now when nil (tests stop it).
-	IngestNow func() time.Time
+	EventRetention time.Duration `mapstructure:"event_retention" default:"720h" min:"0s" doc:"events and their bodies older than this are purged; 0 keeps them"`
+	PurgeEvery     time.Duration `mapstructure:"event_purge_every" default:"1h" min:"1ms" doc:"how often events past event_retention are purged"`
 	// ParseTimeout bounds the plugin's Event.parse during an ingest call.
-	ParseTimeout time.Duration
+	ParseTimeout time.Duration `mapstructure:"webhook_parse_timeout" default:"10s" min:"1ms" doc:"bound of the plugin's Event.parse during an ingest call"`
 	// ReadTimeout bounds the reading of an ingest body.
-	ReadTimeout time.Duration
+	ReadTimeout time.Duration `mapstructure:"webhook_read_timeout" default:"10s" min:"0s" doc:"bound of the reading of an ingest body (408 past it)"`
 	// RetryInterval is how often the retry worker looks for ingest bodies
 	// kept after a plugin failure; MaxAttempts bounds the tries of one.
-	RetryInterval time.Duration
-	MaxAttempts   int
+	RetryInterval time.Duration `mapstructure:"webhook_retry_interval" default:"30s" min:"1ms" doc:"how often bodies kept after a plugin failure are tried again (the wait doubles per try)"`
+	MaxAttempts   int           `mapstructure:"webhook_retry_attempts" default:"10" min:"1" doc:"tries of a kept body before it becomes an ERROR event carrying it"`
 	// MaxKept is how many bodies one webhook keeps for retry.
-	MaxKept int
+	MaxKept int `mapstructure:"webhook_max_kept_bodies" default:"1000" min:"1" doc:"ingest bodies one webhook keeps for retry while its plugin cannot be reached; one more is dropped (503, counted in the webhook's requests.error)"`
 	// CounterFlush is how often request counters are written.
-	CounterFlush time.Duration
+	CounterFlush time.Duration `mapstructure:"webhook_counter_flush" default:"250ms" min:"1ms" doc:"how often the webhooks' request counters are written"`
+	// LinkTTL is how long an acknowledge link works.
+	LinkTTL time.Duration `mapstructure:"alert_link_ttl" default:"24h" min:"1s" doc:"how long an acknowledge link works"`
+	// EscalationTick is how often open alerts are walked through their
+	// policies (upstream's scheduler: 60 s); 0 turns the escalation off.
+	EscalationTick time.Duration `mapstructure:"escalation_tick" default:"1m" min:"0s" doc:"how often open alerts are walked through their policies (upstream: 60 s); 0 turns the escalation off"`
+	// SweepEvery is how often events stored but never applied to alerts
+	// (their request died) are looked for; SweepAge how old they must be.
+	SweepEvery time.Duration `mapstructure:"event_sweep_every" default:"30s" min:"1ms" doc:"how often events stored but never applied to an alert (their request died) are looked for"`
+	SweepAge   time.Duration `mapstructure:"event_sweep_age" default:"1m" min:"1ms" doc:"how old such an event must be before the sweep applies it"`
+}
+
+// Config configures the monitoring rules: the settings, and what comes
+// from elsewhere than a key.
+type Config struct {
+	Settings
 	// Keys seal the acknowledge links notifications carry (the suite's
 	// encryption keys); nil: alerts carry no link.
 	Keys *seal.Keyring
-	// LinkTTL is how long an acknowledge link works.
-	LinkTTL time.Duration
-	// Clock is the time of alerts and escalation (tests); nil: wire.Now.
+	// Clock is the service's one time (core.Clock: events, alerts, escalation,
+	// the purge and the public URLs' rate limits); nil: wire.Now. Tests move it.
 	Clock func() time.Time
-	// EscalationTick is how often open alerts are walked through their
-	// policies (upstream's scheduler: 60 s); 0 turns the escalation off.
-	EscalationTick time.Duration
-	// SweepEvery is how often events stored but never applied to alerts
-	// (their request died) are looked for; SweepAge how old they must be.
-	SweepEvery, SweepAge time.Duration
 }
 
 // DefaultConfig is the configuration with every default.
 func DefaultConfig() Config {
-	return Config{IngestRate: 50, IngestBurst: 100, WorkspaceRate: 200, WorkspaceBurst: 400, FailRate: 1, FailBurst: 30,
-		EventRetention: event.DefaultRetention, PurgeEvery: time.Hour, ParseTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second,
-		RetryInterval: 30 * time.Second, MaxAttempts: 10, MaxKept: ingest.DefaultMaxKept, CounterFlush: 250 * time.Millisecond,
-		LinkTTL: alert.DefaultLinkTTL, SweepEvery: 30 * time.Second, SweepAge: time.Minute,
-		EscalationTick: time.Minute}
-}
-
-// Settings are monitoring's keys on top of config.Base.
-type Settings struct {
-	config.Base    `mapstructure:",squash"`
-	WebhookBaseURL string        `mapstructure:"webhook_base_url"`
-	IngestRate     float64       `mapstructure:"webhook_rate_limit"`
-	IngestBurst    int           `mapstructure:"webhook_rate_burst"`
-	WorkspaceRate  float64       `mapstructure:"webhook_workspace_rate_limit"`
-	WorkspaceBurst int           `mapstructure:"webhook_workspace_rate_burst"`
-	FailRate       float64       `mapstructure:"public_url_failure_rate"`
-	FailBurst      int           `mapstructure:"public_url_failure_burst"`
-	EventRetention time.Duration `mapstructure:"event_retention"`
-	ParseTimeout   time.Duration `mapstructure:"webhook_parse_timeout"`
-	ReadTimeout    time.Duration `mapstructure:"webhook_read_timeout"`
-	RetryInterval  time.Duration `mapstructure:"webhook_retry_interval"`
-	MaxAttempts    int           `mapstructure:"webhook_retry_attempts"`
-	MaxKept        int           `mapstructure:"webhook_max_kept_bodies"`
-	LinkTTL        time.Duration `mapstructure:"alert_link_ttl"`
-	EscalationTick time.Duration `mapstructure:"escalation_tick"`
-	sealcmd.Keys   `mapstructure:",squash"`
-}
-
-// Defaults are the defaults of Settings.
-func Defaults() map[string]any {
-	d := config.BaseDefaults()
-	maps.Copy(d, sealcmd.KeyDefaults())
-	c := DefaultConfig()
-	for k, v := range map[string]any{
-		"webhook_base_url": "", "webhook_rate_limit": c.IngestRate, "webhook_rate_burst": c.IngestBurst,
-		"webhook_workspace_rate_limit": c.WorkspaceRate, "webhook_workspace_rate_burst": c.WorkspaceBurst,
-		"public_url_failure_rate": c.FailRate, "public_url_failure_burst": c.FailBurst, "event_retention": c.EventRetention.String(),
-		"webhook_parse_timeout": c.ParseTimeout.String(), "webhook_read_timeout": c.ReadTimeout.String(),
-		"webhook_retry_interval": c.RetryInterval.String(), "webhook_retry_attempts": c.MaxAttempts,
-		"webhook_max_kept_bodies": c.MaxKept, "alert_link_ttl": c.LinkTTL.String(),
-		"escalation_tick": c.EscalationTick.String(),
-	} {
-		d[k] = v
+	var c Config
+	if err := config.SetDefaults(&c.Settings); err != nil {
+		panic(err) // a declaration that does not parse: a bug TestConfigurationDoc shows
 	}
-	return d
+	return c
 }
+
+// binarySettings are the monitoring binary's keys: the service's own,
+// config.Base and the sealing keys.
+type binarySettings struct {
+	config.Base  `mapstructure:",squash"`
+	Settings     `mapstructure:",squash"`
+	sealcmd.Keys `mapstructure:",squash"`
+}
+
+// Defaults are the defaults of the binary's keys.
+func Defaults() map[string]any { return app.SettingsDefaults(&binarySettings{}) }
 
 // FromEnv is the constructor of the monitoring binary: it reads Settings
-// from NUBES_* and the config file.
+// from NUBES_* and the config file, checks and prints them.
 func FromEnv(ctx context.Context, d app.Deps) (*app.Service, error) {
-	var st Settings
-	err := config.Load(&st, Defaults())
-	if err != nil {
+	var st binarySettings
+	if err := app.LoadSettings(d, &st); err != nil {
 		return nil, err
 	}
-	cfg := DefaultConfig()
-	cfg.WebhookBaseURL, cfg.IngestRate, cfg.IngestBurst = st.WebhookBaseURL, st.IngestRate, st.IngestBurst
-	cfg.WorkspaceRate, cfg.WorkspaceBurst, cfg.FailRate, cfg.FailBurst = st.WorkspaceRate, st.WorkspaceBurst, st.FailRate, st.FailBurst
-	cfg.EventRetention = st.EventRetention
-	cfg.ParseTimeout, cfg.ReadTimeout, cfg.RetryInterval, cfg.MaxAttempts = st.ParseTimeout, st.ReadTimeout, st.RetryInterval, st.MaxAttempts
-	cfg.MaxKept, cfg.LinkTTL, cfg.EscalationTick = st.MaxKept, st.LinkTTL, st.EscalationTick
+	cfg := Config{Settings: st.Settings}
 	if st.EncryptionKeys != "" || st.EncryptionKeysFile != "" {
+		var err error
 		if cfg.Keys, err = st.Keyring(); err != nil {
 			return nil, err
 		}
@@ -194,13 +169,11 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 		opened = kicks
 	}
 	alerts, err := alert.New(ctx, d.DB, projects, policyOf(policies, configs),
-		alert.Config{BaseURL: cfg.WebhookBaseURL, Keys: cfg.Keys, LinkTTL: cfg.LinkTTL, Failures: failures, FailuresNow: cfg.IngestNow, Opened: opened}, log)
+		alert.Config{BaseURL: cfg.WebhookBaseURL, Keys: cfg.Keys, LinkTTL: cfg.LinkTTL, Failures: failures, Opened: opened}, log)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Clock != nil {
-		alerts.SetClock(cfg.Clock)
-	}
+	alerts.SetClock(core.Clock(cfg.Clock))
 	notes, err := note.New(ctx, d.DB, func(ctx context.Context, p *auth.Principal, id string) (*note.Alert, error) {
 		a, err := alerts.GetFor(ctx, p, id)
 		if err != nil {
@@ -235,20 +208,20 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	alerting := event.NewAlerting(d.DB, alerts, configs, cfg.Clock, log)
+	alerting := event.NewAlerting(d.DB, alerts, configs, core.Clock(cfg.Clock), log)
 	evs, err := event.NewStore(ctx, d.DB, outbox, alerting, log)
 	if err != nil {
 		return nil, err
 	}
 	workers = append(workers, func(ctx context.Context) error { return evs.RunSweep(ctx, cfg.SweepEvery, cfg.SweepAge) })
 	workers = append(workers, func(ctx context.Context) error {
-		return evs.RunPurge(ctx, cfg.PurgeEvery, cfg.EventRetention, clockOr(cfg.Clock))
+		return evs.RunPurge(ctx, cfg.PurgeEvery, cfg.EventRetention, core.Clock(cfg.Clock))
 	})
 	switch {
 	case cfg.EscalationTick <= 0:
 		log.Warn("escalation_tick is 0: alerts are not escalated")
 	case outbox != nil:
-		esc := escalation.New(d.DB, alerts, configs, escalationPolicies(policies), outbox, kicks, cfg.EscalationTick, cfg.Clock, log)
+		esc := escalation.New(d.DB, alerts, configs, escalationPolicies(policies), outbox, kicks, cfg.EscalationTick, core.Clock(cfg.Clock), log)
 		workers = append(workers, esc.Run)
 	default:
 		log.Warn("monitoring runs without an event bus: alerts are not escalated (no notification can be asked for)")
@@ -256,14 +229,14 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	in, err := ingest.New(ctx, d.DB, evs, alerting, counters, plugins, ingest.Config{Opened: opened, Rate: cfg.IngestRate, Burst: cfg.IngestBurst,
 		WorkspaceRate: cfg.WorkspaceRate, WorkspaceBurst: cfg.WorkspaceBurst, Failures: failures, Keys: cfg.Keys,
 		ParseTimeout: cfg.ParseTimeout, ReadTimeout: cfg.ReadTimeout, RetryInterval: cfg.RetryInterval, MaxAttempts: cfg.MaxAttempts, MaxKept: cfg.MaxKept,
-		Now: cfg.IngestNow, Clock: cfg.Clock, Live: func(ctx context.Context, wh *core.Webhook) error {
+		Clock: core.Clock(cfg.Clock), Live: func(ctx context.Context, wh *core.Webhook) error {
 			return projects.Live(ctx, wh.DomainID, wh.WorkspaceID, wh.ProjectID)
 		}}, log)
 	if err != nil {
 		return nil, err
 	}
 	workers = append(workers, in.Run)
-	workers = append(workers, events.DeletionWorkers(d.Events, Name, log, cleanup(d.DB, counters))...)
+	workers = append(workers, events.DeletionWorkers(d.Events, Name, events.DeadRecords(d.DB.Collection(core.DeadLettersCollection)), log, cleanup(d.DB, counters))...)
 	var routes []api.Route
 	routes = append(routes, policies.Routes()...)
 	routes = append(routes, notes.Routes()...)
@@ -272,13 +245,6 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	routes = append(routes, alerts.Routes()...)
 	routes = append(routes, configs.Routes()...)
 	return &app.Service{Name: Name, Routes: routes, Workers: workers, Raw: append([]server.Raw{in.Raw()}, alerts.Raw()...)}, nil
-}
-
-func clockOr(c func() time.Time) func() time.Time {
-	if c != nil {
-		return c
-	}
-	return wire.Now
 }
 
 // policyReader gives project alert configs the escalation policies.

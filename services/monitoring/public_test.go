@@ -103,7 +103,7 @@ func TestWebhookKeyProvesItself(t *testing.T) {
 func TestPublicURLRefusalsBoundedPerSource(t *testing.T) {
 	clock := newStoppedClock()
 	c := setupWith(t, options{settings: func(cfg *monitoring.Config) {
-		cfg.FailRate, cfg.FailBurst, cfg.IngestNow = 1, 3, clock.Now
+		cfg.FailRate, cfg.FailBurst, cfg.Clock = 1, 3, clock.Now
 		cfg.IngestRate = 0
 	}})
 	w := c.webhook(t, c.memberA1, "Guarded")
@@ -153,7 +153,7 @@ func TestPublicURLRefusalsBoundedPerSource(t *testing.T) {
 func TestIngestRateCountsEvents(t *testing.T) {
 	clock := newStoppedClock()
 	c := setupWith(t, options{settings: func(cfg *monitoring.Config) {
-		cfg.IngestRate, cfg.IngestBurst, cfg.IngestNow = 1, 5, clock.Now
+		cfg.IngestRate, cfg.IngestBurst, cfg.Clock = 1, 5, clock.Now
 		cfg.WorkspaceRate = 0
 	}})
 	w := c.webhook(t, c.memberA1, "Batch")
@@ -178,7 +178,7 @@ func TestIngestRateCountsEvents(t *testing.T) {
 func TestWorkspaceBucketSharedByItsWebhooks(t *testing.T) {
 	clock := newStoppedClock()
 	c := setupWith(t, options{settings: func(cfg *monitoring.Config) {
-		cfg.IngestRate, cfg.IngestBurst, cfg.IngestNow = 100, 100, clock.Now
+		cfg.IngestRate, cfg.IngestBurst, cfg.Clock = 100, 100, clock.Now
 		cfg.WorkspaceRate, cfg.WorkspaceBurst = 1, 10
 	}})
 	w := c.webhook(t, c.memberA1, "Flood")

@@ -13,7 +13,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"maps"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -111,7 +110,7 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 			return nil, err
 		}
 		workers = append(workers, disp.Run)
-		workers = append(workers, events.DeletionWorkers(d.Events, Name, log, cleanup(d.DB))...)
+		workers = append(workers, events.DeletionWorkers(d.Events, Name, events.DeadRecords(d.DB.Collection(core.DeadLettersCollection)), log, cleanup(d.DB))...)
 	} else {
 		log.Warn("notification runs without an event bus: notification events are not dispatched")
 	}
@@ -124,36 +123,36 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 	return &app.Service{Name: Name, Routes: routes, Workers: workers}, nil
 }
 
-// Settings are the service's keys on top of config.Base: the encryption
-// keys and the dispatch bounds.
+// Settings are the service's keys on top of config.Base, declared once
+// (pkg/config: key, default, bound and meaning in the tags);
+// docs/configuration.md "Notification" lists them (TestConfigurationDoc).
 type Settings struct {
-	config.Base        `mapstructure:",squash"`
-	sealcmd.Keys       `mapstructure:",squash"`
-	DispatchMaxDeliver int           `mapstructure:"dispatch_max_deliver"`
-	DispatchBackoff    time.Duration `mapstructure:"dispatch_backoff"`
-	DispatchMaxBackoff time.Duration `mapstructure:"dispatch_max_backoff"`
-	DispatchTimeout    time.Duration `mapstructure:"dispatch_timeout"`
+	DispatchMaxDeliver int           `mapstructure:"dispatch_max_deliver" default:"6" min:"1" doc:"deliveries of a dispatch that fails for a passing reason before it is dead-lettered"`
+	DispatchBackoff    time.Duration `mapstructure:"dispatch_backoff" default:"10s" min:"1ms" doc:"the wait before a failed dispatch's next delivery, doubled per delivery"`
+	DispatchMaxBackoff time.Duration `mapstructure:"dispatch_max_backoff" default:"2m" min:"1ms" doc:"the longest such wait"`
+	DispatchTimeout    time.Duration `mapstructure:"dispatch_timeout" default:"60s" min:"1s" doc:"bound of one Notification.dispatch"`
 	// What one notification request reaches at most, and a user's inbox
 	// bound (its oldest entries go first).
-	NotifyMaxUsers    int `mapstructure:"notify_max_users"`
-	NotifyMaxChannels int `mapstructure:"notify_max_channels"`
-	InboxMaxEntries   int `mapstructure:"inbox_max_entries"`
+	NotifyMaxUsers    int `mapstructure:"notify_max_users" default:"100" min:"1" doc:"users one notification request reaches at most (the rest left out by id order, logged)"`
+	NotifyMaxChannels int `mapstructure:"notify_max_channels" default:"100" min:"1" doc:"channels one notification request reaches at most"`
+	InboxMaxEntries   int `mapstructure:"inbox_max_entries" default:"1000" min:"1" doc:"a user's inbox bound; its oldest entries are deleted first"`
 }
 
-// Defaults are the defaults of Settings.
-func Defaults() map[string]any {
-	d := config.BaseDefaults()
-	maps.Copy(d, sealcmd.KeyDefaults())
-	c := dispatch.DefaultConfig()
-	maps.Copy(d, map[string]any{"dispatch_max_deliver": c.MaxDeliver, "dispatch_backoff": c.Backoff.String(),
-		"dispatch_max_backoff": c.MaxBackoff.String(), "dispatch_timeout": c.CallTimeout.String(),
-		"notify_max_users": fanout.DefaultMaxUsers, "notify_max_channels": fanout.DefaultMaxChannels, "inbox_max_entries": fanout.DefaultInboxMax})
-	return d
+// binarySettings are what the binary reads: Base, the encryption keys
+// (encryption_keys, encryption_keys_file, encryption_active_key) and
+// Settings.
+type binarySettings struct {
+	config.Base  `mapstructure:",squash"`
+	sealcmd.Keys `mapstructure:",squash"`
+	Settings     `mapstructure:",squash"`
 }
 
-func load() (Settings, *seal.Keyring, error) {
-	var st Settings
-	if err := config.Load(&st, Defaults()); err != nil {
+// Defaults are the defaults of the binary's keys.
+func Defaults() map[string]any { return app.SettingsDefaults(&binarySettings{}) }
+
+func load() (binarySettings, *seal.Keyring, error) {
+	var st binarySettings
+	if err := config.LoadDeclared(&st); err != nil {
 		return st, nil, err
 	}
 	k, err := st.Keyring()
@@ -161,17 +160,21 @@ func load() (Settings, *seal.Keyring, error) {
 }
 
 // FromEnv is the constructor of the notification binary: it reads
-// Settings from NUBES_* and the config file.
+// Settings from NUBES_* and the config file, checks and prints them.
 func FromEnv(ctx context.Context, d app.Deps) (*app.Service, error) {
-	st, k, err := load()
+	var st binarySettings
+	if err := app.LoadSettings(d, &st); err != nil {
+		return nil, err
+	}
+	k, err := st.Keyring()
 	if err != nil {
 		return nil, err
 	}
 	dc := dispatch.DefaultConfig()
-	dc.MaxDeliver, dc.Backoff, dc.MaxBackoff, dc.CallTimeout = max(1, st.DispatchMaxDeliver), st.DispatchBackoff, st.DispatchMaxBackoff, st.DispatchTimeout
+	dc.MaxDeliver, dc.Backoff, dc.MaxBackoff, dc.CallTimeout = st.DispatchMaxDeliver, st.DispatchBackoff, st.DispatchMaxBackoff, st.DispatchTimeout
 	dc.AckWait = max(dc.AckWait, 2*dc.CallTimeout)
 	fc := fanout.DefaultConfig()
-	fc.MaxUsers, fc.MaxChannels, fc.InboxMax = max(1, st.NotifyMaxUsers), max(1, st.NotifyMaxChannels), max(1, st.InboxMaxEntries)
+	fc.MaxUsers, fc.MaxChannels, fc.InboxMax = st.NotifyMaxUsers, st.NotifyMaxChannels, st.InboxMaxEntries
 	return Build(ctx, d, Config{Keys: k, Dispatch: dc, Fanout: fc})
 }
 

@@ -15,6 +15,10 @@ import (
 // (events.ConsumeDeletions): a user's secrets; a workspace's or a
 // project's secrets (those of its service accounts). Trusted accounts'
 // secrets are identity's own, deleted with the workspace there.
+// DeadLettersCollection keeps the messages its consumers gave up on
+// (events.DeadRecords).
+const DeadLettersCollection = "secret_dead_letters"
+
 func cleanup(db *mongo.Database) events.Cleanup {
 	return func(ctx context.Context, d events.Deleted) error {
 		if d.Scoped() {

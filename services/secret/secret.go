@@ -12,7 +12,6 @@ import (
 	"errors"
 	"github.com/nubes-io/nubes/pkg/api"
 	"log/slog"
-	"maps"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
@@ -52,7 +51,7 @@ func New(keys *seal.Keyring) app.Constructor {
 		}
 		routes = append(routes, secrets...)
 		routes = append(routes, api.PendingRoutes(Name)...) // a secret's enable/disable, trusted secrets' writes (kept in identity): 501 (pkg/api NotBuilt)
-		return &app.Service{Name: Name, Routes: routes, Workers: events.DeletionWorkers(d.Events, Name, log, cleanup(d.DB))}, nil
+		return &app.Service{Name: Name, Routes: routes, Workers: events.DeletionWorkers(d.Events, Name, events.DeadRecords(d.DB.Collection(DeadLettersCollection)), log, cleanup(d.DB))}, nil
 	}
 }
 
@@ -64,16 +63,12 @@ type Settings struct {
 	sealcmd.Keys `mapstructure:",squash"`
 }
 
-// Defaults are the defaults of Settings.
-func Defaults() map[string]any {
-	d := config.BaseDefaults()
-	maps.Copy(d, sealcmd.KeyDefaults())
-	return d
-}
+// Defaults are the defaults of Settings (declared in their tags).
+func Defaults() map[string]any { return app.SettingsDefaults(&Settings{}) }
 
 func load() (Settings, *seal.Keyring, error) {
 	var st Settings
-	if err := config.Load(&st, Defaults()); err != nil {
+	if err := config.LoadDeclared(&st); err != nil {
 		return st, nil, err
 	}
 	k, err := st.Keyring()

@@ -29,7 +29,10 @@ const (
 	UserConfigs   = "config_user_configs"
 	SharedConfigs = "config_shared_configs"
 	DomainConfigs = "config_domain_configs"
-	PublicConfigs = "config_public_configs"
+	// DeadLettersCollection keeps the messages its consumers gave up on
+	// (events.DeadRecords).
+	DeadLettersCollection = "config_dead_letters"
+	PublicConfigs         = "config_public_configs"
 )
 
 // Limits bound what one caller may store; the service runs with

@@ -173,7 +173,7 @@ func (cs configs) delete(ctx context.Context, p *auth.Principal, r *nameReq) (*a
 
 func (cs configs) get(ctx context.Context, p *auth.Principal, r *nameReq) (*DomainConfig, error) {
 	doc, err := store.GetFor[DomainConfig](ctx, cs.c, resource, p, "name", idOf(p, r.Name))
-	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+	if errs.Is(err, errs.NotFoundCode) {
 		return nil, errs.NotFound("name", r.Name)
 	}
 	return doc, err

@@ -147,7 +147,7 @@ func (cs configs) create(ctx context.Context, p *auth.Principal, r *writeReq) (*
 
 func (cs configs) own(ctx context.Context, p *auth.Principal, name string) error {
 	_, err := store.GetToChange[PublicConfig](ctx, cs.c, resource, p, "name", idOf(p.DomainID, name))
-	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+	if errs.Is(err, errs.NotFoundCode) {
 		return errs.NotFound("name", name)
 	}
 	return err
@@ -188,7 +188,7 @@ func (cs configs) delete(ctx context.Context, p *auth.Principal, r *nameReq) (*a
 func (cs configs) get(ctx context.Context, _ *auth.Principal, r *publicGetReq) (*PublicConfig, error) {
 	doc, err := store.Get[PublicConfig](ctx, cs.c, "name", idOf(r.DomainID, r.Name))
 	if err != nil || doc.DomainID != r.DomainID || doc.Name != r.Name {
-		if err == nil || isNotFound(err) {
+		if err == nil || errs.Is(err, errs.NotFoundCode) {
 			return nil, errs.NotFound("name", r.Name)
 		}
 		return nil, err
@@ -206,9 +206,4 @@ func (cs configs) list(ctx context.Context, _ *auth.Principal, r *publicListReq)
 func (cs configs) stat(ctx context.Context, p *auth.Principal, r *statReq) (*map[string]any, error) {
 	res, err := stat.RunFor(ctx, cs.c, p, resource, r.Query)
 	return &res, err
-}
-
-func isNotFound(err error) bool {
-	e, ok := errs.As(err)
-	return ok && e.Code == errs.NotFoundCode
 }

@@ -249,7 +249,7 @@ func (cs configs) findToChange(ctx context.Context, p *auth.Principal, name, wor
 		return nil, err
 	}
 	if _, err := store.GetToChange[SharedConfig](ctx, cs.c, resource, p, "name", doc.ID); err != nil {
-		if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+		if errs.Is(err, errs.NotFoundCode) {
 			return nil, errs.NotFound("name", name)
 		}
 		return nil, err

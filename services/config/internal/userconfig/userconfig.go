@@ -260,7 +260,7 @@ func (cs configs) stat(ctx context.Context, p *auth.Principal, r *statReq) (*map
 
 // named is a 404 that names the record by its name, not by its key.
 func named(err error, name string) error {
-	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+	if errs.Is(err, errs.NotFoundCode) {
 		return errs.NotFound("name", name)
 	}
 	return err

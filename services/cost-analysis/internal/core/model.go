@@ -44,6 +44,9 @@ const (
 	DirectoriesCollection = "cost_job_directories"
 	// OutboxCollection holds the task messages until JetStream has them.
 	OutboxCollection = "cost_outbox"
+	// DeadLettersCollection keeps the messages its consumers gave up on
+	// (events.DeadRecords).
+	DeadLettersCollection = "cost_dead_letters"
 )
 
 // Global is the workspace_id of a record that belongs to the whole

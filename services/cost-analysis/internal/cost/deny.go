@@ -2,7 +2,6 @@ package cost
 
 import (
 	"context"
-	"errors"
 	"strings"
 
 	"github.com/nubes-io/nubes/pkg/auth"
@@ -45,8 +44,7 @@ func (cs *Costs) denied(ctx context.Context, p *auth.Principal, id string) ([]st
 		return nil, nil
 	}
 	ds, err := core.LoadDataSource(ctx, cs.db, p, id)
-	var e *errs.Error
-	if errors.As(err, &e) && e.Code == errs.NotFoundCode {
+	if errs.Is(err, errs.NotFoundCode) {
 		return nil, nil
 	}
 	if err != nil {

@@ -164,7 +164,7 @@ func (js *Jobs) Routes() []api.Route {
 // Load reads a job by id (nil when it is gone).
 func (js *Jobs) Load(ctx context.Context, id string) (*Job, error) {
 	j, err := store.Get[Job](ctx, js.jobs, "job_id", id)
-	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+	if errs.Is(err, errs.NotFoundCode) {
 		return nil, nil
 	}
 	return j, err

@@ -102,7 +102,7 @@ func (js *Jobs) tidyAll(ctx context.Context) {
 	}
 	for i := range pending {
 		if err := js.Tidy(ctx, &pending[i]); err != nil && ctx.Err() == nil {
-			if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+			if errs.Is(err, errs.NotFoundCode) {
 				continue // deregistered meanwhile
 			}
 			js.log.Warn("cost job not tidied", "job_id", pending[i].JobID, "error", err.Error())

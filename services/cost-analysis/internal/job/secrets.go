@@ -77,7 +77,7 @@ func (js *Jobs) secrets(ctx context.Context, ds *core.DataSource) ([]secret, err
 	for i := range accounts {
 		a := &accounts[i]
 		data, err := js.trusted.SecretData(ctx, ds.DomainID, a.TrustedAccountID)
-		if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+		if errs.Is(err, errs.NotFoundCode) {
 			js.log.Info("trusted account gone before the sync read it", "data_source_id", ds.DataSourceID, "trusted_account_id", a.TrustedAccountID)
 			continue
 		}

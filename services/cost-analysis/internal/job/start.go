@@ -281,7 +281,7 @@ func (js *Jobs) admit(ctx context.Context, ds *core.DataSource, j *Job) error {
 // job after that: its tasks and its directory, which nothing else would
 // ever delete.
 func (js *Jobs) gone(ctx context.Context, jobID string, err error) error {
-	if e, ok := errs.As(err); !ok || e.Code != errs.NotFoundCode {
+	if !errs.Is(err, errs.NotFoundCode) {
 		return err
 	}
 	ctx = context.WithoutCancel(ctx)

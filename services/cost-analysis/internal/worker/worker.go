@@ -141,53 +141,45 @@ func (w *Worker) Run(ctx context.Context) error {
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       w.cfg.AckWait,
-		MaxDeliver:    -1, // the worker decides when a task has had enough tries
 		MaxAckPending: 1024,
-	}}, w.cfg.Concurrency, w.Handle)
+	},
+		// A plugin that cannot be reached fails the task after MaxDeliver
+		// tries (run reads the attempt); the store or the broker down is
+		// tried until it returns or the job's timeout ends the task.
+		MaxDeliver: events.Unbounded,
+		DeadLetter: events.DeadRecords(w.db.Collection(core.DeadLettersCollection)),
+		// The task's life shows from the message's receipt, not from its
+		// stream's start: what comes before the stream (the task's lease,
+		// waited for up to LockWait, the deletes of an earlier attempt's
+		// rows, the reads of the data source, its secret and rules) can
+		// take longer than AckWait on a loaded store, and the task was
+		// then delivered again while this attempt went on: two attempts,
+		// two get_data calls (TestSyncStoresCosts at load 14).
+		Heartbeat: true,
+	}, w.cfg.Concurrency, w.Handle)
 }
 
 // errStop ends a stream whose task must stop: the job no longer runs, or
 // a newer attempt owns the task.
 var errStop = errors.New("task stopped")
 
-// Handle runs one task message to an outcome: acknowledged (done,
-// failed, cancelled), or given back for a retry.
-func (w *Worker) Handle(ctx context.Context, msg jetstream.Msg) {
-	attempt := 1
-	if md, err := msg.Metadata(); err == nil {
-		attempt = int(md.NumDelivered)
-	}
+// Handle runs one task message to an outcome: done (the task done,
+// failed or cancelled), or retried.
+func (w *Worker) Handle(ctx context.Context, d events.Delivery) events.Outcome {
 	var m events.CostTask
-	if err := json.Unmarshal(msg.Data(), &m); err != nil || m.JobTaskID == "" {
-		w.log.Warn("malformed cost task dropped")
-		_ = msg.Term()
-		return
+	if err := json.Unmarshal(d.Data, &m); err != nil || m.JobTaskID == "" {
+		return events.Poison("malformed cost task")
 	}
-	// The task's life shows from the message's receipt, not from its
-	// stream's start: what comes before the stream (the claim of the
-	// task's attempt, the deletes of an earlier attempt's rows,
-	// the reads of the data source, its secret and rules) can take longer
-	// than AckWait on a loaded store, and the task was then delivered
-	// again while this attempt went on: two attempts, two get_data calls
-	// (TestSyncStoresCosts at load 14).
-	stop := events.Heartbeat(ctx, msg, w.cfg.AckWait/3)
-	err := w.run(ctx, m, attempt)
-	stop()
-	switch {
-	case err == nil:
-		_ = msg.Ack()
-	case ctx.Err() != nil: // shutting down: another replica takes it
-		_ = msg.Nak()
-	default:
-		w.log.Info("cost task retried", "job_task_id", m.JobTaskID, "attempt", attempt, "error", err.Error())
-		_ = msg.NakWithDelay(w.cfg.Backoff)
+	if err := w.run(ctx, m, d.Attempt); err != nil {
+		return events.RetryAfter(w.retries().Delay(d.Attempt), err)
 	}
+	return events.Done()
 }
 
 // run returns nil when the message is done with, an error to retry it.
 func (w *Worker) run(ctx context.Context, m events.CostTask, attempt int) error {
 	task, err := store.Get[core.Task](ctx, w.tasks, "job_task_id", m.JobTaskID)
-	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+	if errs.Is(err, errs.NotFoundCode) {
 		return nil // deregistered
 	}
 	if err != nil {
@@ -222,7 +214,7 @@ func (w *Worker) run(ctx context.Context, m events.CostTask, attempt int) error 
 		return bson.D{{Key: "status", Value: core.InProgress}, {Key: "attempt", Value: attempt},
 			{Key: "started_at", Value: now}, {Key: "created_count", Value: 0}}
 	})
-	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+	if errs.Is(err, errs.NotFoundCode) {
 		return nil // deregistered
 	}
 	if err != nil {
@@ -244,7 +236,7 @@ func (w *Worker) run(ctx context.Context, m events.CostTask, attempt int) error 
 		return err
 	case err != nil:
 		code, message := failure(err)
-		if transient(err) && attempt < w.cfg.MaxDeliver {
+		if w.retries().Again(attempt, err) {
 			_ = w.rows.Discard(context.WithoutCancel(ctx), task.ID)
 			return err
 		}
@@ -323,7 +315,7 @@ const maxDecideTries = 10
 // and the worker noticing would otherwise stay, shown, for good.
 func (w *Worker) stopped(ctx context.Context, task *core.Task) error {
 	cur, err := store.Get[core.Task](ctx, w.tasks, "job_task_id", task.ID)
-	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+	if errs.Is(err, errs.NotFoundCode) {
 		return w.rows.Discard(context.WithoutCancel(ctx), task.ID)
 	}
 	if err != nil {
@@ -364,7 +356,7 @@ func (w *Worker) current(ctx context.Context, task *core.Task) (bool, error) {
 		return false, nil
 	}
 	cur, err := store.Get[core.Task](ctx, w.tasks, "job_task_id", task.ID)
-	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+	if errs.Is(err, errs.NotFoundCode) {
 		return false, nil
 	}
 	if err != nil {
@@ -379,7 +371,7 @@ func (w *Worker) stream(ctx context.Context, task *core.Task, j *core.Job) (int,
 	var keys [3][]string
 	ds, err := store.Get[core.DataSource](ctx, w.sources, "data_source_id", task.DataSourceID)
 	if err != nil {
-		if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+		if errs.Is(err, errs.NotFoundCode) {
 			return 0, keys, errStop
 		}
 		return 0, keys, err
@@ -493,14 +485,10 @@ func (w *Worker) stream(ctx context.Context, task *core.Task, j *core.Job) (int,
 	return n, keys, err
 }
 
-// transient reports whether a failure may pass: the plugin unreachable or
-// slow, the store or broker down.
-func transient(err error) bool {
-	if _, ok := plugin.FailureOf(err); ok {
-		return false
-	}
-	e, ok := errs.As(err)
-	return !ok || e.Status() >= 500
+// retries is the tasks' policy for a plugin that cannot answer
+// (plugin.Retryable): MaxDeliver tries, Backoff (±20%) apart.
+func (w *Worker) retries() plugin.Policy {
+	return plugin.Policy{Attempts: w.cfg.MaxDeliver, Base: w.cfg.Backoff, Max: w.cfg.Backoff, Jitter: 0.2}
 }
 
 // failure is the error_code and error_message a failed task keeps: the

@@ -65,7 +65,7 @@ func scope(p *auth.Principal) (bson.D, error) {
 
 // notUnique turns the unique index's conflict into the upstream code.
 func notUnique(err error, name string) error {
-	if e, ok := errs.As(err); ok && e.Code == errs.SaveUniqueValues {
+	if errs.Is(err, errs.SaveUniqueValues) {
 		return errs.New(errs.NotUnique, "A dashboard with this name exists in the project. (name = %s)", name)
 	}
 	return err

@@ -64,7 +64,7 @@ func (s *service) revertVersion(ctx context.Context, p *auth.Principal, r *versi
 // getSnapshot reads version n of d by its _id; a missing one is 404.
 func (s *service) getSnapshot(ctx context.Context, d *Dashboard, n int32) (*Version, error) {
 	v, err := store.Get[Version](ctx, s.versions, "version", versionID(d.ID, n))
-	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+	if errs.Is(err, errs.NotFoundCode) {
 		return nil, errs.NotFound("version", strconv.Itoa(int(n)))
 	}
 	if err != nil {

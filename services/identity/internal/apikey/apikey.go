@@ -279,7 +279,7 @@ func (s *service) newKey(ctx context.Context, p *auth.Principal, userID, name st
 			return err
 		})
 	})
-	if core.IsNotFound(err) {
+	if errs.Is(err, errs.NotFoundCode) {
 		return nil, "", errs.NotFound("user_id", userID)
 	}
 	if err != nil {

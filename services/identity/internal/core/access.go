@@ -46,7 +46,7 @@ func NewBinding(domainID, userID, roleID, roleType, group, workspaceID string) *
 // binding is the user's binding in a workspace ("" for the domain), or nil.
 func (s *Deps) Binding(ctx context.Context, domainID, userID, workspaceID string) (*RoleBinding, error) {
 	b, err := store.Get[RoleBinding](ctx, s.Bindings, "role_binding_id", BindingID(domainID, userID, workspaceID))
-	if IsNotFound(err) {
+	if errs.Is(err, errs.NotFoundCode) {
 		return nil, nil
 	}
 	return b, err

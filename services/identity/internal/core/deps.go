@@ -10,7 +10,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/nubes-io/nubes/pkg/auth"
-	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/store"
 )
@@ -102,11 +101,6 @@ func (s *Deps) JWKS() []byte { return auth.JWKSOf(s.Cfg.Keys()...) }
 
 // keys are the signing key and the verify-only ones, in that order.
 func (c Config) Keys() []*auth.Signer { return append([]*auth.Signer{c.Signer}, c.VerifyKeys...) }
-
-func IsNotFound(err error) bool {
-	e, ok := errs.As(err)
-	return ok && e.Code == errs.NotFoundCode
-}
 
 // Mail records an e-mail in the outbox: it is sent once even when NATS or
 // the mailer is down right now. Its link or code is sealed

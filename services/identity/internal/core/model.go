@@ -27,6 +27,7 @@ const (
 	BootstrapCollection       = "identity_bootstrap"
 	OutboxCollection          = "identity_outbox"
 	ProjectGroupsCollection   = "identity_project_groups"
+	DeadLettersCollection     = "identity_dead_letters" // messages its consumers gave up on (events.DeadRecords)
 )
 
 // States and enum values.

@@ -63,7 +63,7 @@ func (s *Deps) UserDocFor(ctx context.Context, p *auth.Principal, r query.Resour
 		load = store.GetToChange[UserDoc]
 	}
 	d, err := load(ctx, s.Users, r, p, "user_id", UserKey(p.DomainID, userID))
-	if IsNotFound(err) {
+	if errs.Is(err, errs.NotFoundCode) {
 		return nil, errs.NotFound("user_id", userID)
 	}
 	return d, err
@@ -73,7 +73,7 @@ func (s *Deps) UserDocFor(ctx context.Context, p *auth.Principal, r query.Resour
 // (login, reset links, a new user's id): the key names the domain.
 func (s *Deps) UserByKey(ctx context.Context, domainID, userID string) (*UserDoc, error) {
 	d, err := store.GetLive[UserDoc](ctx, s.Users, "user_id", UserKey(domainID, userID))
-	if IsNotFound(err) {
+	if errs.Is(err, errs.NotFoundCode) {
 		return nil, errs.NotFound("user_id", userID)
 	}
 	return d, err

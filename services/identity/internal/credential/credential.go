@@ -38,7 +38,7 @@ func (s Checker) Check(ctx context.Context, _ string, p *auth.Principal) error {
 	if p.TokenType == auth.APIKey {
 		k, err := store.Get[core.APIKey](ctx, s.APIKeys, "api_key_id", p.TokenID)
 		if err != nil {
-			if core.IsNotFound(err) {
+			if errs.Is(err, errs.NotFoundCode) {
 				return refused("API key is deleted.")
 			}
 			return err
@@ -53,7 +53,7 @@ func (s Checker) Check(ctx context.Context, _ string, p *auth.Principal) error {
 	}
 	u, err := store.GetLive[core.User](ctx, s.Users, "user_id", core.UserKey(p.DomainID, p.UserID)) // a user being deleted is as deleted
 	if err != nil {
-		if core.IsNotFound(err) {
+		if errs.Is(err, errs.NotFoundCode) {
 			return refused("User is deleted.")
 		}
 		return err
@@ -77,7 +77,7 @@ func (s Checker) Check(ctx context.Context, _ string, p *auth.Principal) error {
 	}
 	d, err := store.Get[core.Domain](ctx, s.Domains, "domain_id", p.DomainID)
 	if err != nil {
-		if core.IsNotFound(err) {
+		if errs.Is(err, errs.NotFoundCode) {
 			return refused("Domain is deleted.")
 		}
 		return err

@@ -112,7 +112,7 @@ func Check(ctx context.Context, d *core.Deps, domainID, userID, pw string) (*cor
 	}
 	u, err := store.GetLive[core.User](ctx, d.Users, "user_id", core.UserKey(domainID, userID)) // a user being deleted logs in no more
 	if err != nil {
-		if core.IsNotFound(err) {
+		if errs.Is(err, errs.NotFoundCode) {
 			password.Matches("", pw, d.Cfg.PasswordCost)
 			return nil, ErrLogin
 		}

@@ -228,7 +228,7 @@ func (s *service) ancestors(ctx context.Context, domainID, id string) ([]string,
 	var out []string
 	for id != "" && len(out) < maxDepth && !slices.Contains(out, id) {
 		g, err := store.Get[ProjectGroup](ctx, s.groups, "project_group_id", id)
-		if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+		if errs.Is(err, errs.NotFoundCode) {
 			break
 		}
 		if err != nil {
@@ -292,7 +292,7 @@ func (s *service) memberSees(ctx context.Context, p *auth.Principal) ([]string, 
 	seen := []string{}
 	for _, pid := range p.Projects {
 		pr, err := store.Get[core.Project](ctx, s.Projects, "project_id", pid)
-		if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+		if errs.Is(err, errs.NotFoundCode) {
 			continue
 		}
 		if err != nil {

@@ -186,7 +186,7 @@ func (s *Service) Get(ctx context.Context, p *auth.Principal, provider string) (
 		return nil, err
 	}
 	pr, err := store.GetFor[Provider](ctx, s.c, resource, p, "provider", Key(p.DomainID, provider))
-	if core.IsNotFound(err) {
+	if errs.Is(err, errs.NotFoundCode) {
 		return nil, errs.NotFound("provider", provider)
 	}
 	return pr, err

@@ -124,7 +124,7 @@ func (s *service) createBinding(ctx context.Context, p *auth.Principal, r *creat
 		_, err := uw.Set(ctx, bson.D{{Key: "role_type", Value: role.RoleType}, {Key: "role_id", Value: role.RoleID}})
 		return err
 	})
-	if !found && core.IsNotFound(err) { // the user, not its workspace
+	if !found && errs.Is(err, errs.NotFoundCode) { // the user, not its workspace
 		return nil, errs.NotFound("user_id", u.UserID)
 	}
 	if err != nil {
@@ -151,7 +151,7 @@ func (s *service) deleteBinding(ctx context.Context, p *auth.Principal, r *bindi
 			return nil
 		}
 		_, err := store.SetByID[core.User](ctx, s.Users, "user_id", core.UserKey(b.DomainID, b.UserID), bson.D{{Key: "role_type", Value: string(auth.User)}, {Key: "role_id", Value: ""}})
-		if core.IsNotFound(err) {
+		if errs.Is(err, errs.NotFoundCode) {
 			return nil
 		}
 		return err

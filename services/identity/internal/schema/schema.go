@@ -157,7 +157,7 @@ func (s *Service) Get(ctx context.Context, p *auth.Principal, schemaID string) (
 		return nil, err
 	}
 	sc, err := store.GetFor[Schema](ctx, s.c, resource, p, "schema_id", Key(p.DomainID, schemaID))
-	if core.IsNotFound(err) {
+	if errs.Is(err, errs.NotFoundCode) {
 		return nil, errs.NotFound("schema_id", schemaID)
 	}
 	return sc, err
@@ -193,7 +193,7 @@ func (s *Service) CheckData(ctx context.Context, p *auth.Principal, provider, sc
 // secret_data but never the value.
 func (s *Service) CheckSecret(ctx context.Context, p *auth.Principal, schemaID, schemaType string, secretData map[string]any) (*Schema, error) {
 	sc, err := s.Get(ctx, p, schemaID)
-	if core.IsNotFound(err) || (err == nil && sc.SchemaType != schemaType) {
+	if errs.Is(err, errs.NotFoundCode) || (err == nil && sc.SchemaType != schemaType) {
 		return nil, errs.New(errs.SchemaIDNotDefined, "Schema is not defined. (schema_id = %s, schema_type = %s)", schemaID, schemaType)
 	}
 	if err != nil {

@@ -275,7 +275,7 @@ func (s *Service) dropSecrets(ctx context.Context, a *core.ServiceAccount) error
 	}
 	for _, sec := range out.Results {
 		err := s.secrets().Call(ctx, SecretDeletePath, map[string]any{"secret_id": sec.SecretID}, nil)
-		if err != nil && !core.IsNotFound(err) {
+		if err != nil && !errs.Is(err, errs.NotFoundCode) {
 			return err
 		}
 	}

@@ -87,7 +87,7 @@ func (s *service) routes() []api.Route {
 func (s *service) issue(ctx context.Context, _ *auth.Principal, r *issueToken) (*tokenPair, error) {
 	d, err := store.Get[core.Domain](ctx, s.Domains, "domain_id", r.DomainID)
 	if err != nil {
-		if core.IsNotFound(err) {
+		if errs.Is(err, errs.NotFoundCode) {
 			password.Matches("", r.Credentials.Password, s.Cfg.PasswordCost)
 			return nil, login.ErrLogin
 		}

@@ -53,26 +53,19 @@ func (s *service) runSyncJobs(ctx context.Context) error {
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       s.Cfg.SyncAckWait,
-		MaxDeliver:    20,
-	}}, 1, s.handleSync)
+	}, MaxDeliver: 20, DeadLetter: events.DeadRecords(s.DB.Collection(core.DeadLettersCollection))}, 1, s.handleSync)
 }
 
-func (s *service) handleSync(ctx context.Context, msg jetstream.Msg) {
+func (s *service) handleSync(ctx context.Context, m events.Delivery) events.Outcome {
 	var ev TrustedSyncEvent
-	if err := json.Unmarshal(msg.Data(), &ev); err != nil || ev.JobID == "" {
-		_ = msg.Term()
-		return
+	if err := json.Unmarshal(m.Data, &ev); err != nil || ev.JobID == "" {
+		return events.Poison("not a trusted-account sync job")
 	}
 	if err := s.runSync(ctx, ev); err != nil {
-		if ctx.Err() != nil {
-			_ = msg.Nak()
-			return
-		}
 		s.Log.Warn("trusted-account sync failed; retried", "job_id", ev.JobID, "error", err.Error())
-		_ = msg.NakWithDelay(5 * time.Second)
-		return
+		return events.RetryAfter(5*time.Second, err)
 	}
-	_ = msg.Ack()
+	return events.Done()
 }
 
 // runSync runs one sync job; an error is the store's (tried again).
@@ -92,7 +85,7 @@ func (s *service) runSync(ctx context.Context, ev TrustedSyncEvent) error {
 	sys := core.SystemPrincipal(job.DomainID)
 	t, err := store.GetFor[TrustedAccount](ctx, s.Trusted, trustedResource, &sys, "trusted_account_id", job.TrustedAccountID)
 	if err != nil {
-		if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+		if errs.Is(err, errs.NotFoundCode) {
 			return s.finishSync(ctx, &job, errs.NotFoundCode, "The trusted account no longer exists.")
 		}
 		return err
@@ -116,7 +109,7 @@ func (s *service) runSync(ctx context.Context, ev TrustedSyncEvent) error {
 		if o, ok := pr.PluginInfo["options"].(map[string]any); ok {
 			maps.Copy(opts, o)
 		}
-	} else if !core.IsNotFound(err) {
+	} else if !errs.Is(err, errs.NotFoundCode) {
 		return err
 	}
 	maps.Copy(opts, t.PluginOptions)

@@ -117,7 +117,7 @@ func (s *service) createUser(ctx context.Context, n newUser) (*core.User, error)
 	}
 	if _, err := s.UserByKey(ctx, n.DomainID, n.UserID); err == nil {
 		return nil, errs.Duplicate("user_id", n.UserID)
-	} else if !core.IsNotFound(err) {
+	} else if !errs.Is(err, errs.NotFoundCode) {
 		return nil, err
 	}
 	hash := "" // no password: nobody can log in until the invitation is used
@@ -258,7 +258,7 @@ func (s *service) deleteUser(ctx context.Context, p *auth.Principal, userID stri
 	// Read as stored, marked or not (a retry finishes a marked one); the
 	// teardown loads it again under p's tenancy.
 	u, err := store.Get[core.User](ctx, s.Users, "user_id", core.UserKey(p.DomainID, userID))
-	if core.IsNotFound(err) {
+	if errs.Is(err, errs.NotFoundCode) {
 		return errs.NotFound("user_id", userID)
 	}
 	if err != nil {
@@ -277,7 +277,7 @@ func (s *service) deleteUser(ctx context.Context, p *auth.Principal, userID stri
 	}
 	remove := func() error {
 		_, err := td.Delete(ctx, p, u.ID)
-		if core.IsNotFound(err) {
+		if errs.Is(err, errs.NotFoundCode) {
 			return errs.NotFound("user_id", userID)
 		}
 		return err

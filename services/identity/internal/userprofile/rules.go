@@ -39,7 +39,7 @@ func (s *Profile) RequestReset(ctx context.Context, domainID, userID string) err
 		}
 	}()
 	u, err := s.UserByKey(ctx, domainID, userID)
-	if core.IsNotFound(err) {
+	if errs.Is(err, errs.NotFoundCode) {
 		return nil
 	}
 	if err != nil {

@@ -202,12 +202,12 @@ func Find(ctx context.Context, c, keys *mongo.Collection, domainID, workspaceID,
 	}
 	t, err := store.Get[Type](ctx, c, "cloud_service_type_id", k.Target)
 	if err != nil {
-		e, ok := errs.As(err)
-		if ok && e.Code == errs.NotFoundCode && time.Since(k.At) > core.StaleKey {
+		gone := errs.Is(err, errs.NotFoundCode)
+		if gone && time.Since(k.At) > core.StaleKey {
 			_, _ = keys.DeleteOne(ctx, bson.D{{Key: "_id", Value: k.ID}})
 			return nil, nil
 		}
-		if ok && e.Code == errs.NotFoundCode {
+		if gone {
 			return nil, errs.Down("The cloud service type "+key, errors.New("being created"))
 		}
 		return nil, err

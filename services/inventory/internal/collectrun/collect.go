@@ -88,7 +88,7 @@ type Outcome struct {
 // failure: its counts become {failure_count: 1} with
 // ERROR_COLLECTOR_PLUGIN, as upstream.
 func (w *Runner) Run(ctx context.Context, job *core.Job, task *core.JobTask, c *core.Collector, taskOptions, secret map[string]any,
-	run string) (Outcome, error) {
+	run string, again func(error) bool) (Outcome, error) {
 	rec := Outcome{Errors: []core.ErrorInfo{}}
 	h := &handler{w: w, job: job, task: task, collector: c, rec: &rec, run: run, seen: map[string]bool{}, keyOf: map[string]string{},
 		mine: map[string][]string{}}
@@ -119,6 +119,12 @@ func (w *Runner) Run(ctx context.Context, job *core.Job, task *core.JobTask, c *
 		if err := h.flush(ctx, pending); err != nil {
 			return rec, err
 		}
+	}
+	if err != nil && again != nil && again(err) {
+		// A plugin that cannot answer now (plugin.Retryable) gets the
+		// sub-task again while the caller's tries remain; what was
+		// written is written again then.
+		return rec, err
 	}
 	if err != nil {
 		rec.Created, rec.Updated, rec.Failure, rec.Failed = 0, 0, 1, true
@@ -448,7 +454,7 @@ func (h *handler) writeServices(ctx context.Context, items []*item) error {
 	}
 	if len(newKeys) > 0 {
 		_, err := h.w.keys.InsertMany(ctx, newKeys, options.InsertMany().SetOrdered(false))
-		if err != nil && !onlyDuplicates(err) {
+		if err != nil && !store.OnlyDuplicates(err) {
 			return store.Wrap(err)
 		}
 		if err != nil {
@@ -491,7 +497,7 @@ func (h *handler) writeServices(ctx context.Context, items []*item) error {
 	done := len(models)
 	_, err = h.w.services.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(true))
 	if err != nil {
-		if isDown(err) {
+		if errs.Is(store.Wrap(err), errs.Unavailable) {
 			return store.Wrap(err)
 		}
 		// An ordered write stops at its first refused document; those
@@ -526,7 +532,7 @@ func (h *handler) writeOneByOne(ctx context.Context, items []*item, models []mon
 			h.rec.Created++
 		case err == nil:
 			h.rec.Updated++
-		case isDown(err):
+		case errs.Is(store.Wrap(err), errs.Unavailable):
 			return store.Wrap(err)
 		case mongo.IsDuplicateKeyError(err):
 			h.rec.Updated++ // created meanwhile by another run that reported it too
@@ -765,26 +771,4 @@ func duplicateIndexes(err error) []int {
 		}
 	}
 	return out
-}
-
-// onlyDuplicates reports a bulk insert whose every failure is a
-// duplicate _id (a key another run inserted first).
-func onlyDuplicates(err error) bool {
-	var bwe mongo.BulkWriteException
-	if errors.As(err, &bwe) {
-		for _, we := range bwe.WriteErrors {
-			if !mongo.IsDuplicateKeyError(we) && we.Code != 11000 {
-				return false
-			}
-		}
-		return bwe.WriteConcernError == nil
-	}
-	return mongo.IsDuplicateKeyError(err)
-}
-
-// isDown reports a failure of reaching the store (tried again), as
-// opposed to the store refusing a document.
-func isDown(err error) bool {
-	e, ok := errs.As(store.Wrap(err))
-	return ok && e.Code == errs.Unavailable
 }

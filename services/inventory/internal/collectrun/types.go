@@ -45,7 +45,7 @@ func (h *handler) upsertType(ctx context.Context, res map[string]any) error {
 		}
 		if t == nil {
 			_, err := cloudservicetype.Create(ctx, h.w.types, h.w.keys, h.task.DomainID, h.task.WorkspaceID, f)
-			if e, ok := errs.As(err); ok && e.Code == errs.SaveUniqueValues {
+			if errs.Is(err, errs.SaveUniqueValues) {
 				continue // created meanwhile by another run: update it
 			}
 			return err

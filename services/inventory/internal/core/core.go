@@ -48,6 +48,9 @@ const (
 	// finishing of a task, schedule firings).
 	LeasesCollection = "inventory_leases"
 	OutboxCollection = "inventory_outbox"
+	// DeadLettersCollection keeps the messages its consumers gave up on
+	// (events.DeadRecords).
+	DeadLettersCollection = "inventory_dead_letters"
 	// RostersCollection holds, per collector and secret, the cloud
 	// services its last successful task kept (garbage collection compares
 	// them with what the next task saw, reading nothing else).

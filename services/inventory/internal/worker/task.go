@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
@@ -59,7 +58,7 @@ func holderName() string {
 }
 
 // run handles one message; nil means done (ack).
-func (w *Worker) run(ctx context.Context, msg jetstream.Msg, t events.InventoryTask) error {
+func (w *Worker) run(ctx context.Context, t events.InventoryTask, attempt int) error {
 	job, err := w.job(ctx, t.JobID)
 	if err != nil || job == nil || job.DomainID != t.DomainID {
 		return err // a job deleted meanwhile: nothing to do
@@ -82,7 +81,7 @@ func (w *Worker) run(ctx context.Context, msg jetstream.Msg, t events.InventoryT
 	if t.SubTask < 0 {
 		return w.split(ctx, job, task)
 	}
-	return w.subTask(ctx, msg, job, task, t.SubTask)
+	return w.subTask(ctx, job, task, t.SubTask, attempt)
 }
 
 func (w *Worker) timedOut(job *core.Job) bool {
@@ -111,7 +110,7 @@ func (w *Worker) task(ctx context.Context, id string) (*core.JobTask, error) {
 // delete has begun (its jobs go with it).
 func (w *Worker) collector(ctx context.Context, id string) (*core.Collector, error) {
 	c, err := store.GetLive[core.Collector](ctx, w.collectors, "collector_id", id)
-	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+	if errs.Is(err, errs.NotFoundCode) {
 		return nil, nil
 	}
 	return c, err
@@ -180,7 +179,7 @@ func (w *Worker) failTask(ctx context.Context, job *core.Job, task *core.JobTask
 }
 
 // subTask runs sub-task n and records its outcome.
-func (w *Worker) subTask(ctx context.Context, msg jetstream.Msg, job *core.Job, task *core.JobTask, n int) error {
+func (w *Worker) subTask(ctx context.Context, job *core.Job, task *core.JobTask, n, attempt int) error {
 	if n >= len(task.SubTasks) {
 		return nil // not a sub-task of this task
 	}
@@ -224,7 +223,7 @@ func (w *Worker) subTask(ctx context.Context, msg jetstream.Msg, job *core.Job, 
 			defer close(ended)
 			jobOver = w.heartbeat(runCtx, job, slot, stop)
 		}()
-		out, err := w.collect.Run(runCtx, job, task, c, task.SubTasks[n], secret, recID)
+		out, err := w.collect.Run(runCtx, job, task, c, task.SubTasks[n], secret, recID, func(err error) bool { return retries.Again(attempt, err) })
 		stop()
 		<-ended
 		if jobOver {

@@ -26,7 +26,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -107,6 +106,7 @@ type Worker struct {
 	collectors *mongo.Collection
 	records    *mongo.Collection
 	leases     *mongo.Collection
+	dead       *mongo.Collection // the task messages given up on
 	collect    *collectrun.Runner
 	garbage    *garbage.Rosters
 	identity   core.Identity
@@ -121,7 +121,7 @@ func New(db *mongo.Database, bus *events.Bus, identity core.Identity, plugins *p
 	cfg = cfg.withDefaults()
 	return &Worker{bus: bus, jobs: db.Collection(core.JobsCollection), tasks: db.Collection(core.JobTasksCollection),
 		collectors: db.Collection(core.CollectorsCollection), records: db.Collection(core.RecordsCollection),
-		leases: db.Collection(core.LeasesCollection), collect: collectrun.New(db, plugins, collectrun.Config{Batch: cfg.Batch, MaxErrors: cfg.MaxErrors}),
+		leases: db.Collection(core.LeasesCollection), dead: db.Collection(core.DeadLettersCollection), collect: collectrun.New(db, plugins, collectrun.Config{Batch: cfg.Batch, MaxErrors: cfg.MaxErrors}),
 		garbage: garbage.New(db), identity: identity, plugins: plugins, cfg: cfg, log: log, holder: holderName()}
 }
 
@@ -136,42 +136,40 @@ func (w *Worker) Run(ctx context.Context) error {
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       w.cfg.AckWait,
-		// Deliveries are not bounded here: a sub-task waiting for a slot
-		// comes back many times, and the job's timeout ends every task.
-		MaxDeliver:    -1,
 		MaxAckPending: 10000,
-	}}, w.cfg.Workers, w.handle)
+	},
+		// Deliveries are not bounded: a sub-task waiting for a slot comes
+		// back many times, and the job's timeout ends every task.
+		MaxDeliver: events.Unbounded,
+		DeadLetter: events.DeadRecords(w.dead),
+		// The message stays this worker's while it runs, however long the
+		// plugin streams or a task takes to finish.
+		Heartbeat: true,
+	}, w.cfg.Workers, w.handle)
 }
+
+// retries is the tasks' policy: a plugin that cannot answer
+// (plugin.Retryable) is tried three times before its sub-task fails; the
+// wait after each failure, the store's or the plugin's, doubles from 2 s
+// up to a minute (±20%).
+var retries = plugin.Policy{Attempts: 3, Base: 2 * time.Second, Max: time.Minute, Jitter: 0.2}
 
 // errWait: the sub-task waits for a concurrency slot of its job.
 var errWait = errors.New("no free concurrency slot")
 
-func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
+func (w *Worker) handle(ctx context.Context, d events.Delivery) events.Outcome {
 	var t events.InventoryTask
-	if err := json.Unmarshal(msg.Data(), &t); err != nil || t.JobID == "" || t.JobTaskID == "" {
-		w.log.Error("malformed inventory task dropped", "data", fmt.Sprintf("%.200s", msg.Data()))
-		_ = msg.Term()
-		return
+	if err := json.Unmarshal(d.Data, &t); err != nil || t.JobID == "" || t.JobTaskID == "" {
+		return events.Poison("malformed inventory task")
 	}
-	// The message stays this worker's while it runs, however long the
-	// plugin streams or a task takes to finish.
-	stop := events.Heartbeat(ctx, msg, w.cfg.AckWait/3)
-	err := w.run(ctx, msg, t)
-	stop()
+	err := w.run(ctx, t, d.Attempt)
 	switch {
 	case err == nil:
-		_ = msg.Ack()
+		return events.Done()
 	case errors.Is(err, errWait):
-		_ = msg.NakWithDelay(w.cfg.SlotRetry)
-	case ctx.Err() != nil:
-		_ = msg.Nak() // shutting down: another replica takes it now
+		return events.RetryAfter(w.cfg.SlotRetry, err)
 	default:
-		n := uint64(1)
-		if md, e := msg.Metadata(); e == nil {
-			n = md.NumDelivered
-		}
-		delay := min(time.Duration(1<<min(n, 6))*time.Second, time.Minute)
-		w.log.Warn("inventory task failed; retried", "id", t.ID, "job_id", t.JobID, "delivery", n, "error", err.Error())
-		_ = msg.NakWithDelay(delay)
+		w.log.Warn("inventory task failed; retried", "id", t.ID, "job_id", t.JobID, "delivery", d.Attempt, "error", err.Error())
+		return events.RetryAfter(retries.Delay(d.Attempt), err)
 	}
 }

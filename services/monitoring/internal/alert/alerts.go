@@ -108,9 +108,14 @@ type Alert struct {
 	Version int64 `bson:"version" json:"-"`
 }
 
-// Open reports whether the alert still asks for attention (escalation
-// runs, events update it).
+// Open reports whether the alert still asks for attention: TRIGGERED or
+// ACKNOWLEDGED, as upstream's scheduler counts open alerts (escalation runs).
 func (a *Alert) Open() bool { return a.State == Triggered || a.State == Acknowledged }
+
+// Unresolved reports whether events of the alert's key still count on it
+// (upstream matches an event to an alert that is not RESOLVED, ERROR
+// included). Not Open: an ERROR alert is unresolved but escalates no more.
+func (a *Alert) Unresolved() bool { return a.State != Resolved }
 
 var resource = query.Resource{
 	KeywordFields: []string{"alert_id", "title", "description", "assignee", "event_key"},
@@ -144,10 +149,8 @@ type Config struct {
 	Keys *seal.Keyring
 	// LinkTTL is how long a link works.
 	LinkTTL time.Duration
-	// Failures bound each source's refused link calls (nil: no bound);
-	// FailuresNow is their clock (nil: time.Now).
-	Failures    *ratelimit.Buckets
-	FailuresNow func() time.Time
+	// Failures bound each source's refused link calls (nil: no bound).
+	Failures *ratelimit.Buckets
 	// Opened is told of each alert the create operation opened (the
 	// escalation's first step); nil: nobody.
 	Opened Opener
@@ -164,10 +167,10 @@ type Alerts struct {
 	claims   *mongo.Collection // the domains' alert-number counters, spent link nonces
 	projects core.Projects
 	policy   PolicyOf
-	cascade  []*mongo.Collection // records of an alert deleted with it: its notes and events (moved with it too), its key's open-alert record
+	cascade  []*mongo.Collection // records of an alert deleted with it: its notes and events (moved with it too), its key's record (event.keyRecord)
 	cfg      Config
 	log      *slog.Logger
-	now      func() time.Time
+	clock    core.Clock
 }
 
 // New creates the collection's indexes. policy may be nil (no policy).
@@ -179,8 +182,7 @@ func New(ctx context.Context, db *mongo.Database, projects core.Projects, policy
 		cfg.LinkTTL = DefaultLinkTTL
 	}
 	as := &Alerts{c: db.Collection(core.AlertsCollection), claims: db.Collection(core.ClaimsCollection), projects: projects, policy: policy,
-		cascade: []*mongo.Collection{db.Collection(core.NotesCollection), db.Collection(core.EventsCollection), db.Collection(core.ClaimsCollection)}, cfg: cfg, log: log,
-		now: wire.Now}
+		cascade: []*mongo.Collection{db.Collection(core.NotesCollection), db.Collection(core.EventsCollection), db.Collection(core.ClaimsCollection)}, cfg: cfg, log: log}
 	if err := as.keepNumbering(ctx); err != nil {
 		return nil, err
 	}
@@ -194,7 +196,7 @@ func New(ctx context.Context, db *mongo.Database, projects core.Projects, policy
 }
 
 // SetClock replaces the clock (tests).
-func (as *Alerts) SetClock(now func() time.Time) { as.now = now }
+func (as *Alerts) SetClock(c core.Clock) { as.clock = c }
 
 // DefaultLinkTTL is how long an acknowledge link works by default.
 const DefaultLinkTTL = 24 * time.Hour
@@ -224,7 +226,7 @@ type Notice struct {
 // follows a change is decided from the two. One being deleted changes no
 // more (404).
 func (as *Alerts) Change(ctx context.Context, id string, fn func(a *Alert) error) (store.Changed[Alert], error) {
-	return store.Change(ctx, as.c, "alert_id", id, fn, bson.E{Key: "updated_at", Value: wire.T(as.now())})
+	return store.Change(ctx, as.c, "alert_id", id, fn, bson.E{Key: "updated_at", Value: wire.T(as.clock.Now())})
 }
 
 // ClearNotice clears the alert's pending notice once it is recorded (a

@@ -42,7 +42,7 @@ func (as *Alerts) Count(ctx context.Context, id string, ev Event) (Counted, erro
 		{Key: tenancy.MarkField, Value: bson.D{{Key: "$ne", Value: true}}}, {Key: "applied_events", Value: bson.D{{Key: "$ne", Value: ev.ID}}}},
 		bson.D{
 			{Key: "$set", Value: bson.D{{Key: "description", Value: ev.Description}, {Key: "last_event_id", Value: ev.ID},
-				{Key: "last_event_at", Value: ev.OccurredAt}, {Key: "updated_at", Value: wire.T(as.now())}}},
+				{Key: "last_event_at", Value: ev.OccurredAt}, {Key: "updated_at", Value: wire.T(as.clock.Now())}}},
 			{Key: "$inc", Value: bson.D{{Key: "event_count", Value: int64(1)}, {Key: store.VersionField, Value: int64(1)}}},
 			{Key: "$push", Value: bson.D{{Key: "applied_events", Value: ev.ID}}},
 		}, options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&out)

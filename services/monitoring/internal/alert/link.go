@@ -38,7 +38,7 @@ func (as *Alerts) LinkURL(a *Alert) (string, error) {
 	if as.cfg.Keys == nil {
 		return "", nil
 	}
-	return alertlink.URL(as.cfg.Keys, as.cfg.BaseURL, a.DomainID, a.AlertID, alertlink.Acknowledged, as.cfg.LinkTTL, as.now())
+	return alertlink.URL(as.cfg.Keys, as.cfg.BaseURL, a.DomainID, a.AlertID, alertlink.Acknowledged, as.cfg.LinkTTL, as.clock.Now())
 }
 
 // Raw are the link's routes.
@@ -61,7 +61,7 @@ func (as *Alerts) verify(ctx context.Context, domainID, alertID, state, token st
 		return nil, alertlink.Claim{}, errs.NotFound("alert_id", alertID)
 	}
 	open := func(domainID string) (alertlink.Claim, error) {
-		c, err := alertlink.Open(as.cfg.Keys, domainID, alertID, state, token, as.now())
+		c, err := alertlink.Open(as.cfg.Keys, domainID, alertID, state, token, as.clock.Now())
 		switch {
 		case errors.Is(err, alertlink.ErrExpired):
 			return c, errs.New(errs.PermissionDenied, "The link has expired.")
@@ -114,7 +114,7 @@ func (as *Alerts) acknowledge(ctx context.Context, domainID, alertID, state, tok
 	if responder == "" {
 		responder = "link"
 	}
-	now := as.now()
+	now := as.clock.Now()
 	ch, err := as.Change(ctx, a.ID, func(a *Alert) error {
 		if a.State == Triggered {
 			MoveTo(a, Acknowledged, responder, now)
@@ -132,7 +132,7 @@ func (as *Alerts) acknowledge(ctx context.Context, domainID, alertID, state, tok
 // PurgeSpent deletes the spent links past their expiry (they open no more).
 func (as *Alerts) PurgeSpent(ctx context.Context) error {
 	_, err := as.claims.DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$gt", Value: "alert-link#"}, {Key: "$lt", Value: "alert-link#~"}}},
-		{Key: "expires_at", Value: bson.D{{Key: "$lt", Value: as.now()}}}})
+		{Key: "expires_at", Value: bson.D{{Key: "$lt", Value: as.clock.Now()}}}})
 	return store.Wrap(err)
 }
 
@@ -155,11 +155,7 @@ func (as *Alerts) guard(w http.ResponseWriter, r *http.Request, fn func() error)
 	if as.cfg.Failures == nil {
 		return fn()
 	}
-	now := time.Now()
-	if as.cfg.FailuresNow != nil {
-		now = as.cfg.FailuresNow()
-	}
-	return as.cfg.Failures.Guard(w, auth.SourceFromContext(r.Context()), now, fn)
+	return as.cfg.Failures.Guard(w, auth.SourceFromContext(r.Context()), as.clock.Now(), fn)
 }
 
 func (as *Alerts) linkPage(w http.ResponseWriter, r *http.Request) error {

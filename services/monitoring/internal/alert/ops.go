@@ -110,7 +110,7 @@ func (as *Alerts) create(ctx context.Context, p *auth.Principal, r *createAlert)
 	if err := rule.Admits(tenancy.Record{Domain: pr.DomainID, Workspace: pr.WorkspaceID, Project: pr.ProjectID}); err != nil {
 		return nil, err
 	}
-	a, err := as.NewAlert(ctx, wire.NewID("alert"), pr, as.now())
+	a, err := as.NewAlert(ctx, wire.NewID("alert"), pr, as.clock.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +186,7 @@ func (as *Alerts) update(ctx context.Context, p *auth.Principal, r *updateAlert)
 			}
 		}
 	}
-	now := as.now()
+	now := as.clock.Now()
 	out, err := as.changeFor(ctx, p, r.AlertID, func(a *Alert) error {
 		if err := refuseError(a); err != nil {
 			return err
@@ -269,7 +269,7 @@ func (as *Alerts) assign(ctx context.Context, p *auth.Principal, r *assignUser) 
 
 // delete tears the alert down mark first (store.Teardown): from the mark
 // on it is out of every read and refuses every change; then its notes,
-// events and open-alert record go, and the alert last. A delete cut
+// events and its key's record go, and the alert last. A delete cut
 // short is finished by a retry.
 func (as *Alerts) delete(ctx context.Context, p *auth.Principal, r *alertRequest) (*api.Empty, error) {
 	_, err := store.Teardown[Alert]{Records: as.c, Resource: resource, Key: "alert_id",

@@ -36,6 +36,9 @@ const (
 	// keyed by _id.
 	ClaimsCollection = "monitoring_claims"
 	OutboxCollection = "monitoring_outbox"
+	// DeadLettersCollection keeps the messages its consumers gave up on
+	// (events.DeadRecords).
+	DeadLettersCollection = "monitoring_dead_letters"
 	// AlertsCollection holds alerts (_id = alert_id); ConfigsCollection
 	// the project alert configs (_id = project_id).
 	AlertsCollection  = "monitoring_alerts"

@@ -78,20 +78,17 @@ type Worker struct {
 	configs  *projectalertconfig.Configs
 	policies Policies
 	notify   Notifier
-	now      func() time.Time
+	clock    core.Clock
 	tick     time.Duration
 	log      *slog.Logger
 	kicks    Kicks
 }
 
-// New builds the worker; now may be nil (wire.Now).
+// New builds the worker on the service's clock.
 func New(db *mongo.Database, alerts *alert.Alerts, configs *projectalertconfig.Configs, policies Policies, notify Notifier,
-	kicks Kicks, tick time.Duration, now func() time.Time, log *slog.Logger) *Worker {
-	if now == nil {
-		now = wire.Now
-	}
+	kicks Kicks, tick time.Duration, clock core.Clock, log *slog.Logger) *Worker {
 	return &Worker{alerts: alerts, coll: db.Collection(core.AlertsCollection), claims: db.Collection(core.ClaimsCollection), configs: configs,
-		policies: policies, notify: notify, now: now, tick: tick, log: log, kicks: kicks}
+		policies: policies, notify: notify, clock: clock, tick: tick, log: log, kicks: kicks}
 }
 
 // Kicks carries the alerts just opened to the worker, which takes their
@@ -120,7 +117,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case id := <-w.kicks:
-			if err := w.Step(ctx, id); err != nil && ctx.Err() == nil && !isNotFound(err) {
+			if err := w.Step(ctx, id); err != nil && ctx.Err() == nil && !errs.Is(err, errs.NotFoundCode) {
 				w.log.Warn("escalation of a new alert failed; the next tick goes on", "alert_id", id, "error", err.Error())
 			}
 			continue
@@ -153,7 +150,7 @@ func (w *Worker) Pass(ctx context.Context) error {
 	// Only the alerts due: an open one whose stored next look has come
 	// (or was never set), an ERROR one not announced yet, a resolved one
 	// whose notices are not sent. Step decides each again under its lease.
-	now := wire.T(w.now())
+	now := wire.T(w.clock.Now())
 	cur, err := w.coll.Find(ctx, bson.D{{Key: "$or", Value: bson.A{
 		bson.D{{Key: "state", Value: bson.D{{Key: "$in", Value: bson.A{alert.Triggered, alert.Acknowledged}}}},
 			{Key: "escalation_ttl", Value: bson.D{{Key: "$gt", Value: 0}}},
@@ -179,7 +176,7 @@ func (w *Worker) Pass(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if err := w.Step(ctx, id.ID); err != nil && !isNotFound(err) {
+		if err := w.Step(ctx, id.ID); err != nil && !errs.Is(err, errs.NotFoundCode) {
 			failed = append(failed, fmt.Errorf("%s: %w", id.ID, err))
 		}
 	}
@@ -187,11 +184,6 @@ func (w *Worker) Pass(ctx context.Context) error {
 		failed = append(failed, err)
 	}
 	return errors.Join(failed...)
-}
-
-func isNotFound(err error) bool {
-	e, ok := errs.As(err)
-	return ok && e.Code == errs.NotFoundCode
 }
 
 func (w *Worker) policyOf(ctx context.Context, a *alert.Alert) (Policy, error) {
@@ -257,7 +249,7 @@ func (w *Worker) decide(ctx context.Context, a *alert.Alert) error {
 	if a.Notice != nil || (!a.Open() && a.State != alert.Error) {
 		return nil // a notice not recorded yet, or resolved meanwhile: the next Step
 	}
-	now := w.now()
+	now := w.clock.Now()
 	pol, err := w.policyOf(ctx, a)
 	if err != nil {
 		return err

@@ -462,7 +462,7 @@ func (ps *Policies) DefaultOf(ctx context.Context, domainID, workspaceID string)
 // Get returns a policy by id, nil when it is gone.
 func (ps *Policies) Get(ctx context.Context, id string) (*Policy, error) {
 	pol, err := store.Get[Policy](ctx, ps.c, "escalation_policy_id", id)
-	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+	if errs.Is(err, errs.NotFoundCode) {
 		return nil, nil
 	}
 	return pol, err

@@ -22,7 +22,7 @@ import (
 )
 
 // Alerting turns events into alerts as upstream does (spec/alerts.md §2):
-// an event whose key has an open alert in its project (TRIGGERED,
+// an event whose key has an unresolved alert in its project (TRIGGERED,
 // ACKNOWLEDGED or ERROR) updates it (description, event_count, last
 // event; a RECOVERY resolves it when the project's recovery_mode is
 // AUTO); a RECOVERY with none is dropped; any other event opens an alert
@@ -32,7 +32,7 @@ import (
 // apply side by side and exactly once, under webhook retries, replicas
 // and a worker killed mid-way:
 //
-//   - a key's open alert is a record (project + event key) naming the
+//   - a key's unresolved alert is a record (project + event key) naming the
 //     alert and the event that opened it; an event that finds none, or
 //     finds it resolved or past the dedupe window, replaces it by a
 //     compare-and-set on the alert it named (InsertOnce for the first),
@@ -51,16 +51,13 @@ type Alerting struct {
 	alerts  *alert.Alerts
 	configs *projectalertconfig.Configs
 	log     *slog.Logger
-	now     func() time.Time
+	clock   core.Clock
 }
 
-// NewAlerting builds the rule; now may be nil (wire.Now).
-func NewAlerting(db *mongo.Database, alerts *alert.Alerts, configs *projectalertconfig.Configs, now func() time.Time, log *slog.Logger) *Alerting {
-	if now == nil {
-		now = wire.Now
-	}
+// NewAlerting builds the rule on the service's clock.
+func NewAlerting(db *mongo.Database, alerts *alert.Alerts, configs *projectalertconfig.Configs, clock core.Clock, log *slog.Logger) *Alerting {
 	return &Alerting{events: db.Collection(core.EventsCollection), claims: db.Collection(core.ClaimsCollection), alerts: alerts,
-		configs: configs, now: now, log: log}
+		configs: configs, clock: clock, log: log}
 }
 
 // maxApplyTries bounds the rounds of Apply lost to other events of the
@@ -86,18 +83,20 @@ func hash(parts ...string) string {
 	return hex.EncodeToString(h.Sum(nil)[:12])
 }
 
-// openKey names the record of a key's open alert in a project (per
-// project, not per webhook, as upstream's dedupe).
-func openKey(e *Event) string { return "open-alert#" + hash(e.DomainID, e.ProjectID, e.EventKey) }
+// keyRecordID names the record of a key's unresolved alert in a project (per
+// project, not per webhook, as upstream's dedupe). The stored prefix
+// "open-alert#" predates the name and stays: records written by earlier
+// versions keep being found.
+func keyRecordID(e *Event) string { return "open-alert#" + hash(e.DomainID, e.ProjectID, e.EventKey) }
 
 // AlertIDOf is the id of the alert an event opens: derived from the
 // event's, so every try of it inserts the same alert.
 func AlertIDOf(eventID string) string { return "alert-" + hash("alert", eventID)[:12] }
 
-// openAlert is a key's alert, the event that opened it (which creates
+// keyRecord is a key's alert, the event that opened it (which creates
 // it), and when the key's last event that is not a RECOVERY was stored
 // (LastAt: the dedupe window slides from it).
-type openAlert struct {
+type keyRecord struct {
 	ID      string     `bson:"_id"`
 	AlertID string     `bson:"alert_id"`
 	EventID string     `bson:"event_id,omitempty"`
@@ -127,7 +126,7 @@ type Applied struct {
 }
 
 // Apply applies a stored event once: the alert it opened or updated, or
-// dropped for a RECOVERY that found no open alert (its record is then
+// dropped for a RECOVERY that found no unresolved alert (its record is then
 // deleted, as upstream does not store it). fresh says e was stored by
 // this call just now, as it is; otherwise it is read again first.
 func (al *Alerting) Apply(ctx context.Context, e *Event, fresh bool) (Applied, error) {
@@ -154,7 +153,7 @@ func (al *Alerting) apply(ctx context.Context, e *Event, fresh bool) (alertID st
 	}
 	var waited time.Duration
 	for range maxApplyTries {
-		rec, a, err := al.open(ctx, e, waited >= openerGrace)
+		rec, a, err := al.unresolved(ctx, e, waited >= openerGrace)
 		if errors.Is(err, errOpenerAtWork) {
 			// Another event of the key is creating its alert: wait for it
 			// rather than create it too (which would spend a number).
@@ -205,7 +204,7 @@ func (al *Alerting) apply(ctx context.Context, e *Event, fresh bool) (alertID st
 	return "", false, false, errs.Down("the alert of event key "+e.EventKey, store.ErrConflict)
 }
 
-// open returns the key's record (nil: none) and the alert e counts on,
+// unresolved returns the key's record (nil: none) and the alert e counts on,
 // nil when there is none: never had, resolved, deleted (its delete begun
 // included), or the key's last event (not a RECOVERY) came more than the
 // event's DuplicateWindow before it: upstream's dedupe (alerts.md §2.4),
@@ -214,17 +213,17 @@ func (al *Alerting) apply(ctx context.Context, e *Event, fresh bool) (alertID st
 //
 // An alert its opener has not stored yet is stored from the opener
 // event once the opener had its grace (help, or a claim that old);
-// before that open answers errOpenerAtWork.
-func (al *Alerting) open(ctx context.Context, e *Event, help bool) (*openAlert, *alert.Alert, error) {
-	var o openAlert
-	err := al.claims.FindOne(ctx, bson.D{{Key: "_id", Value: openKey(e)}}).Decode(&o)
+// before that it answers errOpenerAtWork.
+func (al *Alerting) unresolved(ctx context.Context, e *Event, help bool) (*keyRecord, *alert.Alert, error) {
+	var o keyRecord
+	err := al.claims.FindOne(ctx, bson.D{{Key: "_id", Value: keyRecordID(e)}}).Decode(&o)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return nil, nil, nil
 	}
 	if err != nil {
 		return nil, nil, store.Wrap(err)
 	}
-	// A record written before the window was kept (no LastAt) stays open.
+	// A record written before the window was kept (no LastAt) stays current.
 	if o.LastAt != nil && e.DuplicateWindow > 0 && e.CreatedAt.Sub(o.LastAt.Time) > time.Duration(e.DuplicateWindow)*time.Second {
 		return &o, nil, nil
 	}
@@ -247,7 +246,7 @@ func (al *Alerting) open(ctx context.Context, e *Event, help bool) (*openAlert, 
 	if err != nil {
 		return nil, nil, err
 	}
-	if a.State == alert.Resolved {
+	if !a.Unresolved() {
 		return &o, nil, nil
 	}
 	return &o, a, nil
@@ -272,9 +271,9 @@ func (al *Alerting) createFrom(ctx context.Context, eventID string) (*alert.Aler
 
 // claim makes e the opener of its key's next alert, replacing rec (nil:
 // the key has no record) unless another event replaced it first.
-func (al *Alerting) claim(ctx context.Context, rec *openAlert, e *Event) (bool, error) {
+func (al *Alerting) claim(ctx context.Context, rec *keyRecord, e *Event) (bool, error) {
 	stored := e.CreatedAt
-	next := openAlert{ID: openKey(e), AlertID: AlertIDOf(e.EventID), EventID: e.ID, LastAt: &stored, ClaimedAt: time.Now().UTC()}
+	next := keyRecord{ID: keyRecordID(e), AlertID: AlertIDOf(e.EventID), EventID: e.ID, LastAt: &stored, ClaimedAt: time.Now().UTC()}
 	if rec == nil {
 		return store.InsertOnce(ctx, al.claims, next)
 	}
@@ -285,24 +284,24 @@ func (al *Alerting) claim(ctx context.Context, rec *openAlert, e *Event) (bool, 
 	return res.MatchedCount == 1, nil
 }
 
-// update applies e to its open alert (upstream changes only the
+// update applies e to its unresolved alert (upstream changes only the
 // description; Nubes also counts the event and names it the last).
-func (al *Alerting) update(ctx context.Context, open *alert.Alert, e *Event) (alert.Counted, error) {
+func (al *Alerting) update(ctx context.Context, cur *alert.Alert, e *Event) (alert.Counted, error) {
 	ev := alert.Event{ID: e.EventID, Description: e.Description, OccurredAt: wire.T(e.OccurredAt.Time)}
-	if e.EventType != "RECOVERY" || !open.Open() {
-		return al.alerts.Count(ctx, open.ID, ev)
+	if e.EventType != "RECOVERY" || !cur.Open() {
+		return al.alerts.Count(ctx, cur.ID, ev)
 	}
 	opts, err := al.configs.OptionsOf(ctx, e.DomainID, e.ProjectID)
 	if err != nil {
 		return alert.Closed, err
 	}
 	if opts.RecoveryMode != projectalertconfig.RecoveryAuto {
-		return al.alerts.Count(ctx, open.ID, ev)
+		return al.alerts.Count(ctx, cur.ID, ev)
 	}
 	// A resolve changes the state too: a compare-and-set of the whole
 	// change, rarer than the counts it may race with.
-	now := al.now()
-	ch, err := al.alerts.Change(ctx, open.ID, func(a *alert.Alert) error {
+	now := al.clock.Now()
+	ch, err := al.alerts.Change(ctx, cur.ID, func(a *alert.Alert) error {
 		if slices.Contains(a.AppliedEvents, e.EventID) || a.State == alert.Resolved {
 			return nil
 		}
@@ -330,7 +329,7 @@ func (al *Alerting) update(ctx context.Context, open *alert.Alert, e *Event) (al
 
 // create opens the alert of e (the key's record names it already).
 func (al *Alerting) create(ctx context.Context, e *Event) (*alert.Alert, bool, error) {
-	now := al.now()
+	now := al.clock.Now()
 	a, err := al.alerts.NewAlert(ctx, AlertIDOf(e.EventID), &core.Project{ProjectID: e.ProjectID, WorkspaceID: e.WorkspaceID, DomainID: e.DomainID}, now)
 	if err != nil {
 		return nil, false, err
@@ -359,14 +358,14 @@ func (al *Alerting) create(ctx context.Context, e *Event) (*alert.Alert, bool, e
 // A record slid less than slideStep before e is left as it is: a storm
 // of one key writes its record once a second, not once an event, and
 // the window is measured to within slideStep.
-func (al *Alerting) slide(ctx context.Context, rec *openAlert, e *Event, alertID string) error {
+func (al *Alerting) slide(ctx context.Context, rec *keyRecord, e *Event, alertID string) error {
 	if e.EventType == "RECOVERY" {
 		return nil
 	}
 	if rec != nil && rec.AlertID == alertID && rec.LastAt != nil && e.CreatedAt.Sub(rec.LastAt.Time) < slideStep {
 		return nil
 	}
-	_, err := al.claims.UpdateOne(ctx, bson.D{{Key: "_id", Value: openKey(e)}, {Key: "alert_id", Value: alertID}},
+	_, err := al.claims.UpdateOne(ctx, bson.D{{Key: "_id", Value: keyRecordID(e)}, {Key: "alert_id", Value: alertID}},
 		bson.D{{Key: "$max", Value: bson.D{{Key: "last_at", Value: e.CreatedAt}}}})
 	return store.Wrap(err)
 }
@@ -380,7 +379,7 @@ func (s *Store) Sweep(ctx context.Context, age time.Duration) (int, error) {
 	if s.alerts == nil {
 		return 0, nil
 	}
-	cur, err := s.c.Find(ctx, bson.D{{Key: "applied", Value: false}, {Key: "created_at", Value: bson.D{{Key: "$lt", Value: wire.T(s.alerts.now().Add(-age))}}}},
+	cur, err := s.c.Find(ctx, bson.D{{Key: "applied", Value: false}, {Key: "created_at", Value: bson.D{{Key: "$lt", Value: wire.T(s.alerts.clock.Now().Add(-age))}}}},
 		options.Find().SetLimit(500))
 	if err != nil {
 		return 0, store.Wrap(err)

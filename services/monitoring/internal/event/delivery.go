@@ -88,7 +88,7 @@ func (s *Store) Purge(ctx context.Context, cutoff time.Time) (int64, error) {
 
 // RunPurge purges the events older than retention every interval until
 // ctx is done; retention <= 0 keeps events for ever.
-func (s *Store) RunPurge(ctx context.Context, every, retention time.Duration, now func() time.Time) error {
+func (s *Store) RunPurge(ctx context.Context, every, retention time.Duration, clock core.Clock) error {
 	if retention <= 0 || every <= 0 {
 		<-ctx.Done()
 		return nil
@@ -96,7 +96,7 @@ func (s *Store) RunPurge(ctx context.Context, every, retention time.Duration, no
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		if n, err := s.Purge(ctx, now().Add(-retention)); err != nil && ctx.Err() == nil {
+		if n, err := s.Purge(ctx, clock.Now().Add(-retention)); err != nil && ctx.Err() == nil {
 			s.log.Warn("old events not purged; the next run tries again", "error", err.Error())
 		} else if n > 0 {
 			s.log.Info("old events purged", "events", n, "retention", retention.String())

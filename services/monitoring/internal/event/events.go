@@ -29,7 +29,6 @@ import (
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/pkg/tenancy"
 	"github.com/nubes-io/nubes/pkg/wire"
-	"github.com/nubes-io/nubes/services/monitoring/internal/alert"
 	"github.com/nubes-io/nubes/services/monitoring/internal/core"
 )
 
@@ -163,7 +162,7 @@ func NewStore(ctx context.Context, db *mongo.Database, outbox *events.Outbox, al
 
 // Outcome says what became of one parsed event: stored, or a duplicate
 // of one stored, with the alert it opened or updated; a RECOVERY with no
-// open alert is dropped (not stored, as upstream).
+// unresolved alert is dropped (not stored, as upstream).
 type Outcome struct {
 	EventID   string `json:"event_id"`
 	EventKey  string `json:"event_key"`
@@ -249,7 +248,7 @@ func own(e *Event, wh *core.Webhook, raw string, now time.Time) {
 }
 
 // DuplicateEventTime is upstream's DUPLICATE_EVENT_TIME: an event of a key
-// counts on the key's open alert when the key's last event came at most
+// counts on the key's unresolved alert when the key's last event came at most
 // this many seconds before it (a webhook plugin's metadata
 // duplicate_event_time overrides it).
 const DuplicateEventTime = 600
@@ -341,7 +340,7 @@ func (s *Store) retry(ctx context.Context, cur, e *Event) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return a.State != alert.Resolved, nil
+	return a.Unresolved(), nil
 }
 
 // Announce queues the announcement of e, applied to alertID. The event

@@ -26,7 +26,6 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"google.golang.org/grpc/codes"
 
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
@@ -66,18 +65,17 @@ type Config struct {
 	// Keys make access keys that prove themselves (core.CheckKey); nil:
 	// every key is checked against the store.
 	Keys          *seal.Keyring
-	ParseTimeout  time.Duration    // Event.parse deadline
-	ReadTimeout   time.Duration    // body read deadline
-	RetryInterval time.Duration    // retry worker period
-	MaxAttempts   int              // tries of a kept body before it becomes an error event
-	MaxKept       int              // bodies kept per webhook; one past it is dropped (503); <= 0: 1000
-	Now           func() time.Time // the rate limit's clock: time.Now when nil (tests stop it)
+	ParseTimeout  time.Duration // Event.parse deadline
+	ReadTimeout   time.Duration // body read deadline
+	RetryInterval time.Duration // retry worker period
+	MaxAttempts   int           // tries of a kept body before it becomes an error event
+	MaxKept       int           // bodies kept per webhook; one past it is dropped (503); <= 0: 1000
 	// Opened is told of each alert an event opened (the escalation's
 	// first step); nil: nobody.
 	Opened alert.Opener
 	// Clock stamps the events stored (created_at, which the dedupe window
-	// of alerting reads): wire.Now when nil (tests move it).
-	Clock func() time.Time
+	// of alerting reads) and is the rate limits' time.
+	Clock core.Clock
 	// Live, when set, checks that the webhook's project or workspace is
 	// still live (identity: core.Projects.Live) once the key matched: a
 	// deleted one's URL is 404 before the deletion's cascade arrives.
@@ -140,7 +138,7 @@ func (in *Ingest) handle(w http.ResponseWriter, r *http.Request) error {
 
 func (in *Ingest) serve(w http.ResponseWriter, r *http.Request) error {
 	var wh *core.Webhook
-	now := in.now()
+	now := in.cfg.Clock.Now()
 	err := in.cfg.Failures.Guard(w, auth.SourceFromContext(r.Context()), now, func() (err error) {
 		if wh, err = in.webhook(r.Context(), r.PathValue("webhook_id"), r.PathValue("access_key")); err != nil {
 			return err
@@ -216,17 +214,9 @@ func spaceKey(wh *core.Webhook) string { return wh.DomainID + "/" + wh.Workspace
 // charge pays for n more events of one body (Response): the webhook's
 // and its workspace's buckets go into debt, and refuse until it is paid.
 func (in *Ingest) charge(wh *core.Webhook, n int) {
-	now := in.now()
+	now := in.cfg.Clock.Now()
 	in.limit.Charge(wh.WebhookID, n, now)
 	in.spaces.Charge(spaceKey(wh), n, now)
-}
-
-// now is the rate limits' time.
-func (in *Ingest) now() time.Time {
-	if in.cfg.Now != nil {
-		return in.cfg.Now()
-	}
-	return time.Now()
 }
 
 // readBody reads one JSON object of at most MaxBody bytes within the
@@ -288,7 +278,7 @@ func (in *Ingest) parse(ctx context.Context, wh *core.Webhook, raw string, data 
 	results, err := plugin.Webhook{Target: in.plugins.Plugin(wh.PluginInfo.PluginID, wh.PluginInfo.Version)}.
 		Parse(pctx, wire.Object(wh.PluginInfo.Options), data)
 	cancel()
-	now := in.clock()
+	now := in.cfg.Clock.Now()
 	if err != nil {
 		if code, transient := transient(err); transient {
 			if kerr := in.keep(ctx, wh, raw, err); kerr != nil {
@@ -325,30 +315,25 @@ func (in *Ingest) parse(ctx context.Context, wh *core.Webhook, raw string, data 
 	return &Response{Results: append([]event.Outcome{}, outs...)}, nil
 }
 
-// transient reports a failure to reach the plugin or to hear from it in
-// time, with the code the sender gets: the body is worth another try.
+// transient reports a failure worth another try (plugin.Retryable: the
+// plugin unreachable, silent, or answering UNAVAILABLE), with the code
+// the sender gets: the body is kept for the retry worker.
 func transient(err error) (string, bool) {
-	if f, ok := plugin.FailureOf(err); ok {
-		switch f.Status {
-		case codes.Unavailable:
-			return errs.WebhookPluginUnavailable, true
-		case codes.DeadlineExceeded:
-			return errs.WebhookPluginTimeout, true
-		}
+	switch {
+	case !plugin.Retryable(err):
 		return "", false
-	}
-	e, ok := errs.As(err)
-	if !ok {
-		return errs.WebhookPluginUnavailable, true
-	}
-	switch e.Code {
-	case errs.GRPCTimeout:
+	case plugin.TimedOut(err):
 		return errs.WebhookPluginTimeout, true
-	case errs.PluginFailed, errs.NoPluginEndpoint:
-		// No endpoint is configured for the plugin: no retry would find one.
-		return "", false
 	}
-	return errs.WebhookPluginUnavailable, true // connection, endpoint, store of the client
+	return errs.WebhookPluginUnavailable, true
+}
+
+// retries is the kept bodies' policy: MaxAttempts tries, the wait after
+// each doubling from RetryInterval up to 64 of them. No jitter: the retry
+// worker's sweep every RetryInterval spreads the tries already, and the
+// wait is the record's lease, read by the service's clock.
+func (in *Ingest) retries() plugin.Policy {
+	return plugin.Policy{Attempts: in.cfg.MaxAttempts, Base: in.cfg.RetryInterval, Max: 64 * in.cfg.RetryInterval}
 }
 
 func reason(err error) string {
@@ -356,12 +341,4 @@ func reason(err error) string {
 		return e.Message
 	}
 	return "the plugin failed"
-}
-
-// clock is the events' time.
-func (in *Ingest) clock() time.Time {
-	if in.cfg.Clock != nil {
-		return in.cfg.Clock()
-	}
-	return wire.Now()
 }

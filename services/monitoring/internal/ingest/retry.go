@@ -108,7 +108,7 @@ func (in *Ingest) RetryOnce(ctx context.Context) error {
 			return nil
 		}
 		// Lease the record for this try; the back-off is the lease.
-		backoff := in.cfg.RetryInterval * time.Duration(1<<min(k.Attempts, 6))
+		backoff := in.retries().Delay(k.Attempts + 1)
 		res, err := in.pending.UpdateOne(ctx, bson.D{{Key: "_id", Value: k.ID}, {Key: "next_at", Value: k.NextAt}},
 			bson.D{{Key: "$set", Value: bson.D{{Key: "next_at", Value: now.Add(backoff)}}}, {Key: "$inc", Value: bson.D{{Key: "attempts", Value: 1}}}})
 		if err != nil {
@@ -130,7 +130,7 @@ func (in *Ingest) retry(ctx context.Context, k kept) error {
 		return store.Wrap(err)
 	}
 	wh, err := store.GetLive[core.Webhook](ctx, in.webhooks, "webhook_id", k.WebhookID)
-	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+	if errs.Is(err, errs.NotFoundCode) {
 		in.log.Info("kept body of a deleted webhook dropped", "pending_id", k.ID, "webhook_id", k.WebhookID)
 		return done()
 	}
@@ -145,9 +145,9 @@ func (in *Ingest) retry(ctx context.Context, k kept) error {
 	results, err := plugin.Webhook{Target: in.plugins.Plugin(wh.PluginInfo.PluginID, wh.PluginInfo.Version)}.
 		Parse(pctx, wire.Object(wh.PluginInfo.Options), data)
 	cancel()
-	now := in.clock()
+	now := in.cfg.Clock.Now()
 	if err != nil {
-		if _, again := transient(err); again && k.Attempts+1 < in.cfg.MaxAttempts {
+		if in.retries().Again(k.Attempts+1, err) {
 			_, uerr := in.pending.UpdateOne(ctx, bson.D{{Key: "_id", Value: k.ID}}, bson.D{{Key: "$set", Value: bson.D{{Key: "last_error", Value: reason(err)}}}})
 			return store.Wrap(uerr)
 		}

@@ -294,7 +294,7 @@ func (cs *Configs) stat(ctx context.Context, p *auth.Principal, r *statQuery) (*
 // and the escalation), nil when it has none.
 func (cs *Configs) Of(ctx context.Context, domainID, projectID string) (*Config, error) {
 	doc, err := store.Get[Config](ctx, cs.c, "project_id", projectID)
-	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+	if errs.Is(err, errs.NotFoundCode) {
 		return nil, nil
 	}
 	if err != nil {

@@ -32,6 +32,9 @@ const (
 	// DispatchesCollection records each notification handled (_id = the
 	// event's ID): a redelivered event is never dispatched twice.
 	DispatchesCollection = "notification_dispatches"
+	// DeadLettersCollection keeps the messages its consumers gave up on
+	// (events.DeadRecords).
+	DeadLettersCollection = "notification_dead_letters"
 )
 
 // Protocol states.
@@ -121,7 +124,7 @@ func SupportedSchema(p *pluginref.Plugin) ([]string, bool) {
 // repository's own message names none).
 func Plugin(ctx context.Context, repo pluginref.Repository, pluginID string) (*pluginref.Plugin, error) {
 	p, err := repo.Get(ctx, pluginID)
-	if e, ok := errs.As(err); ok && e.Code == errs.NotFoundCode {
+	if errs.Is(err, errs.NotFoundCode) {
 		return nil, PluginKind.NotFound(pluginID)
 	}
 	return p, err

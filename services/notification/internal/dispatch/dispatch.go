@@ -117,37 +117,29 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       d.cfg.AckWait,
-		// One more than ours: the last delivery is ours to dead-letter.
-		MaxDeliver:    d.cfg.MaxDeliver + 1,
 		MaxAckPending: 256,
-	}}, 1, d.handle)
+	}, MaxDeliver: d.cfg.MaxDeliver, DeadLetter: d.dead}, 1, d.handle)
 }
 
-// handle decides one message: ack (an outcome is recorded), or nak with a
-// delay (try again).
-func (d *Dispatcher) handle(ctx context.Context, msg jetstream.Msg) {
-	deliveries := 1
-	if md, err := msg.Metadata(); err == nil {
-		deliveries = int(md.NumDelivered)
-	}
+// handle says what became of one event: done once an outcome is
+// recorded, retried after a delay growing with the deliveries, or
+// dead-lettered (malformed, refused, or still failing at the bound).
+func (d *Dispatcher) handle(ctx context.Context, m events.Delivery) events.Outcome {
 	var ev events.NotificationDispatch
-	if err := json.Unmarshal(msg.Data(), &ev); err != nil || ev.ID == "" {
-		d.dead(ctx, msg, ev, deliveries, "malformed event")
-		return
+	if err := json.Unmarshal(m.Data, &ev); err != nil || ev.ID == "" {
+		return events.Poison("malformed event")
 	}
 	var rec Record
 	err := d.records.FindOne(ctx, bson.D{{Key: "_id", Value: ev.ID}}).Decode(&rec)
 	switch {
 	case err == nil: // handled before: never twice
-		_ = msg.Ack()
-		return
+		return events.Done()
 	case !errors.Is(err, mongo.ErrNoDocuments):
-		d.retry(msg, deliveries, err)
-		return
+		return events.RetryAfter(d.delay(m.Attempt), store.Wrap(err))
 	}
 	if ctx.Err() != nil {
-		_ = msg.Nak() // shutting down before the dispatch: another replica takes it
-		return
+		// shutting down before the dispatch: another replica takes it
+		return events.RetryAfter(0, ctx.Err())
 	}
 	// A dispatch under way at the stop is not cut at once: cut, its answer
 	// lost, it would go to another replica and reach the channel twice
@@ -157,23 +149,19 @@ func (d *Dispatcher) handle(ctx context.Context, msg jetstream.Msg) {
 	outcome, reason, err := d.dispatch(sctx, ev)
 	if err != nil {
 		if ctx.Err() != nil {
-			_ = msg.Nak() // cut by the stop: another replica takes it, perhaps dispatching it again
-			return
+			// cut by the stop: another replica takes it, perhaps dispatching it again
+			return events.RetryAfter(0, err)
 		}
-		e, ok := errs.As(err)
-		if ok && e.Status() < 500 || deliveries >= d.cfg.MaxDeliver {
-			d.dead(ctx, msg, ev, deliveries, err.Error())
-			return
+		if e, ok := errs.As(err); ok && e.Status() < 500 {
+			return events.Poison(err.Error())
 		}
-		d.log.Info("notification dispatch failed; retried", "id", ev.ID, "protocol_id", ev.ProtocolID, "delivery", deliveries, "error", err.Error())
-		d.retry(msg, deliveries, err)
-		return
+		d.log.Info("notification dispatch failed; retried", "id", ev.ID, "protocol_id", ev.ProtocolID, "delivery", m.Attempt, "error", err.Error())
+		return events.RetryAfter(d.delay(m.Attempt), err)
 	}
-	if err := d.record(sctx, ev, outcome, reason, deliveries); err != nil {
-		d.retry(msg, deliveries, err)
-		return
+	if err := d.record(sctx, ev, outcome, reason, m.Attempt); err != nil {
+		return events.RetryAfter(d.delay(m.Attempt), err)
 	}
-	_ = msg.Ack()
+	return events.Done()
 }
 
 // dispatch delivers one event, or says why it is skipped.
@@ -300,36 +288,35 @@ func (d *Dispatcher) record(ctx context.Context, ev events.NotificationDispatch,
 	return nil
 }
 
-// dead publishes the event on the dead-letter subject, records it and
-// acknowledges it.
-func (d *Dispatcher) dead(ctx context.Context, msg jetstream.Msg, ev events.NotificationDispatch, deliveries int, reason string) {
+// dead publishes the event on the dead-letter subject and records it
+// (counted as failed); an error leaves it to be tried again.
+func (d *Dispatcher) dead(ctx context.Context, m events.Dead) error {
+	var ev events.NotificationDispatch
+	_ = json.Unmarshal(m.Data, &ev)
 	id := ev.ID
 	if id == "" {
-		if md, err := msg.Metadata(); err == nil {
-			id = fmt.Sprintf("seq-%d", md.Sequence.Stream)
-		}
+		id = fmt.Sprintf("seq-%d", m.StreamSeq)
 	}
-	dn := events.DeadNotification{Notification: ev, Reason: reason, Deliveries: deliveries, FailedAt: wire.FormatTime(wire.Now())}
+	dn := events.DeadNotification{Notification: ev, Reason: m.Reason, Deliveries: m.Attempt, FailedAt: wire.FormatTime(wire.Now())}
 	if err := d.bus.Publish(ctx, events.NotificationDeadSubject, "dead-"+id, dn); err != nil {
-		d.retry(msg, deliveries, err)
-		return
+		return err
 	}
 	ev.ID = id
-	if err := d.record(ctx, ev, Dead, reason, deliveries); err != nil {
-		d.retry(msg, deliveries, err)
-		return
+	if err := d.record(ctx, ev, Dead, m.Reason, m.Attempt); err != nil {
+		return err
 	}
-	d.log.Warn("notification dead-lettered", "id", id, "protocol_id", ev.ProtocolID, "deliveries", deliveries, "reason", reason)
-	_ = msg.Ack()
+	d.log.Warn("notification dead-lettered", "id", id, "protocol_id", ev.ProtocolID, "deliveries", m.Attempt, "reason", m.Reason)
+	return nil
 }
 
-// retry asks for a redelivery after a delay growing with the deliveries.
-func (d *Dispatcher) retry(msg jetstream.Msg, deliveries int, _ error) {
+// delay is the wait before delivery n+1: Backoff doubled per delivery,
+// up to MaxBackoff.
+func (d *Dispatcher) delay(deliveries int) time.Duration {
 	delay := d.cfg.Backoff
 	for i := 1; i < deliveries && delay < d.cfg.MaxBackoff; i++ {
 		delay *= 2
 	}
-	_ = msg.NakWithDelay(min(delay, d.cfg.MaxBackoff))
+	return min(delay, d.cfg.MaxBackoff)
 }
 
 // Outcome reads an event's recorded outcome ("" when none yet).

@@ -147,11 +147,8 @@ func (f *Fanout) Run(ctx context.Context) error {
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       f.cfg.AckWait,
-		// One more than ours: the last delivery is ours to dead-letter, so
-		// JetStream never drops a request on its own.
-		MaxDeliver:    f.cfg.MaxDeliver + 1,
 		MaxAckPending: 256,
-	}}, 1, f.handle)
+	}, MaxDeliver: f.cfg.MaxDeliver, DeadLetter: f.dead}, 1, f.handle)
 }
 
 // Dead is the outcome recorded for a request given up on.
@@ -169,67 +166,51 @@ type Record struct {
 	At         wire.Time `bson:"at"`
 }
 
-// handle decides one message: ack (fanned out, or dead-lettered), or nak
-// with a delay (try again). Nothing is dropped: a request that breaks the
-// contract, does not decode, or still fails at the last delivery goes to
-// the dead letter, as the dispatcher's events do.
-func (f *Fanout) handle(ctx context.Context, msg jetstream.Msg) {
-	deliveries := 1
-	if md, err := msg.Metadata(); err == nil {
-		deliveries = int(md.NumDelivered)
-	}
+// handle says what became of one request: fanned out (done), a passing
+// failure (retried), or one that never will be: it breaks the contract,
+// does not decode, or is refused (dead-lettered, as the dispatcher's
+// events are; so is one still failing at the last delivery).
+func (f *Fanout) handle(ctx context.Context, m events.Delivery) events.Outcome {
 	var r events.NotificationRequest
-	if err := json.Unmarshal(msg.Data(), &r); err != nil {
-		f.dead(ctx, msg, nil, deliveries, "not JSON: "+err.Error())
-		return
+	if err := json.Unmarshal(m.Data, &r); err != nil {
+		return events.Poison("not JSON: " + err.Error())
 	}
 	err := f.Handle(ctx, r)
 	if err == nil {
-		_ = msg.Ack()
-		return
+		return events.Done()
 	}
-	if ctx.Err() != nil {
-		_ = msg.Nak() // shutting down: another replica takes it
-		return
+	if e, ok := errs.As(err); ok && e.Status() < 500 {
+		return events.Poison(err.Error())
 	}
-	if e, ok := errs.As(err); ok && e.Status() < 500 || deliveries >= f.cfg.MaxDeliver {
-		f.dead(ctx, msg, &r, deliveries, err.Error())
-		return
-	}
-	f.log.Info("notification request not fanned out yet; retried", "id", r.ID, "delivery", deliveries, "error", err.Error())
-	_ = msg.NakWithDelay(f.cfg.Backoff)
+	return events.RetryAfter(f.cfg.Backoff, err)
 }
 
 // dead publishes the request on the dead-letter subject (kept 30 days in
-// events.NotificationDeadStream), records it in core.RequestsCollection
-// and acknowledges it. When either write fails the request is naked, and
-// so tried again: it is acked only once both are kept.
-func (f *Fanout) dead(ctx context.Context, msg jetstream.Msg, r *events.NotificationRequest, deliveries int, reason string) {
-	dn := events.DeadNotification{Request: r, Reason: reason, Deliveries: deliveries, FailedAt: wire.FormatTime(wire.Now())}
-	rec := Record{Outcome: Dead, Reason: reason, Deliveries: deliveries, At: wire.T(wire.Now())}
+// events.NotificationDeadStream) and records it in
+// core.RequestsCollection; an error leaves the request to be tried again.
+func (f *Fanout) dead(ctx context.Context, d events.Dead) error {
+	var r *events.NotificationRequest
+	if err := json.Unmarshal(d.Data, &r); err != nil {
+		r = nil
+	}
+	dn := events.DeadNotification{Request: r, Reason: d.Reason, Deliveries: d.Attempt, FailedAt: wire.FormatTime(wire.Now())}
+	rec := Record{Outcome: Dead, Reason: d.Reason, Deliveries: d.Attempt, At: wire.T(wire.Now())}
 	if r != nil && events.ValidID(r.ID) {
 		rec.ID, rec.DomainID, rec.Topic = r.ID, r.DomainID, r.Topic
 	} else {
 		if r == nil {
-			dn.Raw = string(msg.Data())
+			dn.Raw = string(d.Data)
 		}
-		rec.ID = "seq-0"
-		if md, err := msg.Metadata(); err == nil {
-			rec.ID = fmt.Sprintf("seq-%d", md.Sequence.Stream)
-		}
+		rec.ID = fmt.Sprintf("seq-%d", d.StreamSeq)
 	}
 	if err := f.bus.Publish(ctx, events.NotificationDeadSubject, "dead-request-"+rec.ID, dn); err != nil {
-		f.log.Warn("notification request: dead-letter publish failed; retried", "id", rec.ID, "error", err.Error())
-		_ = msg.NakWithDelay(f.cfg.Backoff)
-		return
+		return fmt.Errorf("notification request: dead-letter publish: %w", err)
 	}
 	if _, err := f.deadRecs.InsertOne(ctx, rec); err != nil && !mongo.IsDuplicateKeyError(err) {
-		f.log.Warn("notification request: dead record not kept; retried", "id", rec.ID, "error", err.Error())
-		_ = msg.NakWithDelay(f.cfg.Backoff)
-		return
+		return fmt.Errorf("notification request: dead record: %w", err)
 	}
-	f.log.Warn("notification request dead-lettered", "id", rec.ID, "domain_id", rec.DomainID, "deliveries", deliveries, "reason", reason)
-	_ = msg.Ack()
+	f.log.Warn("notification request dead-lettered", "id", rec.ID, "domain_id", rec.DomainID, "deliveries", d.Attempt, "reason", d.Reason)
+	return nil
 }
 
 // Handle fans one request out. A request that breaks the contract is 400;

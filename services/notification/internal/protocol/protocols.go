@@ -238,7 +238,7 @@ func (ps *Protocols) ensureInternal(ctx context.Context, domainID string) error 
 	}
 	_, err := ps.c.InsertOne(ctx, core.InternalProtocol(domainID))
 	if err = store.Wrap(err); err != nil {
-		if e, ok := errs.As(err); !ok || e.Code != errs.SaveUniqueValues {
+		if !errs.Is(err, errs.SaveUniqueValues) {
 			return err
 		}
 	}

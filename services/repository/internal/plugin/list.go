@@ -7,6 +7,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/services/repository/internal/repository"
@@ -71,7 +72,7 @@ func (ps *plugins) list(ctx context.Context, p *auth.Principal, r *pluginQuery) 
 		page := &query.Page{Start: int(max(skip-seen, 0)) + 1, Limit: int(max(want, 1))}
 		rows, total, err := src(ctx, page, onlyCount || want <= 0)
 		if err != nil {
-			if i > 0 && isDown(err) {
+			if i > 0 && errs.Is(err, errs.Unavailable) {
 				ps.repos.Log().Warn("remote repository left out of plugin/list", "remote", names[i], "error", err)
 				continue
 			}

@@ -426,7 +426,7 @@ func (ps *plugins) visible(ctx context.Context, p *auth.Principal, id string) (*
 // has is refused with 403.
 func (ps *plugins) writable(ctx context.Context, p *auth.Principal, id string) (*Plugin, error) {
 	doc, err := store.GetToChange[Plugin](ctx, ps.c, pluginResource, p, "plugin_id", id)
-	if repository.IsNotFound(err) {
+	if errs.Is(err, errs.NotFoundCode) {
 		if rm := ps.remoteHolding(ctx, id); rm != nil {
 			return nil, errs.New(errs.RemoteRepository, "The plugin %s belongs to the remote repository %s: only plugins of the local repository can be changed.", id, rm.Name)
 		}
@@ -511,7 +511,7 @@ func walk[T any](ctx context.Context, repos *repository.Repos, repositoryID, plu
 		return remote(rm)
 	}
 	out, err := local()
-	if !repository.IsNotFound(err) {
+	if !errs.Is(err, errs.NotFoundCode) {
 		return out, err
 	}
 	var down error
@@ -520,8 +520,8 @@ func walk[T any](ctx context.Context, repos *repository.Repos, repositoryID, plu
 		switch {
 		case err == nil:
 			return out, nil
-		case repository.IsNotFound(err):
-		case isDown(err):
+		case errs.Is(err, errs.NotFoundCode):
+		case errs.Is(err, errs.Unavailable):
 			repos.Log().Warn("remote repository passed over", "remote", rm.Name, "error", err)
 			down = err
 		default:
@@ -532,11 +532,6 @@ func walk[T any](ctx context.Context, repos *repository.Repos, repositoryID, plu
 		return nil, down
 	}
 	return nil, errs.NotFound("plugin_id", pluginID)
-}
-
-func isDown(err error) bool {
-	e, ok := errs.As(err)
-	return ok && e.Code == errs.Unavailable
 }
 
 func (ps *plugins) get(ctx context.Context, p *auth.Principal, r *repositoryPluginRequest) (*Plugin, error) {

@@ -308,7 +308,7 @@ func ToChange[T any](ctx context.Context, c *mongo.Collection, r query.Resource,
 // uses the repository's global policies and schemas.
 func Get[T any](ctx context.Context, c *mongo.Collection, r query.Resource, actor *auth.Principal, domainID, key, name string) (*T, error) {
 	out, err := store.GetFor[T](ctx, c, r, actor, key, Key(domainID, name))
-	if domainID != Global && IsNotFound(err) {
+	if domainID != Global && errs.Is(err, errs.NotFoundCode) {
 		out, err = store.GetFor[T](ctx, c, r, actor, key, Key(Global, name))
 	}
 	return out, err
@@ -324,7 +324,7 @@ func CheckLabelsTags(labels []any, tags map[string]any) error {
 // NotFound names a record by key and value in a 404 of a lookup by the
 // internal _id (Key), which the caller never sees.
 func NotFound(err error, key, value string) error {
-	if IsNotFound(err) {
+	if errs.Is(err, errs.NotFoundCode) {
 		return errs.NotFound(key, value)
 	}
 	return err
@@ -418,14 +418,6 @@ func (r *Repos) get(ctx context.Context, _ *auth.Principal, q *repositoryRequest
 		return nil, err
 	}
 	return &info, nil
-}
-
-// IsNotFound reports an ERROR_NOT_FOUND answer (of this service or of a
-// remote): the record is not there. Other 404 codes (an image missing from
-// its registry) are answers about a record that is.
-func IsNotFound(err error) bool {
-	e, ok := errs.As(err)
-	return ok && e.Code == errs.NotFoundCode
 }
 
 // Trim keeps only the top-level members of a JSON object named by fields

@@ -1,0 +1,20 @@
+package mailer
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/nubes-io/nubes/pkg/config"
+)
+
+// TestDeclaredDefaults: the defaults the binary reads (Config's tags) are
+// the ones a Config built in code gets.
+func TestDeclaredDefaults(t *testing.T) {
+	var declared Config
+	if err := config.SetDefaults(&declared); err != nil {
+		t.Fatal(err)
+	}
+	if filled := (Config{}).withDefaults(); !reflect.DeepEqual(declared, filled) {
+		t.Fatalf("declared %+v, filled in code %+v", declared, filled)
+	}
+}
