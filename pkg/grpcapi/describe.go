@@ -70,6 +70,18 @@ func Names(path string) (pkg, service, method string, ok bool) {
 	return pkg, pkg + "." + pascal(parts[2]), snake(parts[3]), true
 }
 
+// names are an operation's gRPC package, service and method: those of
+// its path (Names), the service as declared where upstream's package is
+// another (api.Op.Service).
+func names(m api.Meta) (pkg, service, method string, ok bool) {
+	pkg, service, method, ok = Names(m.Path)
+	if ok && m.Service != "" {
+		service = m.Service
+		pkg = service[:max(strings.LastIndexByte(service, '.'), 0)]
+	}
+	return pkg, service, method, ok
+}
+
 func snake(s string) string { return strings.ReplaceAll(s, "-", "_") }
 
 // pascal turns api-key into APIKey and user-profile into UserProfile.
@@ -119,7 +131,7 @@ func Describe(routes []api.Route) (*Descriptors, error) {
 	var calls []pending
 	for _, r := range routes {
 		m := r.Meta()
-		pkg, svc, _, ok := Names(m.Path)
+		pkg, svc, _, ok := names(m)
 		if !ok {
 			d.Skipped = append(d.Skipped, m.Path)
 			continue
@@ -135,7 +147,7 @@ func Describe(routes []api.Route) (*Descriptors, error) {
 	// Messages second: a service's name is taken before any message's.
 	for _, r := range routes {
 		m := r.Meta()
-		pkg, svc, verb, ok := Names(m.Path)
+		pkg, svc, verb, ok := names(m)
 		if !ok {
 			continue
 		}

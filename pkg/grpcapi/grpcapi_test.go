@@ -157,6 +157,9 @@ func routes(h ...holds) []api.Route {
 			}) (*api.Empty, error) {
 				return &api.Empty{}, nil
 			}},
+		// Upstream's package is not the path's.
+		api.Op[noFields, api.Empty]{Path: "/svc/v1/thing/elsewhere", Service: "spaceone.api.svc_other.v1.Thing", Access: auth.Public(),
+			Handle: func(context.Context, *auth.Principal, *noFields) (*api.Empty, error) { return &api.Empty{}, nil }},
 		api.Op[noFields, api.Empty]{Path: "/svc/v1/thing/ping", Access: auth.Public(),
 			Handle: func(context.Context, *auth.Principal, *noFields) (*api.Empty, error) { return &api.Empty{}, nil }},
 		api.Op[noFields, api.Empty]{Path: "/svc/thing/unversioned", Access: auth.Public(),
@@ -243,6 +246,9 @@ func TestDescribe(t *testing.T) {
 		if got := kind(c.md, c.field); got != c.want {
 			t.Errorf("%s.%s is %s, want %s", c.md.FullName(), c.field, got, c.want)
 		}
+	}
+	if byName["/spaceone.api.svc_other.v1.Thing/elsewhere"].Route == nil || byName["/spaceone.api.svc.v1.Thing/elsewhere"].Route != nil {
+		t.Error("the declared service is not the method's")
 	}
 	ping := byName["/spaceone.api.svc.v1.Thing/ping"]
 	if ping.In.FullName() != "google.protobuf.Empty" || ping.Out.FullName() != "google.protobuf.Empty" {
