@@ -65,8 +65,9 @@ func readDifferences(t *testing.T) map[string]string {
 }
 
 // jsonClass is what a kind means to a JSON client: an enum is sent as
-// its name, every number as a number, a Struct and a message as an
-// object, a ListValue as a list of any values. The core query messages
+// its name, every number as a number, a ListValue as a list of any
+// values; a Struct (or map) is a free object, a message an object of its
+// members only. The core query messages
 // keep their full name: a query must be upstream's message itself.
 func jsonClass(kind string) string {
 	if rest, ok := strings.CutPrefix(kind, "repeated "); ok {
@@ -85,8 +86,10 @@ func jsonClass(kind string) string {
 		return "list of any"
 	case strings.HasPrefix(kind, "spaceone.api.core."):
 		return kind
+	case kind == "google.protobuf.Struct" || kind == "map":
+		return "free object" // any member: a message would refuse unknown ones
 	}
-	return "object" // map, Struct, a message of the package
+	return "object" // a message of the package
 }
 
 // protoKind is a field's kind as upstream-fields.tsv writes it.
@@ -167,6 +170,7 @@ func checkUpstreamConformance(t *testing.T, c *cfctl.Client, services []string) 
 		}
 	}
 	listed := listedOperations(t)
+	responses := specResponses(t)
 	for _, p := range listed {
 		if ops[p] == nil {
 			t.Errorf("upstream-fields.tsv has no row for %s of operations.tsv", p)
@@ -184,6 +188,10 @@ func checkUpstreamConformance(t *testing.T, c *cfctl.Client, services []string) 
 		if md == nil {
 			diffs = append(diffs, path+"\tno method "+o.method)
 			continue
+		}
+		// The spec's Empty and Struct answers are the well-known messages.
+		if want := responses[path]; (want == "Empty" || want == "Struct") && md.Output().FullName() != protoreflect.FullName("google.protobuf."+want) {
+			diffs = append(diffs, path+"	answers "+string(md.Output().FullName())+", not google.protobuf."+want)
 		}
 		in := md.Input()
 		if in.FullName() == "google.protobuf.Empty" {
@@ -239,4 +247,20 @@ func checkUpstreamConformance(t *testing.T, c *cfctl.Client, services []string) 
 		}
 	}
 	t.Logf("conformance: %d operations, %d core messages, %d differences listed", len(order), len(queries), len(diffs))
+}
+
+// specResponses reads the response column of docs/spec/operations.tsv.
+func specResponses(t *testing.T) map[string]string {
+	t.Helper()
+	raw, err := os.ReadFile("../../docs/spec/operations.tsv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n")[1:] {
+		if c := strings.Split(line, "\t"); len(c) == 3 {
+			out[c[0]] = c[2]
+		}
+	}
+	return out
 }
