@@ -5,7 +5,7 @@
 // declarations (Describe), server reflection v1 and v1alpha for clients
 // that know no Nubes type, and the gRPC health service.
 //
-// A call is turned into the operation's JSON body and run through the same
+// A call is turned into the operation's JSON body (jsonwire.FromMessage) and run through the same
 // path as an HTTP call (server.Server.Invoke: authentication from metadata
 // `token`, access, scope, strict decoding, validation, the handler); an
 // error becomes the gRPC status of its HTTP status with the message
@@ -43,6 +43,7 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/grpcapi/jsonwire"
 	"github.com/nubes-io/nubes/pkg/server"
 )
 
@@ -119,6 +120,7 @@ func New(srv *server.Server, opts Options) (*Server, error) {
 	}
 	s := &Server{http: srv, desc: desc, opts: opts, log: srv.Log(), health: health.NewServer()}
 	s.grpc = grpc.NewServer(
+		grpc.ForceServerCodecV2(newCodec()),
 		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
 		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
 		grpc.ConnectionTimeout(server.DefaultReadHeaderTimeout),
@@ -268,10 +270,10 @@ func (s *Server) handler(m Method) func(any, context.Context, func(any) error, g
 	}
 }
 
-func (s *Server) call(ctx context.Context, m Method, in *dynamicpb.Message) (*dynamicpb.Message, error) {
+func (s *Server) call(ctx context.Context, m Method, in *dynamicpb.Message) (any, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
 	defer cancel()
-	body, err := ToJSON(in)
+	body, err := jsonwire.FromMessage(in)
 	if err != nil {
 		return nil, errs.New(errs.JSONFormat, "The request message could not be read.")
 	}
@@ -286,6 +288,19 @@ func (s *Server) call(ctx context.Context, m Method, in *dynamicpb.Message) (*dy
 	raw, err := json.Marshal(resp)
 	if err != nil {
 		return nil, fmt.Errorf("grpcapi: encode the answer of %s: %w", m.FullMethod(), err)
+	}
+	return answer(m, raw)
+}
+
+// answer is the response message of the answer's JSON, in wire form
+// (jsonwire.Encode), or as a dynamic message where the walker does not go.
+func answer(m Method, raw []byte) (any, error) {
+	b, err := jsonwire.Encode(raw, m.Out)
+	if err == nil {
+		return wireAnswer(b), nil
+	}
+	if !errors.Is(err, jsonwire.ErrUnsupported) {
+		return nil, fmt.Errorf("grpcapi: the answer of %s does not fit %s: %w", m.FullMethod(), m.Out.FullName(), err)
 	}
 	out := dynamicpb.NewMessage(m.Out)
 	if err := protojson.Unmarshal(raw, out); err != nil {

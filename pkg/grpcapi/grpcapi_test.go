@@ -30,6 +30,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/freeform"
+	"github.com/nubes-io/nubes/pkg/grpcapi/jsonwire"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/server"
 	"github.com/nubes-io/nubes/pkg/stat"
@@ -256,7 +257,7 @@ func TestDescribe(t *testing.T) {
 	}
 }
 
-func TestToJSON(t *testing.T) {
+func TestFromMessage(t *testing.T) {
 	d, err := Describe(routes())
 	if err != nil {
 		t.Fatal(err)
@@ -272,7 +273,7 @@ func TestToJSON(t *testing.T) {
 		if err := protojson.Unmarshal([]byte(c.in), m); err != nil {
 			t.Fatal(err)
 		}
-		got, err := ToJSON(m)
+		got, err := jsonwire.FromMessage(m)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -283,7 +284,7 @@ func TestToJSON(t *testing.T) {
 		dg.UseNumber()
 		dw.UseNumber()
 		if dg.Decode(&g) != nil || dw.Decode(&w) != nil || !reflect.DeepEqual(g, w) {
-			t.Errorf("ToJSON(%s) = %s, want %s", c.in, got, c.want)
+			t.Errorf("FromMessage(%s) = %s, want %s", c.in, got, c.want)
 		}
 	}
 }
