@@ -3,8 +3,10 @@ package grpcapi
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -104,7 +106,11 @@ func routes(h ...holds) []api.Route {
 	get := func(ctx context.Context, p *auth.Principal, r *thingReq) (*thing, error) {
 		if r.Hold {
 			h[0].held <- struct{}{}
-			<-h[0].release
+			select {
+			case <-h[0].release:
+			case <-ctx.Done(): // cut at the stop
+				return nil, errs.Down("The call", ctx.Err())
+			}
 		}
 		switch r.Fail {
 		case "bug":
@@ -592,4 +598,67 @@ func (l testLog) Write(p []byte) (int, error) {
 	l.t.Helper()
 	l.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
+}
+
+// TestStreamBound: the server tells each connection, in its HTTP/2
+// SETTINGS, that it takes at most MaxConcurrentStreams calls at once, so
+// a client queues the rest (read from the wire, as a client reads it).
+func TestStreamBound(t *testing.T) {
+	f := start(t, 0)
+	conn, err := net.Dial("tcp", f.conn.Target())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	// The client preface and an empty SETTINGS frame.
+	if _, err := conn.Write(append([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), 0, 0, 0, 4, 0, 0, 0, 0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		var head [9]byte
+		if _, err := io.ReadFull(conn, head[:]); err != nil {
+			t.Fatal(err)
+		}
+		n := int(head[0])<<16 | int(head[1])<<8 | int(head[2])
+		payload := make([]byte, n)
+		if _, err := io.ReadFull(conn, payload); err != nil {
+			t.Fatal(err)
+		}
+		if head[3] != 4 || head[4]&1 != 0 { // not SETTINGS, or its ACK
+			continue
+		}
+		for i := 0; i+6 <= len(payload); i += 6 {
+			if id := binary.BigEndian.Uint16(payload[i:]); id == 3 { // SETTINGS_MAX_CONCURRENT_STREAMS
+				if v := binary.BigEndian.Uint32(payload[i+2:]); v != MaxConcurrentStreams {
+					t.Fatalf("max concurrent streams %d, want %d", v, MaxConcurrentStreams)
+				}
+				return
+			}
+		}
+		t.Fatalf("the server's SETTINGS name no stream bound: % x", payload)
+	}
+}
+
+// TestStopCutsLateCalls: a call still under way when ShutdownTimeout
+// has passed after the drain is cut (UNAVAILABLE), and Run returns.
+func TestStopCutsLateCalls(t *testing.T) {
+	h := holds{make(chan struct{}, 1), make(chan struct{})}
+	defer close(h.release)
+	f := startWith(t, func(_ *server.Options, o *Options) { o.ShutdownTimeout = 100 * time.Millisecond }, h)
+	admin := f.token(t, auth.Principal{DomainID: "domain-a", UserID: "alice", Role: auth.DomainAdmin})
+	callDone := make(chan error, 1)
+	go func() {
+		_, err := f.call(t, "token", admin, "/spaceone.api.svc.v1.Thing/get", `{"thing_id": "t", "hold": true}`)
+		callDone <- err
+	}()
+	<-h.held
+	f.stop()
+	if err := <-f.done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	f.done <- nil // for the cleanup
+	if st := status.Convert(<-callDone); st.Code() != codes.Unavailable {
+		t.Fatalf("a call cut at the stop: %v %s", st.Code(), st.Message())
+	}
 }
