@@ -13,7 +13,8 @@ import (
 // wireAnswer is a response already in protobuf wire form.
 type wireAnswer []byte
 
-// codec is grpc-go's proto codec, but that a wireAnswer is sent as it is.
+// codec is grpc-go's proto codec, but that a wireAnswer is sent as it is
+// and a wireRequest kept as it came.
 type codec struct{ proto encoding.CodecV2 }
 
 func newCodec() codec { return codec{proto: encoding.GetCodecV2("proto")} }
@@ -25,6 +26,15 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	return c.proto.Marshal(v)
 }
 
-func (c codec) Unmarshal(data mem.BufferSlice, v any) error { return c.proto.Unmarshal(data, v) }
+// wireRequest is a request kept in wire form (jsonwire.FromWire reads it).
+type wireRequest []byte
+
+func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
+	if w, ok := v.(*wireRequest); ok {
+		*w = data.Materialize()
+		return nil
+	}
+	return c.proto.Unmarshal(data, v)
+}
 
 func (c codec) Name() string { return c.proto.Name() }

@@ -37,6 +37,7 @@ import (
 	reflectionalphapb "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
@@ -253,11 +254,15 @@ func (s *Server) handler(m Method) func(any, context.Context, func(any) error, g
 	label := m.Route.Meta().Path
 	return func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
 		start := time.Now()
-		in := dynamicpb.NewMessage(m.In)
-		if err := dec(in); err != nil {
+		var raw wireRequest
+		if err := dec(&raw); err != nil {
 			return nil, status.Error(codes.InvalidArgument, errs.JSONFormat+": The request message could not be read.")
 		}
-		out, err := s.call(ctx, m, in)
+		body, ok := request(m, raw)
+		if !ok {
+			return nil, status.Error(codes.InvalidArgument, errs.JSONFormat+": The request message could not be read.")
+		}
+		out, err := s.call(ctx, m, body)
 		code := http.StatusOK
 		if err != nil {
 			code = server.Status(err)
@@ -270,13 +275,25 @@ func (s *Server) handler(m Method) func(any, context.Context, func(any) error, g
 	}
 }
 
-func (s *Server) call(ctx context.Context, m Method, in *dynamicpb.Message) (any, error) {
+// request is the operation's JSON body of a request's wire form: read
+// straight from it (jsonwire.FromWire), or, for input a client's encoder
+// does not write, through the message proto.Unmarshal makes of it. ok is
+// false for a message that cannot be read.
+func request(m Method, raw []byte) (body []byte, ok bool) {
+	if body, ok := jsonwire.FromWire(raw, m.In); ok {
+		return body, true
+	}
+	in := dynamicpb.NewMessage(m.In)
+	if err := proto.Unmarshal(raw, in); err != nil {
+		return nil, false
+	}
+	body, err := jsonwire.FromMessage(in)
+	return body, err == nil
+}
+
+func (s *Server) call(ctx context.Context, m Method, body []byte) (any, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
 	defer cancel()
-	body, err := jsonwire.FromMessage(in)
-	if err != nil {
-		return nil, errs.New(errs.JSONFormat, "The request message could not be read.")
-	}
 	if len(body) > server.MaxBody {
 		return nil, errs.New(errs.RequestTooLarge, "The request body is larger than %d bytes.", server.MaxBody)
 	}

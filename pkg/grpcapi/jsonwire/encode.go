@@ -8,7 +8,10 @@
 //     bare or quoted. It replaces protojson.Unmarshal into a dynamic
 //     message and that message's reflective Marshal, which took most of
 //     a gRPC call's server time (docs/status.md, issue 39).
-//   - FromMessage writes a request message as the operation's JSON body.
+//   - FromWire writes a request's wire form as the operation's JSON body,
+//     the JSON FromMessage writes of the message proto.Unmarshal makes of
+//     it, where the two cannot differ (else the caller decodes and calls
+//     FromMessage).
 package jsonwire
 
 import (

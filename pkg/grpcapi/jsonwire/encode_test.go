@@ -1,11 +1,15 @@
 package jsonwire_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -137,4 +141,126 @@ func TestEncode(t *testing.T) {
 	if proto.Unmarshal(b, got) != nil || !math.IsNaN(got.Get(k.Fields().ByName("double")).Float()) {
 		t.Errorf("NaN: %v", got)
 	}
+}
+
+// TestFromWire: a request's wire form read straight is the JSON
+// FromMessage writes of its message, and what a client's encoder does
+// not write is left to the message (ok false).
+func TestFromWire(t *testing.T) {
+	k := kinds(t)
+	for _, js := range []string{
+		`{}`,
+		`{"int32":-5,"sint32":-5,"sfixed32":-5,"uint32":5,"fixed32":5,"int64":-9007199254740993,"sint64":"-7","sfixed64":-8,"uint64":"18446744073709551615","fixed64":9,
+			"float":0.1,"double":-0.0,"bool":true,"string":"s \"q\" \\ \n é <&>","bytes":"aGk=","color":"LOW","free":{"a":1,"b":[null,true,"x",{"c":1e-7}],"d":1e21},"any":null,"anys":[1,null],"child":{"int32":1,"child":{}}}`,
+		`{"int32":0,"string":"","bool":false,"double":0,"opt_int32":0,"opt_string":"","opt_bool":false,"opt_double":0,"opt_color":"NONE","free":{},"anys":[],"child":{}}`,
+		`{"rep_int32":[1,-2,0],"rep_sint32":[-1,0],"rep_sfixed32":[-1],"rep_uint32":[4294967295],"rep_fixed32":[1],"rep_int64":["-1"],"rep_sint64":[-3],"rep_sfixed64":[3],"rep_uint64":[1],"rep_fixed64":[2],
+			"rep_float":[1.25,"-Infinity"],"rep_double":["Infinity",1e308,"NaN"],"rep_bool":[true,false],"rep_string":["","a"],"rep_bytes":["aGk","-_8="],"rep_color":["LOW",1],
+			"rep_free":[{},{"a":null}],"rep_any":[null,1,"a",[],{}],"rep_anys":[[],[1]],"rep_child":[{},{"rep_int32":[]}]}`,
+		`{"any":123456789}`, `{"any":"x"}`, `{"any":{"n":-1.5e-10}}`, `{"rep_int32":[]}`,
+	} {
+		m := dynamicpb.NewMessage(k)
+		if err := protojson.Unmarshal([]byte(js), m); err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+		b, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := jsonwire.FromMessage(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := jsonwire.FromWire(b, k)
+		if !ok {
+			t.Errorf("%s: not read straight", js)
+			continue
+		}
+		if g, w := decoded(t, got), decoded(t, want); !reflect.DeepEqual(g, w) {
+			t.Errorf("%s:\nFromWire    %s\nFromMessage %s", js, got, want)
+		}
+	}
+	num := func(name string) protowire.Number { return k.Fields().ByName(protoreflect.Name(name)).Number() }
+	str := func(b []byte, name, v string) []byte {
+		return protowire.AppendString(protowire.AppendTag(b, num(name), protowire.BytesType), v)
+	}
+	vint := func(b []byte, name string, v uint64) []byte {
+		return protowire.AppendVarint(protowire.AppendTag(b, num(name), protowire.VarintType), v)
+	}
+	value := func(fields ...[]byte) []byte {
+		var v []byte
+		for _, f := range fields {
+			v = append(v, f...)
+		}
+		return protowire.AppendBytes(protowire.AppendTag(nil, num("any"), protowire.BytesType), v)
+	}
+	entry := func(key string) []byte {
+		e := protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), key)
+		e = protowire.AppendBytes(protowire.AppendTag(e, 2, protowire.BytesType), []byte{0x08, 0x00})
+		return protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), e)
+	}
+	free := func(entries ...[]byte) []byte {
+		var v []byte
+		for _, e := range entries {
+			v = append(v, e...)
+		}
+		return protowire.AppendBytes(protowire.AppendTag(nil, num("free"), protowire.BytesType), v)
+	}
+	// Zeros sent explicitly are not set (proto3 without presence), but for
+	// optional fields; an empty packed list is no list.
+	zeros := str(vint(vint(str(nil, "string", ""), "int32", 0), "opt_int32", 0), "opt_string", "")
+	zeros = protowire.AppendBytes(protowire.AppendTag(zeros, num("rep_int32"), protowire.BytesType), nil)
+	if got, ok := jsonwire.FromWire(zeros, k); !ok || !reflect.DeepEqual(decoded(t, got), map[string]any{"opt_int32": int64(0), "opt_string": ""}) {
+		t.Errorf("explicit zeros: %s %v", got, ok)
+	}
+	for name, b := range map[string][]byte{
+		"a singular field twice":   str(str(nil, "string", "a"), "string", "b"),
+		"a message twice":          append(free(entry("a")), free(entry("b"))...),
+		"an interrupted list":      str(vint(str(nil, "rep_string", "a"), "int32", 1), "rep_string", "b"),
+		"an unknown field":         protowire.AppendVarint(protowire.AppendTag(nil, 999, protowire.VarintType), 1),
+		"a wrong wire type":        protowire.AppendFixed32(protowire.AppendTag(nil, num("int32"), protowire.Fixed32Type), 1),
+		"invalid UTF-8":            str(nil, "string", "\xff"),
+		"a Value of two kinds":     value([]byte{0x08, 0x00}, []byte{0x20, 0x01}),
+		"a Value of no kind":       value(),
+		"a NaN Value":              value(protowire.AppendFixed64(protowire.AppendTag(nil, 2, protowire.Fixed64Type), math.Float64bits(math.NaN()))),
+		"a Struct key twice":       free(entry("a"), entry("a")),
+		"a truncated field":        str(nil, "string", "abc")[:3],
+		"two members of one oneof": vint(vint(nil, "opt_int32", 1), "opt_int32", 2),
+	} {
+		if got, ok := jsonwire.FromWire(b, k); ok {
+			t.Errorf("%s: read straight as %s", name, got)
+		}
+	}
+}
+
+// decoded is JSON as the strict decoder sees it: integers exact, other
+// numbers as float64.
+func decoded(t *testing.T, b []byte) any {
+	t.Helper()
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	var norm func(v any) any
+	norm = func(v any) any {
+		switch x := v.(type) {
+		case json.Number:
+			if i, err := x.Int64(); err == nil {
+				return i
+			}
+			f, _ := x.Float64()
+			return f
+		case []any:
+			for i := range x {
+				x[i] = norm(x[i])
+			}
+		case map[string]any:
+			for k := range x {
+				x[k] = norm(x[k])
+			}
+		}
+		return v
+	}
+	return norm(v)
 }
