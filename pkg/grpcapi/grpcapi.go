@@ -69,6 +69,10 @@ const (
 	keepaliveTime    = time.Minute
 	keepaliveTimeout = 20 * time.Second
 	minPingInterval  = 10 * time.Second
+	// streamWorkers serve calls on goroutines kept between calls, whose
+	// stacks have grown already (a goroutine per call grows its stack on
+	// each); past them a call gets its own goroutine, as without workers.
+	streamWorkers = 32
 )
 
 // Options configure a Server.
@@ -122,6 +126,7 @@ func New(srv *server.Server, opts Options) (*Server, error) {
 	s := &Server{http: srv, desc: desc, opts: opts, log: srv.Log(), health: health.NewServer()}
 	s.grpc = grpc.NewServer(
 		grpc.ForceServerCodecV2(newCodec()),
+		grpc.NumStreamWorkers(streamWorkers),
 		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
 		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
 		grpc.ConnectionTimeout(server.DefaultReadHeaderTimeout),
