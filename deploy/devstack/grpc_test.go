@@ -106,7 +106,7 @@ func TestGRPCAsCfctl(t *testing.T) {
 		{"spaceone.api.identity.v2.Domain", "get_auth_info", `{"name": "` + boot.DomainName + `"}`, `"domain_id":"` + boot.DomainID + `"`},
 		{"spaceone.api.board.v1.Board", "list", `{}`, `"total_count":0`},
 		{"spaceone.api.dashboard.v1.ProjectDashboard", "list", `{"domain_id": "` + boot.DomainID + `"}`, `"total_count":0`},
-		{"spaceone.api.secret.v1.UserSecret", "list", `{}`, `"total_count":0`},
+		{"spaceone.api.user_secret.v1.UserSecret", "list", `{}`, `"total_count":0`},
 		{"spaceone.api.repository.v1.Repository", "list", `{}`, `"total_count":`},
 		{"spaceone.api.monitoring.v1.EscalationPolicy", "list", `{}`, `"total_count":`},
 		{"spaceone.api.notification.v1.Protocol", "list", `{}`, `"total_count":`},
@@ -132,18 +132,12 @@ func TestGRPCAsCfctl(t *testing.T) {
 	// and answers: an empty request is refused or served, never
 	// unimplemented, never a failure to fit the answer in its message.
 	internal := 0
+	upstreamName := map[string][2]string{}
+	for _, r := range readUpstream(t) {
+		upstreamName[r.path] = [2]string{r.service, r.method}
+	}
 	for _, path := range listedOperations(t) {
-		parts := strings.Split(strings.TrimPrefix(path, "/"), "/")
-		var resource string
-		for w := range strings.SplitSeq(parts[2], "-") {
-			if w == "api" {
-				resource += "API"
-			} else {
-				resource += strings.ToUpper(w[:1]) + w[1:]
-			}
-		}
-		service := "spaceone.api." + strings.ReplaceAll(parts[0], "-", "_") + "." + parts[1] + "." + resource
-		method := strings.ReplaceAll(parts[3], "-", "_")
+		service, method := upstreamName[path][0], upstreamName[path][1]
 		if !slices.Contains(services, service) {
 			t.Errorf("%s: no service %s", path, service)
 			continue
@@ -167,48 +161,14 @@ func TestGRPCAsCfctl(t *testing.T) {
 		t.Errorf("%d operations failed inside", internal)
 	}
 
-	// Conformance with upstream's identity v2 User (user.proto): every
-	// field of its messages is in ours under the same name, but for the
-	// differences listed in docs/decisions.md (issue 39).
-	upstream := map[string][]string{
-		"create": {"user_id", "password", "name", "email", "auth_type", "language", "timezone", "tags", "reset_password", "enforce_mfa_state", "enforce_mfa_type"},
-		"update": {"user_id", "password", "name", "email", "language", "timezone", "tags", "reset_password", "enforce_mfa_state", "enforce_mfa_type"},
-		"get":    {"user_id"},
-		"list":   {"query", "user_id", "name", "state", "email", "auth_type"},
-		"stat":   {"query"},
-	}
-	upstreamInfo := []string{"user_id", "name", "state", "email", "email_verified", "auth_type", "role_id", "role_type", "mfa", "language",
-		"timezone", "required_actions", "refresh_timeout", "tags", "domain_id", "created_at", "last_accessed_at"}
-	var missing []string
-	for verb, fields := range upstream {
-		md := sd.Methods().ByName(protoreflect.Name(verb))
-		for _, f := range fields {
-			if md.Input().Fields().ByName(protoreflect.Name(f)) == nil {
-				missing = append(missing, verb+" "+string(md.Input().Name())+"."+f)
-			}
-		}
-	}
-	info := sd.Methods().ByName("get").Output()
-	for _, f := range upstreamInfo {
-		if info.Fields().ByName(protoreflect.Name(f)) == nil {
-			missing = append(missing, "get "+string(info.Name())+"."+f)
-		}
-	}
+	// Conformance with upstream's protos: every operation of the spec,
+	// its service, method and request fields (grpc_conformance_test.go).
+	checkUpstreamConformance(t, c, services)
 	if list := sd.Methods().ByName("list").Output(); list.Fields().ByName("results") == nil || list.Fields().ByName("total_count").Kind() != protoreflect.Int32Kind {
 		t.Errorf("list answers %s", list.FullName())
 	}
-	if q := sd.Methods().ByName("list").Input().Fields().ByName("query"); q.Message().FullName() != "spaceone.api.core.v2.Query" {
-		t.Errorf("list's query is %s", q.Message().FullName())
-	}
-	slices.Sort(missing)
 	if stat := sd.Methods().ByName("stat").Output(); stat.FullName() != "google.protobuf.Struct" {
 		t.Errorf("stat answers %s", stat.FullName())
-	}
-	// Nubes' user declarations have no enforce_mfa_* (MFA is the user's
-	// own) and its record no refresh_timeout.
-	if known := []string{"create CreateUserRequest.enforce_mfa_state", "create CreateUserRequest.enforce_mfa_type", "get UserInfoV2.refresh_timeout",
-		"update UpdateUserRequest.enforce_mfa_state", "update UpdateUserRequest.enforce_mfa_type"}; !slices.Equal(missing, known) {
-		t.Errorf("upstream's User fields missing: %q", missing)
 	}
 
 	// Reflection v1 and health answer too.

@@ -23,6 +23,10 @@ type Op[Req, Resp any] struct {
 	Path    string      // versioned path, e.g. /board/v1/board/create
 	Access  auth.Access // who may call it
 	Summary string      // one line for the OpenAPI document
+	// Service is the full gRPC service name where upstream's proto
+	// package is not the one the path gives (its user secrets are
+	// spaceone.api.user_secret.v1.UserSecret); empty otherwise.
+	Service string
 	Handle  func(ctx context.Context, p *auth.Principal, req *Req) (*Resp, error)
 }
 
@@ -38,12 +42,13 @@ type Meta struct {
 	Path      string
 	Access    auth.Access
 	Summary   string
+	Service   string // the gRPC service's full name, when not the path's
 	Req, Resp reflect.Type
 }
 
 // Meta implements Route.
 func (o Op[Req, Resp]) Meta() Meta {
-	return Meta{Path: o.Path, Access: o.Access, Summary: o.Summary, Req: reflect.TypeFor[Req](), Resp: reflect.TypeFor[Resp]()}
+	return Meta{Path: o.Path, Access: o.Access, Summary: o.Summary, Service: o.Service, Req: reflect.TypeFor[Req](), Resp: reflect.TypeFor[Resp]()}
 }
 
 // Serve implements Route.

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/nubes-io/nubes/pkg/api"
+	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/wire"
 )
 
@@ -69,6 +70,18 @@ func Names(path string) (pkg, service, method string, ok bool) {
 	return pkg, pkg + "." + pascal(parts[2]), snake(parts[3]), true
 }
 
+// names are an operation's gRPC package, service and method: those of
+// its path (Names), the service as declared where upstream's package is
+// another (api.Op.Service).
+func names(m api.Meta) (pkg, service, method string, ok bool) {
+	pkg, service, method, ok = Names(m.Path)
+	if ok && m.Service != "" {
+		service = m.Service
+		pkg = service[:max(strings.LastIndexByte(service, '.'), 0)]
+	}
+	return pkg, service, method, ok
+}
+
 func snake(s string) string { return strings.ReplaceAll(s, "-", "_") }
 
 // pascal turns api-key into APIKey and user-profile into UserProfile.
@@ -99,12 +112,14 @@ func Describe(routes []api.Route) (*Descriptors, error) {
 			return nil, err
 		}
 	}
-	core, err := coreFile(d.Files)
-	if err != nil {
-		return nil, err
-	}
-	if err := d.Files.RegisterFile(core); err != nil {
-		return nil, err
+	for _, path := range []string{coreV1File, coreV2File} {
+		core, err := coreFile(path, d.Files)
+		if err != nil {
+			return nil, err
+		}
+		if err := d.Files.RegisterFile(core); err != nil {
+			return nil, err
+		}
 	}
 	type pending struct {
 		route           api.Route
@@ -116,7 +131,7 @@ func Describe(routes []api.Route) (*Descriptors, error) {
 	var calls []pending
 	for _, r := range routes {
 		m := r.Meta()
-		pkg, svc, _, ok := Names(m.Path)
+		pkg, svc, _, ok := names(m)
 		if !ok {
 			d.Skipped = append(d.Skipped, m.Path)
 			continue
@@ -132,11 +147,12 @@ func Describe(routes []api.Route) (*Descriptors, error) {
 	// Messages second: a service's name is taken before any message's.
 	for _, r := range routes {
 		m := r.Meta()
-		pkg, svc, verb, ok := Names(m.Path)
+		pkg, svc, verb, ok := names(m)
 		if !ok {
 			continue
 		}
 		b := files[pkg]
+		b.core = coreVersion(svc)
 		resource := strings.TrimPrefix(svc, pkg+".")
 		in := b.request(m.Req, pascal(strings.Split(m.Path, "/")[4])+resource+"Request")
 		out := b.response(m.Resp, resource)
@@ -181,11 +197,16 @@ func (d *Descriptors) message(full string) (protoreflect.MessageDescriptor, erro
 
 // builder collects one package's file.
 type builder struct {
-	pkg       string
-	file      *descriptorpb.FileDescriptorProto
-	services  map[string]*descriptorpb.ServiceDescriptorProto
-	byType    map[reflect.Type]string // Go type -> full message name
-	taken     map[string]bool         // message names used in the package
+	pkg      string
+	file     *descriptorpb.FileDescriptorProto
+	services map[string]*descriptorpb.ServiceDescriptorProto
+	byType   map[typeKey]string // Go type -> full message name
+	// core is the core query version of the service whose messages are
+	// being built (coreVersion); a Go type reaching a query is described
+	// once per version.
+	core      int
+	withQuery map[reflect.Type]bool
+	taken     map[string]bool // message names used in the package
 	isService map[string]bool
 	deps      map[string]bool
 }
@@ -199,7 +220,8 @@ func newBuilder(pkg, service string) *builder {
 			Name: proto.String(path), Package: proto.String(pkg), Syntax: proto.String("proto3"),
 		},
 		services:  map[string]*descriptorpb.ServiceDescriptorProto{},
-		byType:    map[reflect.Type]string{},
+		byType:    map[typeKey]string{},
+		withQuery: map[reflect.Type]bool{},
 		taken:     map[string]bool{},
 		isService: map[string]bool{},
 		deps:      map[string]bool{},
@@ -229,6 +251,79 @@ func (b *builder) method(svc, verb, in, out string) {
 	s.Method = append(s.Method, &descriptorpb.MethodDescriptorProto{Name: proto.String(verb), InputType: proto.String(in), OutputType: proto.String(out)})
 }
 
+// typeKey is a Go type and the core version its message was built for
+// (0 for a type that reaches no query).
+type typeKey struct {
+	t    reflect.Type
+	core int
+}
+
+func (b *builder) key(t reflect.Type) typeKey {
+	if b.reachesQuery(t, map[reflect.Type]bool{}) {
+		return typeKey{t, b.core}
+	}
+	return typeKey{t, 0}
+}
+
+// reachesQuery reports a type whose message holds a core query message.
+func (b *builder) reachesQuery(t reflect.Type, seen map[reflect.Type]bool) bool {
+	t = deref(t)
+	if v, ok := b.withQuery[t]; ok {
+		return v
+	}
+	if seen[t] {
+		return false
+	}
+	seen[t] = true
+	found := coreMessages[t] != ""
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array, reflect.Map:
+		found = found || b.reachesQuery(t.Elem(), seen)
+	case reflect.Struct:
+		if !found && !custom(t) {
+			for _, f := range jsonFields(t) {
+				if (f.name == "query" && isQuerySubset(deref(f.typ))) || b.reachesQuery(f.typ, seen) {
+					found = true
+					break
+				}
+			}
+		}
+	}
+	b.withQuery[t] = found
+	return found
+}
+
+// isQuerySubset reports a struct whose JSON members are all members of
+// the list query's.
+func isQuerySubset(t reflect.Type) bool {
+	t = deref(t)
+	if t.Kind() != reflect.Struct || custom(t) || coreMessages[t] != "" {
+		return false
+	}
+	fs := jsonFields(t)
+	if len(fs) == 0 {
+		return false
+	}
+	names := map[string]bool{}
+	for _, f := range jsonFields(reflect.TypeFor[query.Query]()) {
+		names[f.name] = true
+	}
+	for _, f := range fs {
+		if !names[f.name] {
+			return false
+		}
+	}
+	return true
+}
+
+// coreRef names a core query message of the builder's version and
+// records its file.
+func (b *builder) coreRef(name string) string {
+	full, file := coreMessage(name, b.core)
+	b.dep(file)
+	return full
+}
+
 // wellKnown names a well-known message and records its file.
 func (b *builder) wellKnown(name string) string {
 	if name == emptyName {
@@ -255,9 +350,8 @@ func deref(t reflect.Type) reflect.Type {
 // request is the input message of an operation.
 func (b *builder) request(t reflect.Type, name string) string {
 	t = deref(t)
-	if core, ok := coreMessages[t]; ok {
-		b.dep(coreFileName)
-		return core
+	if name, ok := coreMessages[t]; ok {
+		return b.coreRef(name)
 	}
 	if ownDecoding(t) || t.Kind() != reflect.Struct {
 		return b.wellKnown(structName)
@@ -306,7 +400,8 @@ func listElem(t reflect.Type) (reflect.Type, bool) {
 // listOf is {results: repeated T, total_count: int32}, upstream's
 // <Resource>sInfo.
 func (b *builder) listOf(t, elem reflect.Type) string {
-	if full, ok := b.byType[t]; ok {
+	key := b.key(t)
+	if full, ok := b.byType[key]; ok {
 		return full
 	}
 	name := typeName(deref(elem)) + "s"
@@ -315,7 +410,7 @@ func (b *builder) listOf(t, elem reflect.Type) string {
 	}
 	name = b.reserve(name)
 	full := "." + b.pkg + "." + name
-	b.byType[t] = full
+	b.byType[key] = full
 	msg := &descriptorpb.DescriptorProto{Name: proto.String(name)}
 	b.file.MessageType = append(b.file.MessageType, msg)
 	results := b.field("results", 1, reflect.SliceOf(elem), name)
@@ -364,7 +459,8 @@ func typeName(t reflect.Type) string {
 // name to use when the type itself has none worth keeping (an anonymous
 // struct, a top-level request).
 func (b *builder) messageOf(t reflect.Type, name string) string {
-	if full, ok := b.byType[t]; ok {
+	key := b.key(t)
+	if full, ok := b.byType[key]; ok {
 		return full
 	}
 	if t.Name() != "" && !strings.HasSuffix(name, "Request") {
@@ -376,7 +472,7 @@ func (b *builder) messageOf(t reflect.Type, name string) string {
 	}
 	name = b.reserve(name)
 	full := "." + b.pkg + "." + name
-	b.byType[t] = full
+	b.byType[key] = full
 	msg := &descriptorpb.DescriptorProto{Name: proto.String(name)}
 	b.file.MessageType = append(b.file.MessageType, msg)
 	for i, f := range jsonFields(t) {
@@ -453,8 +549,12 @@ func (b *builder) setKind(fd *descriptorpb.FieldDescriptorProto, t reflect.Type,
 		b.setScalar(fd, descriptorpb.FieldDescriptorProto_TYPE_STRING)
 		return
 	case coreMessages[t] != "":
-		b.dep(coreFileName)
-		b.setMessage(fd, coreMessages[t])
+		b.setMessage(fd, b.coreRef(coreMessages[t]))
+		return
+	case fd.GetName() == "query" && isQuerySubset(t):
+		// A narrower list query is still upstream's Query on the wire: its
+		// decoding refuses what it does not take, as over HTTP.
+		b.setMessage(fd, b.coreRef("Query"))
 		return
 	case ownDecoding(t):
 		// Its own JSON: any value.

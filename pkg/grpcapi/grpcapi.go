@@ -5,7 +5,7 @@
 // declarations (Describe), server reflection v1 and v1alpha for clients
 // that know no Nubes type, and the gRPC health service.
 //
-// A call is turned into the operation's JSON body and run through the same
+// A call is turned into the operation's JSON body (jsonwire.FromMessage) and run through the same
 // path as an HTTP call (server.Server.Invoke: authentication from metadata
 // `token`, access, scope, strict decoding, validation, the handler); an
 // error becomes the gRPC status of its HTTP status with the message
@@ -37,12 +37,14 @@ import (
 	reflectionalphapb "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/grpcapi/jsonwire"
 	"github.com/nubes-io/nubes/pkg/server"
 )
 
@@ -67,6 +69,10 @@ const (
 	keepaliveTime    = time.Minute
 	keepaliveTimeout = 20 * time.Second
 	minPingInterval  = 10 * time.Second
+	// streamWorkers serve calls on goroutines kept between calls, whose
+	// stacks have grown already (a goroutine per call grows its stack on
+	// each); past them a call gets its own goroutine, as without workers.
+	streamWorkers = 32
 )
 
 // Options configure a Server.
@@ -119,6 +125,8 @@ func New(srv *server.Server, opts Options) (*Server, error) {
 	}
 	s := &Server{http: srv, desc: desc, opts: opts, log: srv.Log(), health: health.NewServer()}
 	s.grpc = grpc.NewServer(
+		grpc.ForceServerCodecV2(newCodec()),
+		grpc.NumStreamWorkers(streamWorkers),
 		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
 		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
 		grpc.ConnectionTimeout(server.DefaultReadHeaderTimeout),
@@ -251,11 +259,15 @@ func (s *Server) handler(m Method) func(any, context.Context, func(any) error, g
 	label := m.Route.Meta().Path
 	return func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
 		start := time.Now()
-		in := dynamicpb.NewMessage(m.In)
-		if err := dec(in); err != nil {
+		var raw wireRequest
+		if err := dec(&raw); err != nil {
 			return nil, status.Error(codes.InvalidArgument, errs.JSONFormat+": The request message could not be read.")
 		}
-		out, err := s.call(ctx, m, in)
+		body, ok := request(m, raw)
+		if !ok {
+			return nil, status.Error(codes.InvalidArgument, errs.JSONFormat+": The request message could not be read.")
+		}
+		out, err := s.call(ctx, m, body)
 		code := http.StatusOK
 		if err != nil {
 			code = server.Status(err)
@@ -268,13 +280,25 @@ func (s *Server) handler(m Method) func(any, context.Context, func(any) error, g
 	}
 }
 
-func (s *Server) call(ctx context.Context, m Method, in *dynamicpb.Message) (*dynamicpb.Message, error) {
+// request is the operation's JSON body of a request's wire form: read
+// straight from it (jsonwire.FromWire), or, for input a client's encoder
+// does not write, through the message proto.Unmarshal makes of it. ok is
+// false for a message that cannot be read.
+func request(m Method, raw []byte) (body []byte, ok bool) {
+	if body, ok := jsonwire.FromWire(raw, m.In); ok {
+		return body, true
+	}
+	in := dynamicpb.NewMessage(m.In)
+	if err := proto.Unmarshal(raw, in); err != nil {
+		return nil, false
+	}
+	body, err := jsonwire.FromMessage(in)
+	return body, err == nil
+}
+
+func (s *Server) call(ctx context.Context, m Method, body []byte) (any, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
 	defer cancel()
-	body, err := ToJSON(in)
-	if err != nil {
-		return nil, errs.New(errs.JSONFormat, "The request message could not be read.")
-	}
 	if len(body) > server.MaxBody {
 		return nil, errs.New(errs.RequestTooLarge, "The request body is larger than %d bytes.", server.MaxBody)
 	}
@@ -286,6 +310,19 @@ func (s *Server) call(ctx context.Context, m Method, in *dynamicpb.Message) (*dy
 	raw, err := json.Marshal(resp)
 	if err != nil {
 		return nil, fmt.Errorf("grpcapi: encode the answer of %s: %w", m.FullMethod(), err)
+	}
+	return answer(m, raw)
+}
+
+// answer is the response message of the answer's JSON, in wire form
+// (jsonwire.Encode), or as a dynamic message where the walker does not go.
+func answer(m Method, raw []byte) (any, error) {
+	b, err := jsonwire.Encode(raw, m.Out)
+	if err == nil {
+		return wireAnswer(b), nil
+	}
+	if !errors.Is(err, jsonwire.ErrUnsupported) {
+		return nil, fmt.Errorf("grpcapi: the answer of %s does not fit %s: %w", m.FullMethod(), m.Out.FullName(), err)
 	}
 	out := dynamicpb.NewMessage(m.Out)
 	if err := protojson.Unmarshal(raw, out); err != nil {

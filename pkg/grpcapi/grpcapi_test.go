@@ -3,10 +3,14 @@ package grpcapi
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"sync/atomic"
@@ -23,12 +27,15 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/dynamicpb"
 
+	"github.com/nubes-io/nubes/pkg/analyze"
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/freeform"
+	"github.com/nubes-io/nubes/pkg/grpcapi/jsonwire"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/server"
+	"github.com/nubes-io/nubes/pkg/stat"
 	"github.com/nubes-io/nubes/pkg/wire"
 )
 
@@ -74,6 +81,23 @@ type listReq struct {
 
 type noFields struct{}
 
+type statReq struct {
+	Query *stat.Query `json:"query" v:"required"`
+}
+
+type analyzeReq struct {
+	Query *analyze.TimeSeriesQuery `json:"query" v:"required"`
+}
+
+// narrowQuery is a list query narrower than upstream's (repository's).
+type narrowQuery struct {
+	Keyword string      `json:"keyword"`
+	Page    *query.Page `json:"page"`
+}
+
+// seen is what the handlers of the query routes decoded, as JSON.
+var seen atomic.Value
+
 // holds lets a test keep a call under way: the handler signals held and
 // waits for release.
 type holds struct{ held, release chan struct{} }
@@ -82,7 +106,11 @@ func routes(h ...holds) []api.Route {
 	get := func(ctx context.Context, p *auth.Principal, r *thingReq) (*thing, error) {
 		if r.Hold {
 			h[0].held <- struct{}{}
-			<-h[0].release
+			select {
+			case <-h[0].release:
+			case <-ctx.Done(): // cut at the stop
+				return nil, errs.Down("The call", ctx.Err())
+			}
 		}
 		switch r.Fail {
 		case "bug":
@@ -103,6 +131,42 @@ func routes(h ...holds) []api.Route {
 			Handle: func(ctx context.Context, p *auth.Principal, r *listReq) (*api.List[thing], error) {
 				return &api.List[thing]{Results: []thing{{ThingID: r.Query.Keyword}}, TotalCount: int64(len(r.Query.Filter))}, nil
 			}},
+		api.Op[statReq, map[string]any]{Path: "/svc/v1/thing/stat", Access: auth.Roles(auth.DomainAdmin),
+			Handle: func(ctx context.Context, p *auth.Principal, r *statReq) (*map[string]any, error) {
+				raw, _ := json.Marshal(r.Query)
+				seen.Store(string(raw))
+				return &map[string]any{"results": []any{map[string]any{"n": 1}}}, nil
+			}},
+		api.Op[analyzeReq, map[string]any]{Path: "/svc/v1/thing/analyze", Access: auth.Roles(auth.DomainAdmin),
+			Handle: func(ctx context.Context, p *auth.Principal, r *analyzeReq) (*map[string]any, error) {
+				raw, _ := json.Marshal(r.Query)
+				seen.Store(string(raw))
+				return &map[string]any{"results": []any{}, "more": false}, nil
+			}},
+		// board v1 Board is a resource whose upstream protos take core v1.
+		api.Op[listReq, api.List[thing]]{Path: "/board/v1/board/list", Access: auth.Roles(auth.DomainAdmin),
+			Handle: func(ctx context.Context, p *auth.Principal, r *listReq) (*api.List[thing], error) {
+				raw, _ := json.Marshal(r.Query.Sort)
+				seen.Store(string(raw))
+				return &api.List[thing]{}, nil
+			}},
+		api.Op[statReq, map[string]any]{Path: "/board/v1/board/stat", Access: auth.Roles(auth.DomainAdmin),
+			Handle: func(ctx context.Context, p *auth.Principal, r *statReq) (*map[string]any, error) {
+				raw, _ := json.Marshal(r.Query)
+				seen.Store(string(raw))
+				return &map[string]any{"results": []any{}}, nil
+			}},
+		api.Op[struct {
+			Query *narrowQuery `json:"query"`
+		}, api.Empty]{Path: "/svc/v1/thing/narrow", Access: auth.Roles(auth.DomainAdmin),
+			Handle: func(ctx context.Context, p *auth.Principal, r *struct {
+				Query *narrowQuery `json:"query"`
+			}) (*api.Empty, error) {
+				return &api.Empty{}, nil
+			}},
+		// Upstream's package is not the path's.
+		api.Op[noFields, api.Empty]{Path: "/svc/v1/thing/elsewhere", Service: "spaceone.api.svc_other.v1.Thing", Access: auth.Public(),
+			Handle: func(context.Context, *auth.Principal, *noFields) (*api.Empty, error) { return &api.Empty{}, nil }},
 		api.Op[noFields, api.Empty]{Path: "/svc/v1/thing/ping", Access: auth.Public(),
 			Handle: func(context.Context, *auth.Principal, *noFields) (*api.Empty, error) { return &api.Empty{}, nil }},
 		api.Op[noFields, api.Empty]{Path: "/svc/thing/unversioned", Access: auth.Public(),
@@ -180,10 +244,18 @@ func TestDescribe(t *testing.T) {
 		{byName["/spaceone.api.svc.v1.Thing/list"].In, "query", "spaceone.api.core.v2.Query"},
 		{byName["/spaceone.api.svc.v1.Thing/list"].Out, "results", "repeated spaceone.api.svc.v1.ThingInfo"},
 		{byName["/spaceone.api.svc.v1.Thing/list"].Out, "total_count", "int32"},
+		{byName["/spaceone.api.svc.v1.Thing/stat"].In, "query", "spaceone.api.core.v2.StatisticsQuery"},
+		{byName["/spaceone.api.svc.v1.Thing/analyze"].In, "query", "spaceone.api.core.v2.TimeSeriesAnalyzeQuery"},
+		{byName["/spaceone.api.svc.v1.Thing/narrow"].In, "query", "spaceone.api.core.v2.Query"},
+		{byName["/spaceone.api.board.v1.Board/list"].In, "query", "spaceone.api.core.v1.Query"},
+		{byName["/spaceone.api.board.v1.Board/stat"].In, "query", "spaceone.api.core.v1.StatisticsQuery"},
 	} {
 		if got := kind(c.md, c.field); got != c.want {
 			t.Errorf("%s.%s is %s, want %s", c.md.FullName(), c.field, got, c.want)
 		}
+	}
+	if byName["/spaceone.api.svc_other.v1.Thing/elsewhere"].Route == nil || byName["/spaceone.api.svc.v1.Thing/elsewhere"].Route != nil {
+		t.Error("the declared service is not the method's")
 	}
 	ping := byName["/spaceone.api.svc.v1.Thing/ping"]
 	if ping.In.FullName() != "google.protobuf.Empty" || ping.Out.FullName() != "google.protobuf.Empty" {
@@ -191,7 +263,7 @@ func TestDescribe(t *testing.T) {
 	}
 }
 
-func TestToJSON(t *testing.T) {
+func TestFromMessage(t *testing.T) {
 	d, err := Describe(routes())
 	if err != nil {
 		t.Fatal(err)
@@ -207,7 +279,7 @@ func TestToJSON(t *testing.T) {
 		if err := protojson.Unmarshal([]byte(c.in), m); err != nil {
 			t.Fatal(err)
 		}
-		got, err := ToJSON(m)
+		got, err := jsonwire.FromMessage(m)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,7 +290,7 @@ func TestToJSON(t *testing.T) {
 		dg.UseNumber()
 		dw.UseNumber()
 		if dg.Decode(&g) != nil || dw.Decode(&w) != nil || !reflect.DeepEqual(g, w) {
-			t.Errorf("ToJSON(%s) = %s, want %s", c.in, got, c.want)
+			t.Errorf("FromMessage(%s) = %s, want %s", c.in, got, c.want)
 		}
 	}
 }
@@ -372,6 +444,64 @@ func TestCallsAndErrors(t *testing.T) {
 	}
 }
 
+// TestQueries: the statistics and analyze queries are upstream's
+// messages; the JSON upstream's clients send (aliases, every stage, a
+// project's operands, v1's sort object) reaches the handler as it does
+// over HTTP, and what neither takes is refused.
+func TestQueries(t *testing.T) {
+	f := start(t, 0)
+	admin := f.token(t, auth.Principal{DomainID: "domain-a", UserID: "alice", Role: auth.DomainAdmin})
+	viaHTTP := func(path, body string) string {
+		t.Helper()
+		seen.Store("")
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+admin)
+		f.http.Handler().ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			t.Fatalf("HTTP %s: %d %s", path, rec.Code, rec.Body)
+		}
+		return seen.Load().(string)
+	}
+	for _, c := range []struct{ path, full, body string }{
+		{"/svc/v1/thing/stat", "/spaceone.api.svc.v1.Thing/stat", `{"query": {"filter": [{"k": "a", "v": 1, "o": "eq"}], "filter_or": [{"key": "b", "value": ["x"], "operator": "in"}],
+			"aggregate": [{"unwind": {"path": "items", "filter": [{"k": "items.n", "v": 2, "o": "eq"}]}},
+			{"group": {"keys": [{"k": "a", "n": "a"}, {"key": "created_at", "name": "d", "date_format": "%Y"}], "fields": [{"n": "c", "o": "count"}, {"k": "x", "n": "xs", "o": "push", "fields": [{"k": "y", "n": "y"}]}, {"key": "z", "name": "zs", "operator": "sum", "conditions": [{"k": "q", "v": true, "o": "eq"}]}]}},
+			{"sort": [{"key": "c", "desc": true}]}, {"project": {"fields": [{"n": "s", "o": "add", "fields": ["c", 1, {"o": "multiply", "f": ["c", 2.5]}]}, {"k": "a", "n": "a"}], "exclude_keys": true}},
+			{"count": {"name": "total"}}, {"limit": 3}, {"skip": 1}], "page": {"start": 1, "limit": 5}, "keyword": "kw"}}`},
+		{"/svc/v1/thing/stat", "/spaceone.api.svc.v1.Thing/stat", `{"query": {"distinct": "a"}}`},
+		{"/svc/v1/thing/analyze", "/spaceone.api.svc.v1.Thing/analyze", `{"query": {"granularity": "MONTHLY", "start": "2026-01", "end": "2026-03", "group_by": ["a", {"key": "b.c", "name": "c"}],
+			"field_group": ["date"], "filter": [{"k": "a", "v": "x", "o": "eq"}], "page": {"limit": 2}, "sort": [{"key": "n", "desc": true}],
+			"fields": {"n": {"operator": "sum", "key": "cost"}}, "select": {"n": "n", "m": {"operator": "add", "fields": ["n", 1]}}, "keyword": "k"}}`},
+		{"/board/v1/board/list", "/spaceone.api.board.v1.Board/list", `{"query": {"sort": {"key": "name", "desc": true, "keys": [{"key": "b"}]}}}`},
+		{"/board/v1/board/stat", "/spaceone.api.board.v1.Board/stat", `{"query": {"aggregate": [{"unwind": {"path": "tags"}}, {"sort": {"key": "n", "desc": true}}, {"group": {"keys": [{"k": "a", "n": "a"}]}}]}}`},
+	} {
+		want := viaHTTP(c.path, c.body)
+		seen.Store("")
+		if _, err := f.call(t, "token", admin, c.full, c.body); err != nil {
+			t.Fatalf("%s: %v", c.full, err)
+		}
+		if got := seen.Load().(string); got != want || want == "" {
+			t.Errorf("%s decoded\n%s\nover gRPC, over HTTP\n%s", c.full, got, want)
+		}
+	}
+	// Refused alike: two stages in one element, a limit below zero.
+	for _, body := range []string{`{"query": {"aggregate": [{"limit": -1}]}}`} {
+		_, err := f.call(t, "token", admin, "/spaceone.api.svc.v1.Thing/stat", body)
+		if st := status.Convert(err); st.Code() != codes.InvalidArgument || !strings.HasPrefix(st.Message(), "ERROR_") {
+			t.Errorf("%s: %v", body, err)
+		}
+	}
+	m := f.method(t, "/spaceone.api.svc.v1.Thing/stat")
+	if err := protojson.Unmarshal([]byte(`{"query": {"aggregate": [{"limit": 1, "skip": 2}]}}`), dynamicpb.NewMessage(m.In)); err == nil {
+		t.Error("two stages in one aggregate element are accepted by the message")
+	}
+	_, err := f.call(t, "token", admin, "/spaceone.api.svc.v1.Thing/narrow", `{"query": {"keyword": "a", "filter": [{"k": "a", "v": 1, "o": "eq"}]}}`)
+	if st := status.Convert(err); st.Code() != codes.InvalidArgument || !strings.HasPrefix(st.Message(), "ERROR_INVALID_PARAMETER: ") {
+		t.Errorf("a filter the narrow query does not take: %v", err)
+	}
+}
+
 func TestCode(t *testing.T) {
 	for status, want := range map[int]codes.Code{400: codes.InvalidArgument, 401: codes.Unauthenticated, 403: codes.PermissionDenied,
 		404: codes.NotFound, 409: codes.AlreadyExists, 413: codes.ResourceExhausted, 429: codes.ResourceExhausted, 501: codes.Unimplemented,
@@ -468,4 +598,67 @@ func (l testLog) Write(p []byte) (int, error) {
 	l.t.Helper()
 	l.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
+}
+
+// TestStreamBound: the server tells each connection, in its HTTP/2
+// SETTINGS, that it takes at most MaxConcurrentStreams calls at once, so
+// a client queues the rest (read from the wire, as a client reads it).
+func TestStreamBound(t *testing.T) {
+	f := start(t, 0)
+	conn, err := net.Dial("tcp", f.conn.Target())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	// The client preface and an empty SETTINGS frame.
+	if _, err := conn.Write(append([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), 0, 0, 0, 4, 0, 0, 0, 0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		var head [9]byte
+		if _, err := io.ReadFull(conn, head[:]); err != nil {
+			t.Fatal(err)
+		}
+		n := int(head[0])<<16 | int(head[1])<<8 | int(head[2])
+		payload := make([]byte, n)
+		if _, err := io.ReadFull(conn, payload); err != nil {
+			t.Fatal(err)
+		}
+		if head[3] != 4 || head[4]&1 != 0 { // not SETTINGS, or its ACK
+			continue
+		}
+		for i := 0; i+6 <= len(payload); i += 6 {
+			if id := binary.BigEndian.Uint16(payload[i:]); id == 3 { // SETTINGS_MAX_CONCURRENT_STREAMS
+				if v := binary.BigEndian.Uint32(payload[i+2:]); v != MaxConcurrentStreams {
+					t.Fatalf("max concurrent streams %d, want %d", v, MaxConcurrentStreams)
+				}
+				return
+			}
+		}
+		t.Fatalf("the server's SETTINGS name no stream bound: % x", payload)
+	}
+}
+
+// TestStopCutsLateCalls: a call still under way when ShutdownTimeout
+// has passed after the drain is cut (UNAVAILABLE), and Run returns.
+func TestStopCutsLateCalls(t *testing.T) {
+	h := holds{make(chan struct{}, 1), make(chan struct{})}
+	defer close(h.release)
+	f := startWith(t, func(_ *server.Options, o *Options) { o.ShutdownTimeout = 100 * time.Millisecond }, h)
+	admin := f.token(t, auth.Principal{DomainID: "domain-a", UserID: "alice", Role: auth.DomainAdmin})
+	callDone := make(chan error, 1)
+	go func() {
+		_, err := f.call(t, "token", admin, "/spaceone.api.svc.v1.Thing/get", `{"thing_id": "t", "hold": true}`)
+		callDone <- err
+	}()
+	<-h.held
+	f.stop()
+	if err := <-f.done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	f.done <- nil // for the cleanup
+	if st := status.Convert(<-callDone); st.Code() != codes.Unavailable {
+		t.Fatalf("a call cut at the stop: %v %s", st.Code(), st.Message())
+	}
 }

@@ -24,7 +24,7 @@ func TestGRPCThroughTheImages(t *testing.T) {
 		{"identity", "spaceone.api.identity.v2.User", "list", `{}`},
 		{"board", "spaceone.api.board.v1.Board", "list", `{}`},
 		{"dashboard", "spaceone.api.dashboard.v1.ProjectDashboard", "list", `{"domain_id": "` + domain + `"}`},
-		{"secret", "spaceone.api.secret.v1.UserSecret", "list", `{}`},
+		{"secret", "spaceone.api.user_secret.v1.UserSecret", "list", `{}`},
 		{"repository", "spaceone.api.repository.v1.Plugin", "list", `{}`},
 		{"monitoring", "spaceone.api.monitoring.v1.Webhook", "list", `{}`},
 		{"notification", "spaceone.api.notification.v1.Protocol", "list", `{}`},

@@ -56,6 +56,11 @@ grpc:
   ingress:
     enabled: true
     domain: grpc.example.com
+ingress:
+  internalPaths:
+    - /identity/v2/domain/create
+    - /identity/v2/trusted-account/get-secret-data
+    - /secret/v1/user-secret/get-data
 `)
 	if err != nil {
 		t.Fatal(err)
@@ -75,6 +80,9 @@ grpc:
 		!slices.Contains(got, "/spaceone.api.identity.v2.TrustedAccount/get_secret_data nubes-internal-only:http") ||
 		got[len(got)-1] != "/ nubes-identity:grpc" {
 		t.Fatalf("identity's gRPC host: %v", got)
+	}
+	if got := hosts["secret.grpc.example.com"]; !slices.Contains(got, "/spaceone.api.user_secret.v1.UserSecret/get_data nubes-internal-only:http") {
+		t.Fatalf("secret's gRPC host: %v", got)
 	}
 	if got := hosts["board.grpc.example.com"]; !slices.Equal(got, []string{"/ nubes-board:grpc"}) {
 		t.Fatalf("board's gRPC host: %v", got)

@@ -193,3 +193,18 @@ func (c *Client) Fails(token, service, method, body string, code codes.Code, pre
 		c.t.Errorf("%s/%s %s: %v %q, want %v %q...", service, method, body, st.Code(), st.Message(), code, prefix)
 	}
 }
+
+// Message finds a message by its full name.
+func (c *Client) Message(name string) protoreflect.MessageDescriptor {
+	c.t.Helper()
+	if d, err := c.files.FindDescriptorByName(protoreflect.FullName(name)); err == nil {
+		return d.(protoreflect.MessageDescriptor)
+	}
+	resp := c.ask(&alphapb.ServerReflectionRequest{MessageRequest: &alphapb.ServerReflectionRequest_FileContainingSymbol{FileContainingSymbol: name}})
+	c.addFiles(resp.GetFileDescriptorResponse().GetFileDescriptorProto())
+	d, err := c.files.FindDescriptorByName(protoreflect.FullName(name))
+	if err != nil {
+		c.t.Fatalf("resolve %s: %v", name, err)
+	}
+	return d.(protoreflect.MessageDescriptor)
+}

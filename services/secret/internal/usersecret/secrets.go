@@ -191,15 +191,17 @@ func Routes(ctx context.Context, db *mongo.Database, keys *seal.Keyring, reposit
 		return nil, err
 	}
 	const p = "/secret/v1/user-secret/"
+	// Upstream's proto package of user secrets is user_secret, not secret.
+	const grpc = "spaceone.api.user_secret.v1.UserSecret"
 	return []api.Route{
-		api.Op[createReq, UserSecret]{Path: p + "create", Access: users, Summary: "Create a secret of the caller's own; data is sealed at rest.", Handle: s.create},
-		api.Op[updateReq, UserSecret]{Path: p + "update", Access: users, Summary: "Change a secret's name or tags (data changes go through update_data).", Handle: s.update},
-		api.Op[secretReq, api.Empty]{Path: p + "delete", Access: users, Summary: "Delete a secret and its sealed data.", Handle: s.delete},
-		api.Op[updateDataReq, api.Empty]{Path: p + "update-data", Access: users, Summary: "Replace a secret's data (validated against its repository schema).", Handle: s.updateData},
-		api.Op[getDataReq, DataInfo]{Path: p + "get-data", Access: systemOnly, Summary: "Read a secret's data (services only: a SYSTEM token, never a person's SYSTEM_ADMIN grant).", Handle: s.getData},
-		api.Op[secretReq, UserSecret]{Path: p + "get", Access: users, Summary: "Get one of the caller's secrets (never its data).", Handle: s.get},
-		api.Op[listReq, api.List[UserSecret]]{Path: p + "list", Access: users, Summary: "List the caller's secrets.", Handle: s.list},
-		api.Op[statReq, map[string]any]{Path: p + "stat", Access: users, Summary: "Statistics over the caller's secrets.", Handle: s.stat},
+		api.Op[createReq, UserSecret]{Path: p + "create", Service: grpc, Access: users, Summary: "Create a secret of the caller's own; data is sealed at rest.", Handle: s.create},
+		api.Op[updateReq, UserSecret]{Path: p + "update", Service: grpc, Access: users, Summary: "Change a secret's name or tags (data changes go through update_data).", Handle: s.update},
+		api.Op[secretReq, api.Empty]{Path: p + "delete", Service: grpc, Access: users, Summary: "Delete a secret and its sealed data.", Handle: s.delete},
+		api.Op[updateDataReq, api.Empty]{Path: p + "update-data", Service: grpc, Access: users, Summary: "Replace a secret's data (validated against its repository schema).", Handle: s.updateData},
+		api.Op[getDataReq, DataInfo]{Path: p + "get-data", Service: grpc, Access: systemOnly, Summary: "Read a secret's data (services only: a SYSTEM token, never a person's SYSTEM_ADMIN grant).", Handle: s.getData},
+		api.Op[secretReq, UserSecret]{Path: p + "get", Service: grpc, Access: users, Summary: "Get one of the caller's secrets (never its data).", Handle: s.get},
+		api.Op[listReq, api.List[UserSecret]]{Path: p + "list", Service: grpc, Access: users, Summary: "List the caller's secrets.", Handle: s.list},
+		api.Op[statReq, map[string]any]{Path: p + "stat", Service: grpc, Access: users, Summary: "Statistics over the caller's secrets.", Handle: s.stat},
 	}, nil
 }
 

@@ -1,4 +1,4 @@
-package grpcapi
+package jsonwire
 
 import (
 	"bytes"
@@ -11,12 +11,12 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
-// ToJSON writes a request message as the operation's JSON body: members
+// FromMessage writes a request message as the operation's JSON body: members
 // under their proto (snake_case) names, only those set, numbers as JSON
 // numbers (protojson quotes 64-bit ones, which the strict decoder would
 // refuse as strings), the well-known Struct, Value and ListValue as the
 // JSON they stand for.
-func ToJSON(m protoreflect.Message) ([]byte, error) {
+func FromMessage(m protoreflect.Message) ([]byte, error) {
 	var b bytes.Buffer
 	if err := writeMessage(&b, m); err != nil {
 		return nil, err
