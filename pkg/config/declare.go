@@ -174,6 +174,10 @@ func setField(fv reflect.Value, f reflect.StructField, s string) error {
 			return bad(err)
 		}
 		fv.SetFloat(n)
+	case fv.Kind() == reflect.Interface && s == "":
+		// A free value (a list a config file gives, or its JSON text from
+		// the environment) has no default but none.
+		fv.Set(reflect.Zero(fv.Type()))
 	case fv.Type() == reflect.TypeFor[map[string]string]():
 		m, err := ParseMap(s)
 		if err != nil {

@@ -28,13 +28,13 @@ import (
 // outward_allow_link_local; all false by default).
 type Allow struct {
 	// Loopback: 127.0.0.0/8 and ::1 (a devstack's own registry).
-	Loopback bool `mapstructure:"outward_allow_loopback"`
+	Loopback bool `mapstructure:"outward_allow_loopback" default:"false" doc:"registry_url may be a loopback address"`
 	// Private: 10/8, 172.16/12, 192.168/16, 100.64/10 (shared) and
 	// fc00::/7 (a registry inside the cluster or a compose network).
-	Private bool `mapstructure:"outward_allow_private"`
+	Private bool `mapstructure:"outward_allow_private" default:"false" doc:"registry_url may be a private address"`
 	// LinkLocal: 169.254/16 and fe80::/10, where clouds serve instance
 	// metadata and its credentials; rarely what anyone wants.
-	LinkLocal bool `mapstructure:"outward_allow_link_local"`
+	LinkLocal bool `mapstructure:"outward_allow_link_local" default:"false" doc:"registry_url may be a link-local address"`
 }
 
 // ErrRefused is the error of a connection to an address the rule refuses.

@@ -79,8 +79,8 @@ func ResealTargets(db *mongo.Database) []seal.Target { return core.ResealTargets
 // active key, reading the same configuration as the service.
 func ResealMain(args []string) int {
 	return sealcmd.Main(Name, args, func() (config.Base, *seal.Keyring, error) {
-		var st Settings
-		if err := config.Load(&st, Defaults()); err != nil {
+		var st BinarySettings
+		if err := config.LoadDeclared(&st); err != nil {
 			return config.Base{}, nil, err
 		}
 		k, err := st.Keyring()
@@ -168,57 +168,54 @@ func New(cfg Config) app.Constructor {
 	}
 }
 
-// Settings are identity's keys on top of config.Base.
+// Settings are identity's own keys, declared once (pkg/config: key,
+// default, bound and meaning in the tags); docs/configuration.md
+// "Identity" lists them (TestConfigurationDoc).
 type Settings struct {
-	config.Base  `mapstructure:",squash"`
-	sealcmd.Keys `mapstructure:",squash"`
 	// SigningKeyFile (or SigningKey) holds one PKCS#8 RSA key, or several
 	// during a rotation: the first signs, every one verifies
 	// (docs/operations.md).
-	SigningKeyFile string        `mapstructure:"signing_key_file"`
-	SigningKey     string        `mapstructure:"signing_key" secret:"true"`
-	RootDomain     string        `mapstructure:"root_domain"`
-	AdminUserID    string        `mapstructure:"admin_user_id"`
-	AdminPassword  string        `mapstructure:"admin_password" secret:"true"`
-	ConsoleURL     string        `mapstructure:"console_url"`
-	AccessTTL      time.Duration `mapstructure:"access_token_ttl"`
-	RefreshTTL     time.Duration `mapstructure:"refresh_token_ttl"`
-	MaxAccessTTL   time.Duration `mapstructure:"max_access_token_ttl"`
-	EndpointURL    string        `mapstructure:"endpoint_url"`
+	SigningKeyFile string        `mapstructure:"signing_key_file" doc:"a file holding signing_key"`
+	SigningKey     string        `mapstructure:"signing_key" secret:"true" doc:"the RSA signing key (PKCS#8 PEM); one of the two is required"`
+	RootDomain     string        `mapstructure:"root_domain" default:"root" doc:"the name of the root domain the bootstrap makes"`
+	AdminUserID    string        `mapstructure:"admin_user_id" default:"admin" doc:"the root domain's first admin"`
+	AdminPassword  string        `mapstructure:"admin_password" secret:"true" doc:"its password at the bootstrap"`
+	ConsoleURL     string        `mapstructure:"console_url" default:"http://127.0.0.1:8080/console" doc:"the console's URL, in the mails"`
+	AccessTTL      time.Duration `mapstructure:"access_token_ttl" default:"30m" min:"1s" doc:"lifetime of an access token"`
+	RefreshTTL     time.Duration `mapstructure:"refresh_token_ttl" default:"3h" min:"1s" doc:"lifetime of a refresh token"`
+	MaxAccessTTL   time.Duration `mapstructure:"max_access_token_ttl" default:"12h" min:"1s" doc:"the longest lifetime a timeout may ask for"`
+	EndpointURL    string        `mapstructure:"endpoint_url" doc:"the one base URL clients reach every service at"`
 	// GRPCEndpointURL and GRPCServiceURLs: see core.Config. As
 	// environment variables: NUBES_GRPC_ENDPOINT_URL=grpc://127.0.0.1:50051,
 	// NUBES_GRPC_SERVICE_URLS=identity=grpc://identity:50051,board=grpc://board:50051
-	GRPCEndpointURL  string            `mapstructure:"grpc_endpoint_url"`
-	GRPCServiceURLs  map[string]string `mapstructure:"grpc_service_urls"`
-	MaxLoginFailures int               `mapstructure:"max_login_failures"`
-	LoginBlock       time.Duration     `mapstructure:"login_block"`
-	SystemTokenTTL   time.Duration     `mapstructure:"system_token_ttl"`
+	GRPCEndpointURL  string            `mapstructure:"grpc_endpoint_url" doc:"the one gRPC endpoint endpoint/list answers"`
+	GRPCServiceURLs  map[string]string `mapstructure:"grpc_service_urls" doc:"service -> its gRPC endpoint"`
+	MaxLoginFailures int               `mapstructure:"max_login_failures" default:"10" min:"1" doc:"password attempts per address and account in login_block"`
+	LoginBlock       time.Duration     `mapstructure:"login_block" default:"5m" min:"1s" doc:"the window of max_login_failures"`
+	SystemTokenTTL   time.Duration     `mapstructure:"system_token_ttl" default:"720h" min:"1m" doc:"lifetime of the SYSTEM tokens identity issues"`
 	// AccountCollectors maps a provider to the account collector plugin
 	// (plugin_id or plugin_id@version) that syncs its trusted accounts.
 	// As an environment variable:
 	// NUBES_ACCOUNT_COLLECTOR_PLUGINS=aws=plugin-aws-account-collector,google_cloud=plugin-gcp-account-collector
-	AccountCollectors map[string]string `mapstructure:"account_collector_plugins"`
+	AccountCollectors map[string]string `mapstructure:"account_collector_plugins" doc:"provider -> its account collector plugin"`
 }
 
-// Defaults are the defaults of Settings.
-func Defaults() map[string]any {
-	d := config.BaseDefaults()
-	for k, v := range map[string]any{
-		"signing_key_file": "", "signing_key": "", "encryption_keys": "", "encryption_keys_file": "", "encryption_active_key": "", "root_domain": "root",
-		"admin_user_id": "admin", "admin_password": "", "console_url": "http://127.0.0.1:8080/console",
-		"access_token_ttl": "30m", "refresh_token_ttl": "3h", "max_access_token_ttl": "12h", "endpoint_url": "", "max_login_failures": 10, "login_block": "5m", "system_token_ttl": "720h",
-		"account_collector_plugins": map[string]string{}, "grpc_endpoint_url": "", "grpc_service_urls": map[string]string{},
-	} {
-		d[k] = v
-	}
-	return d
+// BinarySettings are what the identity binary reads: a service's keys,
+// the sealing keys and identity's own.
+type BinarySettings struct {
+	config.Base  `mapstructure:",squash"`
+	sealcmd.Keys `mapstructure:",squash"`
+	Settings     `mapstructure:",squash"`
 }
 
-// FromEnv is the constructor of the identity binary: it reads Settings
-// from NUBES_* and the config file.
+// Defaults are the defaults of the binary's keys.
+func Defaults() map[string]any { return app.SettingsDefaults(&BinarySettings{}) }
+
+// FromEnv is the constructor of the identity binary: it reads the
+// settings from NUBES_* and the config file, checks and prints them.
 func FromEnv(ctx context.Context, d app.Deps) (*app.Service, error) {
-	var st Settings
-	if err := config.Load(&st, Defaults()); err != nil {
+	var st BinarySettings
+	if err := app.LoadSettings(d, &st); err != nil {
 		return nil, err
 	}
 	cfg, err := st.Config()
@@ -229,7 +226,7 @@ func FromEnv(ctx context.Context, d app.Deps) (*app.Service, error) {
 }
 
 // Config turns settings into the rules' configuration.
-func (st *Settings) Config() (Config, error) {
+func (st *BinarySettings) Config() (Config, error) {
 	pemBytes := []byte(st.SigningKey)
 	if st.SigningKeyFile != "" {
 		b, err := os.ReadFile(st.SigningKeyFile)

@@ -37,8 +37,8 @@ func SystemTokenRequested(args []string) bool { return len(args) > 1 && args[1] 
 func SystemTokenMain() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	var st Settings
-	err := config.Load(&st, Defaults())
+	var st BinarySettings
+	err := config.LoadDeclared(&st)
 	if err == nil {
 		var cfg Config
 		if cfg, err = st.Config(); err == nil {

@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/http"
 
 	"github.com/go-viper/mapstructure/v2"
@@ -44,7 +43,7 @@ const (
 )
 
 // DefaultPublicHub is the registry of PUBLIC_HUB plugins unless configured.
-const DefaultPublicHub = "https://registry-1.docker.io"
+const DefaultPublicHub = "https://registry-1.docker.io" // = Settings.PublicHubURL's default
 
 // Remote is one remote repository: another repository service speaking
 // this API, its base URL and the bearer credential it accepts.
@@ -103,36 +102,33 @@ func New(cfg Config) app.Constructor {
 	}
 }
 
-// Settings are the service's keys on top of config.Base.
+// Settings are the repository's own keys, declared once (pkg/config:
+// key, default and meaning in the tags); docs/configuration.md
+// "Repository" lists them (TestConfigurationDoc).
 type Settings struct {
-	config.Base  `mapstructure:",squash"`
-	PublicHubURL string `mapstructure:"public_hub_url"`
+	PublicHubURL string `mapstructure:"public_hub_url" default:"https://registry-1.docker.io" doc:"the public registry plugins' images are looked up in"`
 	// RemoteRepositories is a list of {name, url, token, repository_id};
 	// as an environment variable, the same list in JSON:
 	// NUBES_REMOTE_REPOSITORIES='[{"name":"hub","url":"https://repo.example.com","token":"..."}]'
-	RemoteRepositories any `mapstructure:"remote_repositories" secret:"true"`
+	RemoteRepositories any `mapstructure:"remote_repositories" secret:"true" doc:"the upstream repositories this one reads from"`
 	// outward_allow_loopback, outward_allow_private,
 	// outward_allow_link_local: what registry_url may reach inside.
 	outward.Allow `mapstructure:",squash"`
-	// encryption_keys, encryption_keys_file, encryption_active_key: the
-	// keys sealing plugins' registry_config.
-	sealcmd.Keys `mapstructure:",squash"`
 }
 
-// Defaults are the defaults of Settings.
-func Defaults() map[string]any {
-	d := config.BaseDefaults()
-	d["public_hub_url"] = DefaultPublicHub
-	d["remote_repositories"] = []any{}
-	d["outward_allow_loopback"] = false
-	d["outward_allow_private"] = false
-	d["outward_allow_link_local"] = false
-	maps.Copy(d, sealcmd.KeyDefaults())
-	return d
+// BinarySettings are what the repository binary reads: a service's keys,
+// the sealing keys (they seal plugins' registry_config) and its own.
+type BinarySettings struct {
+	config.Base  `mapstructure:",squash"`
+	sealcmd.Keys `mapstructure:",squash"`
+	Settings     `mapstructure:",squash"`
 }
+
+// Defaults are the defaults of the binary's keys.
+func Defaults() map[string]any { return app.SettingsDefaults(&BinarySettings{}) }
 
 // Config turns settings into the service's configuration.
-func (st *Settings) Config() (Config, error) {
+func (st *BinarySettings) Config() (Config, error) {
 	remotes, err := ParseRemotes(st.RemoteRepositories)
 	if err != nil {
 		return Config{}, err
@@ -170,11 +166,11 @@ func ParseRemotes(v any) ([]Remote, error) {
 	return out, nil
 }
 
-// FromEnv is the constructor of the repository binary: it reads Settings
-// from NUBES_* and the config file.
+// FromEnv is the constructor of the repository binary: it reads the
+// settings from NUBES_* and the config file, checks and prints them.
 func FromEnv(ctx context.Context, d app.Deps) (*app.Service, error) {
-	var st Settings
-	if err := config.Load(&st, Defaults()); err != nil {
+	var st BinarySettings
+	if err := app.LoadSettings(d, &st); err != nil {
 		return nil, err
 	}
 	cfg, err := st.Config()
@@ -184,9 +180,9 @@ func FromEnv(ctx context.Context, d app.Deps) (*app.Service, error) {
 	return New(cfg)(ctx, d)
 }
 
-func load() (Settings, *seal.Keyring, error) {
-	var st Settings
-	if err := config.Load(&st, Defaults()); err != nil {
+func load() (BinarySettings, *seal.Keyring, error) {
+	var st BinarySettings
+	if err := config.LoadDeclared(&st); err != nil {
 		return st, nil, err
 	}
 	k, err := st.Keyring()

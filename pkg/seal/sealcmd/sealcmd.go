@@ -33,15 +33,13 @@ const Name = "reseal"
 // same text in a file, e.g. a mounted Secret; merged with the former) and
 // encryption_active_key (the id that seals; see seal.Parse when empty).
 type Keys struct {
-	EncryptionKeys      string `mapstructure:"encryption_keys" secret:"true"`
-	EncryptionKeysFile  string `mapstructure:"encryption_keys_file"`
-	EncryptionActiveKey string `mapstructure:"encryption_active_key"`
+	EncryptionKeys      string `mapstructure:"encryption_keys" secret:"true" doc:"the keys that seal secrets (docs/operations.md)"`
+	EncryptionKeysFile  string `mapstructure:"encryption_keys_file" doc:"a file holding encryption_keys"`
+	EncryptionActiveKey string `mapstructure:"encryption_active_key" doc:"the key id new seals use"`
 }
 
-// KeyDefaults are the defaults of Keys.
-func KeyDefaults() map[string]any {
-	return map[string]any{"encryption_keys": "", "encryption_keys_file": "", "encryption_active_key": ""}
-}
+// KeyDefaults are the defaults of Keys (pkg/config: declared by its tags).
+func KeyDefaults() map[string]any { return config.Defaults(&Keys{}) }
 
 // Keyring loads the keys.
 func (k Keys) Keyring() (*seal.Keyring, error) {
