@@ -20,6 +20,7 @@ import (
 // the attacks: no key leaves the secret service but through get-data to
 // a service, another workspace reaches nothing.
 func TestConsoleServiceAccounts(t *testing.T) {
+	t.Parallel()
 	if raw, err := os.ReadFile("../../../shared/spec/console-2x.md"); err == nil {
 		for _, row := range []string{
 			"| identity/provider/list | `query{only:[provider,name,icon,alias,color,options,plugin_info]}`",

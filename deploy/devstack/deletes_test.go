@@ -75,6 +75,7 @@ func eventually(t *testing.T, db *mongo.Database, what string, filter bson.D) {
 // the user leaves the project channels that named it; and a user created
 // again with the same id inherits nothing.
 func TestDeletesReachEveryService(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	m, err := devinfra.StartMongo(filepath.Join(dir, "mongo"), "127.0.0.1:0", slog.New(slog.DiscardHandler))
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 // logs) and checks what a new user sees: no line of the embedded servers
 // below warn, and a banner whose login command works as printed.
 func TestFirstScreen(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var logs testkit.LogBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))

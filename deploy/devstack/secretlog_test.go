@@ -20,6 +20,7 @@ import (
 // registry password (through a registry call that fails), a user
 // secret's data, a webhook ingest URL's key.
 func TestNoSecretInLogs(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var logs testkit.LogBuffer
 	ctx, cancel := context.WithCancel(context.Background())

@@ -16,6 +16,7 @@ import (
 // A deleted workspace's data sources go with their rules, jobs, tasks
 // and costs; another workspace's stay (issue 38).
 func TestDeletedWorkspaceEndsItsCosts(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true})
 	doomed := e.register(t, e.ownerA1, workspaceSource("doomed", ""))
 	kept := e.register(t, e.ownerA2, workspaceSource("kept", ""))

@@ -72,6 +72,7 @@ func (e *env) sync(t *testing.T, c *testkit.Client, dsID string, start string) J
 }
 
 func TestSyncStoresCosts(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true})
 	e.services.projects["domain-a"] = []M{{"project_id": "project-web", "name": "web", "workspace_id": "workspace-1"},
 		{"project_id": "project-db", "name": "db", "workspace_id": "workspace-2"}}
@@ -215,6 +216,7 @@ func TestSyncStoresCosts(t *testing.T) {
 }
 
 func TestSyncDuplicateAndCancel(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true, workers: heldTasks})
 	ds := e.register(t, e.adminA, domainSource("aws"))
 	// Two tasks: the first call streams and ends, the second streams one
@@ -289,6 +291,7 @@ func TestSyncDuplicateAndCancel(t *testing.T) {
 }
 
 func TestJobTimeout(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true, jobTimeout: 1500 * time.Millisecond})
 	ds := e.register(t, e.adminA, domainSource("aws"))
 	e.plugin.Script(getTasksMethod, tasksReply(1))
@@ -314,6 +317,7 @@ func TestJobTimeout(t *testing.T) {
 // SUCCESS: the task's rows are gone. The sweeper is held off, so the
 // task's settling alone decides.
 func TestCanceledTaskEndsTimeout(t *testing.T) {
+	t.Parallel()
 	const timeout = time.Second
 	e := setupWith(t, options{bus: true, noWorkers: true, jobTimeout: timeout,
 		jobs: func(c *job.Config) { c.SweepEvery = time.Hour }})
@@ -343,6 +347,7 @@ func TestCanceledTaskEndsTimeout(t *testing.T) {
 }
 
 func TestTaskFailures(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true})
 	ds := e.register(t, e.adminA, domainSource("aws"))
 	// A row without billed_date fails its task and the job; nothing is kept.
@@ -388,6 +393,7 @@ func TestTaskFailures(t *testing.T) {
 // A worker that stops in the middle of a task (its process killed): the
 // task runs again elsewhere and no cost row is stored twice.
 func TestTaskRunsAgainAfterWorkerStops(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true, workers: heldTasks})
 	ds := e.register(t, e.adminA, domainSource("aws"))
 	e.plugin.Script(getTasksMethod, tasksReply(1))
@@ -429,6 +435,7 @@ func TestTaskRunsAgainAfterWorkerStops(t *testing.T) {
 }
 
 func TestJobRefused(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true, noWorkers: true})
 	ds := e.register(t, e.adminA, domainSource("aws"))
 	wds := e.register(t, e.ownerA1, workspaceSource("w", ""))
@@ -495,6 +502,7 @@ func TestJobRefused(t *testing.T) {
 // deregister deleted the costs, must go too: nothing of the data source
 // is left.
 func TestDeregisterWhileStreaming(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true, workers: func(c *worker.Config) { c.Poll = 2 * time.Second }})
 	ds := e.register(t, e.adminA, domainSource("aws"))
 	chunks := make([]M, 400)

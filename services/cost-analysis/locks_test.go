@@ -18,6 +18,7 @@ import (
 // each hour's purge, the hour does not fire again (its marker
 // schedule#<id>#<hour> is no claim, and stays).
 func TestLocksPurged(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true, logs: true, workers: func(c *worker.Config) {
 		// A keep this short, far below the hour lease.Purge asks for,
 		// lets a purge race takers of keys still in use (a job's key is

@@ -75,6 +75,7 @@ func (e *env) jobsOf(t *testing.T, dsID string) []Job {
 // calling sync; a DISABLED schedule, a disabled data source, another hour
 // and a data source with a job still running do not get a job.
 func TestScheduledSync(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true, workers: heldTasks})
 	// The harness's replica schedules on the wall clock: these two on the test's.
 	e.stopWorkers()
@@ -175,6 +176,7 @@ func withKey(body M, key string, v any) M { body[key] = v; return body }
 // not hours of the day each once with state ENABLED or DISABLED, and
 // store nothing.
 func TestScheduleValidation(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	d := e.register(t, e.adminA, withKey(domainSource("kept"), "schedule", M{"state": "ENABLED", "hours": []int{0, 23}}))
 	if d.Schedule.State != "ENABLED" || !slices.Equal(d.Schedule.Hours, []int{0, 23}) {

@@ -63,6 +63,7 @@ func wait(t *testing.T, what string, c <-chan struct{}) {
 // CANCELED, never a CANCELED job's rows. Each order is forced with the
 // job's test hook; cost/analyze is checked at every step.
 func TestSettleRacingCancel(t *testing.T) {
+	t.Parallel()
 	const none, all = "[]", "[map[date:2024-06 n:3 total:4.5]]"
 	start := func(t *testing.T, h *interleave) (*env, Job) {
 		e := setupWith(t, options{bus: true, jobs: func(c *job.Config) { c.Hook = h.hook },

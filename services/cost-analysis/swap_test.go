@@ -36,6 +36,7 @@ func twoTasks(jobChanged []any, taskChanged M) fakeplugin.Reply {
 // never both and never neither. cost/analyze totals are checked at every
 // step.
 func TestChangedWindowSwap(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true, workers: heldTasks})
 	ds := e.register(t, e.adminA, domainSource("aws"))
 	monthly := M{"data_source_id": ds.DataSourceID, "query": M{"granularity": "MONTHLY", "fields": M{"total": M{"key": "cost", "operator": "sum"}, "n": M{"operator": "count"}}}}
@@ -149,6 +150,7 @@ func TestChangedWindowSwap(t *testing.T) {
 // costs, injected) answers 503 and leaves the data source and its costs
 // out of every read; a retry finishes the work.
 func TestDeregisterMarkedFirst(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true})
 	ds := e.register(t, e.adminA, domainSource("aws"))
 	other := e.register(t, e.adminA, domainSource("gcp"))
@@ -217,6 +219,7 @@ func TestDeregisterMarkedFirst(t *testing.T) {
 // on, or compares with anything but a scalar, fails the job at once, with
 // no task stored and no row deleted.
 func TestChangedFilterRefused(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true})
 	ds := e.register(t, e.adminA, domainSource("aws"))
 	e.plugin.Script(getTasksMethod, tasksReply(1))

@@ -19,6 +19,7 @@ import (
 // cannot finish it; a retry deletes its versions and the dashboard (404
 // from then on).
 func TestDeleteMarkedFirst(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	d := c.create(t, c.adminA, "domain-a", "project-a1", "Costs", "PUBLIC", "layouts", layout("first"))
 	other := c.create(t, c.adminA, "domain-a", "project-a1", "Other", "PUBLIC")

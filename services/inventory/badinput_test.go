@@ -16,6 +16,7 @@ import (
 // a JSON object, an unknown member, and (where it has one) a missing
 // required member, with 400 and its code, and stores nothing.
 func TestBadInputEveryOperation(t *testing.T) {
+	t.Parallel()
 	s := setup(t)
 	required := map[string]bool{ // operations with a required member
 		"collector/create": true, "collector/update": true, "collector/update-plugin": true, "collector/verify-plugin": true,
@@ -67,6 +68,7 @@ func TestBadInputEveryOperation(t *testing.T) {
 // TestScheduledCollect: a collector whose schedule holds the current hour
 // collects once, whatever the number of replicas and ticks.
 func TestScheduledCollect(t *testing.T) {
+	t.Parallel()
 	s := setupWith(t, options{replicas: 2, cfg: func(c *inventory.Config) { c.ScheduleTick = 100 * time.Millisecond }})
 	hour := time.Now().UTC().Hour()
 	on := s.createCollector(s.adminA, domainCollector(map[string]any{"schedule": map[string]any{"state": "ENABLED", "hours": []int{hour}}}))

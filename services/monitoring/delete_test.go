@@ -23,6 +23,7 @@ import (
 // deletes its counters and the webhook (404 from then on). Its events
 // stay, as upstream keeps them.
 func TestWebhookDeleteMarkedFirst(t *testing.T) {
+	t.Parallel()
 	c := setupWith(t, options{settings: func(cfg *monitoring.Config) {
 		cfg.ParseTimeout, cfg.RetryInterval = 400*time.Millisecond, time.Hour
 	}})
@@ -77,6 +78,7 @@ func TestWebhookDeleteMarkedFirst(t *testing.T) {
 // domain cannot finish it; a retry deletes its events
 // and the alert (404 from then on); the other alert keeps its children.
 func TestAlertDeleteMarkedFirst(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	a := c.alert(t, c.memberA1, "x", "project-a1")
 	keep := c.alert(t, c.memberA1, "y", "project-a1")
@@ -133,6 +135,7 @@ func TestAlertDeleteMarkedFirst(t *testing.T) {
 // get, and the retry deletes it. Updates that $set without the webhook's
 // lease fail this within a few rounds.
 func TestWebhookUpdateRacingDelete(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	const rounds, writers = 6, 4
 	for round := range rounds {

@@ -21,6 +21,7 @@ import (
 // project's webhooks, alerts, notes, events and policies, and nothing of
 // another project; delivered again, it changes nothing more (issue 38).
 func TestDeletedProjectEndsItsMonitoring(t *testing.T) {
+	t.Parallel()
 	c := setupWith(t, options{ownNATS: true})
 	w := c.webhook(t, c.memberA1, "doomed")
 	c.parses(alert("k-1", "ALERT"))

@@ -95,6 +95,7 @@ func step(level string, minutes int) map[string]any {
 // TestEscalationWalksThePolicy: each step at its level after the wait of
 // the step before, the rules repeat_count+1 times, then nothing.
 func TestEscalationWalksThePolicy(t *testing.T) {
+	t.Parallel()
 	c := setupWith(t, options{settings: escalating})
 	c.adminA.Call(ep+"create", policyWith("Oncall", "ACKNOWLEDGED", 1, step("LV1", 10), step("LV2", 5))).OK(nil)
 	a := c.alert(t, c.memberA1, "disk full", "project-a1")
@@ -130,6 +131,7 @@ func TestEscalationWalksThePolicy(t *testing.T) {
 // TestEscalationStopsWhenAcknowledged: the link of the message
 // acknowledges the alert, and escalation stops (finish ACKNOWLEDGED).
 func TestEscalationStopsWhenAcknowledged(t *testing.T) {
+	t.Parallel()
 	c := setupWith(t, options{settings: escalating})
 	c.adminA.Call(ep+"create", policyWith("Oncall", "ACKNOWLEDGED", 3, step("LV1", 1), step("LV2", 1))).OK(nil)
 	a := c.alert(t, c.memberA1, "disk full", "project-a1")
@@ -152,6 +154,7 @@ func TestEscalationStopsWhenAcknowledged(t *testing.T) {
 // TestEscalationUntilResolved: finish RESOLVED escalates an acknowledged
 // alert; resolving it stops it and sends one [Resolved] per step reached.
 func TestEscalationUntilResolved(t *testing.T) {
+	t.Parallel()
 	c := setupWith(t, options{settings: escalating})
 	c.adminA.Call(ep+"create", policyWith("Oncall", "RESOLVED", 0, step("LV1", 1), step("LV3", 1))).OK(nil)
 	a := c.alert(t, c.memberA1, "disk full", "project-a1")
@@ -174,6 +177,7 @@ func TestEscalationUntilResolved(t *testing.T) {
 // TestEscalationHighOnly: a project that wants HIGH alerts only is not
 // notified of a LOW one.
 func TestEscalationHighOnly(t *testing.T) {
+	t.Parallel()
 	c := setupWith(t, options{settings: escalating})
 	c.memberA1.Call(cp+"create", map[string]any{"project_id": "project-a1", "options": map[string]any{"notification_urgency": "HIGH_ONLY"}}).OK(nil)
 	var low alertInfo
@@ -211,6 +215,7 @@ func (c *callers) instance(t *testing.T) (stop func()) {
 // once, one is stopped and another started mid-way: every step is asked
 // for once, in order, none repeated.
 func TestEscalationAcrossReplicasAndRestarts(t *testing.T) {
+	t.Parallel()
 	c := setupWith(t, options{settings: escalating})
 	c.adminA.Call(ep+"create", policyWith("Oncall", "ACKNOWLEDGED", 1, step("LV1", 1), step("LV2", 1))).OK(nil)
 	stopB := c.instance(t)
@@ -239,6 +244,7 @@ func TestEscalationAcrossReplicasAndRestarts(t *testing.T) {
 // TestEscalationStartsAtCreation: a new alert's first step is asked for
 // at once, not at the next tick (upstream runs it at creation).
 func TestEscalationStartsAtCreation(t *testing.T) {
+	t.Parallel()
 	c := setupWith(t, options{settings: func(cfg *monitoring.Config) { cfg.EscalationTick = time.Hour }})
 	c.parses(alert("k-1", "ALERT"))
 	w := c.webhook(t, c.memberA1, "Grafana")
@@ -254,6 +260,7 @@ func TestEscalationStartsAtCreation(t *testing.T) {
 // bumped by every write, stands still); once the step's wait is over,
 // the next step is asked for, once.
 func TestEscalationTakesOnlyDueAlerts(t *testing.T) {
+	t.Parallel()
 	c := setupWith(t, options{settings: escalating})
 	c.adminA.Call(ep+"create", policyWith("Oncall", "ACKNOWLEDGED", 0, step("LV1", 10), step("LV2", 10))).OK(nil)
 	a := c.alert(t, c.memberA1, "disk full", "project-a1")

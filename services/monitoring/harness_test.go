@@ -122,7 +122,9 @@ func setupWith(t *testing.T, o options) *callers {
 	fp.Script(initMethod, fakeplugin.Reply{Result: map[string]any{"metadata": map[string]any{"supported_event_type": []any{"ALERT"}}}})
 	plugins := fakeplugin.Client(t, map[string]string{"plugin-grafana-mon-webhook": fp.Endpoint, "plugin-unreachable": fakeplugin.Unreachable},
 		plugin.Options{ReadyTimeout: 300 * time.Millisecond, Retries: -1})
-	natsURL := env.NATS.URL
+	// An account of its own: the tests run side by side, and two services
+	// on one account would share the fixed consumer names.
+	natsURL := env.OwnNATS(t)
 	if o.ownNATS {
 		natsURL = testkit.StartNATS(t).URL()
 	}

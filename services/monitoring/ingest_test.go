@@ -55,6 +55,7 @@ func randomKey() string {
 // TestIngestAbuse: bad bodies and bad URLs are 4xx with nothing stored
 // and the plugin never called.
 func TestIngestAbuse(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	w := c.webhook(t, c.memberA1, "Target")
 	off := c.webhook(t, c.memberA1, "Off")
@@ -122,6 +123,7 @@ func TestIngestAbuse(t *testing.T) {
 }
 
 func TestIngestRateLimit(t *testing.T) {
+	t.Parallel()
 	// The limiter's clock moves only when the test moves it: a slow run
 	// refills no token behind the test's back.
 	var mu sync.Mutex
@@ -160,6 +162,7 @@ func TestIngestRateLimit(t *testing.T) {
 // TestIngestSlowBody: a body that does not arrive within the read
 // timeout is refused with 408 over a real connection, nothing stored.
 func TestIngestSlowBody(t *testing.T) {
+	t.Parallel()
 	c := setupWith(t, options{settings: func(cfg *monitoring.Config) { cfg.ReadTimeout = 300 * time.Millisecond }})
 	w := c.webhook(t, c.memberA1, "Slow")
 	srv := httptest.NewServer(c.handler)
@@ -189,6 +192,7 @@ func TestIngestSlowBody(t *testing.T) {
 // that hangs or cannot be reached is a 504 or 502 within the parse
 // timeout, and the body is kept and parsed later.
 func TestIngestPluginFailures(t *testing.T) {
+	t.Parallel()
 	c := setupWith(t, options{settings: func(cfg *monitoring.Config) {
 		// A parse timeout far above a parse's time on a loaded machine:
 		// 400 ms left a parse at load 20-40 little room before a 504.
@@ -252,6 +256,7 @@ func TestIngestPluginFailures(t *testing.T) {
 // A plugin with no endpoint configured is a final failure: an error
 // event, nothing kept for retry.
 func TestIngestBounds(t *testing.T) {
+	t.Parallel()
 	c := setupWith(t, options{settings: func(cfg *monitoring.Config) {
 		cfg.ParseTimeout, cfg.RetryInterval, cfg.MaxKept = 400*time.Millisecond, time.Hour, 2
 	}})

@@ -55,6 +55,7 @@ func (c *callers) from(src, path, body string) (int, string) {
 // webhook made before, or without keys) is still checked against the
 // stored one.
 func TestWebhookKeyProvesItself(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	w := c.webhook(t, c.memberA1, "Proving")
 	other := c.webhook(t, c.memberA1, "Other")
@@ -101,6 +102,7 @@ func TestWebhookKeyProvesItself(t *testing.T) {
 // bucket refills; another address, and the address's own successes, are
 // not slowed.
 func TestPublicURLRefusalsBoundedPerSource(t *testing.T) {
+	t.Parallel()
 	clock := newStoppedClock()
 	c := setupWith(t, options{settings: func(cfg *monitoring.Config) {
 		cfg.FailRate, cfg.FailBurst, cfg.IngestNow = 1, 3, clock.Now
@@ -151,6 +153,7 @@ func TestPublicURLRefusalsBoundedPerSource(t *testing.T) {
 // TestIngestRateCountsEvents: a body the plugin makes ten events of pays
 // for ten, so the webhook waits for them.
 func TestIngestRateCountsEvents(t *testing.T) {
+	t.Parallel()
 	clock := newStoppedClock()
 	c := setupWith(t, options{settings: func(cfg *monitoring.Config) {
 		cfg.IngestRate, cfg.IngestBurst, cfg.IngestNow = 1, 5, clock.Now
@@ -176,6 +179,7 @@ func TestIngestRateCountsEvents(t *testing.T) {
 // a bucket (events per second) that another workspace's do not, so a
 // workspace's flood leaves the others' alerts alone.
 func TestWorkspaceBucketSharedByItsWebhooks(t *testing.T) {
+	t.Parallel()
 	clock := newStoppedClock()
 	c := setupWith(t, options{settings: func(cfg *monitoring.Config) {
 		cfg.IngestRate, cfg.IngestBurst, cfg.IngestNow = 100, 100, clock.Now
@@ -203,6 +207,7 @@ func TestWorkspaceBucketSharedByItsWebhooks(t *testing.T) {
 // named by its events; lists leave bodies out, a get answers them; a
 // body past event.MaxRawKept is counted, not stored.
 func TestDeliveryBodyStoredOnce(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	w := c.webhook(t, c.memberA1, "Bodies")
 	three := []map[string]any{alert("b-1", "ALERT"), alert("b-2", "ALERT"), alert("b-3", "ALERT")}
@@ -272,6 +277,7 @@ func TestDeliveryBodyStoredOnce(t *testing.T) {
 // TestEventsPurgedAfterRetention: events and bodies older than the
 // retention go; younger ones stay.
 func TestEventsPurgedAfterRetention(t *testing.T) {
+	t.Parallel()
 	c := setupWith(t, options{settings: func(cfg *monitoring.Config) {
 		cfg.EventRetention, cfg.PurgeEvery = time.Hour, 20*time.Millisecond
 	}})

@@ -111,6 +111,7 @@ func (c *callers) requests(t *testing.T, id string) (int, int) {
 var sealedKey = regexp.MustCompile(`^[A-Za-z0-9_-]{40,}$`)
 
 func TestWebhookLifecycle(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	w := c.webhook(t, c.memberA1, "Grafana")
 	if !regexp.MustCompile(`^webhook-[0-9a-f]{12}$`).MatchString(w.WebhookID) || !sealedKey.MatchString(w.AccessKey) ||
@@ -245,6 +246,7 @@ func TestWebhookLifecycle(t *testing.T) {
 }
 
 func TestWebhookRules(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	w := c.webhook(t, c.memberA1, "Kept")
 	before := c.count(t, core.WebhooksCollection, nil)
@@ -331,6 +333,7 @@ func TestWebhookRules(t *testing.T) {
 // A webhook's access_key (whoever holds it posts events) is a secret
 // field: no list or stat query reads it, whatever the caller.
 func TestWebhookAccessKeyIsNoQueryOracle(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	w := c.webhook(t, c.adminA, "grafana")
 	if w.AccessKey == "" {

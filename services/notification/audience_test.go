@@ -56,6 +56,7 @@ func (e *env) waitInbox(t *testing.T, want []string) {
 // stored or changed: a member cannot reach another workspace's person
 // (the case), a made-up id or another domain's user.
 func TestProjectChannelUsers(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	builtin := e.builtin(t, e.adminA)
 	// mia, a member of workspace-1 whose token reaches project-1.
@@ -131,6 +132,7 @@ func TestProjectChannelUsers(t *testing.T) {
 // channels is used; a request naming a made-up user stores nothing; an
 // e-mail channel whose owner's verified address changed is not mailed.
 func TestAudienceAtSendTime(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true})
 	builtin := e.builtin(t, e.adminA)
 	plain := e.protocolWith(t, "hooks", "PLAIN_TEXT")
@@ -175,6 +177,7 @@ func TestAudienceAtSendTime(t *testing.T) {
 // entries) and max channels (deliveries); the rest is left out by id
 // order, so a redelivery leaves out the same.
 func TestRequestBounds(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true, maxUsers: 2, maxChannels: 3})
 	plain := e.protocolWith(t, "hooks", "PLAIN_TEXT")
 	e.plugin.Reset()
@@ -195,6 +198,7 @@ func TestRequestBounds(t *testing.T) {
 // TestInboxBounded: a user's inbox keeps its newest entries; past the
 // bound the oldest go first (the fan-out's clock orders them).
 func TestInboxBounded(t *testing.T) {
+	t.Parallel()
 	var clk clock
 	clk.set(time.Now())
 	e := setupWith(t, options{bus: true, now: clk.now, inboxMax: 3})
@@ -229,6 +233,7 @@ func TestInboxBounded(t *testing.T) {
 // or an address not verified, is 400 on create and update and nothing is
 // stored or changed.
 func TestEmailChannelVerified(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	builtin := e.builtin(t, e.userA)
 	pia := e.anon.For(auth.Principal{DomainID: "domain-a", UserID: "pia", Role: auth.WorkspaceMember, WorkspaceID: "workspace-1"})

@@ -26,6 +26,7 @@ const (
 // marked; once it is gone a retry deletes the counters and the protocol
 // (404 from then on); the other protocol is untouched.
 func TestProtocolDeleteMarkedFirst(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	ctx := context.Background()
 	plain := e.protocolWith(t, "hooks", "PLAIN_TEXT")

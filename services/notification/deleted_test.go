@@ -21,6 +21,7 @@ import (
 // deletion takes its channels. Delivered again, nothing more changes
 // (issue 38).
 func TestDeletedUserEndsItsNotifications(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true})
 	builtin := e.builtin(t, e.adminA)
 	// Each user's e-mail channel to the address identity verified for it.

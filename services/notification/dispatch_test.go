@@ -66,6 +66,7 @@ func event(id, protocolID string) events.NotificationDispatch {
 // data unsealed; the same event again is not dispatched twice; a DISABLED
 // protocol dispatches nothing.
 func TestDispatch(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true})
 	p := e.create(t, e.adminA, emailProtocol("E-mail"))
 
@@ -119,6 +120,7 @@ func TestDispatch(t *testing.T) {
 // the plugin's answer and records the outcome, so the event is not handed
 // back and dispatched again by another replica (a page sent twice).
 func TestDispatchUnderWayAtStop(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true})
 	p := e.create(t, e.adminA, emailProtocol("E-mail"))
 	answer := make(chan struct{})
@@ -155,6 +157,7 @@ func TestDispatchUnderWayAtStop(t *testing.T) {
 // TestDispatchFailures: a failure that may pass is retried with backoff; a
 // refusal or the last failure goes to the dead letter, counted as failed.
 func TestDispatchFailures(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true})
 	p := e.create(t, e.adminA, emailProtocol("E-mail"))
 	dead := make(chan events.DeadNotification, 10)

@@ -96,6 +96,7 @@ func (e *env) mails(t *testing.T) []events.Mail {
 // mailer); a SECRET channel's data reaches the plugin unsealed; the
 // message is upstream's; a request delivered again adds nothing.
 func TestNotificationRequest(t *testing.T) {
+	t.Parallel()
 	var clk clock
 	clk.set(at(0, 10)) // Monday 10:30 UTC
 	e := setupWith(t, options{bus: true, now: clk.now})
@@ -185,6 +186,7 @@ func TestNotificationRequest(t *testing.T) {
 // TestNotificationRequestRetried: a channel's plugin that is down is
 // retried by the dispatcher, and the delivery counts once.
 func TestNotificationRequestRetried(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true})
 	plain := e.protocolWith(t, "hooks", "PLAIN_TEXT")
 	e.plugin.Reset()
@@ -201,6 +203,7 @@ func TestNotificationRequestRetried(t *testing.T) {
 // TestNotificationCreateAndPush: upstream's create and push, for services
 // only; bad input is 400 and dispatches nothing.
 func TestNotificationCreateAndPush(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true})
 	plain := e.protocolWith(t, "hooks", "PLAIN_TEXT")
 	e.plugin.Reset()
@@ -241,6 +244,7 @@ func TestNotificationCreateAndPush(t *testing.T) {
 // admin without a channel; a user of another role or domain, or a
 // disabled admin, gets nothing. Through the stream and notification/create.
 func TestNotificationDomainAdmins(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true})
 	plain := e.protocolWith(t, "hooks", "PLAIN_TEXT")
 	e.plugin.Reset()
@@ -357,6 +361,7 @@ func TestNotificationDomainAdmins(t *testing.T) {
 // once. Republishing the dead letter's request once the cause is gone
 // notifies.
 func TestNotificationRequestDeadLettered(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true})
 	plain := e.protocolWith(t, "hooks", "PLAIN_TEXT")
 	e.plugin.Reset()

@@ -13,6 +13,7 @@ import (
 // user reads, marks read and deletes (upstream's get, list, stat,
 // set-read, delete); set-read naming another's entry marks nothing.
 func TestInbox(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true})
 	const nb = "/notification/v1/notification/"
 	for _, u := range []string{"ulla", "mia"} {
@@ -69,6 +70,7 @@ func TestInbox(t *testing.T) {
 // TestInboxPurged: an inbox entry goes after upstream's 60 days, not
 // before (the purge's clock is moved).
 func TestInboxPurged(t *testing.T) {
+	t.Parallel()
 	var clk clock
 	clk.set(time.Now())
 	e := setupWith(t, options{bus: true, now: clk.now, purge: true})
