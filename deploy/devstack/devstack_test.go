@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -27,6 +26,11 @@ import (
 // start the embedded ones, whose logs they check. The stack the tests
 // share (sharedStack) stops at the end.
 func TestMain(m *testing.M) { testkit.Main(m, stopShared) }
+
+// startBound bounds a stack's start: the tests start stacks side by side
+// (t.Parallel), some on embedded servers built with -race, on a machine
+// other runs load too.
+const startBound = 3 * time.Minute
 
 // shared is one stack for the tests that read what any stack serves (its
 // routes, documents, roles, services) or act only in a domain of their
@@ -107,8 +111,8 @@ func startShared() {
 	case err := <-done:
 		shared.err = fmt.Errorf("did not start: %w", err)
 		done <- nil
-	case <-time.After(60 * time.Second):
-		shared.err = errors.New("did not start in 60s")
+	case <-time.After(startBound):
+		shared.err = fmt.Errorf("did not start in %v", startBound)
 	}
 }
 
@@ -181,7 +185,7 @@ func startWith(t *testing.T, cfg Config) (string, func()) {
 		}
 	case err := <-done:
 		t.Fatalf("devstack did not start: %v", err)
-	case <-time.After(60 * time.Second):
+	case <-time.After(startBound):
 		t.Fatal("devstack did not start in 60s")
 	}
 	return "", nil

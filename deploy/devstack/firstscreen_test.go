@@ -35,7 +35,7 @@ func TestFirstScreen(t *testing.T) {
 	case a = <-addr:
 	case err := <-done:
 		t.Fatalf("devstack did not start: %v", err)
-	case <-time.After(60 * time.Second):
+	case <-time.After(startBound):
 		t.Fatal("devstack did not start in 60s")
 	}
 	defer func() {

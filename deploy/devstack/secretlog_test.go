@@ -36,7 +36,7 @@ func TestNoSecretInLogs(t *testing.T) {
 		base = "http://" + a
 	case err := <-done:
 		t.Fatalf("devstack did not start: %v", err)
-	case <-time.After(60 * time.Second):
+	case <-time.After(startBound):
 		t.Fatal("devstack did not start in 60s")
 	}
 	defer func() {
