@@ -186,7 +186,7 @@ func startWith(t *testing.T, cfg Config) (string, func()) {
 	case err := <-done:
 		t.Fatalf("devstack did not start: %v", err)
 	case <-time.After(startBound):
-		t.Fatal("devstack did not start in 60s")
+		t.Fatalf("devstack did not start in %v", startBound)
 	}
 	return "", nil
 }

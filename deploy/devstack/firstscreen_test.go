@@ -36,7 +36,7 @@ func TestFirstScreen(t *testing.T) {
 	case err := <-done:
 		t.Fatalf("devstack did not start: %v", err)
 	case <-time.After(startBound):
-		t.Fatal("devstack did not start in 60s")
+		t.Fatalf("devstack did not start in %v", startBound)
 	}
 	defer func() {
 		cancel()
