@@ -113,10 +113,10 @@ func TestConsumeRunsWorkersAtOnce(t *testing.T) {
 		ids[i] = fmt.Sprintf("m%d", i)
 	}
 	publish(t, bus, ids...)
-	waitFor(t, patience, "4 messages handled at once", func() bool { return most.Load() == workers })
+	testkit.Eventually(t, patience, "4 messages handled at once", func() bool { return most.Load() == workers })
 	close(release)
-	waitFor(t, patience, "every message handled", func() bool { return len(seen.get()) == len(ids) })
-	waitFor(t, patience, "every message acked", func() bool { return numAckPending(t, bus) == 0 && numPending(t, bus) == 0 })
+	testkit.Eventually(t, patience, "every message handled", func() bool { return len(seen.get()) == len(ids) })
+	testkit.Eventually(t, patience, "every message acked", func() bool { return numAckPending(t, bus) == 0 && numPending(t, bus) == 0 })
 	for id, k := range seen.get() {
 		if k != 1 {
 			t.Errorf("%s handled %d times", id, k)
@@ -167,24 +167,24 @@ func TestConsumeWaitsForNATS(t *testing.T) {
 		t.Fatalf("Setup ran %d times with NATS down", got)
 	}
 	n.Start()
-	waitFor(t, patience, "bus connected", bus.Connected)
-	waitFor(t, patience, "setup done", func() bool { return setups.Load() > 0 })
+	testkit.Eventually(t, patience, "bus connected", bus.Connected)
+	testkit.Eventually(t, patience, "setup done", func() bool { return setups.Load() > 0 })
 	publish(t, bus, "early")
-	waitFor(t, patience, "message handled", func() bool { return seen.get()["early"] == 1 })
+	testkit.Eventually(t, patience, "message handled", func() bool { return seen.get()["early"] == 1 })
 	if info := consumerInfo(t, bus); info.Config.FilterSubject != testSubject || info.Config.AckWait != time.Minute {
 		t.Fatalf("consumer config %+v", info.Config)
 	}
 
 	n.Stop()
-	waitFor(t, patience, "bus disconnected", func() bool { return !bus.Connected() })
+	testkit.Eventually(t, patience, "bus disconnected", func() bool { return !bus.Connected() })
 	n.Start()
-	waitFor(t, patience, "bus connected again", bus.Connected)
-	waitFor(t, patience, "message published after the restart", func() bool {
+	testkit.Eventually(t, patience, "bus connected again", bus.Connected)
+	testkit.Eventually(t, patience, "message published after the restart", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		return bus.Publish(ctx, testSubject, "late", map[string]string{"id": "late"}) == nil
 	})
-	waitFor(t, patience, "message handled after the restart", func() bool { return seen.get()["late"] == 1 })
+	testkit.Eventually(t, patience, "message handled after the restart", func() bool { return seen.get()["late"] == 1 })
 }
 
 // A failing Setup is retried; the consumer is created only once it passes.
@@ -205,7 +205,7 @@ func TestConsumeRetriesSetup(t *testing.T) {
 		_ = msg.Ack()
 	})
 	publish(t, bus, "a")
-	waitFor(t, patience, "message handled", func() bool { return seen.get()["a"] == 1 })
+	testkit.Eventually(t, patience, "message handled", func() bool { return seen.get()["a"] == 1 })
 	if got := calls.Load(); got != 3 {
 		t.Fatalf("Setup called %d times, want 3", got)
 	}
@@ -221,14 +221,14 @@ func TestConsumeRecreatesLostConsumer(t *testing.T) {
 		_ = msg.Ack()
 	})
 	publish(t, bus, "before")
-	waitFor(t, patience, "first message handled", func() bool { return seen.get()["before"] == 1 })
+	testkit.Eventually(t, patience, "first message handled", func() bool { return seen.get()["before"] == 1 })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := bus.JS.DeleteConsumer(ctx, events.JobStream, "test"); err != nil {
 		t.Fatal(err)
 	}
 	publish(t, bus, "after")
-	waitFor(t, patience, "message handled by the new consumer", func() bool { return seen.get()["after"] == 1 })
+	testkit.Eventually(t, patience, "message handled by the new consumer", func() bool { return seen.get()["after"] == 1 })
 }
 
 // holdPastAckWait handles one message for three AckWaits on one of two
@@ -301,7 +301,7 @@ func TestHeartbeatStops(t *testing.T) {
 	if err := msg.Ack(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, patience, "message acked", func() bool { return numAckPending(t, bus) == 0 })
+	testkit.Eventually(t, patience, "message acked", func() bool { return numAckPending(t, bus) == 0 })
 }
 
 // Cancelling ctx ends Consume with nil, after the handler in progress

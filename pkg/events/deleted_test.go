@@ -110,8 +110,8 @@ func TestDeletionsSurviveAKilledConsumer(t *testing.T) {
 		done.add(d.ID)
 		return nil
 	})
-	waitFor(t, patience, "both deletions finished after the restart", func() bool { return done.count(first.ID) >= 1 && done.count(second.ID) >= 1 })
-	waitFor(t, patience, "the other service's consumer got both", func() bool { return other.count(first.ID) == 1 && other.count(second.ID) == 1 })
+	testkit.Eventually(t, patience, "both deletions finished after the restart", func() bool { return done.count(first.ID) >= 1 && done.count(second.ID) >= 1 })
+	testkit.Eventually(t, patience, "the other service's consumer got both", func() bool { return other.count(first.ID) == 1 && other.count(second.ID) == 1 })
 }
 
 // A cleanup that fails is delivered again until it succeeds; the same
@@ -142,8 +142,8 @@ func TestDeletionsRetryFailuresAndDropJunk(t *testing.T) {
 	publishDeleted(t, bus, flaky)
 	publishDeleted(t, bus, twice)
 	publishDeleted(t, bus, twice)
-	waitFor(t, patience, "the flaky deletion finished on its second delivery", func() bool { return done.count(flaky.ID) == 1 })
-	waitFor(t, patience, "the deletion published twice finished", func() bool { return done.count(twice.ID) == 1 })
+	testkit.Eventually(t, patience, "the flaky deletion finished on its second delivery", func() bool { return done.count(flaky.ID) == 1 })
+	testkit.Eventually(t, patience, "the deletion published twice finished", func() bool { return done.count(twice.ID) == 1 })
 	mu.Lock()
 	defer mu.Unlock()
 	if calls[flaky.ID] != 2 || calls[twice.ID] != 1 {

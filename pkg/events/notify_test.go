@@ -51,7 +51,7 @@ func TestNotify(t *testing.T) {
 		t.Fatalf("%d records for one id", n)
 	}
 	runRelay(t, o)
-	waitFor(t, patience, "the relay", func() bool { n, _ := o.Pending(ctx); return n == 0 })
+	testkit.Eventually(t, patience, "the relay", func() bool { n, _ := o.Pending(ctx); return n == 0 })
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	s, err := bus.JS.Stream(cctx, events.NotificationStream)

@@ -60,17 +60,6 @@ func runRelay(t *testing.T, o *events.Outbox) {
 	})
 }
 
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // streamMails returns the mails stored in MailStream, by Nats-Msg-Id.
 func streamMails(t *testing.T, b *events.Bus) map[string][]events.Mail {
 	t.Helper()
@@ -135,7 +124,7 @@ func TestOutboxRelaysEachMailOnce(t *testing.T) {
 		t.Fatalf("pending %d, want 2", got)
 	}
 	runRelay(t, o)
-	waitFor(t, patience, "outbox drained", func() bool { return pending(t, o) == 0 })
+	testkit.Eventually(t, patience, "outbox drained", func() bool { return pending(t, o) == 0 })
 
 	mails := streamMails(t, bus)
 	if len(mails) != 2 {
@@ -184,10 +173,10 @@ func TestOutboxRelayWaitsForNATS(t *testing.T) {
 	if err := o.Enqueue(ctx, events.Mail{ID: "mail-before", To: "a@example.com"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, patience, "first mail relayed", func() bool { return pending(t, o) == 0 })
+	testkit.Eventually(t, patience, "first mail relayed", func() bool { return pending(t, o) == 0 })
 
 	n.Stop()
-	waitFor(t, patience, "bus disconnected", func() bool { return !bus.Connected() })
+	testkit.Eventually(t, patience, "bus disconnected", func() bool { return !bus.Connected() })
 	for i := range 5 {
 		if err := o.Enqueue(ctx, events.Mail{ID: fmt.Sprintf("mail-down-%d", i), To: "a@example.com"}); err != nil {
 			t.Fatalf("enqueue with NATS down: %v", err)
@@ -198,7 +187,7 @@ func TestOutboxRelayWaitsForNATS(t *testing.T) {
 	}
 
 	n.Start()
-	waitFor(t, patience, "outbox drained after NATS returned", func() bool { return pending(t, o) == 0 })
+	testkit.Eventually(t, patience, "outbox drained after NATS returned", func() bool { return pending(t, o) == 0 })
 	mails := streamMails(t, bus)
 	if len(mails) != 6 {
 		t.Fatalf("stream holds %d ids, want 6: %v", len(mails), mails)
@@ -225,7 +214,7 @@ func TestConnectWhileNATSIsDown(t *testing.T) {
 	}
 	runRelay(t, o)
 	n.Start()
-	waitFor(t, patience, "outbox drained", func() bool { return pending(t, o) == 0 })
+	testkit.Eventually(t, patience, "outbox drained", func() bool { return pending(t, o) == 0 })
 	if mails := streamMails(t, bus); len(mails["mail-early"]) != 1 {
 		t.Fatalf("stream: %v", mails)
 	}
@@ -260,7 +249,7 @@ func TestOutboxReplicas(t *testing.T) {
 	for _, o := range outboxes {
 		runRelay(t, o)
 	}
-	waitFor(t, patience, "outbox drained", func() bool { return pending(t, outboxes[0]) == 0 })
+	testkit.Eventually(t, patience, "outbox drained", func() bool { return pending(t, outboxes[0]) == 0 })
 	mails := streamMails(t, buses[0])
 	if len(mails) != total {
 		t.Fatalf("stream holds %d ids, want %d", len(mails), total)

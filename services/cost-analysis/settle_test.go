@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/job"
 )
@@ -110,7 +111,7 @@ func TestSettleRacingCancel(t *testing.T) {
 			t.Fatalf("the settle wrote %s over CANCELED: %+v", final.Status, final)
 		}
 		check(t, e, j, "settled", none)
-		waitUntil(t, "the cancelled job's rows deleted", func() bool { return stored(t, e, j.JobID) == 0 })
+		testkit.Eventually(t, waitBound, "the cancelled job's rows deleted", func() bool { return stored(t, e, j.JobID) == 0 })
 		check(t, e, j, "tidied", none)
 	})
 
@@ -134,7 +135,7 @@ func TestSettleRacingCancel(t *testing.T) {
 			t.Fatalf("the settle wrote %s over CANCELED: %+v", final.Status, final)
 		}
 		check(t, e, j, "settled", none)
-		waitUntil(t, "the cancelled job's rows deleted", func() bool { return stored(t, e, j.JobID) == 0 })
+		testkit.Eventually(t, waitBound, "the cancelled job's rows deleted", func() bool { return stored(t, e, j.JobID) == 0 })
 		check(t, e, j, "tidied", none)
 	})
 
@@ -155,16 +156,4 @@ func TestSettleRacingCancel(t *testing.T) {
 			t.Fatalf("%d rows of the succeeded job, want 3", n)
 		}
 	})
-}
-
-// waitUntil polls cond until it holds (or fails the test after waitBound).
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitBound)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

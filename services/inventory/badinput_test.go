@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/services/inventory"
 )
 
@@ -74,7 +75,7 @@ func TestScheduledCollect(t *testing.T) {
 	on := s.createCollector(s.adminA, domainCollector(map[string]any{"schedule": map[string]any{"state": "ENABLED", "hours": []int{hour}}}))
 	s.createCollector(s.adminA, domainCollector(map[string]any{"name": "off", "schedule": map[string]any{"state": "DISABLED", "hours": []int{hour}}}))
 	var l list[jobOut]
-	eventually(t, time.Minute, "a scheduled job", func() bool {
+	testkit.Eventually(t, time.Minute, "a scheduled job", func() bool {
 		s.adminA.Call("/inventory/v1/job/list", nil).OK(&l)
 		return l.TotalCount > 0
 	})

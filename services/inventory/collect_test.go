@@ -134,7 +134,7 @@ func (s *stack) wait(jobID string, within time.Duration) jobOut {
 func (s *stack) waitAs(c *testkit.Client, jobID string, within time.Duration) jobOut {
 	s.t.Helper()
 	var j jobOut
-	eventually(s.t, within, "job "+jobID, func() bool {
+	testkit.Eventually(s.t, within, "job "+jobID, func() bool {
 		c.Call("/inventory/v1/job/get", map[string]any{"job_id": jobID}).OK(&j)
 		return j.Status != "IN_PROGRESS"
 	})
@@ -496,7 +496,7 @@ func TestCollectCancelsRunning(t *testing.T) {
 	s.plugin.Script(collectMethod, fakeplugin.Reply{Stream: instances(1, 1), Hang: true})
 	first := s.collect(s.adminA, c.CollectorID, "trusted-secret-aw1")
 	other := s.collect(s.adminA, c.CollectorID, "trusted-secret-aw2") // another secret: not the same job
-	eventually(t, time.Minute, "the first task running", func() bool {
+	testkit.Eventually(t, time.Minute, "the first task running", func() bool {
 		return len(s.tasksOf(first.JobID)) == 1 && s.tasksOf(first.JobID)[0].Status == "IN_PROGRESS"
 	})
 	second := s.collect(s.adminA, c.CollectorID, "trusted-secret-aw1")
@@ -513,7 +513,7 @@ func TestCollectCancelsRunning(t *testing.T) {
 		t.Fatalf("a job of another secret was touched: %+v", j)
 	}
 	// The worker running the canceled job lets its stream go.
-	eventually(t, time.Minute, "the canceled stream to end", func() bool {
+	testkit.Eventually(t, time.Minute, "the canceled stream to end", func() bool {
 		for _, call := range s.plugin.Calls(collectMethod) {
 			if sd, _ := call.Request["secret_data"].(map[string]any); sd["access_key"] == "AK-ta-a-w1" && call.Cancelled {
 				return true
@@ -671,7 +671,7 @@ func TestCollectWorkerKilled(t *testing.T) {
 	doomedCfg := func(c *inventory.Config) { c.AckWait = time.Second }
 	_, kill := s.startStoppable("doomed", doomedCfg)
 	j := s.collect(s.adminA, c.CollectorID, "trusted-secret-adom")
-	eventually(t, time.Minute, "some resources written", func() bool { return s.count(servicesColl, nil) >= 15 })
+	testkit.Eventually(t, time.Minute, "some resources written", func() bool { return s.count(servicesColl, nil) >= 15 })
 	kill()
 	written := s.count(servicesColl, nil)
 	if written >= n {

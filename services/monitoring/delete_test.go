@@ -12,6 +12,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/services/monitoring"
 	"github.com/nubes-io/nubes/services/monitoring/internal/core"
 )
@@ -34,7 +35,7 @@ func TestWebhookDeleteMarkedFirst(t *testing.T) {
 	c.plugin.Stop()
 	c.post(w, `{"n": 2}`).Fails(http.StatusBadGateway, errs.WebhookPluginUnavailable)
 	mine := bson.D{{Key: "webhook_id", Value: w.WebhookID}}
-	eventually(t, "counters", func() bool { n, _ := c.requests(t, w.WebhookID); return n == 2 })
+	testkit.Eventually(t, time.Minute, "counters", func() bool { n, _ := c.requests(t, w.WebhookID); return n == 2 })
 	if c.count(t, core.PendingCollection, mine) != 1 || c.count(t, core.EventsCollection, nil) != 1 {
 		t.Fatal("no kept body or event")
 	}

@@ -64,7 +64,7 @@ func (c *callers) notifyRequests(t *testing.T, alertID string) []events.Notifica
 func (c *callers) waitRequests(t *testing.T, alertID string, n int) []events.NotificationRequest {
 	t.Helper()
 	var got []events.NotificationRequest
-	eventually(t, "notification requests", func() bool { got = c.notifyRequests(t, alertID); return len(got) >= n })
+	testkit.Eventually(t, time.Minute, "notification requests", func() bool { got = c.notifyRequests(t, alertID); return len(got) >= n })
 	time.Sleep(300 * time.Millisecond)
 	if got = c.notifyRequests(t, alertID); len(got) != n {
 		t.Fatalf("%d requests, want %d: %+v", len(got), n, ids(got))
@@ -123,7 +123,7 @@ func TestEscalationWalksThePolicy(t *testing.T) {
 	}
 	c.clock.Advance(6 * time.Minute) // repeats used up
 	c.waitRequests(t, a.AlertID, 4)
-	eventually(t, "ttl 0", func() bool { return c.getAlert(t, a.AlertID).EscalationTTL == 0 })
+	testkit.Eventually(t, time.Minute, "ttl 0", func() bool { return c.getAlert(t, a.AlertID).EscalationTTL == 0 })
 	c.clock.Advance(time.Hour)
 	c.waitRequests(t, a.AlertID, 4)
 }
@@ -143,7 +143,7 @@ func TestEscalationStopsWhenAcknowledged(t *testing.T) {
 	if status, body := c.visit(t, http.MethodPost, u.Path, "application/json", `{"responder": "pager"}`); status != 200 {
 		t.Fatalf("acknowledge: %d %s", status, body)
 	}
-	eventually(t, "ttl 0", func() bool { return c.getAlert(t, a.AlertID).EscalationTTL == 0 })
+	testkit.Eventually(t, time.Minute, "ttl 0", func() bool { return c.getAlert(t, a.AlertID).EscalationTTL == 0 })
 	c.clock.Advance(time.Hour)
 	c.waitRequests(t, a.AlertID, 1)
 	if e := c.getAlert(t, a.AlertID); e.State != "ACKNOWLEDGED" || e.Responder != "pager" {
@@ -184,7 +184,7 @@ func TestEscalationHighOnly(t *testing.T) {
 	c.memberA1.Call(ap+"create", map[string]any{"title": "x", "project_id": "project-a1", "urgency": "LOW"}).OK(&low)
 	high := c.alert(t, c.memberA1, "y", "project-a1")
 	c.waitRequests(t, high.AlertID, 1)
-	eventually(t, "ttl 0", func() bool { return c.getAlert(t, low.AlertID).EscalationTTL == 0 })
+	testkit.Eventually(t, time.Minute, "ttl 0", func() bool { return c.getAlert(t, low.AlertID).EscalationTTL == 0 })
 	c.waitRequests(t, low.AlertID, 0)
 }
 
@@ -291,7 +291,7 @@ func TestEscalationTakesOnlyDueAlerts(t *testing.T) {
 		return cl.Epoch
 	}
 	va, vb, from := version(a.AlertID), version(b.AlertID), ticks()
-	eventually(t, "ten ticks", func() bool { return ticks() >= from+10 })
+	testkit.Eventually(t, time.Minute, "ten ticks", func() bool { return ticks() >= from+10 })
 	if na, nb := version(a.AlertID), version(b.AlertID); na != va || nb != vb {
 		t.Fatalf("alerts written %d and %d times over ten ticks with no step due", na-va, nb-vb)
 	}

@@ -223,13 +223,13 @@ func TestEventsAfterAKilledWorker(t *testing.T) {
 	c.cfg.SweepEvery, c.cfg.SweepAge = 50*time.Millisecond, 200*time.Millisecond
 	stop := c.instance(t)
 	defer stop()
-	eventually(t, "the sweep", func() bool {
+	testkit.Eventually(t, time.Minute, "the sweep", func() bool {
 		return testkit.Count(t, c.db.Collection(core.AlertsCollection), bson.E{Key: "_id", Value: second}) == 1
 	})
 	if a := c.getAlert(t, second); a.EventCount != 1 || a.AlertNumber != 3 {
 		t.Fatalf("swept: %+v", a)
 	}
-	eventually(t, "the event marked", func() bool {
+	testkit.Eventually(t, time.Minute, "the event marked", func() bool {
 		var ev struct {
 			Applied bool `bson:"applied"`
 		}

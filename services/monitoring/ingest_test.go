@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
 	"github.com/nubes-io/nubes/services/monitoring"
 	"github.com/nubes-io/nubes/services/monitoring/internal/core"
@@ -111,7 +112,7 @@ func TestIngestAbuse(t *testing.T) {
 		}
 	}
 	// Only the bodies that reached a valid key count, and as errors.
-	eventually(t, "counters", func() bool { n, e := c.requests(t, w.WebhookID); return n == 9 && e == 9 })
+	testkit.Eventually(t, time.Minute, "counters", func() bool { n, e := c.requests(t, w.WebhookID); return n == 9 && e == 9 })
 	// Other methods are not served.
 	req := httptest.NewRequest(http.MethodGet, url, nil)
 	rec := httptest.NewRecorder()
@@ -215,7 +216,7 @@ func TestIngestPluginFailures(t *testing.T) {
 		!strings.Contains(ev.Description, "no alerts in it") || ev.RawData["weird"] != true || res.Error == "" {
 		t.Fatalf("error event: %+v (%+v)", ev, res)
 	}
-	eventually(t, "counters", func() bool { n, e := c.requests(t, w.WebhookID); return n == 1 && e == 1 })
+	testkit.Eventually(t, time.Minute, "counters", func() bool { n, e := c.requests(t, w.WebhookID); return n == 1 && e == 1 })
 
 	// The plugin hangs: 504 within the parse timeout, the body kept, then
 	// parsed by the retry worker once the plugin answers.
@@ -229,7 +230,7 @@ func TestIngestPluginFailures(t *testing.T) {
 		t.Fatalf("after a hang: %d events, %d kept", ev, kept)
 	}
 	c.parses(alert("late", "ALERT"))
-	eventually(t, "the kept body to be parsed", func() bool { ev, kept := c.stored(t); return ev == 2 && kept == 0 })
+	testkit.Eventually(t, time.Minute, "the kept body to be parsed", func() bool { ev, kept := c.stored(t); return ev == 2 && kept == 0 })
 	var l list[eventInfo]
 	c.memberA1.Call("/monitoring/v1/event/list", map[string]any{"event_key": "late"}).OK(&l)
 	if l.TotalCount != 1 || c.event(t, l.Results[0].EventID).RawData["hung"] != float64(1) {
@@ -243,12 +244,12 @@ func TestIngestPluginFailures(t *testing.T) {
 	if _, kept := c.stored(t); kept != 1 {
 		t.Fatalf("kept %d", kept)
 	}
-	eventually(t, "the kept body to give up", func() bool { ev, kept := c.stored(t); return ev == 3 && kept == 0 })
+	testkit.Eventually(t, time.Minute, "the kept body to give up", func() bool { ev, kept := c.stored(t); return ev == 3 && kept == 0 })
 	c.memberA1.Call("/monitoring/v1/event/list", map[string]any{"event_type": "ERROR", "query": map[string]any{"sort": []any{map[string]any{"key": "created_at", "desc": true}}}}).OK(&l)
 	if l.TotalCount != 2 || c.event(t, l.Results[0].EventID).RawData["lost"] != float64(1) || !strings.Contains(l.Results[0].Description, "tries") {
 		t.Fatalf("given-up body: %+v", l.Results)
 	}
-	eventually(t, "counters", func() bool { n, e := c.requests(t, w.WebhookID); return n == 3 && e == 3 })
+	testkit.Eventually(t, time.Minute, "counters", func() bool { n, e := c.requests(t, w.WebhookID); return n == 3 && e == 3 })
 }
 
 // A webhook keeps at most MaxKept bodies for its plugin: one more is
@@ -276,7 +277,7 @@ func TestIngestBounds(t *testing.T) {
 	if _, kept := c.stored(t); kept != 3 {
 		t.Fatalf("%d kept", kept)
 	}
-	eventually(t, "counters", func() bool { n, e := c.requests(t, w.WebhookID); return n == 4 && e == 4 })
+	testkit.Eventually(t, time.Minute, "counters", func() bool { n, e := c.requests(t, w.WebhookID); return n == 4 && e == 4 })
 
 	// The webhook's plugin has no endpoint (plugin_endpoints lacks it).
 	if _, err := c.db.Collection(core.WebhooksCollection).UpdateOne(t.Context(), bson.D{{Key: "_id", Value: other.WebhookID}},

@@ -14,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/services/monitoring"
 	"github.com/nubes-io/nubes/services/monitoring/internal/core"
 	"github.com/nubes-io/nubes/services/monitoring/internal/event"
@@ -287,7 +288,7 @@ func TestEventsPurgedAfterRetention(t *testing.T) {
 	c.clock.Advance(2 * time.Hour)
 	c.parses(alert("new", "ALERT"))
 	c.post(w, `{"new": true}`).OK(nil)
-	eventually(t, "old events purged", func() bool {
+	testkit.Eventually(t, time.Minute, "old events purged", func() bool {
 		return c.count(t, core.EventsCollection, nil) == 1 && c.count(t, core.BodiesCollection, nil) == 0
 	})
 	var page struct {
