@@ -89,6 +89,7 @@ func (d *deliveries) get() map[string]int {
 
 // Four workers hold four messages at once; each message is handled once.
 func TestConsumeRunsWorkersAtOnce(t *testing.T) {
+	t.Parallel()
 	n := testkit.StartNATS(t)
 	bus := connect(t, n.URL())
 	const workers = 4
@@ -149,6 +150,7 @@ func numPending(t *testing.T, bus *events.Bus) uint64 { return consumerInfo(t, b
 // consumer exist yet): it waits, sets everything up once NATS comes, and
 // rides out a restart of the server.
 func TestConsumeWaitsForNATS(t *testing.T) {
+	t.Parallel()
 	n := testkit.StartNATS(t)
 	n.Stop()
 	bus := connect(t, n.URL())
@@ -189,6 +191,7 @@ func TestConsumeWaitsForNATS(t *testing.T) {
 
 // A failing Setup is retried; the consumer is created only once it passes.
 func TestConsumeRetriesSetup(t *testing.T) {
+	t.Parallel()
 	n := testkit.StartNATS(t)
 	bus := connect(t, n.URL())
 	var calls atomic.Int32
@@ -213,6 +216,7 @@ func TestConsumeRetriesSetup(t *testing.T) {
 
 // The consumer is deleted under Consume: it creates it again and goes on.
 func TestConsumeRecreatesLostConsumer(t *testing.T) {
+	t.Parallel()
 	n := testkit.StartNATS(t)
 	bus := connect(t, n.URL())
 	var seen deliveries
@@ -284,6 +288,7 @@ func TestWithoutHeartbeatSlowMessageIsRedelivered(t *testing.T) {
 
 // Heartbeat's stop returns once no beat can follow and may be called twice.
 func TestHeartbeatStops(t *testing.T) {
+	t.Parallel()
 	n := testkit.StartNATS(t)
 	bus := connect(t, n.URL())
 	got := make(chan jetstream.Msg, 1)
@@ -307,6 +312,7 @@ func TestHeartbeatStops(t *testing.T) {
 // Cancelling ctx ends Consume with nil, after the handler in progress
 // returned; the handler sees its ctx done.
 func TestConsumeShutdown(t *testing.T) {
+	t.Parallel()
 	n := testkit.StartNATS(t)
 	bus := connect(t, n.URL())
 	started := make(chan struct{})
@@ -335,6 +341,7 @@ func TestConsumeShutdown(t *testing.T) {
 
 // A spec Consume cannot use is refused at once, and no consumer is made.
 func TestConsumeRefusesBadSpec(t *testing.T) {
+	t.Parallel()
 	n := testkit.StartNATS(t)
 	bus := connect(t, n.URL())
 	ok := testSpec(time.Minute)

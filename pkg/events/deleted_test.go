@@ -82,6 +82,7 @@ func publishDeleted(t *testing.T, bus *events.Bus, d events.Deleted) {
 // and takes the deletions published while it was down; each service's
 // consumer reads every deletion on its own.
 func TestDeletionsSurviveAKilledConsumer(t *testing.T) {
+	t.Parallel()
 	n := testkit.StartNATS(t)
 	bus := connect(t, n.URL())
 	started := make(chan struct{})
@@ -118,6 +119,7 @@ func TestDeletionsSurviveAKilledConsumer(t *testing.T) {
 // deletion published twice (a retried delete) is one message; a payload
 // that is no deletion is dropped, and the next one still goes through.
 func TestDeletionsRetryFailuresAndDropJunk(t *testing.T) {
+	t.Parallel()
 	n := testkit.StartNATS(t)
 	bus := connect(t, n.URL())
 	var mu sync.Mutex
@@ -154,6 +156,7 @@ func TestDeletionsRetryFailuresAndDropJunk(t *testing.T) {
 // The contract: ids are stable per life of a record; Check refuses a
 // deletion without its subject; Owner selects by the suite's fields.
 func TestDeletedContract(t *testing.T) {
+	t.Parallel()
 	if a, b := events.DeletedID(events.DeletedUser, "d", "u", "t1"), events.DeletedID(events.DeletedUser, "d", "u", "t1"); a != b || !events.ValidID(a) {
 		t.Errorf("DeletedID not stable or not valid: %q %q", a, b)
 	}

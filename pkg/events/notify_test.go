@@ -15,6 +15,7 @@ import (
 // Nats-Msg-Id, once however often it is added; an unusable one is refused
 // and nothing is stored.
 func TestNotify(t *testing.T) {
+	t.Parallel()
 	bus := connect(t, testkit.StartNATS(t).URL())
 	o := newOutbox(t, bus, "outbox_notify")
 	ctx := context.Background()

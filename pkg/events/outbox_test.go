@@ -105,6 +105,7 @@ func pending(t *testing.T, o *events.Outbox) int64 {
 }
 
 func TestOutboxRelaysEachMailOnce(t *testing.T) {
+	t.Parallel()
 	n := testkit.StartNATS(t)
 	bus := connect(t, n.URL())
 	o := newOutbox(t, bus, "outbox")
@@ -144,6 +145,7 @@ func TestOutboxRelaysEachMailOnce(t *testing.T) {
 }
 
 func TestOutboxRefusesBadEvents(t *testing.T) {
+	t.Parallel()
 	n := testkit.StartNATS(t)
 	o := newOutbox(t, connect(t, n.URL()), "outbox")
 	ctx := context.Background()
@@ -164,6 +166,7 @@ func TestOutboxRefusesBadEvents(t *testing.T) {
 // NATS goes away after start: Enqueue still succeeds (the operation does),
 // and the mails go out once NATS is back on the same port.
 func TestOutboxRelayWaitsForNATS(t *testing.T) {
+	t.Parallel()
 	n := testkit.StartNATS(t)
 	bus := connect(t, n.URL())
 	o := newOutbox(t, bus, "outbox")
@@ -202,6 +205,7 @@ func TestOutboxRelayWaitsForNATS(t *testing.T) {
 // NATS is down when the service starts: Connect does not fail, and the
 // streams are created once NATS comes up.
 func TestConnectWhileNATSIsDown(t *testing.T) {
+	t.Parallel()
 	n := testkit.StartNATS(t)
 	n.Stop()
 	bus := connect(t, n.URL())
@@ -222,6 +226,7 @@ func TestConnectWhileNATSIsDown(t *testing.T) {
 
 // Several replicas relay the same collection: every mail is stored once.
 func TestOutboxReplicas(t *testing.T) {
+	t.Parallel()
 	n := testkit.StartNATS(t)
 	db := testkit.Get().Database(t)
 	var outboxes []*events.Outbox
@@ -262,6 +267,7 @@ func TestOutboxReplicas(t *testing.T) {
 }
 
 func TestBusPublishDedupes(t *testing.T) {
+	t.Parallel()
 	n := testkit.StartNATS(t)
 	bus := connect(t, n.URL())
 	ctx := context.Background()
@@ -279,6 +285,7 @@ func TestBusPublishDedupes(t *testing.T) {
 // TestStreamReplicas: the configured replica count reaches the server. A
 // single server stores each stream once and refuses more.
 func TestStreamReplicas(t *testing.T) {
+	t.Parallel()
 	n := testkit.StartNATS(t)
 	bus := connect(t, n.URL())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -15,6 +15,7 @@ import (
 // with their children, and nothing of another owner; run again, it does
 // nothing; cut short by a failing child delete, the next run finishes.
 func TestDeleteOwned(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := testkit.Get().Database(t)
 	parents, kids := db.Collection("owned_parents"), db.Collection("owned_kids")

@@ -27,6 +27,7 @@ import (
 // back as it read it, and the lease design of this teardown existed for
 // that.
 func TestTeardownMarkKeptBySets(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := testkit.Get().Database(t)
 	records := db.Collection("records")
@@ -81,6 +82,7 @@ func TestTeardownMarkKeptBySets(t *testing.T) {
 // gone, and every create that answered no error was made while the
 // record was live (its child deleted by the delete's children step).
 func TestTeardownRacingLiveCreates(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := testkit.Get().Database(t)
 	records, toys := db.Collection("records"), db.Collection("toys")
