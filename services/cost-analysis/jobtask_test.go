@@ -240,12 +240,10 @@ func TestCancelWhileGetTasks(t *testing.T) {
 	var running struct {
 		Results []Job `json:"results"`
 	}
-	for deadline := time.Now().Add(waitBound); len(running.Results) == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("no running job")
-		}
+	testkit.Eventually(t, waitBound, "a running job", func() bool {
 		e.adminA.Call(jobBase+"list", M{"data_source_id": ds.DataSourceID, "status": "IN_PROGRESS"}).OK(&running)
-	}
+		return len(running.Results) != 0
+	})
 	id := running.Results[0].JobID
 	e.adminA.Call(jobBase+"cancel", M{"job_id": id}).OK(nil)
 	var r *testkit.Response

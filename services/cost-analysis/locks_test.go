@@ -7,6 +7,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/worker"
 )
@@ -68,12 +69,8 @@ func TestLocksPurged(t *testing.T) {
 		// Every lease ended: the purge leaves none of this hour's job,
 		// its tasks, its data source's start. (A claim whose release was
 		// lost ends at its expiry: LockTTL.)
-		deadline = time.Now().Add(waitBound)
-		for claims() != 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("hour %d: %d lease claims left after the jobs ended", h, claims())
-			}
-			time.Sleep(20 * time.Millisecond)
+		if err := testkit.Within(waitBound, func() bool { return claims() == 0 }); err != nil {
+			t.Fatalf("hour %d: %d lease claims left after the jobs ended (%v)", h, claims(), err)
 		}
 		// Purged, the hour still does not fire again.
 		clock.settle(t)

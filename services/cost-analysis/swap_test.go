@@ -12,6 +12,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
 )
 
@@ -50,16 +51,7 @@ func TestChangedWindowSwap(t *testing.T) {
 			t.Fatalf("%s: cost/analyze %s, want %s", step, got, want)
 		}
 	}
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(waitBound)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not reached", what)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	waitFor := func(what string, cond func() bool) { t.Helper(); testkit.Eventually(t, waitBound, what, cond) }
 	rowsOf := func(jobID string) int64 { return e.count(t, costs, bson.E{Key: "job_id", Value: jobID}) }
 	// One task done, the other has stored a chunk and streams on.
 	midway := func(jobID string) {

@@ -687,11 +687,7 @@ func TestDeregisterDuringGetTasks(t *testing.T) {
 	done := make(chan *testkit.Response, 1)
 	go func() { done <- e.adminA.Call(dsBase+"sync", M{"data_source_id": d.DataSourceID}) }()
 	mine := bson.E{Key: "data_source_id", Value: d.DataSourceID}
-	for deadline := time.Now().Add(waitBound); e.count(t, jobs, mine) == 0; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the sync created no job")
-		}
-	}
+	testkit.Eventually(t, waitBound, "a job of the sync", func() bool { return e.count(t, jobs, mine) != 0 })
 	e.adminA.Call(dsBase+"deregister", M{"data_source_id": d.DataSourceID}).OK(nil)
 	close(gate)
 	var r *testkit.Response

@@ -13,6 +13,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/testkit"
 )
 
 // inboxOf lists whose inbox entries are stored, sorted.
@@ -38,10 +39,7 @@ func (e *env) inboxOf(t *testing.T) []string {
 // checks that no more comes.
 func (e *env) waitInbox(t *testing.T, want []string) {
 	t.Helper()
-	deadline := time.Now().Add(waitBound)
-	for len(e.inboxOf(t)) < len(want) && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, waitBound, fmt.Sprintf("%d inbox entries", len(want)), func() bool { return len(e.inboxOf(t)) >= len(want) })
 	time.Sleep(300 * time.Millisecond)
 	if got := e.inboxOf(t); !reflect.DeepEqual(got, want) {
 		t.Fatalf("inbox of %v, want %v", got, want)

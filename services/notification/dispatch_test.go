@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
 )
 
@@ -28,16 +29,11 @@ func (e *env) publish(t *testing.T, msgID string, ev events.NotificationDispatch
 // outcome waits for the recorded outcome of an event.
 func (e *env) outcome(t *testing.T, id string) bson.M {
 	t.Helper()
-	deadline := time.Now().Add(waitBound)
-	for time.Now().Before(deadline) {
-		var m bson.M
-		if err := e.db.Collection(dispatches).FindOne(context.Background(), bson.D{{Key: "_id", Value: id}}).Decode(&m); err == nil {
-			return m
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("no outcome recorded for %s", id)
-	return nil
+	var m bson.M
+	testkit.Eventually(t, waitBound, "an outcome recorded for "+id, func() bool {
+		return e.db.Collection(dispatches).FindOne(context.Background(), bson.D{{Key: "_id", Value: id}}).Decode(&m) == nil
+	})
+	return m
 }
 
 // usage reads a protocol's counters once they are want (the dispatcher

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"sort"
 	"sync"
@@ -41,10 +42,7 @@ func (e *env) request(t *testing.T, r events.NotificationRequest) {
 // channel data's webhook_url; it fails on more.
 func (e *env) dispatched(t *testing.T, n int) map[string]M {
 	t.Helper()
-	deadline := time.Now().Add(waitBound)
-	for len(e.plugin.Calls(dispatchMethod)) < n && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, waitBound, fmt.Sprintf("%d dispatches", n), func() bool { return len(e.plugin.Calls(dispatchMethod)) >= n })
 	time.Sleep(300 * time.Millisecond) // no more than n: the fan-out is done with what it took
 	calls := e.plugin.Calls(dispatchMethod)
 	if len(calls) != n {
@@ -144,11 +142,7 @@ func TestNotificationRequest(t *testing.T) {
 		t.Fatalf("%d inbox entries", n)
 	}
 	var mails []events.Mail
-	deadline := time.Now().Add(waitBound)
-	for len(mails) == 0 && time.Now().Before(deadline) {
-		mails = e.mails(t)
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, waitBound, "a mail", func() bool { mails = e.mails(t); return len(mails) != 0 })
 	if len(mails) != 1 || mails[0].To != "ulla@example.com" || mails[0].Template != events.MailNotification || mails[0].Data["title"] != "[Alerting] disk full" ||
 		mails[0].Secret == nil || mails[0].Data["callback_url"] != "" || mails[0].Data["link"] != "" {
 		t.Fatalf("mails %+v", mails)
@@ -404,11 +398,9 @@ func TestNotificationRequestDeadLettered(t *testing.T) {
 	// The record follows the dead letter's publish.
 	record := func(id string) bson.M {
 		t.Helper()
-		for deadline := time.Now().Add(waitBound); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			if e.countWhere(t, "notification_requests", bson.D{{Key: "_id", Value: id}}) == 1 {
-				break
-			}
-		}
+		testkit.Eventually(t, waitBound, "the record of "+id, func() bool {
+			return e.countWhere(t, "notification_requests", bson.D{{Key: "_id", Value: id}}) == 1
+		})
 		return e.raw(t, "notification_requests", id)
 	}
 
@@ -445,8 +437,7 @@ func TestNotificationRequestDeadLettered(t *testing.T) {
 	dead := func() int64 {
 		return e.countWhere(t, "notification_requests", bson.D{{Key: "outcome", Value: "DEAD"}, {Key: "_id", Value: bson.D{{Key: "$regex", Value: "^seq-"}}}})
 	}
-	for deadline := time.Now().Add(waitBound); dead() == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-	}
+	testkit.Eventually(t, waitBound, "a DEAD record of the seq- requests", func() bool { return dead() != 0 })
 	if n := e.countWhere(t, "notification_requests", bson.D{{Key: "outcome", Value: "DEAD"}}); n != 3 {
 		t.Errorf("%d DEAD records, want 3", n)
 	}
