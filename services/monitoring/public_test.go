@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,20 +19,11 @@ import (
 	"github.com/nubes-io/nubes/services/monitoring/internal/event"
 )
 
-// stoppedClock is a rate limits' clock that moves only when the test
+// newStoppedClock is a rate limits' clock that moves only when the test
 // moves it.
-type stoppedClock struct {
-	mu  sync.Mutex
-	now time.Time
+func newStoppedClock() *testkit.Clock {
+	return testkit.StoppedClock(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC))
 }
-
-func newStoppedClock() *stoppedClock {
-	return &stoppedClock{now: time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)}
-}
-
-func (c *stoppedClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-
-func (c *stoppedClock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
 
 // from posts body to path as a caller at address src.
 func (c *callers) from(src, path, body string) (int, string) {

@@ -197,12 +197,12 @@ func TestRequestBounds(t *testing.T) {
 // bound the oldest go first (the fan-out's clock orders them).
 func TestInboxBounded(t *testing.T) {
 	t.Parallel()
-	var clk clock
-	clk.set(time.Now())
-	e := setupWith(t, options{bus: true, now: clk.now, inboxMax: 3})
+	clk := testkit.StoppedClock(time.Time{})
+	clk.Set(time.Now())
+	e := setupWith(t, options{bus: true, now: clk.Now, inboxMax: 3})
 	const nb = "/notification/v1/notification/"
 	for i := 1; i <= 5; i++ {
-		clk.set(time.Now().Add(time.Duration(i) * time.Minute))
+		clk.Set(time.Now().Add(time.Duration(i) * time.Minute))
 		e.system.Call(nb+"create", M{"resource_type": "identity.User", "resource_id": "ulla", "topic": "t",
 			"message": M{"title": fmt.Sprint("notice ", i)}, "domain_id": "domain-a"}).OK(nil)
 	}

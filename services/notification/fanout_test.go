@@ -25,11 +25,7 @@ import (
 	"github.com/nubes-io/nubes/services/notification/internal/fanout"
 )
 
-// clock is a test clock the fan-out reads.
-type clock struct{ t atomic.Int64 }
-
-func (c *clock) now() time.Time  { return time.Unix(0, c.t.Load()).UTC() }
-func (c *clock) set(t time.Time) { c.t.Store(t.UnixNano()) }
+// at is a time of the test week, for the fan-out's clock.
 func at(day, hour int) time.Time { return time.Date(2026, 11, 23+day, hour, 30, 0, 0, time.UTC) } // day 0: a Monday
 func (e *env) request(t *testing.T, r events.NotificationRequest) {
 	t.Helper()
@@ -95,9 +91,9 @@ func (e *env) mails(t *testing.T) []events.Mail {
 // message is upstream's; a request delivered again adds nothing.
 func TestNotificationRequest(t *testing.T) {
 	t.Parallel()
-	var clk clock
-	clk.set(at(0, 10)) // Monday 10:30 UTC
-	e := setupWith(t, options{bus: true, now: clk.now})
+	clk := testkit.StoppedClock(time.Time{})
+	clk.Set(at(0, 10)) // Monday 10:30 UTC
+	e := setupWith(t, options{bus: true, now: clk.Now})
 	plain := e.protocolWith(t, "hooks", "PLAIN_TEXT")
 	secret := e.protocolWith(t, "secret hooks", "SECRET")
 	builtin := e.builtin(t, e.adminA)
@@ -156,7 +152,7 @@ func TestNotificationRequest(t *testing.T) {
 	}
 
 	// Monday 20:30: the office channel's window is closed.
-	clk.set(at(0, 20))
+	clk.Set(at(0, 20))
 	req2 := req
 	req2.ID = "alert-0123456789ab-step-2"
 	e.request(t, req2)
@@ -164,7 +160,7 @@ func TestNotificationRequest(t *testing.T) {
 	// Level ALL, another topic: every channel that takes the topic.
 	req3 := req
 	req3.ID, req3.Level, req3.Topic = "job-1-failed", "ALL", "inventory.Job"
-	clk.set(at(0, 12))
+	clk.Set(at(0, 12))
 	e.request(t, req3)
 	got = e.dispatched(t, 6) // lv1, office (in window again), ulla-jobs
 	for _, u := range []string{"lv1", "office-hunter2", "ulla-jobs"} {
