@@ -32,6 +32,11 @@ func TestMain(m *testing.M) { testkit.Main(m, stopShared) }
 // other runs load too.
 const startBound = 3 * time.Minute
 
+// waitBound ends a wait for something that must come (a plugin call, a
+// mail): only so that one never met fails the test; far above an idle
+// run, with stacks side by side on a loaded machine.
+const waitBound = time.Minute
+
 // shared is one stack for the tests that read what any stack serves (its
 // routes, documents, roles, services) or act only in a domain of their
 // own (sharedStack): the ten services start once per test binary, not

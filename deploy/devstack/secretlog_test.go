@@ -137,7 +137,7 @@ var linkToken = regexp.MustCompile(`sso_access_token=([A-Za-z0-9._=-]+)`)
 // tokens.
 func mailedTokens(t *testing.T, dir string, n int) []string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(waitBound)
 	for {
 		var out []string
 		files, _ := filepath.Glob(filepath.Join(dir, "*.eml"))
@@ -152,7 +152,7 @@ func mailedTokens(t *testing.T, dir string, n int) []string {
 			return out
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d mails with a link in %s after 30s, want %d", len(out), dir, n)
+			t.Fatalf("%d mails with a link in %s after %v, want %d", len(out), dir, waitBound, n)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

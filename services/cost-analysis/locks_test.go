@@ -34,7 +34,7 @@ func TestLocksPurged(t *testing.T) {
 	}})
 	e.stopWorkers() // the two replicas below schedule on the test's clock
 	day := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
-	clock := &testClock{now: day.Add(-time.Hour)} // no hour of the schedule's yet
+	clock := &testClock{Clock: testkit.StoppedClock(day.Add(-time.Hour))} // no hour of the schedule's yet
 	hourly := e.register(t, e.adminA, withKey(domainSource("hourly"), "schedule", M{"state": "ENABLED", "hours": []int{0, 1, 2, 3}}))
 	e.plugin.Script(getTasksMethod, tasksReply(2))
 	e.plugin.Script(getDataMethod, fakeplugin.Reply{Stream: []M{rows(2, "2024-01", "hourly")}})

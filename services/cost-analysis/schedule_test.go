@@ -2,9 +2,9 @@ package costanalysis_test
 
 import (
 	"cmp"
+	"fmt"
 	"net/http"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
 	costanalysis "github.com/nubes-io/nubes/services/cost-analysis"
 )
@@ -19,12 +20,11 @@ import (
 // testClock is the scheduler's clock, moved by the test; ticks counts the
 // looks of each replica at it (one per tick).
 type testClock struct {
-	mu    sync.Mutex
-	now   time.Time
+	*testkit.Clock
 	ticks []*atomic.Int64
 }
 
-func (c *testClock) set(t time.Time) { c.mu.Lock(); c.now = t; c.mu.Unlock() }
+func (c *testClock) set(t time.Time) { c.Set(t) }
 
 // replica is the schedule config of one more replica reading the clock.
 func (c *testClock) replica() costanalysis.SyncSchedule {
@@ -32,9 +32,7 @@ func (c *testClock) replica() costanalysis.SyncSchedule {
 	c.ticks = append(c.ticks, n)
 	return costanalysis.SyncSchedule{Tick: 20 * time.Millisecond, Now: func() time.Time {
 		n.Add(1)
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return c.now
+		return c.Now()
 	}}
 }
 
@@ -46,14 +44,9 @@ func (c *testClock) settle(t *testing.T) {
 	for i, n := range c.ticks {
 		from[i] = n.Load()
 	}
-	deadline := time.Now().Add(waitBound)
 	for i, n := range c.ticks {
-		for n.Load() < from[i]+3 { // tick from+1 started, so tick from+2 finished
-			if time.Now().After(deadline) {
-				t.Fatalf("replica %d did not tick", i)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		// Tick from+1 started, so tick from+2 finished.
+		testkit.Eventually(t, waitBound, fmt.Sprintf("replica %d's ticks", i), func() bool { return n.Load() >= from[i]+3 })
 	}
 }
 
@@ -79,7 +72,7 @@ func TestScheduledSync(t *testing.T) {
 	e := setupWith(t, options{bus: true, workers: heldTasks})
 	// The harness's replica schedules on the wall clock: these two on the test's.
 	e.stopWorkers()
-	clock := &testClock{now: time.Date(2026, 5, 1, 5, 10, 0, 0, time.UTC)}
+	clock := &testClock{Clock: testkit.StoppedClock(time.Date(2026, 5, 1, 5, 10, 0, 0, time.UTC))}
 
 	// on: its schedule enabled by update; off: disabled by update;
 	// disabled: the data source disabled; other: another hour.
