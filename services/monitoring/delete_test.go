@@ -26,7 +26,9 @@ import (
 func TestWebhookDeleteMarkedFirst(t *testing.T) {
 	t.Parallel()
 	c := setupWith(t, options{settings: func(cfg *monitoring.Config) {
-		cfg.ParseTimeout, cfg.RetryInterval = 400*time.Millisecond, time.Hour
+		// Far above the plugin client's 300 ms ready wait: the stopped
+		// plugin is a 502, never a 504 (TestIngestBounds).
+		cfg.ParseTimeout, cfg.RetryInterval = 30*time.Second, time.Hour
 	}})
 	w := c.webhook(t, c.memberA1, "Doomed")
 	other := c.webhook(t, c.memberA1, "Other")
