@@ -122,13 +122,7 @@ func TestDispatchUnderWayAtStop(t *testing.T) {
 	answer := make(chan struct{})
 	e.plugin.Script(dispatchMethod, fakeplugin.Reply{Gate: answer})
 	e.publish(t, "n-stop", event("n-stop", p.ProtocolID))
-	deadline := time.Now().Add(waitBound)
-	for len(e.plugin.Calls(dispatchMethod)) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the plugin got no dispatch")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, waitBound, "a dispatch at the plugin", func() bool { return len(e.plugin.Calls(dispatchMethod)) != 0 })
 	e.stopWorkers()
 	select {
 	case <-e.workersStopped:
