@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nubes-io/nubes/pkg/plugin"
+	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
 )
 
@@ -21,6 +22,7 @@ import (
 // the attacks: no key leaves the secret service but through get-data to
 // a service, another workspace reaches nothing.
 func TestConsoleServiceAccounts(t *testing.T) {
+	t.Parallel()
 	if raw, err := os.ReadFile("../../../shared/spec/console-2x.md"); err == nil {
 		for _, row := range []string{
 			"| identity/provider/list | `query{only:[provider,name,icon,alias,color,options,plugin_info]}`",
@@ -196,12 +198,8 @@ func TestConsoleServiceAccounts(t *testing.T) {
 		"secret_filter": {"state": "ENABLED", "service_accounts": [`+q(saID)+`]}, "schedule": {"state": "DISABLED", "hours": []},
 		"tags": {}, "resource_group": "WORKSPACE"}`, "collector_id:string")
 	c.ok("collect secret_id", "/inventory/collector/collect", ws, `{"collector_id": `+q(col["collector_id"].(string))+`, "secret_id": `+q(secretID)+`}`)
-	deadline := time.Now().Add(30 * time.Second)
 	var calls []fakeplugin.Call
-	for len(calls) == 0 && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-		calls = plug.Calls(string(plugin.CollectorCollect))
-	}
+	testkit.Eventually(t, waitBound, "a collect call", func() bool { calls = plug.Calls(string(plugin.CollectorCollect)); return len(calls) != 0 })
 	if len(calls) != 1 {
 		t.Fatalf("the plugin was called %d times", len(calls))
 	}
@@ -217,10 +215,7 @@ func TestConsoleServiceAccounts(t *testing.T) {
 		"plugin_info": {"plugin_id": `+q(costPlugin)+`, "options": {}}}`, "data_source_id:string")
 	c.ok("data source sync", "/cost-analysis/data-source/sync", admin, `{"data_source_id": `+q(ds["data_source_id"].(string))+`}`)
 	var taskCalls []fakeplugin.Call
-	for deadline := time.Now().Add(30 * time.Second); len(taskCalls) == 0 && time.Now().Before(deadline); {
-		time.Sleep(100 * time.Millisecond)
-		taskCalls = plug.Calls(string(plugin.CostGetTasks))
-	}
+	testkit.Eventually(t, waitBound, "a get_tasks call", func() bool { taskCalls = plug.Calls(string(plugin.CostGetTasks)); return len(taskCalls) != 0 })
 	if len(taskCalls) != 1 {
 		t.Fatalf("the cost plugin was asked for tasks %d times", len(taskCalls))
 	}
@@ -289,11 +284,7 @@ func TestConsoleServiceAccounts(t *testing.T) {
 		"secret_filter": {"state": "ENABLED", "service_accounts": [`+q(attached["service_account_id"].(string))+`]}, "schedule": {"state": "DISABLED", "hours": []},
 		"tags": {}, "resource_group": "WORKSPACE"}`, "collector_id:string")
 	c.ok("collect attached", "/inventory/collector/collect", ws, `{"collector_id": `+q(col2["collector_id"].(string))+`}`)
-	deadline = time.Now().Add(30 * time.Second)
-	for len(calls) < 2 && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-		calls = plug.Calls(string(plugin.CollectorCollect))
-	}
+	testkit.Eventually(t, waitBound, "a second collect call", func() bool { calls = plug.Calls(string(plugin.CollectorCollect)); return len(calls) >= 2 })
 	if len(calls) != 2 {
 		t.Fatalf("the plugin was called %d times", len(calls))
 	}

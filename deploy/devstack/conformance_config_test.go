@@ -17,10 +17,8 @@ import (
 // (or the 404 the console tolerates) and the JSON type of every field it
 // reads. Step ids are "console-2x <section> <what>".
 func TestConsoleMemory(t *testing.T) {
-	dir := t.TempDir()
-	base, stop := start(t, dir)
-	defer stop()
-	boot, _ := loadBootstrap(t, dir)
+	t.Parallel()
+	base, boot := sharedStack(t)
 	c := &client{t: t, base: base, called: map[string]bool{}}
 	login := `{"domain_id": ` + q(boot.DomainID) + `, "auth_type": "LOCAL", "credentials": {"user_id": ` + q(boot.AdminUserID) + `, "password": ` + q(boot.AdminPassword) + `}}`
 	refresh := c.ok("login", "/identity/token/issue", "", login, "refresh_token:string")["refresh_token"].(string)

@@ -55,10 +55,8 @@ func clientSpecIdentity(t *testing.T) {
 
 func TestConformanceIdentitySecret(t *testing.T) {
 	clientSpecIdentity(t)
-	dir := t.TempDir()
-	base, stop := start(t, dir)
-	defer stop()
-	boot, _ := loadBootstrap(t, dir)
+	t.Parallel()
+	base, boot := sharedStack(t)
 	c := &client{t: t, base: base, called: map[string]bool{}}
 	for _, s := range skippedIdentitySecret {
 		t.Run(s.step, func(t *testing.T) { t.Skipf("skipped by design: %s: %s", s.request, s.why) })
@@ -223,7 +221,7 @@ func TestConformanceIdentitySecret(t *testing.T) {
 
 		// Another domain's admin: 404, as for a secret that does not exist.
 		status, v = c.call("other domain", http.MethodPost, "/identity/domain/create", boot.SystemToken,
-			`{"name": "elsewhere", "admin": {"user_id": "boss", "password": "Boss-Passw0rd1", "email": "boss@example.com"}}`)
+			`{"name": `+q(boot.DomainName+"-elsewhere")+`, "admin": {"user_id": "boss", "password": "Boss-Passw0rd1", "email": "boss@example.com"}}`)
 		if status != http.StatusOK {
 			t.Fatalf("domain/create: %d %v", status, v)
 		}

@@ -224,10 +224,8 @@ func q(s string) string { return strconv.Quote(s) }
 
 func TestConformance(t *testing.T) {
 	clientSpec(t)
-	dir := t.TempDir()
-	base, stop := start(t, dir)
-	defer stop()
-	boot, _ := loadBootstrap(t, dir)
+	t.Parallel()
+	base, boot := sharedStack(t)
 	c := &client{t: t, base: base, called: map[string]bool{}}
 	login := `{"domain_id": ` + q(boot.DomainID) + `, "auth_type": "LOCAL", "credentials": {"user_id": ` + q(boot.AdminUserID) + `, "password": ` + q(boot.AdminPassword) + `}}`
 	var reflected map[string]bool
@@ -519,6 +517,7 @@ func fakeRegistry(t *testing.T, tags ...string) string {
 // 10), with its bodies, and checks status 200 and the JSON type of every
 // field the console reads. Step ids are "console <section> <row>".
 func TestConsoleServices(t *testing.T) {
+	t.Parallel()
 	spec := clientSpec(t)
 	for _, row := range []string{
 		"| data-source/update-permissions | data_source_id, permissions{deny:[...]} | model |",

@@ -41,10 +41,8 @@ func consolePaths(t *testing.T) []string {
 // answers 501 ERROR_NOT_IMPLEMENTED naming the operation, and
 // docs/status.md lists it.
 func TestConsolePathList(t *testing.T) {
-	dir := t.TempDir()
-	base, stop := start(t, dir)
-	defer stop()
-	boot, _ := loadBootstrap(t, dir)
+	t.Parallel()
+	base, boot := sharedStack(t)
 	status, b := post(t, base+"/identity/token/issue", "", `{"credentials": {"user_id": "`+boot.AdminUserID+`", "password": "`+boot.AdminPassword+`"}, "auth_type": "LOCAL", "domain_id": "`+boot.DomainID+`"}`)
 	if status != http.StatusOK {
 		t.Fatalf("login: %d %v", status, b)

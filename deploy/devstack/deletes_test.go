@@ -75,6 +75,7 @@ func eventually(t *testing.T, db *mongo.Database, what string, filter bson.D) {
 // the user leaves the project channels that named it; and a user created
 // again with the same id inherits nothing.
 func TestDeletesReachEveryService(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	m, err := devinfra.StartMongo(filepath.Join(dir, "mongo"), "127.0.0.1:0", slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -241,7 +242,7 @@ var mailCode = regexp.MustCompile(`confirm your e-mail address:\s+(\d{6})`)
 // returns its code.
 func mailedCode(t *testing.T, dir, addr string) string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(waitBound)
 	for {
 		files, _ := filepath.Glob(filepath.Join(dir, "*.eml"))
 		for _, f := range files {
@@ -255,7 +256,7 @@ func mailedCode(t *testing.T, dir, addr string) string {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no verification code mailed to %s in %s after 30s", addr, dir)
+			t.Fatalf("no verification code mailed to %s in %s after %v", addr, dir, waitBound)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -4,23 +4,128 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nubes-io/nubes/pkg/app"
 	"github.com/nubes-io/nubes/pkg/testkit"
 )
 
 // TestMain hands the tests the run's FerretDB and NATS (pkg/testkit),
 // outside the race build; TestFirstScreen and TestNoSecretInLogs still
-// start the embedded ones, whose logs they check.
-func TestMain(m *testing.M) { testkit.Main(m) }
+// start the embedded ones, whose logs they check. The stack the tests
+// share (sharedStack) stops at the end.
+func TestMain(m *testing.M) { testkit.Main(m, stopShared) }
+
+// startBound bounds a stack's start: the tests start stacks side by side
+// (t.Parallel), some on embedded servers built with -race, on a machine
+// other runs load too.
+const startBound = 3 * time.Minute
+
+// waitBound ends a wait for something that must come (a plugin call, a
+// mail): only so that one never met fails the test; far above an idle
+// run, with stacks side by side on a loaded machine.
+const waitBound = time.Minute
+
+// shared is one stack for the tests that read what any stack serves (its
+// routes, documents, roles, services) or act only in a domain of their
+// own (sharedStack): the ten services start once per test binary, not
+// once per test. A test that restarts a stack, reads its data directory
+// or logs, or needs plugins or gRPC configured, starts its own.
+var shared struct {
+	once  sync.Once
+	base  string
+	boot  Bootstrap // the root domain's
+	built []*app.Service
+	err   error
+	stop  func()
+	seq   atomic.Int64
+}
+
+// sharedStack is the binary's shared stack and a domain of t's own on it,
+// with its own admin (domain/create with the root domain's SYSTEM token):
+// boot is that domain's, as bootstrap.json is the root domain's, and its
+// SystemToken the root domain's.
+func sharedStack(t *testing.T) (string, Bootstrap) {
+	t.Helper()
+	shared.once.Do(startShared)
+	if shared.err != nil {
+		t.Fatalf("shared devstack: %v", shared.err)
+	}
+	n := shared.seq.Add(1)
+	// A name of at most 40 characters with room for a test's suffix.
+	name := strings.ToLower(strings.TrimPrefix(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()), "Test"))
+	boot := Bootstrap{DomainName: fmt.Sprintf("%.20s-%d", name, n), AdminUserID: "admin",
+		AdminPassword: fmt.Sprintf("Shared-Passw0rd-%d", n), SystemToken: shared.boot.SystemToken}
+	status, b := post(t, shared.base+"/identity/domain/create", shared.boot.SystemToken, `{"name": `+strconv.Quote(boot.DomainName)+
+		`, "admin": {"user_id": "admin", "password": `+strconv.Quote(boot.AdminPassword)+`, "email": "admin@`+boot.DomainName+`.example.com"}}`)
+	if status != http.StatusOK {
+		t.Fatalf("shared devstack: domain/create %s: %d %v", boot.DomainName, status, b)
+	}
+	boot.DomainID = b["domain_id"].(string)
+	return shared.base, boot
+}
+
+// startShared starts the shared stack on a database and a NATS account of
+// the run's servers held until stopShared.
+func startShared() {
+	env := testkit.Get()
+	dir, err := os.MkdirTemp("", "devstack-shared-")
+	if err != nil {
+		shared.err = err
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	natsURL, release, err := env.Account(ctx)
+	cancel()
+	if err != nil {
+		shared.err = err
+		_ = os.RemoveAll(dir)
+		return
+	}
+	db := env.Client.Database(fmt.Sprintf("devstack_shared_%d", os.Getpid()))
+	cfg := Config{HTTPAddr: "127.0.0.1:0", DataDir: dir, MongoURI: env.Mongo.URI, MongoDB: db.Name(), NATSURL: natsURL,
+		Built: func(s []*app.Service) { shared.built = s }}
+	runCtx, stop := context.WithCancel(context.Background())
+	addr := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- Run(runCtx, cfg, slog.New(slog.DiscardHandler), func(a string) { addr <- a }) }()
+	shared.stop = func() {
+		stop()
+		if err := <-done; err != nil {
+			fmt.Fprintln(os.Stderr, "shared devstack stopped with", err)
+		}
+		_ = db.Drop(context.Background())
+		release()
+		_ = os.RemoveAll(dir)
+	}
+	select {
+	case a := <-addr:
+		shared.base = "http://" + a
+		shared.boot, shared.err = readBootstrap(filepath.Join(dir, "bootstrap.json"))
+	case err := <-done:
+		shared.err = fmt.Errorf("did not start: %w", err)
+		done <- nil
+	case <-time.After(startBound):
+		shared.err = fmt.Errorf("did not start in %v", startBound)
+	}
+}
+
+func stopShared() {
+	if shared.stop != nil {
+		shared.stop()
+	}
+}
 
 // stores are the database and NATS account of each data directory a test
 // started a stack on, so a stack started again on it (TestDevstack) finds
@@ -85,8 +190,8 @@ func startWith(t *testing.T, cfg Config) (string, func()) {
 		}
 	case err := <-done:
 		t.Fatalf("devstack did not start: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("devstack did not start in 60s")
+	case <-time.After(startBound):
+		t.Fatalf("devstack did not start in %v", startBound)
 	}
 	return "", nil
 }
@@ -132,6 +237,7 @@ func loadBootstrap(t *testing.T, dir string) (Bootstrap, string) {
 // every operation of the services it runs; the second changes nothing and
 // still has the data.
 func TestDevstack(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	base, stop := start(t, dir)
 	boot, raw := loadBootstrap(t, dir)

@@ -20,6 +20,7 @@ import (
 // TestGRPCAsCfctl calls the devstack's gRPC address as cfctl does:
 // reflection only, JSON in, token in metadata.
 func TestGRPCAsCfctl(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	grpcAddr := make(chan string, 1)
 	base, stop := startWith(t, Config{DataDir: dir, GRPCAddr: "127.0.0.1:0", GRPCListening: func(a string) { grpcAddr <- a }})

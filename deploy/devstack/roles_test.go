@@ -58,8 +58,8 @@ func roleTable(t *testing.T) map[string][]string {
 // is not routed, nor misses one of docs/spec/operations.tsv.
 func TestRoleTable(t *testing.T) {
 	table := roleTable(t)
-	base, stop := start(t, t.TempDir())
-	defer stop()
+	t.Parallel()
+	base, _ := sharedStack(t)
 	resp, err := http.Get(base + "/openapi.json")
 	if err != nil {
 		t.Fatal(err)

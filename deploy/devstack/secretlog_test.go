@@ -20,6 +20,7 @@ import (
 // registry password (through a registry call that fails), a user
 // secret's data, a webhook ingest URL's key.
 func TestNoSecretInLogs(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var logs testkit.LogBuffer
 	ctx, cancel := context.WithCancel(context.Background())
@@ -35,8 +36,8 @@ func TestNoSecretInLogs(t *testing.T) {
 		base = "http://" + a
 	case err := <-done:
 		t.Fatalf("devstack did not start: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("devstack did not start in 60s")
+	case <-time.After(startBound):
+		t.Fatalf("devstack did not start in %v", startBound)
 	}
 	defer func() {
 		cancel()
@@ -136,7 +137,7 @@ var linkToken = regexp.MustCompile(`sso_access_token=([A-Za-z0-9._=-]+)`)
 // tokens.
 func mailedTokens(t *testing.T, dir string, n int) []string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(waitBound)
 	for {
 		var out []string
 		files, _ := filepath.Glob(filepath.Join(dir, "*.eml"))
@@ -151,7 +152,7 @@ func mailedTokens(t *testing.T, dir string, n int) []string {
 			return out
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d mails with a link in %s after 30s, want %d", len(out), dir, n)
+			t.Fatalf("%d mails with a link in %s after %v, want %d", len(out), dir, waitBound, n)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -35,9 +35,9 @@ const (
 // subjects of the payload types it uses). `go test ./deploy/devstack -run
 // '^TestServiceMap$' -update-service-map` rewrites the file.
 func TestServiceMap(t *testing.T) {
-	var built []*app.Service
-	_, stop := startWith(t, Config{Built: func(s []*app.Service) { built = s }})
-	stop()
+	t.Parallel()
+	sharedStack(t)
+	built := shared.built
 	if len(built) != len(serviceNames) {
 		t.Fatalf("built %d services, want %d", len(built), len(serviceNames))
 	}

@@ -196,6 +196,7 @@ func page(rows []row, start, limit int) map[string]any {
 // TestCore covers what the services use first: group_by, count, sum,
 // push (by key and with fields), sort and page with more.
 func TestCore(t *testing.T) {
+	t.Parallel()
 	c, js := seed(t)
 	byCollector := func(each func(string, []job) row) []row {
 		keys, m := groups(js, func(j job) string { return j.Collector })

@@ -12,6 +12,7 @@ import (
 // decode and validate through api.Decode, and say what is wrong with the
 // member's wire name.
 func TestAPIDecode(t *testing.T) {
+	t.Parallel()
 	type analyzeReq struct {
 		Query *Query `json:"query" v:"required"`
 	}

@@ -8,6 +8,7 @@ import (
 // TestCompile pins the translation into a StatisticsQuery, which is the
 // contract with pkg/stat: group, pivot group, project, sort, skip, limit.
 func TestCompile(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ name, query, want string }{
 		{"group only, fields in name order",
 			`{"group_by":["data.size"],"fields":{"z":{"operator":"count"},"a":{"operator":"sum","key":"x"}}}`,

@@ -40,6 +40,7 @@ func decodeAndValidate(q string, ts bool) error {
 // TestBadInput: every malformed query is refused before it reaches the
 // store, with upstream's code and the member named.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	const (
 		required = errs.RequiredParameter
 		invalid  = errs.InvalidParameter
@@ -127,6 +128,7 @@ func TestBadInput(t *testing.T) {
 // TestGoodInput: the accepted spellings (camelCase members, null as
 // absent, count with a key, time series members) decode and validate.
 func TestGoodInput(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		query string
 		ts    bool
@@ -155,6 +157,7 @@ func TestGoodInput(t *testing.T) {
 // TestBadFilter: a filter mistake surfaces when the query runs, with the
 // list query's codes, and no row comes back.
 func TestBadFilter(t *testing.T) {
+	t.Parallel()
 	c, _ := seed(t)
 	for _, tc := range []struct{ query, code string }{
 		{`{"filter":[{"k":"status","v":"x","o":"like"}],"fields":{"n":{"operator":"count"}}}`, errs.DBQuery},

@@ -47,6 +47,7 @@ func avg(xs []float64) any {
 // TestOperators runs each accumulator on the embedded store against
 // results computed from the seed in plain Go.
 func TestOperators(t *testing.T) {
+	t.Parallel()
 	c, js := seed(t)
 	cases := []struct {
 		name, query string
@@ -178,6 +179,7 @@ func TestOperators(t *testing.T) {
 // TestSelect checks each select operator and that only the selected
 // names come back.
 func TestSelect(t *testing.T) {
+	t.Parallel()
 	c, js := seed(t)
 	want := perCollector(js, func(g []job) row {
 		n := int64(len(g))
@@ -226,6 +228,7 @@ func TestSelect(t *testing.T) {
 // TestFieldGroup checks the pivot: lists of {value, <keys>}, totals, and
 // a sort on a field that goes to its total.
 func TestFieldGroup(t *testing.T) {
+	t.Parallel()
 	c, js := seed(t)
 	type cell struct {
 		status string
@@ -290,6 +293,7 @@ func TestFieldGroup(t *testing.T) {
 // TestTimeSeries checks granularity (the date key), start and end (the
 // end's whole period included) on string dates of two formats.
 func TestTimeSeries(t *testing.T) {
+	t.Parallel()
 	c, js := seed(t)
 	run := func(q string, df DateField) map[string]any {
 		t.Helper()
@@ -347,6 +351,7 @@ func totalTasks(g []job) int64 { return sum(g, func(j job) int64 { return j.Tota
 // TestReadable checks that a resource's Fields bound what group_by and
 // fields may read, named in the query's terms.
 func TestReadable(t *testing.T) {
+	t.Parallel()
 	c, js := seed(t)
 	r := resource
 	r.Fields = []string{"job_id", "status", "collector_id", "total_tasks", "created_at"}

@@ -10,6 +10,7 @@ import (
 // TestJSONSchema: the documented shapes accept what the decoder accepts
 // (in snake_case) and refuse what it refuses.
 func TestJSONSchema(t *testing.T) {
+	t.Parallel()
 	plain, err := jsonschema.Compile((&Query{}).JSONSchema())
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 // A secret field is refused in filter, filter_or, group_by and fields
 // before anything runs (no collection is needed to answer).
 func TestSecretFieldsAreRefused(t *testing.T) {
+	t.Parallel()
 	r := query.Resource{Secret: []string{"access_key"}, Fields: []string{"access_key", "name", "cost"}}
 	for _, tc := range []struct{ q, path string }{
 		{`{"filter": [{"k": "access_key", "v": "abc", "o": "eq"}], "fields": {"n": {"operator": "count"}}}`, "access_key"},

@@ -224,6 +224,7 @@ func TestChartNATSUsers(t *testing.T) {
 // read every stream's info, and delete single messages only where the
 // mailer must (the mail stream).
 func TestChartStreamOwners(t *testing.T) {
+	t.Parallel()
 	conf, err := os.ReadFile("testdata/chart-nats-users.conf")
 	if err != nil {
 		t.Fatal(err)

@@ -89,6 +89,7 @@ func (d *deliveries) get() map[string]int {
 
 // Four workers hold four messages at once; each message is handled once.
 func TestConsumeRunsWorkersAtOnce(t *testing.T) {
+	t.Parallel()
 	n := testkit.StartNATS(t)
 	bus := connect(t, n.URL())
 	const workers = 4
@@ -113,10 +114,10 @@ func TestConsumeRunsWorkersAtOnce(t *testing.T) {
 		ids[i] = fmt.Sprintf("m%d", i)
 	}
 	publish(t, bus, ids...)
-	waitFor(t, patience, "4 messages handled at once", func() bool { return most.Load() == workers })
+	testkit.Eventually(t, patience, "4 messages handled at once", func() bool { return most.Load() == workers })
 	close(release)
-	waitFor(t, patience, "every message handled", func() bool { return len(seen.get()) == len(ids) })
-	waitFor(t, patience, "every message acked", func() bool { return numAckPending(t, bus) == 0 && numPending(t, bus) == 0 })
+	testkit.Eventually(t, patience, "every message handled", func() bool { return len(seen.get()) == len(ids) })
+	testkit.Eventually(t, patience, "every message acked", func() bool { return numAckPending(t, bus) == 0 && numPending(t, bus) == 0 })
 	for id, k := range seen.get() {
 		if k != 1 {
 			t.Errorf("%s handled %d times", id, k)
@@ -149,6 +150,7 @@ func numPending(t *testing.T, bus *events.Bus) uint64 { return consumerInfo(t, b
 // consumer exist yet): it waits, sets everything up once NATS comes, and
 // rides out a restart of the server.
 func TestConsumeWaitsForNATS(t *testing.T) {
+	t.Parallel()
 	n := testkit.StartNATS(t)
 	n.Stop()
 	bus := connect(t, n.URL())
@@ -167,28 +169,29 @@ func TestConsumeWaitsForNATS(t *testing.T) {
 		t.Fatalf("Setup ran %d times with NATS down", got)
 	}
 	n.Start()
-	waitFor(t, patience, "bus connected", bus.Connected)
-	waitFor(t, patience, "setup done", func() bool { return setups.Load() > 0 })
+	testkit.Eventually(t, patience, "bus connected", bus.Connected)
+	testkit.Eventually(t, patience, "setup done", func() bool { return setups.Load() > 0 })
 	publish(t, bus, "early")
-	waitFor(t, patience, "message handled", func() bool { return seen.get()["early"] == 1 })
+	testkit.Eventually(t, patience, "message handled", func() bool { return seen.get()["early"] == 1 })
 	if info := consumerInfo(t, bus); info.Config.FilterSubject != testSubject || info.Config.AckWait != time.Minute {
 		t.Fatalf("consumer config %+v", info.Config)
 	}
 
 	n.Stop()
-	waitFor(t, patience, "bus disconnected", func() bool { return !bus.Connected() })
+	testkit.Eventually(t, patience, "bus disconnected", func() bool { return !bus.Connected() })
 	n.Start()
-	waitFor(t, patience, "bus connected again", bus.Connected)
-	waitFor(t, patience, "message published after the restart", func() bool {
+	testkit.Eventually(t, patience, "bus connected again", bus.Connected)
+	testkit.Eventually(t, patience, "message published after the restart", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		return bus.Publish(ctx, testSubject, "late", map[string]string{"id": "late"}) == nil
 	})
-	waitFor(t, patience, "message handled after the restart", func() bool { return seen.get()["late"] == 1 })
+	testkit.Eventually(t, patience, "message handled after the restart", func() bool { return seen.get()["late"] == 1 })
 }
 
 // A failing Setup is retried; the consumer is created only once it passes.
 func TestConsumeRetriesSetup(t *testing.T) {
+	t.Parallel()
 	n := testkit.StartNATS(t)
 	bus := connect(t, n.URL())
 	var calls atomic.Int32
@@ -205,7 +208,7 @@ func TestConsumeRetriesSetup(t *testing.T) {
 		return events.Done()
 	})
 	publish(t, bus, "a")
-	waitFor(t, patience, "message handled", func() bool { return seen.get()["a"] == 1 })
+	testkit.Eventually(t, patience, "message handled", func() bool { return seen.get()["a"] == 1 })
 	if got := calls.Load(); got != 3 {
 		t.Fatalf("Setup called %d times, want 3", got)
 	}
@@ -213,6 +216,7 @@ func TestConsumeRetriesSetup(t *testing.T) {
 
 // The consumer is deleted under Consume: it creates it again and goes on.
 func TestConsumeRecreatesLostConsumer(t *testing.T) {
+	t.Parallel()
 	n := testkit.StartNATS(t)
 	bus := connect(t, n.URL())
 	var seen deliveries
@@ -221,14 +225,14 @@ func TestConsumeRecreatesLostConsumer(t *testing.T) {
 		return events.Done()
 	})
 	publish(t, bus, "before")
-	waitFor(t, patience, "first message handled", func() bool { return seen.get()["before"] == 1 })
+	testkit.Eventually(t, patience, "first message handled", func() bool { return seen.get()["before"] == 1 })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := bus.JS.DeleteConsumer(ctx, events.JobStream, "test"); err != nil {
 		t.Fatal(err)
 	}
 	publish(t, bus, "after")
-	waitFor(t, patience, "message handled by the new consumer", func() bool { return seen.get()["after"] == 1 })
+	testkit.Eventually(t, patience, "message handled by the new consumer", func() bool { return seen.get()["after"] == 1 })
 }
 
 // holdPastAckWait handles one message for three AckWaits on one of two
@@ -283,6 +287,7 @@ func TestWithoutHeartbeatSlowMessageIsRedelivered(t *testing.T) {
 
 // Heartbeat's stop returns once no beat can follow and may be called twice.
 func TestHeartbeatStops(t *testing.T) {
+	t.Parallel()
 	n := testkit.StartNATS(t)
 	bus := connect(t, n.URL())
 	ctx, cancel := context.WithTimeout(context.Background(), patience)
@@ -310,12 +315,13 @@ func TestHeartbeatStops(t *testing.T) {
 	if err := msg.Ack(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, patience, "message acked", func() bool { return numAckPending(t, bus) == 0 })
+	testkit.Eventually(t, patience, "message acked", func() bool { return numAckPending(t, bus) == 0 })
 }
 
 // Cancelling ctx ends Consume with nil, after the handler in progress
 // returned; the handler sees its ctx done.
 func TestConsumeShutdown(t *testing.T) {
+	t.Parallel()
 	n := testkit.StartNATS(t)
 	bus := connect(t, n.URL())
 	started := make(chan struct{})
@@ -344,6 +350,7 @@ func TestConsumeShutdown(t *testing.T) {
 
 // A spec Consume cannot use is refused at once, and no consumer is made.
 func TestConsumeRefusesBadSpec(t *testing.T) {
+	t.Parallel()
 	n := testkit.StartNATS(t)
 	bus := connect(t, n.URL())
 	ok := testSpec(time.Minute)

@@ -84,6 +84,7 @@ func publishDeleted(t *testing.T, bus *events.Bus, d events.Deleted) {
 // and takes the deletions published while it was down; each service's
 // consumer reads every deletion on its own.
 func TestDeletionsSurviveAKilledConsumer(t *testing.T) {
+	t.Parallel()
 	n := testkit.StartNATS(t)
 	bus := connect(t, n.URL())
 	started := make(chan struct{})
@@ -112,14 +113,15 @@ func TestDeletionsSurviveAKilledConsumer(t *testing.T) {
 		done.add(d.ID)
 		return nil
 	})
-	waitFor(t, patience, "both deletions finished after the restart", func() bool { return done.count(first.ID) >= 1 && done.count(second.ID) >= 1 })
-	waitFor(t, patience, "the other service's consumer got both", func() bool { return other.count(first.ID) == 1 && other.count(second.ID) == 1 })
+	testkit.Eventually(t, patience, "both deletions finished after the restart", func() bool { return done.count(first.ID) >= 1 && done.count(second.ID) >= 1 })
+	testkit.Eventually(t, patience, "the other service's consumer got both", func() bool { return other.count(first.ID) == 1 && other.count(second.ID) == 1 })
 }
 
 // A cleanup that fails is delivered again until it succeeds; the same
 // deletion published twice (a retried delete) is one message; a payload
 // that is no deletion is dropped, and the next one still goes through.
 func TestDeletionsRetryFailuresAndDropJunk(t *testing.T) {
+	t.Parallel()
 	n := testkit.StartNATS(t)
 	bus := connect(t, n.URL())
 	var mu sync.Mutex
@@ -144,8 +146,8 @@ func TestDeletionsRetryFailuresAndDropJunk(t *testing.T) {
 	publishDeleted(t, bus, flaky)
 	publishDeleted(t, bus, twice)
 	publishDeleted(t, bus, twice)
-	waitFor(t, patience, "the flaky deletion finished on its second delivery", func() bool { return done.count(flaky.ID) == 1 })
-	waitFor(t, patience, "the deletion published twice finished", func() bool { return done.count(twice.ID) == 1 })
+	testkit.Eventually(t, patience, "the flaky deletion finished on its second delivery", func() bool { return done.count(flaky.ID) == 1 })
+	testkit.Eventually(t, patience, "the deletion published twice finished", func() bool { return done.count(twice.ID) == 1 })
 	mu.Lock()
 	defer mu.Unlock()
 	if calls[flaky.ID] != 2 || calls[twice.ID] != 1 {
@@ -156,6 +158,7 @@ func TestDeletionsRetryFailuresAndDropJunk(t *testing.T) {
 // The contract: ids are stable per life of a record; Check refuses a
 // deletion without its subject; Owner selects by the suite's fields.
 func TestDeletedContract(t *testing.T) {
+	t.Parallel()
 	if a, b := events.DeletedID(events.DeletedUser, "d", "u", "t1"), events.DeletedID(events.DeletedUser, "d", "u", "t1"); a != b || !events.ValidID(a) {
 		t.Errorf("DeletedID not stable or not valid: %q %q", a, b)
 	}

@@ -15,6 +15,7 @@ import (
 // Nats-Msg-Id, once however often it is added; an unusable one is refused
 // and nothing is stored.
 func TestNotify(t *testing.T) {
+	t.Parallel()
 	bus := connect(t, testkit.StartNATS(t).URL())
 	o := newOutbox(t, bus, "outbox_notify")
 	ctx := context.Background()
@@ -51,7 +52,7 @@ func TestNotify(t *testing.T) {
 		t.Fatalf("%d records for one id", n)
 	}
 	runRelay(t, o)
-	waitFor(t, patience, "the relay", func() bool { n, _ := o.Pending(ctx); return n == 0 })
+	testkit.Eventually(t, patience, "the relay", func() bool { n, _ := o.Pending(ctx); return n == 0 })
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	s, err := bus.JS.Stream(cctx, events.NotificationStream)

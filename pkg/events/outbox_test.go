@@ -60,17 +60,6 @@ func runRelay(t *testing.T, o *events.Outbox) {
 	})
 }
 
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // streamMails returns the mails stored in MailStream, by Nats-Msg-Id.
 func streamMails(t *testing.T, b *events.Bus) map[string][]events.Mail {
 	t.Helper()
@@ -116,6 +105,7 @@ func pending(t *testing.T, o *events.Outbox) int64 {
 }
 
 func TestOutboxRelaysEachMailOnce(t *testing.T) {
+	t.Parallel()
 	n := testkit.StartNATS(t)
 	bus := connect(t, n.URL())
 	o := newOutbox(t, bus, "outbox")
@@ -135,7 +125,7 @@ func TestOutboxRelaysEachMailOnce(t *testing.T) {
 		t.Fatalf("pending %d, want 2", got)
 	}
 	runRelay(t, o)
-	waitFor(t, patience, "outbox drained", func() bool { return pending(t, o) == 0 })
+	testkit.Eventually(t, patience, "outbox drained", func() bool { return pending(t, o) == 0 })
 
 	mails := streamMails(t, bus)
 	if len(mails) != 2 {
@@ -155,6 +145,7 @@ func TestOutboxRelaysEachMailOnce(t *testing.T) {
 }
 
 func TestOutboxRefusesBadEvents(t *testing.T) {
+	t.Parallel()
 	n := testkit.StartNATS(t)
 	o := newOutbox(t, connect(t, n.URL()), "outbox")
 	ctx := context.Background()
@@ -175,6 +166,7 @@ func TestOutboxRefusesBadEvents(t *testing.T) {
 // NATS goes away after start: Enqueue still succeeds (the operation does),
 // and the mails go out once NATS is back on the same port.
 func TestOutboxRelayWaitsForNATS(t *testing.T) {
+	t.Parallel()
 	n := testkit.StartNATS(t)
 	bus := connect(t, n.URL())
 	o := newOutbox(t, bus, "outbox")
@@ -184,10 +176,10 @@ func TestOutboxRelayWaitsForNATS(t *testing.T) {
 	if err := o.Enqueue(ctx, events.Mail{ID: "mail-before", To: "a@example.com"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, patience, "first mail relayed", func() bool { return pending(t, o) == 0 })
+	testkit.Eventually(t, patience, "first mail relayed", func() bool { return pending(t, o) == 0 })
 
 	n.Stop()
-	waitFor(t, patience, "bus disconnected", func() bool { return !bus.Connected() })
+	testkit.Eventually(t, patience, "bus disconnected", func() bool { return !bus.Connected() })
 	for i := range 5 {
 		if err := o.Enqueue(ctx, events.Mail{ID: fmt.Sprintf("mail-down-%d", i), To: "a@example.com"}); err != nil {
 			t.Fatalf("enqueue with NATS down: %v", err)
@@ -198,7 +190,7 @@ func TestOutboxRelayWaitsForNATS(t *testing.T) {
 	}
 
 	n.Start()
-	waitFor(t, patience, "outbox drained after NATS returned", func() bool { return pending(t, o) == 0 })
+	testkit.Eventually(t, patience, "outbox drained after NATS returned", func() bool { return pending(t, o) == 0 })
 	mails := streamMails(t, bus)
 	if len(mails) != 6 {
 		t.Fatalf("stream holds %d ids, want 6: %v", len(mails), mails)
@@ -213,6 +205,7 @@ func TestOutboxRelayWaitsForNATS(t *testing.T) {
 // NATS is down when the service starts: Connect does not fail, and the
 // streams are created once NATS comes up.
 func TestConnectWhileNATSIsDown(t *testing.T) {
+	t.Parallel()
 	n := testkit.StartNATS(t)
 	n.Stop()
 	bus := connect(t, n.URL())
@@ -225,7 +218,7 @@ func TestConnectWhileNATSIsDown(t *testing.T) {
 	}
 	runRelay(t, o)
 	n.Start()
-	waitFor(t, patience, "outbox drained", func() bool { return pending(t, o) == 0 })
+	testkit.Eventually(t, patience, "outbox drained", func() bool { return pending(t, o) == 0 })
 	if mails := streamMails(t, bus); len(mails["mail-early"]) != 1 {
 		t.Fatalf("stream: %v", mails)
 	}
@@ -233,6 +226,7 @@ func TestConnectWhileNATSIsDown(t *testing.T) {
 
 // Several replicas relay the same collection: every mail is stored once.
 func TestOutboxReplicas(t *testing.T) {
+	t.Parallel()
 	n := testkit.StartNATS(t)
 	db := testkit.Get().Database(t)
 	var outboxes []*events.Outbox
@@ -260,7 +254,7 @@ func TestOutboxReplicas(t *testing.T) {
 	for _, o := range outboxes {
 		runRelay(t, o)
 	}
-	waitFor(t, patience, "outbox drained", func() bool { return pending(t, outboxes[0]) == 0 })
+	testkit.Eventually(t, patience, "outbox drained", func() bool { return pending(t, outboxes[0]) == 0 })
 	mails := streamMails(t, buses[0])
 	if len(mails) != total {
 		t.Fatalf("stream holds %d ids, want %d", len(mails), total)
@@ -273,6 +267,7 @@ func TestOutboxReplicas(t *testing.T) {
 }
 
 func TestBusPublishDedupes(t *testing.T) {
+	t.Parallel()
 	n := testkit.StartNATS(t)
 	bus := connect(t, n.URL())
 	ctx := context.Background()
@@ -290,6 +285,7 @@ func TestBusPublishDedupes(t *testing.T) {
 // TestStreamReplicas: the configured replica count reaches the server. A
 // single server stores each stream once and refuses more.
 func TestStreamReplicas(t *testing.T) {
+	t.Parallel()
 	n := testkit.StartNATS(t)
 	bus := connect(t, n.URL())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -83,8 +83,8 @@ func TestConsumeOutcomes(t *testing.T) {
 		}
 	})
 	publish(t, bus, "done", "flaky", "poison", "hopeless")
-	waitFor(t, patience, "two dead letters", func() bool { return len(l.get()) == 2 })
-	waitFor(t, patience, "every message settled", idle(t, bus))
+	testkit.Eventually(t, patience, "two dead letters", func() bool { return len(l.get()) == 2 })
+	testkit.Eventually(t, patience, "every message settled", idle(t, bus))
 	got := seen.get()
 	if got["done"] != 1 || got["flaky"] != 2 || got["poison"] != 1 || got["hopeless"] != 3 {
 		t.Fatalf("deliveries %v: want done 1, flaky 2, poison 1, hopeless 3 (the bound)", got)
@@ -123,8 +123,8 @@ func TestDeadLetterKeptEventually(t *testing.T) {
 		return events.Poison("refused for good")
 	})
 	publish(t, bus, "doomed")
-	waitFor(t, patience, "the dead letter kept", func() bool { return len(l.get()) == 1 })
-	waitFor(t, patience, "the message settled", idle(t, bus))
+	testkit.Eventually(t, patience, "the dead letter kept", func() bool { return len(l.get()) == 1 })
+	testkit.Eventually(t, patience, "the message settled", idle(t, bus))
 	if got := seen.get()["doomed"]; got != 3 {
 		t.Fatalf("%d deliveries, want 3 (two dead letters not kept, the third kept)", got)
 	}

@@ -18,6 +18,7 @@ import (
 // refused with a wrong one or none (Connect's bus then stays
 // disconnected, retrying, as when NATS is down).
 func TestWithUser(t *testing.T) {
+	t.Parallel()
 	srv, err := natsserver.NewServer(&natsserver.Options{
 		Host: "127.0.0.1", Port: natsserver.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
 		// Replies only under the user's own inbox prefix.

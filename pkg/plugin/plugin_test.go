@@ -76,6 +76,7 @@ func eq(t *testing.T, what string, got, want any) {
 // build): requests must arrive by name and replies read back by name on
 // both. A client encoding by fixed field numbers fails on the skewed one.
 func TestEveryKindOnBothVariants(t *testing.T) {
+	t.Parallel()
 	up, _ := fakeplugin.Registry(fakeplugin.Upstream)
 	sk, _ := fakeplugin.Registry(fakeplugin.Skewed)
 	num := func(r interface {
@@ -254,6 +255,7 @@ func TestEveryKindOnBothVariants(t *testing.T) {
 // value that cannot fit the descriptor is a 400, and the typed helpers
 // refuse what the plugins' SDK would.
 func TestRequestFields(t *testing.T) {
+	t.Parallel()
 	s := fakeplugin.Start(t, fakeplugin.Options{})
 	c := newClient(t, fast)
 	ctx := context.Background()
@@ -286,6 +288,7 @@ func TestRequestFields(t *testing.T) {
 // TestReflectionVersions: an upstream (Python) plugin serves only
 // reflection v1alpha; one without reflection cannot be called by name.
 func TestReflectionVersions(t *testing.T) {
+	t.Parallel()
 	c := newClient(t, fast)
 	ctx := context.Background()
 	alpha := fakeplugin.Start(t, fakeplugin.Options{Reflection: fakeplugin.ReflectV1Alpha})
@@ -308,6 +311,7 @@ func TestReflectionVersions(t *testing.T) {
 // TestErrorMapping: the plugin's "ERROR_X: message" is kept; the status
 // follows the plugin's gRPC status; never a 500.
 func TestErrorMapping(t *testing.T) {
+	t.Parallel()
 	s := fakeplugin.Start(t, fakeplugin.Options{})
 	opts := fast
 	opts.Retries = -1
@@ -357,6 +361,7 @@ func TestErrorMapping(t *testing.T) {
 // TestRetries: UNAVAILABLE and DEADLINE_EXCEEDED are tried three times in
 // all; other failures once.
 func TestRetries(t *testing.T) {
+	t.Parallel()
 	s := fakeplugin.Start(t, fakeplugin.Options{})
 	c := newClient(t, fast)
 	ctx := context.Background()
@@ -411,6 +416,7 @@ func TestRetries(t *testing.T) {
 // timeout (three tries), an address that accepts TCP but never speaks gRPC
 // in the ready timeout; a stream has no deadline but its context.
 func TestNeverAHang(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := fakeplugin.Start(t, fakeplugin.Options{})
 	// Timeouts of a second: shorter ones end tries before they reach the
@@ -493,6 +499,7 @@ func TestNeverAHang(t *testing.T) {
 // a stream broken halfway reports the plugin's error after the messages
 // sent, and is not tried again.
 func TestStreamCancelAndBreak(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := fakeplugin.Start(t, fakeplugin.Options{})
 	c := newClient(t, fast)
@@ -576,6 +583,7 @@ func TestStreamCancelAndBreak(t *testing.T) {
 // TestReceiveLimit: replies over the configured receive limit fail as the
 // plugin's failure; the default limit (256 MiB) takes them.
 func TestReceiveLimit(t *testing.T) {
+	t.Parallel()
 	s := fakeplugin.Start(t, fakeplugin.Options{})
 	big := strings.Repeat("x", 64<<10)
 	s.Script(string(plugin.CollectorInit), fakeplugin.Reply{Result: M{"metadata": M{"big": big}}})
@@ -597,6 +605,7 @@ func TestReceiveLimit(t *testing.T) {
 // marked Unsupported; when a new build at the same address serves it,
 // the descriptors are read again.
 func TestUnsupportedAndRefresh(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	only := fakeplugin.Start(t, fakeplugin.Options{Services: []string{"spaceone.api.inventory.plugin.Collector"}})
 	c := newClient(t, fast)
@@ -670,6 +679,7 @@ func TestEndpoints(t *testing.T) {
 
 // TestTLS: grpc+ssl endpoints speak TLS.
 func TestTLS(t *testing.T) {
+	t.Parallel()
 	cert, pool := selfSigned(t)
 	s := fakeplugin.Start(t, fakeplugin.Options{TLS: &tls.Config{Certificates: []tls.Certificate{cert}}})
 	if !strings.HasPrefix(s.Endpoint, "grpc+ssl://") {

@@ -18,6 +18,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/testkit"
 )
 
 type echoReq struct {
@@ -273,8 +274,8 @@ func TestGracefulShutdown(t *testing.T) {
 		}
 	}
 	cancel()
-	waitFor(t, "readiness to fail", func() bool { return f.call("GET", "/readyz", "", "").Code == 503 })
-	waitFor(t, "the listener to close", func() bool {
+	testkit.Eventually(t, time.Minute, "readiness to fail", func() bool { return f.call("GET", "/readyz", "", "").Code == 503 })
+	testkit.Eventually(t, time.Minute, "the listener to close", func() bool {
 		c, err := net.Dial("tcp", ln.Addr().String())
 		if err == nil {
 			c.Close()
@@ -289,16 +290,6 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("Run returned %v", err)
-	}
-}
-
-// waitFor polls cond; the minute only bounds a failing test.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
 	}
 }
 

@@ -41,6 +41,7 @@ func raceN(n int, fn func(i int)) {
 }
 
 func TestNextIsUniqueAndIncreasing(t *testing.T) {
+	t.Parallel()
 	cs := twoClients(t, "counters")
 	ctx := context.Background()
 	var mu sync.Mutex
@@ -69,6 +70,7 @@ func TestNextIsUniqueAndIncreasing(t *testing.T) {
 }
 
 func TestIncCountsEvery(t *testing.T) {
+	t.Parallel()
 	cs := twoClients(t, "posts")
 	ctx := context.Background()
 	if _, err := cs[0].InsertOne(ctx, bson.D{{Key: "_id", Value: "p"}}); err != nil {
@@ -92,6 +94,7 @@ func TestIncCountsEvery(t *testing.T) {
 }
 
 func TestInsertOnceHasOneWinner(t *testing.T) {
+	t.Parallel()
 	cs := twoClients(t, "records")
 	var won atomic.Int32
 	raceN(40, func(i int) {
@@ -119,6 +122,7 @@ type account struct {
 // missing or marked document write nothing; an edit that changes nothing
 // writes nothing.
 func TestChangeLosesNoWrite(t *testing.T) {
+	t.Parallel()
 	cs := twoClients(t, "accounts")
 	ctx := context.Background()
 	if _, err := cs[0].InsertOne(ctx, bson.D{{Key: "_id", Value: "a"}, {Key: "balance", Value: int64(0)}}); err != nil {
@@ -164,6 +168,7 @@ func TestChangeLosesNoWrite(t *testing.T) {
 }
 
 func TestWindowExactUnderConcurrency(t *testing.T) {
+	t.Parallel()
 	cs := twoClients(t, "windows")
 	ctx := context.Background()
 	var won atomic.Int32
@@ -195,6 +200,7 @@ func TestWindowExactUnderConcurrency(t *testing.T) {
 }
 
 func TestWindowEnds(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
 	w := store.Window{C: testkit.Get().Database(t).Collection("windows"), Max: 2, TTL: time.Minute, Now: clock}

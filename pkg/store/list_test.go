@@ -135,6 +135,7 @@ func f(key, op string, value any) string {
 func ids(s ...string) []string { return s }
 
 func TestList(t *testing.T) {
+	t.Parallel()
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	c := fixtures(t, now)
 	iso := func(d time.Duration) string { return now.Add(-d).Format("2006-01-02T15:04:05.000Z07:00") }
@@ -322,6 +323,7 @@ func TestList(t *testing.T) {
 // TestListProjectionNested checks that a nested only path loads just that
 // member of the object.
 func TestListProjectionNested(t *testing.T) {
+	t.Parallel()
 	c := fixtures(t, time.Now().UTC())
 	rows, _ := list(t, c, `{"only":["tags.env","name"],"sort":[{"key":"name"}],"filter":[{"k":"_id","v":"a1","o":"eq"}]}`, resource)
 	if len(rows) != 1 {
@@ -336,6 +338,7 @@ func TestListProjectionNested(t *testing.T) {
 // TestSearch checks the one-call list: the rows trimmed to only (plus the
 // sort keys) on the wire, and a compile error passed through.
 func TestSearch(t *testing.T) {
+	t.Parallel()
 	c := fixtures(t, time.Now().UTC())
 	ctx := context.Background()
 	var q query.Query
@@ -364,6 +367,7 @@ func TestSearch(t *testing.T) {
 // bound, never before the first; total_count counts every row; the
 // next page starts where the short one ended.
 func TestListMaxPageBytes(t *testing.T) {
+	t.Parallel()
 	c := fixtures(t, time.Now().UTC())
 	all, total := list(t, c, `{"sort":[{"key":"_id"}]}`, resource)
 	one, err := bson.Marshal(all[0])

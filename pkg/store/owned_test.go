@@ -15,6 +15,8 @@ import (
 // with their children, and nothing of another owner; run again, it does
 // nothing; cut short by a failing child delete, the next run finishes.
 func TestDeleteOwned(t *testing.T) {
+	// Not t.Parallel: store.FailChildDeletes fails its collection's child
+	// deletes in every test of the binary; serial tests run before the others.
 	ctx := context.Background()
 	db := testkit.Get().Database(t)
 	parents, kids := db.Collection("owned_parents"), db.Collection("owned_kids")

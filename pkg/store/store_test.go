@@ -50,6 +50,7 @@ func things(t *testing.T) *mongo.Collection {
 }
 
 func TestGet(t *testing.T) {
+	t.Parallel()
 	c := things(t)
 	ctx := context.Background()
 
@@ -69,6 +70,7 @@ func TestGet(t *testing.T) {
 }
 
 func TestWrapDuplicate(t *testing.T) {
+	t.Parallel()
 	c := things(t)
 	ctx := context.Background()
 	err := store.EnsureIndexes(ctx, c,
@@ -114,6 +116,7 @@ func TestWrapDuplicate(t *testing.T) {
 }
 
 func TestWrap(t *testing.T) {
+	t.Parallel()
 	c := things(t)
 	own := errs.NotFound("x", "y")
 	plain := errors.New("boom")
@@ -155,6 +158,7 @@ func TestWrap(t *testing.T) {
 // TestResolve checks that a filter without match conditions is left alone
 // and that a match becomes the ids of the scope's matching rows only.
 func TestResolve(t *testing.T) {
+	t.Parallel()
 	c := fixtures(t, time.Now().UTC())
 	ctx := context.Background()
 	plain := bson.D{{Key: "domain_id", Value: "d1"}}
@@ -187,6 +191,7 @@ func TestResolve(t *testing.T) {
 // creates nothing (FerretDB 1.24 drops the connection when asked to create
 // an existing index).
 func TestEnsureIndexesTwice(t *testing.T) {
+	t.Parallel()
 	c := testkit.Get().Database(t).Collection("idx")
 	idx := []store.Index{
 		{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "created_at", Value: -1}}},
@@ -215,6 +220,7 @@ func TestEnsureIndexesTwice(t *testing.T) {
 }
 
 func TestByIDs(t *testing.T) {
+	t.Parallel()
 	c := things(t)
 	// counts has no _id field: the map's keys carry it.
 	type counts struct {
@@ -245,6 +251,7 @@ func TestByIDs(t *testing.T) {
 // Nested free-form objects read back as maps, so they go out as JSON
 // objects (the driver's default, bson.D, would be [{"Key":..,"Value":..}]).
 func TestNestedObjectsReadBackAsMaps(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := testkit.Get().Database(t).Collection("things")
 	doc := bson.M{"_id": "t-1", "tags": bson.M{"icon": bson.M{"url": "x", "size": bson.A{bson.M{"w": 1}}}}}

@@ -27,6 +27,8 @@ import (
 // back as it read it, and the lease design of this teardown existed for
 // that.
 func TestTeardownMarkKeptBySets(t *testing.T) {
+	// Not t.Parallel: store.FailChildDeletes fails its collection's child
+	// deletes in every test of the binary; serial tests run before the others.
 	ctx := context.Background()
 	db := testkit.Get().Database(t)
 	records := db.Collection("records")
@@ -81,6 +83,7 @@ func TestTeardownMarkKeptBySets(t *testing.T) {
 // gone, and every create that answered no error was made while the
 // record was live (its child deleted by the delete's children step).
 func TestTeardownRacingLiveCreates(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := testkit.Get().Database(t)
 	records, toys := db.Collection("records"), db.Collection("toys")

@@ -25,6 +25,8 @@ import (
 // another domain's caller reaches neither the marked record nor its
 // delete.
 func TestTeardown(t *testing.T) {
+	// Not t.Parallel: store.FailChildDeletes fails its collection's child
+	// deletes in every test of the binary; serial tests run before the others.
 	ctx := context.Background()
 	db := testkit.Get().Database(t)
 	parents, pets := db.Collection("parents"), db.Collection("pets")
@@ -130,6 +132,8 @@ type named struct {
 // the record stays marked and out of GetFor, each update either landed
 // before the mark or answered 404, and the retry finishes.
 func TestTeardownRacingChanges(t *testing.T) {
+	// Not t.Parallel: store.FailChildDeletes fails its collection's child
+	// deletes in every test of the binary; serial tests run before the others.
 	ctx := context.Background()
 	db := testkit.Get().Database(t)
 	records := db.Collection("records")
@@ -192,6 +196,8 @@ func TestTeardownRacingChanges(t *testing.T) {
 // again is marked); the record stays marked, with its old name. (Under
 // the old lease design this was the starved holder's fenced write.)
 func TestTeardownChangeReadBeforeMark(t *testing.T) {
+	// Not t.Parallel: store.FailChildDeletes fails its collection's child
+	// deletes in every test of the binary; serial tests run before the others.
 	ctx := context.Background()
 	td, records, toys, admin := fixture(t)
 	read, proceed := make(chan struct{}), make(chan struct{})
@@ -235,6 +241,7 @@ func TestTeardownChangeReadBeforeMark(t *testing.T) {
 // parent, deleted its children and the parent, removes its own child
 // and answers 404: no child outlives its record.
 func TestTeardownLiveCreateAfterDelete(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	td, _, toys, admin := fixture(t)
 	err := liveCreatePaused(t, td, toys, func() {
@@ -254,6 +261,7 @@ func TestTeardownLiveCreateAfterDelete(t *testing.T) {
 // created again under the same _id (a user of the same name) while the
 // create ran: the new record inherits nothing.
 func TestTeardownLiveCreateReborn(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	td, records, toys, admin := fixture(t)
 	err := liveCreatePaused(t, td, toys, func() {
@@ -275,6 +283,7 @@ func TestTeardownLiveCreateReborn(t *testing.T) {
 // TestTeardownLiveCreateKept: a child created while the parent stays
 // live is kept, and its create answers no error.
 func TestTeardownLiveCreateKept(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	td, records, toys, _ := fixture(t)
 	err := liveCreatePaused(t, td, toys, func() {

@@ -26,6 +26,7 @@ type placed struct {
 // the real store, a document without a project field included (the
 // member's filter matches it through a null in $in).
 func TestTenancyHelpers(t *testing.T) {
+	t.Parallel()
 	c := testkit.Get().Database(t).Collection("placed")
 	docs := []bson.D{
 		{{Key: "_id", Value: "w1p1"}, {Key: "domain_id", Value: "d1"}, {Key: "workspace_id", Value: "w1"}, {Key: "project_id", Value: "p1"}},

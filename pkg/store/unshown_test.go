@@ -20,6 +20,7 @@ import (
 // document has, even though the documents do hold the hidden field (score),
 // so a hidden stored field is never read.
 func TestUnshownFieldsAnswerAsAbsent(t *testing.T) {
+	t.Parallel()
 	c := fixtures(t, time.Now().UTC().Truncate(time.Millisecond))
 	// shown: every fixture field but score; open: no Fields (the store answers).
 	shown := resource
@@ -95,6 +96,7 @@ func TestUnshownFieldsAnswerAsAbsent(t *testing.T) {
 // date stored as a BSON date compares as a date, one stored as text as
 // text, and a non-date string as before.
 func TestISODateComparisons(t *testing.T) {
+	t.Parallel()
 	c := testkit.Get().Database(t).Collection("dated")
 	at := func(s string) time.Time { v, _ := time.Parse(time.RFC3339, s); return v }
 	docs := []any{

@@ -50,8 +50,10 @@ type Broker struct{ URL string }
 var env *Env
 
 // Main starts the environment, runs the tests and stops it. Call it from
-// TestMain: `func TestMain(m *testing.M) { testkit.Main(m) }`.
-func Main(m *testing.M) {
+// TestMain: `func TestMain(m *testing.M) { testkit.Main(m) }`. atEnd run
+// after the tests, before the environment stops: they stop what the
+// binary's tests shared (a stack started once for them).
+func Main(m *testing.M, atEnd ...func()) {
 	var err error
 	env, err = start()
 	if err != nil {
@@ -59,6 +61,9 @@ func Main(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	for _, f := range atEnd {
+		f()
+	}
 	env.stop()
 	os.Exit(code)
 }
@@ -277,6 +282,13 @@ func (r *Response) JSON() map[string]any {
 		r.t.Fatalf("%s: decode %s: %v", r.Path, r.Body, err)
 	}
 	return m
+}
+
+// Account is a JetStream account of the run's NATS server, emptied first,
+// for what outlives one test (a stack the binary's tests share); release
+// frees it. A test's own account is OwnNATS.
+func (e *Env) Account(ctx context.Context) (url string, release func(), err error) {
+	return e.infra.claimAccount(ctx)
 }
 
 // OwnNATS is the URL of a JetStream account of the run's NATS server for

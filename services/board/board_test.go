@@ -145,6 +145,7 @@ func (c *callers) stored(t *testing.T, postID string) postInfo {
 }
 
 func TestBoardLifecycle(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	b := c.board(t, "Notices", "maintenance", "release")
 	if !strings.HasPrefix(b.BoardID, "board-") || len(b.BoardID) != 18 || b.Name != "Notices" ||
@@ -197,6 +198,7 @@ func TestBoardLifecycle(t *testing.T) {
 }
 
 func TestBoardWritesNeedSystem(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	b := c.board(t, "Notices", "a")
 	writes := []struct {
@@ -223,6 +225,7 @@ func TestBoardWritesNeedSystem(t *testing.T) {
 }
 
 func TestPostLifecycle(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	b := c.board(t, "Notices", "maintenance", "release")
 	p := c.post(t, c.adminA, b.BoardID, "maintenance", "Upgrade tonight")
@@ -291,6 +294,7 @@ func TestPostLifecycle(t *testing.T) {
 }
 
 func TestPostRules(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	b := c.board(t, "Notices", "maintenance")
 	p := c.post(t, c.adminA, b.BoardID, "maintenance", "Kept")
@@ -365,6 +369,7 @@ func TestPostRules(t *testing.T) {
 }
 
 func TestDomainIsolation(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	b := c.board(t, "Notices", "maintenance")
 	pa := c.post(t, c.adminA, b.BoardID, "maintenance", "Secret of A")
@@ -412,6 +417,7 @@ func TestDomainIsolation(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	b := c.board(t, "Notices", "maintenance")
 	boards, posts := c.count(t, internalboard.BoardsCollection), c.count(t, post.PostsCollection)
@@ -468,6 +474,7 @@ func TestBadInput(t *testing.T) {
 // TestStatShowsOnlyInfoFields: a stat whose stages never build new rows
 // returns the resource's Info fields, not the stored document.
 func TestStatShowsOnlyInfoFields(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	b := c.board(t, "Notices")
 	c.post(t, c.adminA, b.BoardID, "", "One")
@@ -483,6 +490,7 @@ func TestStatShowsOnlyInfoFields(t *testing.T) {
 }
 
 func TestAliasesAndDocs(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	var b boardInfo
 	c.system.Call("/board/board/create", map[string]any{"name": "Via alias", "categories": []string{"a"}}).OK(&b)
@@ -512,6 +520,7 @@ func TestAliasesAndDocs(t *testing.T) {
 // replicas, are all counted in the store by the time they answer, and
 // each answer includes at least its own view.
 func TestConcurrentViewsAllCount(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	replica := setupOn(t, c.db)
 	b := c.board(t, "Notices")
@@ -545,6 +554,7 @@ func TestConcurrentViewsAllCount(t *testing.T) {
 // TestPostTenancy runs the tenancy matrix over a post: no caller outside
 // its domain reads or changes it.
 func TestPostTenancy(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	b := c.board(t, "notices")
 	p := c.post(t, c.adminA, b.BoardID, "", "for domain a")
@@ -569,6 +579,7 @@ func TestPostTenancy(t *testing.T) {
 // updated, listed with its sort on is_pinned, read and deleted on the
 // same paths as the 1.x shape, which keeps working beside it.
 func TestPost2xShape(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	b := c.board(t, "Notices", "maintenance")
 	old := c.post(t, c.adminA, b.BoardID, "maintenance", "1.x post")
@@ -658,6 +669,7 @@ func TestPost2xShape(t *testing.T) {
 // TestPost2xBadInput: each bad 2.x body is refused with its code, and
 // nothing is stored or changed.
 func TestPost2xBadInput(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	var kept postInfo
 	c.adminA.Call("/board/post/create", map[string]any{"board_type": "NOTICE", "title": "Kept", "contents": "c",
@@ -721,6 +733,7 @@ func TestPost2xBadInput(t *testing.T) {
 // existed are read by every workspace. Changing the workspaces moves the
 // notice in and out of a workspace's reach.
 func TestNoticeWorkspaces(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	env := testkit.Get()
 	as := func(p auth.Principal) *testkit.Client { return c.anon.As(env.Token(t, p)) }
@@ -848,6 +861,7 @@ func TestNoticeWorkspaces(t *testing.T) {
 // TestNoticeWorkspacesTenancy runs the tenancy matrix over a notice for
 // one workspace: an owner of another workspace is an outsider too.
 func TestNoticeWorkspacesTenancy(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	var p postInfo
 	c.adminA.Call("/board/post/create", map[string]any{"board_type": "NOTICE", "title": "for workspace-1", "contents": "c",

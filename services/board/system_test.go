@@ -17,6 +17,7 @@ import (
 // and changes nothing. In its own domain the grant still posts as §4.4
 // lets it.
 func TestSystemScopeIsForServices(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	sa := c.anon.For(auth.Principal{DomainID: "domain-a", UserID: "sa", Role: auth.SystemAdmin})
 	b := c.board(t, "Notices", "a")

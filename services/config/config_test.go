@@ -114,6 +114,7 @@ func m(kv ...any) map[string]any {
 func cond(k string, v any, o string) map[string]any { return m("k", k, "v", v, "o", o) }
 
 func TestUserConfigLifecycle(t *testing.T) {
+	t.Parallel()
 	h := setup(t, config.Limits{})
 	var got info
 	h.alice.Call(uc+"create", m("name", "console:gnb:navRail", "data", m("isMinimizeNavRail", true))).OK(&got)
@@ -171,6 +172,7 @@ func TestUserConfigLifecycle(t *testing.T) {
 
 // The console's list filters, as it sends them (console-2x.md 2.1, 3).
 func TestUserConfigConsoleFilters(t *testing.T) {
+	t.Parallel()
 	h := setup(t, config.Limits{})
 	set := func(name string, data map[string]any) { h.alice.Call(uc+"set", m("name", name, "data", data)).OK(nil) }
 	set("console:recent:PROJECT:workspace-1:project-1", m("id", "project-1", "workspace_id", "workspace-1", "type", "PROJECT", "label", "One"))
@@ -244,6 +246,7 @@ func TestUserConfigConsoleFilters(t *testing.T) {
 }
 
 func TestUserConfigBadInput(t *testing.T) {
+	t.Parallel()
 	h := setup(t, config.Limits{MaxDataBytes: 200, MaxUserConfigs: 2})
 	coll := h.coll(core.UserConfigs)
 	for _, tc := range []struct {
@@ -302,6 +305,7 @@ func TestUserConfigBadInput(t *testing.T) {
 // A user config is its owner's alone: the kit's matrix, and another user
 // of the same domain (the domain's admin included) by name.
 func TestUserConfigTenancy(t *testing.T) {
+	t.Parallel()
 	h := setup(t, config.Limits{})
 	h.alice.Call(uc+"set", m("name", "console:gnb:navRail", "data", m("isHideNavRail", true))).OK(nil)
 	id := core.Key("domain-a", "alice", "console:gnb:navRail")
@@ -329,6 +333,7 @@ func TestUserConfigTenancy(t *testing.T) {
 }
 
 func TestSharedConfig(t *testing.T) {
+	t.Parallel()
 	h := setup(t, config.Limits{})
 	coll := h.coll(core.SharedConfigs)
 	var d, w, p info
@@ -427,6 +432,7 @@ func TestSharedConfig(t *testing.T) {
 
 // The kit's matrix over a project's shared config.
 func TestSharedConfigTenancy(t *testing.T) {
+	t.Parallel()
 	h := setup(t, config.Limits{})
 	var p info
 	h.owner1.Call(sc+"create", m("name", "matrix", "data", m("n", 1), "resource_group", "PROJECT", "project_id", "project-1")).OK(&p)
@@ -443,6 +449,7 @@ func TestSharedConfigTenancy(t *testing.T) {
 }
 
 func TestDomainConfig(t *testing.T) {
+	t.Parallel()
 	h := setup(t, config.Limits{})
 	coll := h.coll(core.DomainConfigs)
 	var got info
@@ -490,6 +497,7 @@ func TestDomainConfig(t *testing.T) {
 }
 
 func TestPublicConfig(t *testing.T) {
+	t.Parallel()
 	h := setup(t, config.Limits{})
 	coll := h.coll(core.PublicConfigs)
 	h.adminA.Call(pc+"create", m("name", "console:ext-menu", "data", m("anomaly_detection", m("enabled", true)))).OK(nil)
@@ -533,6 +541,7 @@ func TestPublicConfig(t *testing.T) {
 // pkg/devinfra runs such commands one at a time (the lead's change in
 // progress). strictRevision turns the count on once it has landed.
 func TestUserConfigConcurrentSet(t *testing.T) {
+	t.Parallel()
 	h := setup(t, config.Limits{})
 	const n = 12
 	var wg sync.WaitGroup

@@ -28,6 +28,7 @@ func (e *env) seedCosts(t *testing.T) {
 }
 
 func TestCostAnalyze(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	e.seedCosts(t)
 	q := M{"data_source_id": "ds-1", "query": M{"granularity": "MONTHLY", "start": "2024-01", "end": "2024-02", "group_by": []string{"provider"},
@@ -78,6 +79,7 @@ func TestCostAnalyze(t *testing.T) {
 // stat limits allow answers 400 (the rows past the limit are not read);
 // within the limits it answers in full.
 func TestCostAnalyzeBounded(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	var docs []any
 	for i := range 30 {

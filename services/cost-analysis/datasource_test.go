@@ -24,6 +24,7 @@ func toString(t *testing.T, doc bson.M) string {
 }
 
 func TestDataSourceRegister(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	d := e.register(t, e.adminA, domainSource("AWS costs"))
 	if !strings.HasPrefix(d.DataSourceID, "ds-") || len(d.DataSourceID) != len("ds-")+12 {
@@ -77,6 +78,7 @@ func TestDataSourceRegister(t *testing.T) {
 }
 
 func TestDataSourceLifecycle(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	d := e.register(t, e.adminA, domainSource("aws"))
 	var got DataSource
@@ -137,6 +139,7 @@ func TestDataSourceLifecycle(t *testing.T) {
 }
 
 func TestDataSourceRefused(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	d := e.register(t, e.adminA, domainSource("aws"))
 	wds := e.register(t, e.ownerA1, workspaceSource("w", ""))
@@ -226,6 +229,7 @@ func TestDataSourceRefused(t *testing.T) {
 }
 
 func TestDataSourceIsolation(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	e.register(t, e.adminA, domainSource("domain-wide"))
 	e.register(t, e.ownerA1, workspaceSource("w1", ""))

@@ -10,12 +10,14 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
 )
 
 // A deleted workspace's data sources go with their rules, jobs, tasks
 // and costs; another workspace's stay (issue 38).
 func TestDeletedWorkspaceEndsItsCosts(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true})
 	doomed := e.register(t, e.ownerA1, workspaceSource("doomed", ""))
 	kept := e.register(t, e.ownerA2, workspaceSource("kept", ""))
@@ -38,19 +40,15 @@ func TestDeletedWorkspaceEndsItsCosts(t *testing.T) {
 	if err := e.bus.Publish(ctx, events.DeletedSubject, d.ID, d); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(waitBound)
-	for {
-		left := int64(0)
+	left := int64(0)
+	if err := testkit.Within(waitBound, func() bool {
+		left = 0
 		for _, coll := range []string{dataSources, rules, jobs, tasks, costs} {
 			left += e.count(t, coll, ws1)
 		}
-		if left == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d records of workspace-1 left", left)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return left == 0
+	}); err != nil {
+		t.Fatalf("%d records of workspace-1 left (%v)", left, err)
 	}
 	e.adminA.Call(dsBase+"get", M{"data_source_id": doomed.DataSourceID}).Fails(http.StatusNotFound, errs.NotFoundCode)
 	e.ownerA2.Call(dsBase+"get", M{"data_source_id": kept.DataSourceID}).OK(nil)

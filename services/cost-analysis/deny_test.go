@@ -60,6 +60,7 @@ func opKey(path string) string {
 // member and owner; another workspace, another domain and no token see
 // nothing; the domain admin sees all.
 func TestDeniedKeyEverywhere(t *testing.T) {
+	t.Parallel()
 	const secret, owner = "CC-SECRET-42", "alice-secret"
 	e := setup(t)
 	e.plugin.Script(initMethod, fakeplugin.Reply{Result: M{"metadata": M{"currency": "USD", "data_source_rules": []any{

@@ -18,6 +18,7 @@ type Rate struct {
 }
 
 func TestExchangeRateLifecycle(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	var r Rate
 	e.adminA.Call(rateBase+"get", M{"currency": "KRW"}).OK(&r)
@@ -92,6 +93,7 @@ func TestExchangeRateLifecycle(t *testing.T) {
 }
 
 func TestExchangeRateRefused(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	cases := []struct {
 		name   string

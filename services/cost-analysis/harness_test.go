@@ -444,18 +444,11 @@ func customRule(dsID, name string) M {
 // waitBound).
 func (e *env) waitJob(t *testing.T, c *testkit.Client, id string, cond func(Job) bool) Job {
 	t.Helper()
-	deadline := time.Now().Add(waitBound)
 	var j Job
-	for {
-		c.Call(jobBase+"get", M{"job_id": id}).OK(&j)
-		if cond(j) {
-			return j
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %s: condition not met, last %+v", id, j)
-		}
-		time.Sleep(30 * time.Millisecond)
+	if err := testkit.Within(waitBound, func() bool { c.Call(jobBase+"get", M{"job_id": id}).OK(&j); return cond(j) }); err != nil {
+		t.Fatalf("job %s: condition %v, last %+v", id, err, j)
 	}
+	return j
 }
 
 // waitBound bounds a test's wait for a condition: far above what it

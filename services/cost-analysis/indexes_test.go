@@ -18,6 +18,7 @@ import (
 // as before (job.ensureCostIndexes); the sync tests show the reads and
 // deletes do without them here.
 func TestCostIndexesWhereRead(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{})
 	c := e.db.Collection("cost_costs")
 	names := func() []string {

@@ -73,6 +73,7 @@ func (e *env) sync(t *testing.T, c *testkit.Client, dsID string, start string) J
 }
 
 func TestSyncStoresCosts(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true})
 	e.services.projects["domain-a"] = []M{{"project_id": "project-web", "name": "web", "workspace_id": "workspace-1"},
 		{"project_id": "project-db", "name": "db", "workspace_id": "workspace-2"}}
@@ -216,6 +217,7 @@ func TestSyncStoresCosts(t *testing.T) {
 }
 
 func TestSyncDuplicateAndCancel(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true, workers: heldTasks})
 	ds := e.register(t, e.adminA, domainSource("aws"))
 	// Two tasks: the first call streams and ends, the second streams one
@@ -230,13 +232,9 @@ func TestSyncDuplicateAndCancel(t *testing.T) {
 		t.Fatalf("%d jobs", n)
 	}
 	// Wait for the fast task to finish and the slow one to store its chunk.
-	deadline := time.Now().Add(waitBound)
-	for e.count(t, tasks, bson.E{Key: "status", Value: "SUCCESS"}) != 1 || e.count(t, costs, bson.E{Key: "tags.batch", Value: "slow"}) != 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("tasks did not progress")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, waitBound, "the fast task done and the slow one's chunk stored", func() bool {
+		return e.count(t, tasks, bson.E{Key: "status", Value: "SUCCESS"}) == 1 && e.count(t, costs, bson.E{Key: "tags.batch", Value: "slow"}) == 2
+	})
 	// Cancel by someone who may not: refused.
 	e.ownerA1.Call(jobBase+"cancel", M{"job_id": j.JobID}).Fails(http.StatusForbidden, errs.PermissionDenied)
 	e.adminB.Call(jobBase+"cancel", M{"job_id": j.JobID}).Fails(http.StatusNotFound, errs.NotFoundCode)
@@ -251,18 +249,9 @@ func TestSyncDuplicateAndCancel(t *testing.T) {
 	if l := e.costs(t, e.adminA, ds.DataSourceID, M{}); l.TotalCount != 0 {
 		t.Fatalf("%d costs shown after cancel, want none", l.TotalCount)
 	}
-	deadline = time.Now().Add(waitBound)
-	for e.count(t, tasks, bson.E{Key: "status", Value: "CANCELED"}) != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the hanging task did not stop")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	for e.count(t, costs) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d rows of the cancelled job left", e.count(t, costs))
-		}
-		time.Sleep(20 * time.Millisecond)
+	testkit.Eventually(t, waitBound, "the hanging task stopped", func() bool { return e.count(t, tasks, bson.E{Key: "status", Value: "CANCELED"}) == 1 })
+	if err := testkit.Within(waitBound, func() bool { return e.count(t, costs) == 0 }); err != nil {
+		t.Fatalf("%d rows of the cancelled job left (%v)", e.count(t, costs), err)
 	}
 	// The plugin sees the cut when its stream's context ends, which may
 	// come a moment after the task is CANCELED: waited for, bounded.
@@ -274,12 +263,7 @@ func TestSyncDuplicateAndCancel(t *testing.T) {
 		}
 		return false
 	}
-	for !cut() {
-		if time.Now().After(deadline) {
-			t.Fatal("the hanging stream was not cut")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, waitBound, "the hanging stream cut", cut)
 	final := e.waitJob(t, e.adminA, j.JobID, func(j Job) bool { return j.RemainedTasks == 0 })
 	if final.Status != "CANCELED" {
 		t.Fatalf("job %+v", final)
@@ -354,6 +338,7 @@ func TestSyncRunningClaim(t *testing.T) {
 }
 
 func TestJobTimeout(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true, jobTimeout: 1500 * time.Millisecond})
 	ds := e.register(t, e.adminA, domainSource("aws"))
 	e.plugin.Script(getTasksMethod, tasksReply(1))
@@ -363,12 +348,10 @@ func TestJobTimeout(t *testing.T) {
 	if j.Status != "TIMEOUT" || j.ErrorCode != "ERROR_JOB_TIMEOUT" {
 		t.Fatalf("job %+v", j)
 	}
-	deadline := time.Now().Add(waitBound)
-	for e.count(t, tasks, bson.E{Key: "status", Value: "CANCELED"}) != 1 || e.count(t, costs) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("task not stopped or rows kept: %d rows", e.count(t, costs))
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := testkit.Within(waitBound, func() bool {
+		return e.count(t, tasks, bson.E{Key: "status", Value: "CANCELED"}) == 1 && e.count(t, costs) == 0
+	}); err != nil {
+		t.Fatalf("task not stopped or rows kept: %d rows (%v)", e.count(t, costs), err)
 	}
 	e.adminA.Call(jobBase+"cancel", M{"job_id": j.JobID}).Fails(http.StatusConflict, errs.JobState)
 }
@@ -379,6 +362,7 @@ func TestJobTimeout(t *testing.T) {
 // SUCCESS: the task's rows are gone. The sweeper is held off, so the
 // task's settling alone decides.
 func TestCanceledTaskEndsTimeout(t *testing.T) {
+	t.Parallel()
 	const timeout = time.Second
 	e := setupWith(t, options{bus: true, noWorkers: true, jobTimeout: timeout,
 		jobs: func(c *job.Config) { c.SweepEvery = time.Hour }})
@@ -408,6 +392,7 @@ func TestCanceledTaskEndsTimeout(t *testing.T) {
 }
 
 func TestTaskFailures(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true})
 	ds := e.register(t, e.adminA, domainSource("aws"))
 	// A row without billed_date fails its task and the job; nothing is kept.
@@ -474,19 +459,14 @@ func TestTaskFailures(t *testing.T) {
 // A worker that stops in the middle of a task (its process killed): the
 // task runs again elsewhere and no cost row is stored twice.
 func TestTaskRunsAgainAfterWorkerStops(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true, workers: heldTasks})
 	ds := e.register(t, e.adminA, domainSource("aws"))
 	e.plugin.Script(getTasksMethod, tasksReply(1))
 	e.plugin.Script(getDataMethod, fakeplugin.Reply{Stream: []M{rows(3, "2024-05", "1"), rows(3, "2024-05", "2")}, Hang: true},
 		fakeplugin.Reply{Stream: []M{rows(3, "2024-05", "1"), rows(3, "2024-05", "2"), rows(3, "2024-05", "3")}})
 	j := e.sync(t, e.adminA, ds.DataSourceID, "")
-	deadline := time.Now().Add(waitBound)
-	for e.count(t, costs) != 6 {
-		if time.Now().After(deadline) {
-			t.Fatal("first attempt stored nothing")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, waitBound, "the first attempt's 6 rows", func() bool { return e.count(t, costs) == 6 })
 	e.stopWorkers() // the replica goes away mid-task, its rows left behind
 	if n := e.count(t, costs); n != 6 {
 		t.Fatalf("%d rows after the stop", n)
@@ -515,6 +495,7 @@ func TestTaskRunsAgainAfterWorkerStops(t *testing.T) {
 }
 
 func TestJobRefused(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true, noWorkers: true})
 	ds := e.register(t, e.adminA, domainSource("aws"))
 	wds := e.register(t, e.ownerA1, workspaceSource("w", ""))
@@ -581,6 +562,7 @@ func TestJobRefused(t *testing.T) {
 // deregister deleted the costs, must go too: nothing of the data source
 // is left.
 func TestDeregisterWhileStreaming(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true, workers: func(c *worker.Config) { c.Poll = 2 * time.Second }})
 	ds := e.register(t, e.adminA, domainSource("aws"))
 	chunks := make([]M, 400)
@@ -591,16 +573,10 @@ func TestDeregisterWhileStreaming(t *testing.T) {
 	e.plugin.Script(getDataMethod, fakeplugin.Reply{Stream: chunks, Interval: 5 * time.Millisecond})
 	e.sync(t, e.adminA, ds.DataSourceID, "")
 	mine := bson.E{Key: "data_source_id", Value: ds.DataSourceID}
-	for deadline := time.Now().Add(waitBound); e.count(t, costs, mine) == 0; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the task stored no chunk")
-		}
-	}
+	testkit.Eventually(t, waitBound, "a chunk stored by the task", func() bool { return e.count(t, costs, mine) != 0 })
 	e.adminA.Call(dsBase+"deregister", M{"data_source_id": ds.DataSourceID}).OK(nil)
-	for deadline := time.Now().Add(waitBound); e.count(t, costs, mine) != 0; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d costs of the deregistered data source left", e.count(t, costs, mine))
-		}
+	if err := testkit.Within(waitBound, func() bool { return e.count(t, costs, mine) == 0 }); err != nil {
+		t.Fatalf("%d costs of the deregistered data source left (%v)", e.count(t, costs, mine), err)
 	}
 	for _, c := range []string{jobs, tasks} {
 		if n := e.count(t, c, mine); n != 0 {

@@ -58,6 +58,7 @@ func workspacesOf(l taskList) []string {
 // Tasks are read as jobs are: a workspace caller sees its workspace's and
 // the domain's, never another workspace's or another domain's.
 func TestJobTaskReads(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true, noWorkers: true}) // the tasks stay PENDING
 	dsA := e.register(t, e.adminA, domainSource("aws"))
 	w1 := e.register(t, e.ownerA1, workspaceSource("w1", ""))
@@ -228,6 +229,7 @@ func TestJobTaskReads(t *testing.T) {
 // A job cancelled while the plugin splits it (get_tasks) never queues its
 // tasks: they are CANCELED with it, not PENDING for good.
 func TestCancelWhileGetTasks(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true})
 	ds := e.register(t, e.adminA, domainSource("aws"))
 	reply := tasksReply(2)
@@ -238,12 +240,10 @@ func TestCancelWhileGetTasks(t *testing.T) {
 	var running struct {
 		Results []Job `json:"results"`
 	}
-	for deadline := time.Now().Add(waitBound); len(running.Results) == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("no running job")
-		}
+	testkit.Eventually(t, waitBound, "a running job", func() bool {
 		e.adminA.Call(jobBase+"list", M{"data_source_id": ds.DataSourceID, "status": "IN_PROGRESS"}).OK(&running)
-	}
+		return len(running.Results) != 0
+	})
 	id := running.Results[0].JobID
 	e.adminA.Call(jobBase+"cancel", M{"job_id": id}).OK(nil)
 	var r *testkit.Response

@@ -11,6 +11,7 @@ import (
 // as AWS and Kubernetes write them are stored, read back as the plugin
 // sent them, and filtered, grouped and matched by rules as tags.<key>.
 func TestSyncCloudKeys(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true})
 	ds := e.register(t, e.adminA, domainSource("aws"))
 	// A rule on a cloud tag key labels its rows.
@@ -75,6 +76,7 @@ func TestSyncCloudKeys(t *testing.T) {
 // TestUserTagsOfCostRecords: data sources and rules keep the tags users
 // give them, dotted keys included.
 func TestUserTagsOfCostRecords(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	tags := M{"kubernetes.io/team": "finops", "aws:owner": "alice"}
 	body := domainSource("aws")

@@ -7,6 +7,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/worker"
 )
@@ -18,6 +19,7 @@ import (
 // each hour's purge, the hour does not fire again (its marker
 // schedule#<id>#<hour> is no claim, and stays).
 func TestLocksPurged(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true, logs: true, workers: func(c *worker.Config) {
 		// A keep this short, far below the hour lease.Purge asks for,
 		// lets a purge race takers of keys still in use (a job's key is
@@ -32,7 +34,7 @@ func TestLocksPurged(t *testing.T) {
 	}})
 	e.stopWorkers() // the two replicas below schedule on the test's clock
 	day := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
-	clock := &testClock{now: day.Add(-time.Hour)} // no hour of the schedule's yet
+	clock := &testClock{Clock: testkit.StoppedClock(day.Add(-time.Hour))} // no hour of the schedule's yet
 	hourly := e.register(t, e.adminA, withKey(domainSource("hourly"), "schedule", M{"state": "ENABLED", "hours": []int{0, 1, 2, 3}}))
 	e.plugin.Script(getTasksMethod, tasksReply(2))
 	e.plugin.Script(getDataMethod, fakeplugin.Reply{Stream: []M{rows(2, "2024-01", "hourly")}})
@@ -65,12 +67,8 @@ func TestLocksPurged(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		// Every lease ended: the purge leaves none of this hour's fire.
-		deadline = time.Now().Add(waitBound)
-		for claims() != 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("hour %d: %d lease claims left after the jobs ended", h, claims())
-			}
-			time.Sleep(20 * time.Millisecond)
+		if err := testkit.Within(waitBound, func() bool { return claims() == 0 }); err != nil {
+			t.Fatalf("hour %d: %d lease claims left after the jobs ended (%v)", h, claims(), err)
 		}
 		// Purged, the hour still does not fire again.
 		clock.settle(t)

@@ -16,6 +16,7 @@ import (
 // version asked, or none, and the gap is logged; a registry that answers
 // without the version asked is still 400, and nothing is stored.
 func TestPluginVersionsOffline(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{logs: true})
 	offline := func(name string, pi M) M {
 		b := domainSource(name)

@@ -29,6 +29,7 @@ func (e *env) storedDeny(t *testing.T, id string) any {
 // (also with only naming them), and bad or unauthorised calls change
 // nothing.
 func TestUpdatePermissions(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	ds := e.register(t, e.adminA, domainSource("aws"))
 	got := e.adminA.Call(dsBase+"get", M{"data_source_id": ds.DataSourceID}).OK(nil).JSON()
@@ -100,6 +101,7 @@ func TestUpdatePermissions(t *testing.T) {
 // naming one (filter, sort, only, distinct, group, fields, push) is 403,
 // so no answer depends on a hidden value. A domain admin reads all.
 func TestDeniedCostKeys(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	ds := e.register(t, e.adminA, domainSource("aws"))
 	other := e.register(t, e.adminA, domainSource("gcp"))
@@ -209,6 +211,7 @@ func TestDeniedCostKeys(t *testing.T) {
 // the sort on _total_value_sum, a page) answers what it reads: each row's
 // value_sum as {date, value} cells, _total_value_sum, and more.
 func TestCostExplorerAnalyze(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	e.seedCosts(t)
 	body := M{"data_source_id": "ds-1", "query": M{

@@ -35,6 +35,7 @@ func (e *env) orders(t *testing.T, dsID, ruleType string) []string {
 }
 
 func TestRuleCreateAndManaged(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	ds := e.register(t, e.adminA, domainSource("aws"))
 	// The plugin's metadata made two MANAGED rules, numbered 1..2.
@@ -71,6 +72,7 @@ func TestRuleCreateAndManaged(t *testing.T) {
 }
 
 func TestRuleChangeOrderAndDelete(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	ds := e.register(t, e.adminA, domainSource("aws"))
 	ids := map[string]string{}
@@ -113,6 +115,7 @@ func TestRuleChangeOrderAndDelete(t *testing.T) {
 // Concurrent change_order and create calls never leave two rules with one
 // order: the orders stay a permutation of 1..n.
 func TestRuleConcurrentOrder(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	ds := e.register(t, e.adminA, domainSource("aws"))
 	const n = 6
@@ -236,6 +239,7 @@ func TestRuleOrderList(t *testing.T) {
 }
 
 func TestRuleRefused(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	ds := e.register(t, e.adminA, domainSource("aws"))
 	wds := e.register(t, e.ownerA1, workspaceSource("ws1", ""))
@@ -331,6 +335,7 @@ func TestRuleRefused(t *testing.T) {
 }
 
 func TestRuleIsolation(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	ds := e.register(t, e.adminA, domainSource("aws"))
 	w1 := customRule(ds.DataSourceID, "w1")

@@ -2,9 +2,9 @@ package costanalysis_test
 
 import (
 	"cmp"
+	"fmt"
 	"net/http"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
 	costanalysis "github.com/nubes-io/nubes/services/cost-analysis"
 )
@@ -19,12 +20,11 @@ import (
 // testClock is the scheduler's clock, moved by the test; ticks counts the
 // looks of each replica at it (one per tick).
 type testClock struct {
-	mu    sync.Mutex
-	now   time.Time
+	*testkit.Clock
 	ticks []*atomic.Int64
 }
 
-func (c *testClock) set(t time.Time) { c.mu.Lock(); c.now = t; c.mu.Unlock() }
+func (c *testClock) set(t time.Time) { c.Set(t) }
 
 // replica is the schedule config of one more replica reading the clock.
 func (c *testClock) replica() costanalysis.SyncSchedule {
@@ -32,9 +32,7 @@ func (c *testClock) replica() costanalysis.SyncSchedule {
 	c.ticks = append(c.ticks, n)
 	return costanalysis.SyncSchedule{Tick: 20 * time.Millisecond, Now: func() time.Time {
 		n.Add(1)
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return c.now
+		return c.Now()
 	}}
 }
 
@@ -46,14 +44,9 @@ func (c *testClock) settle(t *testing.T) {
 	for i, n := range c.ticks {
 		from[i] = n.Load()
 	}
-	deadline := time.Now().Add(waitBound)
 	for i, n := range c.ticks {
-		for n.Load() < from[i]+3 { // tick from+1 started, so tick from+2 finished
-			if time.Now().After(deadline) {
-				t.Fatalf("replica %d did not tick", i)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		// Tick from+1 started, so tick from+2 finished.
+		testkit.Eventually(t, waitBound, fmt.Sprintf("replica %d's ticks", i), func() bool { return n.Load() >= from[i]+3 })
 	}
 }
 
@@ -75,10 +68,11 @@ func (e *env) jobsOf(t *testing.T, dsID string) []Job {
 // calling sync; a DISABLED schedule, a disabled data source, another hour
 // and a data source with a job still running do not get a job.
 func TestScheduledSync(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true, workers: heldTasks})
 	// The harness's replica schedules on the wall clock: these two on the test's.
 	e.stopWorkers()
-	clock := &testClock{now: time.Date(2026, 5, 1, 5, 10, 0, 0, time.UTC)}
+	clock := &testClock{Clock: testkit.StoppedClock(time.Date(2026, 5, 1, 5, 10, 0, 0, time.UTC))}
 
 	// on: its schedule enabled by update; off: disabled by update;
 	// disabled: the data source disabled; other: another hour.
@@ -175,6 +169,7 @@ func withKey(body M, key string, v any) M { body[key] = v; return body }
 // not hours of the day each once with state ENABLED or DISABLED, and
 // store nothing.
 func TestScheduleValidation(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	d := e.register(t, e.adminA, withKey(domainSource("kept"), "schedule", M{"state": "ENABLED", "hours": []int{0, 23}}))
 	if d.Schedule.State != "ENABLED" || !slices.Equal(d.Schedule.Hours, []int{0, 23}) {

@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
 	"github.com/nubes-io/nubes/services/cost-analysis/internal/job"
 )
@@ -63,6 +64,7 @@ func wait(t *testing.T, what string, c <-chan struct{}) {
 // CANCELED, never a CANCELED job's rows. Each order is forced with the
 // job's test hook; cost/analyze is checked at every step.
 func TestSettleRacingCancel(t *testing.T) {
+	t.Parallel()
 	const none, all = "[]", "[map[date:2024-06 n:3 total:4.5]]"
 	start := func(t *testing.T, h *interleave) (*env, Job) {
 		e := setupWith(t, options{bus: true, jobs: func(c *job.Config) { c.Hook = h.hook },
@@ -109,7 +111,7 @@ func TestSettleRacingCancel(t *testing.T) {
 			t.Fatalf("the settle wrote %s over CANCELED: %+v", final.Status, final)
 		}
 		check(t, e, j, "settled", none)
-		waitUntil(t, "the cancelled job's rows deleted", func() bool { return stored(t, e, j.JobID) == 0 })
+		testkit.Eventually(t, waitBound, "the cancelled job's rows deleted", func() bool { return stored(t, e, j.JobID) == 0 })
 		check(t, e, j, "tidied", none)
 	})
 
@@ -133,7 +135,7 @@ func TestSettleRacingCancel(t *testing.T) {
 			t.Fatalf("the settle wrote %s over CANCELED: %+v", final.Status, final)
 		}
 		check(t, e, j, "settled", none)
-		waitUntil(t, "the cancelled job's rows deleted", func() bool { return stored(t, e, j.JobID) == 0 })
+		testkit.Eventually(t, waitBound, "the cancelled job's rows deleted", func() bool { return stored(t, e, j.JobID) == 0 })
 		check(t, e, j, "tidied", none)
 	})
 
@@ -154,16 +156,4 @@ func TestSettleRacingCancel(t *testing.T) {
 			t.Fatalf("%d rows of the succeeded job, want 3", n)
 		}
 	})
-}
-
-// waitUntil polls cond until it holds (or fails the test after waitBound).
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitBound)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
 )
 
@@ -36,6 +37,7 @@ func twoTasks(jobChanged []any, taskChanged M) fakeplugin.Reply {
 // never both and never neither. cost/analyze totals are checked at every
 // step.
 func TestChangedWindowSwap(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true, workers: heldTasks})
 	ds := e.register(t, e.adminA, domainSource("aws"))
 	monthly := M{"data_source_id": ds.DataSourceID, "query": M{"granularity": "MONTHLY", "fields": M{"total": M{"key": "cost", "operator": "sum"}, "n": M{"operator": "count"}}}}
@@ -49,16 +51,7 @@ func TestChangedWindowSwap(t *testing.T) {
 			t.Fatalf("%s: cost/analyze %s, want %s", step, got, want)
 		}
 	}
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(waitBound)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not reached", what)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	waitFor := func(what string, cond func() bool) { t.Helper(); testkit.Eventually(t, waitBound, what, cond) }
 	rowsOf := func(jobID string) int64 { return e.count(t, costs, bson.E{Key: "job_id", Value: jobID}) }
 	// One task done, the other has stored a chunk and streams on.
 	midway := func(jobID string) {
@@ -149,6 +142,8 @@ func TestChangedWindowSwap(t *testing.T) {
 // costs, injected) answers 503 and leaves the data source and its costs
 // out of every read; a retry finishes the work.
 func TestDeregisterMarkedFirst(t *testing.T) {
+	// Not t.Parallel: store.FailChildDeletes fails its collection's child
+	// deletes in every test of the binary; serial tests run before the others.
 	e := setupWith(t, options{bus: true})
 	ds := e.register(t, e.adminA, domainSource("aws"))
 	other := e.register(t, e.adminA, domainSource("gcp"))
@@ -217,6 +212,7 @@ func TestDeregisterMarkedFirst(t *testing.T) {
 // on, or compares with anything but a scalar, fails the job at once, with
 // no task stored and no row deleted.
 func TestChangedFilterRefused(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true})
 	ds := e.register(t, e.adminA, domainSource("aws"))
 	e.plugin.Script(getTasksMethod, tasksReply(1))

@@ -18,6 +18,7 @@ import (
 // showed life only once its stream began, and a second attempt ran
 // (TestSyncStoresCosts saw three get_data calls for two tasks).
 func TestTaskLifeBeforeItsStream(t *testing.T) {
+	t.Parallel()
 	const ackWait = 2 * time.Second
 	e := setupWith(t, options{bus: true, noWorkers: true, workers: func(c *worker.Config) { c.AckWait = ackWait }})
 	ds := e.register(t, e.adminA, domainSource("aws"))

@@ -19,6 +19,7 @@ import (
 // a record of workspace-1 (project-1 for a cost row) is read and changed
 // by no outsider.
 func TestTenancy(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	owner := auth.Principal{DomainID: "domain-a", UserID: "olga", Role: auth.WorkspaceOwner, WorkspaceID: "workspace-1"}
 	member := auth.Principal{DomainID: "domain-a", UserID: "mia", Role: auth.WorkspaceMember, WorkspaceID: "workspace-1", Projects: []string{"project-1"}}
@@ -104,6 +105,7 @@ func TestTenancy(t *testing.T) {
 // domain admin's alone: a workspace owner creates none (even for its own
 // workspace), and changes none the admin made for its workspace.
 func TestDomainDataSourceRules(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	ds := e.register(t, e.adminA, domainSource("AWS all"))
 	body := customRule(ds.DataSourceID, "sneak")

@@ -194,6 +194,7 @@ func secretKeys(calls []fakeplugin.Call) []string {
 }
 
 func TestServiceAccountSecretRegister(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	d := e.register(t, e.adminA, saSource("trusted", M{"state": "ENABLED", "exclude_service_accounts": []string{"ta-w2"}}))
 	if d.SecretType != "USE_SERVICE_ACCOUNT_SECRET" || d.Provider != "aws" || d.PluginInfo.SecretID != "" || d.WorkspaceID != "*" {
@@ -288,6 +289,7 @@ func TestServiceAccountSecretRegister(t *testing.T) {
 // with the account. A failing account does not fail the job. The secret
 // data is never stored, logged or answered.
 func TestSyncWithTrustedAccounts(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true, logs: true})
 	stamp := time.Now().Format("150405.000000")
 	e.trust(stamp)
@@ -469,6 +471,7 @@ func TestSyncWithTrustedAccounts(t *testing.T) {
 // accounts and keeps every cost in its workspace. Identity down at sync:
 // 503 and no job.
 func TestSyncTrustedAccountsScope(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true})
 	e.trust("x")
 	none := e.register(t, e.adminA, saSource("none", M{"state": "ENABLED", "service_accounts": []string{"ta-gcp", "ta-b"}}))
@@ -535,6 +538,7 @@ func TestSyncTrustedAccountsScope(t *testing.T) {
 // identity answers); a matched cost gets the account and its workspace
 // (the account has no project: the project rules decide it).
 func TestMatchServiceAccountSync(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true})
 	e.services.trusted.set(func(f *fakeTrusted) {
 		f.sloppy = true
@@ -583,6 +587,7 @@ func TestMatchServiceAccountSync(t *testing.T) {
 // trusted account: the account's window must still replace them, so a
 // second sync of the same month leaves that sync's rows only.
 func TestTrustedAccountWindowAfterMatchServiceAccount(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true})
 	e.trust("w")
 	e.services.trusted.set(func(f *fakeTrusted) {
@@ -618,6 +623,7 @@ func TestTrustedAccountWindowAfterMatchServiceAccount(t *testing.T) {
 // exists): the sync must not then create a job of the deregistered data
 // source, which nothing would ever delete.
 func TestDeregisterDuringSyncStart(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true})
 	e.trust("g")
 	d := e.register(t, e.adminA, saSource("gone", nil))
@@ -660,6 +666,7 @@ func TestDeregisterDuringSyncStart(t *testing.T) {
 // after it, and the job's kept directory, go when the sync finds its job
 // gone.
 func TestDeregisterDuringGetTasks(t *testing.T) {
+	t.Parallel()
 	// The gated get_tasks must outlast the deregister: at the harness's
 	// 3 s call timeout, a deregister slower than that under load (14)
 	// made get_tasks fail first, and the sync answered its job, FAILURE
@@ -680,11 +687,7 @@ func TestDeregisterDuringGetTasks(t *testing.T) {
 	done := make(chan *testkit.Response, 1)
 	go func() { done <- e.adminA.Call(dsBase+"sync", M{"data_source_id": d.DataSourceID}) }()
 	mine := bson.E{Key: "data_source_id", Value: d.DataSourceID}
-	for deadline := time.Now().Add(waitBound); e.count(t, jobs, mine) == 0; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the sync created no job")
-		}
-	}
+	testkit.Eventually(t, waitBound, "a job of the sync", func() bool { return e.count(t, jobs, mine) != 0 })
 	e.adminA.Call(dsBase+"deregister", M{"data_source_id": d.DataSourceID}).OK(nil)
 	close(gate)
 	var r *testkit.Response

@@ -16,6 +16,7 @@ import (
 // finished task's included: cost list, get, stat and analyze leave them
 // out until the job succeeds, then show all of them.
 func TestUnfinishedJobCostsHidden(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true, workers: heldTasks})
 	ds := e.register(t, e.adminA, domainSource("aws"))
 	// Two tasks: one streams three rows and ends; the other streams two

@@ -184,6 +184,7 @@ func layout(name string) []any {
 }
 
 func TestLifecycle(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	d := c.create(t, c.adminA, "domain-a", "project-a1", "Costs", "PUBLIC",
 		"layouts", layout("first"), "variables", map[string]any{"region": "eu"},
@@ -340,6 +341,7 @@ func TestLifecycle(t *testing.T) {
 // TestCreateWithoutContent: upstream snapshots version 1 only when the
 // create carried layouts, variables or variables_schema.
 func TestCreateWithoutContent(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	d := c.create(t, c.adminA, "domain-a", "project-a1", "Empty", "PUBLIC", "settings", map[string]any{"a": 1})
 	if d.Version != 1 || d.Layouts == nil || len(d.Layouts) != 0 || d.Variables == nil || d.Labels == nil || d.Tags == nil {
@@ -379,6 +381,7 @@ func TestCreateWithoutContent(t *testing.T) {
 // for every other user on every operation, and absent from their list
 // and stat; names are unique per owner.
 func TestPrivateDashboards(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	mine := c.create(t, c.mia, "domain-a", "project-a1", "Mine", "PRIVATE", "layouts", layout("a"))
 	if mine.UserID != "mia" || mine.Viewers != "PRIVATE" {
@@ -449,6 +452,7 @@ func TestPrivateDashboards(t *testing.T) {
 // TestUniqueNames: a name is unique among the public dashboards of a
 // project and among one user's private dashboards of it.
 func TestUniqueNames(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	a := c.create(t, c.adminA, "domain-a", "project-a1", "Overview", "PUBLIC")
 	b := c.create(t, c.adminA, "domain-a", "project-a1", "Details", "PUBLIC")
@@ -484,6 +488,7 @@ func TestUniqueNames(t *testing.T) {
 // behalf: unknown, another domain's or another workspace's is 404; an
 // identity that does not answer is 503; nothing is stored either way.
 func TestProjectMustExist(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	for _, tc := range []struct {
 		name    string
@@ -525,6 +530,7 @@ func TestProjectMustExist(t *testing.T) {
 // caller, whatever domain_id its body names; a workspace-scoped caller
 // sees only its workspace's.
 func TestDomainIsolation(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	a := c.create(t, c.adminA, "domain-a", "project-a1", "Of A", "PUBLIC", "layouts", layout("a"))
 	c.create(t, c.adminB, "domain-b", "project-b1", "Of B", "PUBLIC")
@@ -585,6 +591,7 @@ func TestDomainIsolation(t *testing.T) {
 
 // TestAccess: a token is needed, and a role: USER (no role binding) is 403.
 func TestAccess(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	d := c.create(t, c.adminA, "domain-a", "project-a1", "X", "PUBLIC")
 	before := c.snap(t, d.ProjectDashboardID)
@@ -604,6 +611,7 @@ func TestAccess(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	d := c.create(t, c.adminA, "domain-a", "project-a1", "X", "PUBLIC", "layouts", layout("a"))
 	id := d.ProjectDashboardID
@@ -699,6 +707,7 @@ func TestBadInput(t *testing.T) {
 // TestConcurrentUpdates: parallel updates of one dashboard each make
 // exactly one version: no number lost, none twice, no gap.
 func TestConcurrentUpdates(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	d := c.create(t, c.adminA, "domain-a", "project-a1", "Hot", "PUBLIC", "layouts", layout("v1"))
 	id := d.ProjectDashboardID
@@ -769,6 +778,7 @@ func sameJSON(a, b any) bool {
 // and storing its snapshot blocks nobody and loses no version: the next
 // writer stores the missing snapshot before its own.
 func TestCrashedWriter(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	d := c.create(t, c.adminA, "domain-a", "project-a1", "Fragile", "PUBLIC", "layouts", layout("v1"))
 	id := d.ProjectDashboardID
@@ -797,6 +807,7 @@ func TestCrashedWriter(t *testing.T) {
 // TestAliasesAndDocs: the unversioned aliases reach the same operations,
 // and the OpenAPI document lists the ten operations.
 func TestAliasesAndDocs(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	var d dashInfo
 	c.adminA.Call("/dashboard/project-dashboard/create", body("domain-a", "project_id", "project-a1", "name", "Alias", "viewers", "PUBLIC")).OK(&d)

@@ -21,6 +21,7 @@ import (
 // itself (in-process, over HTTP), not a fake: its project/get path, body
 // and answer shape are what the dashboard expects.
 func TestWithRealIdentity(t *testing.T) {
+	t.Parallel()
 	env := testkit.Get()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

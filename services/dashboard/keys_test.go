@@ -12,6 +12,7 @@ import (
 // update, in the dashboard and in its version snapshots; tags filter as
 // tags.<key>.
 func TestContentCloudKeys(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	same := func(what string, got, want any) {
 		t.Helper()

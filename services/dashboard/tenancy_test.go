@@ -15,6 +15,7 @@ import (
 // admin, a plain user, an owner without or of another workspace and a
 // member outside the project read nothing and change nothing.
 func TestTenancyMatrix(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	d := c.create(t, c.adminA, "domain-a", "project-a1", "Matrix", "PUBLIC", "layouts", layout("m"))
 	id := d.ProjectDashboardID
@@ -43,6 +44,7 @@ func TestTenancyMatrix(t *testing.T) {
 // A member outside a project neither reads its dashboards nor creates
 // one in it (issue 16: it could), even when identity answers the project.
 func TestMemberOutsideTheProject(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	d := c.create(t, c.adminA, "domain-a", "project-a1", "In A1", "PUBLIC")
 	outside := c.anon.For(memberOf("otto", "project-a2"))

@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/services/inventory"
 )
 
@@ -16,6 +17,7 @@ import (
 // a JSON object, an unknown member, and (where it has one) a missing
 // required member, with 400 and its code, and stores nothing.
 func TestBadInputEveryOperation(t *testing.T) {
+	t.Parallel()
 	s := setup(t)
 	required := map[string]bool{ // operations with a required member
 		"collector/create": true, "collector/update": true, "collector/update-plugin": true, "collector/verify-plugin": true,
@@ -67,12 +69,13 @@ func TestBadInputEveryOperation(t *testing.T) {
 // TestScheduledCollect: a collector whose schedule holds the current hour
 // collects once, whatever the number of replicas and ticks.
 func TestScheduledCollect(t *testing.T) {
+	t.Parallel()
 	s := setupWith(t, options{replicas: 2, cfg: func(c *inventory.Config) { c.ScheduleTick = 100 * time.Millisecond }})
 	hour := time.Now().UTC().Hour()
 	on := s.createCollector(s.adminA, domainCollector(map[string]any{"schedule": map[string]any{"state": "ENABLED", "hours": []int{hour}}}))
 	s.createCollector(s.adminA, domainCollector(map[string]any{"name": "off", "schedule": map[string]any{"state": "DISABLED", "hours": []int{hour}}}))
 	var l list[jobOut]
-	eventually(t, time.Minute, "a scheduled job", func() bool {
+	testkit.Eventually(t, time.Minute, "a scheduled job", func() bool {
 		s.adminA.Call("/inventory/v1/job/list", nil).OK(&l)
 		return l.TotalCount > 0
 	})

@@ -35,6 +35,7 @@ func ec2() map[string]any {
 }
 
 func TestCloudServiceType(t *testing.T) {
+	t.Parallel()
 	s := setup(t)
 	var dom typeOut
 	s.adminA.Call("/inventory/v1/cloud-service-type/create", ec2()).OK(&dom)
@@ -174,6 +175,7 @@ func TestCloudServiceType(t *testing.T) {
 // TestCloudServiceTypeKeyUnderConcurrency: many creates of one key at
 // once store exactly one type (the key is claimed by an _id insert).
 func TestCloudServiceTypeKeyUnderConcurrency(t *testing.T) {
+	t.Parallel()
 	s := setup(t)
 	var wg sync.WaitGroup
 	var mu sync.Mutex

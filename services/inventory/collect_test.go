@@ -134,7 +134,7 @@ func (s *stack) wait(jobID string, within time.Duration) jobOut {
 func (s *stack) waitAs(c *testkit.Client, jobID string, within time.Duration) jobOut {
 	s.t.Helper()
 	var j jobOut
-	eventually(s.t, within, "job "+jobID, func() bool {
+	testkit.Eventually(s.t, within, "job "+jobID, func() bool {
 		c.Call("/inventory/v1/job/get", map[string]any{"job_id": jobID}).OK(&j)
 		return j.Status != "IN_PROGRESS"
 	})
@@ -149,6 +149,7 @@ func (s *stack) tasksOf(jobID string) []taskOut {
 }
 
 func TestCollect(t *testing.T) {
+	t.Parallel()
 	s := setup(t)
 	c := s.createCollector(s.adminA, domainCollector())
 	s.plugin.Script(collectMethod, fakeplugin.Reply{Stream: instances(1, 10)})
@@ -276,6 +277,7 @@ func TestCollect(t *testing.T) {
 // TestCollectResourceHandling: each streamed resource is handled as
 // plugin-protocols.md section 3 says.
 func TestCollectResourceHandling(t *testing.T) {
+	t.Parallel()
 	s := setup(t)
 	c := s.createCollector(s.adminA, domainCollector())
 	noRules := instance(3)
@@ -350,6 +352,7 @@ func TestCollectResourceHandling(t *testing.T) {
 }
 
 func TestCollectBrokenStream(t *testing.T) {
+	t.Parallel()
 	s := setup(t)
 	c := s.createCollector(s.adminA, domainCollector())
 	s.plugin.Script(collectMethod, fakeplugin.Reply{Stream: instances(1, 3), Err: fakeplugin.Fail(codes.Internal, "ERROR_AWS_THROTTLING", "Rate exceeded")})
@@ -370,6 +373,7 @@ func TestCollectBrokenStream(t *testing.T) {
 }
 
 func TestCollectSubTasks(t *testing.T) {
+	t.Parallel()
 	s := setup(t)
 	c := s.createCollector(s.adminA, domainCollector())
 	s.plugin.Script(getTasksMethod, fakeplugin.Reply{Result: map[string]any{"tasks": []any{
@@ -399,6 +403,7 @@ func TestCollectSubTasks(t *testing.T) {
 
 // TestCollectSecrets: which trusted accounts a collect uses.
 func TestCollectSecrets(t *testing.T) {
+	t.Parallel()
 	s := setup(t)
 	secretsOf := func(jobID string) string {
 		var out []string
@@ -485,12 +490,13 @@ func TestCollectSecrets(t *testing.T) {
 }
 
 func TestCollectCancelsRunning(t *testing.T) {
+	t.Parallel()
 	s := setup(t)
 	c := s.createCollector(s.adminA, domainCollector())
 	s.plugin.Script(collectMethod, fakeplugin.Reply{Stream: instances(1, 1), Hang: true})
 	first := s.collect(s.adminA, c.CollectorID, "trusted-secret-aw1")
 	other := s.collect(s.adminA, c.CollectorID, "trusted-secret-aw2") // another secret: not the same job
-	eventually(t, time.Minute, "the first task running", func() bool {
+	testkit.Eventually(t, time.Minute, "the first task running", func() bool {
 		return len(s.tasksOf(first.JobID)) == 1 && s.tasksOf(first.JobID)[0].Status == "IN_PROGRESS"
 	})
 	second := s.collect(s.adminA, c.CollectorID, "trusted-secret-aw1")
@@ -507,7 +513,7 @@ func TestCollectCancelsRunning(t *testing.T) {
 		t.Fatalf("a job of another secret was touched: %+v", j)
 	}
 	// The worker running the canceled job lets its stream go.
-	eventually(t, time.Minute, "the canceled stream to end", func() bool {
+	testkit.Eventually(t, time.Minute, "the canceled stream to end", func() bool {
 		for _, call := range s.plugin.Calls(collectMethod) {
 			if sd, _ := call.Request["secret_data"].(map[string]any); sd["access_key"] == "AK-ta-a-w1" && call.Cancelled {
 				return true
@@ -525,6 +531,7 @@ func TestCollectCancelsRunning(t *testing.T) {
 // job running, the others CANCELED: each replaces one other through one
 // atomic write on the collector, whatever the order.
 func TestCollectsAtOnce(t *testing.T) {
+	t.Parallel()
 	s := setup(t)
 	c := s.createCollector(s.adminA, domainCollector())
 	s.plugin.Script(collectMethod, fakeplugin.Reply{Stream: instances(1, 1), Hang: true})
@@ -546,6 +553,7 @@ func TestCollectsAtOnce(t *testing.T) {
 }
 
 func TestJobTimeout(t *testing.T) {
+	t.Parallel()
 	s := setupWith(t, options{cfg: func(c *inventory.Config) { c.JobTimeout = 1500 * time.Millisecond }})
 	c := s.createCollector(s.adminA, domainCollector())
 	s.plugin.Script(collectMethod, fakeplugin.Reply{Stream: instances(1, 1), Hang: true})
@@ -563,6 +571,7 @@ func TestJobTimeout(t *testing.T) {
 // TestGarbageCollection: a resource of the collector and secret that
 // three successful runs in a row did not see is deleted.
 func TestGarbageCollection(t *testing.T) {
+	t.Parallel()
 	s := setup(t)
 	c := s.createCollector(s.adminA, domainCollector())
 	run := func(from, to int) taskOut {
@@ -608,6 +617,7 @@ func TestGarbageCollection(t *testing.T) {
 // TestCollectConcurrency: at most the plugin's concurrency of a job's
 // sub-tasks run at once, across replicas.
 func TestCollectConcurrency(t *testing.T) {
+	t.Parallel()
 	s := setupWith(t, options{replicas: 2})
 	s.plugin.Script(initMethod, fakeplugin.Reply{Result: map[string]any{"metadata": map[string]any{"concurrency": 1}}})
 	c := s.createCollector(s.adminA, domainCollector())
@@ -653,6 +663,7 @@ func TestCollectConcurrency(t *testing.T) {
 // TestCollectWorkerKilled: a replica dies in the middle of a sub-task;
 // another one runs it again and nothing is counted twice.
 func TestCollectWorkerKilled(t *testing.T) {
+	t.Parallel()
 	s := setupWith(t, options{cfg: func(c *inventory.Config) { c.NoWorkers = true }})
 	c := s.createCollector(s.adminA, domainCollector())
 	const n = 40
@@ -660,7 +671,7 @@ func TestCollectWorkerKilled(t *testing.T) {
 	doomedCfg := func(c *inventory.Config) { c.AckWait = time.Second }
 	_, kill := s.startStoppable("doomed", doomedCfg)
 	j := s.collect(s.adminA, c.CollectorID, "trusted-secret-adom")
-	eventually(t, time.Minute, "some resources written", func() bool { return s.count(servicesColl, nil) >= 15 })
+	testkit.Eventually(t, time.Minute, "some resources written", func() bool { return s.count(servicesColl, nil) >= 15 })
 	kill()
 	written := s.count(servicesColl, nil)
 	if written >= n {
@@ -680,6 +691,7 @@ func TestCollectWorkerKilled(t *testing.T) {
 // TestSecretDataNeverKept: the secret data reaches the plugin and no
 // document, answer or task error.
 func TestSecretDataNeverKept(t *testing.T) {
+	t.Parallel()
 	s := setup(t)
 	c := s.createCollector(s.adminA, domainCollector())
 	s.plugin.Script(collectMethod, fakeplugin.Reply{Stream: instances(1, 2), Err: fakeplugin.Fail(codes.Internal, "ERROR_X", "x")})
@@ -714,6 +726,7 @@ func TestSecretDataNeverKept(t *testing.T) {
 // same resources at the same time on two replicas; each resource is
 // stored once, created by one task and updated by the other.
 func TestCollectSameResourcesAtOnce(t *testing.T) {
+	t.Parallel()
 	s := setupWith(t, options{replicas: 2})
 	w1 := s.createCollector(s.ownerA1, map[string]any{"name": "W1", "resource_group": "WORKSPACE", "plugin_info": map[string]any{"plugin_id": collectorPlugin}})
 	const n = 30

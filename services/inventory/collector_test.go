@@ -65,6 +65,7 @@ func (s *stack) createCollector(c *testkit.Client, body map[string]any) collecto
 }
 
 func TestCollectorCreate(t *testing.T) {
+	t.Parallel()
 	s := setup(t)
 	t.Run("domain collector by a domain admin", func(t *testing.T) {
 		c := s.createCollector(s.adminA, domainCollector(map[string]any{"tags": map[string]any{"icon": "aws.svg"},
@@ -136,6 +137,7 @@ func TestCollectorCreate(t *testing.T) {
 }
 
 func TestCollectorCreateRefused(t *testing.T) {
+	t.Parallel()
 	s := setup(t)
 	plug := map[string]any{"plugin_id": collectorPlugin}
 	long := strings.Repeat("n", 256)
@@ -212,6 +214,7 @@ func TestCollectorCreateRefused(t *testing.T) {
 }
 
 func TestCollectorUpdate(t *testing.T) {
+	t.Parallel()
 	s := setup(t)
 	c := s.createCollector(s.adminA, domainCollector(map[string]any{"tags": map[string]any{"a": 1}}))
 	w1 := s.createCollector(s.ownerA1, map[string]any{"name": "W1", "resource_group": "WORKSPACE", "plugin_info": map[string]any{"plugin_id": collectorPlugin}})
@@ -299,6 +302,7 @@ func TestCollectorUpdate(t *testing.T) {
 }
 
 func TestCollectorVerifyPlugin(t *testing.T) {
+	t.Parallel()
 	s := setup(t)
 	c := s.createCollector(s.adminA, domainCollector())
 	s.adminA.Call("/inventory/v1/collector/verify-plugin", map[string]any{"collector_id": c.CollectorID}).OK(nil)
@@ -328,6 +332,7 @@ func TestCollectorVerifyPlugin(t *testing.T) {
 }
 
 func TestCollectorReadAndIsolation(t *testing.T) {
+	t.Parallel()
 	s := setup(t)
 	dom := s.createCollector(s.adminA, domainCollector(map[string]any{"name": "a-domain"}))
 	w1 := s.createCollector(s.ownerA1, map[string]any{"name": "b-w1", "resource_group": "WORKSPACE", "plugin_info": map[string]any{"plugin_id": collectorPlugin},

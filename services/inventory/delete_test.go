@@ -21,6 +21,8 @@ import (
 // and the collector (404 from then on); the cloud services it collected
 // stay, as upstream keeps them.
 func TestCollectorDeleteMarkedFirst(t *testing.T) {
+	// Not t.Parallel: store.FailChildDeletes fails its collection's child
+	// deletes in every test of the binary; serial tests run before the others.
 	s := setup(t)
 	c := s.createCollector(s.adminA, domainCollector())
 	other := s.createCollector(s.adminA, domainCollector(map[string]any{"name": "other"}))
@@ -78,6 +80,8 @@ func TestCollectorDeleteMarkedFirst(t *testing.T) {
 // marked and out of get and list, and the retry deletes it. Updates that
 // $set without the collector's lease fail this within a few rounds.
 func TestCollectorUpdateRacingDelete(t *testing.T) {
+	// Not t.Parallel: store.FailChildDeletes fails its collection's child
+	// deletes in every test of the binary; serial tests run before the others.
 	s := setup(t)
 	const rounds, writers = 6, 4
 	for round := range rounds {

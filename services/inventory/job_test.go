@@ -14,6 +14,7 @@ import (
 // TestJobAndTaskOperations: job and job-task get, list, stat and delete,
 // confined to the caller's domain and workspace.
 func TestJobAndTaskOperations(t *testing.T) {
+	t.Parallel()
 	s := setup(t)
 	started := time.Now().UTC().Add(-time.Second)
 	s.plugin.Script(collectMethod, fakeplugin.Reply{Stream: instances(1, 2)})
@@ -165,6 +166,7 @@ func TestJobAndTaskOperations(t *testing.T) {
 // five days grouped by collector, each with its jobs' statuses), confined
 // to the caller's reach.
 func TestJobAnalyze(t *testing.T) {
+	t.Parallel()
 	s := setup(t)
 	s.plugin.Script(collectMethod, fakeplugin.Reply{Stream: instances(1, 1)})
 	dom := s.createCollector(s.adminA, domainCollector())

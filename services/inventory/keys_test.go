@@ -21,6 +21,7 @@ var cloudTags = map[string]any{
 // SUCCESS; the tags, data, metadata and labels read back as the plugin
 // wrote them, and `tags.<key>` filters, sorts and groups by them.
 func TestCollectCloudKeys(t *testing.T) {
+	t.Parallel()
 	s := setup(t)
 	c := s.createCollector(s.adminA, domainCollector(map[string]any{"tags": cloudTags}))
 	if !reflect.DeepEqual(c.Tags, cloudTags) {
@@ -120,6 +121,7 @@ func TestCollectCloudKeys(t *testing.T) {
 // TestCollectorKeysStillRefused: keys no store keeps are a 400 naming the
 // field, and nothing is stored.
 func TestCollectorKeysStillRefused(t *testing.T) {
+	t.Parallel()
 	s := setup(t)
 	for _, tags := range []map[string]any{{"": "x"}, {"a\x00b": "x"}, {"ok": map[string]any{"": 1}}} {
 		s.adminA.Call("/inventory/v1/collector/create", domainCollector(map[string]any{"tags": tags})).Fails(400, "ERROR_INVALID_PARAMETER")

@@ -21,6 +21,7 @@ var errQueueRefused = errs.Down("the job queue", errors.New("refused by the test
 // the error, and its job, which would otherwise never finish, ends
 // FAILURE; no task of it is stored or queued.
 func TestCollectQueueFailure(t *testing.T) {
+	t.Parallel()
 	s := setup(t)
 	c := s.createCollector(s.adminA, domainCollector())
 	jobs := make(chan string, 1)
@@ -51,6 +52,7 @@ func TestCollectQueueFailure(t *testing.T) {
 // job writes no FAILURE over that CANCELED: the FAILURE is a conditional
 // update of a job still IN_PROGRESS. Unconditional, the job ends FAILURE.
 func TestCollectQueueFailureAfterCancel(t *testing.T) {
+	t.Parallel()
 	s := setup(t)
 	c := s.createCollector(s.adminA, domainCollector())
 	s.plugin.Script(collectMethod, fakeplugin.Reply{Stream: instances(1, 1), Hang: true})

@@ -15,6 +15,7 @@ import (
 // record of workspace-1 (and of project-1, where the resource has
 // projects) is read and changed by no outsider.
 func TestTenancy(t *testing.T) {
+	t.Parallel()
 	s := setup(t)
 	owner := auth.Principal{DomainID: "domain-a", UserID: "olga", Role: auth.WorkspaceOwner, WorkspaceID: "workspace-1"}
 	member := auth.Principal{DomainID: "domain-a", UserID: "mia", Role: auth.WorkspaceMember, WorkspaceID: "workspace-1", Projects: []string{"project-1"}}

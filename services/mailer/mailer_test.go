@@ -145,23 +145,12 @@ func (e *env) publish(msgID string, payload []byte) {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // waitIdle waits until nothing is left to do: the outbox is empty and the
 // mailer's consumer has no message pending or unacknowledged. After that
 // no further delivery can happen, so counts are final.
 func (e *env) waitIdle() {
 	e.t.Helper()
-	waitFor(e.t, "outbox drained and consumer idle", func() bool {
+	testkit.Eventually(e.t, timeout, "outbox drained and consumer idle", func() bool {
 		n, err := e.outbox.Pending(context.Background())
 		if err != nil || n != 0 {
 			return false
@@ -208,7 +197,7 @@ func (e *env) dead() []events.DeadMail {
 func (e *env) waitDead(n int) []events.DeadMail {
 	e.t.Helper()
 	var got []events.DeadMail
-	waitFor(e.t, fmt.Sprintf("%d dead letters", n), func() bool { got = e.dead(); return len(got) >= n })
+	testkit.Eventually(e.t, timeout, fmt.Sprintf("%d dead letters", n), func() bool { got = e.dead(); return len(got) >= n })
 	return got
 }
 
@@ -377,7 +366,7 @@ func TestAbandonedClaimIsTakenOver(t *testing.T) {
 	e.startMailer(cfg) // creates the bucket
 	ctx := context.Background()
 	var kv jetstream.KeyValue
-	waitFor(t, "sent bucket", func() bool {
+	testkit.Eventually(t, timeout, "sent bucket", func() bool {
 		var err error
 		kv, err = e.bus.JS.KeyValue(ctx, events.MailSentBucket)
 		return err == nil
@@ -404,7 +393,7 @@ func TestMailSurvivesANATSOutage(t *testing.T) {
 	e.smtp.Wait(t, 1, timeout)
 
 	e.nats.Stop()
-	waitFor(t, "producer disconnected", func() bool { return !e.bus.Connected() })
+	testkit.Eventually(t, timeout, "producer disconnected", func() bool { return !e.bus.Connected() })
 	ids := []string{first}
 	for i := range 5 {
 		// The operation succeeds with NATS down: its mail is in the outbox.
@@ -470,7 +459,7 @@ func TestWritesEmlFilesWithoutSMTP(t *testing.T) {
 	id := e.enqueue(events.Mail{To: "kim@example.org", Language: "ko", Template: events.MailResetPassword,
 		Data: map[string]string{"temporary_password": "Abcdef123456"}})
 	file := filepath.Join(dir, id+".eml")
-	waitFor(t, file, func() bool { _, err := os.Stat(file); return err == nil })
+	testkit.Eventually(t, timeout, file, func() bool { _, err := os.Stat(file); return err == nil })
 	e.waitIdle()
 	raw, err := os.ReadFile(file)
 	if err != nil {
@@ -556,7 +545,7 @@ func TestSealedMailIsOpenedAtSendTimeAndLeavesNothingInClear(t *testing.T) {
 		t.Fatalf("sealed mail %+v", m)
 	}
 	e.enqueue(m)
-	waitFor(t, "the mail in the stream", func() bool { return e.streamMsgs() == 1 })
+	testkit.Eventually(t, timeout, "the mail in the stream", func() bool { return e.streamMsgs() == 1 })
 	if raw := e.streamData(); strings.Contains(raw, "live-token-abc") {
 		t.Fatalf("the stream holds the link in clear: %s", raw)
 	}
@@ -566,7 +555,7 @@ func TestSealedMailIsOpenedAtSendTimeAndLeavesNothingInClear(t *testing.T) {
 		t.Fatalf("the mail does not carry the opened link:\n%s", got[0].Body)
 	}
 	e.waitIdle()
-	waitFor(t, "the stream empty after delivery", func() bool { return e.streamMsgs() == 0 })
+	testkit.Eventually(t, timeout, "the stream empty after delivery", func() bool { return e.streamMsgs() == 0 })
 
 	// Keys that do not open it: dead-lettered, still sealed.
 	other, _ := seal.Parse(seal.RandomSpec("x1"), "")

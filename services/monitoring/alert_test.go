@@ -90,6 +90,7 @@ func (c *callers) replica(t *testing.T) *testkit.Client {
 }
 
 func TestAlertCreate(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	a := c.alert(t, c.memberA1, "disk full", "project-a1")
 	if a.AlertNumber != 1 || !strings.HasPrefix(a.AlertID, "alert-") || len(a.AlertID) != 18 || a.State != "TRIGGERED" ||
@@ -132,6 +133,7 @@ func TestAlertCreate(t *testing.T) {
 // TestAlertCreatePolicy: an alert of a project without an alert config
 // follows the scope's default policy: the workspace's, else the domain's.
 func TestAlertCreatePolicy(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	dom := c.policy(t, c.adminA, "Domain", "DOMAIN", map[string]any{"repeat_count": 2})
 	if a := c.alert(t, c.memberA1, "x", "project-a1"); a.EscalationPolicyID != dom.EscalationPolicyID || a.EscalationTTL != 3 {
@@ -144,6 +146,7 @@ func TestAlertCreatePolicy(t *testing.T) {
 }
 
 func TestAlertBadInput(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	for _, tc := range []struct {
 		body   any
@@ -219,6 +222,7 @@ func (c *callers) setState(t *testing.T, id, state string) {
 // RESOLVED as upstream (any move, with its timestamps and responder); an
 // ERROR alert refuses every change and stays as it was.
 func TestAlertTransitions(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	states := []string{"TRIGGERED", "ACKNOWLEDGED", "RESOLVED"}
 	for _, from := range states {
@@ -302,6 +306,7 @@ func TestAlertTransitions(t *testing.T) {
 }
 
 func TestAlertDeleteCascades(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	a := c.alert(t, c.memberA1, "x", "project-a1")
 	keep := c.alert(t, c.memberA1, "y", "project-a1")
@@ -328,6 +333,7 @@ func TestAlertDeleteCascades(t *testing.T) {
 // TestAlertNumbersConcurrent: creates racing on two replicas number the
 // domain's alerts 1..n, no gap, no duplicate.
 func TestAlertNumbersConcurrent(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	other := c.replica(t).For(memberA1)
 	const n = 24
@@ -396,6 +402,7 @@ func (c *callers) checkNumbers(t *testing.T, n int) {
 // lease-held numbering left it (next: the next number to give) goes on
 // from there once a replica of today starts, and numbers stay unique.
 func TestAlertNumberCarriesOldCounter(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	c.alert(t, c.memberA1, "one", "project-a1")
 	claims := c.db.Collection(core.ClaimsCollection)
@@ -440,6 +447,7 @@ func (c *callers) visit(t *testing.T, method, path, contentType, body string) (i
 // once, without a token; a GET only shows the button; an expired,
 // altered, moved or used link changes nothing.
 func TestAlertLink(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	a := c.alert(t, c.memberA1, "disk full", "project-a1")
 	link := linkOf(t, a, c.clock.Now())
@@ -511,6 +519,7 @@ func TestAlertLink(t *testing.T) {
 // TestAlertLinkOnceUnderRace: the same link used at once on two replicas
 // acknowledges once; the other use is refused.
 func TestAlertLinkOnceUnderRace(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	other := c.replica(t)
 	a := c.alert(t, c.memberA1, "x", "project-a1")
@@ -548,6 +557,7 @@ func TestAlertLinkOnceUnderRace(t *testing.T) {
 // never cached or framed; a forged token is refused before the store is
 // read (an alert id that does not exist answers as one that does).
 func TestAlertLinkSaysLittle(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	a := c.alert(t, c.memberA1, "disk full", "project-a1")
 	link := linkOf(t, a, c.clock.Now())

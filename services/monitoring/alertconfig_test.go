@@ -29,6 +29,7 @@ type configInfo struct {
 }
 
 func TestAlertConfig(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	var cfg configInfo
 	c.memberA1.Call(cp+"create", map[string]any{"project_id": "project-a1"}).OK(&cfg)
@@ -131,6 +132,7 @@ func TestAlertConfig(t *testing.T) {
 }
 
 func TestAlertConfigTenancy(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	c.memberA1.Call(cp+"create", map[string]any{"project_id": "project-a1"}).OK(nil)
 	id := map[string]any{"project_id": "project-a1"}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/services/monitoring"
 	"github.com/nubes-io/nubes/services/monitoring/internal/core"
 )
@@ -23,8 +24,12 @@ import (
 // deletes its counters and the webhook (404 from then on). Its events
 // stay, as upstream keeps them.
 func TestWebhookDeleteMarkedFirst(t *testing.T) {
+	// Not t.Parallel: store.FailChildDeletes fails its collection's child
+	// deletes in every test of the binary; serial tests run before the others.
 	c := setupWith(t, options{settings: func(cfg *monitoring.Config) {
-		cfg.ParseTimeout, cfg.RetryInterval = 400*time.Millisecond, time.Hour
+		// Far above the plugin client's 300 ms ready wait: the stopped
+		// plugin is a 502, never a 504 (TestIngestBounds).
+		cfg.ParseTimeout, cfg.RetryInterval = 30*time.Second, time.Hour
 	}})
 	w := c.webhook(t, c.memberA1, "Doomed")
 	other := c.webhook(t, c.memberA1, "Other")
@@ -33,7 +38,7 @@ func TestWebhookDeleteMarkedFirst(t *testing.T) {
 	c.plugin.Stop()
 	c.post(w, `{"n": 2}`).Fails(http.StatusBadGateway, errs.WebhookPluginUnavailable)
 	mine := bson.D{{Key: "webhook_id", Value: w.WebhookID}}
-	eventually(t, "counters", func() bool { n, _ := c.requests(t, w.WebhookID); return n == 2 })
+	testkit.Eventually(t, time.Minute, "counters", func() bool { n, _ := c.requests(t, w.WebhookID); return n == 2 })
 	if c.count(t, core.PendingCollection, mine) != 1 || c.count(t, core.EventsCollection, nil) != 1 {
 		t.Fatal("no kept body or event")
 	}
@@ -77,6 +82,8 @@ func TestWebhookDeleteMarkedFirst(t *testing.T) {
 // domain cannot finish it; a retry deletes its events
 // and the alert (404 from then on); the other alert keeps its children.
 func TestAlertDeleteMarkedFirst(t *testing.T) {
+	// Not t.Parallel: store.FailChildDeletes fails its collection's child
+	// deletes in every test of the binary; serial tests run before the others.
 	c := setup(t)
 	a := c.alert(t, c.memberA1, "x", "project-a1")
 	keep := c.alert(t, c.memberA1, "y", "project-a1")
@@ -133,6 +140,8 @@ func TestAlertDeleteMarkedFirst(t *testing.T) {
 // get, and the retry deletes it. Updates that $set without the webhook's
 // lease fail this within a few rounds.
 func TestWebhookUpdateRacingDelete(t *testing.T) {
+	// Not t.Parallel: store.FailChildDeletes fails its collection's child
+	// deletes in every test of the binary; serial tests run before the others.
 	c := setup(t)
 	const rounds, writers = 6, 4
 	for round := range rounds {

@@ -21,6 +21,7 @@ import (
 // project's webhooks, alerts, notes, events and policies, and nothing of
 // another project; delivered again, it changes nothing more (issue 38).
 func TestDeletedProjectEndsItsMonitoring(t *testing.T) {
+	t.Parallel()
 	c := setupWith(t, options{ownNATS: true})
 	w := c.webhook(t, c.memberA1, "doomed")
 	c.parses(alert("k-1", "ALERT"))
@@ -62,7 +63,7 @@ func TestDeletedProjectEndsItsMonitoring(t *testing.T) {
 	if err := c.bus.Publish(ctx, events.DeletedSubject, d.ID, d); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the project's monitoring gone", func() bool {
+	testkit.Eventually(t, time.Minute, "the project's monitoring gone", func() bool {
 		for _, coll := range []string{core.WebhooksCollection, core.AlertsCollection, core.NotesCollection, core.EventsCollection, core.PoliciesCollection, core.PendingCollection} {
 			if c.count(t, coll, a1) > 0 {
 				return false
@@ -83,7 +84,7 @@ func TestDeletedProjectEndsItsMonitoring(t *testing.T) {
 		t.Fatal(err)
 	}
 	later := c.alert(t, c.memberA1, "after", "project-a3")
-	eventually(t, "the second deletion acked", func() bool { return consumerIdle(t, c.bus) })
+	testkit.Eventually(t, time.Minute, "the second deletion acked", func() bool { return consumerIdle(t, c.bus) })
 	c.getAlert(t, kept.AlertID)
 	c.getAlert(t, later.AlertID)
 }

@@ -64,7 +64,7 @@ func (c *callers) notifyRequests(t *testing.T, alertID string) []events.Notifica
 func (c *callers) waitRequests(t *testing.T, alertID string, n int) []events.NotificationRequest {
 	t.Helper()
 	var got []events.NotificationRequest
-	eventually(t, "notification requests", func() bool { got = c.notifyRequests(t, alertID); return len(got) >= n })
+	testkit.Eventually(t, time.Minute, "notification requests", func() bool { got = c.notifyRequests(t, alertID); return len(got) >= n })
 	time.Sleep(300 * time.Millisecond)
 	if got = c.notifyRequests(t, alertID); len(got) != n {
 		t.Fatalf("%d requests, want %d: %+v", len(got), n, ids(got))
@@ -95,6 +95,7 @@ func step(level string, minutes int) map[string]any {
 // TestEscalationWalksThePolicy: each step at its level after the wait of
 // the step before, the rules repeat_count+1 times, then nothing.
 func TestEscalationWalksThePolicy(t *testing.T) {
+	t.Parallel()
 	c := setupWith(t, options{settings: escalating})
 	c.adminA.Call(ep+"create", policyWith("Oncall", "ACKNOWLEDGED", 1, step("LV1", 10), step("LV2", 5))).OK(nil)
 	a := c.alert(t, c.memberA1, "disk full", "project-a1")
@@ -122,7 +123,7 @@ func TestEscalationWalksThePolicy(t *testing.T) {
 	}
 	c.clock.Advance(6 * time.Minute) // repeats used up
 	c.waitRequests(t, a.AlertID, 4)
-	eventually(t, "ttl 0", func() bool { return c.getAlert(t, a.AlertID).EscalationTTL == 0 })
+	testkit.Eventually(t, time.Minute, "ttl 0", func() bool { return c.getAlert(t, a.AlertID).EscalationTTL == 0 })
 	c.clock.Advance(time.Hour)
 	c.waitRequests(t, a.AlertID, 4)
 }
@@ -130,6 +131,7 @@ func TestEscalationWalksThePolicy(t *testing.T) {
 // TestEscalationStopsWhenAcknowledged: the link of the message
 // acknowledges the alert, and escalation stops (finish ACKNOWLEDGED).
 func TestEscalationStopsWhenAcknowledged(t *testing.T) {
+	t.Parallel()
 	c := setupWith(t, options{settings: escalating})
 	c.adminA.Call(ep+"create", policyWith("Oncall", "ACKNOWLEDGED", 3, step("LV1", 1), step("LV2", 1))).OK(nil)
 	a := c.alert(t, c.memberA1, "disk full", "project-a1")
@@ -141,7 +143,7 @@ func TestEscalationStopsWhenAcknowledged(t *testing.T) {
 	if status, body := c.visit(t, http.MethodPost, u.Path, "application/json", `{"responder": "pager"}`); status != 200 {
 		t.Fatalf("acknowledge: %d %s", status, body)
 	}
-	eventually(t, "ttl 0", func() bool { return c.getAlert(t, a.AlertID).EscalationTTL == 0 })
+	testkit.Eventually(t, time.Minute, "ttl 0", func() bool { return c.getAlert(t, a.AlertID).EscalationTTL == 0 })
 	c.clock.Advance(time.Hour)
 	c.waitRequests(t, a.AlertID, 1)
 	if e := c.getAlert(t, a.AlertID); e.State != "ACKNOWLEDGED" || e.Responder != "pager" {
@@ -152,6 +154,7 @@ func TestEscalationStopsWhenAcknowledged(t *testing.T) {
 // TestEscalationUntilResolved: finish RESOLVED escalates an acknowledged
 // alert; resolving it stops it and sends one [Resolved] per step reached.
 func TestEscalationUntilResolved(t *testing.T) {
+	t.Parallel()
 	c := setupWith(t, options{settings: escalating})
 	c.adminA.Call(ep+"create", policyWith("Oncall", "RESOLVED", 0, step("LV1", 1), step("LV3", 1))).OK(nil)
 	a := c.alert(t, c.memberA1, "disk full", "project-a1")
@@ -174,13 +177,14 @@ func TestEscalationUntilResolved(t *testing.T) {
 // TestEscalationHighOnly: a project that wants HIGH alerts only is not
 // notified of a LOW one.
 func TestEscalationHighOnly(t *testing.T) {
+	t.Parallel()
 	c := setupWith(t, options{settings: escalating})
 	c.memberA1.Call(cp+"create", map[string]any{"project_id": "project-a1", "options": map[string]any{"notification_urgency": "HIGH_ONLY"}}).OK(nil)
 	var low alertInfo
 	c.memberA1.Call(ap+"create", map[string]any{"title": "x", "project_id": "project-a1", "urgency": "LOW"}).OK(&low)
 	high := c.alert(t, c.memberA1, "y", "project-a1")
 	c.waitRequests(t, high.AlertID, 1)
-	eventually(t, "ttl 0", func() bool { return c.getAlert(t, low.AlertID).EscalationTTL == 0 })
+	testkit.Eventually(t, time.Minute, "ttl 0", func() bool { return c.getAlert(t, low.AlertID).EscalationTTL == 0 })
 	c.waitRequests(t, low.AlertID, 0)
 }
 
@@ -211,6 +215,7 @@ func (c *callers) instance(t *testing.T) (stop func()) {
 // once, one is stopped and another started mid-way: every step is asked
 // for once, in order, none repeated.
 func TestEscalationAcrossReplicasAndRestarts(t *testing.T) {
+	t.Parallel()
 	c := setupWith(t, options{settings: escalating})
 	c.adminA.Call(ep+"create", policyWith("Oncall", "ACKNOWLEDGED", 1, step("LV1", 1), step("LV2", 1))).OK(nil)
 	stopB := c.instance(t)
@@ -239,6 +244,7 @@ func TestEscalationAcrossReplicasAndRestarts(t *testing.T) {
 // TestEscalationStartsAtCreation: a new alert's first step is asked for
 // at once, not at the next tick (upstream runs it at creation).
 func TestEscalationStartsAtCreation(t *testing.T) {
+	t.Parallel()
 	c := setupWith(t, options{settings: func(cfg *monitoring.Config) { cfg.EscalationTick = time.Hour }})
 	c.parses(alert("k-1", "ALERT"))
 	w := c.webhook(t, c.memberA1, "Grafana")
@@ -254,6 +260,7 @@ func TestEscalationStartsAtCreation(t *testing.T) {
 // bumped by every write, stands still); once the step's wait is over,
 // the next step is asked for, once.
 func TestEscalationTakesOnlyDueAlerts(t *testing.T) {
+	t.Parallel()
 	c := setupWith(t, options{settings: escalating})
 	c.adminA.Call(ep+"create", policyWith("Oncall", "ACKNOWLEDGED", 0, step("LV1", 10), step("LV2", 10))).OK(nil)
 	a := c.alert(t, c.memberA1, "disk full", "project-a1")
@@ -284,7 +291,7 @@ func TestEscalationTakesOnlyDueAlerts(t *testing.T) {
 		return cl.Epoch
 	}
 	va, vb, from := version(a.AlertID), version(b.AlertID), ticks()
-	eventually(t, "ten ticks", func() bool { return ticks() >= from+10 })
+	testkit.Eventually(t, time.Minute, "ten ticks", func() bool { return ticks() >= from+10 })
 	if na, nb := version(a.AlertID), version(b.AlertID); na != va || nb != vb {
 		t.Fatalf("alerts written %d and %d times over ten ticks with no step due", na-va, nb-vb)
 	}
@@ -323,6 +330,6 @@ func TestEscalationNoticeLeftByACrash(t *testing.T) {
 	if got[1].ID != left || got[1].Level != "LV2" || got[1].Message.Title != "[Alerting] disk full" {
 		t.Fatalf("the left notice recorded as %+v", got[1])
 	}
-	eventually(t, "the notice cleared", func() bool { _, ok := raw()["notice"]; return !ok })
+	testkit.Eventually(t, time.Minute, "the notice cleared", func() bool { _, ok := raw()["notice"]; return !ok })
 	c.waitRequests(t, a.AlertID, 2) // once
 }

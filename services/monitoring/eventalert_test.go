@@ -42,6 +42,7 @@ func withSeverity(ev map[string]any, severity string) map[string]any {
 
 // TestEventsBecomeAlerts: upstream's rule, event by event.
 func TestEventsBecomeAlerts(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	w := c.webhook(t, c.memberA1, "Grafana")
 
@@ -140,6 +141,7 @@ func TestEventsBecomeAlerts(t *testing.T) {
 // replicas at once, each body several times (the sender's retries): one
 // alert, counting each body once.
 func TestEventsExactlyOnceOnTwoReplicas(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	other := c.replica(t)
 	w := c.webhook(t, c.memberA1, "Grafana")
@@ -175,6 +177,7 @@ func TestEventsExactlyOnceOnTwoReplicas(t *testing.T) {
 // finished by the sender's retry, or by the sweep when nobody sends it
 // again, without a second alert or a second count.
 func TestEventsAfterAKilledWorker(t *testing.T) {
+	t.Parallel()
 	// The sweep of this replica looks only at events a minute old: the
 	// steps below are the sender's retries; a replica sweeping fast
 	// starts for the last one.
@@ -220,13 +223,13 @@ func TestEventsAfterAKilledWorker(t *testing.T) {
 	c.cfg.SweepEvery, c.cfg.SweepAge = 50*time.Millisecond, 200*time.Millisecond
 	stop := c.instance(t)
 	defer stop()
-	eventually(t, "the sweep", func() bool {
+	testkit.Eventually(t, time.Minute, "the sweep", func() bool {
 		return testkit.Count(t, c.db.Collection(core.AlertsCollection), bson.E{Key: "_id", Value: second}) == 1
 	})
 	if a := c.getAlert(t, second); a.EventCount != 1 || a.AlertNumber != 3 {
 		t.Fatalf("swept: %+v", a)
 	}
-	eventually(t, "the event marked", func() bool {
+	testkit.Eventually(t, time.Minute, "the event marked", func() bool {
 		var ev struct {
 			Applied bool `bson:"applied"`
 		}
@@ -243,6 +246,7 @@ func TestEventsAfterAKilledWorker(t *testing.T) {
 // retry of the same event (the same derived alert id) finds the alert
 // and spends no number on it.
 func TestEventRetryAfterNumberedInsert(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	w := c.webhook(t, c.memberA1, "Grafana")
 	c.parses(alert("k-1", "ALERT"))
@@ -273,6 +277,7 @@ func TestEventRetryAfterNumberedInsert(t *testing.T) {
 // duplicate; a key quiet longer opens a new alert (the old one stays
 // open), and a RECOVERY that late is dropped.
 func TestEventDedupeWindow(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	w := c.webhook(t, c.memberA1, "Grafana")
 	n := 0
@@ -318,6 +323,7 @@ func TestEventDedupeWindow(t *testing.T) {
 // events of the key are applied before the retry comes (the sender's or
 // the sweep's). The retry must not count the event a second time.
 func TestEventRetryAfterLaterEvents(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	w := c.webhook(t, c.memberA1, "Grafana")
 	c.parses(alert("k-1", "ALERT"))
@@ -342,6 +348,7 @@ func TestEventRetryAfterLaterEvents(t *testing.T) {
 // event that opens an alert, as upstream stores every event; its retry
 // is a duplicate of it in turn.
 func TestSameBodyAfterResolveIsANewEvent(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	w := c.webhook(t, c.memberA1, "Grafana")
 	c.parses(alert("k-1", "ALERT"))
@@ -376,6 +383,7 @@ func TestSameBodyAfterResolveIsANewEvent(t *testing.T) {
 // its notes and events with it: the old project's members read them no
 // more, the new project's do.
 func TestMovedAlertTakesItsRecords(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	w := c.webhook(t, c.memberA1, "Grafana")
 	c.parses(alert("k-1", "ALERT"))

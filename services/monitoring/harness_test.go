@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"log/slog"
 	"net/http"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,7 +65,7 @@ type callers struct {
 	svc                                                              *app.Service
 	plugin                                                           *fakeplugin.Server
 	bus                                                              *events.Bus
-	clock                                                            *testClock
+	clock                                                            *testkit.Clock // the alerts' clock: the real time plus what a test adds
 	deps                                                             app.Deps
 	cfg                                                              monitoring.Config
 }
@@ -79,16 +78,6 @@ var testKeys = func() *seal.Keyring {
 	}
 	return k
 }()
-
-// testClock is the alerts' clock: the real time plus what a test adds.
-type testClock struct{ skew atomic.Int64 }
-
-func (c *testClock) Now() time.Time {
-	return time.Now().UTC().Add(time.Duration(c.skew.Load())).Truncate(time.Millisecond)
-}
-
-// Advance moves the clock on by d.
-func (c *testClock) Advance(d time.Duration) { c.skew.Add(int64(d)) }
 
 type options struct {
 	settings func(*monitoring.Config)
@@ -122,7 +111,9 @@ func setupWith(t *testing.T, o options) *callers {
 	fp.Script(initMethod, fakeplugin.Reply{Result: map[string]any{"metadata": map[string]any{"supported_event_type": []any{"ALERT"}}}})
 	plugins := fakeplugin.Client(t, map[string]string{"plugin-grafana-mon-webhook": fp.Endpoint, "plugin-unreachable": fakeplugin.Unreachable},
 		plugin.Options{ReadyTimeout: 300 * time.Millisecond, Retries: -1})
-	natsURL := env.NATS.URL
+	// An account of its own: the tests run side by side, and two services
+	// on one account would share the fixed consumer names.
+	natsURL := env.OwnNATS(t)
 	if o.ownNATS {
 		natsURL = testkit.StartNATS(t).URL()
 	}
@@ -136,7 +127,7 @@ func setupWith(t *testing.T, o options) *callers {
 	// webhook's project is still live.
 	serviceToken := env.Token(t, auth.Principal{TokenType: auth.SystemToken, DomainID: "domain-root", UserID: "system", Role: auth.SystemAdmin})
 	deps := app.Deps{DB: db, Log: slog.New(slog.DiscardHandler), Services: call.NewServices(urls, serviceToken, nil), Plugins: plugins, Events: bus}
-	clock := &testClock{}
+	clock := testkit.RunningClock()
 	cfg := monitoring.DefaultConfig()
 	cfg.WebhookBaseURL = "https://nubes.example.com/"
 	cfg.CounterFlush = 20 * time.Millisecond

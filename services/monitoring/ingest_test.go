@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
 	"github.com/nubes-io/nubes/services/monitoring"
 	"github.com/nubes-io/nubes/services/monitoring/internal/core"
@@ -55,6 +56,7 @@ func randomKey() string {
 // TestIngestAbuse: bad bodies and bad URLs are 4xx with nothing stored
 // and the plugin never called.
 func TestIngestAbuse(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	w := c.webhook(t, c.memberA1, "Target")
 	off := c.webhook(t, c.memberA1, "Off")
@@ -110,7 +112,7 @@ func TestIngestAbuse(t *testing.T) {
 		}
 	}
 	// Only the bodies that reached a valid key count, and as errors.
-	eventually(t, "counters", func() bool { n, e := c.requests(t, w.WebhookID); return n == 9 && e == 9 })
+	testkit.Eventually(t, time.Minute, "counters", func() bool { n, e := c.requests(t, w.WebhookID); return n == 9 && e == 9 })
 	// Other methods are not served.
 	req := httptest.NewRequest(http.MethodGet, url, nil)
 	rec := httptest.NewRecorder()
@@ -122,6 +124,7 @@ func TestIngestAbuse(t *testing.T) {
 }
 
 func TestIngestRateLimit(t *testing.T) {
+	t.Parallel()
 	// The limiter's clock moves only when the test moves it: a slow run
 	// refills no token behind the test's back.
 	var mu sync.Mutex
@@ -160,6 +163,7 @@ func TestIngestRateLimit(t *testing.T) {
 // TestIngestSlowBody: a body that does not arrive within the read
 // timeout is refused with 408 over a real connection, nothing stored.
 func TestIngestSlowBody(t *testing.T) {
+	t.Parallel()
 	c := setupWith(t, options{settings: func(cfg *monitoring.Config) { cfg.ReadTimeout = 300 * time.Millisecond }})
 	w := c.webhook(t, c.memberA1, "Slow")
 	srv := httptest.NewServer(c.handler)
@@ -189,6 +193,7 @@ func TestIngestSlowBody(t *testing.T) {
 // that hangs or cannot be reached is a 504 or 502 within the parse
 // timeout, and the body is kept and parsed later.
 func TestIngestPluginFailures(t *testing.T) {
+	t.Parallel()
 	c := setupWith(t, options{settings: func(cfg *monitoring.Config) {
 		// A parse timeout far above a parse's time on a loaded machine:
 		// 400 ms left a parse at load 20-40 little room before a 504.
@@ -211,7 +216,7 @@ func TestIngestPluginFailures(t *testing.T) {
 		!strings.Contains(ev.Description, "no alerts in it") || ev.RawData["weird"] != true || res.Error == "" {
 		t.Fatalf("error event: %+v (%+v)", ev, res)
 	}
-	eventually(t, "counters", func() bool { n, e := c.requests(t, w.WebhookID); return n == 1 && e == 1 })
+	testkit.Eventually(t, time.Minute, "counters", func() bool { n, e := c.requests(t, w.WebhookID); return n == 1 && e == 1 })
 
 	// The plugin hangs: 504 within the parse timeout, the body kept, then
 	// parsed by the retry worker once the plugin answers.
@@ -225,7 +230,7 @@ func TestIngestPluginFailures(t *testing.T) {
 		t.Fatalf("after a hang: %d events, %d kept", ev, kept)
 	}
 	c.parses(alert("late", "ALERT"))
-	eventually(t, "the kept body to be parsed", func() bool { ev, kept := c.stored(t); return ev == 2 && kept == 0 })
+	testkit.Eventually(t, time.Minute, "the kept body to be parsed", func() bool { ev, kept := c.stored(t); return ev == 2 && kept == 0 })
 	var l list[eventInfo]
 	c.memberA1.Call("/monitoring/v1/event/list", map[string]any{"event_key": "late"}).OK(&l)
 	if l.TotalCount != 1 || c.event(t, l.Results[0].EventID).RawData["hung"] != float64(1) {
@@ -239,12 +244,12 @@ func TestIngestPluginFailures(t *testing.T) {
 	if _, kept := c.stored(t); kept != 1 {
 		t.Fatalf("kept %d", kept)
 	}
-	eventually(t, "the kept body to give up", func() bool { ev, kept := c.stored(t); return ev == 3 && kept == 0 })
+	testkit.Eventually(t, time.Minute, "the kept body to give up", func() bool { ev, kept := c.stored(t); return ev == 3 && kept == 0 })
 	c.memberA1.Call("/monitoring/v1/event/list", map[string]any{"event_type": "ERROR", "query": map[string]any{"sort": []any{map[string]any{"key": "created_at", "desc": true}}}}).OK(&l)
 	if l.TotalCount != 2 || c.event(t, l.Results[0].EventID).RawData["lost"] != float64(1) || !strings.Contains(l.Results[0].Description, "tries") {
 		t.Fatalf("given-up body: %+v", l.Results)
 	}
-	eventually(t, "counters", func() bool { n, e := c.requests(t, w.WebhookID); return n == 3 && e == 3 })
+	testkit.Eventually(t, time.Minute, "counters", func() bool { n, e := c.requests(t, w.WebhookID); return n == 3 && e == 3 })
 }
 
 // A webhook keeps at most MaxKept bodies for its plugin: one more is
@@ -252,8 +257,13 @@ func TestIngestPluginFailures(t *testing.T) {
 // A plugin with no endpoint configured is a final failure: an error
 // event, nothing kept for retry.
 func TestIngestBounds(t *testing.T) {
+	t.Parallel()
+	// The parse timeout far above the plugin client's 300 ms wait for a
+	// ready connection: a stopped plugin is unavailable (502), never a
+	// timeout (504), however loaded the machine (400 ms met the 504 once
+	// in 3 runs side by side at load 17).
 	c := setupWith(t, options{settings: func(cfg *monitoring.Config) {
-		cfg.ParseTimeout, cfg.RetryInterval, cfg.MaxKept = 400*time.Millisecond, time.Hour, 2
+		cfg.ParseTimeout, cfg.RetryInterval, cfg.MaxKept = 30*time.Second, time.Hour, 2
 	}})
 	w := c.webhook(t, c.memberA1, "Bounded")
 	other := c.webhook(t, c.memberA1, "Other")
@@ -271,7 +281,7 @@ func TestIngestBounds(t *testing.T) {
 	if _, kept := c.stored(t); kept != 3 {
 		t.Fatalf("%d kept", kept)
 	}
-	eventually(t, "counters", func() bool { n, e := c.requests(t, w.WebhookID); return n == 4 && e == 4 })
+	testkit.Eventually(t, time.Minute, "counters", func() bool { n, e := c.requests(t, w.WebhookID); return n == 4 && e == 4 })
 
 	// The webhook's plugin has no endpoint (plugin_endpoints lacks it).
 	if _, err := c.db.Collection(core.WebhooksCollection).UpdateOne(t.Context(), bson.D{{Key: "_id", Value: other.WebhookID}},

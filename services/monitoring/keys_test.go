@@ -10,6 +10,7 @@ import (
 // stored, read back as the plugin parsed it, and found by
 // additional_info.<key>. The webhook's own tags keep such keys too.
 func TestIngestCloudKeys(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	w := c.webhook(t, c.adminA, "grafana")
 	labels := map[string]any{"alertname": "HighCPU", "kubernetes.io/cluster": "prod", "app.kubernetes.io/name": "api",

@@ -61,6 +61,7 @@ func (c *callers) getPolicy(t *testing.T, as *testkit.Client, id string) policyI
 }
 
 func TestPolicyLifecycle(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	d := c.policy(t, c.adminA, "Domain first", "DOMAIN", nil)
 	if !strings.HasPrefix(d.EscalationPolicyID, "ep-") || len(d.EscalationPolicyID) != 15 || !d.IsDefault ||
@@ -143,6 +144,7 @@ func TestPolicyLifecycle(t *testing.T) {
 }
 
 func TestPolicyRules(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	def := c.policy(t, c.adminA, "Default", "DOMAIN", nil)
 	other := c.policy(t, c.adminA, "Other", "DOMAIN", nil)
@@ -205,6 +207,7 @@ func TestPolicyRules(t *testing.T) {
 // every global policy of a domain, leave exactly one default, and it is
 // the one the scope's record names.
 func TestPolicyDefaultUnderConcurrency(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	var ids []string
 	for _, n := range []string{"a", "b", "c", "d", "e", "f"} {
@@ -299,6 +302,7 @@ func TestPolicyDefaultRacingDelete(t *testing.T) {
 }
 
 func TestNoteLifecycle(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	const np = "/monitoring/v1/note/"
 	type noteInfo struct {

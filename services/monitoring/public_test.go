@@ -7,32 +7,23 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/services/monitoring"
 	"github.com/nubes-io/nubes/services/monitoring/internal/core"
 	"github.com/nubes-io/nubes/services/monitoring/internal/event"
 )
 
-// stoppedClock is a rate limits' clock that moves only when the test
+// newStoppedClock is a rate limits' clock that moves only when the test
 // moves it.
-type stoppedClock struct {
-	mu  sync.Mutex
-	now time.Time
+func newStoppedClock() *testkit.Clock {
+	return testkit.StoppedClock(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC))
 }
-
-func newStoppedClock() *stoppedClock {
-	return &stoppedClock{now: time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)}
-}
-
-func (c *stoppedClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-
-func (c *stoppedClock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
 
 // from posts body to path as a caller at address src.
 func (c *callers) from(src, path, body string) (int, string) {
@@ -55,6 +46,7 @@ func (c *callers) from(src, path, body string) (int, string) {
 // webhook made before, or without keys) is still checked against the
 // stored one.
 func TestWebhookKeyProvesItself(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	w := c.webhook(t, c.memberA1, "Proving")
 	other := c.webhook(t, c.memberA1, "Other")
@@ -101,6 +93,7 @@ func TestWebhookKeyProvesItself(t *testing.T) {
 // bucket refills; another address, and the address's own successes, are
 // not slowed.
 func TestPublicURLRefusalsBoundedPerSource(t *testing.T) {
+	t.Parallel()
 	clock := newStoppedClock()
 	c := setupWith(t, options{settings: func(cfg *monitoring.Config) {
 		cfg.FailRate, cfg.FailBurst, cfg.Clock = 1, 3, clock.Now
@@ -151,6 +144,7 @@ func TestPublicURLRefusalsBoundedPerSource(t *testing.T) {
 // TestIngestRateCountsEvents: a body the plugin makes ten events of pays
 // for ten, so the webhook waits for them.
 func TestIngestRateCountsEvents(t *testing.T) {
+	t.Parallel()
 	clock := newStoppedClock()
 	c := setupWith(t, options{settings: func(cfg *monitoring.Config) {
 		cfg.IngestRate, cfg.IngestBurst, cfg.Clock = 1, 5, clock.Now
@@ -176,6 +170,7 @@ func TestIngestRateCountsEvents(t *testing.T) {
 // a bucket (events per second) that another workspace's do not, so a
 // workspace's flood leaves the others' alerts alone.
 func TestWorkspaceBucketSharedByItsWebhooks(t *testing.T) {
+	t.Parallel()
 	clock := newStoppedClock()
 	c := setupWith(t, options{settings: func(cfg *monitoring.Config) {
 		cfg.IngestRate, cfg.IngestBurst, cfg.Clock = 100, 100, clock.Now
@@ -203,6 +198,7 @@ func TestWorkspaceBucketSharedByItsWebhooks(t *testing.T) {
 // named by its events; lists leave bodies out, a get answers them; a
 // body past event.MaxRawKept is counted, not stored.
 func TestDeliveryBodyStoredOnce(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	w := c.webhook(t, c.memberA1, "Bodies")
 	three := []map[string]any{alert("b-1", "ALERT"), alert("b-2", "ALERT"), alert("b-3", "ALERT")}
@@ -272,6 +268,7 @@ func TestDeliveryBodyStoredOnce(t *testing.T) {
 // TestEventsPurgedAfterRetention: events and bodies older than the
 // retention go; younger ones stay.
 func TestEventsPurgedAfterRetention(t *testing.T) {
+	t.Parallel()
 	c := setupWith(t, options{settings: func(cfg *monitoring.Config) {
 		cfg.EventRetention, cfg.PurgeEvery = time.Hour, 20*time.Millisecond
 	}})
@@ -281,7 +278,7 @@ func TestEventsPurgedAfterRetention(t *testing.T) {
 	c.clock.Advance(2 * time.Hour)
 	c.parses(alert("new", "ALERT"))
 	c.post(w, `{"new": true}`).OK(nil)
-	eventually(t, "old events purged", func() bool {
+	testkit.Eventually(t, time.Minute, "old events purged", func() bool {
 		return c.count(t, core.EventsCollection, nil) == 1 && c.count(t, core.BodiesCollection, nil) == 0
 	})
 	var page struct {

@@ -18,6 +18,7 @@ import (
 // record of workspace-1 (project-a1 where the resource has projects) is
 // read and changed by no outsider, a member outside the project included.
 func TestTenancy(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	member := auth.Principal{DomainID: "domain-a", UserID: "mia", Role: auth.WorkspaceMember, WorkspaceID: "workspace-1", Projects: []string{"project-a1"}}
 	watch := []*mongo.Collection{c.db.Collection(core.WebhooksCollection), c.db.Collection(core.PoliciesCollection),
@@ -99,6 +100,7 @@ func TestTenancy(t *testing.T) {
 // token does not list (a PRIVATE project it is not in), and lists none of
 // its webhooks (nor so their access keys).
 func TestMemberOutsideProject(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	outsider := c.anon.For(auth.Principal{DomainID: "domain-a", UserID: "mo", Role: auth.WorkspaceMember, WorkspaceID: "workspace-1", Projects: []string{"project-other"}})
 	before := c.count(t, core.WebhooksCollection, nil) + c.count(t, core.PoliciesCollection, nil)

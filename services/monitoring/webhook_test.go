@@ -88,18 +88,6 @@ func alert(key, typ string) map[string]any {
 		"resource": map[string]any{"name": "web-1"}, "occurred_at": "2025-01-02T03:04:05Z", "provider": "grafana"}
 }
 
-// eventually waits for cond.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func (c *callers) requests(t *testing.T, id string) (int, int) {
 	t.Helper()
 	var w webhookInfo
@@ -111,6 +99,7 @@ func (c *callers) requests(t *testing.T, id string) (int, int) {
 var sealedKey = regexp.MustCompile(`^[A-Za-z0-9_-]{40,}$`)
 
 func TestWebhookLifecycle(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	w := c.webhook(t, c.memberA1, "Grafana")
 	if !regexp.MustCompile(`^webhook-[0-9a-f]{12}$`).MatchString(w.WebhookID) || !sealedKey.MatchString(w.AccessKey) ||
@@ -193,7 +182,7 @@ func TestWebhookLifecycle(t *testing.T) {
 		t.Fatalf("another domain sees events: %+v", el)
 	}
 	// Published on JetStream through the outbox.
-	eventually(t, "the outbox to drain", func() bool { return c.count(t, core.OutboxCollection, nil) == 0 })
+	testkit.Eventually(t, time.Minute, "the outbox to drain", func() bool { return c.count(t, core.OutboxCollection, nil) == 0 })
 	msg, err := c.bus.JS.Stream(context.Background(), events.MonitoringStream)
 	if err != nil {
 		t.Fatal(err)
@@ -206,7 +195,7 @@ func TestWebhookLifecycle(t *testing.T) {
 	if err := json.Unmarshal(last.Data, &pub); err != nil || pub.EventID != ev.EventID || pub.EventType != "RECOVERY" || pub.DomainID != "domain-a" {
 		t.Fatalf("published %s (%v)", last.Data, err)
 	}
-	eventually(t, "counters", func() bool { n, e := c.requests(t, w.WebhookID); return n == 3 && e == 0 })
+	testkit.Eventually(t, time.Minute, "counters", func() bool { n, e := c.requests(t, w.WebhookID); return n == 3 && e == 0 })
 
 	var l list[webhookInfo]
 	c.memberA1.Call("/monitoring/webhook/list", map[string]any{"project_id": "project-a1"}).OK(&l)
@@ -245,6 +234,7 @@ func TestWebhookLifecycle(t *testing.T) {
 }
 
 func TestWebhookRules(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	w := c.webhook(t, c.memberA1, "Kept")
 	before := c.count(t, core.WebhooksCollection, nil)
@@ -331,6 +321,7 @@ func TestWebhookRules(t *testing.T) {
 // A webhook's access_key (whoever holds it posts events) is a secret
 // field: no list or stat query reads it, whatever the caller.
 func TestWebhookAccessKeyIsNoQueryOracle(t *testing.T) {
+	t.Parallel()
 	c := setup(t)
 	w := c.webhook(t, c.adminA, "grafana")
 	if w.AccessKey == "" {

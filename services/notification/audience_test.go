@@ -13,6 +13,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/testkit"
 )
 
 // inboxOf lists whose inbox entries are stored, sorted.
@@ -38,10 +39,7 @@ func (e *env) inboxOf(t *testing.T) []string {
 // checks that no more comes.
 func (e *env) waitInbox(t *testing.T, want []string) {
 	t.Helper()
-	deadline := time.Now().Add(waitBound)
-	for len(e.inboxOf(t)) < len(want) && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, waitBound, fmt.Sprintf("%d inbox entries", len(want)), func() bool { return len(e.inboxOf(t)) >= len(want) })
 	time.Sleep(300 * time.Millisecond)
 	if got := e.inboxOf(t); !reflect.DeepEqual(got, want) {
 		t.Fatalf("inbox of %v, want %v", got, want)
@@ -56,6 +54,7 @@ func (e *env) waitInbox(t *testing.T, want []string) {
 // stored or changed: a member cannot reach another workspace's person
 // (the case), a made-up id or another domain's user.
 func TestProjectChannelUsers(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	builtin := e.builtin(t, e.adminA)
 	// mia, a member of workspace-1 whose token reaches project-1.
@@ -131,6 +130,7 @@ func TestProjectChannelUsers(t *testing.T) {
 // channels is used; a request naming a made-up user stores nothing; an
 // e-mail channel whose owner's verified address changed is not mailed.
 func TestAudienceAtSendTime(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true})
 	builtin := e.builtin(t, e.adminA)
 	plain := e.protocolWith(t, "hooks", "PLAIN_TEXT")
@@ -175,6 +175,7 @@ func TestAudienceAtSendTime(t *testing.T) {
 // entries) and max channels (deliveries); the rest is left out by id
 // order, so a redelivery leaves out the same.
 func TestRequestBounds(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true, maxUsers: 2, maxChannels: 3})
 	plain := e.protocolWith(t, "hooks", "PLAIN_TEXT")
 	e.plugin.Reset()
@@ -195,12 +196,13 @@ func TestRequestBounds(t *testing.T) {
 // TestInboxBounded: a user's inbox keeps its newest entries; past the
 // bound the oldest go first (the fan-out's clock orders them).
 func TestInboxBounded(t *testing.T) {
-	var clk clock
-	clk.set(time.Now())
-	e := setupWith(t, options{bus: true, now: clk.now, inboxMax: 3})
+	t.Parallel()
+	clk := testkit.StoppedClock(time.Time{})
+	clk.Set(time.Now())
+	e := setupWith(t, options{bus: true, now: clk.Now, inboxMax: 3})
 	const nb = "/notification/v1/notification/"
 	for i := 1; i <= 5; i++ {
-		clk.set(time.Now().Add(time.Duration(i) * time.Minute))
+		clk.Set(time.Now().Add(time.Duration(i) * time.Minute))
 		e.system.Call(nb+"create", M{"resource_type": "identity.User", "resource_id": "ulla", "topic": "t",
 			"message": M{"title": fmt.Sprint("notice ", i)}, "domain_id": "domain-a"}).OK(nil)
 	}
@@ -229,6 +231,7 @@ func TestInboxBounded(t *testing.T) {
 // or an address not verified, is 400 on create and update and nothing is
 // stored or changed.
 func TestEmailChannelVerified(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	builtin := e.builtin(t, e.userA)
 	pia := e.anon.For(auth.Principal{DomainID: "domain-a", UserID: "pia", Role: auth.WorkspaceMember, WorkspaceID: "workspace-1"})

@@ -79,6 +79,7 @@ func (e *env) builtin(t *testing.T, c *testkit.Client) string {
 }
 
 func TestProjectChannelCreate(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	plain := e.protocolWith(t, "hooks", "PLAIN_TEXT")
 	var c ProjectChannel
@@ -162,6 +163,7 @@ func TestProjectChannelCreate(t *testing.T) {
 // and every answer keep {} and a secret_id, no query reads the sealed
 // field, and the dispatch gets the data back (dispatch_test).
 func TestProjectChannelSecretData(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	secret := e.protocolWith(t, "secret hooks", "SECRET")
 	var c ProjectChannel
@@ -190,6 +192,7 @@ func TestProjectChannelSecretData(t *testing.T) {
 }
 
 func TestProjectChannelVerbs(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	plain := e.protocolWith(t, "hooks", "PLAIN_TEXT")
 	var c ProjectChannel
@@ -250,6 +253,7 @@ func TestProjectChannelVerbs(t *testing.T) {
 }
 
 func TestProjectChannelTenancy(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	plain := e.protocolWith(t, "hooks", "PLAIN_TEXT")
 	var c ProjectChannel
@@ -275,6 +279,7 @@ func TestProjectChannelTenancy(t *testing.T) {
 }
 
 func TestUserChannels(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	builtin := e.builtin(t, e.userA)
 	secret := e.protocolWith(t, "secret hooks", "SECRET")

@@ -26,6 +26,8 @@ const (
 // marked; once it is gone a retry deletes the counters and the protocol
 // (404 from then on); the other protocol is untouched.
 func TestProtocolDeleteMarkedFirst(t *testing.T) {
+	// Not t.Parallel: store.FailChildDeletes fails its collection's child
+	// deletes in every test of the binary; serial tests run before the others.
 	e := setup(t)
 	ctx := context.Background()
 	plain := e.protocolWith(t, "hooks", "PLAIN_TEXT")

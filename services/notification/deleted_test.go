@@ -21,6 +21,7 @@ import (
 // deletion takes its channels. Delivered again, nothing more changes
 // (issue 38).
 func TestDeletedUserEndsItsNotifications(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true})
 	builtin := e.builtin(t, e.adminA)
 	// Each user's e-mail channel to the address identity verified for it.
@@ -80,13 +81,7 @@ func TestDeletedUserEndsItsNotifications(t *testing.T) {
 			e.countWhere(t, core.ProjectChannelsCollection, bson.D{{Key: "data.users", Value: "ulla"}}) == 0 &&
 			e.countWhere(t, core.ProjectChannelsCollection, bson.D{{Key: "project_id", Value: "project-2"}}) == 0
 	}
-	deadline := time.Now().Add(time.Minute)
-	for !done() {
-		if time.Now().After(deadline) {
-			t.Fatal("the deletions were not done after the restart")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, time.Minute, "the deletions done after the restart", done)
 	check := func() {
 		t.Helper()
 		e.ownerA1.Call(pcBase+"get", M{"project_channel_id": ch.ProjectChannelID}).OK(&ch)
@@ -111,13 +106,7 @@ func TestDeletedUserEndsItsNotifications(t *testing.T) {
 	// Again (a retried delete's second event): nothing more goes.
 	user.ID = events.DeletedID(events.DeletedUser, "domain-a", "ulla", "t1")
 	publish(user)
-	deadline = time.Now().Add(time.Minute)
-	for !idle(t, e.bus) {
-		if time.Now().After(deadline) {
-			t.Fatal("the second deletion was not acked")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, time.Minute, "the second deletion acked", func() bool { return idle(t, e.bus) })
 	check()
 }
 

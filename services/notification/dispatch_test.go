@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
 )
 
@@ -28,16 +29,11 @@ func (e *env) publish(t *testing.T, msgID string, ev events.NotificationDispatch
 // outcome waits for the recorded outcome of an event.
 func (e *env) outcome(t *testing.T, id string) bson.M {
 	t.Helper()
-	deadline := time.Now().Add(waitBound)
-	for time.Now().Before(deadline) {
-		var m bson.M
-		if err := e.db.Collection(dispatches).FindOne(context.Background(), bson.D{{Key: "_id", Value: id}}).Decode(&m); err == nil {
-			return m
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("no outcome recorded for %s", id)
-	return nil
+	var m bson.M
+	testkit.Eventually(t, waitBound, "an outcome recorded for "+id, func() bool {
+		return e.db.Collection(dispatches).FindOne(context.Background(), bson.D{{Key: "_id", Value: id}}).Decode(&m) == nil
+	})
+	return m
 }
 
 // usage reads a protocol's counters once they are want (the dispatcher
@@ -66,6 +62,7 @@ func event(id, protocolID string) events.NotificationDispatch {
 // data unsealed; the same event again is not dispatched twice; a DISABLED
 // protocol dispatches nothing.
 func TestDispatch(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true})
 	p := e.create(t, e.adminA, emailProtocol("E-mail"))
 
@@ -119,18 +116,13 @@ func TestDispatch(t *testing.T) {
 // the plugin's answer and records the outcome, so the event is not handed
 // back and dispatched again by another replica (a page sent twice).
 func TestDispatchUnderWayAtStop(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true})
 	p := e.create(t, e.adminA, emailProtocol("E-mail"))
 	answer := make(chan struct{})
 	e.plugin.Script(dispatchMethod, fakeplugin.Reply{Gate: answer})
 	e.publish(t, "n-stop", event("n-stop", p.ProtocolID))
-	deadline := time.Now().Add(waitBound)
-	for len(e.plugin.Calls(dispatchMethod)) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the plugin got no dispatch")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, waitBound, "a dispatch at the plugin", func() bool { return len(e.plugin.Calls(dispatchMethod)) != 0 })
 	e.stopWorkers()
 	select {
 	case <-e.workersStopped:
@@ -155,6 +147,7 @@ func TestDispatchUnderWayAtStop(t *testing.T) {
 // TestDispatchFailures: a failure that may pass is retried with backoff; a
 // refusal or the last failure goes to the dead letter, counted as failed.
 func TestDispatchFailures(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true})
 	p := e.create(t, e.adminA, emailProtocol("E-mail"))
 	dead := make(chan events.DeadNotification, 10)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"sort"
 	"sync"
@@ -24,11 +25,7 @@ import (
 	"github.com/nubes-io/nubes/services/notification/internal/fanout"
 )
 
-// clock is a test clock the fan-out reads.
-type clock struct{ t atomic.Int64 }
-
-func (c *clock) now() time.Time  { return time.Unix(0, c.t.Load()).UTC() }
-func (c *clock) set(t time.Time) { c.t.Store(t.UnixNano()) }
+// at is a time of the test week, for the fan-out's clock.
 func at(day, hour int) time.Time { return time.Date(2026, 11, 23+day, hour, 30, 0, 0, time.UTC) } // day 0: a Monday
 func (e *env) request(t *testing.T, r events.NotificationRequest) {
 	t.Helper()
@@ -41,10 +38,7 @@ func (e *env) request(t *testing.T, r events.NotificationRequest) {
 // channel data's webhook_url; it fails on more.
 func (e *env) dispatched(t *testing.T, n int) map[string]M {
 	t.Helper()
-	deadline := time.Now().Add(waitBound)
-	for len(e.plugin.Calls(dispatchMethod)) < n && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, waitBound, fmt.Sprintf("%d dispatches", n), func() bool { return len(e.plugin.Calls(dispatchMethod)) >= n })
 	time.Sleep(300 * time.Millisecond) // no more than n: the fan-out is done with what it took
 	calls := e.plugin.Calls(dispatchMethod)
 	if len(calls) != n {
@@ -96,9 +90,10 @@ func (e *env) mails(t *testing.T) []events.Mail {
 // mailer); a SECRET channel's data reaches the plugin unsealed; the
 // message is upstream's; a request delivered again adds nothing.
 func TestNotificationRequest(t *testing.T) {
-	var clk clock
-	clk.set(at(0, 10)) // Monday 10:30 UTC
-	e := setupWith(t, options{bus: true, now: clk.now})
+	t.Parallel()
+	clk := testkit.StoppedClock(time.Time{})
+	clk.Set(at(0, 10)) // Monday 10:30 UTC
+	e := setupWith(t, options{bus: true, now: clk.Now})
 	plain := e.protocolWith(t, "hooks", "PLAIN_TEXT")
 	secret := e.protocolWith(t, "secret hooks", "SECRET")
 	builtin := e.builtin(t, e.adminA)
@@ -143,11 +138,7 @@ func TestNotificationRequest(t *testing.T) {
 		t.Fatalf("%d inbox entries", n)
 	}
 	var mails []events.Mail
-	deadline := time.Now().Add(waitBound)
-	for len(mails) == 0 && time.Now().Before(deadline) {
-		mails = e.mails(t)
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, waitBound, "a mail", func() bool { mails = e.mails(t); return len(mails) != 0 })
 	if len(mails) != 1 || mails[0].To != "ulla@example.com" || mails[0].Template != events.MailNotification || mails[0].Data["title"] != "[Alerting] disk full" ||
 		mails[0].Secret == nil || mails[0].Data["callback_url"] != "" || mails[0].Data["link"] != "" {
 		t.Fatalf("mails %+v", mails)
@@ -161,7 +152,7 @@ func TestNotificationRequest(t *testing.T) {
 	}
 
 	// Monday 20:30: the office channel's window is closed.
-	clk.set(at(0, 20))
+	clk.Set(at(0, 20))
 	req2 := req
 	req2.ID = "alert-0123456789ab-step-2"
 	e.request(t, req2)
@@ -169,7 +160,7 @@ func TestNotificationRequest(t *testing.T) {
 	// Level ALL, another topic: every channel that takes the topic.
 	req3 := req
 	req3.ID, req3.Level, req3.Topic = "job-1-failed", "ALL", "inventory.Job"
-	clk.set(at(0, 12))
+	clk.Set(at(0, 12))
 	e.request(t, req3)
 	got = e.dispatched(t, 6) // lv1, office (in window again), ulla-jobs
 	for _, u := range []string{"lv1", "office-hunter2", "ulla-jobs"} {
@@ -185,6 +176,7 @@ func TestNotificationRequest(t *testing.T) {
 // TestNotificationRequestRetried: a channel's plugin that is down is
 // retried by the dispatcher, and the delivery counts once.
 func TestNotificationRequestRetried(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true})
 	plain := e.protocolWith(t, "hooks", "PLAIN_TEXT")
 	e.plugin.Reset()
@@ -201,6 +193,7 @@ func TestNotificationRequestRetried(t *testing.T) {
 // TestNotificationCreateAndPush: upstream's create and push, for services
 // only; bad input is 400 and dispatches nothing.
 func TestNotificationCreateAndPush(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true})
 	plain := e.protocolWith(t, "hooks", "PLAIN_TEXT")
 	e.plugin.Reset()
@@ -241,6 +234,7 @@ func TestNotificationCreateAndPush(t *testing.T) {
 // admin without a channel; a user of another role or domain, or a
 // disabled admin, gets nothing. Through the stream and notification/create.
 func TestNotificationDomainAdmins(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true})
 	plain := e.protocolWith(t, "hooks", "PLAIN_TEXT")
 	e.plugin.Reset()
@@ -357,6 +351,7 @@ func TestNotificationDomainAdmins(t *testing.T) {
 // once. Republishing the dead letter's request once the cause is gone
 // notifies.
 func TestNotificationRequestDeadLettered(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true})
 	plain := e.protocolWith(t, "hooks", "PLAIN_TEXT")
 	e.plugin.Reset()
@@ -399,11 +394,9 @@ func TestNotificationRequestDeadLettered(t *testing.T) {
 	// The record follows the dead letter's publish.
 	record := func(id string) bson.M {
 		t.Helper()
-		for deadline := time.Now().Add(waitBound); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			if e.countWhere(t, "notification_requests", bson.D{{Key: "_id", Value: id}}) == 1 {
-				break
-			}
-		}
+		testkit.Eventually(t, waitBound, "the record of "+id, func() bool {
+			return e.countWhere(t, "notification_requests", bson.D{{Key: "_id", Value: id}}) == 1
+		})
 		return e.raw(t, "notification_requests", id)
 	}
 
@@ -440,8 +433,7 @@ func TestNotificationRequestDeadLettered(t *testing.T) {
 	dead := func() int64 {
 		return e.countWhere(t, "notification_requests", bson.D{{Key: "outcome", Value: "DEAD"}, {Key: "_id", Value: bson.D{{Key: "$regex", Value: "^seq-"}}}})
 	}
-	for deadline := time.Now().Add(waitBound); dead() == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-	}
+	testkit.Eventually(t, waitBound, "a DEAD record of the seq- requests", func() bool { return dead() != 0 })
 	if n := e.countWhere(t, "notification_requests", bson.D{{Key: "outcome", Value: "DEAD"}}); n != 3 {
 		t.Errorf("%d DEAD records, want 3", n)
 	}

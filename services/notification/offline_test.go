@@ -15,6 +15,7 @@ import (
 // version asked, or none; a registry that answers without the version
 // asked is still 400, and nothing is stored.
 func TestPluginVersionsOffline(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	offline := func(name, version string) M {
 		b := emailProtocol(name)

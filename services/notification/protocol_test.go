@@ -16,6 +16,7 @@ import (
 const protocols = "notification_protocols"
 
 func TestCreate(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	p := e.create(t, e.adminA, emailProtocol("E-mail"))
 	if !strings.HasPrefix(p.ProtocolID, "protocol-") || len(p.ProtocolID) != len("protocol-")+12 {
@@ -80,6 +81,7 @@ func toString(t *testing.T, doc bson.M) string {
 }
 
 func TestCreateRefused(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	long := strings.Repeat("n", 256)
 	email := func(extra M) M {
@@ -159,6 +161,7 @@ func TestCreateRefused(t *testing.T) {
 }
 
 func TestUpdateAndPlugin(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	p := e.create(t, e.adminA, emailProtocol("E-mail"))
 	id := M{"protocol_id": p.ProtocolID}
@@ -202,6 +205,7 @@ func TestUpdateAndPlugin(t *testing.T) {
 }
 
 func TestDomainIsolationAndReads(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	a := e.create(t, e.adminA, emailProtocol("A mail"))
 	b := e.create(t, e.adminB, emailProtocol("B mail"))

@@ -25,6 +25,7 @@ type protocolList struct {
 // its first read, even when reads race; it is read-only but for enable and
 // disable; an event naming it is recorded as skipped.
 func TestInternalProtocol(t *testing.T) {
+	t.Parallel()
 	e := setupWith(t, options{bus: true})
 	var wg sync.WaitGroup
 	for range 6 {
@@ -106,6 +107,7 @@ func TestInternalProtocol(t *testing.T) {
 // TestInternalNameTaken: a protocol of the domain already named like the
 // built-in one keeps its name; no INTERNAL protocol is added (upstream).
 func TestInternalNameTaken(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	p := e.create(t, e.adminA, emailProtocol("Nubes User"))
 	var l protocolList
@@ -118,6 +120,7 @@ func TestInternalNameTaken(t *testing.T) {
 // TestUniqueNames: a name is unique in its domain, on create and update;
 // nothing is stored or changed by a refused request.
 func TestUniqueNames(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	mail := e.create(t, e.adminA, emailProtocol("Mail"))
 	e.adminA.Call(base+"create", emailProtocol("Mail")).Fails(409, errs.SaveUniqueValues)
@@ -155,6 +158,7 @@ func TestUniqueNames(t *testing.T) {
 // TestUpdatePluginModes: without a version an AUTO protocol takes the
 // newest one and a MANUAL one keeps its own; options {} clears them.
 func TestUpdatePluginModes(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	auto := e.create(t, e.adminA, M{"name": "auto", "plugin_info": M{"plugin_id": "plugin-email-noti-protocol", "version": "1.1.0", "options": M{"a": 1}}})
 	manual := e.create(t, e.adminA, M{"name": "manual", "plugin_info": M{"plugin_id": "plugin-email-noti-protocol", "version": "1.1.0", "upgrade_mode": "MANUAL"}})
@@ -175,6 +179,7 @@ func TestUpdatePluginModes(t *testing.T) {
 // TestBadInput: every operation refuses malformed requests with 400 and
 // its code, an unknown protocol with 404, and changes nothing.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	p := e.create(t, e.adminA, emailProtocol("Mail"))
 	id := p.ProtocolID

@@ -12,6 +12,7 @@ import (
 // workspace read nothing and change nothing; a plain user of the domain
 // reads protocols (§4.4: read DA, WO, WM, USER) but changes nothing.
 func TestTenancyMatrix(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	p := e.create(t, e.adminA, emailProtocol("Matrix"))
 	id := M{"protocol_id": p.ProtocolID}

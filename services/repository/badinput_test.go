@@ -14,6 +14,7 @@ import (
 // body that is not an object, an unknown member, a key of the wrong type,
 // a missing key and an oversized body, storing nothing.
 func TestBadInputOnEveryOperation(t *testing.T) {
+	t.Parallel()
 	h := setup(t, repository.Config{})
 	h.register(t, h.adminA, ec2)
 	ops := []struct {

@@ -13,6 +13,7 @@ import (
 // dots, slashes, colons and a leading $ (a JSON schema's "$schema" and
 // "$ref" included), stored and read back unchanged.
 func TestFreeFormKeysKept(t *testing.T) {
+	t.Parallel()
 	h := setup(t, repository.Config{PublicHubURL: "hub.example.com"})
 	capability := map[string]any{
 		"supported_schema": []any{"aws_access_key"},

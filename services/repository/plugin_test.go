@@ -19,6 +19,7 @@ import (
 // TestLocalRepositoryCreatedOnce: replicas starting together on a new
 // database make one local repository, and all answer with it.
 func TestLocalRepositoryCreatedOnce(t *testing.T) {
+	t.Parallel()
 	db := testkit.Get().Database(t)
 	const replicas = 8
 	ids := make(chan string, replicas)
@@ -72,6 +73,7 @@ var ec2 = map[string]any{
 }
 
 func TestPluginLifecycle(t *testing.T) {
+	t.Parallel()
 	h := setup(t, repository.Config{PublicHubURL: "hub.example.com"})
 	p := h.register(t, h.adminA, ec2)
 	if p.PluginID != "plugin-aws-ec2" || p.ResourceType != "inventory.Collector" || p.State != "ENABLED" ||
@@ -158,6 +160,7 @@ func TestPluginLifecycle(t *testing.T) {
 }
 
 func TestPluginRegisterRules(t *testing.T) {
+	t.Parallel()
 	h := setup(t, repository.Config{})
 	kept := h.register(t, h.adminA, ec2)
 	priv := map[string]any{"name": "P", "resource_type": "inventory.Collector", "image": "team/plugin-p",
@@ -221,6 +224,7 @@ func TestPluginRegisterRules(t *testing.T) {
 }
 
 func TestPluginWritesAndDomains(t *testing.T) {
+	t.Parallel()
 	h := setup(t, repository.Config{})
 	a := h.register(t, h.adminA, ec2)
 	global := h.register(t, h.system, merge(ec2, map[string]any{"image": "cloudforet/plugin-global", "name": "Global"}))

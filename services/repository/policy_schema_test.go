@@ -12,6 +12,7 @@ import (
 )
 
 func TestPolicyLifecycle(t *testing.T) {
+	t.Parallel()
 	h := setup(t, repository.Config{})
 	perms := []string{"inventory.*", "*", "inventory.*", "identity.Project.read"}
 	var p policyInfo
@@ -62,6 +63,7 @@ func TestPolicyLifecycle(t *testing.T) {
 }
 
 func TestPolicyRules(t *testing.T) {
+	t.Parallel()
 	h := setup(t, repository.Config{})
 	create := func(over map[string]any) map[string]any {
 		return merge(map[string]any{"policy_id": "p-1", "name": "P", "permissions": []string{"*"}, "domain_id": "domain-a"}, over)
@@ -115,6 +117,7 @@ func TestPolicyRules(t *testing.T) {
 }
 
 func TestPolicyAndSchemaDomainIsolation(t *testing.T) {
+	t.Parallel()
 	h := setup(t, repository.Config{})
 	h.adminA.Call("/repository/v1/policy/create", map[string]any{"policy_id": "secret-of-a", "name": "A", "permissions": []string{"*"}, "domain_id": "domain-a"}).OK(nil)
 	h.adminA.Call("/repository/v1/schema/create", map[string]any{"name": "form-of-a", "service_type": "secret.credentials", "schema_id": "s-a",
@@ -183,6 +186,7 @@ var credentialForm = map[string]any{
 }
 
 func TestSchemaLifecycle(t *testing.T) {
+	t.Parallel()
 	h := setup(t, repository.Config{})
 	var s schemaInfo
 	h.adminA.Call("/repository/v1/schema/create", map[string]any{"name": "aws_access_key", "service_type": "secret.credentials", "schema_id": "aws-ak",
@@ -243,6 +247,7 @@ func TestSchemaLifecycle(t *testing.T) {
 }
 
 func TestSchemaRules(t *testing.T) {
+	t.Parallel()
 	h := setup(t, repository.Config{})
 	create := func(over map[string]any) map[string]any {
 		return merge(map[string]any{"name": "form", "service_type": "secret.credentials", "schema_id": "f", "schema": credentialForm, "domain_id": "domain-a"}, over)
@@ -294,6 +299,7 @@ func TestSchemaRules(t *testing.T) {
 }
 
 func TestPolicyAndSchemaOnlyInTheLocalRepository(t *testing.T) {
+	t.Parallel()
 	r := setupRemotes(t)
 	a := r.a
 	for _, tc := range []struct {

@@ -45,6 +45,7 @@ func setupRemotes(t *testing.T, extra ...repository.Remote) *remotes {
 }
 
 func TestRemoteRepositories(t *testing.T) {
+	t.Parallel()
 	r := setupRemotes(t)
 	a := r.a
 
@@ -167,6 +168,7 @@ func TestRemoteRepositories(t *testing.T) {
 }
 
 func TestRemoteRepositoryDown(t *testing.T) {
+	t.Parallel()
 	dead := httptest.NewServer(http.NotFoundHandler())
 	deadURL := dead.URL
 	dead.Close()
@@ -202,6 +204,7 @@ func TestRemoteRepositoryDown(t *testing.T) {
 }
 
 func TestRemoteConfiguration(t *testing.T) {
+	t.Parallel()
 	r := setupRemotes(t)
 	// A pinned repository_id is used as given, without asking.
 	pinned := setup(t, repository.Config{Outward: loopback, Remotes: []repository.Remote{{Name: "pinned", URL: r.bURL, RepositoryID: "repo-0123456789ab",

@@ -22,6 +22,7 @@ import (
 // 0 per guessed character), and a remote repository is never sent such a
 // query.
 func TestRegistryCredentialsAreNoQueryOracle(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var asked []string
 	remote := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -64,6 +65,7 @@ func TestRegistryCredentialsAreNoQueryOracle(t *testing.T) {
 // Registry credentials stored in clear before sealing are sealed when the
 // service starts, and still reach the registry.
 func TestPlaintextRegistryCredentialsAreSealedAtStart(t *testing.T) {
+	t.Parallel()
 	reg := startRegistry(t, "basic")
 	reg.pushTags(t, "team/plugin-old", "1.0.0")
 	db := testkit.Get().Database(t)

@@ -14,6 +14,7 @@ import (
 // a service's to write. A person's SYSTEM_ADMIN grant is refused (403)
 // and changes nothing; the service credential does the same calls.
 func TestSystemScopeIsForServices(t *testing.T) {
+	t.Parallel()
 	h := setup(t, repository.Config{})
 	plugin := h.register(t, h.system, merge(ec2, map[string]any{"image": "cloudforet/plugin-global"}))
 	h.system.Call("/repository/v1/policy/create", M{"policy_id": "global", "name": "Global", "permissions": []string{"*"}, "domain_id": "*"}).OK(nil)

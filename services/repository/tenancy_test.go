@@ -14,6 +14,7 @@ type M = map[string]any
 // nothing and change nothing; a plain user of the domain reads (every
 // role reads the repository) but changes nothing.
 func TestTenancyMatrix(t *testing.T) {
+	t.Parallel()
 	h := setup(t, repository.Config{})
 	insider := adminOf("domain-a")
 	group := M{"group": M{"keys": []any{M{"key": "name", "name": "n"}}}}

@@ -37,6 +37,7 @@ func versions(t *testing.T, h *harness, pluginID string) versionsInfo {
 }
 
 func TestGetVersionsFromARegistry(t *testing.T) {
+	t.Parallel()
 	open := startRegistry(t, "")
 	open.pushTags(t, "cloudforet/plugin-open", pushed...)
 	// Two tags a page: the list takes several pages (Link headers).
@@ -77,6 +78,7 @@ func TestGetVersionsFromARegistry(t *testing.T) {
 }
 
 func TestGetVersionsWithCredentials(t *testing.T) {
+	t.Parallel()
 	basicReg := startRegistry(t, "basic")
 	basicReg.pushTags(t, "team/plugin-basic", "0.9.0", "1.0.0")
 	bearerReg := startRegistry(t, "bearer")
@@ -121,6 +123,7 @@ func TestGetVersionsWithCredentials(t *testing.T) {
 }
 
 func TestGetVersionsRegistryFailures(t *testing.T) {
+	t.Parallel()
 	down := httptest.NewServer(http.NotFoundHandler())
 	downURL := down.URL
 	down.Close() // nothing listens there any more
@@ -169,6 +172,7 @@ var loopback = outward.Allow{Loopback: true}
 // deployment (loopback, private, link-local, by name or by address), and
 // a refusal or a failure never carries what the other side answered.
 func TestRegistryURLCannotReachInside(t *testing.T) {
+	t.Parallel()
 	reg := startRegistry(t, "")
 	reg.pushTags(t, "team/plugin-inside", "1.0.0")
 	const marker = "internal-admin-page-content"

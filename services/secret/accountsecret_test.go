@@ -134,6 +134,7 @@ func (h *secretsHarness) count() int64 {
 // workspace from its service account; its data never comes back but from
 // get-data to a service; bad input stores nothing.
 func TestProjectSecret(t *testing.T) {
+	t.Parallel()
 	h := newSecretsHarness(t)
 	h.accounts["sa-1"] = account{"domain-a", "ws-1", "project-1", "aws"}
 	h.accounts["sa-2"] = account{"domain-a", "ws-2", "project-2", "aws"}
@@ -244,6 +245,7 @@ func TestProjectSecret(t *testing.T) {
 // TestTrustedOverlay: get-data answers the trusted secret's data overlaid
 // by the secret's own, as upstream.
 func TestTrustedOverlay(t *testing.T) {
+	t.Parallel()
 	h := newSecretsHarness(t)
 	h.accounts["sa-1"] = account{"domain-a", "ws-1", "project-1", "aws"}
 	h.trusted["trusted-secret-1"] = account{domain: "domain-a", workspace: "*"}
@@ -284,6 +286,7 @@ func TestTrustedOverlay(t *testing.T) {
 // TestSecretTenancyMatrix: outsiders of a PROJECT secret read and change
 // nothing of it.
 func TestSecretTenancyMatrix(t *testing.T) {
+	t.Parallel()
 	h := newSecretsHarness(t)
 	h.accounts["sa-1"] = account{"domain-a", "ws-1", "project-1", "aws"}
 	h.projects["project-3"] = account{"domain-a", "ws-1", "project-3", ""}
@@ -326,6 +329,7 @@ func sameKeys(t *testing.T, what string, m map[string]any, want []string) {
 // TestSecretReseal: `secret reseal` seals the secrets again with the
 // active key, and a ciphertext copied onto another secret does not open.
 func TestSecretReseal(t *testing.T) {
+	t.Parallel()
 	h := newSecretsHarness(t)
 	h.accounts["sa-1"] = account{"domain-a", "ws-1", "project-1", "aws"}
 	var a, b map[string]any

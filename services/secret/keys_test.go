@@ -12,6 +12,7 @@ import (
 // from their clouds, are filtered as tags.<key>, and a key no store
 // keeps is a 400 with nothing stored.
 func TestUserSecretCloudKeys(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	tags := map[string]any{"kubernetes.io/service-account.name": "ci", "aws:createdBy": "alice", "$env": "prod"}
 	s := h.create(h.alice, map[string]any{"name": "kubeconfig", "data": map[string]any{"token": "t"}, "tags": tags})
@@ -49,6 +50,7 @@ func TestUserSecretCloudKeys(t *testing.T) {
 // them, keep keys with dots, slashes, colons and a leading $, on create
 // and on update_data, read back unchanged by get_data.
 func TestEncryptOptionsCloudKeys(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	opts := map[string]any{"encrypt_algorithm": "AES", "kms.amazonaws.com/key-id": "arn:aws:kms:eu-west-1:1:key/x",
 		"aws:createdBy": "alice", "$schema": "urn:kms", "context": map[string]any{"app.kubernetes.io/name": "web"}}

@@ -34,6 +34,7 @@ func keysOf(m map[string]any) []string {
 }
 
 func TestUserSecretLifecycle(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	s := h.create(h.alice, map[string]any{"name": "db password", "data": map[string]any{"password": "p1"},
 		"tags": map[string]any{"env": "prod"}})
@@ -113,6 +114,7 @@ func TestUserSecretLifecycle(t *testing.T) {
 
 // Every role keeps secrets of its own.
 func TestEveryRoleKeepsItsOwn(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	for _, c := range []*testkit.Client{h.alice, h.adminA, h.ws, h.bob, h.system, h.sysAdm} {
 		s := h.create(c, map[string]any{"name": "mine", "data": map[string]any{"k": "v"}})
@@ -130,6 +132,7 @@ func TestEveryRoleKeepsItsOwn(t *testing.T) {
 // domain's admin and any other domain get 404 on every operation, and
 // never see it in list or stat.
 func TestOwnerOnly(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	s := h.create(h.alice, map[string]any{"name": "alice's", "data": map[string]any{"k": "v"}, "schema_id": "plain"})
 	others := map[string]*testkit.Client{"same domain user": h.amy, "domain admin": h.adminA, "workspace member": h.ws,
@@ -176,6 +179,7 @@ func TestOwnerOnly(t *testing.T) {
 // and a person's SYSTEM_ADMIN grant included, gets 403 whether the secret
 // exists or not.
 func TestGetDataIsSystemOnly(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	s := h.create(h.alice, map[string]any{"name": "n", "data": map[string]any{"k": "v"}})
 	body := map[string]any{"user_secret_id": s.UserSecretID, "domain_id": "domain-a"}
@@ -204,6 +208,7 @@ func TestGetDataIsSystemOnly(t *testing.T) {
 // encrypted and encrypt_options are kept as the client sends them (the
 // client may send data it encrypted itself) and answered by get_data.
 func TestClientEncryptedData(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	opts := map[string]any{"encrypt_algorithm": "AES", "nonce": "bm9uY2U=", "nested": map[string]any{"a": []any{1.5, "b"}}}
 	s := h.create(h.alice, map[string]any{"name": "n", "data": map[string]any{"encrypted_data": "Y2lwaGVy"}, "encrypted": true, "encrypt_options": opts})
@@ -227,6 +232,7 @@ func TestClientEncryptedData(t *testing.T) {
 // The plaintext never reaches the store, a log line, or any response but
 // get_data, whatever the operation and whether it succeeds or fails.
 func TestDataNeverLeaks(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.repo.add("domain-a", "strict", map[string]any{"type": "object", "required": []any{"user", "password"},
 		"properties": map[string]any{"user": map[string]any{"type": "string"}, "password": map[string]any{"type": "string", "pattern": "^pw-"},
@@ -300,6 +306,7 @@ func TestDataNeverLeaks(t *testing.T) {
 
 // update changes name and tags only.
 func TestUpdateChangesNameAndTagsOnly(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	s := h.create(h.alice, map[string]any{"name": "n", "data": map[string]any{"k": "v"}, "schema_id": "s1", "tags": map[string]any{"a": "1", "b": "2"}})
 	before := h.snapshot()
@@ -335,6 +342,7 @@ func TestUpdateChangesNameAndTagsOnly(t *testing.T) {
 
 // Bad input on every operation: 400 with a code, nothing stored or changed.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	s := h.create(h.alice, map[string]any{"name": "n", "data": map[string]any{"k": "v"}})
 	id := s.UserSecretID
@@ -424,6 +432,7 @@ func TestBadInput(t *testing.T) {
 // A schema of the repository checks the data: 400 with the failing place
 // in data and nothing stored; a repository that does not answer is 503.
 func TestSchemaValidation(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.repo.add("domain-a", "aws-access-key", map[string]any{"type": "object", "required": []any{"aws_access_key_id", "aws_secret_access_key"},
 		"properties": map[string]any{"aws_access_key_id": map[string]any{"type": "string", "pattern": "^AKIA"},
@@ -508,6 +517,7 @@ func TestSchemaValidation(t *testing.T) {
 // records open, new ones use the new key, reseal moves them all, then the
 // old key can go.
 func TestSealingAndRotation(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 	a := h.create(h.alice, map[string]any{"name": "a", "data": map[string]any{"k": "a"}})
@@ -600,6 +610,7 @@ func TestResealCommand(t *testing.T) {
 // The sealed record of a user secret is a secret field: no query reads
 // it or a path under it, whatever the caller.
 func TestSealedIsNoQueryOracle(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.alice.Call(p+"create", map[string]any{"name": "first", "data": map[string]any{"password": "hunter2"}}).OK(nil)
 	testkit.SecretOracle(t, h.alice, testkit.Oracle{List: p + "list", Stat: p + "stat", Secret: "sealed",

@@ -12,6 +12,7 @@ import (
 // plain user of the domain, workspace owners read nothing of it and
 // change nothing (its owner is the insider).
 func TestTenancyMatrix(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	s := h.create(h.alice, map[string]any{"name": "matrix", "data": map[string]any{"password": "p1"}})
 	id := s.UserSecretID

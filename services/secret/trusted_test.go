@@ -68,6 +68,7 @@ func (f *fakeIdentity) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 func TestTrustedSecrets(t *testing.T) {
+	t.Parallel()
 	env := testkit.Get()
 	f := &fakeIdentity{}
 	srv := httptest.NewServer(http.HandlerFunc(f.serve))

@@ -15,6 +15,7 @@ func cond(key, op, value string) core.Condition {
 }
 
 func TestMatches(t *testing.T) {
+	t.Parallel()
 	row := M{"provider": "aws", "region_code": "us-east-1", "product": "Amazon EC2", "tags": M{"env": "prod", "n": 3.0},
 		"additional_info": M{"Account ID": "123456789012"}}
 	cases := []struct {
@@ -63,6 +64,7 @@ func rule(id, typ string, order int, policy string, conds []core.Condition, a co
 // Rules apply in order (MANAGED first, then CUSTOM, each by order), one
 // row at a time; stop_processing ends them for a row it matched.
 func TestApplyRowByRow(t *testing.T) {
+	t.Parallel()
 	dir := Directory{
 		Projects: []Project{{ProjectID: "project-web", Name: "web", WorkspaceID: "workspace-1"},
 			{ProjectID: "project-db", Name: "db", WorkspaceID: "workspace-2"}},
@@ -123,6 +125,7 @@ func TestApplyRowByRow(t *testing.T) {
 
 // Without all_workspaces a match stays in the data source's workspace.
 func TestMatchInWorkspace(t *testing.T) {
+	t.Parallel()
 	dir := Directory{Projects: []Project{{ProjectID: "project-db", Name: "db", WorkspaceID: "workspace-2"},
 		{ProjectID: "project-db1", Name: "db", WorkspaceID: "workspace-1"}}}
 	r := rule("c1", core.Custom, 1, "ALWAYS", nil, core.Actions{MatchProject: &core.MatchRule{Source: "tags.team", Target: "name"}}, false)
@@ -143,6 +146,7 @@ func TestMatchInWorkspace(t *testing.T) {
 // workspace when the account has one and the data source is domain-wide;
 // the row's project is never changed (trusted service accounts have none).
 func TestMatchServiceAccount(t *testing.T) {
+	t.Parallel()
 	dir := Directory{ServiceAccounts: []ServiceAccount{
 		{ServiceAccountID: "tsa-dom", Name: "shared", WorkspaceID: core.Global, Data: M{"account_id": "100", "org": M{"id": "o-1"}}},
 		{ServiceAccountID: "tsa-w1", Name: "prod", WorkspaceID: "workspace-1", Data: M{"account_id": "111", "n": 7.0}},

@@ -18,6 +18,7 @@ func TestMain(m *testing.M) { testkit.Main(m) }
 // (staged by the read itself): the read runs again with the new marks,
 // and answers 503 when they change during every attempt.
 func TestVisibleReadsTheMarksAgain(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	db := testkit.Get().Database(t)
 	r := New(db)

@@ -9,6 +9,7 @@ import (
 )
 
 func TestChanged(t *testing.T) {
+	t.Parallel()
 	stored := bson.D{{Key: "b", Value: int32(2)}, {Key: "a", Value: bson.A{"x", 1.5}}}
 	cases := []struct {
 		name   string
@@ -46,6 +47,7 @@ func TestChanged(t *testing.T) {
 // TestCheckContent: content keeps keys as clouds and JSON schemas write
 // them; only what no store keeps is refused, naming the field.
 func TestCheckContent(t *testing.T) {
+	t.Parallel()
 	deep := any("x")
 	for range 33 {
 		deep = map[string]any{"k": deep}
@@ -80,6 +82,7 @@ func TestCheckContent(t *testing.T) {
 }
 
 func TestOnlyFields(t *testing.T) {
+	t.Parallel()
 	d := Dashboard{ProjectDashboardID: "project-dash-1", Name: "n", Version: 3, only: []string{"name", "layouts.0"}}
 	b, err := json.Marshal(d)
 	if err != nil {

@@ -16,6 +16,7 @@ func TestMain(m *testing.M) { testkit.Main(m) }
 // TestFire: a collector fires at each of its hours once, whatever the
 // number of replicas and ticks.
 func TestFire(t *testing.T) {
+	t.Parallel()
 	db := testkit.Get().Database(t)
 	ctx := context.Background()
 	docs := []any{

@@ -7,6 +7,7 @@ import (
 )
 
 func TestParseRules(t *testing.T) {
+	t.Parallel()
 	got, err := parseRules(map[string]any{"2": []any{"b"}, "10": []any{"c"}, "1": []any{"a", "", 5}})
 	if err != nil || len(got) != 3 || got[0][0] != "a" || len(got[0]) != 1 || got[1][0] != "b" || got[2][0] != "c" {
 		t.Fatalf("orders: %v %v", got, err)
@@ -17,6 +18,7 @@ func TestParseRules(t *testing.T) {
 }
 
 func TestTruthy(t *testing.T) {
+	t.Parallel()
 	for v, want := range map[any]bool{nil: false, "": false, "x": true, 0.0: false, 1.5: true, false: false, true: true} {
 		if truthy(v) != want {
 			t.Fatalf("truthy(%v) != %v", v, want)
@@ -28,6 +30,7 @@ func TestTruthy(t *testing.T) {
 }
 
 func TestMatchKey(t *testing.T) {
+	t.Parallel()
 	h := &handler{task: &core.JobTask{DomainID: "d", WorkspaceID: "w"}}
 	res := map[string]any{"provider": "aws", "account": "", "reference": map[string]any{"resource_id": "i-1"}}
 	k1 := h.matchKey(res, []string{"reference.resource_id", "provider", "account"})
@@ -54,6 +57,7 @@ func TestMatchKey(t *testing.T) {
 }
 
 func TestTagsAndJSONFields(t *testing.T) {
+	t.Parallel()
 	got := tags([]any{map[string]any{"key": "env", "value": "prod"}, map[string]any{"value": "no key"}})
 	if len(got) != 1 || got["env"] != "prod" {
 		t.Fatalf("tags list: %v", got)

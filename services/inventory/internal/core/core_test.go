@@ -10,6 +10,7 @@ import (
 // Owner is the collector's tenancy: which trusted accounts it reaches
 // (trusted.Select has the table of what is picked).
 func TestOwner(t *testing.T) {
+	t.Parallel()
 	c := &Collector{DomainID: "d", ResourceGroup: GroupWorkspace, WorkspaceID: "w1"}
 	if o := Owner(c); o.DomainID != "d" || o.ResourceGroup != GroupWorkspace || o.WorkspaceID != "w1" {
 		t.Fatalf("Owner = %+v", o)
@@ -21,6 +22,7 @@ func TestOwner(t *testing.T) {
 }
 
 func TestCheckSchedule(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		in   *Schedule
 		want string
@@ -46,6 +48,7 @@ func TestCheckSchedule(t *testing.T) {
 }
 
 func TestCheckKeys(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		v   any
 		bad bool

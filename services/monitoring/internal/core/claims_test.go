@@ -25,6 +25,7 @@ func TestMain(m *testing.M) { testkit.Main(m) }
 // taker just wrote, or a late release that freed the next owner's claim,
 // lets a second one in.
 func TestClaimsRacingTakers(t *testing.T) {
+	t.Parallel()
 	db := testkit.Get().Database(t)
 	other, err := store.Connect(context.Background(), testkit.Get().Mongo.URI, store.Options{MaxPoolSize: 8})
 	if err != nil {
@@ -103,6 +104,7 @@ func TestClaimsRacingTakers(t *testing.T) {
 // once released, taken over only when stale and its owner gone; Set
 // replaces the holder; another key (even a prefix-sharing one) is its own.
 func TestClaimsTakeReleaseSet(t *testing.T) {
+	t.Parallel()
 	c, ctx := Claims{C: testkit.Get().Database(t).Collection(ClaimsCollection), Stale: time.Hour}, context.Background()
 	// The same claims, all stale at once.
 	old := Claims{C: c.C, Stale: time.Nanosecond}

@@ -10,6 +10,7 @@ import (
 )
 
 func TestDecodeObject(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		body string
 		ok   bool
@@ -28,6 +29,7 @@ func TestDecodeObject(t *testing.T) {
 }
 
 func TestTransient(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		err  error
 		code string

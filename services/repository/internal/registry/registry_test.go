@@ -15,6 +15,7 @@ import (
 )
 
 func TestSort(t *testing.T) {
+	t.Parallel()
 	cases := []struct{ in, want []string }{
 		{[]string{"1.0.0", "1.10.0", "1.2.0"}, []string{"1.10.0", "1.2.0", "1.0.0"}},
 		{[]string{"latest", "v1.0.0", "dev", "2.0.0"}, []string{"2.0.0", "v1.0.0", "latest", "dev"}},
@@ -33,6 +34,7 @@ func TestSort(t *testing.T) {
 }
 
 func TestBaseURLAndName(t *testing.T) {
+	t.Parallel()
 	bases := []struct{ in, want string }{
 		{"registry.example.com", "https://registry.example.com"},
 		{"registry.example.com:5000/", "https://registry.example.com:5000"},
@@ -68,6 +70,7 @@ func TestBaseURLAndName(t *testing.T) {
 }
 
 func TestParseChallenge(t *testing.T) {
+	t.Parallel()
 	scheme, p := parseChallenge(`Bearer realm="https://auth.example.com/token",service="registry",scope="repository:a/b:pull,push"`)
 	want := map[string]string{"realm": "https://auth.example.com/token", "service": "registry", "scope": "repository:a/b:pull,push"}
 	if scheme != "Bearer" || !reflect.DeepEqual(p, want) {
@@ -81,6 +84,7 @@ func TestParseChallenge(t *testing.T) {
 
 // TestPages: every page of a long tag list is read, following Link.
 func TestPages(t *testing.T) {
+	t.Parallel()
 	var requests int
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		requests++
