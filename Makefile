@@ -13,8 +13,10 @@ run:
 # TEST_P: test binaries at once; with the store and the broker in the
 # run's own processes a binary mostly waits on them, so 4 on 2 cores.
 TEST_P ?= 4
+# -trimpath: the race build's objects carry no checkout path, so a fresh
+# clone reuses the build cache of another one.
 test: lint
-	$(GO) test -race -count=1 -timeout 20m -p $(TEST_P) $(PKGS)
+	$(GO) test -race -trimpath -count=1 -timeout 20m -p $(TEST_P) $(PKGS)
 
 ## test-short: the same tests without the race detector (faster while editing)
 test-short:
