@@ -1,6 +1,7 @@
 package mailer
 
 import (
+	"os"
 	"reflect"
 	"testing"
 
@@ -16,5 +17,17 @@ func TestDeclaredDefaults(t *testing.T) {
 	}
 	if filled := (Config{}).withDefaults(); !reflect.DeepEqual(declared, filled) {
 		t.Fatalf("declared %+v, filled in code %+v", declared, filled)
+	}
+}
+
+// TestConfigurationDoc: the README's "Configuration" lists every key the
+// mailer declares, with its default, and no other.
+func TestConfigurationDoc(t *testing.T) {
+	doc, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range config.DocProblems(string(doc), "Configuration", &Config{}) {
+		t.Error(p)
 	}
 }

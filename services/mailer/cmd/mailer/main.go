@@ -6,7 +6,7 @@ package main
 
 import (
 	"fmt"
-	"maps"
+	"log/slog"
 	"os"
 
 	"github.com/nubes-io/nubes/pkg/app"
@@ -25,12 +25,11 @@ type settings struct {
 func main() { os.Exit(run()) }
 
 func run() int {
-	defaults := config.BaseDefaults()
-	maps.Copy(defaults, mailer.Defaults())
 	var s settings
-	if err := config.Load(&s, defaults); err != nil {
+	if err := config.LoadDeclared(&s); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", mailer.Name, err)
 		return 1
 	}
+	slog.Info("settings", "values", config.OwnString(&s.Config))
 	return app.Main(mailer.Name, true, mailer.New(s.Config), mailer.Defaults())
 }
