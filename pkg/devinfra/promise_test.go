@@ -194,3 +194,49 @@ func TestFindOneAndUpdateReturnsWhatItWrote(t *testing.T) {
 		t.Fatalf("n = %v after %d findOneAndUpdate", got, racers)
 	}
 }
+
+// A $set of an object field to one holding the same values under other
+// keys lands, by _id alone, by a compare-and-set and by findOneAndUpdate
+// (FerretDB 1.24 alone keeps the old object: serialwrites clears it
+// first).
+func TestSetObjectOfSameValues(t *testing.T) {
+	c := promiseStore(t)[0]
+	ctx := context.Background()
+	if _, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: "x"}, {Key: "tags", Value: bson.D{{Key: "a", Value: "1"}}},
+		{Key: "flags", Value: bson.D{{Key: "a", Value: true}}}, {Key: "version", Value: int64(1)}}); err != nil {
+		t.Fatal(err)
+	}
+	type doc struct {
+		Tags  map[string]string `bson:"tags"`
+		Flags map[string]bool   `bson:"flags"`
+	}
+	read := func() doc {
+		t.Helper()
+		var d doc
+		if err := c.FindOne(ctx, bson.D{{Key: "_id", Value: "x"}}).Decode(&d); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	if _, err := c.UpdateOne(ctx, bson.D{{Key: "_id", Value: "x"}}, bson.D{{Key: "$set", Value: bson.D{{Key: "tags", Value: bson.D{{Key: "b", Value: "1"}}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(read().Tags); got != "map[b:1]" {
+		t.Fatalf("by _id: tags %s, want map[b:1]", got)
+	}
+	res, err := c.UpdateOne(ctx, bson.D{{Key: "_id", Value: "x"}, {Key: "version", Value: int64(1)}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "flags", Value: bson.D{{Key: "b", Value: true}}}}}, {Key: "$inc", Value: bson.D{{Key: "version", Value: 1}}}})
+	if err != nil || res.ModifiedCount != 1 {
+		t.Fatalf("compare-and-set: %+v %v", res, err)
+	}
+	if got := fmt.Sprint(read().Flags); got != "map[b:true]" {
+		t.Fatalf("compare-and-set: flags %s, want map[b:true]", got)
+	}
+	var after doc
+	err = c.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: "x"}, {Key: "version", Value: int64(2)}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "tags", Value: bson.D{{Key: "c", Value: "1"}}}}}, {Key: "$inc", Value: bson.D{{Key: "version", Value: 1}}}},
+		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&after)
+	if err != nil || fmt.Sprint(after.Tags) != "map[c:1]" || fmt.Sprint(read().Tags) != "map[c:1]" {
+		t.Fatalf("findOneAndUpdate: answered %v, stored %v (%v)", after.Tags, read().Tags, err)
+	}
+}

@@ -52,7 +52,10 @@ func (n *narrower) narrow(req []byte) []byte {
 	changed := false
 	switch name {
 	case "findAndModify", "findandmodify":
-		body, ok := n.narrowStatement(c, m.body, "query")
+		// One that answers the document as it was cannot be cleared first
+		// (clearObjects): its answer would show the clearing.
+		newDoc, _ := m.body.Lookup("new").BooleanOK()
+		body, ok := n.narrowStatement(c, m.body, "query", "update", newDoc)
 		if ok {
 			m.body, changed = body, true
 		}
@@ -70,7 +73,7 @@ func (n *narrower) narrow(req []byte) []byte {
 				if !ok {
 					return req
 				}
-				nd, ok := n.narrowStatement(c, doc, "q")
+				nd, ok := n.narrowStatement(c, doc, "q", "u", true)
 				changed = changed || ok
 				out = append(out, nd)
 			}
@@ -83,7 +86,7 @@ func (n *narrower) narrow(req []byte) []byte {
 				continue
 			}
 			for j, doc := range m.seqs[i].docs {
-				if nd, ok := n.narrowStatement(c, doc, "q"); ok {
+				if nd, ok := n.narrowStatement(c, doc, "q", "u", true); ok {
 					m.seqs[i].docs[j], changed = nd, true
 				}
 			}
@@ -97,7 +100,9 @@ func (n *narrower) narrow(req []byte) []byte {
 
 // narrowStatement narrows the filter in field of stmt (a findAndModify,
 // or one statement of an update or delete) and reports whether it did.
-func (n *narrower) narrowStatement(c *mongo.Collection, stmt bson.Raw, field string) (bson.Raw, bool) {
+// The update in updateField of a document it matched has its objects
+// cleared first when clear allows (clearObjects).
+func (n *narrower) narrowStatement(c *mongo.Collection, stmt bson.Raw, field, updateField string, clear bool) (bson.Raw, bool) {
 	if upsert, err := stmt.LookupErr("upsert"); err == nil && upsert.Type == bson.TypeBoolean && upsert.Boolean() {
 		return stmt, false // an upsert that matches nothing inserts from the filter
 	}
@@ -109,12 +114,18 @@ func (n *narrower) narrowStatement(c *mongo.Collection, stmt bson.Raw, field str
 	if !ok {
 		return stmt, false
 	}
-	id, rest, ok := splitID(filter)
-	if !ok {
-		return stmt, false
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	id, rest, ok := splitID(filter)
+	if !ok {
+		// {_id: x} alone needs no narrowing, but its objects clearing.
+		if v, err := filter.LookupErr("_id"); err == nil && clear && len(mustElements(filter)) == 1 {
+			if doc, err := c.FindOne(ctx, bson.D{{Key: "_id", Value: v}}).Raw(); err == nil {
+				_ = n.clearObjects(ctx, c, doc, stmt, updateField)
+			}
+		}
+		return stmt, false
+	}
 	doc, err := c.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Raw()
 	var target any = id
 	switch {
@@ -129,10 +140,66 @@ func (n *narrower) narrowStatement(c *mongo.Collection, stmt bson.Raw, field str
 		}
 		if !matched {
 			target = noMatch
+		} else if clear {
+			if err := n.clearObjects(ctx, c, doc, stmt, updateField); err != nil {
+				return stmt, false
+			}
 		}
 	}
 	n.narrowed.Add(1)
 	return replaceField(stmt, field, bson.D{{Key: "_id", Value: target}}), true
+}
+
+// FerretDB 1.24 skips a $set of an object field to an object holding the
+// same values under other keys ({a: "x"} to {b: "x"}: it reports the
+// document unmodified and keeps the old object), which MongoDB writes as
+// any other change. The proxy, holding the collection's turn, clears such
+// a field first (sets it to null, a write FerretDB does apply) so that
+// the $set that follows replaces it. Nothing else writes in between; a
+// reader may see the field null for that moment.
+func (n *narrower) clearObjects(ctx context.Context, c *mongo.Collection, doc, stmt bson.Raw, updateField string) error {
+	uv, err := stmt.LookupErr(updateField)
+	if err != nil {
+		return nil
+	}
+	update, ok := uv.DocumentOK()
+	if !ok {
+		return nil
+	}
+	sv, err := update.LookupErr("$set")
+	if err != nil {
+		return nil // a replacement, or no $set
+	}
+	set, ok := sv.DocumentOK()
+	if !ok {
+		return nil
+	}
+	elems, err := set.Elements()
+	if err != nil {
+		return nil
+	}
+	clear := bson.D{}
+	for _, e := range elems {
+		nv := e.Value()
+		if nv.Type != bson.TypeEmbeddedDocument || strings.Contains(e.Key(), ".") {
+			continue
+		}
+		old, err := doc.LookupErr(e.Key())
+		if err != nil || old.Type != bson.TypeEmbeddedDocument || bytes.Equal(old.Value, nv.Value) {
+			continue
+		}
+		clear = append(clear, bson.E{Key: e.Key(), Value: nil})
+	}
+	if len(clear) == 0 {
+		return nil
+	}
+	_, err = c.UpdateOne(ctx, bson.D{{Key: "_id", Value: doc.Lookup("_id")}}, bson.D{{Key: "$set", Value: clear}})
+	return err
+}
+
+func mustElements(d bson.Raw) []bson.RawElement {
+	els, _ := d.Elements()
+	return els
 }
 
 // splitID splits a filter {_id: <scalar>, ...rest} whose rest is not
