@@ -134,6 +134,13 @@ type Changed[T any] struct {
 // begun (a mark of store.Teardown), is 404 (key = id). The mark and the
 // version are never written by fn.
 func Change[T any](ctx context.Context, c *mongo.Collection, key, id string, fn func(doc *T) error, stamp ...bson.E) (Changed[T], error) {
+	return ChangeBy(ctx, c, VersionField, key, id, fn, stamp...)
+}
+
+// ChangeBy is Change comparing and bumping versionField instead of
+// VersionField: for a record whose version is an API field of its own
+// (a dashboard's content number), the writes are counted apart.
+func ChangeBy[T any](ctx context.Context, c *mongo.Collection, versionField, key, id string, fn func(doc *T) error, stamp ...bson.E) (Changed[T], error) {
 	for try := 0; try < maxChangeTries; try++ {
 		doc, raw, err := getLive[T](ctx, c, key, id)
 		if err != nil {
@@ -146,7 +153,7 @@ func Change[T any](ctx context.Context, c *mongo.Collection, key, id string, fn 
 		if err := fn(doc); err != nil {
 			return Changed[T]{}, err
 		}
-		update, err := Diff(&before, doc)
+		update, err := diff(&before, doc, versionField)
 		if err != nil {
 			return Changed[T]{}, err
 		}
@@ -154,9 +161,9 @@ func Change[T any](ctx context.Context, c *mongo.Collection, key, id string, fn 
 			return Changed[T]{Before: &before, After: doc}, nil
 		}
 		update = withStamp(update, stamp)
-		update = append(update, bson.E{Key: "$inc", Value: bson.D{{Key: VersionField, Value: int64(1)}}})
+		update = append(update, bson.E{Key: "$inc", Value: bson.D{{Key: versionField, Value: int64(1)}}})
 		var out T
-		err = c.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: id}, versionIs(version(raw)), {Key: tenancy.MarkField, Value: bson.D{{Key: "$ne", Value: true}}}},
+		err = c.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: id}, versionAt(versionField, versionOf(raw, versionField)), {Key: tenancy.MarkField, Value: bson.D{{Key: "$ne", Value: true}}}},
 			update, options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&out)
 		if errors.Is(err, mongo.ErrNoDocuments) {
 			// Another write came first (or a delete began): decide again
@@ -174,8 +181,8 @@ func Change[T any](ctx context.Context, c *mongo.Collection, key, id string, fn 
 	return Changed[T]{}, errs.Down("the record "+id, ErrConflict)
 }
 
-func version(raw bson.Raw) int64 {
-	v, err := raw.LookupErr(VersionField)
+func versionOf(raw bson.Raw, field string) int64 {
+	v, err := raw.LookupErr(field)
 	if err != nil {
 		return 0
 	}
@@ -183,13 +190,13 @@ func version(raw bson.Raw) int64 {
 	return n
 }
 
-// versionIs selects the document at version v; version 0 is also a
-// document that has no version yet.
-func versionIs(v int64) bson.E {
+// versionAt selects the document whose field is at version v; version 0
+// is also a document that has no version yet.
+func versionAt(field string, v int64) bson.E {
 	if v == 0 {
-		return bson.E{Key: VersionField, Value: bson.D{{Key: "$in", Value: bson.A{nil, int64(0), int32(0)}}}}
+		return bson.E{Key: field, Value: bson.D{{Key: "$in", Value: bson.A{nil, int64(0), int32(0)}}}}
 	}
-	return bson.E{Key: VersionField, Value: v}
+	return bson.E{Key: field, Value: v}
 }
 
 // Pause waits a little before another try of a lost race, so that

@@ -17,7 +17,10 @@ import (
 // nil when they are the same. _id, the version and the delete mark are
 // never in it. Documents compare by content, not key order, so a map
 // marshalled in another order is no change.
-func Diff[T any](before, after *T) (bson.D, error) {
+func Diff[T any](before, after *T) (bson.D, error) { return diff(before, after, VersionField) }
+
+// diff is Diff leaving versionField (the compare-and-set's) out.
+func diff[T any](before, after *T, versionField string) (bson.D, error) {
 	b, err := bson.Marshal(before)
 	if err != nil {
 		return nil, fmt.Errorf("diff: %w", err)
@@ -41,7 +44,7 @@ func Diff[T any](before, after *T) (bson.D, error) {
 	var set, unset bson.D
 	for _, e := range now {
 		k := e.Key()
-		if fixed(k) {
+		if fixed(k, versionField) {
 			continue
 		}
 		if ov, ok := old[k]; !ok || !sameValue(ov, e.Value()) {
@@ -50,7 +53,7 @@ func Diff[T any](before, after *T) (bson.D, error) {
 		delete(old, k)
 	}
 	for _, e := range was {
-		if _, gone := old[e.Key()]; gone && !fixed(e.Key()) {
+		if _, gone := old[e.Key()]; gone && !fixed(e.Key(), versionField) {
 			unset = append(unset, bson.E{Key: e.Key(), Value: ""})
 		}
 	}
@@ -65,8 +68,8 @@ func Diff[T any](before, after *T) (bson.D, error) {
 }
 
 // fixed are the fields a change never writes.
-func fixed(key string) bool {
-	return key == "_id" || key == VersionField || key == tenancy.MarkField
+func fixed(key, versionField string) bool {
+	return key == "_id" || key == versionField || key == tenancy.MarkField
 }
 
 // withStamp adds stamp's fields to update's $set.

@@ -2,12 +2,9 @@ package projectdashboard
 
 import (
 	"context"
-	"errors"
 	"maps"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/nubes-io/nubes/pkg/api"
 	"github.com/nubes-io/nubes/pkg/auth"
@@ -137,119 +134,89 @@ func (s *service) insertVersion(ctx context.Context, v *Version) error {
 	return err
 }
 
-// changeAttempts bounds the rounds of changed; each lost round means
-// another writer won.
-const changeAttempts = 50
-
-// changed runs fn on the current state of dashboard id and writes the
-// dashboard it returns with set, only if nobody wrote the dashboard
-// since it was read (a compare-and-set on its rev, which every write
-// bumps: its version is the content's number, an API field); otherwise
-// it reads again and runs fn again. When fn gives the next content
-// version, its snapshot is stored after the dashboard (the dashboard is
-// the truth); the snapshot of the version it follows is stored first,
-// should a writer have died between its two writes.
-func (s *service) changed(ctx context.Context, p *auth.Principal, id string, fn func(d *Dashboard) (*Dashboard, bson.D, error)) (*Dashboard, error) {
-	for try := range changeAttempts {
-		d, err := s.visible(ctx, p, id)
-		if err != nil {
-			return nil, err
+// changed runs fn on the current state of dashboard id, which edits it,
+// and writes what fn changed only if nobody wrote the dashboard since it
+// was read (store.ChangeBy: a compare-and-set on its rev, which every
+// write bumps; its version is the content's number, an API field);
+// otherwise fn runs again on what the other left. When the write gave
+// the content its next version, the snapshots follow it: the version it
+// followed (should a writer have died between its write and its
+// snapshot) and the new one. The dashboard is the truth.
+func (s *service) changed(ctx context.Context, p *auth.Principal, id string, fn func(d *Dashboard) error) (*Dashboard, error) {
+	if _, err := s.visible(ctx, p, id); err != nil {
+		return nil, err
+	}
+	ch, err := store.ChangeBy(ctx, s.dashboards, "rev", "project_dashboard_id", id, func(d *Dashboard) error {
+		if err := private(p, d); err != nil {
+			return err
 		}
-		next, set, err := fn(d)
-		if err != nil || next == nil {
-			return d, err
+		return fn(d)
+	}, bson.E{Key: "updated_at", Value: wire.T(wire.Now())})
+	if err != nil {
+		name := ""
+		if ch.After != nil {
+			name = ch.After.Name
 		}
-		bumped := next.Version != d.Version
+		return nil, notUnique(err, name)
+	}
+	if ch.Wrote && ch.After.Version != ch.Before.Version {
 		// Version 1 has a snapshot only when the create carried content
 		// (upstream); every later one has one.
-		if bumped && d.Version > 1 {
-			if err := s.insertVersion(ctx, snapshot(d, d.Version)); err != nil {
+		if ch.Before.Version > 1 {
+			if err := s.insertVersion(ctx, snapshot(ch.Before, ch.Before.Version)); err != nil {
 				return nil, err
 			}
 		}
-		if bumped {
-			v := snapshot(next, next.Version)
-			set = append(set,
-				bson.E{Key: "version", Value: next.Version}, bson.E{Key: "layouts", Value: v.Layouts},
-				bson.E{Key: "variables", Value: v.Variables}, bson.E{Key: "variables_schema", Value: v.VariablesSchema},
-				bson.E{Key: "settings", Value: v.Settings})
+		if err := s.insertVersion(context.WithoutCancel(ctx), snapshot(ch.After, ch.After.Version)); err != nil {
+			// Stored by the next writer to bump it (above).
+			s.log.Warn("a version's snapshot was not stored", "project_dashboard_id", ch.After.ID, "version", ch.After.Version, "error", err.Error())
 		}
-		var out Dashboard
-		err = s.dashboards.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: d.ID}, revIs(d.Rev), {Key: tenancy.MarkField, Value: bson.D{{Key: "$ne", Value: true}}}},
-			bson.D{{Key: "$set", Value: set}, {Key: "$inc", Value: bson.D{{Key: "rev", Value: int64(1)}}}},
-			options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&out)
-		if errors.Is(err, mongo.ErrNoDocuments) {
-			// Another write came first (or the delete began): decide again.
-			if err := store.Pause(ctx, try); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		if err != nil {
-			return nil, notUnique(store.Wrap(err), next.Name)
-		}
-		if bumped {
-			if err := s.insertVersion(context.WithoutCancel(ctx), snapshot(&out, out.Version)); err != nil {
-				// Stored by the next writer to bump it (above).
-				s.log.Warn("a version's snapshot was not stored", "project_dashboard_id", out.ID, "version", out.Version, "error", err.Error())
-			}
-		}
-		return &out, nil
 	}
-	return nil, errs.Down("The dashboard", store.ErrConflict)
-}
-
-// revIs selects the dashboard at rev n; 0 is also one written before
-// rev existed.
-func revIs(n int64) bson.E {
-	if n == 0 {
-		return bson.E{Key: "rev", Value: bson.D{{Key: "$in", Value: bson.A{nil, int64(0), int32(0)}}}}
-	}
-	return bson.E{Key: "rev", Value: n}
+	return ch.After, nil
 }
 
 func (s *service) update(ctx context.Context, p *auth.Principal, r *updateReq) (*Dashboard, error) {
 	if err := checkDomain(p, r.DomainID); err != nil {
 		return nil, err
 	}
-	return s.changed(ctx, p, r.ProjectDashboardID, func(d *Dashboard) (*Dashboard, bson.D, error) {
-		next := *d
-		set := bson.D{{Key: "updated_at", Value: wire.T(wire.Now())}}
-		if r.Name != "" && r.Name != d.Name {
-			next.Name = r.Name
-			set = append(set, bson.E{Key: "name", Value: r.Name})
+	return s.changed(ctx, p, r.ProjectDashboardID, func(d *Dashboard) error {
+		if r.Name != "" {
+			d.Name = r.Name
 		}
 		if r.Labels != nil {
-			set = append(set, bson.E{Key: "labels", Value: r.Labels})
+			d.Labels = r.Labels
 		}
 		if r.Tags != nil {
-			set = append(set, bson.E{Key: "tags", Value: r.Tags})
+			d.Tags = r.Tags
 		}
 		if r.Settings != nil { // merged, one level deep, as upstream
 			merged := maps.Clone(wire.Object(d.Settings))
 			maps.Copy(merged, r.Settings)
-			next.Settings = merged
+			d.Settings = merged
 		}
-		changed := changedList(r.Layouts, d.Layouts) || changedObject(r.Variables, d.Variables) ||
-			changedObject(r.VariablesSchema, d.VariablesSchema)
-		if !changed {
-			if r.Settings != nil {
-				set = append(set, bson.E{Key: "settings", Value: next.Settings})
-			}
-			return &next, set, nil
+		if !(changedList(r.Layouts, d.Layouts) || changedObject(r.Variables, d.Variables) || changedObject(r.VariablesSchema, d.VariablesSchema)) {
+			return nil
 		}
 		if r.Layouts != nil {
-			next.Layouts = r.Layouts
+			d.Layouts = r.Layouts
 		}
 		if r.Variables != nil {
-			next.Variables = r.Variables
+			d.Variables = r.Variables
 		}
 		if r.VariablesSchema != nil {
-			next.VariablesSchema = r.VariablesSchema
+			d.VariablesSchema = r.VariablesSchema
 		}
-		next.Version = d.Version + 1
-		return &next, set, nil
+		nextVersion(d)
+		return nil
 	})
+}
+
+// nextVersion makes d's content its next version, as its snapshot stores
+// it.
+func nextVersion(d *Dashboard) {
+	d.Version++
+	v := snapshot(d, d.Version)
+	d.Layouts, d.Variables, d.VariablesSchema, d.Settings = v.Layouts, v.Variables, v.VariablesSchema, v.Settings
 }
 
 func (s *service) delete(ctx context.Context, p *auth.Principal, r *dashboardReq) (*api.Empty, error) {

@@ -11,7 +11,6 @@ import (
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/store"
-	"github.com/nubes-io/nubes/pkg/wire"
 )
 
 func (s *service) deleteVersion(ctx context.Context, p *auth.Principal, r *versionReq) (*api.Empty, error) {
@@ -49,15 +48,14 @@ func (s *service) revertVersion(ctx context.Context, p *auth.Principal, r *versi
 	if err := checkDomain(p, r.DomainID); err != nil {
 		return nil, err
 	}
-	return s.changed(ctx, p, r.ProjectDashboardID, func(d *Dashboard) (*Dashboard, bson.D, error) {
+	return s.changed(ctx, p, r.ProjectDashboardID, func(d *Dashboard) error {
 		old, err := s.getSnapshot(ctx, d, r.Version)
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
-		next := *d
-		next.Version = d.Version + 1
-		next.Layouts, next.Variables, next.VariablesSchema = old.Layouts, old.Variables, old.VariablesSchema
-		return &next, bson.D{{Key: "updated_at", Value: wire.T(wire.Now())}}, nil
+		d.Layouts, d.Variables, d.VariablesSchema = old.Layouts, old.Variables, old.VariablesSchema
+		nextVersion(d)
+		return nil
 	})
 }
 
