@@ -444,13 +444,9 @@ func TestTaskFailures(t *testing.T) {
 		bson.D{{Key: "$set", Value: bson.D{{Key: "failure_notice", Value: true}, {Key: "finished_at", Value: old}}}}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(waitBound)
-	for e.count(t, jobs, bson.E{Key: "failure_notice", Value: true}) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the sweep did not send the notice left pending")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, waitBound, "the sweep sends the notice left pending", func() bool {
+		return e.count(t, jobs, bson.E{Key: "failure_notice", Value: true}) == 0
+	})
 	if got := e.notifications(t, 3, time.Second); len(got) != 3 {
 		t.Fatalf("the notice sent again is one notice: %d requests", len(got))
 	}
