@@ -20,7 +20,6 @@ package rows
 
 import (
 	"context"
-	"errors"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -47,7 +46,7 @@ func (r *Rows) Stage(ctx context.Context, docs []any) error {
 	if len(docs) == 0 {
 		return nil
 	}
-	if _, err := r.costs.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false)); err != nil && !onlyDuplicates(err) {
+	if _, err := r.costs.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false)); err != nil && !store.OnlyDuplicates(err) {
 		return store.Wrap(err)
 	}
 	return nil
@@ -100,19 +99,4 @@ func SwapWindows(j *core.Job, tasks []core.Task, accountKey string, failedAccoun
 		}
 	}
 	return out
-}
-
-// onlyDuplicates reports whether an insert failed only on rows stored
-// already.
-func onlyDuplicates(err error) bool {
-	var bwe mongo.BulkWriteException
-	if !errors.As(err, &bwe) || bwe.WriteConcernError != nil || len(bwe.WriteErrors) == 0 {
-		return mongo.IsDuplicateKeyError(err)
-	}
-	for _, we := range bwe.WriteErrors {
-		if !mongo.IsDuplicateKeyError(we) && we.Code != 11000 {
-			return false
-		}
-	}
-	return true
 }
