@@ -472,7 +472,11 @@ func TestUniqueNames(t *testing.T) {
 		{"rename with new content onto a taken name", c.adminA, "update", body("domain-a", "project_dashboard_id", b.ProjectDashboardID, "name", "Overview", "layouts", layout("y"))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.as.Call(prefix+tc.op, tc.body).Fails(http.StatusConflict, errs.NotUnique)
+			r := tc.as.Call(prefix+tc.op, tc.body)
+			r.Fails(http.StatusConflict, errs.NotUnique)
+			if want := "(name = " + tc.body["name"].(string) + ")"; !strings.Contains(string(r.Body), want) {
+				t.Errorf("409 %s, want it to name %s", r.Body, want)
+			}
 			if after := c.snap(t, b.ProjectDashboardID); after != before {
 				t.Fatalf("refused call changed the store: %+v -> %+v", before, after)
 			}

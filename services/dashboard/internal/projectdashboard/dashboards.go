@@ -146,17 +146,16 @@ func (s *service) changed(ctx context.Context, p *auth.Principal, id string, fn 
 	if _, err := s.visible(ctx, p, id); err != nil {
 		return nil, err
 	}
+	var name string // the name the write asked for, for a 409
 	ch, err := store.ChangeBy(ctx, s.dashboards, "rev", "project_dashboard_id", id, func(d *Dashboard) error {
 		if err := private(p, d); err != nil {
 			return err
 		}
-		return fn(d)
+		err := fn(d)
+		name = d.Name
+		return err
 	}, bson.E{Key: "updated_at", Value: wire.T(wire.Now())})
 	if err != nil {
-		name := ""
-		if ch.After != nil {
-			name = ch.After.Name
-		}
 		return nil, notUnique(err, name)
 	}
 	if ch.Wrote && ch.After.Version != ch.Before.Version {
