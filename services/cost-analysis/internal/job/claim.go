@@ -28,7 +28,7 @@ const startingGrace = time.Minute
 // 409 ERROR_DUPLICATE_JOB while another job runs, 404 when the data
 // source is gone or its deregister has begun.
 func (js *Jobs) claimSource(ctx context.Context, dataSourceID, jobID string) error {
-	for try := 0; ; try++ {
+	for try := range claimTries {
 		if err := store.Pause(ctx, try); err != nil {
 			return err
 		}
@@ -53,10 +53,7 @@ func (js *Jobs) claimSource(ctx context.Context, dataSourceID, jobID string) err
 		if err != nil {
 			return store.Wrap(err)
 		}
-		if cur.RunningJob == "" || try >= 5 {
-			if try >= 5 {
-				return errs.Down("the data source "+dataSourceID, store.ErrConflict)
-			}
+		if cur.RunningJob == "" {
 			continue // cleared meanwhile
 		}
 		done, err := js.Expire(ctx, cur.RunningJob)
@@ -74,7 +71,12 @@ func (js *Jobs) claimSource(ctx context.Context, dataSourceID, jobID string) err
 			return err
 		}
 	}
+	return errs.Down("the data source "+dataSourceID, store.ErrConflict)
 }
+
+// claimTries bounds claimSource's rounds: each lost one means another
+// start or finish changed the claim in between.
+const claimTries = 6
 
 // releaseSource clears the data source's running job if it is still
 // jobID (a later job's claim stays).
