@@ -239,4 +239,14 @@ func TestSetObjectOfSameValues(t *testing.T) {
 	if err != nil || fmt.Sprint(after.Tags) != "map[c:1]" || fmt.Sprint(read().Tags) != "map[c:1]" {
 		t.Fatalf("findOneAndUpdate: answered %v, stored %v (%v)", after.Tags, read().Tags, err)
 	}
+	// The same keys with their values swapped, two at a time.
+	if _, err := c.UpdateOne(ctx, bson.D{{Key: "_id", Value: "x"}}, bson.D{{Key: "$set", Value: bson.D{{Key: "tags", Value: bson.D{{Key: "c", Value: "1"}, {Key: "d", Value: "2"}}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.UpdateOne(ctx, bson.D{{Key: "_id", Value: "x"}}, bson.D{{Key: "$set", Value: bson.D{{Key: "tags", Value: bson.D{{Key: "c", Value: "2"}, {Key: "d", Value: "1"}}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(read().Tags); got != "map[c:2 d:1]" {
+		t.Fatalf("values swapped: tags %s, want map[c:2 d:1]", got)
+	}
 }

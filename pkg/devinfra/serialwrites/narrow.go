@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -185,7 +186,7 @@ func (n *narrower) clearObjects(ctx context.Context, c *mongo.Collection, doc, s
 			continue
 		}
 		old, err := doc.LookupErr(e.Key())
-		if err != nil || old.Type != bson.TypeEmbeddedDocument || bytes.Equal(old.Value, nv.Value) {
+		if err != nil || old.Type != bson.TypeEmbeddedDocument || !sameValuesOtherKeys(old.Document(), nv.Document()) {
 			continue
 		}
 		clear = append(clear, bson.E{Key: e.Key(), Value: nil})
@@ -200,6 +201,37 @@ func (n *narrower) clearObjects(ctx context.Context, c *mongo.Collection, doc, s
 func mustElements(d bson.Raw) []bson.RawElement {
 	els, _ := d.Elements()
 	return els
+}
+
+// sameValuesOtherKeys reports whether b is another object than a with
+// the same values (in order, or in another order): the change FerretDB
+// skips. Any other change it applies, and is left alone, so a reader
+// sees no cleared field for it.
+func sameValuesOtherKeys(a, b bson.Raw) bool {
+	if bytes.Equal(a, b) {
+		return false
+	}
+	ae, err1 := a.Elements()
+	be, err2 := b.Elements()
+	if err1 != nil || err2 != nil || len(ae) != len(be) {
+		return false
+	}
+	value := func(e bson.RawElement) string {
+		v := e.Value()
+		return string(append([]byte{byte(v.Type)}, v.Value...))
+	}
+	av, bv := make([]string, len(ae)), make([]string, len(be))
+	inOrder := true
+	for i := range ae {
+		av[i], bv[i] = value(ae[i]), value(be[i])
+		inOrder = inOrder && av[i] == bv[i]
+	}
+	if inOrder {
+		return true
+	}
+	slices.Sort(av)
+	slices.Sort(bv)
+	return slices.Equal(av, bv)
 }
 
 // splitID splits a filter {_id: <scalar>, ...rest} whose rest is not
