@@ -47,7 +47,7 @@ func live(dataSourceID string) bson.D {
 // rule's insert or delete, so the settle at the newest version, which
 // reads the rules after that count, sees every rule write before it.
 func (rs *Rules) listChange(ctx context.Context, dataSourceID string, update bson.D) (int64, error) {
-	if err := rs.ensureList(ctx, dataSourceID); err != nil {
+	if _, err := rs.ensureList(ctx, dataSourceID); err != nil {
 		return 0, err
 	}
 	update = append(update, bson.E{Key: "$inc", Value: bson.D{{Key: "rule_order_version", Value: int64(1)}}})
@@ -61,13 +61,23 @@ func (rs *Rules) listChange(ctx context.Context, dataSourceID string, update bso
 
 // ensureList gives a data source stored before the lists its lists, from
 // its rules' stored orders: each list is set only where it is missing,
-// so racing callers agree, and the version counts from 1 once it is.
-func (rs *Rules) ensureList(ctx context.Context, dataSourceID string) error {
-	var cur orderOf
-	if err := rs.sources.FindOne(ctx, bson.D{{Key: "_id", Value: dataSourceID}}).Decode(&cur); errors.Is(err, mongo.ErrNoDocuments) {
-		return errs.NotFound("data_source_id", dataSourceID)
+// so racing callers agree, and the version counts from 1 once it is. It
+// returns the lists as it read them, read again when it set one.
+func (rs *Rules) ensureList(ctx context.Context, dataSourceID string) (*orderOf, error) {
+	cur, set, err := rs.ensureOnce(ctx, dataSourceID)
+	if err != nil || !set {
+		return cur, err
+	}
+	cur, _, err = rs.ensureOnce(ctx, dataSourceID)
+	return cur, err
+}
+
+func (rs *Rules) ensureOnce(ctx context.Context, dataSourceID string) (cur *orderOf, set bool, err error) {
+	cur = &orderOf{}
+	if err := rs.sources.FindOne(ctx, bson.D{{Key: "_id", Value: dataSourceID}}).Decode(cur); errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, false, errs.NotFound("data_source_id", dataSourceID)
 	} else if err != nil {
-		return store.Wrap(err)
+		return nil, false, store.Wrap(err)
 	}
 	for _, typ := range []string{core.Custom, core.Managed} {
 		if _, ok := cur.RuleOrder[typ]; ok {
@@ -75,7 +85,7 @@ func (rs *Rules) ensureList(ctx context.Context, dataSourceID string) error {
 		}
 		rules, err := rs.ofType(ctx, dataSourceID, typ)
 		if err != nil {
-			return err
+			return nil, false, err
 		}
 		slices.SortStableFunc(rules, func(a, b Rule) int {
 			return cmp.Or(cmp.Compare(a.Order, b.Order), a.CreatedAt.Compare(b.CreatedAt.Time), cmp.Compare(a.ID, b.ID))
@@ -87,10 +97,11 @@ func (rs *Rules) ensureList(ctx context.Context, dataSourceID string) error {
 		_, err = rs.sources.UpdateOne(ctx, bson.D{{Key: "_id", Value: dataSourceID}, {Key: orderField(typ), Value: bson.D{{Key: "$exists", Value: false}}}},
 			bson.D{{Key: "$set", Value: bson.D{{Key: orderField(typ), Value: ids}}}, {Key: "$inc", Value: bson.D{{Key: "rule_order_version", Value: int64(1)}}}})
 		if err != nil {
-			return store.Wrap(err)
+			return nil, false, store.Wrap(err)
 		}
+		set = true
 	}
-	return nil
+	return cur, set, nil
 }
 
 func (rs *Rules) ofType(ctx context.Context, dataSourceID, ruleType string) ([]Rule, error) {
@@ -111,14 +122,9 @@ func (rs *Rules) ofType(ctx context.Context, dataSourceID, ruleType string) ([]R
 // in stale for the settle to delete; one stored for a newer list than
 // this read is left to that list's settle.
 func (rs *Rules) ordered(ctx context.Context, dataSourceID, ruleType string) (rules, stale []Rule, version int64, err error) {
-	if err := rs.ensureList(ctx, dataSourceID); err != nil {
+	cur, err := rs.ensureList(ctx, dataSourceID)
+	if err != nil {
 		return nil, nil, 0, err
-	}
-	var cur orderOf
-	if err := rs.sources.FindOne(ctx, bson.D{{Key: "_id", Value: dataSourceID}}).Decode(&cur); errors.Is(err, mongo.ErrNoDocuments) {
-		return nil, nil, 0, errs.NotFound("data_source_id", dataSourceID)
-	} else if err != nil {
-		return nil, nil, 0, store.Wrap(err)
 	}
 	all, err := rs.ofType(ctx, dataSourceID, ruleType)
 	if err != nil {
