@@ -205,8 +205,10 @@ func (b *bench) measureInventory(ctx context.Context, db, raw *mongo.Database) (
 	return out, ir, nil
 }
 
-// fakeIdentity answers what collect asks identity: one trusted account of
-// the bench domain (aws) and its secret data.
+// fakeIdentity answers what the measured services ask identity: one
+// trusted account of the bench domain (aws) and its secret data
+// (collect), and every project or workspace as live, echoing the ids
+// asked (the monitoring ingest's check of its webhook's project).
 func fakeIdentity() (string, func(), error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -221,6 +223,16 @@ func fakeIdentity() (string, func(), error) {
 	mux.HandleFunc("/identity/v2/trusted-account/get-secret-data", func(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(map[string]any{"trusted_account_id": "ta-bench", "domain_id": benchDomain, "data": map[string]any{"key": "bench"}})
 	})
+	echo := func(w http.ResponseWriter, r *http.Request) {
+		var asked map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&asked); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(asked)
+	}
+	mux.HandleFunc("/identity/v2/project/get", echo)
+	mux.HandleFunc("/identity/v2/workspace/get", echo)
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = hs.Serve(ln) }()
 	return "http://" + ln.Addr().String(), func() { _ = hs.Close() }, nil

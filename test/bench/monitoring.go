@@ -112,7 +112,13 @@ func (b *bench) measureMonitoring(ctx context.Context, db *mongo.Database) ([]re
 	// The escalation's passes would compete with the ingest for the
 	// alerts' leases at random moments: not measured here.
 	cfg.EscalationTick = time.Hour
-	svc, err := monitoring.Build(ctx, app.Deps{DB: db, Log: log, Plugins: plugins, Events: bus, Services: call.NewServices(nil, "", nil)}, cfg)
+	identityURL, stopIdentity, err := fakeIdentity()
+	if err != nil {
+		return nil, err
+	}
+	defer stopIdentity()
+	svc, err := monitoring.Build(ctx, app.Deps{DB: db, Log: log, Plugins: plugins, Events: bus,
+		Services: call.NewServices(map[string]string{"identity": identityURL}, "bench-service-token", nil)}, cfg)
 	if err != nil {
 		return nil, err
 	}
