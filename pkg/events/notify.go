@@ -40,15 +40,16 @@ func (r NotificationRequest) Check() error {
 	return errors.Join(errs...)
 }
 
-// Notify records a notification request in the outbox: the one way a
+// Notify sends a notification request through the outbox: the one way a
 // service asks for a notification (published on
-// NotificationRequestSubject with r.ID as Nats-Msg-Id). An unusable
-// request is refused here, before it is stored. A second Notify with the
-// same ID is a no-op; pick IDs that do not collide with the outbox's
-// other events (mail ids start with "mail-").
+// NotificationRequestSubject with r.ID as Nats-Msg-Id, at once when the
+// bus takes it, else by the relay: Publish). An unusable request is
+// refused here, before anything is sent. A second Notify with the same
+// ID is a no-op downstream; pick IDs that do not collide with the
+// outbox's other events (mail ids start with "mail-").
 func (o *Outbox) Notify(ctx context.Context, r NotificationRequest) error {
 	if err := r.Check(); err != nil {
 		return fmt.Errorf("notification request: %w", err)
 	}
-	return o.Add(ctx, NotificationRequestSubject, r.ID, r)
+	return o.Publish(ctx, NotificationRequestSubject, r.ID, r)
 }

@@ -10,10 +10,11 @@ import (
 	"github.com/nubes-io/nubes/pkg/testkit"
 )
 
-// TestNotify: a usable request is stored in the outbox and relayed on
-// NotificationRequestSubject (NotificationStream) with its id as
-// Nats-Msg-Id, once however often it is added; an unusable one is refused
-// and nothing is stored.
+// TestNotify: a usable request is published on NotificationRequestSubject
+// (NotificationStream) with its id as Nats-Msg-Id, at once while NATS
+// answers (nothing recorded) and once however often it is sent; an
+// unusable one is refused and nothing is stored or published.
+// TestPublishLater has NATS down.
 func TestNotify(t *testing.T) {
 	t.Parallel()
 	bus := connect(t, testkit.StartNATS(t).URL())
@@ -48,11 +49,9 @@ func TestNotify(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n, _ := o.Pending(ctx); n != 1 {
-		t.Fatalf("%d records for one id", n)
+	if n, _ := o.Pending(ctx); n != 0 {
+		t.Fatalf("%d records of a request NATS took", n)
 	}
-	runRelay(t, o)
-	testkit.Eventually(t, patience, "the relay", func() bool { n, _ := o.Pending(ctx); return n == 0 })
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	s, err := bus.JS.Stream(cctx, events.NotificationStream)
@@ -68,10 +67,54 @@ func TestNotify(t *testing.T) {
 		t.Fatal(err)
 	}
 	if msg.Header.Get("Nats-Msg-Id") != good.ID || got.Message.Callbacks[0].URL != good.Message.Callbacks[0].URL || got.Level != "LV10" {
-		t.Fatalf("relayed %s: %+v", msg.Header.Get("Nats-Msg-Id"), got)
+		t.Fatalf("published %s: %+v", msg.Header.Get("Nats-Msg-Id"), got)
 	}
 	info, _ := s.Info(cctx)
 	if info.State.Msgs != 1 {
 		t.Fatalf("%d messages in the stream", info.State.Msgs)
+	}
+}
+
+// TestPublishLater: with NATS down, Notify records the request and the
+// relay publishes it once NATS is back; a request sent again meanwhile is
+// still one message. Nothing is lost on the way.
+func TestPublishLater(t *testing.T) {
+	t.Parallel()
+	n := testkit.StartNATS(t)
+	bus := connect(t, n.URL())
+	o := newOutbox(t, bus, "outbox_later")
+	runRelay(t, o)
+	ctx := context.Background()
+	req := func(id string) events.NotificationRequest {
+		return events.NotificationRequest{ID: id, DomainID: "domain-1", ProjectID: "project-1", Topic: "monitoring.Alert",
+			NotificationType: events.NotifyError, Level: "LV1", Message: events.NotificationMessage{Title: "[Alerting] " + id}}
+	}
+	n.Stop()
+	testkit.Eventually(t, patience, "bus disconnected", func() bool { return !bus.Connected() })
+	for _, id := range []string{"notify-a", "notify-b", "notify-a"} {
+		if err := o.Notify(ctx, req(id)); err != nil {
+			t.Fatalf("notify %s with NATS down: %v", id, err)
+		}
+	}
+	if got := pending(t, o); got != 2 {
+		t.Fatalf("pending %d with NATS down, want 2", got)
+	}
+	n.Start()
+	testkit.Eventually(t, patience, "outbox drained after NATS returned", func() bool { return pending(t, o) == 0 })
+	if err := o.Notify(ctx, req("notify-a")); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	s, err := bus.JS.Stream(cctx, events.NotificationStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(cctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 2 {
+		t.Fatalf("%d messages in the stream, want 2 (notify-a and notify-b once each)", info.State.Msgs)
 	}
 }

@@ -157,18 +157,61 @@ func (o *Outbox) Enqueue(ctx context.Context, m Mail) error {
 // Add records any event: payload (JSON) to be published on subject with
 // id as Nats-Msg-Id.
 func (o *Outbox) Add(ctx context.Context, subject, id string, payload any) error {
+	data, err := encode(id, payload)
+	if err != nil {
+		return err
+	}
+	return o.record(ctx, subject, id, data)
+}
+
+// directTimeout bounds Publish's own try: past it the event is recorded
+// for the relay rather than holding the caller.
+const directTimeout = time.Second
+
+// Publish is Add for an event wanted downstream at once (an alert's
+// notification, a webhook's event): it is published straight to
+// JetStream when the bus takes it, and recorded for the relay, as Add
+// does, when the bus is down or does not answer within a second. Either
+// way nil means JetStream has it or will: a store write and the relay's
+// pass are saved on the hot path. Unlike Add, it may overtake events
+// recorded before it. A publish whose answer was lost and that is then
+// recorded is published twice with one id, which the stream drops.
+func (o *Outbox) Publish(ctx context.Context, subject, id string, payload any) error {
+	data, err := encode(id, payload)
+	if err != nil {
+		return err
+	}
+	if o.bus.Connected() {
+		pctx, cancel := context.WithTimeout(ctx, min(directTimeout, o.opts.PublishTimeout))
+		err := o.bus.PublishData(pctx, subject, id, data)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		o.log.Debug("outbox: published later", "id", id, "error", err.Error())
+	}
+	return o.record(ctx, subject, id, data)
+}
+
+// encode checks an event's id and size and returns its payload's JSON.
+func encode(id string, payload any) ([]byte, error) {
 	if !ValidID(id) {
-		return fmt.Errorf("outbox: invalid event id %q", id)
+		return nil, fmt.Errorf("outbox: invalid event id %q", id)
 	}
 	data, err := json.Marshal(payload)
 	if err != nil {
-		return fmt.Errorf("outbox: %w", err)
+		return nil, fmt.Errorf("outbox: %w", err)
 	}
 	if len(data) > MaxEventSize {
-		return fmt.Errorf("outbox: event %s is %d bytes, over %d", id, len(data), MaxEventSize)
+		return nil, fmt.Errorf("outbox: event %s is %d bytes, over %d", id, len(data), MaxEventSize)
 	}
+	return data, nil
+}
+
+// record stores an event for the relay.
+func (o *Outbox) record(ctx context.Context, subject, id string, data []byte) error {
 	now := time.Now().UTC()
-	_, err = o.coll.InsertOne(ctx, outboxRecord{ID: id, Subject: subject, Data: string(data), CreatedAt: now, LeaseUntil: now})
+	_, err := o.coll.InsertOne(ctx, outboxRecord{ID: id, Subject: subject, Data: string(data), CreatedAt: now, LeaseUntil: now})
 	if mongo.IsDuplicateKeyError(err) {
 		return nil // the same event, enqueued again
 	}

@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -69,74 +68,6 @@ func Ping(ctx context.Context, db *mongo.Database) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	return db.RunCommand(ctx, bson.D{{Key: "ping", Value: 1}}).Err()
-}
-
-// Index is one index of a collection.
-type Index struct {
-	Keys   bson.D
-	Unique bool
-}
-
-// EnsureIndexes creates the missing indexes at service start. Existing
-// ones (matched by MongoDB's default name) are left alone: asking FerretDB
-// 1.24 to create an index that exists makes it drop the connection.
-//
-// Replicas starting together on a new database race to create the same
-// indexes, and FerretDB may drop a connection then: a failure is retried
-// a few times before it is returned.
-func EnsureIndexes(ctx context.Context, c *mongo.Collection, idx ...Index) error {
-	var err error
-	for attempt := range 4 {
-		if err = ensureIndexes(ctx, c, idx); err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(time.Duration(attempt+1) * 250 * time.Millisecond):
-		}
-	}
-	return err
-}
-
-func ensureIndexes(ctx context.Context, c *mongo.Collection, idx []Index) error {
-	cur, err := c.Indexes().List(ctx)
-	if err != nil {
-		return fmt.Errorf("indexes of %s: %w", c.Name(), err)
-	}
-	var existing []struct {
-		Name string `bson:"name"`
-	}
-	if err := cur.All(ctx, &existing); err != nil {
-		return fmt.Errorf("indexes of %s: %w", c.Name(), err)
-	}
-	have := map[string]bool{}
-	for _, e := range existing {
-		have[e.Name] = true
-	}
-	var models []mongo.IndexModel
-	for _, x := range idx {
-		if have[indexName(x.Keys)] {
-			continue
-		}
-		models = append(models, mongo.IndexModel{Keys: x.Keys, Options: options.Index().SetUnique(x.Unique).SetName(indexName(x.Keys))})
-	}
-	if len(models) == 0 {
-		return nil
-	}
-	if _, err := c.Indexes().CreateMany(ctx, models); err != nil {
-		return fmt.Errorf("indexes of %s: %w", c.Name(), err)
-	}
-	return nil
-}
-
-// indexName is MongoDB's default index name: field_dir joined by "_".
-func indexName(keys bson.D) string {
-	parts := make([]string, 0, 2*len(keys))
-	for _, k := range keys {
-		parts = append(parts, k.Key, fmt.Sprint(k.Value))
-	}
-	return strings.Join(parts, "_")
 }
 
 // Get loads a document by _id, with no tenancy check: records of a

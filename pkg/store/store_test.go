@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/query"
@@ -189,33 +191,76 @@ func TestResolve(t *testing.T) {
 
 // TestEnsureIndexesTwice: a second start finds the indexes in place and
 // creates nothing (FerretDB 1.24 drops the connection when asked to create
-// an existing index).
+// an existing index). On a store that reads no plain index (the embedded
+// SQLite one) only the unique index is made, a plain one an earlier start
+// made is dropped, and the unique one still refuses a second name.
 func TestEnsureIndexesTwice(t *testing.T) {
 	t.Parallel()
+	ctx := context.Background()
 	c := testkit.Get().Database(t).Collection("idx")
 	idx := []store.Index{
 		{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "created_at", Value: -1}}},
 		{Keys: bson.D{{Key: "name", Value: 1}}, Unique: true},
 	}
-	for range 2 {
-		if err := store.EnsureIndexes(context.Background(), c, idx...); err != nil {
+	reads := store.ReadsPlainIndexes(ctx, c)
+	if !reads {
+		// As an earlier version made it.
+		if _, err := c.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: idx[0].Keys, Options: options.Index().SetName("domain_id_1_created_at_-1")}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cur, err := c.Indexes().List(context.Background())
+	for range 2 {
+		if err := store.EnsureIndexes(ctx, c, idx...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cur, err := c.Indexes().List(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got []bson.M
-	if err := cur.All(context.Background(), &got); err != nil {
+	if err := cur.All(ctx, &got); err != nil {
 		t.Fatal(err)
 	}
 	names := map[string]bool{}
 	for _, g := range got {
 		names[g["name"].(string)] = true
 	}
-	if len(got) != 3 || !names["_id_"] || !names["domain_id_1_created_at_-1"] || !names["name_1"] {
-		t.Fatalf("indexes = %v", got)
+	want := map[string]bool{"_id_": true, "name_1": true}
+	if reads {
+		want["domain_id_1_created_at_-1"] = true
+	}
+	if !maps.Equal(names, want) {
+		t.Fatalf("indexes = %v, want %v (the store reads plain indexes: %v)", got, want, reads)
+	}
+	if _, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: "a"}, {Key: "name", Value: "n"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: "b"}, {Key: "name", Value: "n"}}); !mongo.IsDuplicateKeyError(err) {
+		t.Fatalf("a second document of name n: %v, want a duplicate key error", err)
+	}
+}
+
+func TestDeclared(t *testing.T) {
+	t.Parallel()
+	plain := store.Index{Keys: bson.D{{Key: "domain_id", Value: 1}}}
+	unique := store.Index{Keys: bson.D{{Key: "name", Value: 1}}, Unique: true}
+	for _, tc := range []struct {
+		pushdown bool
+		want     []store.Index
+	}{
+		{true, []store.Index{plain, unique}},
+		{false, []store.Index{unique}},
+	} {
+		got := store.Declared([]store.Index{plain, unique}, tc.pushdown)
+		if len(got) != len(tc.want) {
+			t.Fatalf("pushdown %v: %v, want %v", tc.pushdown, got, tc.want)
+		}
+		for i := range got {
+			if got[i].Unique != tc.want[i].Unique || got[i].Keys[0].Key != tc.want[i].Keys[0].Key {
+				t.Fatalf("pushdown %v: %v, want %v", tc.pushdown, got, tc.want)
+			}
+		}
 	}
 }
 

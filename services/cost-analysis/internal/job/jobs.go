@@ -144,7 +144,7 @@ func New(ctx context.Context, db *mongo.Database, plugins *plugin.Client, keys *
 		store.Index{Keys: bson.D{{Key: "data_source_id", Value: 1}}}); err != nil {
 		return nil, err
 	}
-	return js, ensureCostIndexes(ctx, db, js.costs)
+	return js, ensureCostIndexes(ctx, js.costs)
 }
 
 // Timeout is how long a job may run.

@@ -204,19 +204,27 @@ func (w *Worker) policyOf(ctx context.Context, a *alert.Alert) (Policy, error) {
 // or sends its resolved notices. A step is decided and written first,
 // its notice with it (Alert.Notice); the notice is recorded in the outbox
 // after the write, and cleared then (flush). A notice left by a step cut
-// short (a killed replica) is recorded by the next Step before it decides
-// anything: the tick selects such alerts.
+// short (a killed replica) is found by the same read that decides (the
+// tick selects such alerts): it is recorded, and the step decided again.
 func (w *Worker) Step(ctx context.Context, id string) error {
-	a, err := w.alerts.Live(ctx, id)
-	if err != nil {
-		return err
-	}
-	if a.Notice != nil {
-		if err := w.flush(ctx, a); err != nil {
+	for range 2 {
+		ch, err := w.alerts.Change(ctx, id, func(a *alert.Alert) error { return w.decide(ctx, a) })
+		if err != nil {
 			return err
 		}
-	}
-	if !a.Open() && resolveNotice(a) {
+		a := ch.After
+		if a.Notice != nil {
+			if err := w.flush(ctx, a); err != nil {
+				return err
+			}
+			if ch.Wrote {
+				return nil // the step just taken
+			}
+			continue // one left by a step cut short: recorded now
+		}
+		if a.Open() || !resolveNotice(a) {
+			return nil
+		}
 		pol, err := w.policyOf(ctx, a)
 		if err != nil {
 			return err
@@ -232,13 +240,6 @@ func (w *Worker) Step(ctx context.Context, id string) error {
 		})
 		return err
 	}
-	ch, err := w.alerts.Change(ctx, id, func(a *alert.Alert) error { return w.decide(ctx, a) })
-	if err != nil {
-		return err
-	}
-	if ch.Wrote && ch.After.Notice != nil {
-		return w.flush(ctx, ch.After)
-	}
 	return nil
 }
 
@@ -247,7 +248,7 @@ func (w *Worker) Step(ctx context.Context, id string) error {
 // time of its next look.
 func (w *Worker) decide(ctx context.Context, a *alert.Alert) error {
 	if a.Notice != nil || (!a.Open() && a.State != alert.Error) {
-		return nil // a notice not recorded yet, or resolved meanwhile: the next Step
+		return nil // a notice not recorded yet (Step records it and decides again), or resolved meanwhile
 	}
 	now := w.clock.Now()
 	pol, err := w.policyOf(ctx, a)

@@ -153,7 +153,26 @@ func (al *Alerting) apply(ctx context.Context, e *Event, fresh bool) (alertID st
 	}
 	var waited time.Duration
 	for range maxApplyTries {
-		rec, a, err := al.unresolved(ctx, e, waited >= openerGrace)
+		rec, err := al.record(ctx, e)
+		if err != nil {
+			return "", false, false, err
+		}
+		// Most events of a storm count on the alert their key's record
+		// names: counted straight away, the alert is not read first. One
+		// resolved, deleted or not stored yet is decided below.
+		if current(rec, e) && e.EventType != "RECOVERY" {
+			counted, err := al.alerts.Count(ctx, rec.AlertID, countOf(e))
+			if err != nil {
+				return "", false, false, err
+			}
+			if counted != alert.Closed {
+				if err := al.slide(ctx, rec, e, rec.AlertID); err != nil {
+					return "", false, false, err
+				}
+				return rec.AlertID, false, false, al.mark(ctx, e, rec.AlertID)
+			}
+		}
+		a, err := al.unresolved(ctx, rec, e, waited >= openerGrace)
 		if errors.Is(err, errOpenerAtWork) {
 			// Another event of the key is creating its alert: wait for it
 			// rather than create it too (which would spend a number).
@@ -197,36 +216,56 @@ func (al *Alerting) apply(ctx context.Context, e *Event, fresh bool) (alertID st
 			}
 			alertID, opened = a.AlertID, created
 		}
-		_, err = al.events.UpdateOne(ctx, bson.D{{Key: "_id", Value: e.ID}}, bson.D{{Key: "$set", Value: bson.D{
-			{Key: "applied", Value: true}, {Key: "alert_id", Value: alertID}}}})
-		return alertID, opened, false, store.Wrap(err)
+		return alertID, opened, false, al.mark(ctx, e, alertID)
 	}
 	return "", false, false, errs.Down("the alert of event key "+e.EventKey, store.ErrConflict)
 }
 
-// unresolved returns the key's record (nil: none) and the alert e counts on,
-// nil when there is none: never had, resolved, deleted (its delete begun
-// included), or the key's last event (not a RECOVERY) came more than the
-// event's DuplicateWindow before it: upstream's dedupe (alerts.md §2.4),
-// so a key quiet for ten minutes opens a new alert and a RECOVERY that
-// late is dropped.
+// mark records that e was applied to alertID: last, so that a death
+// before it is finished by the next try.
+func (al *Alerting) mark(ctx context.Context, e *Event, alertID string) error {
+	_, err := al.events.UpdateOne(ctx, bson.D{{Key: "_id", Value: e.ID}}, bson.D{{Key: "$set", Value: bson.D{
+		{Key: "applied", Value: true}, {Key: "alert_id", Value: alertID}}}})
+	return store.Wrap(err)
+}
+
+// record reads the record of e's key (nil: none).
+func (al *Alerting) record(ctx context.Context, e *Event) (*keyRecord, error) {
+	var o keyRecord
+	err := al.claims.FindOne(ctx, bson.D{{Key: "_id", Value: keyRecordID(e)}}).Decode(&o)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, store.Wrap(err)
+	}
+	return &o, nil
+}
+
+// current reports whether e may count on the alert rec names: the key's
+// last event (not a RECOVERY) came within e's DuplicateWindow before it,
+// upstream's dedupe (alerts.md §2.4), so a key quiet for ten minutes
+// opens a new alert and a RECOVERY that late is dropped. A record written
+// before the window was kept (no LastAt) stays current.
+func current(rec *keyRecord, e *Event) bool {
+	if rec == nil {
+		return false
+	}
+	return rec.LastAt == nil || e.DuplicateWindow <= 0 || e.CreatedAt.Sub(rec.LastAt.Time) <= time.Duration(e.DuplicateWindow)*time.Second
+}
+
+// unresolved returns the alert e counts on, the one its key's record rec
+// names, nil when there is none: never had, resolved, deleted (its
+// delete begun included), or the record not current.
 //
 // An alert its opener has not stored yet is stored from the opener
 // event once the opener had its grace (help, or a claim that old);
 // before that it answers errOpenerAtWork.
-func (al *Alerting) unresolved(ctx context.Context, e *Event, help bool) (*keyRecord, *alert.Alert, error) {
-	var o keyRecord
-	err := al.claims.FindOne(ctx, bson.D{{Key: "_id", Value: keyRecordID(e)}}).Decode(&o)
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return nil, nil, nil
+func (al *Alerting) unresolved(ctx context.Context, rec *keyRecord, e *Event, help bool) (*alert.Alert, error) {
+	if !current(rec, e) {
+		return nil, nil
 	}
-	if err != nil {
-		return nil, nil, store.Wrap(err)
-	}
-	// A record written before the window was kept (no LastAt) stays current.
-	if o.LastAt != nil && e.DuplicateWindow > 0 && e.CreatedAt.Sub(o.LastAt.Time) > time.Duration(e.DuplicateWindow)*time.Second {
-		return &o, nil, nil
-	}
+	o := rec
 	a, err := al.alerts.Live(ctx, o.AlertID)
 	if errs.Is(err, errs.NotFoundCode) && o.EventID != "" {
 		// Its opener claimed the key but did not store it (it is on its
@@ -236,20 +275,20 @@ func (al *Alerting) unresolved(ctx context.Context, e *Event, help bool) (*keyRe
 		// Even a retry of the opener itself waits: the first try may be
 		// storing it at this moment, and two stores spend two numbers.
 		if !help && time.Since(o.ClaimedAt) < openerGrace {
-			return nil, nil, errOpenerAtWork
+			return nil, errOpenerAtWork
 		}
 		a, err = al.createFrom(ctx, o.EventID)
 	}
 	if errs.Is(err, errs.NotFoundCode) || (err == nil && a == nil) {
-		return &o, nil, nil
+		return nil, nil
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if !a.Unresolved() {
-		return &o, nil, nil
+		return nil, nil
 	}
-	return &o, a, nil
+	return a, nil
 }
 
 // createFrom stores the alert the event eventID opens, nil when the
@@ -287,7 +326,7 @@ func (al *Alerting) claim(ctx context.Context, rec *keyRecord, e *Event) (bool, 
 // update applies e to its unresolved alert (upstream changes only the
 // description; Nubes also counts the event and names it the last).
 func (al *Alerting) update(ctx context.Context, cur *alert.Alert, e *Event) (alert.Counted, error) {
-	ev := alert.Event{ID: e.EventID, Description: e.Description, OccurredAt: wire.T(e.OccurredAt.Time)}
+	ev := countOf(e)
 	if e.EventType != "RECOVERY" || !cur.Open() {
 		return al.alerts.Count(ctx, cur.ID, ev)
 	}
@@ -325,6 +364,11 @@ func (al *Alerting) update(ctx context.Context, cur *alert.Alert, e *Event) (ale
 		return alert.Closed, nil
 	}
 	return counted, err
+}
+
+// countOf is what e changes on the alert it counts on.
+func countOf(e *Event) alert.Event {
+	return alert.Event{ID: e.EventID, Description: e.Description, OccurredAt: wire.T(e.OccurredAt.Time)}
 }
 
 // create opens the alert of e (the key's record names it already).

@@ -350,7 +350,7 @@ func (s *Store) Announce(ctx context.Context, e *Event, alertID string) {
 		return
 	}
 	e.AlertID = alertID
-	if err := s.outbox.Add(ctx, events.MonitoringEventSubject, e.EventID, payload(e)); err != nil {
+	if err := s.outbox.Publish(ctx, events.MonitoringEventSubject, e.EventID, payload(e)); err != nil {
 		s.log.Warn("event stored but not queued for publishing", "event_id", e.EventID, "error", err.Error())
 	}
 }
