@@ -104,17 +104,7 @@ func TestPublishLater(t *testing.T) {
 	if err := o.Notify(ctx, req("notify-a")); err != nil {
 		t.Fatal(err)
 	}
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	s, err := bus.JS.Stream(cctx, events.NotificationStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(cctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.State.Msgs != 2 {
-		t.Fatalf("%d messages in the stream, want 2 (notify-a and notify-b once each)", info.State.Msgs)
+	if n := len(streamMsgs(t, bus, events.NotificationStream)); n != 2 {
+		t.Fatalf("%d messages in the stream, want 2 (notify-a and notify-b once each)", n)
 	}
 }

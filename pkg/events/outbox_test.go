@@ -63,25 +63,8 @@ func runRelay(t *testing.T, o *events.Outbox) {
 // streamMails returns the mails stored in MailStream, by Nats-Msg-Id.
 func streamMails(t *testing.T, b *events.Bus) map[string][]events.Mail {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	s, err := b.JS.Stream(ctx, events.MailStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string][]events.Mail{}
-	if info.State.Msgs == 0 {
-		return out
-	}
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
-		msg, err := s.GetMsg(ctx, seq)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, msg := range streamMsgs(t, b, events.MailStream) {
 		var m events.Mail
 		if err := json.Unmarshal(msg.Data, &m); err != nil {
 			t.Fatal(err)
@@ -91,6 +74,30 @@ func streamMails(t *testing.T, b *events.Bus) map[string][]events.Mail {
 			t.Fatalf("Nats-Msg-Id %q, mail id %q", id, m.ID)
 		}
 		out[id] = append(out[id], m)
+	}
+	return out
+}
+
+// streamIDs returns every message of a stream, in order.
+func streamMsgs(t *testing.T, b *events.Bus, stream string) []*jetstream.RawStreamMsg {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := b.JS.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*jetstream.RawStreamMsg
+	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
+		msg, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, msg)
 	}
 	return out
 }
