@@ -78,7 +78,7 @@ func streamMails(t *testing.T, b *events.Bus) map[string][]events.Mail {
 	return out
 }
 
-// streamIDs returns every message of a stream, in order.
+// streamMsgs returns every message of a stream, in order.
 func streamMsgs(t *testing.T, b *events.Bus, stream string) []*jetstream.RawStreamMsg {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

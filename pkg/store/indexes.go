@@ -36,7 +36,7 @@ type Index struct {
 func EnsureIndexes(ctx context.Context, c *mongo.Collection, idx ...Index) error {
 	var err error
 	for attempt := range 4 {
-		if err = ensureIndexes(ctx, c, Declared(idx, ReadsPlainIndexes(ctx, c))); err == nil {
+		if err = ensureIndexes(ctx, c, idx, ReadsPlainIndexes(ctx, c)); err == nil {
 			return nil
 		}
 		select {
@@ -63,7 +63,9 @@ func Declared(idx []Index, pushdown bool) []Index {
 	return out
 }
 
-func ensureIndexes(ctx context.Context, c *mongo.Collection, idx []Index) error {
+// ensureIndexes makes the part of idx the store reads (Declared) and,
+// where it reads no plain index, drops the plain ones it holds.
+func ensureIndexes(ctx context.Context, c *mongo.Collection, idx []Index, readsPlain bool) error {
 	cur, err := c.Indexes().List(ctx)
 	if err != nil {
 		return fmt.Errorf("indexes of %s: %w", c.Name(), err)
@@ -79,7 +81,7 @@ func ensureIndexes(ctx context.Context, c *mongo.Collection, idx []Index) error 
 	for _, e := range existing {
 		have[e.Name] = true
 	}
-	if !ReadsPlainIndexes(ctx, c) {
+	if !readsPlain {
 		// Made by an earlier start, or before this rule: dropped, as it is
 		// never read here.
 		for _, e := range existing {
@@ -91,7 +93,7 @@ func ensureIndexes(ctx context.Context, c *mongo.Collection, idx []Index) error 
 		}
 	}
 	var models []mongo.IndexModel
-	for _, x := range idx {
+	for _, x := range Declared(idx, readsPlain) {
 		if have[indexName(x.Keys)] {
 			continue
 		}

@@ -15,7 +15,7 @@ import (
 // no filter but {_id: x} from an index, so the cost rows get no secondary
 // index there (each would only cost every stored row a JSON extraction per
 // key), and one an earlier start made is dropped. MongoDB's are declared
-// as before (job.ensureCostIndexes); the sync tests show the reads and
+// as before (job.costIndexes, through store.EnsureIndexes); the sync tests show the reads and
 // deletes do without them here.
 func TestCostIndexesWhereRead(t *testing.T) {
 	t.Parallel()

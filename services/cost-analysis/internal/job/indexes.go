@@ -1,10 +1,7 @@
 package job
 
 import (
-	"context"
-
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/nubes-io/nubes/pkg/store"
 )
@@ -14,16 +11,11 @@ import (
 // deletes of a task's rows (every attempt, stop and failure, Tidy);
 // data_source_id for a changed window's swap and a deregister's delete;
 // domain_id and workspace_id for every cost read (analyze, list, stat).
+// The embedded SQLite store, which reads no plain index, gets none
+// (store.EnsureIndexes; FerretDB's inserts of a 100,000-row sync took
+// 15.1 s of CPU with them, 8.7 s without, docs/decisions.md).
 var costIndexes = []store.Index{
 	{Keys: bson.D{{Key: "job_task_id", Value: 1}}},
 	{Keys: bson.D{{Key: "data_source_id", Value: 1}, {Key: "billed_month", Value: 1}}},
 	{Keys: bson.D{{Key: "domain_id", Value: 1}, {Key: "workspace_id", Value: 1}, {Key: "billed_date", Value: -1}}},
-}
-
-// ensureCostIndexes declares costIndexes (store.EnsureIndexes: the
-// embedded SQLite store, which reads no plain index, gets none, and
-// drops one an earlier start made; FerretDB's inserts of a 100,000-row
-// sync took 15.1 s of CPU with them, 8.7 s without, docs/decisions.md).
-func ensureCostIndexes(ctx context.Context, costs *mongo.Collection) error {
-	return store.EnsureIndexes(ctx, costs, costIndexes...)
 }

@@ -116,7 +116,7 @@ type Jobs struct {
 }
 
 // New creates the collections' indexes (the cost rows' where the store
-// uses them: ensureCostIndexes). Without an outbox (no event bus)
+// reads them: costIndexes, store.EnsureIndexes). Without an outbox (no event bus)
 // a sync answers 503.
 func New(ctx context.Context, db *mongo.Database, plugins *plugin.Client, keys *seal.Keyring, rules *datasourcerule.Rules,
 	identity, secrets *call.Client, outbox *events.Outbox, cfg Config, log *slog.Logger) (*Jobs, error) {
@@ -144,7 +144,7 @@ func New(ctx context.Context, db *mongo.Database, plugins *plugin.Client, keys *
 		store.Index{Keys: bson.D{{Key: "data_source_id", Value: 1}}}); err != nil {
 		return nil, err
 	}
-	return js, ensureCostIndexes(ctx, js.costs)
+	return js, store.EnsureIndexes(ctx, js.costs, costIndexes...)
 }
 
 // Timeout is how long a job may run.

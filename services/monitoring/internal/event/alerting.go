@@ -265,19 +265,18 @@ func (al *Alerting) unresolved(ctx context.Context, rec *keyRecord, e *Event, he
 	if !current(rec, e) {
 		return nil, nil
 	}
-	o := rec
-	a, err := al.alerts.Live(ctx, o.AlertID)
-	if errs.Is(err, errs.NotFoundCode) && o.EventID != "" {
+	a, err := al.alerts.Live(ctx, rec.AlertID)
+	if errs.Is(err, errs.NotFoundCode) && rec.EventID != "" {
 		// Its opener claimed the key but did not store it (it is on its
 		// way, or its request died): stored from the opener, as the
 		// opener would. An alert deleted since is stored no more: its
 		// opener event went with it.
 		// Even a retry of the opener itself waits: the first try may be
 		// storing it at this moment, and two stores spend two numbers.
-		if !help && time.Since(o.ClaimedAt) < openerGrace {
+		if !help && time.Since(rec.ClaimedAt) < openerGrace {
 			return nil, errOpenerAtWork
 		}
-		a, err = al.createFrom(ctx, o.EventID)
+		a, err = al.createFrom(ctx, rec.EventID)
 	}
 	if errs.Is(err, errs.NotFoundCode) || (err == nil && a == nil) {
 		return nil, nil
