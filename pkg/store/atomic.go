@@ -18,6 +18,7 @@ import (
 // atomically (the embedded store keeps it: pkg/devinfra/serialwrites):
 //
 //	Next       an atomic counter: findOneAndUpdate with $inc, upserted
+//	           (NextN: n values in one)
 //	Change     read, edit the typed value, write what changed if nobody
 //	           wrote since (a version); effects follow from before/after
 //	InsertOnce an upsert-once record: the first insert of an _id wins
@@ -30,13 +31,19 @@ const VersionField = "version"
 // Next adds one to the counter id of c (created at 0) and returns its
 // new value: unique and increasing across every caller.
 func Next(ctx context.Context, c *mongo.Collection, id string) (int64, error) {
+	return NextN(ctx, c, id, 1)
+}
+
+// NextN takes n values of the counter id at once, in one increment, and
+// returns the last: the caller's are last-n+1 to last.
+func NextN(ctx context.Context, c *mongo.Collection, id string, n int64) (int64, error) {
 	var doc struct {
 		N int64 `bson:"n"`
 	}
 	// MongoDB may refuse one of two upserts racing to create the counter
 	// (duplicate key); the second try finds it.
 	for try := 0; ; try++ {
-		err := c.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: id}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: int64(1)}}}},
+		err := c.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: id}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: n}}}},
 			options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)).Decode(&doc)
 		if mongo.IsDuplicateKeyError(err) && try < 2 {
 			continue

@@ -69,6 +69,38 @@ func TestNextIsUniqueAndIncreasing(t *testing.T) {
 	}
 }
 
+// NextN's blocks, taken side by side with single numbers, never overlap
+// and leave no number between them.
+func TestNextNTakesABlock(t *testing.T) {
+	t.Parallel()
+	cs := twoClients(t, "counters")
+	ctx := context.Background()
+	var mu sync.Mutex
+	got := map[int64]int{}
+	raceN(20, func(i int) {
+		k := int64(1 + i%3)
+		last, err := store.NextN(ctx, cs[i%2], "alert-number#d1", k)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for n := last - k + 1; n <= last; n++ {
+			got[n]++
+		}
+	})
+	total := 0
+	for i := range 20 {
+		total += 1 + i%3
+	}
+	for n := int64(1); n <= int64(total); n++ {
+		if got[n] != 1 {
+			t.Fatalf("number %d given %d times (want once): %v", n, got[n], got)
+		}
+	}
+}
+
 func TestIncCountsEvery(t *testing.T) {
 	t.Parallel()
 	cs := twoClients(t, "posts")

@@ -37,29 +37,54 @@ const (
 // being deleted, or counted the event already. Many events of one key
 // count at once without a retry: each is its own atomic update.
 func (as *Alerts) Count(ctx context.Context, id string, ev Event) (Counted, error) {
+	counted, err := as.count(ctx, id, []Event{ev})
+	if err != nil || counted {
+		return CountedNow, err
+	}
+	a, err := as.Load(ctx, id)
+	switch {
+	case errs.Is(err, errs.NotFoundCode):
+		return Closed, nil
+	case err != nil:
+		return Closed, err
+	case slices.Contains(a.AppliedEvents, ev.ID):
+		return CountedBefore, nil
+	}
+	return Closed, nil
+}
+
+// CountMany counts the events evs, in their order, on the alert id in
+// one conditional update, as Count does one: the last one's description
+// and time stay. False (and nothing written) when the alert takes no
+// more events or counted one of them already: the caller counts them
+// one by one (Count), which tells which.
+func (as *Alerts) CountMany(ctx context.Context, id string, evs []Event) (bool, error) {
+	if len(evs) == 0 {
+		return true, nil
+	}
+	return as.count(ctx, id, evs)
+}
+
+func (as *Alerts) count(ctx context.Context, id string, evs []Event) (bool, error) {
+	ids := make([]string, len(evs))
+	for i, ev := range evs {
+		ids[i] = ev.ID
+	}
+	last := evs[len(evs)-1]
 	var out Alert
 	err := as.c.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: id}, {Key: "state", Value: bson.D{{Key: "$ne", Value: Resolved}}},
-		{Key: tenancy.MarkField, Value: bson.D{{Key: "$ne", Value: true}}}, {Key: "applied_events", Value: bson.D{{Key: "$ne", Value: ev.ID}}}},
+		{Key: tenancy.MarkField, Value: bson.D{{Key: "$ne", Value: true}}}, {Key: "applied_events", Value: bson.D{{Key: "$nin", Value: ids}}}},
 		bson.D{
-			{Key: "$set", Value: bson.D{{Key: "description", Value: ev.Description}, {Key: "last_event_id", Value: ev.ID},
-				{Key: "last_event_at", Value: ev.OccurredAt}, {Key: "updated_at", Value: wire.T(as.clock.Now())}}},
-			{Key: "$inc", Value: bson.D{{Key: "event_count", Value: int64(1)}, {Key: store.VersionField, Value: int64(1)}}},
-			{Key: "$push", Value: bson.D{{Key: "applied_events", Value: ev.ID}}},
+			{Key: "$set", Value: bson.D{{Key: "description", Value: last.Description}, {Key: "last_event_id", Value: last.ID},
+				{Key: "last_event_at", Value: last.OccurredAt}, {Key: "updated_at", Value: wire.T(as.clock.Now())}}},
+			{Key: "$inc", Value: bson.D{{Key: "event_count", Value: int64(len(evs))}, {Key: store.VersionField, Value: int64(1)}}},
+			{Key: "$push", Value: bson.D{{Key: "applied_events", Value: bson.D{{Key: "$each", Value: ids}}}}},
 		}, options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&out)
 	if errors.Is(err, mongo.ErrNoDocuments) {
-		a, err := as.Load(ctx, id)
-		switch {
-		case errs.Is(err, errs.NotFoundCode):
-			return Closed, nil
-		case err != nil:
-			return Closed, err
-		case slices.Contains(a.AppliedEvents, ev.ID):
-			return CountedBefore, nil
-		}
-		return Closed, nil
+		return false, nil
 	}
 	if err != nil {
-		return Closed, store.Wrap(err)
+		return false, store.Wrap(err)
 	}
 	// Trim the oldest ids now and then ($pullAll of the ones read: an id
 	// appended meanwhile stays).
@@ -70,5 +95,5 @@ func (as *Alerts) Count(ctx context.Context, id string, ev Event) (Counted, erro
 			as.log.Warn("alert's applied events not trimmed; the next count tries again", "alert_id", id, "error", err.Error())
 		}
 	}
-	return CountedNow, nil
+	return true, nil
 }

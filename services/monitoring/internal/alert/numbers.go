@@ -6,6 +6,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/store"
@@ -71,4 +72,62 @@ func (as *Alerts) keepNumbering(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// InsertMany stores new alerts as Insert stores each, numbered in their
+// order by one increment of each domain's counter (store.NextN), in one
+// insert. They are new ids (each derived from an event stored just
+// now): none is looked for first. created[i] is false when an alert of
+// alerts[i]'s id was stored meanwhile (out[i] is it, as stored; its
+// number a gap); errs[i] is alerts[i]'s.
+func (as *Alerts) InsertMany(ctx context.Context, alerts []*Alert) (out []*Alert, created []bool, errs []error) {
+	out, created, errs = make([]*Alert, len(alerts)), make([]bool, len(alerts)), make([]error, len(alerts))
+	fail := func(err error) ([]*Alert, []bool, []error) {
+		for i := range errs {
+			errs[i] = err
+		}
+		return out, created, errs
+	}
+	domains := map[string][]int{}
+	for i, a := range alerts {
+		domains[a.DomainID] = append(domains[a.DomainID], i)
+	}
+	for domain, idx := range domains {
+		last, err := store.NextN(ctx, as.claims, counterID(domain), int64(len(idx)))
+		if err != nil {
+			return fail(err)
+		}
+		for j, i := range idx {
+			alerts[i].AlertNumber = last - int64(len(idx)) + 1 + int64(j)
+		}
+	}
+	docs := make([]any, len(alerts))
+	for i, a := range alerts {
+		docs[i] = a
+	}
+	_, err := as.c.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
+	failed := map[int]bool{}
+	var bulk mongo.BulkWriteException
+	switch {
+	case err == nil:
+	case errors.As(err, &bulk) && bulk.WriteConcernError == nil:
+		for _, we := range bulk.WriteErrors {
+			failed[we.Index] = true
+			if !mongo.IsDuplicateKeyError(we) {
+				errs[we.Index] = store.Wrap(we)
+			}
+		}
+	default:
+		return fail(store.Wrap(err))
+	}
+	for i, a := range alerts {
+		switch {
+		case errs[i] != nil:
+		case failed[i]:
+			out[i], errs[i] = as.Load(ctx, a.ID)
+		default:
+			out[i], created[i] = a, true
+		}
+	}
+	return out, created, errs
 }

@@ -224,9 +224,12 @@ func (al *Alerting) apply(ctx context.Context, e *Event, fresh bool) (alertID st
 // mark records that e was applied to alertID: last, so that a death
 // before it is finished by the next try.
 func (al *Alerting) mark(ctx context.Context, e *Event, alertID string) error {
-	_, err := al.events.UpdateOne(ctx, bson.D{{Key: "_id", Value: e.ID}}, bson.D{{Key: "$set", Value: bson.D{
-		{Key: "applied", Value: true}, {Key: "alert_id", Value: alertID}}}})
+	_, err := al.events.UpdateOne(ctx, bson.D{{Key: "_id", Value: e.ID}}, markOf(alertID))
 	return store.Wrap(err)
+}
+
+func markOf(alertID string) bson.D {
+	return bson.D{{Key: "$set", Value: bson.D{{Key: "applied", Value: true}, {Key: "alert_id", Value: alertID}}}}
 }
 
 // record reads the record of e's key (nil: none).
@@ -310,8 +313,7 @@ func (al *Alerting) createFrom(ctx context.Context, eventID string) (*alert.Aler
 // claim makes e the opener of its key's next alert, replacing rec (nil:
 // the key has no record) unless another event replaced it first.
 func (al *Alerting) claim(ctx context.Context, rec *keyRecord, e *Event) (bool, error) {
-	stored := e.CreatedAt
-	next := keyRecord{ID: keyRecordID(e), AlertID: AlertIDOf(e.EventID), EventID: e.ID, LastAt: &stored, ClaimedAt: time.Now().UTC()}
+	next := openerRecord(e)
 	if rec == nil {
 		return store.InsertOnce(ctx, al.claims, next)
 	}
@@ -320,6 +322,13 @@ func (al *Alerting) claim(ctx context.Context, rec *keyRecord, e *Event) (bool, 
 		return false, store.Wrap(err)
 	}
 	return res.MatchedCount == 1, nil
+}
+
+// openerRecord is the record of e's key naming e as the opener of its
+// next alert.
+func openerRecord(e *Event) keyRecord {
+	stored := e.CreatedAt
+	return keyRecord{ID: keyRecordID(e), AlertID: AlertIDOf(e.EventID), EventID: e.ID, LastAt: &stored, ClaimedAt: time.Now().UTC()}
 }
 
 // update applies e to its unresolved alert (upstream changes only the
@@ -372,10 +381,20 @@ func countOf(e *Event) alert.Event {
 
 // create opens the alert of e (the key's record names it already).
 func (al *Alerting) create(ctx context.Context, e *Event) (*alert.Alert, bool, error) {
+	a, err := al.alertOf(ctx, e)
+	if err != nil {
+		return nil, false, err
+	}
+	return al.alerts.Insert(ctx, a)
+}
+
+// alertOf is the alert e opens, not stored yet (upstream's copy of the
+// event, alerts.md §2.6).
+func (al *Alerting) alertOf(ctx context.Context, e *Event) (*alert.Alert, error) {
 	now := al.clock.Now()
 	a, err := al.alerts.NewAlert(ctx, AlertIDOf(e.EventID), &core.Project{ProjectID: e.ProjectID, WorkspaceID: e.WorkspaceID, DomainID: e.DomainID}, now)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	a.Title, a.Description, a.Severity, a.Rule, a.ImageURL = e.Title, e.Description, e.Severity, e.Rule, e.ImageURL
 	a.Provider, a.Account, a.AdditionalInfo, a.WebhookID, a.TriggeredBy = e.Provider, e.Account, wire.Object(e.AdditionalInfo), e.WebhookID, e.WebhookID
@@ -392,7 +411,7 @@ func (al *Alerting) create(ctx context.Context, e *Event) (*alert.Alert, bool, e
 	if e.EventType == "ERROR" {
 		a.State = alert.Error
 	}
-	return al.alerts.Insert(ctx, a)
+	return a, nil
 }
 
 // slide moves the key's dedupe window to e (upstream's window slides

@@ -28,6 +28,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/nubes-io/nubes/pkg/auth"
+	"github.com/nubes-io/nubes/pkg/batch"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/ratelimit"
@@ -92,6 +93,7 @@ type Ingest struct {
 	plugins  *plugin.Client
 	limit    *ratelimit.Buckets // per webhook
 	spaces   *ratelimit.Buckets // per workspace
+	group    *batch.Group[*event.Event, event.Outcome]
 	cfg      Config
 	log      *slog.Logger
 }
@@ -102,6 +104,7 @@ func New(ctx context.Context, db *mongo.Database, evs *event.Store, alerting *ev
 	in := &Ingest{webhooks: db.Collection(core.WebhooksCollection), pending: db.Collection(core.PendingCollection), events: evs, alerting: alerting,
 		counters: counters, plugins: plugins, limit: ratelimit.New(cfg.Rate, cfg.Burst), spaces: ratelimit.New(cfg.WorkspaceRate, cfg.WorkspaceBurst),
 		cfg: cfg, log: log}
+	in.group = &batch.Group[*event.Event, event.Outcome]{Run: in.takeMany, Max: maxBatch}
 	if in.cfg.Failures == nil {
 		in.cfg.Failures = ratelimit.New(0, 0)
 	}

@@ -2,6 +2,9 @@ package ingest
 
 import (
 	"context"
+	"sync"
+
+	"github.com/nubes-io/nubes/pkg/batch"
 
 	"github.com/nubes-io/nubes/services/monitoring/internal/event"
 )
@@ -16,29 +19,63 @@ import (
 //	opened    a new alert's first escalation step asked for (Config.Opened)
 
 // take records one event and, unless it was applied already, applies
-// it, announces it and tells of the alert it opened.
+// it, announces it and tells of the alert it opened. The events of the
+// calls that come while others are being written are taken together
+// (takeMany): a burst costs the store a few commands a batch, not a few
+// an event.
 func (in *Ingest) take(ctx context.Context, e *event.Event) (event.Outcome, error) {
-	rec, err := in.events.Record(ctx, e)
-	if err != nil || !rec.Apply || in.alerting == nil {
-		return rec.Outcome, err
-	}
-	ap, err := in.alerting.Apply(ctx, rec.Event, rec.Fresh)
-	if err != nil {
-		return rec.Outcome, err
-	}
-	out := rec.Outcome
-	out.AlertID, out.Dropped = ap.AlertID, ap.Dropped
-	if ap.Dropped {
-		return out, nil
-	}
-	in.events.Announce(ctx, rec.Event, ap.AlertID)
-	if ap.Opened && in.cfg.Opened != nil {
-		in.cfg.Opened.Opened(ap.AlertID)
-	}
-	return out, nil
+	return in.group.Do(ctx, e)
 }
 
-// takeAll takes the events of one delivery in turn.
+// maxBatch bounds the events taken together.
+const maxBatch = 64
+
+// takeMany takes evs as take takes each: recorded in one insert, the
+// events of one key counted on its open alert in one update (Store.
+// RecordMany, Alerting.ApplyMany), the rest one by one.
+func (in *Ingest) takeMany(ctx context.Context, evs []*event.Event) []batch.Result[event.Outcome] {
+	out := make([]batch.Result[event.Outcome], len(evs))
+	recs, errs := in.events.RecordMany(ctx, evs)
+	var pending []event.Recorded
+	var at []int
+	for i, rec := range recs {
+		out[i] = batch.Result[event.Outcome]{Value: rec.Outcome, Err: errs[i]}
+		if errs[i] == nil && rec.Apply && in.alerting != nil {
+			pending, at = append(pending, rec), append(at, i)
+		}
+	}
+	if len(pending) == 0 {
+		return out
+	}
+	applied, errs := in.alerting.ApplyMany(ctx, pending)
+	var wg sync.WaitGroup
+	for j, ap := range applied {
+		i, rec := at[j], pending[j]
+		if errs[j] != nil {
+			out[i].Err = errs[j]
+			continue
+		}
+		o := &out[i].Value
+		o.AlertID, o.Dropped = ap.AlertID, ap.Dropped
+		if ap.Dropped {
+			continue
+		}
+		// Side by side: each announcement waits for JetStream's answer.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			in.events.Announce(ctx, rec.Event, ap.AlertID)
+			if ap.Opened && in.cfg.Opened != nil {
+				in.cfg.Opened.Opened(ap.AlertID)
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// takeAll takes the events of one delivery in turn: a later event of the
+// body applies after an earlier one (an ALERT and its RECOVERY).
 func (in *Ingest) takeAll(ctx context.Context, evs []*event.Event) ([]event.Outcome, error) {
 	out := make([]event.Outcome, 0, len(evs))
 	for _, e := range evs {
