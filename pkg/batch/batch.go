@@ -123,6 +123,8 @@ func (e *PanicError) Error() string { return "batch: the batch's function panick
 
 type shortError struct{}
 
-func (shortError) Error() string { return "batch: the batch's function answered fewer results than items" }
+func (shortError) Error() string {
+	return "batch: the batch's function answered fewer results than items"
+}
 
 var errShort error = shortError{}
