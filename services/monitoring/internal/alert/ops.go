@@ -89,13 +89,24 @@ func (as *Alerts) Routes() []api.Route {
 // NewAlert is an alert of a project with upstream's defaults, its
 // escalation policy resolved; the caller fills what its source gives.
 func (as *Alerts) NewAlert(ctx context.Context, id string, pr *core.Project, now time.Time) (*Alert, error) {
-	pol, err := as.policy(ctx, pr.DomainID, pr.WorkspaceID, pr.ProjectID)
+	pol, err := as.PolicyFor(ctx, pr)
 	if err != nil {
 		return nil, err
 	}
+	return NewAlertOf(id, pr, pol, now), nil
+}
+
+// PolicyFor is the escalation policy a new alert of pr takes.
+func (as *Alerts) PolicyFor(ctx context.Context, pr *core.Project) (Policy, error) {
+	return as.policy(ctx, pr.DomainID, pr.WorkspaceID, pr.ProjectID)
+}
+
+// NewAlertOf is NewAlert with the project's policy resolved already
+// (PolicyFor): alerts of one project opened together resolve it once.
+func NewAlertOf(id string, pr *core.Project, pol Policy, now time.Time) *Alert {
 	return &Alert{ID: id, AlertID: id, State: Triggered, Urgency: High, Severity: "NONE", Resources: []Resource{},
 		AdditionalInfo: map[string]any{}, EscalationStep: 1, EscalationTTL: pol.RepeatCount + 1, EscalationPolicyID: pol.ID,
-		DomainID: pr.DomainID, WorkspaceID: pr.WorkspaceID, ProjectID: pr.ProjectID, CreatedAt: wire.T(now), UpdatedAt: wire.T(now)}, nil
+		DomainID: pr.DomainID, WorkspaceID: pr.WorkspaceID, ProjectID: pr.ProjectID, CreatedAt: wire.T(now), UpdatedAt: wire.T(now)}
 }
 
 func (as *Alerts) create(ctx context.Context, p *auth.Principal, r *createAlert) (*Alert, error) {

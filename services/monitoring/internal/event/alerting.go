@@ -381,21 +381,21 @@ func countOf(e *Event) alert.Event {
 
 // create opens the alert of e (the key's record names it already).
 func (al *Alerting) create(ctx context.Context, e *Event) (*alert.Alert, bool, error) {
-	a, err := al.alertOf(ctx, e)
+	pol, err := al.alerts.PolicyFor(ctx, projectOf(e))
 	if err != nil {
 		return nil, false, err
 	}
-	return al.alerts.Insert(ctx, a)
+	return al.alerts.Insert(ctx, al.alertOf(e, pol))
 }
 
-// alertOf is the alert e opens, not stored yet (upstream's copy of the
-// event, alerts.md §2.6).
-func (al *Alerting) alertOf(ctx context.Context, e *Event) (*alert.Alert, error) {
-	now := al.clock.Now()
-	a, err := al.alerts.NewAlert(ctx, AlertIDOf(e.EventID), &core.Project{ProjectID: e.ProjectID, WorkspaceID: e.WorkspaceID, DomainID: e.DomainID}, now)
-	if err != nil {
-		return nil, err
-	}
+func projectOf(e *Event) *core.Project {
+	return &core.Project{ProjectID: e.ProjectID, WorkspaceID: e.WorkspaceID, DomainID: e.DomainID}
+}
+
+// alertOf is the alert e opens under its project's policy pol, not
+// stored yet (upstream's copy of the event, alerts.md §2.6).
+func (al *Alerting) alertOf(e *Event, pol alert.Policy) *alert.Alert {
+	a := alert.NewAlertOf(AlertIDOf(e.EventID), projectOf(e), pol, al.clock.Now())
 	a.Title, a.Description, a.Severity, a.Rule, a.ImageURL = e.Title, e.Description, e.Severity, e.Rule, e.ImageURL
 	a.Provider, a.Account, a.AdditionalInfo, a.WebhookID, a.TriggeredBy = e.Provider, e.Account, wire.Object(e.AdditionalInfo), e.WebhookID, e.WebhookID
 	a.Urgency, a.EventKey, a.EventCount, a.LastEventID = urgencyOf(e.Severity), e.EventKey, 1, e.EventID
@@ -411,7 +411,7 @@ func (al *Alerting) alertOf(ctx context.Context, e *Event) (*alert.Alert, error)
 	if e.EventType == "ERROR" {
 		a.State = alert.Error
 	}
-	return a, nil
+	return a
 }
 
 // slide moves the key's dedupe window to e (upstream's window slides

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/store"
 	"github.com/nubes-io/nubes/services/monitoring/internal/alert"
+	"github.com/nubes-io/nubes/services/monitoring/internal/core"
 )
 
 // The events of a burst, taken together (ingest batches the calls that
@@ -214,15 +215,21 @@ func (al *Alerting) openMany(ctx context.Context, evs []*Event) []Applied {
 	}
 	var alerts []*alert.Alert
 	var at []int
+	policies := map[core.Project]alert.Policy{} // a project's resolved once
 	for i, e := range evs {
 		if !claimed[i] {
 			continue
 		}
-		a, err := al.alertOf(ctx, e)
-		if err != nil {
-			continue
+		pr := projectOf(e)
+		pol, ok := policies[*pr]
+		if !ok {
+			var err error
+			if pol, err = al.alerts.PolicyFor(ctx, pr); err != nil {
+				continue
+			}
+			policies[*pr] = pol
 		}
-		alerts, at = append(alerts, a), append(at, i)
+		alerts, at = append(alerts, al.alertOf(e, pol)), append(at, i)
 	}
 	stored, created, errs := al.alerts.InsertMany(ctx, alerts)
 	var marked []*Event
