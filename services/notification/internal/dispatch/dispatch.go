@@ -108,8 +108,8 @@ func New(ctx context.Context, db *mongo.Database, bus *events.Bus, plugins *plug
 	return d, store.EnsureIndexes(ctx, d.records, store.Index{Keys: bson.D{{Key: "protocol_id", Value: 1}, {Key: "at", Value: -1}}})
 }
 
-// Run consumes until ctx is done, one event at a time. NATS being down,
-// at start or later, only pauses it.
+// Run consumes until ctx is done, Workers events at a time. NATS being
+// down, at start or later, only pauses it.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	return events.Consume(ctx, d.bus, events.ConsumerSpec{Stream: events.NotificationStream, Consumer: jetstream.ConsumerConfig{
 		Durable:       events.NotificationConsumer,
@@ -118,8 +118,14 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       d.cfg.AckWait,
 		MaxAckPending: 256,
-	}, MaxDeliver: d.cfg.MaxDeliver, DeadLetter: d.dead}, 1, d.handle)
+	}, MaxDeliver: d.cfg.MaxDeliver, DeadLetter: d.dead}, Workers, d.handle)
 }
+
+// Workers is how many events a replica dispatches at once: each is
+// recorded under its own id before it is acknowledged (never twice), and
+// one channel's slow plugin does not hold the others back. The order of
+// two notices is not kept (it never was across redeliveries).
+const Workers = 4
 
 // handle says what became of one event: done once an outcome is
 // recorded, retried after a delay growing with the deliveries, or

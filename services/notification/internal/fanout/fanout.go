@@ -148,8 +148,13 @@ func (f *Fanout) Run(ctx context.Context) error {
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       f.cfg.AckWait,
 		MaxAckPending: 256,
-	}, MaxDeliver: f.cfg.MaxDeliver, DeadLetter: f.dead}, 1, f.handle)
+	}, MaxDeliver: f.cfg.MaxDeliver, DeadLetter: f.dead}, Workers, f.handle)
 }
+
+// Workers is how many requests a replica fans out at once: each is
+// written under its own ids (nothing is done twice), and one waiting on
+// identity or the store does not hold the others back.
+const Workers = 4
 
 // Dead is the outcome recorded for a request given up on.
 const Dead = "DEAD"
