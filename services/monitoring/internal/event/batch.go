@@ -72,9 +72,10 @@ func (s *Store) RecordMany(ctx context.Context, evs []*Event) ([]Recorded, []err
 
 // ApplyMany applies the recorded events recs as Apply applies each. The
 // fresh events (not RECOVERY) of one key whose record names an alert
-// they may count on count in one update (countMany); the fresh events
-// of keys with no record, one event a key, open their alerts together
-// (openMany); every other event is applied on its own, side by side.
+// they may count on count in one update (countMany). The keys with no
+// record open their alerts together, each with its first event
+// (openMany), and their other events count there next. Every other
+// event is applied on its own, side by side.
 func (al *Alerting) ApplyMany(ctx context.Context, recs []Recorded) ([]Applied, []error) {
 	out, errs := make([]Applied, len(recs)), make([]error, len(recs))
 	done := make([]bool, len(recs))
@@ -85,51 +86,59 @@ func (al *Alerting) ApplyMany(ctx context.Context, recs []Recorded) ([]Applied, 
 			keys[id] = append(keys[id], i)
 		}
 	}
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		openers []int // events alone in the batch of a key with no record
-	)
-	for _, idx := range keys {
-		if len(idx) == 1 && len(keys) == 1 {
-			break // one event: nothing to share
+	events := func(idx []int) []*Event {
+		evs := make([]*Event, len(idx))
+		for j, i := range idx {
+			evs[j] = recs[i].Event
 		}
-		wg.Go(func() {
-			evs := make([]*Event, len(idx))
-			for j, i := range idx {
-				evs[j] = recs[i].Event
-			}
-			if len(idx) == 1 {
-				if rec, err := al.record(ctx, evs[0]); err == nil && rec == nil {
-					mu.Lock()
-					openers = append(openers, idx[0])
-					mu.Unlock()
-				}
-				return
-			}
-			alertID, err := al.countMany(ctx, evs)
-			if err != nil || alertID == "" {
-				return // one by one below
-			}
+		return evs
+	}
+	// count counts the events idx of one key on the alert its record
+	// names, when it can for sure.
+	count := func(idx []int) {
+		if alertID, err := al.countMany(ctx, events(idx)); err == nil && alertID != "" {
 			for _, i := range idx {
 				out[i], done[i] = Applied{AlertID: alertID}, true
 			}
-		})
-	}
-	wg.Wait()
-	opened := make([]bool, len(recs))
-	if len(openers) > 1 {
-		evs := make([]*Event, len(openers))
-		for j, i := range openers {
-			evs[j] = recs[i].Event
 		}
-		for j, ap := range al.openMany(ctx, evs) {
+	}
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		openers []int   // each key with no record: its first event
+		later   [][]int // and its others
+	)
+	if len(recs) > 1 {
+		for _, idx := range keys {
+			wg.Go(func() {
+				rec, err := al.record(ctx, recs[idx[0]].Event)
+				switch {
+				case err != nil:
+				case rec == nil:
+					mu.Lock()
+					openers, later = append(openers, idx[0]), append(later, idx[1:])
+					mu.Unlock()
+				case len(idx) > 1:
+					count(idx)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	opened := make([]bool, len(recs))
+	if len(openers) > 0 {
+		for j, ap := range al.openMany(ctx, events(openers)) {
 			i := openers[j]
 			opened[i] = ap.Opened
-			if ap.AlertID != "" {
-				out[i], done[i] = ap, true
+			if ap.AlertID == "" {
+				continue
+			}
+			out[i], done[i] = ap, true
+			if len(later[j]) > 0 {
+				wg.Go(func() { count(later[j]) })
 			}
 		}
+		wg.Wait()
 	}
 	for i, r := range recs {
 		if done[i] {

@@ -256,3 +256,27 @@ func TestApplyManyOpensNewKeysAtOnce(t *testing.T) {
 		t.Fatalf("%d alerts, want 4", n)
 	}
 }
+
+// Several events of a new key that come together: the first opens its
+// alert, the others count there, and none waits for an opener's grace.
+func TestApplyManyNewKeyWithSeveral(t *testing.T) {
+	t.Parallel()
+	r := newBatchRig(t)
+	burst := append(r.events("k-new", 3), r.events("k-other", 1)...)
+	_, applied := r.take(t, burst)
+	first := applied[0].AlertID
+	if first != AlertIDOf(burst[0].EventID) || !applied[0].Opened || applied[3].AlertID == first || !applied[3].Opened {
+		t.Fatalf("applied %+v", applied)
+	}
+	for _, ap := range applied[1:3] {
+		if ap.AlertID != first || ap.Opened {
+			t.Fatalf("applied %+v: want the others counted on %s", applied, first)
+		}
+	}
+	if a := r.alert(t, first); num(a["event_count"]) != 3 {
+		t.Fatalf("counted %v, want 3", a["event_count"])
+	}
+	if n := testkit.Count(t, r.db.Collection(core.AlertsCollection)); n != 2 {
+		t.Fatalf("%d alerts, want 2", n)
+	}
+}
