@@ -244,6 +244,7 @@ func (s *Server) ready(c *echo.Context) error {
 // handler runs one route: body limit, authentication, authorization,
 // decoding and the business rule. label is the canonical path.
 func (s *Server) handler(r api.Route, label string) echo.HandlerFunc {
+	m := s.metrics.route(label)
 	return func(c *echo.Context) error {
 		start := time.Now()
 		err := s.serve(c, r)
@@ -251,7 +252,7 @@ func (s *Server) handler(r api.Route, label string) echo.HandlerFunc {
 		if err != nil {
 			code = s.status(err)
 		}
-		s.metrics.observe(label, code, time.Since(start))
+		m.observe(code, time.Since(start))
 		return err
 	}
 }
@@ -287,10 +288,7 @@ func (s *Server) serve(c *echo.Context, r api.Route) error {
 		return errs.New(errs.JSONFormat, "The request body could not be read.")
 	}
 	bearer, _ := bearerToken(req)
-	resp, p, err := s.Invoke(req.Context(), r, bearer, c.RealIP(), body)
-	if p != nil {
-		c.Set("principal", p)
-	}
+	resp, _, err := s.Invoke(req.Context(), r, bearer, c.RealIP(), body)
 	if err != nil {
 		return err
 	}
@@ -301,7 +299,8 @@ func (s *Server) serve(c *echo.Context, r api.Route) error {
 // for none) authenticates, the access rule and the token's scope
 // authorise, body is decoded and validated, and the handler runs. HTTP
 // and gRPC (pkg/grpcapi) both call it, so an operation keeps one set of
-// rules. It returns the caller it authenticated, if any.
+// rules. It returns the caller it authenticated, if any. The handler gets
+// the caller as its argument; it is not put on ctx (auth.FromContext).
 func (s *Server) Invoke(ctx context.Context, r api.Route, bearer, source string, body []byte) (any, *auth.Principal, error) {
 	ctx = auth.WithSource(ctx, source)
 	access := r.Meta().Access
@@ -315,9 +314,6 @@ func (s *Server) Invoke(ctx context.Context, r api.Route, bearer, source string,
 		// A public operation sees the credential even when it is not one
 		// that authenticates: token/grant takes a refresh token there.
 		ctx = auth.WithBearer(ctx, bearer)
-		if p != nil {
-			ctx = auth.WithPrincipal(ctx, p)
-		}
 	}
 	if err := access.Check(p); err != nil {
 		return nil, p, err

@@ -28,23 +28,32 @@ import (
 // Decode reads exactly one JSON value from b into v. at is the member path
 // of b inside the request ("" for the body, "query" for a query).
 func Decode(b []byte, v any, at string) error {
-	d := json.NewDecoder(bytes.NewReader(b))
-	var raw json.RawMessage
-	if err := d.Decode(&raw); err != nil {
-		return Error(err, at)
-	}
-	if d.More() {
-		return errs.New(errs.JSONFormat, "JSON parsing error. (reason = more than one value)")
+	raw := bytes.TrimSpace(b)
+	if !json.Valid(raw) {
+		// The decoder says what is wrong, as it always has; what it reads
+		// (one value, the rest ignored unless More sees another) stays.
+		d := json.NewDecoder(bytes.NewReader(b))
+		var first json.RawMessage
+		if err := d.Decode(&first); err != nil {
+			return Error(err, at)
+		}
+		if d.More() {
+			return errs.New(errs.JSONFormat, "JSON parsing error. (reason = more than one value)")
+		}
+		raw = first
 	}
 	t := reflect.TypeOf(v)
 	if t == nil || t.Kind() != reflect.Pointer {
 		return fmt.Errorf("strictjson: Decode needs a pointer, got %T", v)
 	}
-	canon, err := canonical(raw, t.Elem(), at)
-	if err != nil {
-		return err
+	canon := raw
+	if walks(bareType(t.Elem())) {
+		var err error
+		if canon, err = appendCanonical(make([]byte, 0, len(raw)+64), raw, t.Elem(), at); err != nil {
+			return err
+		}
 	}
-	d = json.NewDecoder(bytes.NewReader(canon))
+	d := json.NewDecoder(bytes.NewReader(canon))
 	// A backstop: canonical already refused every unknown member.
 	d.DisallowUnknownFields()
 	if err := d.Decode(v); err != nil {
@@ -120,88 +129,183 @@ func walks(t reflect.Type) bool {
 	return w
 }
 
+// bareType is t without the pointers canonical looks through.
+func bareType(t reflect.Type) reflect.Type {
+	for t.Kind() == reflect.Pointer && !custom(t) {
+		t = t.Elem()
+	}
+	return t
+}
+
 // canonical rewrites raw (one valid JSON value) for type t: struct members
 // under their json names, null members dropped, unknown and repeated
 // members refused.
 func canonical(raw json.RawMessage, t reflect.Type, at string) (json.RawMessage, error) {
-	for t.Kind() == reflect.Pointer && !custom(t) {
-		t = t.Elem()
-	}
-	if !walks(t) {
+	if !walks(bareType(t)) {
 		return raw, nil
 	}
-	first := firstByte(raw)
-	switch t.Kind() {
-	case reflect.Struct:
-		if first != '{' {
-			return raw, nil // encoding/json reports the wrong type
-		}
-		return canonicalStruct(raw, fieldsOf(t), at)
-	case reflect.Slice, reflect.Array:
-		if first != '[' {
-			return raw, nil
-		}
-		var b bytes.Buffer
-		b.WriteByte('[')
-		for i, it := range elements(raw) {
-			c, err := canonical(it, t.Elem(), at)
-			if err != nil {
-				return nil, err
-			}
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			b.Write(c)
-		}
-		b.WriteByte(']')
-		return b.Bytes(), nil
-	case reflect.Map:
-		if first != '{' {
-			return raw, nil
-		}
-		ms, err := members(raw)
-		if err != nil {
-			return nil, Error(err, at)
-		}
-		for i := range ms {
-			if ms[i].val, err = canonical(ms[i].val, t.Elem(), join(at, ms[i].key)); err != nil {
-				return nil, err
-			}
-		}
-		return writeObject(ms), nil
-	}
-	return raw, nil
+	return appendCanonical(make([]byte, 0, len(raw)+64), raw, t, at)
 }
 
-func canonicalStruct(raw json.RawMessage, fs *fields, at string) (json.RawMessage, error) {
-	ms, err := members(raw)
-	if err != nil {
-		return nil, Error(err, at)
+// appendCanonical appends canonical(raw, t, at) to dst, so a body is
+// rewritten into one buffer whatever its depth.
+func appendCanonical(dst []byte, raw []byte, t reflect.Type, at string) ([]byte, error) {
+	t = bareType(t)
+	if !walks(t) {
+		return append(dst, raw...), nil
 	}
-	seen := make(map[string]string, len(ms)) // json name -> name as sent
-	out := ms[:0]
-	for _, m := range ms {
-		f, ok := fs.byName[m.key]
-		if !ok {
-			return nil, errs.Invalid(join(at, m.key), "unknown field")
+	switch first := firstByte(raw); t.Kind() {
+	case reflect.Struct:
+		if first != '{' {
+			return append(dst, raw...), nil // encoding/json reports the wrong type
 		}
-		if prev, dup := seen[f.name]; dup {
-			if prev == m.key {
-				return nil, errs.Invalid(join(at, f.name), "given twice")
+		return appendStruct(dst, raw, fieldsOf(t), at)
+	case reflect.Slice, reflect.Array:
+		if first != '[' {
+			return append(dst, raw...), nil
+		}
+		dst = append(dst, '[')
+		n := 0
+		err := eachElement(raw, func(it []byte) error {
+			if n > 0 {
+				dst = append(dst, ',')
 			}
-			return nil, errs.Invalid(join(at, f.name), "given as both "+prev+" and "+m.key)
-		}
-		seen[f.name] = m.key
-		if isNull(m.val) {
-			continue // null: not set, as protobuf's JSON mapping reads it
-		}
-		v, err := canonical(m.val, f.typ, join(at, f.name))
+			n++
+			var err error
+			dst, err = appendCanonical(dst, it, t.Elem(), at)
+			return err
+		})
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, member{key: f.name, val: v})
+		return append(dst, ']'), nil
+	case reflect.Map:
+		if first != '{' {
+			return append(dst, raw...), nil
+		}
+		dst = append(dst, '{')
+		n := 0
+		err := eachMember(raw, func(qkey, val []byte) error {
+			key, err := unquote(qkey)
+			if err != nil {
+				return Error(err, at)
+			}
+			if n > 0 {
+				dst = append(dst, ',')
+			}
+			n++
+			dst = appendKey(dst, key)
+			dst = append(dst, ':')
+			dst, err = appendCanonical(dst, val, t.Elem(), join(at, key))
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		return append(dst, '}'), nil
 	}
-	return writeObject(out), nil
+	return append(dst, raw...), nil
+}
+
+// seenMember is a struct member already read: its json name and its key
+// as sent. A few are searched in a list; a long body gets a map.
+type seenMember struct {
+	name string
+	sent []byte
+}
+
+func appendStruct(dst []byte, raw []byte, fs *fields, at string) ([]byte, error) {
+	var (
+		few  [16]seenMember
+		seen = few[:0]
+		many map[string][]byte
+	)
+	dst = append(dst, '{')
+	n := 0
+	err := eachMember(raw, func(qkey, val []byte) error {
+		var f *field
+		if inner := qkey[1 : len(qkey)-1]; bytes.IndexByte(inner, '\\') < 0 {
+			f = fs.byName[string(inner)] // no copy of the key
+		} else {
+			key, err := unquote(qkey)
+			if err != nil {
+				return Error(err, at)
+			}
+			f = fs.byName[key]
+		}
+		if f == nil {
+			key, err := unquote(qkey)
+			if err != nil {
+				return Error(err, at)
+			}
+			return errs.Invalid(join(at, key), "unknown field")
+		}
+		prev, dup := []byte(nil), false
+		if many != nil {
+			prev, dup = many[f.name]
+		} else {
+			for _, s := range seen {
+				if s.name == f.name {
+					prev, dup = s.sent, true
+					break
+				}
+			}
+		}
+		if dup {
+			if bytes.Equal(prev, qkey) {
+				return errs.Invalid(join(at, f.name), "given twice")
+			}
+			p, _ := unquote(prev)
+			k, _ := unquote(qkey)
+			return errs.Invalid(join(at, f.name), "given as both "+p+" and "+k)
+		}
+		switch {
+		case many != nil:
+			many[f.name] = qkey
+		case len(seen) < len(few):
+			seen = append(seen, seenMember{f.name, qkey})
+		default:
+			many = make(map[string][]byte, 2*len(seen))
+			for _, s := range seen {
+				many[s.name] = s.sent
+			}
+			many[f.name] = qkey
+		}
+		if isNull(val) {
+			return nil // null: not set, as protobuf's JSON mapping reads it
+		}
+		if n > 0 {
+			dst = append(dst, ',')
+		}
+		n++
+		dst = appendKey(dst, f.name)
+		dst = append(dst, ':')
+		if !walks(bareType(f.typ)) {
+			dst = append(dst, val...)
+			return nil
+		}
+		var err error
+		dst, err = appendCanonical(dst, val, f.typ, join(at, f.name))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return append(dst, '}'), nil
+}
+
+// appendKey appends key as encoding/json writes a string: most keys need
+// no escaping and are copied; the others go through json.Marshal.
+func appendKey(dst []byte, key string) []byte {
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			k, _ := json.Marshal(key)
+			return append(dst, k...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, key...)
+	return append(dst, '"')
 }
 
 type member struct {
@@ -209,28 +313,40 @@ type member struct {
 	val json.RawMessage
 }
 
-// members splits a JSON object into its members, in order. raw is one
-// valid JSON object (Decode checked it), so a plain scan finds the bounds.
+// members splits a JSON object into its members, in order.
 func members(raw json.RawMessage) ([]member, error) {
 	var ms []member
+	err := eachMember(raw, func(qkey, val []byte) error {
+		key, err := unquote(qkey)
+		if err == nil {
+			ms = append(ms, member{key: key, val: val})
+		}
+		return err
+	})
+	return ms, err
+}
+
+// eachMember calls fn with each member of a JSON object, in order: its key
+// as sent (quoted) and its value. raw is one valid JSON object (Decode
+// checked it), so a plain scan finds the bounds.
+func eachMember(raw []byte, fn func(qkey, val []byte) error) error {
 	i := skipSpace(raw, 0) + 1 // past {
 	for {
 		i = skipSpace(raw, i)
 		if i >= len(raw) || raw[i] == '}' {
-			return ms, nil
+			return nil
 		}
 		if raw[i] == ',' {
 			i = skipSpace(raw, i+1)
 		}
 		end := scanValue(raw, i)
-		key, err := unquote(raw[i:end])
-		if err != nil {
-			return nil, err
-		}
+		qkey := raw[i:end]
 		i = skipSpace(raw, end) + 1 // past :
 		i = skipSpace(raw, i)
 		end = scanValue(raw, i)
-		ms = append(ms, member{key: key, val: raw[i:end]})
+		if err := fn(qkey, raw[i:end]); err != nil {
+			return err
+		}
 		i = end
 	}
 }
@@ -238,17 +354,28 @@ func members(raw json.RawMessage) ([]member, error) {
 // elements splits a valid JSON array into its elements.
 func elements(raw json.RawMessage) []json.RawMessage {
 	var out []json.RawMessage
+	_ = eachElement(raw, func(it []byte) error {
+		out = append(out, it)
+		return nil
+	})
+	return out
+}
+
+// eachElement calls fn with each element of a valid JSON array, in order.
+func eachElement(raw []byte, fn func(it []byte) error) error {
 	i := skipSpace(raw, 0) + 1 // past [
 	for {
 		i = skipSpace(raw, i)
 		if i >= len(raw) || raw[i] == ']' {
-			return out
+			return nil
 		}
 		if raw[i] == ',' {
 			i = skipSpace(raw, i+1)
 		}
 		end := scanValue(raw, i)
-		out = append(out, raw[i:end])
+		if err := fn(raw[i:end]); err != nil {
+			return err
+		}
 		i = end
 	}
 }
@@ -301,22 +428,6 @@ func unquote(q []byte) (string, error) {
 	var s string
 	err := json.Unmarshal(q, &s)
 	return s, err
-}
-
-func writeObject(ms []member) json.RawMessage {
-	var b bytes.Buffer
-	b.WriteByte('{')
-	for i, m := range ms {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		k, _ := json.Marshal(m.key) // json names need no escaping, map keys may
-		b.Write(k)
-		b.WriteByte(':')
-		b.Write(m.val)
-	}
-	b.WriteByte('}')
-	return b.Bytes()
 }
 
 func firstByte(raw []byte) byte {

@@ -16,8 +16,17 @@ type Time struct{ time.Time }
 // T wraps t, truncated to milliseconds.
 func T(t time.Time) Time { return Time{t.UTC().Truncate(time.Millisecond)} }
 
-// MarshalJSON implements json.Marshaler.
-func (t Time) MarshalJSON() ([]byte, error) { return json.Marshal(FormatTime(t.Time)) }
+// MarshalJSON implements json.Marshaler. The text needs no escaping, so
+// it is formatted straight into the quotes.
+func (t Time) MarshalJSON() ([]byte, error) {
+	if t.IsZero() {
+		return []byte(`""`), nil
+	}
+	b := make([]byte, 0, len(TimeLayout)+2)
+	b = append(b, '"')
+	b = t.UTC().AppendFormat(b, TimeLayout)
+	return append(b, '"'), nil
+}
 
 // UnmarshalJSON implements json.Unmarshaler.
 func (t *Time) UnmarshalJSON(b []byte) error {

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/json"
 	"regexp"
 	"testing"
 	"time"
@@ -51,6 +52,18 @@ func TestTimeJSON(t *testing.T) {
 	var back Time
 	if err := back.UnmarshalBSONValue(typ, data); err != nil || !back.Equal(in.Time) {
 		t.Fatalf("BSON round trip = %v, %v", back, err)
+	}
+}
+
+// TestTimeJSONText: MarshalJSON writes what json.Marshal of FormatTime
+// writes, the zero time and zones included.
+func TestTimeJSONText(t *testing.T) {
+	for _, in := range []time.Time{{}, time.Date(2024, 1, 2, 12, 0, 0, 0, time.FixedZone("KST", 9*3600)),
+		time.Date(1, 1, 1, 0, 0, 0, 1e6, time.UTC), time.Date(12345, 12, 31, 23, 59, 59, 999e6, time.UTC)} {
+		want, _ := json.Marshal(FormatTime(in))
+		if got, err := (Time{in}).MarshalJSON(); err != nil || string(got) != string(want) {
+			t.Errorf("MarshalJSON(%v) = %s, %v, want %s", in, got, err, want)
+		}
 	}
 }
 

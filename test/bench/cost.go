@@ -152,7 +152,7 @@ func (b *bench) measureCost(ctx context.Context, db, raw *mongo.Database) ([]res
 	pick := func(r *rand.Rand, s []string) string { return s[r.IntN(len(s))] }
 	listFilter := bson.D{{Key: "domain_id", Value: benchDomain}}
 	ops := []operation{
-		{name: "rule-get", goal: 0.6,
+		{name: "rule-get", goal: 0.85,
 			nubes: func(ctx context.Context, r *rand.Rand) error {
 				return post(ctx, "/cost-analysis/v1/data-source-rule/get", map[string]string{"data_source_rule_id": pick(r, ids)}, nil)
 			},

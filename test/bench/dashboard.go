@@ -100,7 +100,7 @@ func (b *bench) dashboardOperations(raw *mongo.Collection, ids []string) []opera
 	}
 	return []operation{
 		{
-			name: "dashboard-get", goal: 0.6,
+			name: "dashboard-get", goal: 0.85,
 			nubes: b.post("/dashboard/v1/project-dashboard/get", func(r *rand.Rand) any {
 				return map[string]string{"domain_id": benchDomain, "project_dashboard_id": pickID(r, ids)}
 			}),

@@ -159,7 +159,7 @@ func (b *bench) measureInventory(ctx context.Context, db, raw *mongo.Database) (
 	pick := func(r *rand.Rand, s []string) string { return s[r.IntN(len(s))] }
 	listFilter := bson.D{{Key: "domain_id", Value: benchDomain}} // inventory's scope of a domain admin
 	ops := []operation{
-		{name: "collector-get", goal: 0.6,
+		{name: "collector-get", goal: 0.85,
 			nubes: func(ctx context.Context, r *rand.Rand) error {
 				return post(ctx, "/inventory/v1/collector/get", map[string]string{"collector_id": pick(r, ids)}, nil)
 			},

@@ -116,7 +116,7 @@ func (b *bench) notificationOperations(raw *mongo.Database, ids []string) []oper
 	listFilter := bson.D{{Key: "domain_id", Value: benchDomain}}
 	return []operation{
 		{
-			name: "protocol-get", goal: 0.6,
+			name: "protocol-get", goal: 0.85,
 			nubes: b.post("/notification/v1/protocol/get", func(r *rand.Rand) any { return map[string]string{"protocol_id": pickID(r, ids)} }),
 			raw: func(ctx context.Context, r *rand.Rand) error {
 				id := pickID(r, ids)

@@ -90,7 +90,7 @@ func (b *bench) repositoryOperations(raw *mongo.Collection, ids []string) []oper
 	}
 	return []operation{
 		{
-			name: "plugin-get", goal: 0.6,
+			name: "plugin-get", goal: 0.85,
 			nubes: b.post("/repository/v1/plugin/get", func(r *rand.Rand) any { return map[string]string{"plugin_id": pickID(r, ids)} }),
 			raw:   rawGet[pluginDoc](raw, ids),
 		},

@@ -94,7 +94,7 @@ func (b *bench) secretOperations(raw *mongo.Collection, ids []string) []operatio
 	}
 	return []operation{
 		{
-			name: "secret-get", goal: 0.6,
+			name: "secret-get", goal: 0.85,
 			nubes: b.post("/secret/v1/user-secret/get", func(r *rand.Rand) any { return map[string]string{"user_secret_id": pickID(r, ids)} }),
 			raw:   rawGet[secretDoc](raw, ids),
 		},
