@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/testkit"
@@ -246,13 +245,12 @@ func TestConsoleServiceAccounts(t *testing.T) {
 	// by its OU, attached to the trusted account.
 	c.ok("1.1 trusted-account/sync", "/identity/trusted-account/sync", admin, `{"trusted_account_id": `+q(taID)+`}`, "job_id:string")
 	var job map[string]any
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+	_ = testkit.Within(waitBound, func() bool { // a job still running fails below with its status
 		jobs := c.ok("1.1 job/list poll", "/identity/job/list", admin, `{"trusted_account_id": `+q(taID)+`}`,
 			"results[].status:string", "results[].finished_at:string?", "results[].error_message:string?")["results"].([]any)
-		if job = jobs[0].(map[string]any); job["status"] != "IN_PROGRESS" && job["status"] != "PENDING" {
-			break
-		}
-	}
+		job = jobs[0].(map[string]any)
+		return job["status"] != "IN_PROGRESS" && job["status"] != "PENDING"
+	})
 	if job["status"] != "SUCCESS" {
 		t.Fatalf("sync job: %v", job)
 	}
@@ -298,10 +296,7 @@ func TestConsoleServiceAccounts(t *testing.T) {
 		"secret_filter": {"state": "ENABLED", "service_accounts": [`+q(syncedSA["service_account_id"].(string))+`]}, "schedule": {"state": "DISABLED", "hours": []},
 		"tags": {}, "resource_group": "WORKSPACE"}`, "collector_id:string")
 	c.ok("collect synced", "/inventory/collector/collect", ws, `{"collector_id": `+q(col3["collector_id"].(string))+`}`)
-	for deadline := time.Now().Add(30 * time.Second); len(calls) < 3 && time.Now().Before(deadline); {
-		time.Sleep(100 * time.Millisecond)
-		calls = plug.Calls(string(plugin.CollectorCollect))
-	}
+	testkit.Eventually(t, waitBound, "a third collect call", func() bool { calls = plug.Calls(string(plugin.CollectorCollect)); return len(calls) >= 3 })
 	if len(calls) != 3 {
 		t.Fatalf("the plugin was called %d times", len(calls))
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/devinfra"
 	"github.com/nubes-io/nubes/pkg/plugin"
 	"github.com/nubes-io/nubes/pkg/store"
+	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
 )
 
@@ -54,17 +55,9 @@ func leftovers(t *testing.T, db *mongo.Database, filter bson.D) []string {
 // filter, and reports what is left if some still do.
 func eventually(t *testing.T, db *mongo.Database, what string, filter bson.D) {
 	t.Helper()
-	deadline := time.Now().Add(cascadeDeadline)
-	for {
-		left := leftovers(t, db, filter)
-		if len(left) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("%s: still stored %s after the delete: %s", what, cascadeDeadline, strings.Join(left, ", "))
-			return
-		}
-		time.Sleep(100 * time.Millisecond) // a poll of the store, not a wait for a guess
+	var left []string
+	if testkit.Within(cascadeDeadline, func() bool { left = leftovers(t, db, filter); return len(left) == 0 }) != nil {
+		t.Errorf("%s: still stored %s after the delete: %s", what, cascadeDeadline, strings.Join(left, ", "))
 	}
 }
 
@@ -242,8 +235,8 @@ var mailCode = regexp.MustCompile(`confirm your e-mail address:\s+(\d{6})`)
 // returns its code.
 func mailedCode(t *testing.T, dir, addr string) string {
 	t.Helper()
-	deadline := time.Now().Add(waitBound)
-	for {
+	var code string
+	testkit.Eventually(t, waitBound, fmt.Sprintf("no verification code mailed to %s in %s", addr, dir), func() bool {
 		files, _ := filepath.Glob(filepath.Join(dir, "*.eml"))
 		for _, f := range files {
 			raw, _ := os.ReadFile(f)
@@ -252,12 +245,11 @@ func mailedCode(t *testing.T, dir, addr string) string {
 				continue
 			}
 			if m := mailCode.FindStringSubmatch(strings.ReplaceAll(text, "\r", "")); m != nil {
-				return m[1]
+				code = m[1]
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no verification code mailed to %s in %s after %v", addr, dir, waitBound)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return false
+	})
+	return code
 }

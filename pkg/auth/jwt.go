@@ -210,6 +210,8 @@ func JWKSOf(signers ...*Signer) []byte {
 type Verifier struct {
 	keys   atomic.Pointer[map[string]*rsa.PublicKey]
 	reload *reloader
+	now    func() time.Time // time.Now; tests move their own clock (setClock)
+	parser *jwt.Parser      // checks exp and nbf against now
 
 	mu       sync.RWMutex
 	verified map[string]verifiedToken
@@ -232,7 +234,7 @@ func NewVerifier(jwks []byte) (*Verifier, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &Verifier{verified: map[string]verifiedToken{}}
+	v := &Verifier{verified: map[string]verifiedToken{}, now: time.Now, parser: parser}
 	v.keys.Store(&keys)
 	return v, nil
 }
@@ -263,7 +265,17 @@ func parseJWKS(jwks []byte) (map[string]*rsa.PublicKey, error) {
 // leeway is the clock skew allowed on exp and nbf.
 const leeway = 5 * time.Second
 
-var parser = jwt.NewParser(jwt.WithValidMethods([]string{"RS256"}), jwt.WithIssuer(issuer), jwt.WithLeeway(leeway))
+var parser = newParser(time.Now)
+
+func newParser(now func() time.Time) *jwt.Parser {
+	return jwt.NewParser(jwt.WithValidMethods([]string{"RS256"}), jwt.WithIssuer(issuer), jwt.WithLeeway(leeway), jwt.WithTimeFunc(now))
+}
+
+// setClock makes v judge expiry by now, for a test that moves time past a
+// token's exp rather than waiting for it.
+func (v *Verifier) setClock(now func() time.Time) {
+	v.now, v.parser = now, newParser(now)
+}
 
 // Authenticate verifies a bearer credential (access token, system token or
 // API key) and returns its principal. Refresh tokens are refused here.
@@ -291,7 +303,7 @@ func (v *Verifier) Parse(token string) (*Claims, error) {
 		kid  string
 		used *rsa.PublicKey
 	)
-	_, err := parser.ParseWithClaims(token, &c, func(t *jwt.Token) (any, error) {
+	_, err := v.parser.ParseWithClaims(token, &c, func(t *jwt.Token) (any, error) {
 		kid, _ = t.Header["kid"].(string)
 		if used = v.key(kid); used != nil {
 			return used, nil
@@ -323,7 +335,7 @@ func (v *Verifier) remembered(token string) (*Claims, bool) {
 	if !ok {
 		return nil, false
 	}
-	if e.key != v.key(e.kid) || (e.claims.ExpiresAt != nil && !time.Now().Before(e.claims.ExpiresAt.Add(leeway))) {
+	if e.key != v.key(e.kid) || (e.claims.ExpiresAt != nil && !v.now().Before(e.claims.ExpiresAt.Add(leeway))) {
 		v.mu.Lock()
 		delete(v.verified, token)
 		v.mu.Unlock()
@@ -339,7 +351,7 @@ func (v *Verifier) remember(token string, e verifiedToken) {
 		v.verified = map[string]verifiedToken{}
 	}
 	if len(v.verified) >= maxVerified {
-		now := time.Now()
+		now := v.now()
 		for t, old := range v.verified {
 			if old.claims.ExpiresAt != nil && !now.Before(old.claims.ExpiresAt.Add(leeway)) {
 				delete(v.verified, t)

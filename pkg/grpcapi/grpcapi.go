@@ -102,6 +102,7 @@ type Server struct {
 	health *health.Server
 	opts   Options
 	log    *slog.Logger
+	drain  func(time.Duration) // time.Sleep; a test ends the drain itself
 }
 
 // New describes the operations of srv and builds their gRPC server, with
@@ -123,7 +124,7 @@ func New(srv *server.Server, opts Options) (*Server, error) {
 	if opts.ReadyEvery <= 0 {
 		opts.ReadyEvery = DefaultReadyEvery
 	}
-	s := &Server{http: srv, desc: desc, opts: opts, log: srv.Log(), health: health.NewServer()}
+	s := &Server{http: srv, desc: desc, opts: opts, log: srv.Log(), health: health.NewServer(), drain: time.Sleep}
 	s.grpc = grpc.NewServer(
 		grpc.ForceServerCodecV2(newCodec()),
 		grpc.NumStreamWorkers(streamWorkers),
@@ -202,7 +203,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	stopReady()
 	<-readyDone
 	s.health.Shutdown()
-	time.Sleep(s.opts.DrainDelay)
+	s.drain(s.opts.DrainDelay)
 	stopped := make(chan struct{})
 	go func() { s.grpc.GracefulStop(); close(stopped) }()
 	select {

@@ -36,6 +36,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/query"
 	"github.com/nubes-io/nubes/pkg/server"
 	"github.com/nubes-io/nubes/pkg/stat"
+	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/pkg/wire"
 )
 
@@ -517,6 +518,17 @@ func TestCode(t *testing.T) {
 func TestGracefulStop(t *testing.T) {
 	h := holds{make(chan struct{}, 1), make(chan struct{})}
 	f := start(t, 300*time.Millisecond, h)
+	// The drain lasts until the test has seen NOT_SERVING, not 300 ms of
+	// wall time a stalled machine can spend before the first health check.
+	drained, drainAsked := make(chan struct{}), make(chan time.Duration, 1)
+	f.grpc.drain = func(d time.Duration) { drainAsked <- d; <-drained }
+	t.Cleanup(func() { // a failed test ends the drain for the fixture's cleanup
+		select {
+		case <-drained:
+		default:
+			close(drained)
+		}
+	})
 	admin := f.token(t, auth.Principal{DomainID: "domain-a", UserID: "alice", Role: auth.DomainAdmin})
 	hc := healthpb.NewHealthClient(f.conn)
 	if r, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{Service: "spaceone.api.svc.v1.Thing"}); err != nil || r.GetStatus() != healthpb.HealthCheckResponse_SERVING {
@@ -531,17 +543,20 @@ func TestGracefulStop(t *testing.T) {
 	}()
 	<-h.held
 	f.stop()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		r, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{})
-		if err == nil && r.GetStatus() == healthpb.HealthCheckResponse_NOT_SERVING {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("health still %v %v", r, err)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var (
+		r   *healthpb.HealthCheckResponse
+		err error
+	)
+	if testkit.Within(5*time.Second, func() bool {
+		r, err = hc.Check(context.Background(), &healthpb.HealthCheckRequest{})
+		return err == nil && r.GetStatus() == healthpb.HealthCheckResponse_NOT_SERVING
+	}) != nil {
+		t.Fatalf("health still %v %v", r, err)
 	}
+	if d := <-drainAsked; d != 300*time.Millisecond {
+		t.Fatalf("drained %v, want the DrainDelay set, 300ms", d)
+	}
+	close(drained)
 	close(h.release)
 	if err := <-callDone; err != nil || !finished.Load() {
 		t.Fatalf("call under way: %v", err)
@@ -576,12 +591,10 @@ func TestHealthFollowsReadiness(t *testing.T) {
 	}
 	until := func(want healthpb.HealthCheckResponse_ServingStatus) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for status("") != want || status("spaceone.api.svc.v1.Thing") != want {
-			if time.Now().After(deadline) {
-				t.Fatalf("health %v, want %v", status(""), want)
-			}
-			time.Sleep(5 * time.Millisecond)
+		if testkit.Within(10*time.Second, func() bool {
+			return status("") == want && status("spaceone.api.svc.v1.Thing") == want
+		}) != nil {
+			t.Fatalf("health %v, want %v", status(""), want)
 		}
 	}
 	until(healthpb.HealthCheckResponse_SERVING)

@@ -62,6 +62,10 @@ import (
 	"github.com/nubes-io/nubes/pkg/store"
 )
 
+// now is this process's clock for expiries; tests of TTLs move their own
+// (setClock) rather than sleep through one.
+var now = time.Now
+
 // ErrLost is the cause of a Run context that ended because the lease
 // expired or was taken over, and the error of Renew and Check then.
 var ErrLost = errors.New("lease lost")
@@ -123,7 +127,7 @@ func (l *Lease) Deadline() time.Time {
 func (l *Lease) Check(margin time.Duration) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.lost || time.Until(l.expires) < margin {
+	if l.lost || l.expires.Sub(now()) < margin {
 		return ErrLost
 	}
 	return nil
@@ -168,10 +172,10 @@ func expiry(now time.Time, ttl time.Duration) time.Time {
 
 // takeAfter takes key when cur, the latest claim read, is free.
 func takeAfter(ctx context.Context, c *mongo.Collection, key string, ttl time.Duration, cur *claim) (*Lease, error) {
-	now := time.Now()
-	l := &Lease{c: c, ttl: ttl, key: key, epoch: 1, owner: newOwner(), expires: expiry(now, ttl)}
+	at := now()
+	l := &Lease{c: c, ttl: ttl, key: key, epoch: 1, owner: newOwner(), expires: expiry(at, ttl)}
 	if cur != nil {
-		if !cur.Released && now.Before(cur.ExpiresAt) {
+		if !cur.Released && at.Before(cur.ExpiresAt) {
 			return nil, nil
 		}
 		l.epoch, l.followed = cur.Epoch+1, cur.Owner
@@ -280,7 +284,7 @@ func (l *Lease) byID() bson.D { return bson.D{{Key: "_id", Value: claimID(l.key,
 func (l *Lease) Renew(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	sent := time.Now()
+	sent := now()
 	if l.lost || !sent.Before(l.expires) {
 		l.lost = true
 		return ErrLost
@@ -292,7 +296,7 @@ func (l *Lease) Renew(ctx context.Context) error {
 	}
 	// Answered after the old expiry: a taker may have found the claim
 	// expired before this write landed.
-	if res.MatchedCount == 0 || !time.Now().Before(l.expires) {
+	if res.MatchedCount == 0 || !now().Before(l.expires) {
 		l.lost = true
 		return ErrLost
 	}
@@ -321,7 +325,7 @@ func (l *Lease) Release(ctx context.Context) {
 		if err == nil {
 			// The claim ended now, not at its expiry: Purge counts from here.
 			_, err = l.c.UpdateOne(ctx, l.byID(), bson.D{{Key: "$set", Value: bson.D{{Key: "released", Value: true},
-				{Key: "expires_at", Value: expiry(time.Now(), 0).UTC()}}}})
+				{Key: "expires_at", Value: expiry(now(), 0).UTC()}}}})
 		}
 		if !store.Busy(err) {
 			return
@@ -452,7 +456,7 @@ func (l *Lease) keep(ctx context.Context, cancel context.CancelCauseFunc, done <
 	every := max(l.ttl/3, time.Millisecond)
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	expiry := time.NewTimer(time.Until(l.Deadline()))
+	expiry := time.NewTimer(l.Deadline().Sub(now()))
 	defer expiry.Stop()
 	for {
 		select {
@@ -481,7 +485,7 @@ func (l *Lease) keep(ctx context.Context, cancel context.CancelCauseFunc, done <
 			cancel(ErrLost)
 			return
 		}
-		expiry.Reset(time.Until(l.Deadline()))
+		expiry.Reset(l.Deadline().Sub(now()))
 	}
 }
 
@@ -579,7 +583,7 @@ func Held(ctx context.Context, c *mongo.Collection, key string) (bool, error) {
 	if err != nil || cur == nil {
 		return false, err
 	}
-	return !cur.Released && time.Now().Before(cur.ExpiresAt), nil
+	return !cur.Released && now().Before(cur.ExpiresAt), nil
 }
 
 // Purge deletes the claims of c that ended (expired, or were released:
@@ -596,7 +600,7 @@ func Held(ctx context.Context, c *mongo.Collection, key string) (bool, error) {
 // stay above a live epoch 1 until its TTL ends.
 func Purge(ctx context.Context, c *mongo.Collection, keep time.Duration) error {
 	_, err := c.DeleteMany(ctx, bson.D{{Key: "lease", Value: bson.D{{Key: "$exists", Value: true}}},
-		{Key: "expires_at", Value: bson.D{{Key: "$lt", Value: time.Now().Add(-keep).UTC()}}}})
+		{Key: "expires_at", Value: bson.D{{Key: "$lt", Value: now().Add(-keep).UTC()}}}})
 	return store.Wrap(err)
 }
 

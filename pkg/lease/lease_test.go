@@ -20,6 +20,14 @@ import (
 
 func TestMain(m *testing.M) { testkit.Main(m) }
 
+// setClock makes c the package's clock for the rest of t (the tests run
+// one at a time: the clock is package-wide).
+func setClock(t *testing.T, c *testkit.Clock) {
+	was := now
+	now = c.Now
+	t.Cleanup(func() { now = was })
+}
+
 func leases(t *testing.T) *mongo.Collection {
 	return testkit.Get().Database(t).Collection("leases")
 }
@@ -66,19 +74,18 @@ func TestRacingHolders(t *testing.T) {
 				switch {
 				case w < 3 && r == 0:
 					// Stalls past its TTL, and releases late, once
-					// another took the key.
+					// another took the key. The stall is the wall
+					// clock's: the other holders race it for real.
 					time.Sleep(ttl)
-					for {
-						cur, err := latest(context.Background(), c, "k")
-						if err != nil {
-							t.Error(err)
-							return
-						}
+					var err error
+					if testkit.Within(time.Minute, func() bool {
+						var cur *claim
+						cur, err = latest(context.Background(), c, "k")
 						// (When every other worker is done, no one will.)
-						if cur.Epoch > l.Epoch() || finished.Load() == workers-1 {
-							break
-						}
-						time.Sleep(time.Millisecond)
+						return err != nil || cur.Epoch > l.Epoch() || finished.Load() == workers-1
+					}) != nil || err != nil {
+						t.Error("waiting for a later epoch:", err)
+						return
 					}
 				case w%3 == 1: // renews once
 					if err := l.Renew(context.Background()); err != nil && !errors.Is(err, ErrLost) {
@@ -86,7 +93,7 @@ func TestRacingHolders(t *testing.T) {
 					}
 					fallthrough
 				default:
-					time.Sleep(5 * time.Millisecond)
+					time.Sleep(5 * time.Millisecond) // the holder's work: holds overlap only if the lease lets them
 				}
 				end := time.Now()
 				if d := l.Deadline(); d.Before(end) {
@@ -169,11 +176,13 @@ func TestTakeReleaseEpochs(t *testing.T) {
 
 func TestExpiredHolderLosesEverything(t *testing.T) {
 	c, ctx := leases(t), context.Background()
+	clock := testkit.RunningClock()
+	setClock(t, clock)
 	a, err := TryTake(ctx, c, "k", 50*time.Millisecond)
 	if err != nil || a == nil {
 		t.Fatal(a, err)
 	}
-	time.Sleep(60 * time.Millisecond)
+	clock.Advance(60 * time.Millisecond)
 	if err := a.Check(0); !errors.Is(err, ErrLost) {
 		t.Fatalf("check past the deadline: %v", err)
 	}
@@ -395,7 +404,7 @@ func TestRacingTakersUnderPurge(t *testing.T) {
 				if n := holders.Add(1); n != 1 {
 					t.Errorf("%d holders at once", n)
 				}
-				time.Sleep(time.Millisecond)
+				time.Sleep(time.Millisecond) // the holder's work, for a second holder to overlap
 				holders.Add(-1)
 				l.Release(context.Background())
 			}
@@ -477,16 +486,24 @@ func TestRunRenewsAndReleases(t *testing.T) {
 	// waits on it until then), about two thirds of a TTL after it was
 	// due: at 1.5 s a process starved that long beside a build lost it.
 	ttl := 3 * time.Second
+	// The test moves the clock past the take's deadline once Run renewed,
+	// rather than wait the whole TTL on the wall clock.
+	clock := testkit.RunningClock()
+	setClock(t, clock)
 	err := Run(ctx, c, "k", ttl, time.Second, func(ctx context.Context) error {
 		l := FromContext(ctx)
 		first := l.Deadline()
+		if testkit.Within(time.Minute, func() bool { return l.Check(0) != nil || l.Deadline().After(first) }) != nil {
+			return errors.New("Run did not renew the lease within a minute")
+		}
+		if err := l.Check(0); err != nil {
+			return err
+		}
 		// Past the deadline of the take the lease is still held: Run
 		// renewed it.
-		for !time.Now().After(first) {
-			if err := l.Check(0); err != nil {
-				return err
-			}
-			time.Sleep(20 * time.Millisecond)
+		clock.Advance(first.Sub(clock.Now()) + time.Millisecond)
+		if !clock.Now().After(first) {
+			return errors.New("the clock is not past the take's deadline")
 		}
 		if err := l.Check(0); err != nil {
 			return err

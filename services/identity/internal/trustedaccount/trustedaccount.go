@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -540,7 +539,10 @@ func (s *service) getTrustedSecretData(ctx context.Context, p *auth.Principal, r
 	if err != nil {
 		return nil, err
 	}
-	slog.InfoContext(ctx, "trusted secret data read", "trusted_account_id", t.TrustedAccountID, "domain_id", t.DomainID,
+	// The service's logger, not slog.Default: the read is the service's to
+	// record, where its log lines go (and where a test of secrets in the
+	// logs looks).
+	s.Log.InfoContext(ctx, "trusted secret data read", "trusted_account_id", t.TrustedAccountID, "domain_id", t.DomainID,
 		"caller_domain_id", p.DomainID, "caller_user_id", p.UserID)
 	return &TrustedSecretData{TrustedAccountID: t.TrustedAccountID, TrustedSecretID: t.TrustedSecretID, SecretSchemaID: t.SecretSchemaID,
 		Provider: t.Provider, DomainID: t.DomainID, WorkspaceID: t.WorkspaceID, Data: wire.Object(data)}, nil

@@ -15,6 +15,7 @@ import (
 	"github.com/nubes-io/nubes/pkg/devinfra"
 	"github.com/nubes-io/nubes/pkg/events"
 	"github.com/nubes-io/nubes/pkg/mailtest"
+	"github.com/nubes-io/nubes/pkg/testkit"
 )
 
 // The binary as an operator runs it: configured by environment only, no
@@ -49,25 +50,19 @@ func TestBinary(t *testing.T) {
 
 	exit := make(chan int, 1)
 	go func() { exit <- run() }()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
+	testkit.Eventually(t, 20*time.Second, "mailer not healthy", func() bool {
 		select {
 		case code := <-exit:
 			t.Fatalf("mailer exited with %d", code)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("mailer not healthy")
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err != nil {
+			return false
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
 	for _, p := range []string{"/readyz", "/metrics"} {
 		resp, err := http.Get("http://" + addr + p)
 		if err != nil {
@@ -92,18 +87,14 @@ func TestBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	file := filepath.Join(mailDir, m.ID+".eml")
-	for {
-		if raw, err := os.ReadFile(file); err == nil {
-			msg, err := mailtest.Parse(raw)
-			if err != nil || msg.MessageID != m.ID+"@example.com" || !strings.Contains(msg.Body, "123456") {
-				t.Fatalf("%s: %v %+v", file, err, msg)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not written", file)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var raw []byte
+	testkit.Eventually(t, 20*time.Second, file+" not written", func() bool {
+		raw, err = os.ReadFile(file)
+		return err == nil
+	})
+	msg, err := mailtest.Parse(raw)
+	if err != nil || msg.MessageID != m.ID+"@example.com" || !strings.Contains(msg.Body, "123456") {
+		t.Fatalf("%s: %v %+v", file, err, msg)
 	}
 
 	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
