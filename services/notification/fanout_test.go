@@ -34,11 +34,6 @@ func (e *env) request(t *testing.T, r events.NotificationRequest) {
 	}
 }
 
-// settled waits until the fan-out and the dispatcher have acknowledged
-// every message of the notification stream: all that the requests sent so
-// far lead to (dispatches, mails, inbox entries) has happened, so what the
-// test reads then is final. It is the positive side of "nothing more".
-
 // dispatched waits until the plugin got n dispatches and returns them by
 // channel data's webhook_url; it fails on more.
 func (e *env) dispatched(t *testing.T, n int) map[string]M {
@@ -61,6 +56,10 @@ func (e *env) dispatched(t *testing.T, n int) map[string]M {
 	return out
 }
 
+// settled waits until the fan-out and the dispatcher have acknowledged
+// every message of the notification stream: all that the requests sent so
+// far lead to (dispatches, mails, inbox entries) has happened, so what the
+// test reads then is final. It is the positive side of "nothing more".
 func (e *env) settled(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
