@@ -598,7 +598,15 @@ func TestPost2xShape(t *testing.T) {
 		return p
 	}
 	pinned := notice("Pinned", true, false)
-	time.Sleep(5 * time.Millisecond) // distinct created_at
+	// Distinct created_at (kept to the millisecond): the next post is made
+	// once the clock has passed this one's.
+	pinnedAt, err := time.Parse(time.RFC3339Nano, pinned.CreatedAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, time.Second, "a millisecond after the pinned post", func() bool {
+		return time.Now().Truncate(time.Millisecond).After(pinnedAt)
+	})
 	popup := notice("Popup", false, true)
 	if pinned.BoardID != "" || pinned.BoardType != "NOTICE" || pinned.Writer != "Admin" || !pinned.Options["is_pinned"] ||
 		len(pinned.Workspaces) != 1 || pinned.Workspaces[0] != "*" || pinned.DomainID != "domain-a" || pinned.ResourceGroup != "DOMAIN" {

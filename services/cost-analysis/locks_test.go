@@ -48,9 +48,8 @@ func TestLocksPurged(t *testing.T) {
 	const hours = 4
 	for h := range hours {
 		clock.set(day.Add(time.Duration(h)*time.Hour + 10*time.Minute))
-		deadline := time.Now().Add(waitBound)
 		var js []Job
-		for {
+		if err := testkit.Within(waitBound, func() bool {
 			js = e.jobsOf(t, hourly.DataSourceID)
 			if len(js) > h+1 {
 				t.Fatalf("hour %d: %d jobs", h, len(js))
@@ -59,12 +58,11 @@ func TestLocksPurged(t *testing.T) {
 				if js[h].Status != "SUCCESS" {
 					t.Fatalf("hour %d: job %+v", h, js[h])
 				}
-				break
+				return true
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("hour %d: no job ended: jobs %+v; the service's warnings and schedule lines:\n%s", h, js, notable(e.logs.String()))
-			}
-			time.Sleep(20 * time.Millisecond)
+			return false
+		}); err != nil {
+			t.Fatalf("hour %d: no job ended: jobs %+v; the service's warnings and schedule lines:\n%s", h, js, notable(e.logs.String()))
 		}
 		// Every lease ended: the purge leaves none of this hour's fire.
 		if err := testkit.Within(waitBound, func() bool { return claims() == 0 }); err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/testkit"
 )
 
 // notifications are the notification requests relayed to NATS from the
@@ -13,9 +14,10 @@ import (
 func (e *env) notifications(t *testing.T, want int, wait time.Duration) map[string]events.NotificationRequest {
 	t.Helper()
 	ctx := t.Context()
-	deadline := time.Now().Add(wait)
-	for {
-		out := map[string]events.NotificationRequest{}
+	var out map[string]events.NotificationRequest
+	// Fewer than want at the bound is the caller's to judge.
+	_ = testkit.Within(wait, func() bool {
+		out = map[string]events.NotificationRequest{}
 		if st, err := e.bus.JS.Stream(ctx, events.NotificationStream); err == nil {
 			info, _ := st.Info(ctx)
 			for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
@@ -33,9 +35,7 @@ func (e *env) notifications(t *testing.T, want int, wait time.Duration) map[stri
 				out[r.ID] = r
 			}
 		}
-		if len(out) >= want || time.Now().After(deadline) {
-			return out
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return len(out) >= want
+	})
+	return out
 }

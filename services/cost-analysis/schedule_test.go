@@ -101,17 +101,13 @@ func TestScheduledSync(t *testing.T) {
 
 	// 05:10: on syncs and stores its costs.
 	var first Job
-	deadline := time.Now().Add(waitBound)
-	for {
+	testkit.Eventually(t, waitBound, "no scheduled job of on", func() bool {
 		if js := e.jobsOf(t, on.DataSourceID); len(js) > 0 && js[0].Status != "IN_PROGRESS" {
 			first = js[0]
-			break
+			return true
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no scheduled job of on")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false
+	})
 	if first.Status != "SUCCESS" || first.TotalTasks != 1 || first.Options["start"] != nil {
 		t.Fatalf("scheduled job %+v", first)
 	}

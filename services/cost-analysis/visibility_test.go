@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/nubes-io/nubes/pkg/errs"
+	"github.com/nubes-io/nubes/pkg/testkit"
 	"github.com/nubes-io/nubes/pkg/testkit/fakeplugin"
 )
 
@@ -30,20 +30,19 @@ func TestUnfinishedJobCostsHidden(t *testing.T) {
 
 	// Wait until one task is done and the other has stored its chunk.
 	var held JobTask
-	deadline := time.Now().Add(waitBound)
-	for {
-		running := e.jobTasks(t, e.adminA, M{"job_id": j.JobID, "status": "IN_PROGRESS"})
-		done := e.jobTasks(t, e.adminA, M{"job_id": j.JobID, "status": "SUCCESS"})
+	var running, done taskList
+	if err := testkit.Within(waitBound, func() bool {
+		running = e.jobTasks(t, e.adminA, M{"job_id": j.JobID, "status": "IN_PROGRESS"})
+		done = e.jobTasks(t, e.adminA, M{"job_id": j.JobID, "status": "SUCCESS"})
 		// (list counts, then reads: a task may change in between)
 		if running.TotalCount == 1 && len(running.Results) == 1 && running.Results[0].CreatedCount == 2 && done.TotalCount == 1 &&
 			e.count(t, costs, bson.E{Key: "tags.batch", Value: "held"}) == 2 {
 			held = running.Results[0]
-			break
+			return true
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the tasks did not get there: running %+v, done %+v", running, done)
-		}
-		time.Sleep(30 * time.Millisecond)
+		return false
+	}); err != nil {
+		t.Fatalf("the tasks did not get there: running %+v, done %+v", running, done)
 	}
 	if held.StartedAt == nil || held.FinishedAt != nil {
 		t.Fatalf("running task %+v", held)

@@ -2,6 +2,7 @@ package identity_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/url"
 	"regexp"
@@ -22,19 +23,18 @@ import (
 // at the SMTP server and returns the first submatch of re.
 func smtpMail(t *testing.T, s *mailtest.Server, addr string, re *regexp.Regexp) string {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	var sub []string
+	testkit.Eventually(t, 20*time.Second, fmt.Sprintf("no e-mail to %s matching %s at the SMTP server", addr, re), func() bool {
 		for _, m := range s.Messages() {
 			if slices.Contains(m.To, addr) {
-				if sub := re.FindStringSubmatch(m.Body); sub != nil {
-					return sub[1]
+				if sub = re.FindStringSubmatch(m.Body); sub != nil {
+					return true
 				}
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("no e-mail to %s matching %s at the SMTP server", addr, re)
-	return ""
+		return false
+	})
+	return sub[1]
 }
 
 // TestFlowsThroughSMTP runs identity's e-mail flows end to end: the outbox,
@@ -88,10 +88,8 @@ func TestFlowsThroughSMTP(t *testing.T) {
 	}
 	// The enable code was used and deleted at the server's side; the next
 	// six-digit mail to the MFA address is the login code.
-	deadline := time.Now().Add(20 * time.Second)
-	for countTo(smtp, mfaAddr) < 2 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	// Fewer at the bound: the count below says so.
+	_ = testkit.Within(20*time.Second, func() bool { return countTo(smtp, mfaAddr) >= 2 })
 	msgs := mailsTo(smtp, mfaAddr)
 	if len(msgs) != 2 {
 		t.Fatalf("%d mails to the MFA address, want 2 (enable, login)", len(msgs))

@@ -2,7 +2,9 @@ package inventory_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,12 +68,21 @@ func TestBadInputEveryOperation(t *testing.T) {
 	}
 }
 
-// TestScheduledCollect: a collector whose schedule holds the current hour
+// TestScheduledCollect: a collector whose schedule holds the clock's hour
 // collects once, whatever the number of replicas and ticks.
 func TestScheduledCollect(t *testing.T) {
 	t.Parallel()
-	s := setupWith(t, options{replicas: 2, cfg: func(c *inventory.Config) { c.ScheduleTick = 100 * time.Millisecond }})
-	hour := time.Now().UTC().Hour()
+	// Both replicas fire on the test's clock, stopped in an hour of the
+	// schedule; ticks counts each replica's looks at it (one per tick).
+	clock := testkit.StoppedClock(time.Date(2026, 5, 1, 5, 10, 0, 0, time.UTC))
+	var ticks []*atomic.Int64
+	s := setupWith(t, options{replicas: 2, cfg: func(c *inventory.Config) {
+		n := &atomic.Int64{}
+		ticks = append(ticks, n)
+		c.ScheduleTick = 20 * time.Millisecond
+		c.Clock = func() time.Time { n.Add(1); return clock.Now() }
+	}})
+	hour := clock.Now().Hour()
 	on := s.createCollector(s.adminA, domainCollector(map[string]any{"schedule": map[string]any{"state": "ENABLED", "hours": []int{hour}}}))
 	s.createCollector(s.adminA, domainCollector(map[string]any{"name": "off", "schedule": map[string]any{"state": "DISABLED", "hours": []int{hour}}}))
 	var l list[jobOut]
@@ -79,7 +90,13 @@ func TestScheduledCollect(t *testing.T) {
 		s.adminA.Call("/inventory/v1/job/list", nil).OK(&l)
 		return l.TotalCount > 0
 	})
-	time.Sleep(time.Second) // more ticks of both replicas
+	// Two more ticks of both replicas finished: a second job of the hour
+	// would be there by now.
+	for i, n := range ticks {
+		from := n.Load()
+		// Tick from+1 started, so tick from+2 finished.
+		testkit.Eventually(t, time.Minute, fmt.Sprintf("replica %d's ticks", i), func() bool { return n.Load() >= from+3 })
+	}
 	s.adminA.Call("/inventory/v1/job/list", nil).OK(&l)
 	if l.TotalCount != 1 || l.Results[0].CollectorID != on.CollectorID || l.Results[0].TotalTasks != 3 || l.Results[0].RequestWorkspaceID != "" {
 		t.Fatalf("scheduled jobs: %+v", l)

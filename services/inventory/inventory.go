@@ -63,6 +63,9 @@ type Config struct {
 	// NoWorkers builds the API without workers, schedules or sweeps
 	// (tests that drive the workers themselves).
 	NoWorkers bool
+	// Clock is the hour the schedules fire at; nil: time.Now. Tests move
+	// it instead of waiting for the wall clock's hour.
+	Clock func() time.Time
 }
 
 // DefaultConfig is the configuration with every default.
@@ -157,7 +160,7 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 		sched := collector.NewScheduler(d.DB, func(ctx context.Context, c *core.Collector) error {
 			_, err := collectors.Collect(ctx, c, "", "")
 			return err
-		}, cfg.ScheduleTick, log)
+		}, cfg.ScheduleTick, cfg.Clock, log)
 		workers = append(workers, w.Run, w.Sweep, sched.Run)
 	}
 	workers = append(workers, events.DeletionWorkers(d.Events, Name, events.DeadRecords(d.DB.Collection(core.DeadLettersCollection)), log, cleanup(d.DB))...)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nubes-io/nubes/pkg/events"
+	"github.com/nubes-io/nubes/pkg/testkit"
 )
 
 // notifications are the notification requests on NATS (relayed from
@@ -20,9 +21,10 @@ func (s *stack) notifications(want int, wait time.Duration) []events.Notificatio
 		s.t.Fatal(err)
 	}
 	defer bus.Close()
-	deadline := time.Now().Add(wait)
-	for {
-		var out []events.NotificationRequest
+	var out []events.NotificationRequest
+	// Fewer than want at the bound is the caller's to judge.
+	_ = testkit.Within(wait, func() bool {
+		out = out[:0]
 		if st, err := bus.JS.Stream(ctx, events.NotificationStream); err == nil {
 			info, _ := st.Info(ctx)
 			for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
@@ -37,11 +39,9 @@ func (s *stack) notifications(want int, wait time.Duration) []events.Notificatio
 				out = append(out, r)
 			}
 		}
-		if len(out) >= want || time.Now().After(deadline) {
-			return out
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return len(out) >= want
+	})
+	return out
 }
 
 // checkFailureNotice: one request for the failed job, to the domain's

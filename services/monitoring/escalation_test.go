@@ -59,13 +59,45 @@ func (c *callers) notifyRequests(t *testing.T, alertID string) []events.Notifica
 	}
 }
 
+// passEnded waits until an escalation pass begun after the call has
+// ended (where the test ticks at all): the latest claim of the tick's lease (pkg/lease: its epoch grows
+// with every take) is two takes on, or one take on and released.
+func (c *callers) passEnded(t *testing.T) {
+	t.Helper()
+	if c.cfg.EscalationTick <= 0 || c.cfg.EscalationTick >= time.Minute {
+		return // no tick within the test: only the opening kick steps an alert, once
+	}
+	latest := func() (int64, bool) {
+		var r struct {
+			Epoch    int64 `bson:"epoch"`
+			Released bool  `bson:"released"`
+		}
+		err := c.db.Collection("monitoring_claims").FindOne(context.Background(), bson.D{{Key: "lease", Value: "escalation#tick"}},
+			mongoopts.FindOne().SetSort(bson.D{{Key: "epoch", Value: -1}})).Decode(&r)
+		if err != nil {
+			return 0, false // no claim yet
+		}
+		return r.Epoch, r.Released
+	}
+	from, _ := latest()
+	testkit.Eventually(t, time.Minute, "an escalation pass begun and ended", func() bool {
+		e, released := latest()
+		return e >= from+2 || (e == from+1 && released)
+	})
+}
+
 // waitRequests waits until the alert has n requests, then checks that no
-// more come within a few ticks.
+// more come: a whole pass ran after the n-th, and what it recorded went
+// from the outbox to the stream.
 func (c *callers) waitRequests(t *testing.T, alertID string, n int) []events.NotificationRequest {
 	t.Helper()
 	var got []events.NotificationRequest
 	testkit.Eventually(t, time.Minute, "notification requests", func() bool { got = c.notifyRequests(t, alertID); return len(got) >= n })
-	time.Sleep(300 * time.Millisecond)
+	c.passEnded(t)
+	testkit.Eventually(t, time.Minute, "the outbox relayed its notification requests", func() bool {
+		m, err := c.db.Collection("monitoring_outbox").CountDocuments(context.Background(), bson.D{{Key: "subject", Value: events.NotificationRequestSubject}})
+		return err == nil && m == 0
+	})
 	if got = c.notifyRequests(t, alertID); len(got) != n {
 		t.Fatalf("%d requests, want %d: %+v", len(got), n, ids(got))
 	}

@@ -40,7 +40,7 @@ func (e *env) inboxOf(t *testing.T) []string {
 func (e *env) waitInbox(t *testing.T, want []string) {
 	t.Helper()
 	testkit.Eventually(t, waitBound, fmt.Sprintf("%d inbox entries", len(want)), func() bool { return len(e.inboxOf(t)) >= len(want) })
-	time.Sleep(300 * time.Millisecond)
+	e.settled(t) // no more than want
 	if got := e.inboxOf(t); !reflect.DeepEqual(got, want) {
 		t.Fatalf("inbox of %v, want %v", got, want)
 	}

@@ -39,7 +39,7 @@ func (e *env) request(t *testing.T, r events.NotificationRequest) {
 func (e *env) dispatched(t *testing.T, n int) map[string]M {
 	t.Helper()
 	testkit.Eventually(t, waitBound, fmt.Sprintf("%d dispatches", n), func() bool { return len(e.plugin.Calls(dispatchMethod)) >= n })
-	time.Sleep(300 * time.Millisecond) // no more than n: the fan-out is done with what it took
+	e.settled(t) // no more than n: the fan-out and the dispatcher are done with what they took
 	calls := e.plugin.Calls(dispatchMethod)
 	if len(calls) != n {
 		var urls []string
@@ -54,6 +54,27 @@ func (e *env) dispatched(t *testing.T, n int) map[string]M {
 		out[c.Request["channel_data"].(M)["webhook_url"].(string)] = c.Request
 	}
 	return out
+}
+
+// settled waits until the fan-out and the dispatcher have acknowledged
+// every message of the notification stream: all that the requests sent so
+// far lead to (dispatches, mails, inbox entries) has happened, so what the
+// test reads then is final. It is the positive side of "nothing more".
+func (e *env) settled(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	// Requests first: what they lead to is on the stream before they are
+	// acknowledged.
+	for _, name := range []string{events.NotificationRequestConsumer, events.NotificationConsumer} {
+		testkit.Eventually(t, waitBound, name+" acknowledged everything", func() bool {
+			c, err := e.bus.JS.Consumer(ctx, events.NotificationStream, name)
+			if err != nil {
+				return false
+			}
+			info, err := c.Info(ctx)
+			return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+		})
+	}
 }
 
 func (e *env) mails(t *testing.T) []events.Mail {
@@ -287,19 +308,9 @@ func TestNotificationDomainAdmins(t *testing.T) {
 	mailsTo := func(n int) []string {
 		t.Helper()
 		var to []string
-		deadline := time.Now().Add(waitBound)
-		for time.Now().Before(deadline) {
-			to = to[:0]
-			for _, m := range e.mails(t) {
-				to = append(to, m.To)
-			}
-			if len(to) >= n {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		time.Sleep(300 * time.Millisecond)
-		to = to[:0]
+		// Fewer than n at the bound: the caller's comparison says so.
+		_ = testkit.Within(waitBound, func() bool { return len(e.mails(t)) >= n })
+		e.settled(t) // no more than n
 		for _, m := range e.mails(t) {
 			if m.Data["title"] != "Collection failed" {
 				t.Fatalf("mail %+v", m)

@@ -1,12 +1,16 @@
 package notification_test
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/nubes-io/nubes/pkg/auth"
 	"github.com/nubes-io/nubes/pkg/errs"
 	"github.com/nubes-io/nubes/pkg/testkit"
+	"github.com/nubes-io/nubes/services/notification/internal/fanout"
 )
 
 // TestInbox: a notification to a user leaves an inbox entry only that
@@ -85,7 +89,18 @@ func TestInboxPurged(t *testing.T) {
 		return l.TotalCount
 	}
 	clk.Set(time.Now().Add(59 * 24 * time.Hour))
-	time.Sleep(300 * time.Millisecond) // several purges
+	// A marker only a purge on the clock just set removes (2 days past the
+	// keep): once it is gone, that purge would have taken the entry too.
+	marker := bson.D{{Key: "_id", Value: "purge-marker"}, {Key: "user_id", Value: "nobody"}, {Key: "domain_id", Value: "domain-z"},
+		{Key: "created_at", Value: clk.Now().Add(-fanout.InboxKeep - 2*24*time.Hour)}}
+	inbox := e.db.Collection("notification_inbox")
+	if _, err := inbox.InsertOne(context.Background(), marker); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, waitBound, "a purge on the clock set", func() bool {
+		n, err := inbox.CountDocuments(context.Background(), bson.D{{Key: "_id", Value: "purge-marker"}})
+		return err == nil && n == 0
+	})
 	if n := count(); n != 1 {
 		t.Fatalf("%d entries after 59 days", n)
 	}

@@ -82,6 +82,9 @@ type Config struct {
 	// schedules are looked at.
 	SyncAckWait      time.Duration
 	SyncScheduleTick time.Duration
+	// SyncScheduleClock is the hour the sync schedules fire at (time.Now
+	// when nil); tests move it instead of waiting for the wall clock's.
+	SyncScheduleClock func() time.Time
 	// SystemTokenTTL is the lifetime of the SYSTEM tokens (service
 	// credentials) identity issues; VerifyKeys are earlier signing keys
 	// still published and accepted until their tokens expire (rotation,

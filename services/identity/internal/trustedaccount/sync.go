@@ -180,7 +180,7 @@ func (s *service) runSyncSchedule(ctx context.Context) error {
 
 // syncSchedule is the scheduler of trusted-account syncs.
 func (s *service) syncSchedule() *schedule.Scheduler[TrustedAccount] {
-	return schedule.New(schedule.Config[TrustedAccount]{
+	sched := schedule.New(schedule.Config[TrustedAccount]{
 		Records: s.Trusted, Leases: s.DB.Collection(core.CountersCollection), Kind: "sync-schedule", LeasePrefix: "sync#",
 		ID: func(t *TrustedAccount) string { return t.TrustedAccountID },
 		Fire: func(ctx context.Context, t *TrustedAccount) error {
@@ -189,6 +189,10 @@ func (s *service) syncSchedule() *schedule.Scheduler[TrustedAccount] {
 		},
 		Every: s.Cfg.SyncScheduleTick, Log: s.Log,
 	})
+	if s.Cfg.SyncScheduleClock != nil {
+		sched.Now = s.Cfg.SyncScheduleClock
+	}
+	return sched
 }
 
 // FireSyncSchedules records the syncs due in the hour of now that no

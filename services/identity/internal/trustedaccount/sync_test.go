@@ -2,9 +2,11 @@ package trustedaccount_test
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,6 +93,13 @@ func (f *fakeSecrets) n() int { f.mu.Lock(); defer f.mu.Unlock(); return len(f.s
 
 func newSyncStack(t *testing.T, replicas int) *syncStack {
 	t.Helper()
+	return newSyncStackWith(t, replicas, nil)
+}
+
+// newSyncStackWith is newSyncStack with change applied to each replica's
+// config after the stack's.
+func newSyncStackWith(t *testing.T, replicas int, change func(*core.Config)) *syncStack {
+	t.Helper()
 	env := testkit.Get()
 	n := testkit.StartNATS(t)
 	fp := fakeplugin.Start(t, fakeplugin.Options{})
@@ -106,6 +115,9 @@ func newSyncStack(t *testing.T, replicas int) *syncStack {
 		Config: func(c *core.Config) {
 			c.Plugins, c.AccountCollectors, c.SyncScheduleTick = plugins, map[string]string{"aws": "plugin-aws-account"}, 100*time.Millisecond
 			c.ServiceURLs = map[string]string{"secret": st.secrets.fake.URL}
+			if change != nil {
+				change(c)
+			}
 		}}
 	for i := range replicas {
 		h := identitytest.New(t, identitytest.Mount(trustedaccount.Routes, serviceaccount.Routes, workspace.Routes), opt)
@@ -419,11 +431,20 @@ func TestTrustedAccountSync(t *testing.T) {
 }
 
 // TestTrustedAccountSyncSchedule: an account whose schedule holds the
-// current hour syncs once, whatever the number of replicas.
+// clock's hour syncs once, whatever the number of replicas.
 func TestTrustedAccountSyncSchedule(t *testing.T) {
-	st := newSyncStack(t, 2)
+	// Both replicas fire on the test's clock, stopped in an hour of the
+	// schedule; ticks counts each replica's looks at it (one per tick).
+	clock := testkit.StoppedClock(time.Date(2026, 5, 1, 5, 10, 0, 0, time.UTC))
+	var ticks []*atomic.Int64
+	st := newSyncStackWith(t, 2, func(c *core.Config) {
+		n := &atomic.Int64{}
+		ticks = append(ticks, n)
+		c.SyncScheduleTick = 20 * time.Millisecond
+		c.SyncScheduleClock = func() time.Time { n.Add(1); return clock.Now() }
+	})
 	st.plugin.Script(syncMethod, fakeplugin.Reply{Result: map[string]any{"results": []any{map[string]any{"name": "Dev", "resource_id": "1"}}}})
-	hour := time.Now().UTC().Hour()
+	hour := clock.Now().Hour()
 	id := st.createAccount(t, "aws", map[string]any{"state": "ENABLED", "hours": []int{hour}})
 	st.createAccount(t, "aws", map[string]any{"state": "DISABLED", "hours": []int{hour}})
 	var jobs []trustedaccount.IdentityJob
@@ -438,7 +459,13 @@ func TestTrustedAccountSyncSchedule(t *testing.T) {
 		}
 		return len(jobs) > 0 && jobs[0].Status == "SUCCESS"
 	})
-	time.Sleep(500 * time.Millisecond) // several more ticks of both replicas
+	// Two more ticks of both replicas finished: a second sync of the hour
+	// would be recorded by now.
+	for i, n := range ticks {
+		from := n.Load()
+		// Tick from+1 started, so tick from+2 finished.
+		identitytest.Eventually(t, 10*time.Second, fmt.Sprintf("replica %d's ticks", i), func() bool { return n.Load() >= from+3 })
+	}
 	n, _ := st.db.Collection(core.JobsCollection).CountDocuments(context.Background(), bson.D{})
 	if n != 1 || jobs[0].TrustedAccountID != id || jobs[0].CreatedBy != "schedule" {
 		t.Fatalf("%d jobs: %+v", n, jobs)

@@ -99,6 +99,7 @@ func TestUserDeleteRacingGrants(t *testing.T) {
 		loop("workspace binding create", "/identity/v2/role-binding/create",
 			map[string]any{"user_id": uid, "role_id": "managed-workspace-member", "resource_group": "WORKSPACE", "workspace_id": "workspace-race"}, http.StatusConflict)
 		loop("user update", "/identity/v2/user/update", map[string]any{"user_id": uid, "name": "renamed"})
+		// The thing under test: the delete lands 0 to 15 ms into the creates.
 		time.Sleep(time.Duration(round%4) * 5 * time.Millisecond)
 		h.Admin.Deleted("/identity/v2/user/delete", map[string]any{"user_id": uid})
 		halt()

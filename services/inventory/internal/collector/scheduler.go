@@ -28,11 +28,16 @@ type Scheduler struct {
 	*kit.Scheduler[core.Collector]
 }
 
-// NewScheduler builds a scheduler looking at the clock every tick (30 s when 0).
-func NewScheduler(db *mongo.Database, collect Collect, every time.Duration, log *slog.Logger) *Scheduler {
-	return &Scheduler{kit.New(kit.Config[core.Collector]{
+// NewScheduler builds a scheduler looking at now (time.Now when nil)
+// every tick (30 s when 0).
+func NewScheduler(db *mongo.Database, collect Collect, every time.Duration, now func() time.Time, log *slog.Logger) *Scheduler {
+	s := &Scheduler{kit.New(kit.Config[core.Collector]{
 		Records: db.Collection(core.CollectorsCollection), Leases: db.Collection(core.LeasesCollection), Kind: "schedule",
 		ID: func(c *core.Collector) string { return c.CollectorID }, Fire: collect,
 		Every: every, Log: log,
 	})}
+	if now != nil {
+		s.Now = now
+	}
+	return s
 }

@@ -38,8 +38,7 @@ func TestFire(t *testing.T) {
 	clock := time.Date(2026, 5, 1, 3, 10, 0, 0, time.UTC)
 	var replicas []*Scheduler
 	for range 3 {
-		s := NewScheduler(db, collect, time.Hour, slog.New(slog.DiscardHandler))
-		s.Now = func() time.Time { return clock }
+		s := NewScheduler(db, collect, time.Hour, func() time.Time { return clock }, slog.New(slog.DiscardHandler))
 		replicas = append(replicas, s)
 	}
 	fireAll := func() {

@@ -65,6 +65,7 @@ func TestClaimsRacingTakers(t *testing.T) {
 				if !ok {
 					delete(records, me)
 					mu.Unlock()
+					// Jitter: the interleavings are the thing under test.
 					time.Sleep(time.Duration(rand.IntN(5)) * time.Millisecond)
 					continue
 				}
@@ -74,7 +75,7 @@ func TestClaimsRacingTakers(t *testing.T) {
 				holding[me] = true
 				taken++
 				mu.Unlock()
-				time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond)
+				time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond) // jitter, as above
 				if owner, err := c.Owner(context.Background(), "name"); err != nil || owner != me {
 					t.Errorf("%s holds, the claim says %q (%v)", me, owner, err)
 				}
@@ -84,7 +85,8 @@ func TestClaimsRacingTakers(t *testing.T) {
 				mu.Unlock()
 				if r%2 == 0 {
 					// Released late: another may have taken the stale
-					// claim over by now.
+					// claim over by now (Claims takes no clock: the real
+					// age is what is tested).
 					time.Sleep(stale)
 					if err := c.Release(context.Background(), "name", me); err != nil {
 						t.Error(err)
