@@ -752,3 +752,31 @@ func TestCollectSameResourcesAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestCollectSameNewKeyAtOnce: the two sub-tasks of a collect (two
+// secrets, two replicas) report the same new resource at the same time;
+// each inserts its key without reading it first, and the key's unique
+// index leaves one resource, created once and updated once. Each round
+// brings a key no run has seen, beside those of the rounds before (which
+// a re-collect finds held: updates; and which stay reported, so none is
+// garbage).
+func TestCollectSameNewKeyAtOnce(t *testing.T) {
+	t.Parallel()
+	s := setupWith(t, options{replicas: 2})
+	w1 := s.createCollector(s.ownerA1, map[string]any{"name": "W1", "resource_group": "WORKSPACE", "plugin_info": map[string]any{"plugin_id": collectorPlugin}})
+	const rounds = 4
+	for round := 1; round <= rounds; round++ {
+		s.plugin.Script(collectMethod, fakeplugin.Reply{Stream: instances(1, round)})
+		j := s.wait(s.collect(s.ownerA1, w1.CollectorID, "").JobID, time.Minute)
+		created, updated := 0, 0
+		for _, tk := range s.tasksOf(j.JobID) {
+			created, updated = created+tk.CreatedCount, updated+tk.UpdatedCount
+		}
+		if j.Status != "SUCCESS" || created != 1 || updated != 2*round-1 {
+			t.Fatalf("round %d: job %+v, created %d, updated %d, want 1 and %d", round, j, created, updated, 2*round-1)
+		}
+		if got := s.count(servicesColl, nil); got != int64(round) {
+			t.Fatalf("round %d: %d cloud services, want %d", round, got, round)
+		}
+	}
+}

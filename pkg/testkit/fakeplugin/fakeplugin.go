@@ -15,6 +15,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -81,6 +82,14 @@ type Reply struct {
 	// Cut closes every connection of the plugin after the Stream messages,
 	// as a plugin process that dies does.
 	Cut bool `json:"cut,omitempty"`
+
+	// built are Result and Stream as messages of the method, made once
+	// by Script: a bench then measures its caller, not this conversion.
+	// Nil when the method is not known to the registry (converted at
+	// each call, as before).
+	built       *dynamicpb.Message
+	builtStream []*dynamicpb.Message
+	buildErr    error
 }
 
 // Fail is a plugin's failure as upstream plugins send it: the gRPC status
@@ -194,9 +203,56 @@ func contains(list []string, v string) bool {
 // the next reply, the last one repeats. No script: an empty reply (no
 // message for a stream).
 func (s *Server) Script(method string, replies ...Reply) {
+	method = strings.TrimPrefix(method, "/")
+	replies = slices.Clone(replies)
+	if md := s.method(method); md != nil {
+		for i := range replies {
+			replies[i].build(md)
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.plans[strings.TrimPrefix(method, "/")] = replies
+	s.plans[method] = replies
+}
+
+// method is the descriptor of "pkg.Service/name", nil if unknown.
+func (s *Server) method(full string) protoreflect.MethodDescriptor {
+	svc, name, ok := strings.Cut(full, "/")
+	if !ok {
+		return nil
+	}
+	d, err := s.reg.FindDescriptorByName(protoreflect.FullName(svc))
+	if err != nil {
+		return nil
+	}
+	sd, ok := d.(protoreflect.ServiceDescriptor)
+	if !ok {
+		return nil
+	}
+	return sd.Methods().ByName(protoreflect.Name(name))
+}
+
+// build converts the scripted maps into md's reply messages; a map that
+// does not fit keeps its error for the call to report (a stream's after
+// the messages before it).
+func (r *Reply) build(md protoreflect.MethodDescriptor) {
+	if md.IsStreamingServer() {
+		for _, m := range r.Stream {
+			msg := dynamicpb.NewMessage(md.Output())
+			if err := fromMap(m, msg); err != nil {
+				r.buildErr = err
+				return
+			}
+			r.builtStream = append(r.builtStream, msg)
+		}
+		return
+	}
+	msg := dynamicpb.NewMessage(md.Output())
+	if err := fromMap(r.Result, msg); err != nil {
+		r.buildErr = err
+		return
+	}
+	r.built = msg
 }
 
 // Calls are the requests received so far for method ("" for all).
@@ -297,6 +353,12 @@ func (s *Server) serveUnary(ctx context.Context, full string, md protoreflect.Me
 	if r.Err != nil {
 		return nil, r.Err
 	}
+	if r.buildErr != nil {
+		return nil, status.Error(codes.Internal, "ERROR_UNKNOWN: fakeplugin: bad scripted reply: "+r.buildErr.Error())
+	}
+	if r.built != nil {
+		return r.built, nil // only read (marshalled) by the calls that share it
+	}
 	resp := dynamicpb.NewMessage(md.Output())
 	if err := fromMap(r.Result, resp); err != nil {
 		return nil, status.Error(codes.Internal, "ERROR_UNKNOWN: fakeplugin: bad scripted reply: "+err.Error())
@@ -319,9 +381,17 @@ func (s *Server) serveStream(full string, md protoreflect.MethodDescriptor, stre
 			s.cancelled(idx)
 			return ctx.Err()
 		}
-		resp := dynamicpb.NewMessage(md.Output())
-		if err := fromMap(m, resp); err != nil {
-			return status.Error(codes.Internal, "ERROR_UNKNOWN: fakeplugin: bad scripted message: "+err.Error())
+		var resp *dynamicpb.Message
+		switch {
+		case i < len(r.builtStream):
+			resp = r.builtStream[i]
+		case r.buildErr != nil: // the messages before the bad one were sent
+			return status.Error(codes.Internal, "ERROR_UNKNOWN: fakeplugin: bad scripted message: "+r.buildErr.Error())
+		default:
+			resp = dynamicpb.NewMessage(md.Output())
+			if err := fromMap(m, resp); err != nil {
+				return status.Error(codes.Internal, "ERROR_UNKNOWN: fakeplugin: bad scripted message: "+err.Error())
+			}
 		}
 		if err := stream.SendMsg(resp); err != nil {
 			s.cancelled(idx)

@@ -398,12 +398,23 @@ func truthy(v any) bool {
 // writeServices matches a batch of cloud services and writes them: one
 // read of the keys, one of the documents to update, then one write of
 // new keys and one of the documents.
+//
+// The key of an item with one match key is not read first: it is
+// inserted as new, and the keys' unique _id refuses it if another run
+// or an earlier collect holds it (yield then turns the item into an
+// update of the holder's resource). A first collect so writes its keys
+// without a read; an item with several keys is still read, since which
+// of them leads to a resource decides its target.
 func (h *handler) writeServices(ctx context.Context, items []*item) error {
-	var need []string
+	var need, direct []string
 	for _, it := range items {
 		for _, k := range it.keys {
 			if _, ok := h.keyOf[k]; !ok {
-				need = append(need, k)
+				if len(it.keys) == 1 {
+					direct = append(direct, k)
+				} else {
+					need = append(need, k)
+				}
 			}
 		}
 	}
@@ -411,6 +422,7 @@ func (h *handler) writeServices(ctx context.Context, items []*item) error {
 	if err != nil {
 		return err
 	}
+	need = append(need, direct...)
 	var fetch []string
 	for _, it := range items {
 		for _, k := range it.keys {
