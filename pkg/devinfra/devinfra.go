@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/FerretDB/FerretDB/ferretdb"
@@ -81,6 +82,8 @@ func StartMongoOnPostgreSQL(pgURL, addr string, log *slog.Logger) (*Mongo, error
 	return startFerretDB(ferretdb.Config{Handler: "postgresql", PostgreSQLURL: pgURL}, addr, serialwrites.Options{}, log)
 }
 
+var newMu sync.Mutex
+
 func startFerretDB(c ferretdb.Config, addr string, o serialwrites.Options, log *slog.Logger) (*Mongo, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -89,7 +92,11 @@ func startFerretDB(c ferretdb.Config, addr string, o serialwrites.Options, log *
 	// through the proxy on addr, which orders its writes (serialwrites).
 	c.Listener = ferretdb.ListenerConfig{TCP: "127.0.0.1:0"}
 	c.Logger = slog.New(demoteWireDumps{log.Handler()})
+	// ferretdb.New sets package globals of FerretDB's: two stores started
+	// at once in one process (tests side by side) must not race there.
+	newMu.Lock()
 	f, err := ferretdb.New(&c)
+	newMu.Unlock()
 	if err != nil {
 		return nil, fmt.Errorf("start FerretDB: %w", err)
 	}
