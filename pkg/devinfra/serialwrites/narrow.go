@@ -120,7 +120,8 @@ func (n *narrower) narrowStatement(c *mongo.Collection, stmt bson.Raw, field, up
 	id, rest, ok := splitID(filter)
 	if !ok {
 		// {_id: x} alone needs no narrowing, but its objects clearing.
-		if v, err := filter.LookupErr("_id"); err == nil && clear && len(mustElements(filter)) == 1 {
+		// Read only when the update sets an object field at all.
+		if v, err := filter.LookupErr("_id"); err == nil && clear && len(mustElements(filter)) == 1 && setsObject(stmt, updateField) {
 			if doc, err := c.FindOne(ctx, bson.D{{Key: "_id", Value: v}}).Raw(); err == nil {
 				_ = n.clearObjects(ctx, c, doc, stmt, updateField)
 			}
@@ -149,6 +150,29 @@ func (n *narrower) narrowStatement(c *mongo.Collection, stmt bson.Raw, field, up
 	}
 	n.narrowed.Add(1)
 	return replaceField(stmt, field, bson.D{{Key: "_id", Value: target}}), true
+}
+
+// setsObject reports whether the update in updateField of stmt has a
+// $set of an object value, the only kind clearObjects may clear.
+func setsObject(stmt bson.Raw, updateField string) bool {
+	set, ok := stmt.Lookup(updateField).DocumentOK()
+	if !ok {
+		return false
+	}
+	fields, ok := set.Lookup("$set").DocumentOK()
+	if !ok {
+		return false
+	}
+	elems, err := fields.Elements()
+	if err != nil {
+		return true // unsure: let clearObjects look
+	}
+	for _, e := range elems {
+		if e.Value().Type == bson.TypeEmbeddedDocument {
+			return true
+		}
+	}
+	return false
 }
 
 // FerretDB 1.24 skips a $set of an object field to an object holding the
