@@ -77,16 +77,7 @@ func TestArrivalsShareTheNextBatch(t *testing.T) {
 	for i := 1; i < 6; i++ {
 		go call(i)
 	}
-	// Wait until all five are queued behind the first batch.
-	for {
-		g.mu.Lock()
-		n := len(g.queue)
-		g.mu.Unlock()
-		if n == 5 {
-			break
-		}
-		runtime.Gosched()
-	}
+	waitQueued(g, 5)
 	close(gt.release)
 	wg.Wait()
 	for i, v := range got {
@@ -96,6 +87,19 @@ func TestArrivalsShareTheNextBatch(t *testing.T) {
 	}
 	if len(gt.batches) != 2 || len(gt.batches[0]) != 1 || len(gt.batches[1]) != 5 {
 		t.Fatalf("batches %v, want [0] then the five others together", gt.batches)
+	}
+}
+
+// waitQueued yields until n calls wait behind the running batch.
+func waitQueued(g *Group[int, int], n int) {
+	for {
+		g.mu.Lock()
+		queued := len(g.queue)
+		g.mu.Unlock()
+		if queued == n {
+			return
+		}
+		runtime.Gosched()
 	}
 }
 
@@ -111,15 +115,7 @@ func TestMaxBoundsABatch(t *testing.T) {
 	for i := 1; i < 6; i++ {
 		go func() { defer wg.Done(); _, _ = g.Do(context.Background(), i) }()
 	}
-	for {
-		g.mu.Lock()
-		n := len(g.queue)
-		g.mu.Unlock()
-		if n == 5 {
-			break
-		}
-		runtime.Gosched()
-	}
+	waitQueued(g, 5)
 	close(gt.release)
 	wg.Wait()
 	var sizes []int

@@ -82,6 +82,9 @@ func (as *Alerts) keepNumbering(ctx context.Context) error {
 // number a gap); errs[i] is alerts[i]'s.
 func (as *Alerts) InsertMany(ctx context.Context, alerts []*Alert) (out []*Alert, created []bool, errs []error) {
 	out, created, errs = make([]*Alert, len(alerts)), make([]bool, len(alerts)), make([]error, len(alerts))
+	if len(alerts) == 0 {
+		return out, created, errs
+	}
 	fail := func(err error) ([]*Alert, []bool, []error) {
 		for i := range errs {
 			errs[i] = err
@@ -106,27 +109,14 @@ func (as *Alerts) InsertMany(ctx context.Context, alerts []*Alert) (out []*Alert
 		docs[i] = a
 	}
 	_, err := as.c.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
-	failed := map[int]bool{}
-	var bulk mongo.BulkWriteException
-	switch {
-	case err == nil:
-	case errors.As(err, &bulk) && bulk.WriteConcernError == nil:
-		for _, we := range bulk.WriteErrors {
-			failed[we.Index] = true
-			if !mongo.IsDuplicateKeyError(we) {
-				errs[we.Index] = store.Wrap(we)
-			}
-		}
-	default:
-		return fail(store.Wrap(err))
-	}
-	for i, a := range alerts {
+	for i, werr := range store.WriteErrors(err, len(alerts)) {
 		switch {
-		case errs[i] != nil:
-		case failed[i]:
-			out[i], errs[i] = as.Load(ctx, a.ID)
+		case werr == nil:
+			out[i], created[i] = alerts[i], true
+		case mongo.IsDuplicateKeyError(werr):
+			out[i], errs[i] = as.Load(ctx, alerts[i].ID)
 		default:
-			out[i], created[i] = a, true
+			errs[i] = store.Wrap(werr)
 		}
 	}
 	return out, created, errs

@@ -2,7 +2,6 @@ package event
 
 import (
 	"context"
-	"errors"
 	"sync"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -37,26 +36,12 @@ func (s *Store) RecordMany(ctx context.Context, evs []*Event) ([]Recorded, []err
 		docs[i] = e
 	}
 	_, err := s.c.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
-	again := make([]bool, len(evs))
-	var bulk mongo.BulkWriteException
-	switch {
-	case err == nil:
-	case errors.As(err, &bulk) && bulk.WriteConcernError == nil:
-		for _, we := range bulk.WriteErrors {
-			if we.Index >= 0 && we.Index < len(evs) {
-				again[we.Index] = true
-			}
-		}
-	default:
-		// Which were stored is unknown: each is recorded again, and one
-		// stored is found so.
-		for i := range again {
-			again[i] = true
-		}
-	}
+	// One refused (stored before) or unknown is recorded again, and one
+	// stored is found so.
+	again := store.WriteErrors(err, len(evs))
 	var wg sync.WaitGroup
 	for i, e := range evs {
-		if !again[i] {
+		if again[i] == nil {
 			recs[i] = Recorded{Event: e, Outcome: Outcome{EventID: e.EventID, EventKey: e.EventKey}, Apply: true, Fresh: true}
 			continue
 		}
@@ -203,30 +188,12 @@ func (al *Alerting) openMany(ctx context.Context, evs []*Event) []Applied {
 		docs[i] = openerRecord(e)
 	}
 	_, err := al.claims.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
-	claimed := make([]bool, len(evs))
-	var bulk mongo.BulkWriteException
-	switch {
-	case err == nil:
-		for i := range claimed {
-			claimed[i] = true
-		}
-	case errors.As(err, &bulk) && bulk.WriteConcernError == nil:
-		for i := range claimed {
-			claimed[i] = true
-		}
-		for _, we := range bulk.WriteErrors {
-			if we.Index >= 0 && we.Index < len(evs) {
-				claimed[we.Index] = false
-			}
-		}
-	default:
-		return out
-	}
+	refused := store.WriteErrors(err, len(evs))
 	var alerts []*alert.Alert
 	var at []int
 	policies := map[core.Project]alert.Policy{} // a project's resolved once
 	for i, e := range evs {
-		if !claimed[i] {
+		if refused[i] != nil {
 			continue
 		}
 		pr := projectOf(e)
