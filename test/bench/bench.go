@@ -668,7 +668,7 @@ func (b *bench) printTable(w io.Writer, size int, rs []result) {
 		}
 		goal, verdict := "-", ""
 		if r.op.goal > 0 {
-			goal = fmt.Sprintf(">= %.1f", r.op.goal)
+			goal = fmt.Sprintf(">= %g", r.op.goal)
 			switch {
 			case len(r.raw.lat) == 0:
 				verdict = "no data"

@@ -95,7 +95,7 @@ func (b *bench) printGroup(w io.Writer, heading string, rs []result, t ...*throu
 			verdict = "MISSED"
 		}
 		for i, side := range []phase{r.nubes, r.raw} {
-			name, ratio, goal := "nubes", fmt.Sprintf("%.3f", r.ratio()), fmt.Sprintf(">= %.1f %s", r.op.goal, verdict)
+			name, ratio, goal := "nubes", fmt.Sprintf("%.3f", r.ratio()), fmt.Sprintf(">= %g %s", r.op.goal, verdict)
 			if i == 1 {
 				name, ratio, goal = "raw", "", ""
 			}
