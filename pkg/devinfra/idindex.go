@@ -36,10 +36,11 @@ type idIndexer struct {
 	dir string
 	log *slog.Logger
 	// exclusive runs its CREATE INDEX statements holding every turn of
-	// the store's write order (serialwrites): a writer of SQLite beside
-	// FerretDB's made FerretDB's writes wait in SQLite's busy handler,
-	// while the whole queue of the proxy waited behind them.
-	exclusive func(func() error) error
+	// the file's database in the store's write order (serialwrites): a
+	// writer of SQLite beside FerretDB's made FerretDB's writes wait in
+	// SQLite's busy handler, while the whole queue of the proxy waited
+	// behind them. Other databases are other files, which it leaves be.
+	exclusive func(db string, fn func() error) error
 	mu        sync.Mutex
 	files     map[string]*indexedFile
 }
@@ -59,7 +60,7 @@ type indexedFile struct {
 	schema int64
 }
 
-func newIDIndexer(dir string, log *slog.Logger, exclusive func(func() error) error) *idIndexer {
+func newIDIndexer(dir string, log *slog.Logger, exclusive func(string, func() error) error) *idIndexer {
 	return &idIndexer{dir: dir, log: log, exclusive: exclusive, files: map[string]*indexedFile{}}
 }
 
@@ -155,7 +156,7 @@ func openIndexed(path string, st os.FileInfo) (*indexedFile, error) {
 
 // index gives every table of the file that lacks it the _id index,
 // unless the schema is the one last found complete.
-func (xf *indexedFile) index(ctx context.Context, exclusive func(func() error) error) error {
+func (xf *indexedFile) index(ctx context.Context, exclusive func(string, func() error) error) error {
 	var before int64
 	if err := xf.db.QueryRowContext(ctx, `PRAGMA schema_version`).Scan(&before); err != nil {
 		if isGone(err) {
@@ -189,7 +190,9 @@ func (xf *indexedFile) index(ctx context.Context, exclusive func(func() error) e
 		return err
 	}
 	if len(tables) > 0 {
-		err := exclusive(func() error {
+		// FerretDB names a database's file <database>.sqlite.
+		db := strings.TrimSuffix(xf.file.Name(), ".sqlite")
+		err := exclusive(db, func() error {
 			for _, t := range tables {
 				q := fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %q ON %q (%s)`, t+idIndexSuffix, t, idExpr)
 				if _, err := xf.db.ExecContext(ctx, q); err != nil && !isGone(err) {

@@ -7,10 +7,14 @@
 // one write command at a time into a collection (or a database, on
 // SQLite): an insert, update, delete or findAndModify holds its
 // collection's turn from the moment the request is forwarded until its
-// answer is back, and any other
-// command that writes (createIndexes, drop, create, an aggregate with
-// $out or $merge, or a command this package does not know) holds every
-// collection's turn. Reads are not held, as on MongoDB.
+// answer is back. A command that changes one database's collections or
+// indexes (create, createIndexes, drop, dropIndexes, dropDatabase,
+// collMod) holds every turn of that database only: FerretDB keeps each
+// database apart (one SQLite file each), so another database's writes
+// need not wait for it, as a test run's many databases, each built by a
+// test's setup, would. Any other command that writes (an aggregate with
+// $out or $merge, a command on admin, or one this package does not know)
+// holds every turn of the store. Reads are not held, as on MongoDB.
 //
 // Every client of the store goes through one proxy (the devstack's
 // services, a test's replicas, the e2e suite's containers), so the order
@@ -31,6 +35,7 @@ import (
 	"hash/fnv"
 	"io"
 	"net"
+	"strings"
 	"sync"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -50,6 +55,13 @@ const (
 // named by their first value: they hold that collection's turn only.
 var collectionWrites = map[string]bool{
 	"insert": true, "update": true, "delete": true, "findAndModify": true, "findandmodify": true,
+}
+
+// databaseWrites change the collections or indexes of the database named
+// by their $db only: they hold that database's turns.
+var databaseWrites = map[string]bool{
+	"create": true, "createIndexes": true, "drop": true, "dropIndexes": true, "deleteIndexes": true,
+	"dropDatabase": true, "collMod": true,
 }
 
 // reads never change data (or change only the connection's state); every
@@ -72,10 +84,11 @@ type Proxy struct {
 	ln       net.Listener
 	narrower *narrower
 	opts     Options
-	all      sync.RWMutex // a write outside one collection holds it alone
+	all      sync.RWMutex // a write outside one database holds it alone
 	turns    [64]sync.Mutex
 
 	mu    sync.Mutex
+	dbs   map[string]*sync.RWMutex // a write to a database's schema holds its own alone
 	conns map[net.Conn]struct{}
 	wg    sync.WaitGroup
 }
@@ -101,19 +114,39 @@ func Listen(addr, backend string, o Options) (*Proxy, error) {
 		_ = ln.Close()
 		return nil, err
 	}
-	p := &Proxy{backend: backend, ln: ln, opts: o, conns: map[net.Conn]struct{}{}, narrower: &narrower{client: client}}
+	p := &Proxy{backend: backend, ln: ln, opts: o, conns: map[net.Conn]struct{}{}, dbs: map[string]*sync.RWMutex{}, narrower: &narrower{client: client}}
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
 }
 
-// Exclusive runs fn holding every turn, as a write the proxy does not
-// know: for a writer of the store that does not go through the proxy
-// (devinfra's _id indexer writes SQLite itself).
-func (p *Proxy) Exclusive(fn func() error) error {
-	p.all.Lock()
-	defer p.all.Unlock()
+// Exclusive runs fn holding every turn of database db, as a write to its
+// schema: for a writer of the store that does not go through the proxy
+// (devinfra's _id indexer writes a database's SQLite file itself).
+func (p *Proxy) Exclusive(db string, fn func() error) error {
+	release := p.holdDatabase(db)
+	defer release()
 	return fn()
+}
+
+// database is db's lock: read-held by its collections' writes, held
+// alone by a write to its schema.
+func (p *Proxy) database(db string) *sync.RWMutex {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l := p.dbs[db]
+	if l == nil {
+		l = &sync.RWMutex{}
+		p.dbs[db] = l
+	}
+	return l
+}
+
+func (p *Proxy) holdDatabase(db string) func() {
+	p.all.RLock()
+	l := p.database(db)
+	l.Lock()
+	return func() { l.Unlock(); p.all.RUnlock() }
 }
 
 // Addr is where the proxy listens.
@@ -226,6 +259,7 @@ type scope int
 const (
 	unordered     scope = iota // a read
 	oneCollection              // a write to the collection named by key
+	oneDatabase                // a write to the schema of the database named by key
 	everything                 // any other write
 )
 
@@ -234,10 +268,12 @@ func scopeOf(req []byte, perDatabase bool) (s scope, key string) {
 	switch {
 	case reads[name] && !(name == "aggregate" && writingPipeline(req)):
 		return unordered, ""
-	case collectionWrites[name] && coll != "" && perDatabase:
+	case collectionWrites[name] && coll != "" && db != "" && perDatabase:
 		return oneCollection, db
-	case collectionWrites[name] && coll != "":
+	case collectionWrites[name] && coll != "" && db != "":
 		return oneCollection, db + "." + coll
+	case databaseWrites[name] && db != "" && db != "admin":
+		return oneDatabase, db
 	default:
 		return everything, ""
 	}
@@ -250,10 +286,15 @@ func (p *Proxy) order(req []byte) (release func(), narrow bool) {
 	case unordered:
 		return func() {}, false
 	case oneCollection:
+		db, _, _ := strings.Cut(key, ".") // a database's name has no dot
 		p.all.RLock()
+		l := p.database(db)
+		l.RLock()
 		t := &p.turns[slot(key)]
 		t.Lock()
-		return func() { t.Unlock(); p.all.RUnlock() }, true
+		return func() { t.Unlock(); l.RUnlock(); p.all.RUnlock() }, true
+	case oneDatabase:
+		return p.holdDatabase(key), false
 	default:
 		p.all.Lock()
 		return p.all.Unlock, false

@@ -52,7 +52,7 @@ func TestCommandAndItsOrder(t *testing.T) {
 		name     string
 		msg      []byte
 		cmd, col string
-		order    string // none, collection, all
+		order    string // none, collection, database, all
 	}{
 		{"find", opMsgOf(t, d("find", "posts", "filter", d("a", 1), "$db", "b"), 0), "find", "posts", "none"},
 		{"getMore", opMsgOf(t, d("getMore", int64(7), "collection", "posts", "$db", "b"), 0), "getMore", "", "none"},
@@ -60,8 +60,9 @@ func TestCommandAndItsOrder(t *testing.T) {
 		{"update", opMsgOf(t, d("update", "posts", "updates", bson.A{d("q", d(), "u", d("$inc", d("n", 1)))}, "$db", "b"), 0), "update", "posts", "collection"},
 		{"findAndModify with a checksum", opMsgOf(t, d("findAndModify", "posts", "query", d("_id", 1), "$db", "b"), checksum), "findAndModify", "posts", "collection"},
 		{"delete", opMsgOf(t, d("delete", "posts", "$db", "b"), 0), "delete", "posts", "collection"},
-		{"createIndexes", opMsgOf(t, d("createIndexes", "posts", "$db", "b"), 0), "createIndexes", "posts", "all"},
-		{"dropDatabase", opMsgOf(t, d("dropDatabase", int32(1), "$db", "b"), 0), "dropDatabase", "", "all"},
+		{"createIndexes", opMsgOf(t, d("createIndexes", "posts", "$db", "b"), 0), "createIndexes", "posts", "database"},
+		{"dropDatabase", opMsgOf(t, d("dropDatabase", int32(1), "$db", "b"), 0), "dropDatabase", "", "database"},
+		{"dropDatabase on admin", opMsgOf(t, d("dropDatabase", int32(1), "$db", "admin"), 0), "dropDatabase", "", "all"},
 		{"aggregate that reads", opMsgOf(t, d("aggregate", "posts", "pipeline", bson.A{d("$match", d("a", 1)), d("$group", d("_id", nil))}, "$db", "b"), 0), "aggregate", "posts", "none"},
 		{"aggregate with $out", opMsgOf(t, d("aggregate", "posts", "pipeline", bson.A{d("$match", d()), d("$out", "copy")}, "$db", "b"), 0), "aggregate", "posts", "all"},
 		{"an unknown command", opMsgOf(t, d("compact", "posts", "$db", "b"), 0), "compact", "posts", "all"},
@@ -78,14 +79,14 @@ func TestCommandAndItsOrder(t *testing.T) {
 			if name != tc.cmd || coll != tc.col {
 				t.Fatalf("command = %q %q %q, want %q on %q", name, db, coll, tc.cmd, tc.col)
 			}
-			if name != "" && db != "b" {
+			if name != "" && db != "b" && db != "admin" {
 				t.Fatalf("$db = %q", db)
 			}
-			order := map[scope]string{unordered: "none", oneCollection: "collection", everything: "all"}[must(scopeOf(tc.msg, false))]
+			order := map[scope]string{unordered: "none", oneCollection: "collection", oneDatabase: "database", everything: "all"}[must(scopeOf(tc.msg, false))]
 			if order != tc.order {
 				t.Fatalf("ordered on %s, want %s", order, tc.order)
 			}
-			if s, key := scopeOf(tc.msg, true); s == oneCollection && key != "b" {
+			if s, key := scopeOf(tc.msg, true); (s == oneCollection || s == oneDatabase) && key != "b" {
 				t.Fatalf("a database's turn keyed %q, want the database", key)
 			}
 		})
