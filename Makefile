@@ -13,10 +13,14 @@ run:
 # TEST_P: test binaries at once; with the store and the broker in the
 # run's own processes a binary mostly waits on them, so 4 on 2 cores.
 TEST_P ?= 4
+# TEST_PARALLEL: a binary's t.Parallel tests at once (go test's default is
+# GOMAXPROCS, 2 here); most of them wait on the store, the broker or a
+# cache's lifetime rather than on a core.
+TEST_PARALLEL ?= 8
 # -trimpath: the race build's objects carry no checkout path, so a fresh
 # clone reuses the build cache of another one.
 test: lint
-	$(GO) test -race -trimpath -count=1 -timeout 20m -p $(TEST_P) $(PKGS)
+	$(GO) test -race -trimpath -count=1 -timeout 20m -p $(TEST_P) -parallel $(TEST_PARALLEL) $(PKGS)
 
 ## test-short: the same tests without the race detector (faster while editing)
 test-short:

@@ -267,6 +267,7 @@ func otpCodes(t *testing.T, enabled map[string]any) func(time.Duration) string {
 // within the revocation bound; a rotated refresh token used again ends
 // its chain.
 func TestSessionsEndAtEveryService(t *testing.T) {
+	t.Parallel() // its waits are the check cache's lifetime: side by side with the others
 	h := newHarness(t)
 	b := boardBehindIdentity(t, h)
 	// admin makes an enabled domain admin and answers a DOMAIN token and
@@ -281,6 +282,7 @@ func TestSessionsEndAtEveryService(t *testing.T) {
 	}
 
 	t.Run("password set by an admin", func(t *testing.T) {
+		t.Parallel()
 		token, refresh := admin("rita")
 		revoked(t, b, token, func() {
 			h.Admin.Call("/identity/v2/user/update", map[string]any{"user_id": "rita", "password": "Reset-Passw0rd1"}).OK(nil)
@@ -290,6 +292,7 @@ func TestSessionsEndAtEveryService(t *testing.T) {
 	})
 
 	t.Run("own password changed", func(t *testing.T) {
+		t.Parallel()
 		token, refresh := admin("otis")
 		revoked(t, b, token, func() {
 			h.Anon.As(h.Login("otis", "Sess-Passw0rd1").AccessToken).Call("/identity/v2/user-profile/update",
@@ -299,6 +302,7 @@ func TestSessionsEndAtEveryService(t *testing.T) {
 	})
 
 	t.Run("MFA turned off by an admin", func(t *testing.T) {
+		t.Parallel()
 		token, refresh := admin("mona")
 		_, err := h.DB.Collection(core.UsersCollection).UpdateOne(context.Background(), bson.D{{Key: "_id", Value: core.UserKey(h.Domain, "mona")}},
 			bson.D{{Key: "$set", Value: bson.D{{Key: "mfa", Value: core.MFA{State: core.Enabled, MFAType: "EMAIL", Options: map[string]any{"email": h.Email("mona")}}}}}})
@@ -310,6 +314,7 @@ func TestSessionsEndAtEveryService(t *testing.T) {
 	})
 
 	t.Run("disabled, then enabled again", func(t *testing.T) {
+		t.Parallel()
 		token, refresh := admin("dina")
 		revoked(t, b, token, func() { h.Admin.Call("/identity/v2/user/disable", map[string]any{"user_id": "dina"}).OK(nil) })
 		h.Admin.Call("/identity/v2/user/enable", map[string]any{"user_id": "dina"}).OK(nil)
@@ -317,6 +322,7 @@ func TestSessionsEndAtEveryService(t *testing.T) {
 	})
 
 	t.Run("deleted, then created again", func(t *testing.T) {
+		t.Parallel()
 		token, refresh := admin("remy")
 		revoked(t, b, token, func() {
 			h.Admin.Call("/identity/v2/user/delete", map[string]any{"user_id": "remy"}).OK(nil)
@@ -327,6 +333,7 @@ func TestSessionsEndAtEveryService(t *testing.T) {
 	})
 
 	t.Run("refresh token used twice", func(t *testing.T) {
+		t.Parallel()
 		h.DirectUser(h.Domain, "rudy", "Sess-Passw0rd1")
 		first := h.Login("rudy", "Sess-Passw0rd1")
 		var second identitytest.Pair
@@ -340,6 +347,7 @@ func TestSessionsEndAtEveryService(t *testing.T) {
 	})
 
 	t.Run("a spent refresh token grants nothing", func(t *testing.T) {
+		t.Parallel()
 		h.DirectUser(h.Domain, "gus", "Sess-Passw0rd1")
 		first := h.Login("gus", "Sess-Passw0rd1")
 		h.Anon.Call("/identity/v2/token/refresh", map[string]any{"refresh_token": first.RefreshToken}).OK(nil)

@@ -77,6 +77,7 @@ func revoked(t *testing.T, b *testkit.Client, token string, revoke func()) time.
 }
 
 func TestCrossServiceRevocation(t *testing.T) {
+	t.Parallel() // its waits are the check cache's lifetime: side by side with the others
 	h := newHarness(t)
 	b := boardBehindIdentity(t, h)
 	newKey := func(c *testkit.Client, body any) (id, value string) {
@@ -86,6 +87,7 @@ func TestCrossServiceRevocation(t *testing.T) {
 	}
 
 	t.Run("API key works at board", func(t *testing.T) {
+		t.Parallel()
 		_, key := newKey(h.Admin, map[string]any{"name": "board reader"})
 		b.As(key).Call(boardRead, nil).OK(nil)
 		b.As(key).Call("/board/v1/board/create", map[string]any{"name": "x"}).Fails(http.StatusForbidden, errs.PermissionDenied)
@@ -96,6 +98,7 @@ func TestCrossServiceRevocation(t *testing.T) {
 	})
 
 	t.Run("disabled API key", func(t *testing.T) {
+		t.Parallel()
 		id, key := newKey(h.Admin, nil)
 		revoked(t, b, key, func() { h.Admin.Call("/identity/v2/api-key/disable", map[string]any{"api_key_id": id}).OK(nil) })
 		// Enabled again, it works again once the refusal leaves the cache.
@@ -104,6 +107,7 @@ func TestCrossServiceRevocation(t *testing.T) {
 	})
 
 	t.Run("identity's own cache does not delay other services", func(t *testing.T) {
+		t.Parallel()
 		id, key := newKey(h.Admin, nil)
 		// identity now holds a fresh "good" answer for the key in its
 		// authentication cache...
@@ -116,6 +120,7 @@ func TestCrossServiceRevocation(t *testing.T) {
 	})
 
 	t.Run("disabled v1 API key", func(t *testing.T) {
+		t.Parallel()
 		var k map[string]any
 		h.Admin.Call("/identity/v1/api-key/create", map[string]any{"user_id": "admin", "domain_id": h.Domain}).OK(&k)
 		revoked(t, b, k["api_key"].(string), func() {
@@ -124,11 +129,13 @@ func TestCrossServiceRevocation(t *testing.T) {
 	})
 
 	t.Run("deleted API key", func(t *testing.T) {
+		t.Parallel()
 		id, key := newKey(h.Admin, nil)
 		revoked(t, b, key, func() { h.Admin.Call("/identity/v2/api-key/delete", map[string]any{"api_key_id": id}).OK(nil) })
 	})
 
 	t.Run("expired API key", func(t *testing.T) {
+		t.Parallel()
 		expires := time.Now().Add(2 * time.Second)
 		_, key := newKey(h.Admin, map[string]any{"expired_at": expires.UTC().Format(time.RFC3339Nano)})
 		b.As(key).Call(boardRead, nil).OK(nil)
@@ -149,6 +156,7 @@ func TestCrossServiceRevocation(t *testing.T) {
 	})
 
 	t.Run("demoted admin's API key", func(t *testing.T) {
+		t.Parallel()
 		h.DirectUser(h.Domain, "dana", "Dana-Passw0rd")
 		binding := identitytest.BindRole(h.Admin, "dana", "managed-domain-admin", "")
 		_, key := newKey(h.Anon.As(h.Scoped("dana", "Dana-Passw0rd", "DOMAIN", "")), nil)
@@ -158,6 +166,7 @@ func TestCrossServiceRevocation(t *testing.T) {
 	})
 
 	t.Run("demoted admin's access token", func(t *testing.T) {
+		t.Parallel()
 		h.DirectUser(h.Domain, "dora", "Dora-Passw0rd")
 		binding := identitytest.BindRole(h.Admin, "dora", "managed-domain-admin", "")
 		token := h.Scoped("dora", "Dora-Passw0rd", "DOMAIN", "")
@@ -169,6 +178,7 @@ func TestCrossServiceRevocation(t *testing.T) {
 	})
 
 	t.Run("workspace member removed", func(t *testing.T) {
+		t.Parallel()
 		var ws struct {
 			WorkspaceID string `json:"workspace_id"`
 		}
@@ -182,6 +192,7 @@ func TestCrossServiceRevocation(t *testing.T) {
 	})
 
 	t.Run("disabled user's access token", func(t *testing.T) {
+		t.Parallel()
 		probe := h.Admin.Call("/identity/v2/user/disable", map[string]any{"user_id": "nobody-here"})
 		if probe.Status == http.StatusNotFound && probe.JSON()["detail"].(map[string]any)["code"] == errs.UnsupportedAPI {
 			t.Skip("needs /identity/v2/user/disable (users_v2.go is still a stub)")
@@ -193,6 +204,7 @@ func TestCrossServiceRevocation(t *testing.T) {
 	})
 
 	t.Run("disabled domain's tokens and keys", func(t *testing.T) {
+		t.Parallel()
 		otherID, other := h.NewDomain("other")
 		_, key := newKey(other, nil)
 		b.As(key).Call(boardRead, nil).OK(nil)
@@ -202,6 +214,7 @@ func TestCrossServiceRevocation(t *testing.T) {
 	})
 
 	t.Run("bad tokens", func(t *testing.T) {
+		t.Parallel()
 		b.Call(boardRead, nil).Fails(http.StatusUnauthorized, errs.AuthenticateFailure)
 		stranger, err := auth.GenerateSigner()
 		if err != nil {

@@ -53,6 +53,7 @@ func sealedOf(t *testing.T, h *harness, coll string, id any, field string) seal.
 // rotation's reseal moves every sealed field to the new key, after which
 // the old key can leave the ring.
 func TestSealedRecordsAcrossKeyRotation(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 	h.SeedUser(h.Domain, "rota")
