@@ -10,7 +10,10 @@ import (
 // command (InsertMany, BulkWrite, unordered) over them: nil for each
 // written, its own write error for each refused; err itself for every
 // one when it is not an answer per document (the connection lost, a
-// write concern error), since which were written is then unknown.
+// write concern error), since which were written is then unknown. A
+// write concern error is given as itself, not as the exception that
+// carries it: that exception's write errors would make every document
+// read as refused for a duplicate key (mongo.IsDuplicateKeyError).
 func WriteErrors(err error, n int) []error {
 	out := make([]error, n)
 	if err == nil {
@@ -18,8 +21,12 @@ func WriteErrors(err error, n int) []error {
 	}
 	var bulk mongo.BulkWriteException
 	if !errors.As(err, &bulk) || bulk.WriteConcernError != nil {
+		unknown := err
+		if bulk.WriteConcernError != nil {
+			unknown = bulk.WriteConcernError
+		}
 		for i := range out {
-			out[i] = err
+			out[i] = unknown
 		}
 		return out
 	}
