@@ -28,6 +28,7 @@
 package serialwrites
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -44,6 +45,7 @@ import (
 
 // Wire protocol opcodes and flags (MongoDB's OP_MSG specification).
 const (
+	opQuery      = 2004 // legacy: drivers still open a connection with a hello in one
 	opMsg        = 2013
 	moreToCome   = 1 << 1
 	checksum     = 1 << 0
@@ -263,30 +265,33 @@ const (
 	everything                 // any other write
 )
 
-func scopeOf(req []byte, perDatabase bool) (s scope, key string) {
+// scopeOf gives a request's scope, the key of its turn, and the database
+// it writes in (for oneCollection and oneDatabase).
+func scopeOf(req []byte, perDatabase bool) (s scope, key, db string) {
 	name, db, coll := command(req)
 	switch {
+	case legacyHandshake(req):
+		return unordered, "", ""
 	case reads[name] && !(name == "aggregate" && writingPipeline(req)):
-		return unordered, ""
+		return unordered, "", ""
 	case collectionWrites[name] && coll != "" && db != "" && perDatabase:
-		return oneCollection, db
+		return oneCollection, db, db
 	case collectionWrites[name] && coll != "" && db != "":
-		return oneCollection, db + "." + coll
+		return oneCollection, db + "." + coll, db
 	case databaseWrites[name] && db != "" && db != "admin":
-		return oneDatabase, db
+		return oneDatabase, db, db
 	default:
-		return everything, ""
+		return everything, "", ""
 	}
 }
 
 // order takes the turn req needs and returns its release; narrow says
 // the write holds its collection's turn, so it may be narrowed.
 func (p *Proxy) order(req []byte) (release func(), narrow bool) {
-	switch s, key := scopeOf(req, p.opts.PerDatabase); s {
+	switch s, key, db := scopeOf(req, p.opts.PerDatabase); s {
 	case unordered:
 		return func() {}, false
 	case oneCollection:
-		db, _, _ := strings.Cut(key, ".") // a database's name has no dot
 		p.all.RLock()
 		l := p.database(db)
 		l.RLock()
@@ -294,7 +299,7 @@ func (p *Proxy) order(req []byte) (release func(), narrow bool) {
 		t.Lock()
 		return func() { t.Unlock(); l.RUnlock(); p.all.RUnlock() }, true
 	case oneDatabase:
-		return p.holdDatabase(key), false
+		return p.holdDatabase(db), false
 	default:
 		p.all.Lock()
 		return p.all.Unlock, false
@@ -383,6 +388,32 @@ func command(msg []byte) (name, db, coll string) {
 		return true
 	})
 	return name, db, coll
+}
+
+// legacyHandshake tells whether msg is an OP_QUERY hello (or isMaster)
+// on a $cmd collection, the one OP_QUERY servers still take: a driver
+// opens each connection with it. Taken for a write anywhere, it waited
+// for every write in flight, and a client whose new connection opened
+// while another of its requests waited for a turn could wait for itself.
+func legacyHandshake(msg []byte) bool {
+	if opCode(msg) != opQuery || len(msg) < headerLength+4 {
+		return false
+	}
+	rest := msg[headerLength+4:] // after the flags
+	end := bytes.IndexByte(rest, 0)
+	if end < 0 || !strings.HasSuffix(string(rest[:end]), ".$cmd") || len(rest) < end+1+8 {
+		return false
+	}
+	doc := rest[end+1+8:] // after numberToSkip and numberToReturn
+	if len(doc) < 5 || int(binary.LittleEndian.Uint32(doc)) > len(doc) {
+		return false
+	}
+	first := ""
+	_ = walk(doc[:binary.LittleEndian.Uint32(doc)], func(key string, _ byte, _ []byte) bool {
+		first = key
+		return false
+	})
+	return first == "hello" || first == "isMaster" || first == "ismaster"
 }
 
 // writingPipeline tells whether an aggregate's pipeline ends in $out or

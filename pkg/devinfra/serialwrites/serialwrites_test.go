@@ -38,7 +38,26 @@ func opMsgOf(t *testing.T, doc bson.D, flagBits uint32, docs ...bson.D) []byte {
 	return msg
 }
 
-func must(s scope, _ string) scope { return s }
+// opQueryOf is a legacy OP_QUERY of doc on collection (db.coll).
+func opQueryOf(t *testing.T, collection string, doc bson.D) []byte {
+	t.Helper()
+	b, err := bson.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := make([]byte, 16, 64)
+	msg = binary.LittleEndian.AppendUint32(msg, 0) // flags
+	msg = append(msg, collection...)
+	msg = append(msg, 0)
+	msg = binary.LittleEndian.AppendUint32(msg, 0)          // numberToSkip
+	msg = binary.LittleEndian.AppendUint32(msg, ^uint32(0)) // numberToReturn: -1
+	msg = append(msg, b...)
+	binary.LittleEndian.PutUint32(msg[0:], uint32(len(msg)))
+	binary.LittleEndian.PutUint32(msg[12:], opQuery)
+	return msg
+}
+
+func must(s scope, _, _ string) scope { return s }
 
 func TestCommandAndItsOrder(t *testing.T) {
 	d := func(kv ...any) bson.D {
@@ -73,6 +92,11 @@ func TestCommandAndItsOrder(t *testing.T) {
 			return m
 		}(), "", "", "all"},
 		{"a truncated body", opMsgOf(t, d("find", "posts"), 0)[:24], "", "", "all"},
+		{"a legacy hello, as a connection opens", opQueryOf(t, "admin.$cmd", d("hello", int32(1), "helloOk", true)), "", "", "none"},
+		{"a legacy isMaster", opQueryOf(t, "admin.$cmd", d("isMaster", int32(1))), "", "", "none"},
+		{"a legacy command that is no handshake", opQueryOf(t, "b.$cmd", d("insert", "posts")), "", "", "all"},
+		{"a legacy query of a collection", opQueryOf(t, "b.posts", d("hello", int32(1))), "", "", "all"},
+		{"a truncated legacy hello", opQueryOf(t, "admin.$cmd", d("hello", int32(1)))[:40], "", "", "all"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			name, db, coll := command(tc.msg)
@@ -86,8 +110,11 @@ func TestCommandAndItsOrder(t *testing.T) {
 			if order != tc.order {
 				t.Fatalf("ordered on %s, want %s", order, tc.order)
 			}
-			if s, key := scopeOf(tc.msg, true); (s == oneCollection || s == oneDatabase) && key != "b" {
-				t.Fatalf("a database's turn keyed %q, want the database", key)
+			if s, key, db := scopeOf(tc.msg, true); (s == oneCollection || s == oneDatabase) && (key != "b" || db != "b") {
+				t.Fatalf("a database's turn keyed %q in %q, want the database", key, db)
+			}
+			if s, _, db := scopeOf(tc.msg, false); (s == oneCollection || s == oneDatabase) && db != "b" {
+				t.Fatalf("written in %q, want the database", db)
 			}
 		})
 	}
