@@ -287,6 +287,53 @@ func TestEscalationStartsAtCreation(t *testing.T) {
 	}
 }
 
+// TestEscalationBegunByTheInsert: a new alert is stored with its first
+// step taken (step 1, escalated_at, the next look after the rule's wait)
+// and the step's notice pending. A replica that stored it and died
+// before recording the notice leaves it to any replica's tick, which
+// records it once and clears it. The replica that stores it records the
+// notice without another write of the alert: its version stays.
+func TestEscalationBegunByTheInsert(t *testing.T) {
+	t.Parallel()
+	c := setupWith(t, options{settings: escalating})
+	c.adminA.Call(ep+"create", policyWith("Oncall", "ACKNOWLEDGED", 0, step("LV2", 10), step("LV3", 10))).OK(nil)
+	// A replica whose workers never run: as one killed right after the insert.
+	dead, err := monitoring.Build(context.Background(), c.deps, c.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(server.Options{Name: "monitoring", Auth: testkit.Get().Verifier, Logger: slog.New(slog.DiscardHandler), Raw: dead.Raw}, dead.Routes...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a alertInfo
+	testkit.NewClient(t, srv.Handler()).For(memberA1).Call(ap+"create", map[string]any{"title": "disk full", "project_id": "project-a1"}).OK(&a)
+	if a.EscalationStep != 1 || a.EscalationTTL != 1 || a.EscalatedAt == nil {
+		t.Fatalf("created %+v", a)
+	}
+	doc := c.raw(t, "monitoring_alerts", a.AlertID)
+	want := "notify-" + a.AlertID + "-r1-s1"
+	notice, _ := doc["notice"].(bson.M)
+	created, _ := doc["created_at"].(bson.DateTime)
+	look, _ := doc["escalate_at"].(bson.DateTime)
+	if notice["id"] != want || notice["level"] != "LV2" || look.Time().Sub(created.Time()) != 10*time.Minute+time.Millisecond {
+		t.Fatalf("stored %v", doc)
+	}
+	got := c.waitRequests(t, a.AlertID, 1)
+	if got[0].ID != want || got[0].Level != "LV2" || got[0].Message.Title != "[Alerting] disk full" {
+		t.Fatalf("recorded %+v", got[0])
+	}
+	testkit.Eventually(t, time.Minute, "the notice cleared", func() bool { _, ok := c.raw(t, "monitoring_alerts", a.AlertID)["notice"]; return !ok })
+
+	// Stored by the replica that runs: recorded from the alert it stored.
+	b := c.alert(t, c.memberA1, "cpu high", "project-a1")
+	c.waitRequests(t, b.AlertID, 1)
+	testkit.Eventually(t, time.Minute, "the notice cleared", func() bool { _, ok := c.raw(t, "monitoring_alerts", b.AlertID)["notice"]; return !ok })
+	if v := c.raw(t, "monitoring_alerts", b.AlertID)["version"]; v != int64(0) {
+		t.Fatalf("version %v (%T): the first step wrote the alert again", v, v)
+	}
+}
+
 // TestEscalationTakesOnlyDueAlerts: a tick steps only the alerts due
 // for a step. Between steps, many ticks write no alert (its version,
 // bumped by every write, stands still); once the step's wait is over,

@@ -168,7 +168,7 @@ func Build(ctx context.Context, d app.Deps, cfg Config) (*app.Service, error) {
 		kicks = escalation.NewKicks()
 		opened = kicks
 	}
-	alerts, err := alert.New(ctx, d.DB, projects, policyOf(policies, configs),
+	alerts, err := alert.New(ctx, d.DB, projects, policyOf(policies, configs, kicks != nil),
 		alert.Config{BaseURL: cfg.WebhookBaseURL, Keys: cfg.Keys, LinkTTL: cfg.LinkTTL, Failures: failures, Opened: opened}, log)
 	if err != nil {
 		return nil, err
@@ -262,7 +262,10 @@ func (r policyReader) Policy(ctx context.Context, id string) (*projectalertconfi
 // policyOf is the policy of a new alert: its project's alert config's,
 // else (no config, a config without one, or its policy deleted) the
 // default of the workspace, else of the domain; none: the built-in rule.
-func policyOf(ps *escalationpolicy.Policies, cs *projectalertconfig.Configs) alert.PolicyOf {
+// When the service escalates (begin), it carries what the alert's first
+// step needs, so that the alert's insert takes it (alert.Start): the
+// rule the escalation would read for it, and the project's urgency option.
+func policyOf(ps *escalationpolicy.Policies, cs *projectalertconfig.Configs, begin bool) alert.PolicyOf {
 	return func(ctx context.Context, domainID, workspaceID, projectID string) (alert.Policy, error) {
 		cfg, err := cs.Of(ctx, domainID, projectID)
 		if err != nil {
@@ -275,11 +278,27 @@ func policyOf(ps *escalationpolicy.Policies, cs *projectalertconfig.Configs) ale
 			}
 		}
 		if pol == nil {
-			if pol, err = ps.DefaultOf(ctx, domainID, workspaceID); err != nil || pol == nil {
+			if pol, err = ps.DefaultOf(ctx, domainID, workspaceID); err != nil {
 				return alert.Policy{}, err
 			}
 		}
-		return alert.Policy{ID: pol.EscalationPolicyID, RepeatCount: pol.RepeatCount}, nil
+		var out alert.Policy
+		rules := escalation.Builtin.Rules
+		if pol != nil {
+			out = alert.Policy{ID: pol.EscalationPolicyID, RepeatCount: pol.RepeatCount}
+			if ep := escalationPolicyOf(pol); len(ep.Rules) > 0 {
+				rules = ep.Rules
+			}
+		}
+		if begin {
+			opts := projectalertconfig.Defaults
+			if cfg != nil {
+				opts = cfg.Options
+			}
+			out.Start = &alert.Start{Level: rules[0].Level, Minutes: rules[0].EscalateMinutes,
+				HighOnly: opts.NotificationUrgency == projectalertconfig.UrgencyHighOnly}
+		}
+		return out, nil
 	}
 }
 
@@ -290,10 +309,14 @@ func escalationPolicies(ps *escalationpolicy.Policies) escalation.Policies {
 		if err != nil || pol == nil {
 			return nil, err
 		}
-		out := &escalation.Policy{Name: pol.Name, RepeatCount: pol.RepeatCount, FinishCondition: pol.FinishCondition}
-		for _, r := range pol.Rules {
-			out.Rules = append(out.Rules, escalation.Rule{Level: r.NotificationLevel, EscalateMinutes: r.EscalateMinutes})
-		}
-		return out, nil
+		return escalationPolicyOf(pol), nil
 	}
+}
+
+func escalationPolicyOf(pol *escalationpolicy.Policy) *escalation.Policy {
+	out := &escalation.Policy{Name: pol.Name, RepeatCount: pol.RepeatCount, FinishCondition: pol.FinishCondition}
+	for _, r := range pol.Rules {
+		out.Rules = append(out.Rules, escalation.Rule{Level: r.NotificationLevel, EscalateMinutes: r.EscalateMinutes})
+	}
+	return out
 }

@@ -135,6 +135,9 @@ const RecentEvents = 64
 type Policy struct {
 	ID          string
 	RepeatCount int32
+	// Start begins the alert's escalation in its insert (Alert.Begin);
+	// nil: it is not begun there.
+	Start *Start
 }
 
 // PolicyOf resolves the escalation policy of a new alert of a project
@@ -156,9 +159,10 @@ type Config struct {
 	Opened Opener
 }
 
-// Opener is told of a new alert: the step that follows an alert opened
-// (the escalation's first step, at once rather than at its next tick).
-type Opener interface{ Opened(alertID string) }
+// Opener is told of a new alert as stored: what follows an alert opened
+// (the escalation's first step, taken by its insert, is recorded at
+// once rather than at the escalation's next tick).
+type Opener interface{ Opened(a *Alert) }
 
 // Alerts serves the alert operations and changes alerts for the ingest
 // and the escalation.
@@ -227,14 +231,6 @@ type Notice struct {
 // more (404).
 func (as *Alerts) Change(ctx context.Context, id string, fn func(a *Alert) error) (store.Changed[Alert], error) {
 	return store.Change(ctx, as.c, "alert_id", id, fn, bson.E{Key: "updated_at", Value: wire.T(as.clock.Now())})
-}
-
-// ClearNotice clears the alert's pending notice once it is recorded (a
-// newer step's notice stays).
-func (as *Alerts) ClearNotice(ctx context.Context, id, noticeID string) error {
-	_, err := as.c.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "notice.id", Value: noticeID}},
-		bson.D{{Key: "$unset", Value: bson.D{{Key: "notice", Value: ""}}}})
-	return store.Wrap(err)
 }
 
 // Insert stores a new alert, numbering it (numbers.go). An alert whose id

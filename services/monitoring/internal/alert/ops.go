@@ -86,23 +86,15 @@ func (as *Alerts) Routes() []api.Route {
 	}
 }
 
-// NewAlert is an alert of a project with upstream's defaults, its
-// escalation policy resolved; the caller fills what its source gives.
-func (as *Alerts) NewAlert(ctx context.Context, id string, pr *core.Project, now time.Time) (*Alert, error) {
-	pol, err := as.PolicyFor(ctx, pr)
-	if err != nil {
-		return nil, err
-	}
-	return NewAlertOf(id, pr, pol, now), nil
-}
-
 // PolicyFor is the escalation policy a new alert of pr takes.
 func (as *Alerts) PolicyFor(ctx context.Context, pr *core.Project) (Policy, error) {
 	return as.policy(ctx, pr.DomainID, pr.WorkspaceID, pr.ProjectID)
 }
 
-// NewAlertOf is NewAlert with the project's policy resolved already
-// (PolicyFor): alerts of one project opened together resolve it once.
+// NewAlertOf is an alert of a project with upstream's defaults under the
+// project's policy, resolved by the caller (PolicyFor: alerts of one
+// project opened together resolve it once); the caller fills what its
+// source gives, then begins its escalation (Alert.Begin).
 func NewAlertOf(id string, pr *core.Project, pol Policy, now time.Time) *Alert {
 	return &Alert{ID: id, AlertID: id, State: Triggered, Urgency: High, Severity: "NONE", Resources: []Resource{},
 		AdditionalInfo: map[string]any{}, EscalationStep: 1, EscalationTTL: pol.RepeatCount + 1, EscalationPolicyID: pol.ID,
@@ -121,17 +113,20 @@ func (as *Alerts) create(ctx context.Context, p *auth.Principal, r *createAlert)
 	if err := rule.Admits(tenancy.Record{Domain: pr.DomainID, Workspace: pr.WorkspaceID, Project: pr.ProjectID}); err != nil {
 		return nil, err
 	}
-	a, err := as.NewAlert(ctx, wire.NewID("alert"), pr, as.clock.Now())
+	pol, err := as.PolicyFor(ctx, pr)
 	if err != nil {
 		return nil, err
 	}
+	now := as.clock.Now()
+	a := NewAlertOf(wire.NewID("alert"), pr, pol, now)
 	a.Title, a.Description, a.Assignee, a.TriggeredBy = r.Title, r.Description, r.Assignee, p.UserID
 	if r.Urgency != "" {
 		a.Urgency = r.Urgency
 	}
+	a.Begin(pol.Start, now)
 	out, created, err := as.Insert(ctx, a)
 	if err == nil && created && as.cfg.Opened != nil {
-		as.cfg.Opened.Opened(out.AlertID)
+		as.cfg.Opened.Opened(out)
 	}
 	return out, err
 }

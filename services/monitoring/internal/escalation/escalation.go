@@ -17,6 +17,12 @@
 // announces, so a step retried after a crash publishes nothing twice (the
 // outbox and the stream drop a repeated id). A tick runs on one replica
 // at a time (a lease); that only saves work.
+//
+// A new alert's first step is taken by its insert (alert.Alert.Begin),
+// its notice pending on it; the replica that stored it hands it here
+// (Kicks), and the worker records the notice and clears it, without
+// reading or writing the alert otherwise. A notice whose replica died
+// first is found by the tick, as any step's.
 package escalation
 
 import (
@@ -92,27 +98,31 @@ func New(db *mongo.Database, alerts *alert.Alerts, configs *projectalertconfig.C
 		policies: policies, notify: notify, clock: clock, tick: tick, log: log, kicks: kicks}
 }
 
-// Kicks carries the alerts just opened to the worker, which takes their
-// first step at once (upstream runs it at creation) rather than at its
-// next tick. Whoever opens an alert is given it (alert.Opener); a full
-// queue drops a kick, and the tick takes the alert anyway.
-type Kicks chan string
+// Kicks carries the alerts just opened, as stored, to the worker. Their
+// first step was taken by their insert (alert.Alert.Begin); the worker
+// records its notice at once rather than at its next tick. Whoever opens
+// an alert is given it (alert.Opener); a full queue drops a kick, and
+// the tick finds the notice anyway.
+type Kicks chan *alert.Alert
 
 // NewKicks is a queue of kicks.
 func NewKicks() Kicks { return make(Kicks, 1024) }
 
-// Opened asks for the alert's first step now.
-func (k Kicks) Opened(alertID string) {
+// Opened hands on the alert's first step.
+func (k Kicks) Opened(a *alert.Alert) {
 	select {
-	case k <- alertID:
+	case k <- a:
 	default:
 	}
 }
 
-// kickers step the alerts just opened side by side: each step writes
-// its own alert by a compare-and-set, so a burst of new alerts is not
-// told one at a time.
-const kickers = 8
+// kickers record the notices of new alerts side by side, each up to
+// kickBatch at a time: a burst of new alerts costs the store one command
+// of clearings per batch, not one per alert.
+const (
+	kickers   = 4
+	kickBatch = 32
+)
 
 // Run ticks, and steps the alerts kicked, until ctx is done.
 func (w *Worker) Run(ctx context.Context) error {
@@ -135,18 +145,70 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 }
 
-// kicked takes the first step of each alert kicked until ctx is done.
+// kicked records the first notices of the alerts kicked until ctx is
+// done, those waiting together.
 func (w *Worker) kicked(ctx context.Context) {
 	for {
+		var batch []*alert.Alert
 		select {
 		case <-ctx.Done():
 			return
-		case id := <-w.kicks:
-			if err := w.Step(ctx, id); err != nil && ctx.Err() == nil && !errs.Is(err, errs.NotFoundCode) {
-				w.log.Warn("escalation of a new alert failed; the next tick goes on", "alert_id", id, "error", err.Error())
+		case a := <-w.kicks:
+			batch = append(batch, a)
+		}
+	more:
+		for len(batch) < kickBatch {
+			select {
+			case a := <-w.kicks:
+				batch = append(batch, a)
+			default:
+				break more
 			}
 		}
+		if err := w.begun(ctx, batch); err != nil && ctx.Err() == nil {
+			w.log.Warn("first notices of new alerts failed; the next tick goes on", "alerts", len(batch), "error", err.Error())
+		}
 	}
+}
+
+// begun records the notices of alerts as their inserts left them, side
+// by side (each waits for the outbox), and clears those recorded in one
+// command. An alert kicked without a step taken (its insert did not
+// begin it) is stepped as the tick steps it.
+func (w *Worker) begun(ctx context.Context, alerts []*alert.Alert) error {
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		cleared []*alert.Alert
+		failed  []error
+	)
+	for _, a := range alerts {
+		wg.Go(func() {
+			var err error
+			switch {
+			case a.Notice != nil:
+				if err = w.alerting(ctx, a, a.Notice); err == nil {
+					mu.Lock()
+					cleared = append(cleared, a)
+					mu.Unlock()
+				}
+			case a.EscalatedAt == nil && a.EscalationTTL > 0:
+				if err = w.Step(ctx, a.ID); errs.Is(err, errs.NotFoundCode) {
+					err = nil
+				}
+			}
+			if err != nil {
+				mu.Lock()
+				failed = append(failed, fmt.Errorf("%s: %w", a.ID, err))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if err := w.alerts.ClearNotices(ctx, cleared); err != nil {
+		failed = append(failed, err)
+	}
+	return errors.Join(failed...)
 }
 
 // tickTTL bounds a tick's lease: three ticks, so that a replica killed
@@ -280,9 +342,7 @@ func (w *Worker) decide(ctx context.Context, a *alert.Alert) error {
 		if a.EscalatedAt != nil || a.EscalationTTL <= 0 {
 			return nil
 		}
-		at := wire.T(now)
-		a.EscalationStep, a.EscalatedAt = 1, &at
-		a.Notice = &alert.Notice{ID: StepID(a.AlertID, a.EscalationTTL, 1), Level: pol.Rules[0].Level}
+		a.AnnounceError(pol.Rules[0].Level, now)
 		return nil
 	}
 	if a.EscalationTTL <= 0 {
@@ -319,10 +379,7 @@ func (w *Worker) decide(ctx context.Context, a *alert.Alert) error {
 			step, ttl = 1, ttl-1
 		}
 	}
-	at := wire.T(now)
-	next := wire.T(now.Add(time.Duration(pol.Rules[step-1].EscalateMinutes)*time.Minute + time.Millisecond))
-	a.EscalationStep, a.EscalationTTL, a.EscalatedAt, a.EscalateAt = step, ttl, &at, &next
-	a.Notice = &alert.Notice{ID: StepID(a.AlertID, ttl, step), Level: pol.Rules[step-1].Level}
+	a.TakeStep(step, ttl, pol.Rules[step-1].Level, pol.Rules[step-1].EscalateMinutes, now)
 	return nil
 }
 
@@ -369,12 +426,6 @@ func (w *Worker) request(a *alert.Alert, id, typ, level, title string) events.No
 	return events.NotificationRequest{ID: id, DomainID: a.DomainID, WorkspaceID: a.WorkspaceID, ProjectID: a.ProjectID, Topic: Topic,
 		NotificationType: typ, Level: level, Message: events.NotificationMessage{Title: title, Description: a.Description,
 			ImageURL: a.ImageURL, Tags: tags(a), OccurredAt: wire.FormatTime(a.CreatedAt.Time)}}
-}
-
-// StepID is the id of the request announcing a step: the same step of
-// the same round is the same request.
-func StepID(alertID string, ttl, step int32) string {
-	return fmt.Sprintf("notify-%s-r%d-s%d", alertID, ttl, step)
 }
 
 func (w *Worker) alerting(ctx context.Context, a *alert.Alert, n *alert.Notice) error {

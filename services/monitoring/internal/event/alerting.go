@@ -116,12 +116,13 @@ func urgencyOf(severity string) string {
 }
 
 // Applied is what applying an event did: the alert it opened or updated;
-// Opened when this call stored that alert (what follows a new alert is
-// the caller's: the escalation's first step); Dropped for a RECOVERY
-// that found no open alert.
+// Opened, the alert as stored when this call stored it (what follows a
+// new alert is the caller's: the escalation's first step, taken by the
+// insert, to be recorded); Dropped for a RECOVERY that found no open
+// alert.
 type Applied struct {
 	AlertID string
-	Opened  bool
+	Opened  *alert.Alert
 	Dropped bool
 }
 
@@ -134,18 +135,18 @@ func (al *Alerting) Apply(ctx context.Context, e *Event, fresh bool) (Applied, e
 	return Applied{AlertID: alertID, Opened: opened, Dropped: dropped}, err
 }
 
-func (al *Alerting) apply(ctx context.Context, e *Event, fresh bool) (alertID string, opened, dropped bool, err error) {
+func (al *Alerting) apply(ctx context.Context, e *Event, fresh bool) (alertID string, opened *alert.Alert, dropped bool, err error) {
 	if !fresh {
 		var cur Event
 		err := al.events.FindOne(ctx, bson.D{{Key: "_id", Value: e.ID}}).Decode(&cur)
 		if errors.Is(err, mongo.ErrNoDocuments) {
-			return "", false, true, nil // a RECOVERY another try dropped
+			return "", nil, true, nil // a RECOVERY another try dropped
 		}
 		if err != nil {
-			return "", false, false, store.Wrap(err)
+			return "", nil, false, store.Wrap(err)
 		}
 		if cur.Applied {
-			return cur.AlertID, false, false, nil
+			return cur.AlertID, nil, false, nil
 		}
 		// As stored: a retry decides with the first try's created_at (the
 		// dedupe window), not its own.
@@ -155,7 +156,7 @@ func (al *Alerting) apply(ctx context.Context, e *Event, fresh bool) (alertID st
 	for range maxApplyTries {
 		rec, err := al.record(ctx, e)
 		if err != nil {
-			return "", false, false, err
+			return "", nil, false, err
 		}
 		// Most events of a storm count on the alert their key's record
 		// names: counted straight away, the alert is not read first. One
@@ -163,13 +164,13 @@ func (al *Alerting) apply(ctx context.Context, e *Event, fresh bool) (alertID st
 		if current(rec, e) && e.EventType != "RECOVERY" {
 			counted, err := al.alerts.Count(ctx, rec.AlertID, countOf(e))
 			if err != nil {
-				return "", false, false, err
+				return "", nil, false, err
 			}
 			if counted != alert.Closed {
 				if err := al.slide(ctx, rec, e, rec.AlertID); err != nil {
-					return "", false, false, err
+					return "", nil, false, err
 				}
-				return rec.AlertID, false, false, al.mark(ctx, e, rec.AlertID)
+				return rec.AlertID, nil, false, al.mark(ctx, e, rec.AlertID)
 			}
 		}
 		a, err := al.unresolved(ctx, rec, e, waited >= openerGrace)
@@ -178,47 +179,50 @@ func (al *Alerting) apply(ctx context.Context, e *Event, fresh bool) (alertID st
 			// rather than create it too (which would spend a number).
 			d := min(openerGrace/20, openerGrace-waited)
 			if err := store.Sleep(ctx, d); err != nil {
-				return "", false, false, err
+				return "", nil, false, err
 			}
 			waited += d
 			continue
 		}
 		if err != nil {
-			return "", false, false, err
+			return "", nil, false, err
 		}
 		switch {
 		case a != nil:
 			counted, err := al.update(ctx, a, e)
 			if err != nil {
-				return "", false, false, err
+				return "", nil, false, err
 			}
 			if counted == alert.Closed {
 				continue // resolved or deleted meanwhile: decide again
 			}
 			if err := al.slide(ctx, rec, e, a.AlertID); err != nil {
-				return "", false, false, err
+				return "", nil, false, err
 			}
 			alertID = a.AlertID
 		case e.EventType == "RECOVERY":
 			_, err = al.events.DeleteOne(ctx, bson.D{{Key: "_id", Value: e.ID}})
-			return "", false, true, store.Wrap(err)
+			return "", nil, true, store.Wrap(err)
 		default:
 			won, err := al.claim(ctx, rec, e)
 			if err != nil {
-				return "", false, false, err
+				return "", nil, false, err
 			}
 			if !won {
 				continue // another event of the key moved it on first
 			}
 			a, created, err := al.create(ctx, e)
 			if err != nil {
-				return "", false, false, err
+				return "", nil, false, err
 			}
-			alertID, opened = a.AlertID, created
+			alertID = a.AlertID
+			if created {
+				opened = a
+			}
 		}
 		return alertID, opened, false, al.mark(ctx, e, alertID)
 	}
-	return "", false, false, errs.Down("the alert of event key "+e.EventKey, store.ErrConflict)
+	return "", nil, false, errs.Down("the alert of event key "+e.EventKey, store.ErrConflict)
 }
 
 // mark records that e was applied to alertID: last, so that a death
@@ -395,7 +399,8 @@ func projectOf(e *Event) *core.Project {
 // alertOf is the alert e opens under its project's policy pol, not
 // stored yet (upstream's copy of the event, alerts.md §2.6).
 func (al *Alerting) alertOf(e *Event, pol alert.Policy) *alert.Alert {
-	a := alert.NewAlertOf(AlertIDOf(e.EventID), projectOf(e), pol, al.clock.Now())
+	now := al.clock.Now()
+	a := alert.NewAlertOf(AlertIDOf(e.EventID), projectOf(e), pol, now)
 	a.Title, a.Description, a.Severity, a.Rule, a.ImageURL = e.Title, e.Description, e.Severity, e.Rule, e.ImageURL
 	a.Provider, a.Account, a.AdditionalInfo, a.WebhookID, a.TriggeredBy = e.Provider, e.Account, wire.Object(e.AdditionalInfo), e.WebhookID, e.WebhookID
 	a.Urgency, a.EventKey, a.EventCount, a.LastEventID = urgencyOf(e.Severity), e.EventKey, 1, e.EventID
@@ -411,6 +416,7 @@ func (al *Alerting) alertOf(e *Event, pol alert.Policy) *alert.Alert {
 	if e.EventType == "ERROR" {
 		a.State = alert.Error
 	}
+	a.Begin(pol.Start, now)
 	return a
 }
 

@@ -79,9 +79,9 @@ func (al *Alerting) ApplyMany(ctx context.Context, recs []Recorded) ([]Applied, 
 		return evs
 	}
 	// count counts the events idx of one key on the alert its record
-	// names, when it can for sure.
-	count := func(idx []int) {
-		if alertID, err := al.countMany(ctx, events(idx)); err == nil && alertID != "" {
+	// rec names (nil: read it), when it can for sure.
+	count := func(rec *keyRecord, idx []int) {
+		if alertID, err := al.countMany(ctx, rec, events(idx)); err == nil && alertID != "" {
 			for _, i := range idx {
 				out[i], done[i] = Applied{AlertID: alertID}, true
 			}
@@ -104,13 +104,13 @@ func (al *Alerting) ApplyMany(ctx context.Context, recs []Recorded) ([]Applied, 
 					openers, later = append(openers, idx[0]), append(later, idx[1:])
 					mu.Unlock()
 				case len(idx) > 1:
-					count(idx)
+					count(rec, idx)
 				}
 			})
 		}
 		wg.Wait()
 	}
-	opened := make([]bool, len(recs))
+	opened := make([]*alert.Alert, len(recs))
 	if len(openers) > 0 {
 		for j, ap := range al.openMany(ctx, events(openers)) {
 			i := openers[j]
@@ -120,7 +120,7 @@ func (al *Alerting) ApplyMany(ctx context.Context, recs []Recorded) ([]Applied, 
 			}
 			out[i], done[i] = ap, true
 			if len(later[j]) > 0 {
-				wg.Go(func() { count(later[j]) })
+				wg.Go(func() { count(nil, later[j]) })
 			}
 		}
 		wg.Wait()
@@ -132,7 +132,9 @@ func (al *Alerting) ApplyMany(ctx context.Context, recs []Recorded) ([]Applied, 
 		wg.Go(func() {
 			out[i], errs[i] = al.Apply(ctx, r.Event, r.Fresh)
 			// Opened by openMany, marked by Apply: still the new alert's.
-			out[i].Opened = out[i].Opened || opened[i]
+			if out[i].Opened == nil {
+				out[i].Opened = opened[i]
+			}
 		})
 	}
 	wg.Wait()
@@ -140,15 +142,17 @@ func (al *Alerting) ApplyMany(ctx context.Context, recs []Recorded) ([]Applied, 
 }
 
 // countMany counts the fresh events evs of one key on the alert its
-// record names, in one update, marks them applied in one command, and
-// returns the alert; "" (nothing counted) when that needs deciding
-// event by event: no record, not current for one of them, or the alert
-// closed. Once counted, an error marking them leaves them to a retry or
-// Sweep, whose Count finds them counted before.
-func (al *Alerting) countMany(ctx context.Context, evs []*Event) (string, error) {
-	rec, err := al.record(ctx, evs[0])
-	if err != nil || rec == nil {
-		return "", err
+// record rec names (nil: read it first), in one update, marks them
+// applied in one command, and returns the alert; "" (nothing counted)
+// when that needs deciding event by event: no record, not current for
+// one of them, or the alert closed. Once counted, an error marking them
+// leaves them to a retry or Sweep, whose Count finds them counted before.
+func (al *Alerting) countMany(ctx context.Context, rec *keyRecord, evs []*Event) (string, error) {
+	if rec == nil {
+		var err error
+		if rec, err = al.record(ctx, evs[0]); err != nil || rec == nil {
+			return "", err
+		}
 	}
 	counts := make([]alert.Event, len(evs))
 	alertIDs := make([]string, len(evs))
@@ -214,7 +218,10 @@ func (al *Alerting) openMany(ctx context.Context, evs []*Event) []Applied {
 		if errs[j] != nil {
 			continue
 		}
-		out[i] = Applied{AlertID: stored[j].AlertID, Opened: created[j]}
+		out[i] = Applied{AlertID: stored[j].AlertID}
+		if created[j] {
+			out[i].Opened = stored[j]
+		}
 		marked, alertIDs = append(marked, evs[i]), append(alertIDs, stored[j].AlertID)
 	}
 	if err := al.markMany(ctx, marked, alertIDs); err != nil {

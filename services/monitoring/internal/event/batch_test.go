@@ -109,7 +109,7 @@ func TestApplyManyCountsAKeyAtOnce(t *testing.T) {
 	r := newBatchRig(t)
 	_, first := r.take(t, r.events("k", 1))
 	id := first[0].AlertID
-	if id == "" || !first[0].Opened {
+	if id == "" || first[0].Opened == nil {
 		t.Fatalf("first event: %+v", first)
 	}
 	before := r.alert(t, id)[store.VersionField]
@@ -117,7 +117,7 @@ func TestApplyManyCountsAKeyAtOnce(t *testing.T) {
 	storm := r.events("k", 5)
 	_, applied := r.take(t, storm)
 	for i, ap := range applied {
-		if ap.AlertID != id || ap.Opened || ap.Dropped {
+		if ap.AlertID != id || ap.Opened != nil || ap.Dropped {
 			t.Fatalf("event %d: %+v, want counted on %s", i, ap, id)
 		}
 	}
@@ -172,7 +172,7 @@ func TestApplyManyAfterResolve(t *testing.T) {
 		if ap.AlertID == old || ap.AlertID != next {
 			t.Fatalf("applied %+v: want one new alert, not %s", applied, old)
 		}
-		if ap.Opened {
+		if ap.Opened != nil {
 			opened++
 		}
 	}
@@ -225,7 +225,7 @@ func TestApplyManyOpensNewKeysAtOnce(t *testing.T) {
 	_, applied := r.take(t, burst)
 	numbers := map[int64]bool{}
 	for i, ap := range applied {
-		if ap.AlertID != AlertIDOf(burst[i].EventID) || !ap.Opened {
+		if ap.AlertID != AlertIDOf(burst[i].EventID) || ap.Opened == nil {
 			t.Fatalf("event %d: %+v", i, ap)
 		}
 		a := r.alert(t, ap.AlertID)
@@ -245,7 +245,7 @@ func TestApplyManyOpensNewKeysAtOnce(t *testing.T) {
 	}
 	_, again := r.take(t, next)
 	for i, ap := range again {
-		if ap.AlertID != applied[i].AlertID || ap.Opened {
+		if ap.AlertID != applied[i].AlertID || ap.Opened != nil {
 			t.Fatalf("next event %d: %+v, want counted on %s", i, ap, applied[i].AlertID)
 		}
 		if a := r.alert(t, ap.AlertID); num(a["event_count"]) != 2 {
@@ -265,11 +265,11 @@ func TestApplyManyNewKeyWithSeveral(t *testing.T) {
 	burst := append(r.events("k-new", 3), r.events("k-other", 1)...)
 	_, applied := r.take(t, burst)
 	first := applied[0].AlertID
-	if first != AlertIDOf(burst[0].EventID) || !applied[0].Opened || applied[3].AlertID == first || !applied[3].Opened {
+	if first != AlertIDOf(burst[0].EventID) || applied[0].Opened == nil || applied[3].AlertID == first || applied[3].Opened == nil {
 		t.Fatalf("applied %+v", applied)
 	}
 	for _, ap := range applied[1:3] {
-		if ap.AlertID != first || ap.Opened {
+		if ap.AlertID != first || ap.Opened != nil {
 			t.Fatalf("applied %+v: want the others counted on %s", applied, first)
 		}
 	}

@@ -16,7 +16,7 @@ import (
 //	record    the event stored, or found stored (event.Store.Record)
 //	apply     the event applied to its alert (event.Alerting.Apply)
 //	announce  the event queued for publishing (event.Store.Announce)
-//	opened    a new alert's first escalation step asked for (Config.Opened)
+//	opened    a new alert's first escalation step, taken by its insert, handed on (Config.Opened)
 
 // take records one event and, unless it was applied already, applies
 // it, announces it and tells of the alert it opened. The events of the
@@ -65,8 +65,8 @@ func (in *Ingest) takeMany(ctx context.Context, evs []*event.Event) []batch.Resu
 		go func() {
 			defer wg.Done()
 			in.events.Announce(ctx, rec.Event, ap.AlertID)
-			if ap.Opened && in.cfg.Opened != nil {
-				in.cfg.Opened.Opened(ap.AlertID)
+			if ap.Opened != nil && in.cfg.Opened != nil {
+				in.cfg.Opened.Opened(ap.Opened)
 			}
 		}()
 	}
