@@ -194,6 +194,43 @@ func TestNotificationRequest(t *testing.T) {
 	}
 }
 
+// TestNotificationRequestSkipsGoneProtocols: a channel whose protocol's
+// delete has begun, or whose protocol id names another domain's
+// protocol (a record left inconsistent), gets no dispatch; the channels
+// beside it do.
+func TestNotificationRequestSkipsGoneProtocols(t *testing.T) {
+	t.Parallel()
+	e := setupWith(t, options{bus: true})
+	live := e.protocolWith(t, "live", "PLAIN_TEXT")
+	going := e.protocolWith(t, "going", "PLAIN_TEXT")
+	e.plugin.Script(initMethod, fakeplugin.Reply{Result: M{"metadata": M{"data_type": "PLAIN_TEXT", "data": M{"schema": webhookSchema}}}})
+	foreign := e.create(t, e.adminB, M{"name": "theirs", "plugin_info": M{"plugin_id": "plugin-email-noti-protocol"}}).ProtocolID
+	e.plugin.Reset()
+	mk := func(protocolID, name string) string {
+		return e.ownerA1.Call(pcBase+"create", M{"project_id": "project-1", "protocol_id": protocolID, "name": name,
+			"data": M{"webhook_url": "https://hooks.example.com/" + name}}).OK(nil).JSON()["project_channel_id"].(string)
+	}
+	mk(live, "live")
+	mk(going, "going")
+	other := mk(live, "other")
+	ctx := context.Background()
+	// Its delete begun (store.Teardown's mark), not finished.
+	if _, err := e.db.Collection("notification_protocols").UpdateOne(ctx, bson.D{{Key: "_id", Value: going}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "deleting", Value: true}}}}); err != nil {
+		t.Fatal(err)
+	}
+	// A channel record naming domain-b's protocol.
+	if _, err := e.db.Collection("notification_project_channels").UpdateOne(ctx, bson.D{{Key: "_id", Value: other}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "protocol_id", Value: foreign}}}}); err != nil {
+		t.Fatal(err)
+	}
+	e.request(t, events.NotificationRequest{ID: "gone-protocols-1", DomainID: "domain-a", ProjectID: "project-1", Topic: "monitoring.Alert",
+		NotificationType: "ERROR", Level: "ALL", Message: events.NotificationMessage{Title: "[Alerting] disk full"}})
+	if got := e.dispatched(t, 1); got["https://hooks.example.com/live"] == nil {
+		t.Fatalf("dispatched to %v", got)
+	}
+}
+
 // TestNotificationRequestRetried: a channel's plugin that is down is
 // retried by the dispatcher, and the delivery counts once.
 func TestNotificationRequestRetried(t *testing.T) {

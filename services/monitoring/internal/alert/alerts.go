@@ -159,10 +159,11 @@ type Config struct {
 	Opened Opener
 }
 
-// Opener is told of a new alert as stored: what follows an alert opened
-// (the escalation's first step, taken by its insert, is recorded at
-// once rather than at the escalation's next tick).
-type Opener interface{ Opened(a *Alert) }
+// Opener is told of new alerts as stored, those opened together at once:
+// what follows an alert opened (the escalation's first step, taken by
+// its insert, is recorded at once rather than at the escalation's next
+// tick).
+type Opener interface{ Opened(as ...*Alert) }
 
 // Alerts serves the alert operations and changes alerts for the ingest
 // and the escalation.

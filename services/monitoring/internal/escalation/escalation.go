@@ -103,25 +103,29 @@ func New(db *mongo.Database, alerts *alert.Alerts, configs *projectalertconfig.C
 // records its notice at once rather than at its next tick. Whoever opens
 // an alert is given it (alert.Opener); a full queue drops a kick, and
 // the tick finds the notice anyway.
-type Kicks chan *alert.Alert
+type Kicks chan []*alert.Alert
 
 // NewKicks is a queue of kicks.
 func NewKicks() Kicks { return make(Kicks, 1024) }
 
-// Opened hands on the alert's first step.
-func (k Kicks) Opened(a *alert.Alert) {
+// Opened hands on the first steps of alerts opened together.
+func (k Kicks) Opened(as ...*alert.Alert) {
+	if len(as) == 0 {
+		return
+	}
 	select {
-	case k <- a:
+	case k <- as:
 	default:
 	}
 }
 
-// kickers record the notices of new alerts side by side, each up to
-// kickBatch at a time: a burst of new alerts costs the store one command
+// kickers record the notices of new alerts side by side, each those of
+// the kicks waiting, up to kickBatch alerts: a burst of new alerts
+// (opened by the ingest a batch at a time) costs the store one command
 // of clearings per batch, not one per alert.
 const (
-	kickers   = 4
-	kickBatch = 32
+	kickers   = 2
+	kickBatch = 64
 )
 
 // Run ticks, and steps the alerts kicked, until ctx is done.
@@ -153,14 +157,14 @@ func (w *Worker) kicked(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case a := <-w.kicks:
-			batch = append(batch, a)
+		case as := <-w.kicks:
+			batch = append(batch, as...)
 		}
 	more:
 		for len(batch) < kickBatch {
 			select {
-			case a := <-w.kicks:
-				batch = append(batch, a)
+			case as := <-w.kicks:
+				batch = append(batch, as...)
 			default:
 				break more
 			}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/nubes-io/nubes/pkg/batch"
 
+	"github.com/nubes-io/nubes/services/monitoring/internal/alert"
 	"github.com/nubes-io/nubes/services/monitoring/internal/event"
 )
 
@@ -48,7 +49,10 @@ func (in *Ingest) takeMany(ctx context.Context, evs []*event.Event) []batch.Resu
 		return out
 	}
 	applied, errs := in.alerting.ApplyMany(ctx, pending)
-	var wg sync.WaitGroup
+	var (
+		wg     sync.WaitGroup
+		opened []*alert.Alert
+	)
 	for j, ap := range applied {
 		i, rec := at[j], pending[j]
 		if errs[j] != nil {
@@ -60,17 +64,18 @@ func (in *Ingest) takeMany(ctx context.Context, evs []*event.Event) []batch.Resu
 		if ap.Dropped {
 			continue
 		}
+		if ap.Opened != nil {
+			opened = append(opened, ap.Opened)
+		}
 		// Side by side: each announcement waits for JetStream's answer.
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			in.events.Announce(ctx, rec.Event, ap.AlertID)
-			if ap.Opened != nil && in.cfg.Opened != nil {
-				in.cfg.Opened.Opened(ap.Opened)
-			}
-		}()
+		wg.Go(func() { in.events.Announce(ctx, rec.Event, ap.AlertID) })
 	}
 	wg.Wait()
+	// The batch's new alerts together: their first notices are recorded
+	// together, and cleared in one command.
+	if len(opened) > 0 && in.cfg.Opened != nil {
+		in.cfg.Opened.Opened(opened...)
+	}
 	return out
 }
 

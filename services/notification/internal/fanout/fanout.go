@@ -235,10 +235,7 @@ func (f *Fanout) Handle(ctx context.Context, r events.NotificationRequest) error
 	if err != nil {
 		return errs.Invalid("message", err.Error())
 	}
-	protocols, err := f.domainProtocols(ctx, r.DomainID)
-	if err != nil {
-		return err
-	}
+	protocols := &protocolSet{f: f, domainID: r.DomainID}
 	// Deliveries counts what the request reaches, up to MaxChannels.
 	budget := &budget{left: f.cfg.MaxChannels}
 	var named []string // users the built-in protocol's project channels name
@@ -248,12 +245,19 @@ func (f *Fanout) Handle(ctx context.Context, r events.NotificationRequest) error
 			return err
 		}
 		slices.SortFunc(chs, func(a, b core.ProjectChannel) int { return cmp.Compare(a.ID, b.ID) })
+		chs = slices.DeleteFunc(chs, func(c core.ProjectChannel) bool {
+			return (r.Level != events.LevelAll && r.Level != c.NotificationLevel) ||
+				!core.Picks(c.State, c.IsSubscribe, c.Subscriptions, c.IsScheduled, c.Schedule, r.Topic, now)
+		})
+		ids := make([]string, len(chs))
+		for i, c := range chs {
+			ids[i] = c.ProtocolID
+		}
+		if err := protocols.load(ctx, ids); err != nil {
+			return err
+		}
 		for _, c := range chs {
-			if (r.Level != events.LevelAll && r.Level != c.NotificationLevel) ||
-				!core.Picks(c.State, c.IsSubscribe, c.Subscriptions, c.IsScheduled, c.Schedule, r.Topic, now) {
-				continue
-			}
-			pr, ok := protocols[c.ProtocolID]
+			pr, ok := protocols.known[c.ProtocolID]
 			if !ok {
 				continue // its protocol was deleted
 			}
@@ -318,6 +322,13 @@ func (f *Fanout) Handle(ctx context.Context, r events.NotificationRequest) error
 		return err
 	}
 	slices.SortFunc(chs, func(a, b core.UserChannel) int { return cmp.Compare(a.ID, b.ID) })
+	ids := make([]string, len(chs))
+	for i, c := range chs {
+		ids[i] = c.ProtocolID
+	}
+	if err := protocols.load(ctx, ids); err != nil {
+		return err
+	}
 	for _, u := range users {
 		if err := f.keepInbox(ctx, r, msg, u); err != nil {
 			return err
@@ -329,7 +340,7 @@ func (f *Fanout) Handle(ctx context.Context, r events.NotificationRequest) error
 		if !core.Picks(c.State, c.IsSubscribe, c.Subscriptions, c.IsScheduled, c.Schedule, r.Topic, now) {
 			continue
 		}
-		pr, ok := protocols[c.ProtocolID]
+		pr, ok := protocols.known[c.ProtocolID]
 		if !ok {
 			continue
 		}
@@ -419,16 +430,19 @@ func (f *Fanout) admins(ctx context.Context, domainID string) ([]Admin, error) {
 
 // internal is the id of the domain's built-in protocol, stored now if no
 // read has stored it yet (as the protocol service does on a first read).
-func (f *Fanout) internal(ctx context.Context, protocols map[string]core.Protocol, domainID string) (string, error) {
+func (f *Fanout) internal(ctx context.Context, protocols *protocolSet, domainID string) (string, error) {
 	id := core.InternalID(domainID)
-	if _, ok := protocols[id]; ok {
+	if err := protocols.load(ctx, []string{id}); err != nil {
+		return "", err
+	}
+	if _, ok := protocols.known[id]; ok {
 		return id, nil
 	}
 	pr := core.InternalProtocol(domainID)
 	if _, err := f.protocols.InsertOne(ctx, pr); err != nil && !mongo.IsDuplicateKeyError(err) {
 		return "", store.Wrap(err)
 	}
-	protocols[id] = *pr
+	protocols.known[id] = *pr
 	return id, nil
 }
 
@@ -493,18 +507,47 @@ func (f *Fanout) trimInbox(ctx context.Context, domainID, userID string) error {
 	return store.Wrap(err)
 }
 
-func (f *Fanout) domainProtocols(ctx context.Context, domainID string) (map[string]core.Protocol, error) {
-	var prs []core.Protocol
-	// One whose delete has begun (store.Teardown) is left out.
-	live := bson.D{{Key: "domain_id", Value: domainID}, {Key: tenancy.MarkField, Value: bson.D{{Key: "$ne", Value: true}}}}
-	if err := find(ctx, f.protocols, live, &prs); err != nil {
-		return nil, err
+// protocolSet is what a request knows of its domain's live protocols:
+// each read by its id when a channel first names it (by the _id index on
+// every store), not the domain's whole list.
+type protocolSet struct {
+	f        *Fanout
+	domainID string
+	known    map[string]core.Protocol
+	read     map[string]bool
+}
+
+// load reads the protocols of ids not read yet. One of another domain,
+// or whose delete has begun (store.Teardown), is none.
+func (s *protocolSet) load(ctx context.Context, ids []string) error {
+	if s.known == nil {
+		s.known, s.read = map[string]core.Protocol{}, map[string]bool{}
 	}
-	out := make(map[string]core.Protocol, len(prs))
-	for _, p := range prs {
-		out[p.ID] = p
+	var todo []string
+	for _, id := range compact(ids) {
+		if !s.read[id] {
+			todo = append(todo, id)
+		}
 	}
-	return out, nil
+	docs, err := store.ByIDs[bson.Raw](ctx, s.f.protocols, todo)
+	if err != nil {
+		return err
+	}
+	for _, id := range todo {
+		s.read[id] = true
+		raw, ok := docs[id]
+		if !ok || tenancy.IsMarked(raw) {
+			continue
+		}
+		var p core.Protocol
+		if err := bson.Unmarshal(raw, &p); err != nil {
+			return store.Wrap(err)
+		}
+		if p.DomainID == s.domainID {
+			s.known[id] = p
+		}
+	}
+	return nil
 }
 
 func find(ctx context.Context, c *mongo.Collection, filter bson.D, out any) error {
