@@ -295,7 +295,9 @@ func TestEscalationStartsAtCreation(t *testing.T) {
 // notice without another write of the alert: its version stays.
 func TestEscalationBegunByTheInsert(t *testing.T) {
 	t.Parallel()
-	c := setupWith(t, options{settings: escalating})
+	// No tick within the test but the one of the replica started below:
+	// the notice stays pending until then.
+	c := setupWith(t, options{settings: func(cfg *monitoring.Config) { cfg.EscalationTick = time.Hour }})
 	c.adminA.Call(ep+"create", policyWith("Oncall", "ACKNOWLEDGED", 0, step("LV2", 10), step("LV3", 10))).OK(nil)
 	// A replica whose workers never run: as one killed right after the insert.
 	dead, err := monitoring.Build(context.Background(), c.deps, c.cfg)
@@ -319,13 +321,22 @@ func TestEscalationBegunByTheInsert(t *testing.T) {
 	if notice["id"] != want || notice["level"] != "LV2" || look.Time().Sub(created.Time()) != 10*time.Minute+time.Millisecond {
 		t.Fatalf("stored %v", doc)
 	}
+	// A replica that ticks finds the notice left.
+	cfg := c.cfg
+	cfg.EscalationTick = 40 * time.Millisecond
+	ticking, err := monitoring.Build(context.Background(), c.deps, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.RunWorkers(t, ticking.Workers)
 	got := c.waitRequests(t, a.AlertID, 1)
 	if got[0].ID != want || got[0].Level != "LV2" || got[0].Message.Title != "[Alerting] disk full" {
 		t.Fatalf("recorded %+v", got[0])
 	}
 	testkit.Eventually(t, time.Minute, "the notice cleared", func() bool { _, ok := c.raw(t, "monitoring_alerts", a.AlertID)["notice"]; return !ok })
 
-	// Stored by the replica that runs: recorded from the alert it stored.
+	// Stored by a replica that runs: recorded from the alert it stored
+	// (or by the tick, which finds the step taken), never written again.
 	b := c.alert(t, c.memberA1, "cpu high", "project-a1")
 	c.waitRequests(t, b.AlertID, 1)
 	testkit.Eventually(t, time.Minute, "the notice cleared", func() bool { _, ok := c.raw(t, "monitoring_alerts", b.AlertID)["notice"]; return !ok })
