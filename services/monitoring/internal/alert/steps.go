@@ -72,30 +72,17 @@ func (a *Alert) AnnounceError(level string, now time.Time) {
 	a.Notice = &Notice{ID: StepID(a.AlertID, a.EscalationTTL, 1), Level: level}
 }
 
-// ClearNotices clears the notices of alerts once recorded, as
-// ClearNotice clears each, in one command (one update by _id each); a
-// newer step's notice stays.
+// ClearNotices clears the pending notices of alerts once recorded, in
+// one command (one update by _id each); a newer step's notice stays.
 func (as *Alerts) ClearNotices(ctx context.Context, alerts []*Alert) error {
 	if len(alerts) == 0 {
 		return nil
 	}
+	unset := bson.D{{Key: "$unset", Value: bson.D{{Key: "notice", Value: ""}}}}
 	clears := make([]mongo.WriteModel, len(alerts))
 	for i, a := range alerts {
-		clears[i] = mongo.NewUpdateOneModel().SetFilter(noticeOf(a.ID, a.Notice.ID)).SetUpdate(unsetNotice)
+		clears[i] = mongo.NewUpdateOneModel().SetFilter(bson.D{{Key: "_id", Value: a.ID}, {Key: "notice.id", Value: a.Notice.ID}}).SetUpdate(unset)
 	}
 	_, err := as.c.BulkWrite(ctx, clears, options.BulkWrite().SetOrdered(false))
 	return store.Wrap(err)
 }
-
-// ClearNotice clears the alert's pending notice once it is recorded (a
-// newer step's notice stays).
-func (as *Alerts) ClearNotice(ctx context.Context, id, noticeID string) error {
-	_, err := as.c.UpdateOne(ctx, noticeOf(id, noticeID), unsetNotice)
-	return store.Wrap(err)
-}
-
-func noticeOf(id, noticeID string) bson.D {
-	return bson.D{{Key: "_id", Value: id}, {Key: "notice.id", Value: noticeID}}
-}
-
-var unsetNotice = bson.D{{Key: "$unset", Value: bson.D{{Key: "notice", Value: ""}}}}

@@ -177,8 +177,8 @@ func (w *Worker) kicked(ctx context.Context) {
 
 // begun records the notices of alerts as their inserts left them, side
 // by side (each waits for the outbox), and clears those recorded in one
-// command. An alert kicked without a step taken (its insert did not
-// begin it) is stepped as the tick steps it.
+// command. One without a notice (its escalation ended by its insert)
+// has nothing to record.
 func (w *Worker) begun(ctx context.Context, alerts []*alert.Alert) error {
 	var (
 		wg      sync.WaitGroup
@@ -187,25 +187,18 @@ func (w *Worker) begun(ctx context.Context, alerts []*alert.Alert) error {
 		failed  []error
 	)
 	for _, a := range alerts {
+		if a.Notice == nil {
+			continue
+		}
 		wg.Go(func() {
-			var err error
-			switch {
-			case a.Notice != nil:
-				if err = w.alerting(ctx, a, a.Notice); err == nil {
-					mu.Lock()
-					cleared = append(cleared, a)
-					mu.Unlock()
-				}
-			case a.EscalatedAt == nil && a.EscalationTTL > 0:
-				if err = w.Step(ctx, a.ID); errs.Is(err, errs.NotFoundCode) {
-					err = nil
-				}
-			}
+			err := w.alerting(ctx, a, a.Notice)
+			mu.Lock()
+			defer mu.Unlock()
 			if err != nil {
-				mu.Lock()
 				failed = append(failed, fmt.Errorf("%s: %w", a.ID, err))
-				mu.Unlock()
+				return
 			}
+			cleared = append(cleared, a)
 		})
 	}
 	wg.Wait()
@@ -401,7 +394,7 @@ func (w *Worker) flush(ctx context.Context, a *alert.Alert) error {
 	if err := w.alerting(ctx, a, a.Notice); err != nil {
 		return err
 	}
-	return w.alerts.ClearNotice(ctx, a.ID, a.Notice.ID)
+	return w.alerts.ClearNotices(ctx, []*alert.Alert{a})
 }
 
 // resolveNotice reports whether the alert's resolved notices are due.
